@@ -1,0 +1,41 @@
+# Sluice: `make run` starts everything on an embedded PostgreSQL; `make test` runs the suite.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip -q --disable-pip-version-check
+PACKAGES := -e libs/protos -e libs/common -e libs/spacy-model-alias \
+	-e services/ingest-api -e services/worker -e services/search -e cli
+
+.PHONY: venv test run protos protos-check lint-protos bench clean
+
+venv: $(VENV)/.installed
+
+# torch==2.13.0 is pinned first: pip then takes the CPU build that lies on these machines
+# instead of a multi-GB CUDA build.
+$(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -U pip setuptools wheel
+	$(PIP) install torch==2.13.0
+	$(PIP) install -r requirements.lock
+	$(PIP) install --no-deps --no-build-isolation $(PACKAGES)
+	touch $@
+
+test: venv
+	$(PY) scripts/gen_protos.py --check
+	$(PY) -m pytest
+
+run: venv
+	$(VENV)/bin/sluice-dev
+
+protos: venv
+	$(PY) scripts/gen_protos.py
+
+# buf ships inside the npm package @bufbuild/buf.
+lint-protos:
+	cd protos && npx --yes @bufbuild/buf lint
+
+bench: venv
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .sluice

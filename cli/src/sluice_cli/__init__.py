@@ -1,0 +1,1 @@
+"""The sluice command-line client and the embedded runner."""

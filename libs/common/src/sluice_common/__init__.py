@@ -1,0 +1,1 @@
+"""Code shared by every Sluice service: settings, errors, logging, database, gRPC serving."""

@@ -1,0 +1,177 @@
+"""Domain errors and the one table that maps them to gRPC status codes (AIP-193).
+
+Services raise these; the `grpc_errors` decorator turns them into a `google.rpc.Status` with
+an `ErrorInfo` whose reason is UPPER_SNAKE_CASE. Anything else becomes INTERNAL with a
+reference id: clients never see a Python repr or a stack trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import uuid
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+DOMAIN = "sluice.dev"
+log = logging.getLogger("sluice.errors")
+
+
+class SluiceError(Exception):
+    """A failure with a message fit for the caller and a stable reason."""
+
+    default_reason = "ERROR"
+
+    def __init__(self, message: str, *, reason: str | None = None, **metadata: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason or self.default_reason
+        self.metadata = {k: str(v) for k, v in metadata.items()}
+
+
+class InvalidArgument(SluiceError):
+    default_reason = "INVALID_ARGUMENT"
+
+
+class NotFound(SluiceError):
+    default_reason = "NOT_FOUND"
+
+
+class AlreadyExists(SluiceError):
+    default_reason = "ALREADY_EXISTS"
+
+
+class FailedPrecondition(SluiceError):
+    default_reason = "FAILED_PRECONDITION"
+
+
+class LeaseNotHeld(FailedPrecondition):
+    """The caller's lease expired or was taken over: its write is refused (fencing)."""
+
+    default_reason = "LEASE_NOT_HELD"
+
+
+class ResourceExhausted(SluiceError):
+    default_reason = "RESOURCE_EXHAUSTED"
+
+
+class Unavailable(SluiceError):
+    default_reason = "UNAVAILABLE"
+
+
+class Aborted(SluiceError):
+    default_reason = "ABORTED"
+
+
+# The one table from domain errors to status codes; the most specific class wins (MRO order).
+STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,
+    Aborted: grpc.StatusCode.ABORTED,
+    SluiceError: grpc.StatusCode.INTERNAL,
+}
+
+
+def status_code_of(error: SluiceError) -> grpc.StatusCode:
+    for cls in type(error).__mro__:
+        if cls in STATUS_CODES:
+            return STATUS_CODES[cls]
+    return grpc.StatusCode.INTERNAL
+
+
+def to_grpc_status(error: SluiceError) -> grpc.Status:
+    code = status_code_of(error)
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=error.metadata)
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
+    return rpc_status.to_status(status)
+
+
+def internal_status(exc: BaseException) -> grpc.Status:
+    ref = uuid.uuid4().hex[:12]
+    log.error("unhandled error", exc_info=exc, extra={"error_ref": ref})
+    return to_grpc_status(SluiceError(f"internal error (reference {ref})", reason="INTERNAL"))
+
+
+def grpc_errors(method):
+    """Decorate a servicer method (unary or streaming) so domain errors become rich statuses."""
+
+    if inspect.isasyncgenfunction(method):
+
+        @functools.wraps(method)
+        async def stream_wrapper(self, request, context):
+            try:
+                async for item in method(self, request, context):
+                    yield item
+            except SluiceError as err:
+                await context.abort_with_status(to_grpc_status(err))
+            except Exception as exc:  # noqa: BLE001 - the boundary: nothing leaks to clients
+                if _is_abort(exc):
+                    raise
+                await context.abort_with_status(internal_status(exc))
+
+        return stream_wrapper
+
+    @functools.wraps(method)
+    async def unary_wrapper(self, request, context):
+        try:
+            return await method(self, request, context)
+        except SluiceError as err:
+            await context.abort_with_status(to_grpc_status(err))
+        except Exception as exc:  # noqa: BLE001 - the boundary: nothing leaks to clients
+            if _is_abort(exc):
+                raise
+            await context.abort_with_status(internal_status(exc))
+
+    return unary_wrapper
+
+
+def _is_abort(exc: BaseException) -> bool:
+    # grpc.aio raises AbortError out of context.abort(); it must propagate untouched.
+    return type(exc).__name__ in {"AbortError", "UsageError"}
+
+
+def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    """The ErrorInfo detail of a failed call, for clients and tests."""
+    trailers = error.trailing_metadata() or ()
+    for key, value in trailers:
+        if key == rpc_status.GRPC_DETAILS_METADATA_KEY:
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return info
+    return None
+
+
+def reason_of(error: grpc.RpcError) -> str:
+    info = error_info(error)
+    return info.reason if info else ""
+
+
+__all__ = [
+    "Aborted",
+    "AlreadyExists",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "LeaseNotHeld",
+    "NotFound",
+    "ResourceExhausted",
+    "SluiceError",
+    "Unavailable",
+    "code_pb2",
+    "error_info",
+    "grpc_errors",
+    "reason_of",
+    "to_grpc_status",
+]

@@ -1,0 +1,1 @@
+"""Generated from protos/sluice/v1; do not edit."""

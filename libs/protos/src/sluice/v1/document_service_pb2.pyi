@@ -1,0 +1,136 @@
+from sluice.v1 import collection_pb2 as _collection_pb2
+from sluice.v1 import document_pb2 as _document_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateCollectionRequest(_message.Message):
+    __slots__ = ("collection",)
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    collection: _collection_pb2.Collection
+    def __init__(self, collection: _Optional[_Union[_collection_pb2.Collection, _Mapping]] = ...) -> None: ...
+
+class GetCollectionRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListCollectionsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListCollectionsResponse(_message.Message):
+    __slots__ = ("collections", "next_page_token")
+    COLLECTIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    collections: _containers.RepeatedCompositeFieldContainer[_collection_pb2.Collection]
+    next_page_token: str
+    def __init__(self, collections: _Optional[_Iterable[_Union[_collection_pb2.Collection, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteCollectionRequest(_message.Message):
+    __slots__ = ("name", "force")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    force: bool
+    def __init__(self, name: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class DeleteCollectionResponse(_message.Message):
+    __slots__ = ("deleted_documents",)
+    DELETED_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    deleted_documents: int
+    def __init__(self, deleted_documents: _Optional[int] = ...) -> None: ...
+
+class UploadDocumentMetadata(_message.Message):
+    __slots__ = ("collection", "filename", "mime_type", "metadata", "request_id")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    filename: str
+    mime_type: str
+    metadata: _containers.ScalarMap[str, str]
+    request_id: str
+    def __init__(self, collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class UploadDocumentRequest(_message.Message):
+    __slots__ = ("metadata", "data")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: UploadDocumentMetadata
+    data: bytes
+    def __init__(self, metadata: _Optional[_Union[UploadDocumentMetadata, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class GetDocumentRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ListDocumentsRequest(_message.Message):
+    __slots__ = ("collection", "status", "page_size", "page_token")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    status: _document_pb2.DocumentStatus
+    page_size: int
+    page_token: str
+    def __init__(self, collection: _Optional[str] = ..., status: _Optional[_Union[_document_pb2.DocumentStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListDocumentsResponse(_message.Message):
+    __slots__ = ("documents", "next_page_token")
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[_document_pb2.Document]
+    next_page_token: str
+    def __init__(self, documents: _Optional[_Iterable[_Union[_document_pb2.Document, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteDocumentRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DeleteDocumentResponse(_message.Message):
+    __slots__ = ("cancelled_running_job",)
+    CANCELLED_RUNNING_JOB_FIELD_NUMBER: _ClassVar[int]
+    cancelled_running_job: bool
+    def __init__(self, cancelled_running_job: _Optional[bool] = ...) -> None: ...
+
+class RetryDocumentRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ReprocessDocumentRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class WatchDocumentRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,1 @@
+"""ingest-api: owns every write; serves DocumentService and JobService."""

@@ -1,0 +1,19 @@
+"""Alembic environment: migrations run online against the URL given by upgrade()."""
+
+from alembic import context
+from sqlalchemy import create_engine, pool
+
+from sluice_common.db import sqlalchemy_url
+
+
+def run_migrations_online() -> None:
+    url = context.config.attributes["database_url"]
+    engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
+    with engine.connect() as connection:
+        context.configure(connection=connection, transactional_ddl=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+run_migrations_online()

@@ -1,0 +1,24 @@
+"""ingest-api settings (SLUICE_* environment variables)."""
+
+from __future__ import annotations
+
+from sluice_common.settings import CommonSettings
+
+
+class IngestSettings(CommonSettings):
+    bind: str = "localhost:50051"
+    # Upload limit; larger uploads are refused with RESOURCE_EXHAUSTED.
+    max_upload_bytes: int = 100 * 1024 * 1024
+    # Rule 6: a RUNNING job whose lease is older than this is reclaimable.
+    lease_seconds: float = 60.0
+    # Rule 7: the first retry waits this long, doubling each attempt, capped at 300 s.
+    retry_delay_seconds: float = 5.0
+    max_retry_delay_seconds: float = 300.0
+    # Defaults of new collections.
+    default_max_attempts: int = 3
+    default_chunk_max_characters: int = 1500
+    default_chunk_new_after_n_chars: int = 1000
+    default_chunk_overlap: int = 150
+    # Longest ClaimJob long-poll a worker may ask for.
+    max_claim_wait_seconds: float = 60.0
+    pool_max_size: int = 20

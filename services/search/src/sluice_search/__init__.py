@@ -1,0 +1,1 @@
+"""search: read-only pgvector and full-text search over READY documents."""

@@ -1,0 +1,1 @@
+"""worker: claims jobs and runs parse, chunk, embed, index through JobService."""

@@ -1,0 +1,34 @@
+"""The public contract: generated code is current and the names DESIGN.md §3 binds exist."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from sluice.v1 import document_service_pb2, job_service_pb2, search_service_pb2
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_generated_code_is_not_stale():
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_protos.py"), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_binding_names_exist():
+    services = {
+        document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"]: {
+            "CreateCollection", "GetCollection", "ListCollections", "DeleteCollection", "UploadDocument",
+            "GetDocument", "ListDocuments", "DeleteDocument", "RetryDocument", "ReprocessDocument", "WatchDocument",
+        },
+        job_service_pb2.DESCRIPTOR.services_by_name["JobService"]: {
+            "ClaimJob", "RenewLease", "ReportStage", "ReadDocumentContent", "CompleteJob", "FailJob",
+        },
+        search_service_pb2.DESCRIPTOR.services_by_name["SearchService"]: {"Search"},
+    }
+    for service, methods in services.items():
+        assert service.full_name.startswith("sluice.v1.")
+        assert methods <= set(service.methods_by_name)
+    upload = document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"].methods_by_name["UploadDocument"]
+    assert upload.client_streaming and upload.output_type.name == "Document"
+    watch = document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"].methods_by_name["WatchDocument"]
+    assert watch.server_streaming
