@@ -1,1 +1,3 @@
-"""The sluice command-line client and the embedded runner."""
+"""The sluice command-line client (`sluice`) and the embedded runner (`sluice-dev`)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,179 @@
+"""`sluice`: the command-line client of Sluice.
+
+Exit codes (scripts may rely on them): 0 ok, 1 operation failed, 2 usage error or invalid
+argument, 3 not found, 4 server unavailable. Errors are one line on stderr (a JSON object
+with --json), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import grpc
+
+from . import __version__, commands, render
+from .client import open_clients
+from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error
+from .upload import run_upload
+
+EPILOG = """exit codes: 0 ok, 1 operation failed (e.g. a document FAILED), 2 usage error or invalid
+argument, 3 not found, 4 server unavailable.
+environment: SLUICE_INGEST_ADDRESS (default localhost:50051), SLUICE_SEARCH_ADDRESS
+(default localhost:50052)."""
+
+
+def _common_options(defaults: bool) -> argparse.ArgumentParser:
+    """Options accepted both before and after the subcommand (`sluice --json ls` or `sluice ls --json`)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    suppress = {} if defaults else {"default": argparse.SUPPRESS}
+    parent.add_argument("--json", action="store_true", help="machine-readable JSON output", **({"default": False} if defaults else suppress))
+    parent.add_argument("--ingest-address", metavar="HOST:PORT", help="ingest-api address (env SLUICE_INGEST_ADDRESS)", **suppress)
+    parent.add_argument("--search-address", metavar="HOST:PORT", help="search address (env SLUICE_SEARCH_ADDRESS)", **suppress)
+    return parent
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
+    return number
+
+
+def _non_negative(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return number
+
+
+def _key_value(value: str) -> str:
+    if "=" not in value or value.startswith("="):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options(defaults=False)
+    parser = argparse.ArgumentParser(
+        prog="sluice",
+        description="Upload documents to Sluice, follow their processing and search them.",
+        epilog=EPILOG,
+        parents=[_common_options(defaults=True)],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"sluice {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    # collections
+    coll = sub.add_parser("collections", help="create, list, show and delete collections", parents=[common])
+    coll_sub = coll.add_subparsers(dest="collections_command", metavar="ACTION")
+    coll_sub.required = True
+    create = coll_sub.add_parser("create", help="create a collection", parents=[common])
+    create.add_argument("name")
+    create.add_argument("--embedder", choices=sorted(commands.EMBEDDERS), default=commands.default_embedder(),
+                        help="local: sentence-transformers all-MiniLM-L6-v2 (offline, default); hashing: fast, "
+                             "for tests; openai: any OpenAI-compatible API configured on the servers")
+    create.add_argument("--model", help="model name (default: all-MiniLM-L6-v2, hashing, text-embedding-3-small)")
+    create.add_argument("--dimensions", type=_positive, help="vector size (default: 384, 256, 1536)")
+    create.add_argument("--chunk-size", type=_positive, metavar="CHARS", help="maximum characters per chunk")
+    create.add_argument("--overlap", type=_non_negative, metavar="CHARS", help="characters repeated between chunks")
+    create.add_argument("--max-attempts", type=_positive, help="processing attempts per document before FAILED")
+    create.add_argument("--description", help="a description for people")
+    create.set_defaults(handler=commands.collections_create)
+    lst = coll_sub.add_parser("list", aliases=["ls"], help="list collections", parents=[common])
+    lst.set_defaults(handler=commands.collections_list)
+    cshow = coll_sub.add_parser("show", help="show one collection", parents=[common])
+    cshow.add_argument("name")
+    cshow.set_defaults(handler=commands.collections_show)
+    delete = coll_sub.add_parser("delete", aliases=["rm"], help="delete a collection", parents=[common])
+    delete.add_argument("name")
+    delete.add_argument("--force", action="store_true", help="also delete its documents")
+    delete.set_defaults(handler=commands.collections_delete)
+
+    # upload
+    up = sub.add_parser("upload", help="upload files and folders (recursive) and follow them to READY", parents=[common])
+    up.add_argument("paths", nargs="+", metavar="PATH")
+    up.add_argument("--collection", "-c", required=True)
+    up.add_argument("--no-wait", action="store_true", help="return once uploaded, without following processing")
+    up.add_argument("--timeout", type=float, default=0, metavar="SECONDS", help="stop waiting after this long (exit 1); 0 waits forever")
+    up.add_argument("--metadata", "-m", action="append", type=_key_value, metavar="KEY=VALUE", help="metadata for every uploaded document (repeatable)")
+    up.set_defaults(handler=_upload)
+
+    # ls
+    ls = sub.add_parser("ls", help="list documents and their status", parents=[common])
+    ls.add_argument("--collection", "-c")
+    ls.add_argument("--status", choices=commands.STATUS_CHOICES, type=str.lower)
+    ls.add_argument("--limit", type=_positive, help="at most this many documents (default: all)")
+    ls.set_defaults(handler=commands.ls)
+
+    for name, help_text, handler in (
+        ("watch", "follow a document until READY or FAILED (exit 0 or 1)", commands.watch),
+        ("show", "show a document with its stage history and attempts", commands.show),
+        ("retry", "process a FAILED document again", commands.retry),
+    ):
+        p = sub.add_parser(name, help=help_text, parents=[common])
+        p.add_argument("document", metavar="DOC", help="document id (or unique id prefix or file name)")
+        p.add_argument("--collection", "-c", help="narrow a prefix or file name to this collection")
+        if name == "watch":
+            p.add_argument("--timeout", type=float, default=0, metavar="SECONDS", help="give up after this long (exit 1)")
+        if name == "retry":
+            p.add_argument("--wait", action="store_true", help="follow the document after retrying")
+        p.set_defaults(handler=handler)
+
+    rm = sub.add_parser("rm", help="delete documents (cancels their running jobs)", parents=[common])
+    rm.add_argument("documents", nargs="+", metavar="DOC")
+    rm.add_argument("--collection", "-c", help="narrow a prefix or file name to this collection")
+    rm.set_defaults(handler=commands.rm)
+
+    search = sub.add_parser("search", help="search READY documents of a collection", parents=[common])
+    search.add_argument("query")
+    search.add_argument("--collection", "-c", required=True)
+    search.add_argument("--mode", choices=sorted(commands.MODES), help="default: hybrid")
+    search.add_argument("-k", "--top-k", dest="k", type=_positive, default=10, help="number of hits (default 10)")
+    search.add_argument("--filter", action="append", type=_key_value, metavar="KEY=VALUE", help="metadata that must match (repeatable)")
+    search.set_defaults(handler=commands.search)
+    return parser
+
+
+def _upload(clients, args) -> int:
+    metadata = dict(item.split("=", 1) for item in (args.metadata or []))
+    return run_upload(clients, args.paths, args.collection, wait=not args.no_wait, timeout=args.timeout, as_json=args.json, metadata=metadata)
+
+
+def report_error(error: CliError, as_json: bool) -> None:
+    if as_json:
+        sys.stderr.write(json.dumps({"error": {"message": error.message, "reason": error.reason, "exit_code": error.exit_code}}, ensure_ascii=False) + "\n")
+    else:
+        render.err.print(f"[bold red]error:[/] {render.escape(error.message)}", soft_wrap=True)
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    as_json = getattr(args, "json", False)
+    try:
+        with open_clients(getattr(args, "ingest_address", None), getattr(args, "search_address", None)) as clients:
+            return args.handler(clients, args)
+    except CliError as error:
+        report_error(error, as_json)
+        return error.exit_code
+    except grpc.RpcError as error:  # a call outside Clients.call: still one readable line
+        report_error(from_rpc_error(error, service="sluice", address="?"), as_json)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        render.err.print("interrupted")
+        return 130
+    except BrokenPipeError:  # `sluice ls | head`
+        return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    code = run(argv)
+    sys.exit(code if code is not None else EXIT_USAGE)
+
+
+if __name__ == "__main__":
+    main()

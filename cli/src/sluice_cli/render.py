@@ -1,0 +1,288 @@
+"""How documents, collections and hits look: rich tables for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from google.protobuf import json_format
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from sluice.v1 import collection_pb2, document_pb2, search_service_pb2
+
+# Consoles: results on stdout, progress and errors on stderr, so `> file` keeps only results.
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+# Order of the processing stages, for progress bars: PENDING counts as stage 0.
+STAGES = [
+    document_pb2.DOCUMENT_STATUS_PENDING,
+    document_pb2.DOCUMENT_STATUS_PARSING,
+    document_pb2.DOCUMENT_STATUS_CHUNKING,
+    document_pb2.DOCUMENT_STATUS_EMBEDDING,
+    document_pb2.DOCUMENT_STATUS_INDEXING,
+]
+TERMINAL = {document_pb2.DOCUMENT_STATUS_READY, document_pb2.DOCUMENT_STATUS_FAILED}
+STATUS_STYLE = {
+    "READY": "green",
+    "FAILED": "red",
+    "PENDING": "yellow",
+}
+PROVIDER_NAMES = {
+    collection_pb2.EMBEDDER_PROVIDER_HASHING: "hashing",
+    collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS: "local",
+    collection_pb2.EMBEDDER_PROVIDER_OPENAI: "openai",
+}
+
+
+def status_name(status: int) -> str:
+    return document_pb2.DocumentStatus.Name(status).removeprefix("DOCUMENT_STATUS_")
+
+
+def job_status_name(status: int) -> str:
+    return document_pb2.IngestionJobStatus.Name(status).removeprefix("INGESTION_JOB_STATUS_")
+
+
+def outcome_name(outcome: int) -> str:
+    return document_pb2.AttemptOutcome.Name(outcome).removeprefix("ATTEMPT_OUTCOME_")
+
+
+def mode_name(mode: int) -> str:
+    return search_service_pb2.SearchMode.Name(mode).removeprefix("SEARCH_MODE_")
+
+
+def styled_status(status: int) -> Text:
+    name = status_name(status)
+    return Text(name, style=STATUS_STYLE.get(name, "cyan"))
+
+
+def fraction_done(doc: document_pb2.Document) -> float:
+    """How far a document has come through the pipeline, 0..1 (READY = 1)."""
+    if doc.status in TERMINAL:
+        return 1.0
+    stage = doc.progress.stage if doc.HasField("progress") and doc.progress.stage else doc.status
+    try:
+        index = STAGES.index(stage)
+    except ValueError:
+        index = 0
+    within = 0.0
+    if doc.HasField("progress") and doc.progress.total > 0 and doc.progress.stage == stage:
+        within = min(1.0, doc.progress.done / doc.progress.total)
+    # PENDING weighs nothing; each working stage a quarter.
+    if index == 0:
+        return 0.0
+    return min(0.999, ((index - 1) + within) / (len(STAGES) - 1))
+
+
+def progress_text(doc: document_pb2.Document) -> str:
+    if doc.status in TERMINAL or not doc.HasField("progress") or doc.progress.total <= 0:
+        return ""
+    unit = f" {doc.progress.unit}" if doc.progress.unit else ""
+    return f"{doc.progress.done}/{doc.progress.total}{unit}"
+
+
+def timestamp(ts) -> str:
+    if ts is None or (ts.seconds == 0 and ts.nanos == 0):
+        return ""
+    value = ts.ToDatetime(tzinfo=timezone.utc).astimezone()
+    return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def age(ts) -> str:
+    if ts is None or (ts.seconds == 0 and ts.nanos == 0):
+        return ""
+    seconds = (datetime.now(timezone.utc) - ts.ToDatetime(tzinfo=timezone.utc)).total_seconds()
+    if seconds < 60:
+        return f"{max(0, int(seconds))}s ago"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)}h ago"
+    return f"{int(seconds // 86400)}d ago"
+
+
+def to_dict(message) -> dict[str, Any]:
+    """The proto3 JSON form with the .proto field names (snake_case) and enum names."""
+    return json_format.MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def print_json_line(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def collections_table(collections) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("NAME", "EMBEDDER", "MODEL", "DIM", "CHUNK", "DOCS", "READY", "CREATED"):
+        table.add_column(column, no_wrap=True)
+    for c in collections:
+        table.add_row(
+            escape(c.name),
+            PROVIDER_NAMES.get(c.embedder.provider, "?"),
+            escape(c.embedder.model),
+            str(c.embedder.dimensions),
+            f"{c.chunking.max_characters}/{c.chunking.overlap}" if c.chunking.max_characters else "default",
+            str(c.document_count),
+            str(c.ready_document_count),
+            timestamp(c.create_time),
+        )
+    return table
+
+
+def documents_table(documents, *, show_collection: bool = True) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("ID", no_wrap=True)
+    if show_collection:
+        table.add_column("COLLECTION", no_wrap=True)
+    table.add_column("FILENAME", overflow="fold", max_width=40)
+    table.add_column("STATUS", no_wrap=True)
+    table.add_column("PROGRESS", no_wrap=True)
+    table.add_column("TRIES", no_wrap=True, justify="right")
+    table.add_column("CHUNKS", no_wrap=True, justify="right")
+    table.add_column("UPDATED", no_wrap=True)
+    table.add_column("ERROR", overflow="fold", max_width=60)
+    for d in documents:
+        row = [d.id]
+        if show_collection:
+            row.append(escape(d.collection))
+        row += [
+            escape(d.filename),
+            styled_status(d.status),
+            progress_text(d),
+            f"{d.attempts}/{d.max_attempts}" if d.max_attempts else str(d.attempts),
+            str(d.chunk_count) if d.chunk_count else "",
+            age(d.update_time),
+            Text(d.error_message, style="red") if d.error_message else "",
+        ]
+        table.add_row(*row)
+    return table
+
+
+def document_details(doc: document_pb2.Document) -> list:
+    """Renderables of `sluice show`: the fields, then the attempt history."""
+    fields = Table.grid(padding=(0, 2))
+    fields.add_column(style="bold", no_wrap=True)
+    fields.add_column(overflow="fold")
+    rows = [
+        ("id", doc.id),
+        ("name", doc.name),
+        ("collection", doc.collection),
+        ("filename", doc.filename),
+        ("mime type", doc.mime_type),
+        ("size", human_bytes(doc.size_bytes)),
+        ("sha256", doc.content_sha256),
+        ("status", styled_status(doc.status)),
+        ("job", job_status_name(doc.job_status) if doc.job_status else ""),
+        ("progress", _progress_line(doc)),
+        ("attempts", f"{doc.attempts} of {doc.max_attempts}"),
+        ("chunks", str(doc.chunk_count)),
+        ("created", timestamp(doc.create_time)),
+        ("updated", timestamp(doc.update_time)),
+    ]
+    if doc.HasField("next_attempt_time"):
+        rows.append(("next attempt", timestamp(doc.next_attempt_time)))
+    if doc.error_message:
+        code = f" [{doc.error_code}]" if doc.error_code else ""
+        rows.append(("error", Text(doc.error_message + code, style="red")))
+    for key, value in sorted(doc.metadata.items()):
+        rows.append((f"metadata.{key}", value))
+    for label, value in rows:
+        fields.add_row(label, value if isinstance(value, Text) else escape(str(value)))
+    renderables: list = [fields]
+    if doc.attempt_history:
+        history = Table(title="attempts", title_justify="left", box=None, pad_edge=False, header_style="bold")
+        for column in ("#", "WORKER", "STAGE", "OUTCOME", "STARTED", "ENDED", "ERROR"):
+            history.add_column(column, no_wrap=column != "ERROR", overflow="fold")
+        for a in doc.attempt_history:
+            outcome = outcome_name(a.outcome)
+            style = {"SUCCEEDED": "green", "RETRYABLE_FAILURE": "yellow", "PERMANENT_FAILURE": "red", "LEASE_EXPIRED": "red"}.get(outcome, "")
+            error = a.error_message
+            if a.error_code:
+                error = f"{error} [{a.error_code}]" if error else f"[{a.error_code}]"
+            history.add_row(
+                str(a.number),
+                escape(a.worker_id),
+                status_name(a.stage),
+                Text(outcome, style=style),
+                timestamp(a.start_time),
+                timestamp(a.end_time),
+                Text(error, style="red") if error else "",
+            )
+        renderables.append(Text(""))
+        renderables.append(history)
+    return renderables
+
+
+def _progress_line(doc: document_pb2.Document) -> str:
+    if not doc.HasField("progress") or not doc.progress.stage:
+        return ""
+    text = status_name(doc.progress.stage)
+    if doc.progress.total:
+        text += f" {doc.progress.done}/{doc.progress.total} {doc.progress.unit}".rstrip()
+    return text
+
+
+def human_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+def snippet(hit, width: int = 240) -> Text:
+    """The hit's text on one line, matched spans in bold, cut around the first match."""
+    text = hit.text
+    spans = [(h.start, h.end) for h in hit.highlights if 0 <= h.start < h.end <= len(text)]
+    start = 0
+    if spans and len(text) > width:
+        start = max(0, min(spans[0][0] - width // 4, len(text) - width))
+    end = min(len(text), start + width)
+    piece = Text()
+    if start > 0:
+        piece.append("…")
+    cursor = start
+    for s, e in sorted(spans):
+        if e <= cursor or s >= end:
+            continue
+        s = max(s, cursor)
+        piece.append(_flat(text[cursor:s]))
+        piece.append(_flat(text[s:min(e, end)]), style="bold yellow")
+        cursor = min(e, end)
+    piece.append(_flat(text[cursor:end]))
+    if end < len(text):
+        piece.append("…")
+    return piece
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split()) if text.strip() else (" " if text else "")
+
+
+def hits_table(hits) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold", show_lines=False)
+    table.add_column("#", no_wrap=True, justify="right")
+    table.add_column("SCORE", no_wrap=True, justify="right")
+    table.add_column("DOCUMENT", overflow="fold", max_width=36)
+    table.add_column("PAGE", no_wrap=True, justify="right")
+    table.add_column("TEXT", overflow="fold", ratio=1)
+    for rank, hit in enumerate(hits, 1):
+        table.add_row(
+            str(rank),
+            f"{hit.score:.4f}",
+            Text(hit.filename) + Text(f"\n{hit.document_id[:8]} #{hit.chunk_index}", style="dim"),
+            str(hit.page_number) if hit.page_number else "-",
+            snippet(hit),
+        )
+    return table
