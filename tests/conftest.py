@@ -47,3 +47,71 @@ def database_url(pg_admin_uri, template_uri):
     yield database_uri(pg_admin_uri, name)
     with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
         conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
+
+
+class RunningIngestApi:
+    """An ingest-api serving in a thread of its own (its own event loop), on a free port."""
+
+    def __init__(self, settings) -> None:
+        import asyncio
+        import threading
+
+        from sluice_ingest.main import IngestApp
+
+        self.settings = settings
+        self.app = IngestApp(settings)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="ingest-api", daemon=True)
+        self.thread.start()
+        self._call(self._start())
+        self.address = f"127.0.0.1:{self.app.port}"
+
+    async def _start(self) -> None:
+        await self.app.start()
+        await self.app.serve()
+
+    def _call(self, coro, timeout: float = 60):
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        try:
+            self._call(self.app.stop(0))
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+INGEST_TEST_DEFAULTS = {
+    "bind": "127.0.0.1:0",
+    "lease_seconds": 5.0,
+    "retry_delay_seconds": 0.05,
+    "log_json": False,
+    "log_level": "WARNING",
+}
+
+
+@pytest.fixture
+def ingest_api_factory(database_url):
+    """Start ingest-api servers on the test's database: `ingest_api_factory(lease_seconds=1)`."""
+    from sluice_ingest.settings import IngestSettings
+
+    running: list[RunningIngestApi] = []
+
+    def start(**overrides) -> RunningIngestApi:
+        settings = IngestSettings(database_url=database_url, **{**INGEST_TEST_DEFAULTS, **overrides})
+        server = RunningIngestApi(settings)
+        running.append(server)
+        return server
+
+    yield start
+    for server in running:
+        server.stop()
+
+
+@pytest.fixture
+def ingest_api(ingest_api_factory) -> RunningIngestApi:
+    """An in-process ingest-api (lease 5 s, first retry after 0.05 s); `.address` is "127.0.0.1:PORT"."""
+    return ingest_api_factory()

@@ -1,0 +1,335 @@
+"""gRPC servicers: validate the message shape, convert, call one service function, convert back."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from google.protobuf import timestamp_pb2
+
+from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, document_service_pb2_grpc
+from sluice.v1 import job_service_pb2, job_service_pb2_grpc
+from sluice_common.errors import InvalidArgument, grpc_errors
+
+from .domain import DocumentStatus
+from .service import CollectionSpec, IncomingChunk, IngestService, UploadMeta
+
+PROVIDER_TO_PROTO = {
+    "hashing": collection_pb2.EMBEDDER_PROVIDER_HASHING,
+    "sentence_transformers": collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS,
+    "openai": collection_pb2.EMBEDDER_PROVIDER_OPENAI,
+}
+PROVIDER_FROM_PROTO = {v: k for k, v in PROVIDER_TO_PROTO.items()}
+OUTCOME_TO_PROTO = {name: document_pb2.AttemptOutcome.Value("ATTEMPT_OUTCOME_" + name) for name in (
+    "RUNNING", "SUCCEEDED", "RETRYABLE_FAILURE", "PERMANENT_FAILURE", "LEASE_EXPIRED", "RELEASED", "CANCELLED")}
+
+
+def timestamp(value: dt.datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(value)
+    return ts
+
+
+def document_status_to_proto(status: str | None) -> int:
+    return document_pb2.DocumentStatus.Value("DOCUMENT_STATUS_" + status) if status else 0
+
+
+def document_status_from_proto(value: int) -> DocumentStatus | None:
+    if value == document_pb2.DOCUMENT_STATUS_UNSPECIFIED:
+        return None
+    try:
+        return DocumentStatus(document_pb2.DocumentStatus.Name(value).removeprefix("DOCUMENT_STATUS_"))
+    except ValueError:
+        raise InvalidArgument(f"unknown document status {value}", reason="INVALID_STATUS") from None
+
+
+def collection_to_proto(row: dict[str, Any]) -> collection_pb2.Collection:
+    return collection_pb2.Collection(
+        name=row["name"],
+        description=row["description"],
+        embedder=collection_pb2.EmbedderConfig(
+            provider=PROVIDER_TO_PROTO[row["embedder_provider"]], model=row["embedder_model"], dimensions=row["dimensions"]
+        ),
+        chunking=collection_pb2.ChunkingConfig(
+            max_characters=row["chunk_max_characters"],
+            new_after_n_chars=row["chunk_new_after_n_chars"],
+            overlap=row["chunk_overlap"],
+        ),
+        document_count=row["document_count"],
+        ready_document_count=row["ready_document_count"],
+        create_time=timestamp(row["created_at"]),
+        max_attempts=row["max_attempts"],
+    )
+
+
+def document_to_proto(row: dict[str, Any], history: list[dict[str, Any]] | None = None) -> document_pb2.Document:
+    doc = document_pb2.Document(
+        name=f"collections/{row['collection']}/documents/{row['id']}",
+        id=str(row["id"]),
+        collection=row["collection"],
+        filename=row["filename"],
+        mime_type=row["mime_type"],
+        status=document_status_to_proto(row["status"]),
+        error_message=row["error_message"] or "",
+        error_code=row["error_code"] or "",
+        progress=document_pb2.Progress(
+            stage=document_status_to_proto(row["progress_stage"]),
+            done=row["progress_done"],
+            total=row["progress_total"],
+            unit=row["progress_unit"],
+        ),
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        chunk_count=row["chunk_count"],
+        content_sha256=row["content_sha256"],
+        size_bytes=row["size_bytes"],
+        metadata=row["metadata"],
+        job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row["job_status"]),
+        create_time=timestamp(row["created_at"]),
+        update_time=timestamp(row["updated_at"]),
+    )
+    if row["job_status"] == "PENDING" and row["available_at"] > row["db_now"]:
+        doc.next_attempt_time.CopyFrom(timestamp(row["available_at"]))
+    for attempt in history or ():
+        doc.attempt_history.append(
+            document_pb2.Attempt(
+                number=attempt["number"],
+                worker_id=attempt["worker_id"],
+                stage=document_status_to_proto(attempt["stage"]),
+                outcome=OUTCOME_TO_PROTO[attempt["outcome"]],
+                error_code=attempt["error_code"] or "",
+                error_message=attempt["error_message"] or "",
+                retryable=bool(attempt["retryable"]),
+                start_time=timestamp(attempt["started_at"]),
+                end_time=timestamp(attempt["ended_at"]),
+            )
+        )
+    return doc
+
+
+def chunk_from_proto(chunk: job_service_pb2.Chunk) -> IncomingChunk:
+    return IncomingChunk(
+        index=chunk.index,
+        text=chunk.text,
+        page_number=chunk.page_number,
+        element_type=chunk.element_type,
+        section_title=chunk.section_title,
+        text_as_html=chunk.text_as_html,
+        embedding=list(chunk.embedding),
+    )
+
+
+def chunk_to_proto(chunk: IncomingChunk) -> job_service_pb2.Chunk:
+    return job_service_pb2.Chunk(
+        index=chunk.index,
+        text=chunk.text,
+        page_number=chunk.page_number,
+        element_type=chunk.element_type,
+        section_title=chunk.section_title,
+        text_as_html=chunk.text_as_html,
+    )
+
+
+def lease_of(message) -> tuple[str, str]:
+    if not message.HasField("lease") or not message.lease.job_id or not message.lease.lease_token:
+        raise InvalidArgument("lease.job_id and lease.lease_token are required", reason="MISSING_LEASE")
+    return message.lease.job_id, message.lease.lease_token
+
+
+class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
+    def __init__(self, service: IngestService) -> None:
+        self.service = service
+
+    @grpc_errors
+    async def CreateCollection(self, request, context):
+        c = request.collection
+        spec = CollectionSpec(
+            name=c.name,
+            description=c.description,
+            provider=PROVIDER_FROM_PROTO.get(c.embedder.provider, ""),
+            model=c.embedder.model,
+            dimensions=c.embedder.dimensions,
+            chunk_max_characters=c.chunking.max_characters,
+            chunk_new_after_n_chars=c.chunking.new_after_n_chars,
+            chunk_overlap=c.chunking.overlap,
+            max_attempts=c.max_attempts,
+        )
+        return collection_to_proto(await self.service.create_collection(spec))
+
+    @grpc_errors
+    async def GetCollection(self, request, context):
+        return collection_to_proto(await self.service.get_collection(request.name))
+
+    @grpc_errors
+    async def ListCollections(self, request, context):
+        rows, token = await self.service.list_collections(request.page_size, request.page_token)
+        return document_service_pb2.ListCollectionsResponse(
+            collections=[collection_to_proto(r) for r in rows], next_page_token=token
+        )
+
+    @grpc_errors
+    async def DeleteCollection(self, request, context):
+        deleted = await self.service.delete_collection(request.name, request.force)
+        return document_service_pb2.DeleteCollectionResponse(deleted_documents=deleted)
+
+    @grpc_errors
+    async def UploadDocument(self, request_iterator, context):
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("payload") != "metadata":
+            raise InvalidArgument("the first message of an upload must carry metadata", reason="MISSING_METADATA")
+        m = first.metadata
+        meta = UploadMeta(m.collection, m.filename, m.mime_type, dict(m.metadata), m.request_id)
+
+        async def data():
+            async for message in request_iterator:
+                if message.WhichOneof("payload") != "data":
+                    raise InvalidArgument("only the first message may carry metadata", reason="DUPLICATE_METADATA")
+                yield message.data
+
+        document, _ = await self.service.upload_document(meta, data())
+        return document_to_proto(document)
+
+    @grpc_errors
+    async def GetDocument(self, request, context):
+        document, history = await self.service.get_document(request.id)
+        return document_to_proto(document, history)
+
+    @grpc_errors
+    async def ListDocuments(self, request, context):
+        status = document_status_from_proto(request.status)
+        rows, token = await self.service.list_documents(request.collection, status, request.page_size, request.page_token)
+        return document_service_pb2.ListDocumentsResponse(documents=[document_to_proto(r) for r in rows], next_page_token=token)
+
+    @grpc_errors
+    async def DeleteDocument(self, request, context):
+        cancelled = await self.service.delete_document(request.id)
+        return document_service_pb2.DeleteDocumentResponse(cancelled_running_job=cancelled)
+
+    @grpc_errors
+    async def RetryDocument(self, request, context):
+        return document_to_proto(await self.service.retry_document(request.id))
+
+    @grpc_errors
+    async def ReprocessDocument(self, request, context):
+        return document_to_proto(await self.service.reprocess_document(request.id))
+
+    @grpc_errors
+    async def WatchDocument(self, request, context):
+        sequence = 0
+        last = None
+        async for row in self.service.watch_document(request.id):
+            document = document_to_proto(row)
+            comparable = document_pb2.Document()
+            comparable.CopyFrom(document)
+            comparable.ClearField("update_time")
+            if comparable == last:
+                continue
+            last = comparable
+            sequence += 1
+            yield document_pb2.DocumentEvent(document=document, sequence=sequence)
+
+
+class JobServicer(job_service_pb2_grpc.JobServiceServicer):
+    def __init__(self, service: IngestService, lease_seconds: float) -> None:
+        self.service = service
+        self.lease_seconds = lease_seconds
+
+    @grpc_errors
+    async def ClaimJob(self, request, context):
+        job = await self.service.claim_job(request.worker_id, request.wait_seconds)
+        if job is None:
+            return job_service_pb2.ClaimJobResponse()
+        return job_service_pb2.ClaimJobResponse(
+            job=job_service_pb2.Job(
+                lease=job_service_pb2.LeaseRef(job_id=str(job["job_id"]), lease_token=str(job["lease_token"])),
+                document_id=str(job["document_id"]),
+                collection=job["collection"],
+                filename=job["filename"],
+                mime_type=job["mime_type"],
+                content_sha256=job["content_sha256"],
+                size_bytes=job["size_bytes"],
+                attempt=job["attempts"],
+                max_attempts=job["max_attempts"],
+                lease_seconds=self.lease_seconds,
+                embedder=collection_pb2.EmbedderConfig(
+                    provider=PROVIDER_TO_PROTO[job["embedder_provider"]],
+                    model=job["embedder_model"],
+                    dimensions=job["dimensions"],
+                ),
+                chunking=collection_pb2.ChunkingConfig(
+                    max_characters=job["chunk_max_characters"],
+                    new_after_n_chars=job["chunk_new_after_n_chars"],
+                    overlap=job["chunk_overlap"],
+                ),
+                metadata=job["metadata"],
+            )
+        )
+
+    @grpc_errors
+    async def RenewLease(self, request, context):
+        expires = await self.service.renew_lease(*lease_of(request))
+        if expires is None:
+            return job_service_pb2.RenewLeaseResponse(cancelled=True)
+        return job_service_pb2.RenewLeaseResponse(lease_expire_time=timestamp(expires))
+
+    @grpc_errors
+    async def ReportStage(self, request, context):
+        stage = document_status_from_proto(request.stage)
+        if stage is None:
+            raise InvalidArgument("stage is required", reason="INVALID_STAGE")
+        expires = await self.service.report_stage(*lease_of(request), stage, request.done, request.total, request.unit)
+        return job_service_pb2.ReportStageResponse(lease_expire_time=timestamp(expires))
+
+    @grpc_errors
+    async def ReadDocumentContent(self, request, context):
+        async for data in self.service.read_content(*lease_of(request)):
+            yield job_service_pb2.ReadDocumentContentResponse(data=data)
+
+    @grpc_errors
+    async def SaveSnapshot(self, request_iterator, context):
+        header, chunks = await self._header_and_chunks(request_iterator)
+        if header.chunk_count != len(chunks):
+            raise InvalidArgument(f"the header announced {header.chunk_count} chunks but {len(chunks)} arrived",
+                                  reason="CHUNK_COUNT_MISMATCH")
+        await self.service.save_snapshot(*lease_of(header), header.pipeline_version, chunks)
+        return job_service_pb2.SaveSnapshotResponse(chunk_count=len(chunks))
+
+    @grpc_errors
+    async def ReadSnapshot(self, request, context):
+        chunks = await self.service.read_snapshot(*lease_of(request), request.pipeline_version)
+        for start in range(0, len(chunks), 256):
+            yield job_service_pb2.ReadSnapshotResponse(chunks=[chunk_to_proto(c) for c in chunks[start : start + 256]])
+
+    @grpc_errors
+    async def CompleteJob(self, request_iterator, context):
+        header, chunks = await self._header_and_chunks(request_iterator)
+        document = await self.service.complete_job(*lease_of(header), header.chunk_count, chunks)
+        return job_service_pb2.CompleteJobResponse(document=document_to_proto(document))
+
+    @staticmethod
+    async def _header_and_chunks(request_iterator):
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("payload") != "header":
+            raise InvalidArgument("the first message of the stream must be the header", reason="MISSING_HEADER")
+        chunks: list[IncomingChunk] = []
+        async for message in request_iterator:
+            if message.WhichOneof("payload") != "chunks":
+                raise InvalidArgument("only the first message may be a header", reason="DUPLICATE_HEADER")
+            chunks.extend(chunk_from_proto(c) for c in message.chunks.chunks)
+            if len(chunks) > 1_000_000:
+                raise InvalidArgument("too many chunks in one document", reason="TOO_MANY_CHUNKS")
+        return first.header, chunks
+
+    @grpc_errors
+    async def FailJob(self, request, context):
+        document, will_retry = await self.service.fail_job(
+            *lease_of(request), request.retryable, request.error_code, request.error_message
+        )
+        return job_service_pb2.FailJobResponse(document=document_to_proto(document), will_retry=will_retry)
+
+    @grpc_errors
+    async def ReleaseJob(self, request, context):
+        document = await self.service.release_job(*lease_of(request))
+        return job_service_pb2.ReleaseJobResponse(document=document_to_proto(document))

@@ -1,0 +1,151 @@
+"""The two state machines of the spec (DESIGN.md §1), as pure Python.
+
+Each edge of a transition table carries the reason it exists. `check_*_transition` is the
+one function that applies a table; SQL enforces the same tables with conditional UPDATEs
+whose `WHERE status = ANY(...)` lists come from `sources_of` (procrastinate's style), so a
+lost race or an illegal move changes zero rows instead of corrupting state.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import unicodedata
+
+from sluice_common.errors import FailedPrecondition
+
+
+class DocumentStatus(enum.StrEnum):
+    PENDING = "PENDING"
+    PARSING = "PARSING"
+    CHUNKING = "CHUNKING"
+    EMBEDDING = "EMBEDDING"
+    INDEXING = "INDEXING"
+    READY = "READY"
+    FAILED = "FAILED"
+
+
+class JobStatus(enum.StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+class AttemptOutcome(enum.StrEnum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    RETRYABLE_FAILURE = "RETRYABLE_FAILURE"
+    PERMANENT_FAILURE = "PERMANENT_FAILURE"
+    LEASE_EXPIRED = "LEASE_EXPIRED"
+    RELEASED = "RELEASED"
+    CANCELLED = "CANCELLED"
+
+
+D = DocumentStatus
+J = JobStatus
+
+# The stages a worker reports, in pipeline order (rule 2: reported before each starts).
+STAGES: tuple[DocumentStatus, ...] = (D.PARSING, D.CHUNKING, D.EMBEDDING, D.INDEXING)
+IN_PROGRESS: frozenset[DocumentStatus] = frozenset(STAGES)
+
+DOCUMENT_TRANSITIONS: dict[tuple[DocumentStatus, DocumentStatus], str] = {
+    (D.PENDING, D.PARSING): "a worker holding the lease starts parsing (status before action)",
+    (D.PENDING, D.EMBEDDING): "a retry resumes from the chunk snapshot, skipping parse and chunk",
+    (D.PARSING, D.CHUNKING): "parsing succeeded; chunking (and the snapshot) starts",
+    (D.CHUNKING, D.EMBEDDING): "the snapshot is saved; embedding starts",
+    (D.EMBEDDING, D.INDEXING): "every chunk has a vector; the index write starts",
+    (D.INDEXING, D.READY): "rule 1: the atomic commit of chunks, READY and job SUCCEEDED",
+    (D.PENDING, D.FAILED): "rule 8: lease expired with attempts exhausted before any stage began",
+    (D.PARSING, D.FAILED): "the file is bad (permanent) or attempts are exhausted",
+    (D.CHUNKING, D.FAILED): "chunking failed for good or attempts are exhausted",
+    (D.EMBEDDING, D.FAILED): "the embedder rejected the input or attempts are exhausted",
+    (D.INDEXING, D.FAILED): "the index write failed for good or attempts are exhausted",
+    (D.PARSING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (D.CHUNKING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (D.EMBEDDING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (D.INDEXING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (D.FAILED, D.PENDING): "RetryDocument: the user asks for a fresh set of attempts",
+    (D.READY, D.PENDING): "ReprocessDocument: the document leaves search until READY again",
+}
+
+JOB_TRANSITIONS: dict[tuple[JobStatus, JobStatus], str] = {
+    (J.PENDING, J.RUNNING): "rule 6: a claim of a due job (attempts + 1, new lease)",
+    (J.RUNNING, J.RUNNING): "rule 6: a claim that takes over an expired lease (attempts + 1, new lease)",
+    (J.RUNNING, J.PENDING): "rule 7: a retryable failure with attempts left, or a hand-back at shutdown",
+    (J.RUNNING, J.SUCCEEDED): "rule 1: the commit; also rule 8 when the document is already READY",
+    (J.RUNNING, J.FAILED): "rule 7/8: a permanent error, or attempts exhausted",
+    (J.FAILED, J.PENDING): "RetryDocument: fresh attempts for a failed document",
+    (J.SUCCEEDED, J.PENDING): "ReprocessDocument: run the pipeline again",
+}
+
+
+class IllegalTransition(FailedPrecondition):
+    default_reason = "ILLEGAL_TRANSITION"
+
+
+def check_document_transition(current: DocumentStatus, target: DocumentStatus) -> DocumentStatus:
+    if (current, target) not in DOCUMENT_TRANSITIONS:
+        raise IllegalTransition(f"a document cannot go from {current} to {target}", current=current, target=target)
+    return target
+
+
+def check_job_transition(current: JobStatus, target: JobStatus) -> JobStatus:
+    if (current, target) not in JOB_TRANSITIONS:
+        raise IllegalTransition(f"a job cannot go from {current} to {target}", current=current, target=target)
+    return target
+
+
+def document_sources(target: DocumentStatus) -> list[str]:
+    """The statuses a document may move to `target` from, for `WHERE status = ANY(...)`."""
+    return sorted(str(a) for (a, b) in DOCUMENT_TRANSITIONS if b == target)
+
+
+def job_sources(target: JobStatus) -> list[str]:
+    return sorted(str(a) for (a, b) in JOB_TRANSITIONS if b == target)
+
+
+def retry_delay_seconds(attempts: int, base: float, cap: float = 300.0) -> float:
+    """Rule 7: base × 2^(attempts-1), capped (300 s by default)."""
+    if attempts < 1:
+        raise ValueError("attempts starts at 1")
+    exponent = min(attempts - 1, 32)  # 2^32 × any sane base is far past the cap
+    return min(base * (2**exponent), cap)
+
+
+def should_retry(retryable: bool, attempts: int, max_attempts: int) -> bool:
+    """Rule 7: retry only what is temporary, and only while attempts remain."""
+    return retryable and attempts < max_attempts
+
+
+def retry_message(attempt: int, max_attempts: int, error: str) -> str:
+    return f"attempt {attempt}/{max_attempts} failed temporarily, will retry automatically: {error}"
+
+
+LEASE_EXPIRED_EXHAUSTED = "worker lease expired and the maximum number of attempts was reached"
+LEASE_EXPIRED_RETRYING = "the worker stopped renewing its lease"
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def safe_error_message(message: str, limit: int = 2000) -> str:
+    """A message fit to show a user: no control characters, bounded length, never empty."""
+    text = _CONTROL.sub(" ", message or "").strip()
+    if not text:
+        text = "processing failed for an unknown reason"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def safe_filename(name: str) -> str:
+    """The base name of an uploaded file, without directories or control characters.
+
+    Kept for display only: the content lives in the database, never on a path built from it.
+    """
+    name = unicodedata.normalize("NFC", name or "")
+    name = name.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C").strip().strip(".")
+    if len(name) > 255:
+        stem, dot, ext = name.rpartition(".")
+        ext = ext[:16] if dot else ""
+        name = (stem if dot else name)[: 255 - len(ext) - 1] + ("." + ext if ext else "")
+    return name

@@ -1,0 +1,93 @@
+"""Composition root of ingest-api: settings → pool, notifications, store, service, gRPC server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from sluice.v1 import document_service_pb2, document_service_pb2_grpc, job_service_pb2, job_service_pb2_grpc
+from sluice_common.db import open_pool
+from sluice_common.logs import configure_logging
+from sluice_common.metrics import start_metrics_server
+from sluice_common.serving import create_server, run_until_signal, set_serving
+
+from . import metrics
+from .api import DocumentServicer, JobServicer
+from .notify import NotificationHub
+from .service import IngestService
+from .settings import IngestSettings
+from .store import JobPolicy, PostgresStore
+
+log = logging.getLogger("sluice.ingest")
+
+SERVICE_NAMES = (
+    document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"].full_name,
+    job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
+)
+
+
+class IngestApp:
+    """ingest-api wired from settings; `start()` binds and serves, `stop()` drains."""
+
+    def __init__(self, settings: IngestSettings) -> None:
+        self.settings = settings
+        self.port = 0
+
+    async def start(self) -> None:
+        s = self.settings
+        self.pool = await open_pool(s.database_url, max_size=s.pool_max_size, name="ingest-api")
+        self.hub = NotificationHub(s.database_url)
+        await self.hub.start()
+        self.store = PostgresStore(self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds))
+        self.service = IngestService(self.store, self.hub, s)
+        self.server, self.health, self.port = create_server(SERVICE_NAMES, s.bind)
+        document_service_pb2_grpc.add_DocumentServiceServicer_to_server(DocumentServicer(self.service), self.server)
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.service, s.lease_seconds), self.server)
+        self._gauges = asyncio.create_task(self._update_gauges())
+
+    async def serve(self) -> None:
+        await self.server.start()
+        await set_serving(self.health, SERVICE_NAMES, True)
+        log.info("ingest-api serving", extra={"port": self.port})
+
+    async def stop(self, grace: float | None = None) -> None:
+        await set_serving(self.health, SERVICE_NAMES, False)
+        await self.server.stop(self.settings.shutdown_grace_seconds if grace is None else grace)
+        await self.close()
+
+    async def close(self) -> None:
+        self._gauges.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._gauges
+        await self.hub.stop()
+        await self.pool.close()
+
+    async def _update_gauges(self) -> None:
+        while True:
+            try:
+                depth = await self.store.queue_depth()
+                for status in ("PENDING", "RUNNING", "SUCCEEDED", "FAILED"):
+                    metrics.QUEUE_DEPTH.labels(status=status).set(depth.get(status, 0))
+            except Exception as exc:  # noqa: BLE001 - metrics must never take the server down
+                log.warning("queue depth update failed", extra={"error": str(exc)})
+            await asyncio.sleep(15)
+
+
+async def serve(settings: IngestSettings) -> None:
+    app = IngestApp(settings)
+    await app.start()
+    log.info("ingest-api listening", extra={"bind": settings.bind, "port": app.port})
+    await run_until_signal(app.server, app.health, SERVICE_NAMES, settings.shutdown_grace_seconds)
+    await app.close()
+
+
+def main() -> None:
+    settings = IngestSettings()
+    configure_logging("ingest-api", settings.log_level, settings.log_json)
+    start_metrics_server(settings.metrics_port)
+    asyncio.run(serve(settings))
+
+
+if __name__ == "__main__":
+    main()

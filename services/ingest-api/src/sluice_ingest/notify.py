@@ -1,0 +1,94 @@
+"""One LISTEN connection per ingest-api process, fanned out to waiting calls.
+
+ClaimJob long-polls wait on `jobs_available`; WatchDocument streams wait on their document's
+signal. A waiter takes its signal *before* it checks the database, so a notification that
+arrives between the check and the wait is never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+
+import psycopg
+
+log = logging.getLogger("sluice.ingest.notify")
+
+JOBS_CHANNEL = "sluice_jobs_available"
+DOCUMENTS_CHANNEL = "sluice_document_events"
+
+
+class Signal:
+    """An edge-triggered broadcast: `current()` returns an event that the next fire() sets."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def current(self) -> asyncio.Event:
+        return self._event
+
+    def fire(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+
+class NotificationHub:
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.jobs_available = Signal()
+        self._documents: dict[str, Signal] = defaultdict(Signal)
+        self._watchers: dict[str, int] = defaultdict(int)
+        self._task: asyncio.Task | None = None
+        self._connected = asyncio.Event()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="notification-hub")
+        await asyncio.wait_for(self._connected.wait(), timeout=30)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @contextlib.contextmanager
+    def watch_document(self, document_id: str):
+        self._watchers[document_id] += 1
+        try:
+            yield self._documents[document_id]
+        finally:
+            self._watchers[document_id] -= 1
+            if self._watchers[document_id] <= 0:
+                self._watchers.pop(document_id, None)
+                self._documents.pop(document_id, None)
+
+    def _wake_all(self) -> None:
+        self.jobs_available.fire()
+        for signal in list(self._documents.values()):
+            signal.fire()
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {JOBS_CHANNEL}")
+                    await conn.execute(f"LISTEN {DOCUMENTS_CHANNEL}")
+                    self._connected.set()
+                    backoff = 0.1
+                    # Anything may have changed while we were not listening.
+                    self._wake_all()
+                    async for note in conn.notifies():
+                        if note.channel == JOBS_CHANNEL:
+                            self.jobs_available.fire()
+                        elif note.payload in self._documents:
+                            self._documents[note.payload].fire()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep listening through database restarts
+                log.warning("notification connection lost; reconnecting", extra={"error": str(exc)})
+                self._wake_all()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)

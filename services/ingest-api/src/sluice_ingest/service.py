@@ -1,0 +1,417 @@
+"""Use cases of ingest-api: validation and orchestration around one store call each."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import hashlib
+import json
+import logging
+import mimetypes
+import re
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sluice_common.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
+
+from . import metrics
+from .domain import IN_PROGRESS, DocumentStatus as D, safe_error_message, safe_filename
+from .notify import NotificationHub
+from .settings import IngestSettings
+from .store import ChunkRow, NewCollection, NewDocument, PostgresStore
+
+log = logging.getLogger("sluice.ingest")
+
+COLLECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+ERROR_CODE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+MIME_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
+PROVIDERS = {"hashing", "sentence_transformers", "openai"}
+DEFAULT_MODELS = {"hashing": ("hashing-v1", 256), "sentence_transformers": ("all-MiniLM-L6-v2", 384)}
+MAX_HNSW_DIMENSIONS = 2000  # pgvector's HNSW limit for the vector type
+CONTENT_SLICE = 1024 * 1024
+EXTRA_TYPES = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".eml": "message/rfc822",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".txt": "text/plain",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".pdf": "application/pdf",
+}
+TERMINAL = {D.READY, D.FAILED}
+
+
+@dataclass
+class CollectionSpec:
+    name: str
+    description: str = ""
+    provider: str = ""
+    model: str = ""
+    dimensions: int = 0
+    chunk_max_characters: int = 0
+    chunk_new_after_n_chars: int = 0
+    chunk_overlap: int = 0
+    max_attempts: int = 0
+
+
+@dataclass
+class UploadMeta:
+    collection: str
+    filename: str
+    mime_type: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    request_id: str = ""
+
+
+@dataclass
+class IncomingChunk:
+    index: int
+    text: str
+    page_number: int = 0
+    element_type: str = ""
+    section_title: str = ""
+    text_as_html: str = ""
+    embedding: list[float] = field(default_factory=list)
+
+
+def parse_id(value: str, what: str = "document") -> uuid.UUID:
+    if not value:
+        raise InvalidArgument(f"{what} id is required", reason="MISSING_ID")
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InvalidArgument(f"{what} id {value[:80]!r} is not a valid UUID", reason="INVALID_ID") from None
+
+
+def page_size_of(value: int) -> int:
+    if value < 0 or value > 1000:
+        raise InvalidArgument("page_size must be between 0 and 1000", reason="INVALID_PAGE_SIZE")
+    return value or 100
+
+
+def encode_token(payload: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()
+
+
+def decode_token(token: str, filters: str) -> dict[str, Any] | None:
+    if not token:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(token.encode()))
+        assert isinstance(payload, dict)
+    except Exception:  # noqa: BLE001 - any garbage is the same invalid token
+        raise InvalidArgument("page_token is not valid", reason="INVALID_PAGE_TOKEN") from None
+    if payload.get("f") != filters:
+        raise InvalidArgument("page_token was issued for other filters", reason="INVALID_PAGE_TOKEN")
+    return payload
+
+
+def detect_mime_type(filename: str, given: str, head: bytes) -> str:
+    if given:
+        if len(given) > 255 or not MIME_TYPE.match(given):
+            raise InvalidArgument(f"mime_type {given[:80]!r} is not a media type like 'text/plain'", reason="INVALID_MIME_TYPE")
+        return given.lower()
+    suffix = ("." + filename.rsplit(".", 1)[-1].lower()) if "." in filename else ""
+    if suffix in EXTRA_TYPES:
+        return EXTRA_TYPES[suffix]
+    guessed, _ = mimetypes.guess_type(filename)
+    if guessed:
+        return guessed
+    if head.startswith(b"%PDF"):
+        return "application/pdf"
+    return "application/octet-stream"
+
+
+class IngestService:
+    def __init__(self, store: PostgresStore, hub: NotificationHub, settings: IngestSettings) -> None:
+        self.store = store
+        self.hub = hub
+        self.settings = settings
+
+    # ------------------------------------------------------------ collections
+
+    async def create_collection(self, spec: CollectionSpec) -> dict[str, Any]:
+        s = self.settings
+        if not COLLECTION_NAME.match(spec.name or ""):
+            raise InvalidArgument(
+                "collection name must be 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit",
+                reason="INVALID_COLLECTION_NAME",
+            )
+        if spec.provider not in PROVIDERS:
+            raise InvalidArgument("collection.embedder.provider is required (HASHING, SENTENCE_TRANSFORMERS or OPENAI)",
+                                  reason="INVALID_EMBEDDER")
+        model, dimensions = spec.model, spec.dimensions
+        default_model, default_dimensions = DEFAULT_MODELS.get(spec.provider, ("", 0))
+        model = model or default_model
+        dimensions = dimensions or default_dimensions
+        if not model:
+            raise InvalidArgument("collection.embedder.model is required for an OpenAI-compatible embedder",
+                                  reason="INVALID_EMBEDDER")
+        if not 1 <= dimensions <= MAX_HNSW_DIMENSIONS:
+            raise InvalidArgument(f"collection.embedder.dimensions must be between 1 and {MAX_HNSW_DIMENSIONS}",
+                                  reason="INVALID_EMBEDDER")
+        if spec.provider == "sentence_transformers" and dimensions != 384:
+            raise InvalidArgument("the local model all-MiniLM-L6-v2 has 384 dimensions", reason="INVALID_EMBEDDER")
+        max_chars = spec.chunk_max_characters or s.default_chunk_max_characters
+        new_after = spec.chunk_new_after_n_chars or min(s.default_chunk_new_after_n_chars, max_chars)
+        overlap = spec.chunk_overlap or min(s.default_chunk_overlap, max_chars // 4)
+        if not 50 <= max_chars <= 100_000:
+            raise InvalidArgument("chunking.max_characters must be between 50 and 100000", reason="INVALID_CHUNKING")
+        if not 1 <= new_after <= max_chars:
+            raise InvalidArgument("chunking.new_after_n_chars must be between 1 and max_characters", reason="INVALID_CHUNKING")
+        if not 0 <= overlap < max_chars:
+            raise InvalidArgument("chunking.overlap must be at least 0 and less than max_characters", reason="INVALID_CHUNKING")
+        max_attempts = spec.max_attempts or s.default_max_attempts
+        if not 1 <= max_attempts <= 100:
+            raise InvalidArgument("max_attempts must be between 1 and 100", reason="INVALID_MAX_ATTEMPTS")
+        if len(spec.description) > 2000:
+            raise InvalidArgument("description is longer than 2000 characters", reason="INVALID_DESCRIPTION")
+        return await self.store.create_collection(
+            NewCollection(spec.name, spec.description, spec.provider, model, dimensions, max_chars, new_after, overlap, max_attempts)
+        )
+
+    async def get_collection(self, name: str) -> dict[str, Any]:
+        if not name:
+            raise InvalidArgument("collection name is required", reason="MISSING_COLLECTION")
+        return await self.store.get_collection(name)
+
+    async def list_collections(self, page_size: int, page_token: str) -> tuple[list[dict[str, Any]], str]:
+        limit = page_size_of(page_size)
+        token = decode_token(page_token, "collections")
+        rows = await self.store.list_collections(token["n"] if token else None, limit + 1)
+        next_token = encode_token({"f": "collections", "n": rows[limit - 1]["name"]}) if len(rows) > limit else ""
+        return rows[:limit], next_token
+
+    async def delete_collection(self, name: str, force: bool) -> int:
+        if not name:
+            raise InvalidArgument("collection name is required", reason="MISSING_COLLECTION")
+        return await self.store.delete_collection(name, force)
+
+    # ------------------------------------------------------------ documents
+
+    async def upload_document(self, meta: UploadMeta, data: AsyncIterator[bytes]) -> tuple[dict[str, Any], bool]:
+        if not meta.collection:
+            raise InvalidArgument("the first message must carry metadata with a collection", reason="MISSING_COLLECTION")
+        filename = safe_filename(meta.filename)
+        if not filename:
+            raise InvalidArgument("filename is required and must contain a visible name", reason="INVALID_FILENAME")
+        if len(meta.metadata) > 64:
+            raise InvalidArgument("at most 64 metadata entries are allowed", reason="INVALID_METADATA")
+        for key, value in meta.metadata.items():
+            if not 1 <= len(key) <= 64 or len(value) > 1024:
+                raise InvalidArgument("metadata keys must be 1-64 characters and values at most 1024", reason="INVALID_METADATA")
+        if len(meta.request_id) > 128:
+            raise InvalidArgument("request_id is longer than 128 characters", reason="INVALID_REQUEST_ID")
+        await self.store.get_collection(meta.collection)  # fail fast, before the bytes arrive
+
+        limit = self.settings.max_upload_bytes
+        parts: list[bytes] = []
+        size = 0
+        digest = hashlib.sha256()
+        async for piece in data:
+            size += len(piece)
+            if size > limit:
+                raise ResourceExhausted(
+                    f"the file is larger than the upload limit of {limit} bytes", reason="UPLOAD_TOO_LARGE", limit=limit
+                )
+            digest.update(piece)
+            parts.append(piece)
+        if size == 0:
+            raise InvalidArgument("the file is empty: there is nothing to index", reason="EMPTY_UPLOAD")
+        content = b"".join(parts)
+        mime_type = detect_mime_type(filename, meta.mime_type, content[:8])
+        document, created = await self.store.create_document(
+            NewDocument(meta.collection, filename, mime_type, dict(meta.metadata), meta.request_id or None,
+                        content, digest.hexdigest())
+        )
+        if created:
+            metrics.UPLOADS.inc()
+            log.info("document uploaded", extra={"document_id": str(document["id"]), "bytes": size})
+        return document, created
+
+    async def get_document(self, document_id: str):
+        return await self.store.get_document_with_history(parse_id(document_id))
+
+    async def list_documents(self, collection: str, status: D | None, page_size: int, page_token: str):
+        limit = page_size_of(page_size)
+        filters = f"{collection}|{status or ''}"
+        token = decode_token(page_token, filters)
+        after = None
+        if token:
+            try:
+                after = (dt.datetime.fromisoformat(token["t"]), uuid.UUID(token["i"]))
+            except (KeyError, ValueError, TypeError):
+                raise InvalidArgument("page_token is not valid", reason="INVALID_PAGE_TOKEN") from None
+        rows = await self.store.list_documents(collection or None, str(status) if status else None, after, limit + 1)
+        next_token = ""
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_token = encode_token({"f": filters, "t": last["created_at"].isoformat(), "i": str(last["id"])})
+        return rows[:limit], next_token
+
+    async def delete_document(self, document_id: str) -> bool:
+        doc_id = parse_id(document_id)
+        cancelled = await self.store.delete_document(doc_id)
+        log.info("document deleted", extra={"document_id": str(doc_id), "cancelled_running_job": cancelled})
+        return cancelled
+
+    async def retry_document(self, document_id: str):
+        return await self.store.restart_document(parse_id(document_id), D.FAILED)
+
+    async def reprocess_document(self, document_id: str):
+        return await self.store.restart_document(parse_id(document_id), D.READY)
+
+    async def watch_document(self, document_id: str) -> AsyncIterator[dict[str, Any]]:
+        """The document now, then its state after each committed change, until READY or FAILED."""
+        doc_id = parse_id(document_id)
+        with self.hub.watch_document(str(doc_id)) as signal:
+            changed = signal.current()
+            last_event = await self.store.latest_event_id(doc_id)
+            document = await self.store.get_document(doc_id)
+            yield document
+            status = document["status"]
+            while status not in TERMINAL:
+                try:
+                    await asyncio.wait_for(changed.wait(), timeout=30)
+                except TimeoutError:
+                    pass  # re-check: a safety net, not the mechanism
+                changed = signal.current()
+                events = await self.store.document_events_after(doc_id, last_event)
+                if not events:
+                    await self.store.get_document(doc_id)  # raises NOT_FOUND once deleted
+                    continue
+                base = await self.store.get_document(doc_id)
+                for event in events:
+                    last_event = event["id"]
+                    merged = {**base, **{k: v for k, v in event.items() if k != "id"}}
+                    yield merged
+                    status = merged["status"]
+                    if status in TERMINAL:
+                        break
+
+    # ------------------------------------------------------------ jobs
+
+    async def claim_job(self, worker_id: str, wait_seconds: float) -> dict[str, Any] | None:
+        if not worker_id or len(worker_id) > 200:
+            raise InvalidArgument("worker_id is required (at most 200 characters)", reason="INVALID_WORKER_ID")
+        if not 0 <= wait_seconds <= self.settings.max_claim_wait_seconds:
+            raise InvalidArgument(f"wait_seconds must be between 0 and {self.settings.max_claim_wait_seconds}",
+                                  reason="INVALID_WAIT")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_seconds
+        while True:
+            woken = self.hub.jobs_available.current()
+            job = await self.store.claim_job(worker_id)
+            if job is not None:
+                metrics.CLAIMS.inc()
+                log.info("job claimed", extra={"job_id": str(job["job_id"]), "document_id": str(job["document_id"]),
+                                                "attempt": job["attempts"], "worker_id": worker_id})
+                return job
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            until_due = await self.store.next_wakeup()
+            timeout = remaining
+            if until_due is not None:
+                timeout = min(timeout, max(until_due.total_seconds(), 0.0) + 0.01)
+            try:
+                await asyncio.wait_for(woken.wait(), timeout=timeout)
+            except TimeoutError:
+                pass
+
+    async def renew_lease(self, job_id: str, lease_token: str):
+        return await self.store.renew_lease(parse_id(job_id, "job"), parse_id(lease_token, "lease token"))
+
+    async def report_stage(self, job_id: str, lease_token: str, stage: D, done: int, total: int, unit: str):
+        if stage not in IN_PROGRESS:
+            raise InvalidArgument("stage must be PARSING, CHUNKING, EMBEDDING or INDEXING", reason="INVALID_STAGE")
+        if done < 0 or total < 0 or (total and done > total):
+            raise InvalidArgument("progress must satisfy 0 <= done <= total (total 0 when unknown)", reason="INVALID_PROGRESS")
+        return await self.store.report_stage(parse_id(job_id, "job"), parse_id(lease_token, "lease token"), stage,
+                                             done, total, unit[:32])
+
+    async def read_content(self, job_id: str, lease_token: str) -> AsyncIterator[bytes]:
+        document_id, length = await self.store.content_length(parse_id(job_id, "job"), parse_id(lease_token, "lease token"))
+        for offset in range(0, length, CONTENT_SLICE):
+            yield await self.store.content_slice(document_id, offset, CONTENT_SLICE)
+
+    async def save_snapshot(self, job_id: str, lease_token: str, pipeline_version: str, chunks: list[IncomingChunk]):
+        if not pipeline_version or len(pipeline_version) > 200:
+            raise InvalidArgument("pipeline_version is required (at most 200 characters)", reason="INVALID_PIPELINE_VERSION")
+        self._check_indexes(chunks)
+        await self.store.save_snapshot(
+            parse_id(job_id, "job"), parse_id(lease_token, "lease token"), pipeline_version,
+            [{k: v for k, v in c.__dict__.items() if k != "embedding"} for c in chunks],
+        )
+
+    async def read_snapshot(self, job_id: str, lease_token: str, pipeline_version: str) -> list[IncomingChunk]:
+        if not pipeline_version:
+            raise InvalidArgument("pipeline_version is required", reason="INVALID_PIPELINE_VERSION")
+        rows = await self.store.read_snapshot(parse_id(job_id, "job"), parse_id(lease_token, "lease token"), pipeline_version)
+        return [IncomingChunk(**row) for row in rows]
+
+    async def complete_job(self, job_id: str, lease_token: str, expected: int, chunks: list[IncomingChunk]):
+        job_uuid, token = parse_id(job_id, "job"), parse_id(lease_token, "lease token")
+        if expected != len(chunks):
+            raise InvalidArgument(f"the header announced {expected} chunks but {len(chunks)} arrived",
+                                  reason="CHUNK_COUNT_MISMATCH")
+        self._check_indexes(chunks)
+        dimensions = await self.store.collection_dimensions(job_uuid)
+        rows = await asyncio.to_thread(self._prepare_chunks, chunks, dimensions)
+        document = await self.store.complete_job(job_uuid, token, rows)
+        metrics.COMPLETIONS.inc()
+        log.info("document ready", extra={"document_id": str(document["id"]), "job_id": job_id, "chunks": len(rows)})
+        return document
+
+    @staticmethod
+    def _check_indexes(chunks: list[IncomingChunk]) -> None:
+        if sorted(c.index for c in chunks) != list(range(len(chunks))):
+            raise InvalidArgument("chunk indexes must be 0..n-1, each once", reason="INVALID_CHUNK_INDEX")
+        for chunk in chunks:
+            if not chunk.text.strip():
+                raise InvalidArgument(f"chunk {chunk.index} has no text", reason="EMPTY_CHUNK")
+            if chunk.page_number < 0:
+                raise InvalidArgument(f"chunk {chunk.index} has a negative page number", reason="INVALID_CHUNK")
+
+    @staticmethod
+    def _prepare_chunks(chunks: list[IncomingChunk], dimensions: int) -> list[ChunkRow]:
+        from sluice_common.textsearch import search_terms
+
+        rows = []
+        for chunk in sorted(chunks, key=lambda c: c.index):
+            vector = np.asarray(chunk.embedding, dtype=np.float32)
+            if vector.shape != (dimensions,):
+                raise InvalidArgument(
+                    f"chunk {chunk.index} has a vector of {vector.size} dimensions; the collection uses {dimensions}",
+                    reason="DIMENSION_MISMATCH",
+                )
+            if not np.isfinite(vector).all():
+                raise InvalidArgument(f"chunk {chunk.index} has a vector with NaN or infinity", reason="INVALID_VECTOR")
+            rows.append(ChunkRow(chunk.index, chunk.text.replace("\x00", ""), chunk.page_number, chunk.element_type,
+                                 chunk.section_title, chunk.text_as_html, vector, search_terms(chunk.text)))
+        return rows
+
+    async def fail_job(self, job_id: str, lease_token: str, retryable: bool, error_code: str, error_message: str):
+        code = error_code or ("TRANSIENT_ERROR" if retryable else "PROCESSING_FAILED")
+        if not ERROR_CODE.match(code):
+            raise InvalidArgument("error_code must be UPPER_SNAKE_CASE, at most 64 characters", reason="INVALID_ERROR_CODE")
+        document, will_retry = await self.store.fail_job(
+            parse_id(job_id, "job"), parse_id(lease_token, "lease token"), retryable, code, safe_error_message(error_message)
+        )
+        (metrics.RETRIES if will_retry else metrics.FAILURES).inc()
+        log.info("job failed", extra={"job_id": job_id, "document_id": str(document["id"]), "retryable": retryable,
+                                      "will_retry": will_retry, "error_code": code})
+        return document, will_retry
+
+    async def release_job(self, job_id: str, lease_token: str):
+        return await self.store.release_job(parse_id(job_id, "job"), parse_id(lease_token, "lease token"))
+
+
+__all__ = ["CollectionSpec", "FailedPrecondition", "IncomingChunk", "IngestService", "NotFound", "UploadMeta"]

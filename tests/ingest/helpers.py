@@ -1,0 +1,88 @@
+"""Small clients for ingest-api tests: real gRPC, real database, no fakes."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import grpc
+
+from sluice.v1 import collection_pb2, document_pb2, document_service_pb2 as ds, document_service_pb2_grpc
+from sluice.v1 import job_service_pb2 as js, job_service_pb2_grpc
+
+D = document_pb2
+
+
+class Clients:
+    def __init__(self, address: str) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.docs = document_service_pb2_grpc.DocumentServiceStub(self.channel)
+        self.jobs = job_service_pb2_grpc.JobServiceStub(self.channel)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def create_collection(self, name: str = "docs", dimensions: int = 8, **kwargs) -> collection_pb2.Collection:
+        return self.docs.CreateCollection(
+            ds.CreateCollectionRequest(
+                collection=collection_pb2.Collection(
+                    name=name,
+                    embedder=collection_pb2.EmbedderConfig(
+                        provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=dimensions
+                    ),
+                    **kwargs,
+                )
+            )
+        )
+
+    def upload(self, collection: str = "docs", content: bytes | None = None, filename: str = "a.txt",
+               request_id: str = "", metadata: dict | None = None, piece: int = 64 * 1024) -> D.Document:
+        content = content if content is not None else f"hello {uuid.uuid4()}".encode()
+
+        def messages():
+            yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(
+                collection=collection, filename=filename, request_id=request_id, metadata=metadata or {}))
+            for start in range(0, len(content), piece):
+                yield ds.UploadDocumentRequest(data=content[start : start + piece])
+
+        return self.docs.UploadDocument(messages())
+
+    def claim(self, worker: str = "w1", wait: float = 0.0) -> js.Job | None:
+        response = self.jobs.ClaimJob(js.ClaimJobRequest(worker_id=worker, wait_seconds=wait))
+        return response.job if response.HasField("job") else None
+
+    def stage(self, job: js.Job, stage: int, done: int = 0, total: int = 0):
+        return self.jobs.ReportStage(js.ReportStageRequest(lease=job.lease, stage=stage, done=done, total=total))
+
+    def complete(self, job: js.Job, texts: list[str] | None = None, dimensions: int = 8) -> D.Document:
+        texts = texts if texts is not None else ["first chunk", "second chunk"]
+
+        def messages():
+            yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=job.lease, chunk_count=len(texts)))
+            chunks = [
+                js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText",
+                         embedding=vector_for(t, dimensions))
+                for i, t in enumerate(texts)
+            ]
+            yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=chunks))
+
+        return self.jobs.CompleteJob(messages()).document
+
+    def run_to_indexing(self, job: js.Job) -> None:
+        for stage in (D.DOCUMENT_STATUS_PARSING, D.DOCUMENT_STATUS_CHUNKING, D.DOCUMENT_STATUS_EMBEDDING,
+                      D.DOCUMENT_STATUS_INDEXING):
+            self.stage(job, stage)
+
+    def fail(self, job: js.Job, retryable: bool, code: str = "EMBEDDING_UNAVAILABLE", message: str = "provider down"):
+        return self.jobs.FailJob(js.FailJobRequest(lease=job.lease, retryable=retryable, error_code=code,
+                                                   error_message=message))
+
+    def get(self, document_id: str) -> D.Document:
+        return self.docs.GetDocument(ds.GetDocumentRequest(id=document_id))
+
+
+def vector_for(text: str, dimensions: int = 8) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    values = [b / 255.0 + 0.01 for b in digest[:dimensions]]
+    norm = sum(v * v for v in values) ** 0.5
+    return [v / norm for v in values]
