@@ -1,0 +1,87 @@
+"""The SearchService servicer: convert the request, call the use case, convert the hits."""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+from sluice.v1 import search_service_pb2, search_service_pb2_grpc
+
+from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
+
+from . import metrics
+from .domain import DocumentFilter, Hit, Limits, Mode, validate_query
+from .service import SearchService
+
+log = structlog.stdlib.get_logger("sluice.search.api")
+
+_MODES = {
+    search_service_pb2.SEARCH_MODE_UNSPECIFIED: None,
+    search_service_pb2.SEARCH_MODE_VECTOR: Mode.VECTOR,
+    search_service_pb2.SEARCH_MODE_KEYWORD: Mode.KEYWORD,
+    search_service_pb2.SEARCH_MODE_HYBRID: Mode.HYBRID,
+}
+_PROTO_MODES = {mode: value for value, mode in _MODES.items() if mode is not None}
+
+
+class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
+    def __init__(self, service: SearchService, limits: Limits) -> None:
+        self._service = service
+        self._limits = limits
+
+    @grpc_errors
+    async def Search(self, request: search_service_pb2.SearchRequest, context) -> search_service_pb2.SearchResponse:
+        started = time.perf_counter()
+        mode_label = "INVALID"
+        outcome = "error"
+        try:
+            query = validate_query(
+                collection=request.collection,
+                text=request.query,
+                vector=request.query_vector,
+                top_k=request.top_k,
+                mode=_mode(request.mode),
+                filter=DocumentFilter(
+                    metadata=dict(request.filter.metadata),
+                    filenames=tuple(request.filter.filenames),
+                    mime_types=tuple(request.filter.mime_types),
+                    document_ids=tuple(request.filter.document_ids),
+                ),
+                limits=self._limits,
+            )
+            mode_label = query.mode.value
+            hits = await self._service.search(query)
+            outcome = "ok"
+        except SluiceError as err:
+            outcome = err.reason
+            log.info("search refused", collection=request.collection, reason=err.reason, error=err.message)
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            metrics.SEARCH_LATENCY.labels(mode_label).observe(elapsed)
+            metrics.SEARCH_REQUESTS.labels(mode_label, outcome).inc()
+        metrics.SEARCH_HITS.labels(mode_label).inc(len(hits))
+        log.debug("search", collection=query.collection, mode=mode_label, top_k=query.top_k, hits=len(hits),
+                  ms=round(elapsed * 1000, 2))
+        return search_service_pb2.SearchResponse(hits=[_hit_pb(hit) for hit in hits], mode=_PROTO_MODES[query.mode])
+
+
+def _mode(value: int) -> Mode | None:
+    if value not in _MODES:
+        raise InvalidArgument(f"unknown search mode {value}", reason="INVALID_MODE")
+    return _MODES[value]
+
+
+def _hit_pb(hit: Hit) -> search_service_pb2.SearchHit:
+    return search_service_pb2.SearchHit(
+        chunk_id=str(hit.chunk_id),
+        text=hit.text,
+        score=hit.score,
+        document_id=hit.document_id,
+        filename=hit.filename,
+        chunk_index=hit.chunk_index,
+        page_number=hit.page_number,
+        element_type=hit.element_type,
+        highlights=[search_service_pb2.Highlight(start=s, end=e) for s, e in hit.highlights],
+        metadata=hit.metadata,
+    )

@@ -1,0 +1,190 @@
+"""The search domain: queries, filters, hits, their validation and rank fusion. Pure Python."""
+
+from __future__ import annotations
+
+import enum
+import math
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from sluice_common.errors import InvalidArgument
+
+DEFAULT_TOP_K = 10
+
+
+class Mode(enum.Enum):
+    VECTOR = "VECTOR"
+    KEYWORD = "KEYWORD"
+    HYBRID = "HYBRID"
+
+
+@dataclass(frozen=True)
+class Collection:
+    id: int
+    name: str
+    embedder_provider: str
+    embedder_model: str
+    dimensions: int
+
+
+@dataclass(frozen=True)
+class DocumentFilter:
+    """Every non-empty field must match (AND); a list matches when any of its values does."""
+
+    metadata: dict[str, str] = field(default_factory=dict)
+    filenames: tuple[str, ...] = ()
+    mime_types: tuple[str, ...] = ()
+    document_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """A validated request; `vector` is None when the text is to be embedded."""
+
+    collection: str
+    text: str
+    vector: tuple[float, ...] | None
+    top_k: int
+    mode: Mode
+    filter: DocumentFilter
+
+
+@dataclass
+class Hit:
+    chunk_id: int
+    text: str
+    score: float
+    document_id: str
+    filename: str
+    chunk_index: int
+    page_number: int
+    element_type: str
+    metadata: dict[str, str]
+    highlights: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_top_k: int = 100
+    max_query_characters: int = 4096
+    max_filter_keys: int = 16
+    max_filter_values: int = 100
+    max_key_characters: int = 256
+    max_value_characters: int = 1024
+
+
+def validate_query(
+    *,
+    collection: str,
+    text: str,
+    vector: Sequence[float],
+    top_k: int,
+    mode: Mode | None,
+    filter: DocumentFilter,
+    limits: Limits = Limits(),
+) -> SearchQuery:
+    """Check a request before any IO; every refusal says what is wrong (INVALID_ARGUMENT)."""
+    if not collection:
+        raise InvalidArgument("collection is required", reason="COLLECTION_REQUIRED")
+    text = text.strip()
+    if len(text) > limits.max_query_characters:
+        raise InvalidArgument(
+            f"query is {len(text)} characters long; at most {limits.max_query_characters} are allowed",
+            reason="QUERY_TOO_LONG",
+        )
+    if top_k == 0:
+        top_k = DEFAULT_TOP_K
+    if not 1 <= top_k <= limits.max_top_k:
+        raise InvalidArgument(f"top_k must be between 1 and {limits.max_top_k} (0 means {DEFAULT_TOP_K}); got {top_k}",
+                              reason="TOP_K_OUT_OF_RANGE")
+    if mode is None:  # unspecified: HYBRID when there is text to match, VECTOR otherwise
+        mode = Mode.HYBRID if text else Mode.VECTOR
+    if not text and not vector:
+        raise InvalidArgument("either query or query_vector is required", reason="EMPTY_QUERY")
+    if mode is Mode.KEYWORD and not text:
+        raise InvalidArgument("KEYWORD search needs a query text", reason="EMPTY_QUERY")
+    if mode is Mode.HYBRID and not text:
+        raise InvalidArgument("HYBRID search needs a query text (and optionally a query_vector)", reason="EMPTY_QUERY")
+    checked_vector: tuple[float, ...] | None = None
+    if vector:
+        checked_vector = tuple(float(x) for x in vector)
+        if not all(math.isfinite(x) for x in checked_vector):
+            raise InvalidArgument("query_vector contains NaN or infinity", reason="INVALID_VECTOR")
+        if not any(checked_vector):
+            raise InvalidArgument("query_vector is all zeros; cosine distance to it is undefined", reason="INVALID_VECTOR")
+    return SearchQuery(collection, text, checked_vector, top_k, mode, validate_filter(filter, limits))
+
+
+def validate_filter(filter: DocumentFilter, limits: Limits = Limits()) -> DocumentFilter:
+    if len(filter.metadata) > limits.max_filter_keys:
+        raise InvalidArgument(
+            f"filter.metadata has {len(filter.metadata)} keys; at most {limits.max_filter_keys} are allowed",
+            reason="INVALID_FILTER",
+        )
+    for key, value in filter.metadata.items():
+        if not key.strip():
+            raise InvalidArgument("filter.metadata has an empty key", reason="INVALID_FILTER")
+        if len(key) > limits.max_key_characters or len(value) > limits.max_value_characters:
+            raise InvalidArgument(
+                f"filter.metadata key or value too long (key ≤ {limits.max_key_characters}, "
+                f"value ≤ {limits.max_value_characters} characters)",
+                reason="INVALID_FILTER",
+            )
+        _check_text("filter.metadata", key)
+        _check_text("filter.metadata", value)
+    for name, values in (("filenames", filter.filenames), ("mime_types", filter.mime_types), ("document_ids", filter.document_ids)):
+        if len(values) > limits.max_filter_values:
+            raise InvalidArgument(
+                f"filter.{name} has {len(values)} values; at most {limits.max_filter_values} are allowed",
+                reason="INVALID_FILTER",
+            )
+        for value in values:
+            if not value:
+                raise InvalidArgument(f"filter.{name} contains an empty value", reason="INVALID_FILTER")
+            if len(value) > limits.max_value_characters:
+                raise InvalidArgument(f"filter.{name} contains a value that is too long", reason="INVALID_FILTER")
+            _check_text(f"filter.{name}", value)
+    ids = []
+    for value in filter.document_ids:
+        try:
+            ids.append(str(uuid.UUID(value)))
+        except ValueError:
+            raise InvalidArgument(f"filter.document_ids: {value[:80]!r} is not a document id (UUID)", reason="INVALID_FILTER") from None
+    return DocumentFilter(dict(filter.metadata), tuple(filter.filenames), tuple(filter.mime_types), tuple(dict.fromkeys(ids)))
+
+
+def _check_text(where: str, value: str) -> None:
+    # PostgreSQL text cannot hold NUL; refuse it here rather than fail in the driver.
+    if "\x00" in value:
+        raise InvalidArgument(f"{where} contains a NUL character", reason="INVALID_FILTER")
+
+
+def check_dimensions(vector: Sequence[float], collection: Collection) -> None:
+    if len(vector) != collection.dimensions:
+        raise InvalidArgument(
+            f"query_vector has {len(vector)} dimensions but collection {collection.name!r} "
+            f"has {collection.dimensions}",
+            reason="VECTOR_DIMENSION_MISMATCH",
+        )
+
+
+def reciprocal_rank_fusion(ranked_lists: Iterable[Sequence[Hit]], k: int, top_k: int) -> list[Hit]:
+    """Merge best-first lists by score Σ 1/(k + rank), rank from 1; ties keep first-seen order."""
+    fused: dict[int, Hit] = {}
+    scores: dict[int, float] = {}
+    for hits in ranked_lists:
+        for rank, hit in enumerate(hits, start=1):
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (k + rank)
+            if hit.chunk_id in fused:
+                # Keep the highlights a keyword list found.
+                fused[hit.chunk_id].highlights = fused[hit.chunk_id].highlights or hit.highlights
+            else:
+                fused[hit.chunk_id] = Hit(**{**hit.__dict__, "highlights": list(hit.highlights)})
+    order = sorted(fused, key=lambda cid: -scores[cid])  # stable: first-seen wins ties
+    result = []
+    for cid in order[:top_k]:
+        hit = fused[cid]
+        hit.score = scores[cid]
+        result.append(hit)
+    return result

@@ -1,0 +1,97 @@
+"""Composition root: settings → read-only pool → repository → service → gRPC server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health
+from psycopg_pool import AsyncConnectionPool
+from sluice.v1 import search_service_pb2, search_service_pb2_grpc
+
+from sluice_common import serving
+from sluice_common.embedders import get_embedder
+from sluice_common.logs import configure_logging
+from sluice_common.metrics import start_metrics_server
+
+from .api import SearchServicer
+from .domain import Limits
+from .repository import SearchRepository, open_read_pool
+from .service import SearchService
+from .settings import SearchSettings
+
+log = logging.getLogger("sluice.search")
+
+SERVICE_NAMES = [search_service_pb2.DESCRIPTOR.services_by_name["SearchService"].full_name]
+
+
+@dataclass
+class SearchServer:
+    """A wired, bound, not yet started search server; `port` is the one actually bound."""
+
+    server: grpc.aio.Server
+    health: health.aio.HealthServicer
+    pool: AsyncConnectionPool
+    port: int
+
+    async def start(self) -> None:
+        await self.server.start()
+        await serving.set_serving(self.health, SERVICE_NAMES, True)
+
+    async def stop(self, grace: float | None = None) -> None:
+        await serving.set_serving(self.health, SERVICE_NAMES, False)
+        await self.server.stop(grace)
+        await self.pool.close()
+
+
+async def create_server(settings: SearchSettings, *, embedder_factory=get_embedder) -> SearchServer:
+    pool = await open_read_pool(
+        settings.read_database_url,
+        min_size=settings.search_pool_min_size,
+        max_size=settings.search_pool_max_size,
+        ef_search=settings.search_hnsw_ef_search,
+        max_scan_tuples=settings.search_hnsw_max_scan_tuples,
+        statement_timeout_ms=settings.search_statement_timeout_ms,
+    )
+    repository = SearchRepository(pool, collection_cache_seconds=settings.search_collection_cache_seconds)
+    service = SearchService(
+        repository,
+        embedder_factory=embedder_factory,
+        hybrid_candidates=settings.search_hybrid_candidates,
+        rrf_k=settings.search_rrf_k,
+    )
+    limits = Limits(
+        max_top_k=settings.search_max_top_k,
+        max_query_characters=settings.search_max_query_characters,
+        max_filter_keys=settings.search_max_filter_keys,
+        max_filter_values=settings.search_max_filter_values,
+    )
+    try:
+        server, health_servicer, port = serving.create_server(SERVICE_NAMES, settings.bind)
+    except Exception:
+        await pool.close()
+        raise
+    search_service_pb2_grpc.add_SearchServiceServicer_to_server(SearchServicer(service, limits), server)
+    return SearchServer(server, health_servicer, pool, port)
+
+
+async def serve(settings: SearchSettings) -> None:
+    search = await create_server(settings)
+    log.info("search serving", extra={"bind": settings.bind, "port": search.port})
+    await serving.run_until_signal(
+        search.server, search.health, SERVICE_NAMES, settings.shutdown_grace_seconds, on_stop=None
+    )
+    await search.pool.close()
+
+
+def main() -> None:
+    settings = SearchSettings()
+    configure_logging("search", settings.log_level, settings.log_json)
+    start_metrics_server(settings.metrics_port)
+    asyncio.run(serve(settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+"""Prometheus metrics of the search service (stable names; registered once per process)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+SEARCH_LATENCY = Histogram(
+    "sluice_search_latency_seconds",
+    "Time to answer one Search call, embedding included.",
+    ["mode"],
+    buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0),
+)
+SEARCH_REQUESTS = Counter("sluice_search_requests_total", "Search calls by mode and outcome.", ["mode", "outcome"])
+SEARCH_HITS = Counter("sluice_search_hits_total", "Hits returned by Search.", ["mode"])
+EXACT_FALLBACKS = Counter(
+    "sluice_search_exact_fallbacks_total",
+    "Vector searches the HNSW scan answered short and an exact scan completed.",
+)

@@ -1,0 +1,198 @@
+"""SQL adapter: collection lookup and the vector and keyword queries, read-only.
+
+Every query joins `documents` and keeps `d.status = 'READY'` in its WHERE clause (DESIGN.md
+§1 rule 3): a document being ingested, reprocessed, failed or deleted is invisible to the
+very next query, with no cache in between. Only the collection lookup is cached, briefly.
+
+Collection id, dimension and LIMIT are SQL literals (they come from our own table and from a
+validated integer), so the planner can match the per-collection partial HNSW index
+(sluice_common.vector_index); everything a client sends is a bound parameter. The pool never
+prepares statements server-side (`prepare_threshold=None`), so no generic plan can replace
+the custom one PostgreSQL makes with the actual values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector_async
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from sluice_common import vector_index
+
+from .domain import Collection, DocumentFilter, Hit
+
+log = logging.getLogger("sluice.search.repository")
+
+_HIT_COLUMNS = sql.SQL(
+    "c.id, c.text, d.id::text, d.filename, c.chunk_index, c.page_number, c.element_type, d.metadata"
+)
+
+
+async def open_read_pool(
+    url: str,
+    *,
+    min_size: int,
+    max_size: int,
+    ef_search: int,
+    max_scan_tuples: int,
+    statement_timeout_ms: int,
+) -> AsyncConnectionPool:
+    """A pool of read-only sessions tuned for filtered HNSW scans.
+
+    Session settings rather than SET LOCAL per query: these connections belong to search
+    alone, and one round trip per query is what keeps gRPC latency close to raw SQL. (Behind
+    a transaction-mode pooler such as PgBouncer, session settings do not stick: use session
+    pooling for search, or a direct connection to a replica.)
+    """
+
+    async def configure(conn: psycopg.AsyncConnection) -> None:
+        await register_vector_async(conn)
+        # The vector type's input function loads pgvector's library, which defines hnsw.*.
+        await conn.execute("SELECT '[1]'::vector")
+        await conn.execute("SET default_transaction_read_only = on")
+        # pgvector applies WHERE after the HNSW scan; an iterative scan keeps walking the
+        # graph until LIMIT rows passed the READY join and the filters (or the tuple budget
+        # ran out: then the exact fallback below answers).
+        await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        await conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(int(ef_search))))
+        await conn.execute(sql.SQL("SET hnsw.max_scan_tuples = {}").format(sql.Literal(int(max_scan_tuples))))
+        await conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(int(statement_timeout_ms))))
+
+    pool = AsyncConnectionPool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        name="sluice-search",
+        configure=configure,
+        kwargs={"autocommit": True, "prepare_threshold": None, "application_name": "sluice-search"},
+        open=False,
+    )
+    await pool.open(wait=True, timeout=30)
+    return pool
+
+
+class SearchRepository:
+    def __init__(self, pool: AsyncConnectionPool, *, collection_cache_seconds: float = 5.0) -> None:
+        self._pool = pool
+        self._cache_seconds = collection_cache_seconds
+        self._collections: dict[str, tuple[float, Collection]] = {}
+        self._lock = asyncio.Lock()
+
+    async def get_collection(self, name: str) -> Collection | None:
+        """The collection named `name`, from a short-lived cache (only its immutable columns)."""
+        now = time.monotonic()
+        cached = self._collections.get(name)
+        if cached and now - cached[0] < self._cache_seconds:
+            return cached[1]
+        async with self._pool.connection() as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT id, name, embedder_provider, embedder_model, dimensions FROM collections WHERE name = %s",
+                    (name,),
+                )
+            ).fetchone()
+        if row is None:
+            self._collections.pop(name, None)
+            return None
+        collection = Collection(*row)
+        if len(self._collections) > 10_000:
+            self._collections.clear()
+        self._collections[name] = (now, collection)
+        return collection
+
+    async def vector_search(
+        self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter
+    ) -> list[Hit]:
+        """The `limit` READY chunks nearest to `vector` by cosine distance, best first.
+
+        First through the collection's partial HNSW index with an iterative scan; if that
+        comes back short (the filter or the READY join rejected more than the scan budget),
+        an exact scan answers, so the result is always min(limit, matching READY chunks).
+        """
+        where, params = _filter_sql(filter)
+        params["v"] = np.asarray(vector, dtype=np.float32)
+        dim = sql.Literal(int(collection.dimensions))
+        expr = vector_index.embedding_expr(collection.dimensions)
+        distance = sql.SQL("{expr} <=> %(v)s::vector({dim})").format(expr=expr, dim=dim)
+        base = sql.SQL(
+            "SELECT {cols}, {distance} AS distance"
+            " FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE {pred} AND d.status = 'READY'{where}"
+        ).format(cols=_HIT_COLUMNS, distance=distance, pred=vector_index.collection_predicate(collection.id), where=where)
+        indexed = base + sql.SQL(" ORDER BY {distance} LIMIT {limit}").format(distance=distance, limit=sql.Literal(int(limit)))
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute(indexed, params)).fetchall()
+            if len(rows) < limit:
+                # Exact: `+ 0` makes the sort key an expression no index serves.
+                exact = base + sql.SQL(" ORDER BY ({distance}) + 0, c.id LIMIT {limit}").format(
+                    distance=distance, limit=sql.Literal(int(limit))
+                )
+                rows = await (await conn.execute(exact, params)).fetchall()
+                log.debug("exact vector fallback", extra={"collection_id": collection.id, "rows": len(rows)})
+        # relaxed_order: the index hands rows back nearly sorted; the final order is exact.
+        rows.sort(key=lambda r: (r[8], r[0]))
+        return [_hit(r, 1.0 - float(r[8])) for r in rows]
+
+    async def keyword_search(self, collection: Collection, tsquery: str, limit: int, filter: DocumentFilter) -> list[Hit]:
+        """The `limit` READY chunks matching any query term, by cover density rank."""
+        if not tsquery:
+            return []
+        where, params = _filter_sql(filter)
+        params["q"] = tsquery
+        query = sql.SQL(
+            "SELECT {cols}, ts_rank_cd(c.search_tsv, q.query, 32) AS rank"
+            " FROM chunks c JOIN documents d ON d.id = c.document_id,"
+            " to_tsquery('simple', %(q)s) AS q(query)"
+            " WHERE c.collection_id = {cid} AND d.status = 'READY' AND c.search_tsv @@ q.query{where}"
+            " ORDER BY rank DESC, c.id LIMIT {limit}"
+        ).format(cols=_HIT_COLUMNS, cid=sql.Literal(int(collection.id)), where=where, limit=sql.Literal(int(limit)))
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute(query, params)).fetchall()
+        return [_hit(r, float(r[8])) for r in rows]
+
+
+def _filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict]:
+    """The filter as AND-ed predicates on `documents d`, every value a bound parameter."""
+    parts: list[sql.Composable] = []
+    params: dict = {}
+    if filter.metadata:
+        parts.append(sql.SQL("d.metadata @> %(metadata)s"))
+        params["metadata"] = Jsonb(dict(filter.metadata))
+    if filter.filenames:
+        parts.append(sql.SQL("d.filename = ANY(%(filenames)s::text[])"))
+        params["filenames"] = list(filter.filenames)
+    if filter.mime_types:
+        parts.append(sql.SQL("d.mime_type = ANY(%(mime_types)s::text[])"))
+        params["mime_types"] = list(filter.mime_types)
+    if filter.document_ids:
+        parts.append(sql.SQL("d.id = ANY(%(document_ids)s::uuid[])"))
+        params["document_ids"] = list(filter.document_ids)
+    if not parts:
+        return sql.SQL(""), params
+    return sql.SQL(" AND ") + sql.SQL(" AND ").join(parts), params
+
+
+def _hit(row: tuple, score: float) -> Hit:
+    chunk_id, text, document_id, filename, chunk_index, page_number, element_type, metadata = row[:8]
+    return Hit(
+        chunk_id=chunk_id,
+        text=text,
+        score=score,
+        document_id=document_id,
+        filename=filename,
+        chunk_index=chunk_index,
+        page_number=page_number,
+        element_type=element_type,
+        metadata={str(k): v if isinstance(v, str) else str(v) for k, v in (metadata or {}).items()},
+    )
+
+
+__all__ = ["SearchRepository", "open_read_pool"]

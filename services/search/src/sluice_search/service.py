@@ -1,0 +1,85 @@
+"""The search use case: resolve the collection, embed the query, query, fuse, highlight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from sluice_common import textsearch
+from sluice_common.embedders import Embedder, EmbeddingError, get_embedder
+from sluice_common.errors import FailedPrecondition, NotFound, Unavailable
+
+from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery, check_dimensions, reciprocal_rank_fusion
+
+
+class Repository(Protocol):
+    async def get_collection(self, name: str) -> Collection | None: ...
+
+    async def vector_search(
+        self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter
+    ) -> list[Hit]: ...
+
+    async def keyword_search(self, collection: Collection, tsquery: str, limit: int, filter: DocumentFilter) -> list[Hit]: ...
+
+
+EmbedderFactory = Callable[[str, str, int], Embedder]
+
+
+class SearchService:
+    def __init__(
+        self,
+        repository: Repository,
+        *,
+        embedder_factory: EmbedderFactory = get_embedder,
+        hybrid_candidates: int = 50,
+        rrf_k: int = 60,
+    ) -> None:
+        self._repository = repository
+        self._embedder_factory = embedder_factory
+        self._hybrid_candidates = hybrid_candidates
+        self._rrf_k = rrf_k
+
+    async def search(self, query: SearchQuery) -> list[Hit]:
+        collection = await self._repository.get_collection(query.collection)
+        if collection is None:
+            raise NotFound(f"collection {query.collection!r} does not exist", reason="COLLECTION_NOT_FOUND",
+                           collection=query.collection)
+        if query.vector is not None:
+            check_dimensions(query.vector, collection)
+
+        if query.mode is Mode.VECTOR:
+            vector = query.vector or await self._embed(collection, query.text)
+            return await self._repository.vector_search(collection, vector, query.top_k, query.filter)
+
+        terms = textsearch.query_terms(query.text)
+        tsquery = textsearch.tsquery_text(terms)
+        if query.mode is Mode.KEYWORD:
+            hits = await self._repository.keyword_search(collection, tsquery, query.top_k, query.filter)
+        else:
+            # The query is embedded before any database work: no connection waits on a model.
+            vector = query.vector or await self._embed(collection, query.text)
+            candidates = max(query.top_k, self._hybrid_candidates)
+            vector_hits, keyword_hits = await asyncio.gather(
+                self._repository.vector_search(collection, vector, candidates, query.filter),
+                self._repository.keyword_search(collection, tsquery, candidates, query.filter),
+            )
+            hits = reciprocal_rank_fusion([vector_hits, keyword_hits], self._rrf_k, query.top_k)
+        for hit in hits:
+            hit.highlights = textsearch.highlight_spans(hit.text, terms)
+        return hits
+
+    async def _embed(self, collection: Collection, text: str) -> list[float]:
+        try:
+            embedder = self._embedder_factory(collection.embedder_provider, collection.embedder_model, collection.dimensions)
+            vector = await embedder.embed_query(text)
+        except EmbeddingError as err:
+            error = Unavailable if err.retryable else FailedPrecondition
+            raise error(f"the query could not be embedded: {err.message}", reason=err.code) from err
+        if len(vector) != collection.dimensions:
+            raise FailedPrecondition(
+                f"the embedder of collection {collection.name!r} made a {len(vector)}-dimensional vector, "
+                f"the collection has {collection.dimensions}",
+                reason="EMBEDDER_DIMENSION_MISMATCH",
+            )
+        return vector

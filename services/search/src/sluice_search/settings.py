@@ -1,0 +1,47 @@
+"""search settings (SLUICE_* environment variables).
+
+Fields of this service are named `search_*` (SLUICE_SEARCH_BIND, SLUICE_SEARCH_DATABASE_URL,
+…) so that one environment can configure every service without collisions; the common
+ones (SLUICE_DATABASE_URL, SLUICE_LOG_LEVEL, SLUICE_METRICS_PORT, …) are shared.
+
+The search service only reads. Point it at a replica, or at the primary with a role that has
+SELECT only, with SLUICE_SEARCH_DATABASE_URL; it falls back to SLUICE_DATABASE_URL. Every
+session it opens is read-only whatever the role (`default_transaction_read_only = on`).
+"""
+
+from __future__ import annotations
+
+from sluice_common.settings import CommonSettings
+
+
+class SearchSettings(CommonSettings):
+    search_bind: str = "localhost:50052"
+    # Read-only database URL; empty means SLUICE_DATABASE_URL.
+    search_database_url: str = ""
+    search_pool_min_size: int = 2
+    search_pool_max_size: int = 10
+    # Seconds a collection's name → (id, embedder, dimensions) lookup is reused.
+    search_collection_cache_seconds: float = 5.0
+    # HNSW candidate list per query: recall against exact search rises with it (see bench/).
+    search_hnsw_ef_search: int = 100
+    # Iterative index scans give up after this many tuples; then the exact fallback runs.
+    search_hnsw_max_scan_tuples: int = 20000
+    # Candidates each side contributes to reciprocal rank fusion in HYBRID mode.
+    search_hybrid_candidates: int = 50
+    # Reciprocal rank fusion constant (Cormack, Clarke & Büttcher 2009).
+    search_rrf_k: int = 60
+    # Bounds on a request.
+    search_max_top_k: int = 100
+    search_max_query_characters: int = 4096
+    search_max_filter_keys: int = 16
+    search_max_filter_values: int = 100
+    # A search statement running longer is cancelled (milliseconds; 0 = no limit).
+    search_statement_timeout_ms: int = 10000
+
+    @property
+    def bind(self) -> str:
+        return self.search_bind
+
+    @property
+    def read_database_url(self) -> str:
+        return self.search_database_url or self.database_url
