@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -16,8 +19,12 @@ _counter = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def pg_admin_uri(tmp_path_factory):
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data", cleanup="delete")
+def pg_admin_uri():
+    # Not under pytest's tmp dir: pytest re-chmods it to 0700 at every session start, which
+    # locks the unprivileged postgres user out while another session's tests are running.
+    base = Path(tempfile.mkdtemp(prefix="sluice-test-pg-"))
+    base.chmod(0o755)
+    server = EmbeddedPostgres(base / "data", cleanup="delete")
     uri = server.start()
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("ALTER SYSTEM SET max_connections = 300")
@@ -27,6 +34,7 @@ def pg_admin_uri(tmp_path_factory):
     uri = server.start()
     yield uri
     server.stop()
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

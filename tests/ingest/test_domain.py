@@ -1,0 +1,103 @@
+"""Unit tests of the pure state-machine code (no IO)."""
+
+import itertools
+
+import pytest
+
+from sluice_ingest.domain import (
+    DOCUMENT_TRANSITIONS,
+    JOB_TRANSITIONS,
+    DocumentStatus,
+    IllegalTransition,
+    JobStatus,
+    check_document_transition,
+    check_job_transition,
+    document_sources,
+    job_sources,
+    retry_delay_seconds,
+    retry_message,
+    safe_error_message,
+    safe_filename,
+    should_retry,
+)
+
+
+@pytest.mark.parametrize("current,target", list(itertools.product(DocumentStatus, DocumentStatus)))
+def test_document_table_walked_exhaustively(current, target):
+    if (current, target) in DOCUMENT_TRANSITIONS:
+        assert check_document_transition(current, target) == target
+        assert str(current) in document_sources(target)
+    else:
+        with pytest.raises(IllegalTransition):
+            check_document_transition(current, target)
+        assert str(current) not in document_sources(target)
+
+
+@pytest.mark.parametrize("current,target", list(itertools.product(JobStatus, JobStatus)))
+def test_job_table_walked_exhaustively(current, target):
+    if (current, target) in JOB_TRANSITIONS:
+        assert check_job_transition(current, target) == target
+        assert str(current) in job_sources(target)
+    else:
+        with pytest.raises(IllegalTransition):
+            check_job_transition(current, target)
+
+
+def test_every_edge_says_why():
+    for table in (DOCUMENT_TRANSITIONS, JOB_TRANSITIONS):
+        assert all(len(reason) > 10 for reason in table.values())
+
+
+def test_ready_is_reached_only_from_indexing():
+    # Rule 1: READY is the commit flag, set only after every stage.
+    assert [a for (a, b) in DOCUMENT_TRANSITIONS if b == DocumentStatus.READY] == [DocumentStatus.INDEXING]
+
+
+def test_terminal_states_only_restart_by_request():
+    assert {b for (a, b) in DOCUMENT_TRANSITIONS if a == DocumentStatus.READY} == {DocumentStatus.PENDING}
+    assert {b for (a, b) in DOCUMENT_TRANSITIONS if a == DocumentStatus.FAILED} == {DocumentStatus.PENDING}
+    assert {b for (a, b) in JOB_TRANSITIONS if a in (JobStatus.SUCCEEDED, JobStatus.FAILED)} == {JobStatus.PENDING}
+
+
+def test_backoff_doubles_and_caps_at_300_seconds():
+    assert [retry_delay_seconds(n, 5) for n in range(1, 9)] == [5, 10, 20, 40, 80, 160, 300, 300]
+    assert retry_delay_seconds(1, 0.5) == 0.5
+    assert retry_delay_seconds(1000, 1) == 300
+    with pytest.raises(ValueError):
+        retry_delay_seconds(0, 5)
+
+
+def test_should_retry():
+    assert should_retry(True, 1, 3) and should_retry(True, 2, 3)
+    assert not should_retry(True, 3, 3)
+    assert not should_retry(False, 1, 3)
+
+
+def test_retry_message_names_attempt_and_cause():
+    assert retry_message(2, 5, "rate limited") == "attempt 2/5 failed temporarily, will retry automatically: rate limited"
+
+
+def test_safe_error_message():
+    assert safe_error_message("bad\x00file\nhere") == "bad file here"
+    assert safe_error_message("") == "processing failed for an unknown reason"
+    assert len(safe_error_message("x" * 5000)) == 2000
+
+
+@pytest.mark.parametrize(
+    "raw,clean",
+    [
+        ("../../etc/passwd", "passwd"),
+        ("C:\\Users\\me\\report.pdf", "report.pdf"),
+        ("a\x00b\x1f.txt", "ab.txt"),
+        ("..", ""),
+        ("  ", ""),
+        ("文档.md", "文档.md"),
+    ],
+)
+def test_safe_filename(raw, clean):
+    assert safe_filename(raw) == clean
+
+
+def test_safe_filename_bounds_length_and_keeps_extension():
+    name = safe_filename("a" * 400 + ".pdf")
+    assert len(name) == 255 and name.endswith(".pdf")
