@@ -305,7 +305,7 @@ def search(clients: Clients, args) -> int:
     if not response.hits:
         render.out.print(f"No matches in {escape(args.collection)} (only READY documents are searched).")
         return EXIT_OK
-    render.out.print(render.hits_table(response.hits))
+    render.print_hits(render.out, response.hits)
     render.out.print(Text(f"{len(response.hits)} hit(s), {render.mode_name(response.mode).lower()} search, {elapsed_ms:.0f} ms", style="dim"))
     return EXIT_OK
 

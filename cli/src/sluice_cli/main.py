@@ -152,7 +152,10 @@ def report_error(error: CliError, as_json: bool) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # usage errors (2), --help and --version (0)
+        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     as_json = getattr(args, "json", False)
     try:
         with open_clients(getattr(args, "ingest_address", None), getattr(args, "search_address", None)) as clients:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from datetime import datetime, timezone
 from typing import Any
@@ -15,9 +17,18 @@ from rich.text import Text
 
 from sluice.v1 import collection_pb2, document_pb2, search_service_pb2
 
-# Consoles: results on stdout, progress and errors on stderr, so `> file` keeps only results.
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+
+def _make_console(stderr: bool) -> Console:
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        # Piped into grep or a file: do not cut tables at 80 columns.
+        console = Console(stderr=stderr, highlight=False, width=200)
+    return console
+
+
+# Results on stdout, progress and errors on stderr, so `> file` keeps only results.
+out = _make_console(stderr=False)
+err = _make_console(stderr=True)
 
 # Order of the processing stages, for progress bars: PENDING counts as stage 0.
 STAGES = [
@@ -267,22 +278,17 @@ def snippet(hit, width: int = 240) -> Text:
 
 
 def _flat(text: str) -> str:
-    return " ".join(text.split()) if text.strip() else (" " if text else "")
+    return re.sub(r"\s+", " ", text)
 
 
-def hits_table(hits) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold", show_lines=False)
-    table.add_column("#", no_wrap=True, justify="right")
-    table.add_column("SCORE", no_wrap=True, justify="right")
-    table.add_column("DOCUMENT", overflow="fold", max_width=36)
-    table.add_column("PAGE", no_wrap=True, justify="right")
-    table.add_column("TEXT", overflow="fold", ratio=1)
+def print_hits(console: Console, hits) -> None:
+    """One block per hit: rank, document, page, score, then the matching text."""
     for rank, hit in enumerate(hits, 1):
-        table.add_row(
-            str(rank),
-            f"{hit.score:.4f}",
-            Text(hit.filename) + Text(f"\n{hit.document_id[:8]} #{hit.chunk_index}", style="dim"),
-            str(hit.page_number) if hit.page_number else "-",
-            snippet(hit),
-        )
-    return table
+        header = Text(f"{rank:>2}. ", style="bold") + Text(hit.filename, style="bold cyan")
+        if hit.page_number:
+            header += Text(f"  page {hit.page_number}")
+        header += Text(f"  score {hit.score:.4f}", style="green")
+        header += Text(f"  {hit.document_id} #{hit.chunk_index}", style="dim")
+        console.print(header, soft_wrap=True)
+        body = Text("    ") + snippet(hit, width=320)
+        console.print(body)

