@@ -136,7 +136,7 @@ class FakeDocumentService(document_service_pb2_grpc.DocumentServiceServicer):
         if not NAME.match(c.name):
             _abort(context, InvalidArgument(f"invalid collection name {c.name!r}: use 1 to 63 lowercase letters, digits, '-' or '_'", reason="INVALID_COLLECTION_NAME"))
         if c.name in self.store.collections:
-            _abort(context, AlreadyExists(f"collection {c.name!r} already exists", reason="COLLECTION_ALREADY_EXISTS"))
+            _abort(context, AlreadyExists(f"collection {c.name!r} already exists", reason="COLLECTION_EXISTS"))
         created = collection_pb2.Collection()
         created.CopyFrom(c)
         created.create_time.CopyFrom(_now())

@@ -60,7 +60,7 @@ def test_collection_errors_have_readable_messages_and_codes(sluice, fake):
     create(sluice, fake, "docs")
     again = sluice("collections", "create", "docs", "--embedder", "hashing", *addr(fake))
     assert again.code == 1
-    assert "already exists" in again.err and "COLLECTION_ALREADY_EXISTS" in again.err
+    assert "already exists" in again.err and "COLLECTION_EXISTS" in again.err
     bad = sluice("collections", "create", "Bad Name", *addr(fake))
     assert bad.code == 2 and "invalid collection name" in bad.err
     missing = sluice("collections", "show", "nope", *addr(fake))

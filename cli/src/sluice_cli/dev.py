@@ -12,7 +12,7 @@ had in hand is claimed again on the next run.
 
 Environment (flags override): SLUICE_DEV_HOME, SLUICE_DEV_HOST, SLUICE_DEV_INGEST_PORT
 (50051), SLUICE_DEV_SEARCH_PORT (50052), SLUICE_DEV_WORKERS (1), SLUICE_DEV_METRICS_PORT
-(first Prometheus port, 9464; 0 disables metrics), SLUICE_DEV_STOP_TIMEOUT (seconds, 20),
+(first Prometheus port, 9464; 0 disables metrics), SLUICE_DEV_STOP_TIMEOUT (seconds, 30),
 SLUICE_DEV_READY_TIMEOUT (seconds, 180). Every other SLUICE_* variable reaches the services.
 """
 
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--search-port", type=int, default=_env_int("SLUICE_DEV_SEARCH_PORT", 50052))
     parser.add_argument("--workers", type=int, default=_env_int("SLUICE_DEV_WORKERS", 1), help="worker processes (env SLUICE_DEV_WORKERS)")
     parser.add_argument("--metrics-port", type=int, default=_env_int("SLUICE_DEV_METRICS_PORT", 9464), help="first Prometheus port; 0 disables")
-    parser.add_argument("--stop-timeout", type=float, default=_env_float("SLUICE_DEV_STOP_TIMEOUT", 20.0))
+    parser.add_argument("--stop-timeout", type=float, default=_env_float("SLUICE_DEV_STOP_TIMEOUT", 30.0))
     parser.add_argument("--ready-timeout", type=float, default=_env_float("SLUICE_DEV_READY_TIMEOUT", 180.0))
     return parser
 
