@@ -1,0 +1,150 @@
+"""ingest-api job throughput: no-op claim → stages → complete cycles per second.
+
+One cycle is what a worker does for a document minus the work itself: ClaimJob, ReportStage
+for PARSING, CHUNKING, EMBEDDING and INDEXING, and CompleteJob with one 384-dimension chunk
+(the atomic commit). Measured through gRPC with 1 and 4 concurrent clients, and beside it the
+same store calls made in-process without gRPC (the baseline), on the same embedded PostgreSQL
+in the same run.
+
+    .venv/bin/python -m bench.ingest_bench [--jobs 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import numpy as np
+import psycopg
+
+from sluice.v1 import collection_pb2, document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
+from sluice.v1 import document_service_pb2_grpc, job_service_pb2_grpc
+from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from sluice_ingest.domain import DocumentStatus
+from sluice_ingest.main import IngestApp
+from sluice_ingest.migrations import upgrade
+from sluice_ingest.settings import IngestSettings
+from sluice_ingest.store import ChunkRow
+
+DIMS = 384
+STAGES = [D.DOCUMENT_STATUS_PARSING, D.DOCUMENT_STATUS_CHUNKING, D.DOCUMENT_STATUS_EMBEDDING, D.DOCUMENT_STATUS_INDEXING]
+
+
+def seed(url: str, collection: str, count: int) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            """
+            WITH c AS (SELECT id, max_attempts FROM collections WHERE name = %s),
+                 d AS (INSERT INTO documents (collection_id, filename, mime_type, content_sha256, size_bytes)
+                       SELECT c.id, 'f' || g || '.txt', 'text/plain', encode(sha256((%s || g)::bytea), 'hex'), 1
+                       FROM c, generate_series(1, %s) g RETURNING id, collection_id)
+            INSERT INTO ingestion_jobs (document_id, max_attempts) SELECT d.id, c.max_attempts FROM d JOIN c ON c.id = d.collection_id
+            """,
+            (collection, collection, count),
+        )
+
+
+async def grpc_client(address: str, worker: str, vector: list[float]) -> int:
+    done = 0
+    async with grpc.aio.insecure_channel(address) as channel:
+        jobs = job_service_pb2_grpc.JobServiceStub(channel)
+        while True:
+            response = await jobs.ClaimJob(js.ClaimJobRequest(worker_id=worker))
+            if not response.HasField("job"):
+                return done
+            lease = response.job.lease
+            for stage in STAGES:
+                await jobs.ReportStage(js.ReportStageRequest(lease=lease, stage=stage))
+
+            async def stream():
+                yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=lease, chunk_count=1))
+                yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=[js.Chunk(index=0, text="no-op", embedding=vector)]))
+
+            await jobs.CompleteJob(stream())
+            done += 1
+
+
+async def inprocess_client(app: IngestApp, worker: str, vector: np.ndarray) -> int:
+    done = 0
+    store = app.store
+    while True:
+        job = await store.claim_job(worker)
+        if job is None:
+            return done
+        for stage in (DocumentStatus.PARSING, DocumentStatus.CHUNKING, DocumentStatus.EMBEDDING, DocumentStatus.INDEXING):
+            await store.report_stage(job["job_id"], job["lease_token"], stage, 0, 0, "")
+        await store.complete_job(job["job_id"], job["lease_token"], [ChunkRow(0, "no-op", 0, "", "", "", vector, "no op")])
+        done += 1
+
+
+async def run(admin_uri: str, jobs: int, repeats: int) -> list[tuple[str, int, float, float]]:
+    results = []
+    vector = list(np.random.default_rng(0).standard_normal(DIMS).astype(np.float32))
+    for round_ in range(repeats):
+        for clients in (1, 4):
+            for mode in ("grpc", "in-process"):
+                name = f"b{round_}_{clients}_{mode.replace('-', '')}"
+                ensure_database(admin_uri, name, template="bench_template")
+                url = database_uri(admin_uri, name)
+                app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False,
+                                               pool_max_size=clients + 4))
+                await app.start()
+                await app.serve()
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+                    docs = document_service_pb2_grpc.DocumentServiceStub(channel)
+                    await docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
+                        name="bench", embedder=collection_pb2.EmbedderConfig(
+                            provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, dimensions=DIMS))))
+                seed(url, "bench", jobs)
+                start = time.perf_counter()
+                if mode == "grpc":
+                    counts = await asyncio.gather(*(grpc_client(f"127.0.0.1:{app.port}", f"w{i}", vector)
+                                                    for i in range(clients)))
+                else:
+                    counts = await asyncio.gather(*(inprocess_client(app, f"w{i}", np.asarray(vector))
+                                                    for i in range(clients)))
+                elapsed = time.perf_counter() - start
+                assert sum(counts) == jobs, counts
+                results.append((mode, clients, sum(counts) / elapsed, elapsed))
+                await app.stop(0)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=400)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
+    base.chmod(0o755)
+    server = EmbeddedPostgres(base / "data", cleanup="delete")
+    admin = server.start()
+    try:
+        ensure_database(admin, "bench_template")
+        upgrade(database_uri(admin, "bench_template"))
+        results = asyncio.run(run(admin, args.jobs, args.repeats))
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"\nno-op claim→4 stages→complete cycles/s ({args.jobs} jobs, median of {args.repeats} runs, "
+          f"{os.cpu_count()} cores, client and server in one process)")
+    print(f"{'clients':>7} | {'gRPC cycles/s':>13} | {'in-process cycles/s':>19} | {'gRPC / in-process':>17}")
+    print("-" * 66)
+    for clients in (1, 4):
+        g = statistics.median(r[2] for r in results if r[0] == "grpc" and r[1] == clients)
+        p = statistics.median(r[2] for r in results if r[0] == "in-process" and r[1] == clients)
+        print(f"{clients:>7} | {g:>13.1f} | {p:>19.1f} | {g / p:>16.2f}x")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
