@@ -85,6 +85,17 @@ def random_unit_vectors(n: int, dimensions: int, seed: int = 0) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
+def embedding_like_vectors(n: int, dimensions: int, seed: int = 0, latent: int = 16) -> np.ndarray:
+    """Random unit vectors from a low-dimensional latent space plus noise, as real sentence
+    embeddings are (intrinsic dimension ≈ 10–20); the same generator as bench/search_bench.py.
+    Isotropic random vectors are the worst case of any graph index (see the bench's --data)."""
+    rng = np.random.default_rng(seed)
+    basis = np.random.default_rng(12345).standard_normal((latent, dimensions)).astype(np.float32)
+    vectors = rng.standard_normal((n, latent)).astype(np.float32) @ basis
+    vectors += 0.3 * rng.standard_normal((n, dimensions)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
 @pytest.fixture
 def search_settings(database_url) -> SearchSettings:
     return SearchSettings(search_bind="127.0.0.1:0", search_database_url=database_url, search_collection_cache_seconds=0.5,

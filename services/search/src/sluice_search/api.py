@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
-import structlog
 from sluice.v1 import search_service_pb2, search_service_pb2_grpc
 
 from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
@@ -13,7 +13,8 @@ from . import metrics
 from .domain import DocumentFilter, Hit, Limits, Mode, validate_query
 from .service import SearchService
 
-log = structlog.stdlib.get_logger("sluice.search.api")
+# stdlib logger: a disabled level costs one comparison (structlog's formatter renders JSON).
+log = logging.getLogger("sluice.search.api")
 
 _MODES = {
     search_service_pb2.SEARCH_MODE_UNSPECIFIED: None,
@@ -54,15 +55,16 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
             outcome = "ok"
         except SluiceError as err:
             outcome = err.reason
-            log.info("search refused", collection=request.collection, reason=err.reason, error=err.message)
+            log.info("search refused", extra={"collection": request.collection, "reason": err.reason, "error": err.message})
             raise
         finally:
             elapsed = time.perf_counter() - started
             metrics.SEARCH_LATENCY.labels(mode_label).observe(elapsed)
             metrics.SEARCH_REQUESTS.labels(mode_label, outcome).inc()
         metrics.SEARCH_HITS.labels(mode_label).inc(len(hits))
-        log.debug("search", collection=query.collection, mode=mode_label, top_k=query.top_k, hits=len(hits),
-                  ms=round(elapsed * 1000, 2))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("search", extra={"collection": query.collection, "mode": mode_label, "top_k": query.top_k,
+                                       "hits": len(hits), "ms": round(elapsed * 1000, 2)})
         return search_service_pb2.SearchResponse(hits=[_hit_pb(hit) for hit in hits], mode=_PROTO_MODES[query.mode])
 
 

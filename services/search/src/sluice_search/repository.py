@@ -27,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from sluice_common import vector_index
 
+from . import metrics
 from .domain import Collection, DocumentFilter, Hit
 
 log = logging.getLogger("sluice.search.repository")
@@ -117,24 +118,12 @@ class SearchRepository:
         comes back short (the filter or the READY join rejected more than the scan budget),
         an exact scan answers, so the result is always min(limit, matching READY chunks).
         """
-        where, params = _filter_sql(filter)
-        params["v"] = np.asarray(vector, dtype=np.float32)
-        dim = sql.Literal(int(collection.dimensions))
-        expr = vector_index.embedding_expr(collection.dimensions)
-        distance = sql.SQL("{expr} <=> %(v)s::vector({dim})").format(expr=expr, dim=dim)
-        base = sql.SQL(
-            "SELECT {cols}, {distance} AS distance"
-            " FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE {pred} AND d.status = 'READY'{where}"
-        ).format(cols=_HIT_COLUMNS, distance=distance, pred=vector_index.collection_predicate(collection.id), where=where)
-        indexed = base + sql.SQL(" ORDER BY {distance} LIMIT {limit}").format(distance=distance, limit=sql.Literal(int(limit)))
+        indexed, params = vector_query(collection, vector, limit, filter)
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(indexed, params)).fetchall()
             if len(rows) < limit:
-                # Exact: `+ 0` makes the sort key an expression no index serves.
-                exact = base + sql.SQL(" ORDER BY ({distance}) + 0, c.id LIMIT {limit}").format(
-                    distance=distance, limit=sql.Literal(int(limit))
-                )
+                exact, params = vector_query(collection, vector, limit, filter, exact=True)
+                metrics.EXACT_FALLBACKS.inc()
                 rows = await (await conn.execute(exact, params)).fetchall()
                 log.debug("exact vector fallback", extra={"collection_id": collection.id, "rows": len(rows)})
         # relaxed_order: the index hands rows back nearly sorted; the final order is exact.
@@ -157,6 +146,33 @@ class SearchRepository:
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(query, params)).fetchall()
         return [_hit(r, float(r[8])) for r in rows]
+
+
+def vector_query(
+    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, *, exact: bool = False
+) -> tuple[sql.Composed, dict]:
+    """The vector query and its parameters: through the partial HNSW index, or exact."""
+    where, params = _filter_sql(filter)
+    params["v"] = np.asarray(vector, dtype=np.float32)
+    distance = sql.SQL("{expr} <=> %(v)s::vector({dim})").format(
+        expr=vector_index.embedding_expr(collection.dimensions), dim=sql.Literal(int(collection.dimensions))
+    )
+    # Exact: `+ 0` makes the sort key an expression no index serves.
+    order = sql.SQL("({distance}) + 0, c.id" if exact else "{distance}").format(distance=distance)
+    query = sql.SQL(
+        "SELECT {cols}, {distance} AS distance"
+        " FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE {pred} AND d.status = 'READY'{where}"
+        " ORDER BY {order} LIMIT {limit}"
+    ).format(
+        cols=_HIT_COLUMNS,
+        distance=distance,
+        pred=vector_index.collection_predicate(collection.id),
+        where=where,
+        order=order,
+        limit=sql.Literal(int(limit)),
+    )
+    return query, params
 
 
 def _filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict]:

@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): `python -m bench` runs them and prints tables."""

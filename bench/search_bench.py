@@ -1,0 +1,245 @@
+"""Search benchmark: latency of Search over gRPC vs the same SQL, and recall@10 vs exact.
+
+    .venv/bin/python -m bench.search_bench [--chunks 100000] [--dimensions 384] [--queries 1000]
+        [--not-ready 0.1] [--data latent|isotropic] [--ef-search 40,100]
+
+Starts its own embedded PostgreSQL, migrates it, loads `--chunks` random normalised vectors
+(binary COPY) into one collection whose documents are READY except `--not-ready` of them,
+builds the collection's partial HNSW index, then for each ef_search starts `sluice-search`
+as a subprocess and runs the queries one at a time (as a user would), first through gRPC,
+then as raw SQL (the very statement the service runs, on a connection with the same session
+settings), and compares both with exact search (numpy, READY chunks only).
+
+--data latent (default) draws vectors from a 16-dimensional latent space projected to
+`--dimensions` plus noise: like real sentence embeddings, whose intrinsic dimension is low.
+--data isotropic draws them uniformly from the sphere: the worst case of every graph index
+(all points nearly equidistant); recall there needs a far larger ef_search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import numpy as np
+import psycopg
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from pgvector.psycopg import register_vector
+from sluice.v1 import search_service_pb2 as pb
+from sluice.v1 import search_service_pb2_grpc
+
+from sluice_common import vector_index
+from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+
+DOC_CHUNKS = 100
+LATENT_DIMENSIONS = 16
+
+
+def make_vectors(n: int, dimensions: int, kind: str, rng: np.random.Generator, basis: np.ndarray) -> np.ndarray:
+    if kind == "isotropic":
+        v = rng.standard_normal((n, dimensions), dtype=np.float32)
+    else:
+        v = rng.standard_normal((n, LATENT_DIMENSIONS), dtype=np.float32) @ basis
+        v += 0.3 * rng.standard_normal((n, dimensions), dtype=np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generator) -> tuple[int, np.ndarray]:
+    """One collection, documents of 100 chunks; returns (collection id, READY row numbers)."""
+    n, dimensions = vectors.shape
+    documents = (n + DOC_CHUNKS - 1) // DOC_CHUNKS
+    ready = rng.random(documents) >= not_ready
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        cid = conn.execute(
+            "INSERT INTO collections (name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
+            " chunk_new_after_n_chars, chunk_overlap, max_attempts)"
+            " VALUES ('bench', 'hashing', 'bench', %s, 1500, 1000, 0, 3) RETURNING id",
+            (dimensions,),
+        ).fetchone()[0]
+        ids = [uuid.uuid4() for _ in range(documents)]
+        with conn.cursor().copy(
+            "COPY documents (id, collection_id, filename, mime_type, status, content_sha256, size_bytes, error_message)"
+            " FROM STDIN"
+        ) as copy:
+            for d, doc in enumerate(ids):
+                status = "READY" if ready[d] else ("PENDING", "EMBEDDING", "FAILED")[d % 3]
+                error = "bench" if status == "FAILED" else None
+                copy.write_row((doc, cid, f"doc-{d}.txt", "text/plain", status, f"{d:064x}", 1, error))
+        started = time.perf_counter()
+        with conn.cursor().copy(
+            "COPY chunks (document_id, collection_id, chunk_index, text, embedding) FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["uuid", "int8", "int4", "text", "vector"])
+            for row in range(n):
+                copy.write_row((ids[row // DOC_CHUNKS], cid, row % DOC_CHUNKS, f"chunk {row}", vectors[row]))
+        print(f"loaded {n:,} chunks × {dimensions} in {time.perf_counter() - started:.1f} s", flush=True)
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 2")
+        started = time.perf_counter()
+        conn.execute(vector_index.create_index_sql(cid, dimensions))
+        print(f"built HNSW index in {time.perf_counter() - started:.1f} s", flush=True)
+        conn.execute("VACUUM ANALYZE chunks, documents")
+    ready_rows = np.flatnonzero(np.repeat(ready, DOC_CHUNKS)[:n])
+    return cid, ready_rows
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_search(url: str, ef_search: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "SLUICE_SEARCH_DATABASE_URL": url,
+        "SLUICE_SEARCH_BIND": f"127.0.0.1:{port}",
+        "SLUICE_SEARCH_HNSW_EF_SEARCH": str(ef_search),
+        "SLUICE_LOG_LEVEL": "WARNING",
+    }
+    process = subprocess.Popen([sys.executable, "-m", "sluice_search.main"], env=env)
+    address = f"127.0.0.1:{port}"
+    channel = grpc.insecure_channel(address)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
+            if status.status == health_pb2.HealthCheckResponse.SERVING:
+                break
+        except grpc.RpcError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise RuntimeError("sluice-search did not start")
+        time.sleep(0.2)
+    channel.close()
+    return process, address
+
+
+def percentiles(seconds: list[float]) -> tuple[float, float]:
+    ms = np.asarray(seconds) * 1000
+    return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
+
+
+def run(args: argparse.Namespace) -> None:
+    rng = np.random.default_rng(args.seed)
+    basis = rng.standard_normal((LATENT_DIMENSIONS, args.dimensions), dtype=np.float32)
+    vectors = make_vectors(args.chunks, args.dimensions, args.data, rng, basis)
+    queries = make_vectors(args.queries, args.dimensions, args.data, rng, basis)
+
+    workdir = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
+    server = EmbeddedPostgres(workdir / "pg", cleanup="delete")
+    admin = server.start()
+    try:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET shared_buffers = '1GB'")
+            conn.execute("ALTER SYSTEM SET fsync = off")
+            conn.execute("ALTER SYSTEM SET synchronous_commit = off")
+            conn.execute("ALTER SYSTEM SET max_parallel_maintenance_workers = 2")
+        server.stop()
+        admin = server.start()
+        ensure_database(admin, "bench")
+        url = database_uri(admin, "bench")
+        from sluice_ingest.migrations import upgrade
+
+        upgrade(url)
+        cid, ready_rows = load(url, vectors, args.not_ready, rng)
+
+        started = time.perf_counter()
+        truth = []
+        ready_vectors = vectors[ready_rows]
+        for q in queries:
+            scores = ready_vectors @ q
+            top = np.argpartition(-scores, 10)[:10]
+            truth.append({int(ready_rows[i]) + 1 for i in top})  # chunk id = row + 1 (COPY order)
+        print(f"exact top-10 (numpy) for {len(queries)} queries in {time.perf_counter() - started:.1f} s", flush=True)
+
+        results = []
+        for ef in args.ef_search:
+            results.append(measure(url, cid, queries, truth, ef, args))
+        print()
+        print(f"{args.chunks:,} chunks × {args.dimensions} ({args.data}), {args.not_ready:.0%} of documents not READY,"
+              f" {args.queries} queries, top_k=10, one at a time")
+        header = f"{'ef_search':>9} | {'gRPC p50':>9} {'gRPC p95':>9} | {'SQL p50':>8} {'SQL p95':>8} | {'gRPC/SQL p50':>12} | {'recall@10':>9} | {'full top_k':>10}"
+        print(header)
+        print("-" * len(header))
+        for r in results:
+            print(f"{r['ef']:>9} | {r['grpc'][0]:>7.2f}ms {r['grpc'][1]:>7.2f}ms | {r['sql'][0]:>6.2f}ms {r['sql'][1]:>6.2f}ms |"
+                  f" {r['grpc'][0] / r['sql'][0]:>11.2f}x | {r['recall']:>9.3f} | {r['full']:>9.1%}")
+        print("targets: gRPC p50 ≤ 1.5× SQL p50, recall@10 ≥ 0.95, gRPC p50 ≤ 5 ms")
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def measure(url, cid, queries, truth, ef, args) -> dict:
+    from sluice_search.domain import Collection, DocumentFilter
+    from sluice_search.repository import vector_query
+
+    collection = Collection(cid, "bench", "hashing", "bench", args.dimensions)
+    process, address = start_search(url, ef)
+    try:
+        channel = grpc.insecure_channel(address)
+        stub = search_service_pb2_grpc.SearchServiceStub(channel)
+        requests = [pb.SearchRequest(collection="bench", query_vector=q.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR)
+                    for q in queries]
+        for request in requests[: args.warmup]:
+            stub.Search(request)
+        grpc_seconds, recalls, full = [], [], 0
+        for request, expected in zip(requests, truth):
+            started = time.perf_counter()
+            response = stub.Search(request)
+            grpc_seconds.append(time.perf_counter() - started)
+            found = {int(h.chunk_id) for h in response.hits}
+            recalls.append(len(found & expected) / 10)
+            full += len(response.hits) == 10
+        channel.close()
+    finally:
+        process.terminate()
+        process.wait(30)
+
+    sql_seconds = []
+    with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
+        register_vector(conn)
+        conn.execute("SET default_transaction_read_only = on")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+        statements = [vector_query(collection, q, 10, DocumentFilter()) for q in queries]
+        for query, params in statements[: args.warmup]:
+            conn.execute(query, params).fetchall()
+        for query, params in statements:
+            started = time.perf_counter()
+            conn.execute(query, params).fetchall()
+            sql_seconds.append(time.perf_counter() - started)
+    result = {"ef": ef, "grpc": percentiles(grpc_seconds), "sql": percentiles(sql_seconds),
+              "recall": float(np.mean(recalls)), "full": full / len(queries)}
+    print(f"ef_search={ef}: {result}", flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--dimensions", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--not-ready", type=float, default=0.1, help="fraction of documents not READY")
+    parser.add_argument("--data", choices=["latent", "isotropic"], default="latent")
+    parser.add_argument("--ef-search", type=lambda s: [int(x) for x in s.split(",")], default=[40, 100])
+    parser.add_argument("--seed", type=int, default=1)
+    run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
