@@ -12,12 +12,14 @@ venv: $(VENV)/.installed
 
 # torch==2.13.0 is pinned first: pip then takes the CPU build that lies on these machines
 # instead of a multi-GB CUDA build.
-$(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproject.toml
+$(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproject.toml tools/package-lock.json
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -U pip setuptools wheel
 	$(PIP) install torch==2.13.0
 	$(PIP) install -r requirements.lock
 	$(PIP) install --no-deps --no-build-isolation $(PACKAGES)
+	@# buf (protos lint) comes from the npm registry; skipped where npm is missing.
+	if command -v npm >/dev/null; then (cd tools && npm ci --silent --no-audit --no-fund); fi
 	touch $@
 
 test: venv
@@ -31,8 +33,8 @@ protos: venv
 	$(PY) scripts/gen_protos.py
 
 # buf ships inside the npm package @bufbuild/buf.
-lint-protos:
-	cd protos && npx --yes @bufbuild/buf lint
+lint-protos: venv
+	cd protos && ../tools/node_modules/.bin/buf lint
 
 bench: venv
 	$(PY) -m bench

@@ -32,3 +32,14 @@ def test_binding_names_exist():
     assert upload.client_streaming and upload.output_type.name == "Document"
     watch = document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"].methods_by_name["WatchDocument"]
     assert watch.server_streaming
+
+
+def test_buf_lint_is_clean():
+
+    import pytest
+
+    buf = ROOT / "tools" / "node_modules" / ".bin" / "buf"
+    if not buf.exists():
+        pytest.skip("buf is not installed (tools/: npm ci) — npm is missing on this machine")
+    result = subprocess.run([str(buf), "lint"], cwd=ROOT / "protos", capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
