@@ -1,0 +1,110 @@
+"""The worker's domain: chunks, chunking settings, the pipeline version and failures.
+
+Pure Python: no gRPC, no unstructured, no IO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# Bump when parsing or chunking changes what chunks a document yields: snapshots made by
+# another version are then ignored (they are keyed by content hash and pipeline version).
+PIPELINE_REVISION = "3"
+
+
+@dataclass(frozen=True)
+class ChunkingSettings:
+    max_characters: int
+    new_after_n_chars: int
+    overlap: int
+
+    @classmethod
+    def effective(cls, max_characters: int, new_after_n_chars: int, overlap: int, *, default_max: int, default_new_after: int) -> "ChunkingSettings":
+        """Zeros mean "server default" (collection.proto); the result is always consistent."""
+        maximum = max_characters or default_max
+        new_after = min(new_after_n_chars or min(default_new_after, maximum), maximum)
+        overlap = max(0, min(overlap, maximum - 1))
+        return cls(maximum, new_after, overlap)
+
+
+def pipeline_version(chunking: ChunkingSettings, unstructured_version: str) -> str:
+    """Names everything that decides the chunk list, so that different collection settings
+    never share a snapshot of the same content."""
+    return (
+        f"sluice-worker/{PIPELINE_REVISION}+unstructured-{unstructured_version}"
+        f";max={chunking.max_characters};new_after={chunking.new_after_n_chars};overlap={chunking.overlap}"
+    )
+
+
+@dataclass
+class ChunkRecord:
+    index: int
+    text: str
+    page_number: int = 0
+    element_type: str = ""
+    section_title: str = ""
+    text_as_html: str = ""
+    embedding: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ParseSummary:
+    """What PARSING found, reported before CHUNKING starts."""
+
+    elements: int
+    pages: int
+    characters: int
+
+
+class JobFailure(Exception):
+    """A failed attempt to report through FailJob."""
+
+    retryable = True
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class DocumentInvalid(JobFailure):
+    """The document's own fault (corrupt, encrypted, empty, unsupported, too large): retrying
+    cannot help, so it fails at once with a message its owner understands."""
+
+    retryable = False
+
+
+class TransientFailure(JobFailure):
+    """Anything else: retried by ingest-api with backoff."""
+
+    retryable = True
+
+
+class ConfigurationInvalid(JobFailure):
+    """The collection asks for something this worker cannot do (an unknown embedder, a model
+    that is not installed): retrying the same job cannot help."""
+
+    retryable = False
+
+
+class LeaseLost(Exception):
+    """The lease is no longer ours (expired and taken over, job gone, or cancelled): stop and
+    write nothing more."""
+
+
+# Error codes (FailJob.error_code, Document.error_code).
+PDF_ENCRYPTED = "PDF_ENCRYPTED"
+DOCUMENT_CORRUPT = "DOCUMENT_CORRUPT"
+DOCUMENT_EMPTY = "DOCUMENT_EMPTY"
+UNSUPPORTED_TYPE = "UNSUPPORTED_TYPE"
+DOCUMENT_TOO_LARGE = "DOCUMENT_TOO_LARGE"
+TOO_MANY_PAGES = "TOO_MANY_PAGES"
+TOO_MANY_CHUNKS = "TOO_MANY_CHUNKS"
+PARSE_TIMEOUT = "PARSE_TIMEOUT"
+PARSE_MEMORY_LIMIT = "PARSE_MEMORY_LIMIT"
+PARSER_CRASHED = "PARSER_CRASHED"
+PARSER_UNAVAILABLE = "PARSER_UNAVAILABLE"
+INTERNAL = "WORKER_INTERNAL_ERROR"

@@ -1,0 +1,197 @@
+"""The gRPC adapter for ingest-api's JobService: the worker's only way to the data.
+
+Every call is translated into the worker's terms: a refused lease (FAILED_PRECONDITION with
+reason LEASE_NOT_HELD) or a vanished job (NOT_FOUND) becomes `LeaseLost`; ingest-api being
+briefly unreachable is retried a few times and then becomes `IngestUnavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import TypeVar
+
+import grpc
+from sluice.v1 import document_pb2, job_service_pb2, job_service_pb2_grpc
+
+from sluice_common.errors import reason_of
+from sluice_worker.domain import ChunkRecord, LeaseLost
+
+log = logging.getLogger("sluice.worker.jobs_client")
+
+T = TypeVar("T")
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# Keep each streamed message well under the limit above.
+_BATCH_BYTES = 4 * 1024 * 1024
+_RETRYABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+
+STAGES = {
+    "PARSING": document_pb2.DOCUMENT_STATUS_PARSING,
+    "CHUNKING": document_pb2.DOCUMENT_STATUS_CHUNKING,
+    "EMBEDDING": document_pb2.DOCUMENT_STATUS_EMBEDDING,
+    "INDEXING": document_pb2.DOCUMENT_STATUS_INDEXING,
+}
+
+
+class IngestUnavailable(Exception):
+    """ingest-api could not be reached (or failed) after a few tries."""
+
+
+def chunk_to_proto(chunk: ChunkRecord) -> job_service_pb2.Chunk:
+    return job_service_pb2.Chunk(
+        index=chunk.index,
+        text=chunk.text,
+        page_number=chunk.page_number,
+        element_type=chunk.element_type,
+        section_title=chunk.section_title,
+        embedding=chunk.embedding,
+        text_as_html=chunk.text_as_html,
+    )
+
+
+def chunk_from_proto(chunk: job_service_pb2.Chunk) -> ChunkRecord:
+    return ChunkRecord(
+        index=chunk.index,
+        text=chunk.text,
+        page_number=chunk.page_number,
+        element_type=chunk.element_type,
+        section_title=chunk.section_title,
+        text_as_html=chunk.text_as_html,
+    )
+
+
+def batches(chunks: Iterable[ChunkRecord], max_count: int) -> Iterable[list[job_service_pb2.Chunk]]:
+    """Chunk protos in groups bounded by count and by size."""
+    batch: list[job_service_pb2.Chunk] = []
+    size = 0
+    for chunk in chunks:
+        message = chunk_to_proto(chunk)
+        message_size = message.ByteSize()
+        if batch and (len(batch) >= max_count or size + message_size > _BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(message)
+        size += message_size
+    if batch:
+        yield batch
+
+
+class JobClient:
+    def __init__(self, address: str, *, rpc_timeout: float = 30.0, stream_timeout: float = 600.0, retries: int = 3) -> None:
+        self.address = address
+        self.rpc_timeout = rpc_timeout
+        self.stream_timeout = stream_timeout
+        self.retries = retries
+        self._channel = grpc.aio.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.keepalive_time_ms", 30_000),
+            ],
+        )
+        self._stub = job_service_pb2_grpc.JobServiceStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _call(self, name: str, attempt: Callable[[], Awaitable[T]], *, retry: bool = True) -> T:
+        delay = 0.2
+        for number in range(self.retries + 1):
+            try:
+                return await attempt()
+            except grpc.aio.AioRpcError as err:
+                code = err.code()
+                if code == grpc.StatusCode.FAILED_PRECONDITION and reason_of(err) == "LEASE_NOT_HELD":
+                    raise LeaseLost(f"{name}: lease not held") from err
+                if code == grpc.StatusCode.NOT_FOUND:
+                    raise LeaseLost(f"{name}: job not found") from err
+                if code == grpc.StatusCode.CANCELLED:
+                    raise IngestUnavailable(f"{name}: call cancelled") from err
+                if retry and code in _RETRYABLE_CODES and number < self.retries:
+                    log.warning("JobService call failed, retrying", extra={"rpc": name, "code": code.name, "try": number + 1})
+                    await asyncio.sleep(delay * (0.5 + random.random()))
+                    delay *= 2
+                    continue
+                raise IngestUnavailable(f"{name} failed: {code.name}: {err.details()}") from err
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ calls
+
+    async def claim_job(self, worker_id: str, wait_seconds: float) -> job_service_pb2.Job | None:
+        request = job_service_pb2.ClaimJobRequest(worker_id=worker_id, wait_seconds=wait_seconds)
+        try:
+            response = await self._stub.ClaimJob(request, timeout=wait_seconds + self.rpc_timeout)
+        except grpc.aio.AioRpcError as err:
+            raise IngestUnavailable(f"ClaimJob failed: {err.code().name}: {err.details()}") from err
+        return response.job if response.HasField("job") else None
+
+    async def renew_lease(self, lease: job_service_pb2.LeaseRef) -> bool:
+        """Heartbeat; True when the job was cancelled."""
+        request = job_service_pb2.RenewLeaseRequest(lease=lease)
+        response = await self._call("RenewLease", lambda: self._stub.RenewLease(request, timeout=self.rpc_timeout), retry=False)
+        return response.cancelled
+
+    async def report_stage(self, lease: job_service_pb2.LeaseRef, stage: str, done: int = 0, total: int = 0, unit: str = "") -> None:
+        request = job_service_pb2.ReportStageRequest(lease=lease, stage=STAGES[stage], done=done, total=total, unit=unit)
+        await self._call("ReportStage", lambda: self._stub.ReportStage(request, timeout=self.rpc_timeout))
+
+    async def read_document_content(self, lease: job_service_pb2.LeaseRef) -> bytes:
+        request = job_service_pb2.ReadDocumentContentRequest(lease=lease)
+
+        async def read() -> bytes:
+            parts = [part.data async for part in self._stub.ReadDocumentContent(request, timeout=self.stream_timeout)]
+            return b"".join(parts)
+
+        return await self._call("ReadDocumentContent", read)
+
+    async def read_snapshot(self, lease: job_service_pb2.LeaseRef, pipeline_version: str) -> list[ChunkRecord] | None:
+        """The saved chunk list, or None when there is none for this content and version."""
+        request = job_service_pb2.ReadSnapshotRequest(lease=lease, pipeline_version=pipeline_version)
+
+        async def read() -> list[ChunkRecord] | None:
+            chunks: list[ChunkRecord] = []
+            try:
+                async for response in self._stub.ReadSnapshot(request, timeout=self.stream_timeout):
+                    chunks.extend(chunk_from_proto(chunk) for chunk in response.chunks)
+            except grpc.aio.AioRpcError as err:
+                # NOT_FOUND here means "no snapshot"; a job that is really gone shows at the
+                # next call, which fails with NOT_FOUND too.
+                if err.code() == grpc.StatusCode.NOT_FOUND:
+                    return None
+                raise
+            return chunks
+
+        return await self._call("ReadSnapshot", read)
+
+    async def save_snapshot(self, lease: job_service_pb2.LeaseRef, pipeline_version: str, chunks: list[ChunkRecord], batch_size: int) -> int:
+        async def requests() -> AsyncIterator[job_service_pb2.SaveSnapshotRequest]:
+            header = job_service_pb2.SnapshotHeader(lease=lease, pipeline_version=pipeline_version, chunk_count=len(chunks))
+            yield job_service_pb2.SaveSnapshotRequest(header=header)
+            for batch in batches(chunks, batch_size):
+                yield job_service_pb2.SaveSnapshotRequest(chunks=job_service_pb2.ChunkBatch(chunks=batch))
+
+        response = await self._call("SaveSnapshot", lambda: self._stub.SaveSnapshot(requests(), timeout=self.stream_timeout))
+        return response.chunk_count
+
+    async def complete_job(self, lease: job_service_pb2.LeaseRef, chunks: list[ChunkRecord], batch_size: int) -> document_pb2.Document:
+        async def requests() -> AsyncIterator[job_service_pb2.CompleteJobRequest]:
+            yield job_service_pb2.CompleteJobRequest(header=job_service_pb2.CompleteJobHeader(lease=lease, chunk_count=len(chunks)))
+            for batch in batches(chunks, batch_size):
+                yield job_service_pb2.CompleteJobRequest(chunks=job_service_pb2.ChunkBatch(chunks=batch))
+
+        # No retry on a failed commit: if it did commit, a second try would only meet
+        # LEASE_NOT_HELD; if it did not, the job's own retry handles it.
+        response = await self._call("CompleteJob", lambda: self._stub.CompleteJob(requests(), timeout=self.stream_timeout), retry=False)
+        return response.document
+
+    async def fail_job(self, lease: job_service_pb2.LeaseRef, *, retryable: bool, error_code: str, error_message: str) -> bool:
+        request = job_service_pb2.FailJobRequest(lease=lease, retryable=retryable, error_code=error_code, error_message=error_message)
+        response = await self._call("FailJob", lambda: self._stub.FailJob(request, timeout=self.rpc_timeout))
+        return response.will_retry
+
+    async def release_job(self, lease: job_service_pb2.LeaseRef) -> None:
+        request = job_service_pb2.ReleaseJobRequest(lease=lease)
+        await self._call("ReleaseJob", lambda: self._stub.ReleaseJob(request, timeout=self.rpc_timeout))

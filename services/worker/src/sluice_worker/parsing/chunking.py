@@ -1,0 +1,142 @@
+"""Elements to chunks: unstructured's chunk_by_title, made right for text without spaces.
+
+chunk_by_title splits an element longer than `max_characters` at whitespace; Chinese and
+Japanese have none, so the split would fall mid-sentence at exactly max_characters. Such
+elements are first cut here into sentence-aligned pieces (。！？； and . ! ? followed by a
+space), each within max_characters, with `overlap` filled by whole trailing sentences of the
+previous piece. Only a single sentence longer than max_characters is left for
+chunk_by_title to cut.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import Counter
+
+from sluice_worker.domain import TOO_MANY_CHUNKS, ChunkingSettings, ChunkRecord, DocumentInvalid
+
+_BOUNDARY = re.compile(r"[。！？；!?][」』）”’\"')]*|[.;](?=\s)|\n+")
+_TABLE_TYPES = {"Table", "TableChunk"}
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences with their punctuation and following whitespace; "".join() gives the text back."""
+    sentences, start = [], 0
+    for match in _BOUNDARY.finditer(text):
+        end = match.end()
+        while end < len(text) and text[end] in " \t":
+            end += 1
+        if end > start:
+            sentences.append(text[start:end])
+        start = end
+    if start < len(text):
+        sentences.append(text[start:])
+    return sentences
+
+
+def pack_sentences(sentences: list[str], max_characters: int, soft_max: int, overlap: int, first_max: int | None = None) -> list[str]:
+    """Group sentences into pieces of at most max_characters (closed at soft_max), each piece
+    after the first starting with the previous piece's last whole sentences, up to `overlap`.
+    The first piece may be held to `first_max`, to leave room for the heading before it."""
+    pieces: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    fresh = 0  # sentences in `current` that are not overlap
+    for sentence in sentences:
+        limit = max_characters if pieces or first_max is None else first_max
+        if current and fresh and (size + len(sentence) > limit or size >= min(soft_max, limit)):
+            pieces.append(current)
+            tail: list[str] = []
+            tail_size = 0
+            for previous in reversed(current):
+                if tail_size + len(previous) > overlap or tail_size + len(previous) + len(sentence) > max_characters:
+                    break
+                tail.insert(0, previous)
+                tail_size += len(previous)
+            current, size, fresh = tail, tail_size, 0
+        current.append(sentence)
+        size += len(sentence)
+        fresh += 1
+    if current and fresh:
+        pieces.append(current)
+    return ["".join(piece).strip() for piece in pieces if "".join(piece).strip()]
+
+
+def presplit(elements: list, settings: ChunkingSettings) -> list:
+    out = []
+    previous = None
+    for element in elements:
+        budget = settings.max_characters
+        if previous is not None and type(previous).__name__ == "Title":
+            # A heading must fit in one chunk with the start of its section; left alone, it
+            # would be merged into the end of the previous section's chunk.
+            budget -= len(previous.text) + 2
+            if budget < settings.max_characters // 3:
+                budget = settings.max_characters
+        previous = element
+        if len(element.text) <= budget or type(element).__name__ in _TABLE_TYPES:
+            out.append(element)
+            continue
+        pieces = pack_sentences(
+            split_sentences(element.text), settings.max_characters, settings.new_after_n_chars, settings.overlap, first_max=budget
+        )
+        for piece in pieces:
+            clone = type(element)(text=piece, metadata=copy.deepcopy(element.metadata))
+            out.append(clone)
+    return out
+
+
+def chunk_elements(elements: list, settings: ChunkingSettings, max_chunks: int) -> list[ChunkRecord]:
+    from unstructured.chunking.title import chunk_by_title
+
+    chunks = chunk_by_title(
+        presplit(elements, settings),
+        max_characters=settings.max_characters,
+        new_after_n_chars=settings.new_after_n_chars,
+        overlap=settings.overlap,
+        combine_text_under_n_chars=min(settings.new_after_n_chars, settings.max_characters),
+        multipage_sections=True,
+        include_orig_elements=True,
+    )
+    if len(chunks) > max_chunks:
+        raise DocumentInvalid(TOO_MANY_CHUNKS, f"the document makes {len(chunks)} chunks, more than the {max_chunks} allowed")
+    records: list[ChunkRecord] = []
+    section = ""
+    for chunk in chunks:
+        text = chunk.text.strip()
+        if not text:
+            continue
+        originals = list(chunk.metadata.orig_elements or [])
+        if originals and type(originals[0]).__name__ == "Title":
+            section = originals[0].text.strip()
+        chunk_section = section
+        for original in originals:
+            if type(original).__name__ == "Title":
+                section = original.text.strip()
+        records.append(
+            ChunkRecord(
+                index=len(records),
+                text=text,
+                page_number=int(chunk.metadata.page_number or 0),
+                element_type=_main_type(chunk, originals),
+                section_title=chunk_section[:500],
+                text_as_html=(chunk.metadata.text_as_html or "") if type(chunk).__name__ in _TABLE_TYPES else "",
+            )
+        )
+    return records
+
+
+def _main_type(chunk, originals: list) -> str:
+    """The element type that gives the chunk most of its text (a Title only when alone)."""
+    if type(chunk).__name__ in _TABLE_TYPES:
+        return "Table"
+    weights: Counter[str] = Counter()
+    for original in originals:
+        weights[type(original).__name__] += len(original.text)
+    body = {name: weight for name, weight in weights.items() if name != "Title"}
+    if body:
+        return max(body, key=body.get)
+    if weights:
+        return "Title"
+    return type(chunk).__name__

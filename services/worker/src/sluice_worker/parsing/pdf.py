@@ -1,0 +1,96 @@
+"""PDF with unstructured's fast text strategy, without unstructured-inference.
+
+`unstructured.partition.pdf` imports unstructured-inference at module level even for
+strategy="fast", and that pulls onnxruntime, OpenCV, matplotlib and pandas (over 100 MB)
+for nothing the fast strategy uses. The fast strategy itself is pdfminer.six's layout
+analysis, one element per text box classified by `unstructured.partition.text.element_from_text`;
+this module does exactly that, with unstructured's own element types and cleaners, and adds
+what a service needs: encryption and truncation checks, a page limit and page progress.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+from sluice_worker.domain import DOCUMENT_CORRUPT, PDF_ENCRYPTED, TOO_MANY_PAGES, DocumentInvalid
+
+Progress = Callable[[int, int, str], None]
+
+
+def open_checked(data: bytes, max_pages: int) -> int:
+    """Check that the PDF is whole, readable without a password and within the page limit;
+    return its page count."""
+    from pypdf import PasswordType, PdfReader
+    from pypdf.errors import PdfReadError
+
+    # A complete PDF ends with %%EOF (possibly followed by a little junk); an upload cut off
+    # in the middle does not, even when a lenient reader could still recover a few pages.
+    if b"%%EOF" not in data[-4096:]:
+        raise DocumentInvalid(DOCUMENT_CORRUPT, "the PDF file is incomplete (it was probably cut off during upload or copy)")
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
+            raise DocumentInvalid(PDF_ENCRYPTED, "the PDF is protected by a password; upload a copy without the password")
+        pages = len(reader.pages)
+    except DocumentInvalid:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
+        raise DocumentInvalid(DOCUMENT_CORRUPT, f"the PDF file is damaged and cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from exc
+    except NotImplementedError as exc:  # e.g. an encryption algorithm pypdf does not know
+        raise DocumentInvalid(PDF_ENCRYPTED, f"the PDF is encrypted in a way that cannot be opened ({str(exc)[:200]})") from exc
+    if pages > max_pages:
+        raise DocumentInvalid(TOO_MANY_PAGES, f"the PDF has {pages} pages, more than the {max_pages} allowed")
+    if pages == 0:
+        raise DocumentInvalid(DOCUMENT_CORRUPT, "the PDF file has no pages")
+    return pages
+
+
+def partition_pdf_fast(data: bytes, *, filename: str, max_pages: int, progress: Progress | None = None) -> tuple[list, int]:
+    """Elements (with page numbers) and the page count."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LAParams, LTTextBox
+    from pdfminer.pdfdocument import PDFEncryptionError, PDFPasswordIncorrect
+    from pdfminer.pdfparser import PDFSyntaxError
+    from pdfminer.psexceptions import PSException
+    from unstructured.cleaners.core import clean_extra_whitespace, clean_ligatures
+    from unstructured.documents.elements import ElementMetadata
+    from unstructured.partition.text import element_from_text
+
+    pages = open_checked(data, max_pages)
+    elements = []
+    done = 0
+    try:
+        for page_number, layout in enumerate(extract_pages(io.BytesIO(data), password="", laparams=LAParams()), start=1):
+            for box in layout:
+                if not isinstance(box, LTTextBox):
+                    continue
+                text = clean_extra_whitespace(clean_ligatures(_join_lines(box.get_text())))
+                if not text:
+                    continue
+                element = element_from_text(text)
+                element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype="application/pdf")
+                elements.append(element)
+            done = page_number
+            if progress is not None:
+                progress(done, pages, "pages")
+    except (PDFPasswordIncorrect, PDFEncryptionError) as exc:
+        raise DocumentInvalid(PDF_ENCRYPTED, "the PDF is protected by a password; upload a copy without the password") from exc
+    except (PDFSyntaxError, PSException, ValueError, KeyError, TypeError, IndexError, AttributeError, AssertionError) as exc:
+        raise DocumentInvalid(
+            DOCUMENT_CORRUPT, f"the PDF file is damaged (page {done + 1} cannot be read: {type(exc).__name__})"
+        ) from exc
+    return elements, pages
+
+
+def _join_lines(text: str) -> str:
+    # A text box's lines belong to one paragraph; a word broken by a hyphen at a line end
+    # is joined again.
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    out = ""
+    for line in lines:
+        if out.endswith("-") and line[:1].islower():
+            out = out[:-1] + line
+        else:
+            out = f"{out} {line}" if out else line
+    return out

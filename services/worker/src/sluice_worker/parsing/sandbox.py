@@ -1,0 +1,322 @@
+"""Parsing in isolated processes with a wall-clock limit and a memory limit.
+
+A hostile file (one that hangs the parser, or a decompression bomb) must fail its document,
+never the worker. Each job's parse therefore runs in a sandbox process:
+
+* started with the "spawn" method (never fork a process that runs gRPC threads), with
+  RLIMIT_AS set to `memory_limit_mb`, so an allocation past it fails inside the sandbox;
+* warmed once (unstructured and the spaCy model imported, a tiny text partitioned) and then
+  reused for many documents, because that warm-up takes seconds;
+* killed when it exceeds its time limit, when the job is cancelled, or after it ran out of
+  memory, and replaced by a fresh one; the pool never hands out a sandbox in doubt.
+
+The protocol over the pipe is a short conversation per document, so that the worker can
+report CHUNKING (status before action) between the two steps while the parsed elements stay
+in the sandbox:
+
+    worker → sandbox  ("parse", data, filename, mime_type, limits)
+    sandbox → worker  ("progress", done, total, unit)*  then ("parsed", summary) | ("error", …)
+    worker → sandbox  ("chunk", settings, max_chunks)
+    sandbox → worker  ("chunked", [chunk dicts]) | ("error", code, message, retryable)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict
+
+from sluice_worker.domain import (
+    PARSE_MEMORY_LIMIT,
+    PARSE_TIMEOUT,
+    PARSER_CRASHED,
+    PARSER_UNAVAILABLE,
+    ChunkingSettings,
+    ChunkRecord,
+    DocumentInvalid,
+    JobFailure,
+    ParseSummary,
+    TransientFailure,
+)
+
+log = logging.getLogger("sluice.worker.sandbox")
+
+ProgressCallback = Callable[[int, int, str], Awaitable[None]]
+_MEMORY_EXIT = 3
+
+
+# --------------------------------------------------------------------------- inside the sandbox
+
+
+def _limit_self(memory_limit_mb: int) -> None:
+    import resource
+
+    # Die with the worker, even if it is killed with SIGKILL (Linux).
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle
+    if memory_limit_mb > 0:
+        limit = memory_limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _warm_up() -> None:
+    # The sandbox never needs torch; thinc (under spaCy) imports it when it can, which costs
+    # seconds and hundreds of megabytes of the memory limit. None in sys.modules makes
+    # `import torch` raise ImportError, which thinc handles.
+    sys.modules.setdefault("torch", None)
+    from unstructured.partition.text import partition_text
+
+    import sluice_worker.parsing.chunking  # noqa: F401
+    import sluice_worker.parsing.partition  # noqa: F401
+
+    partition_text(text="Warm up. The spaCy model loads on first use.")
+
+
+def sandbox_main(conn, memory_limit_mb: int, target: str | None = None) -> None:
+    """Entry point of a sandbox process. `target` names a test function to run instead of
+    the parse protocol (tests use it to check the limits with a hang or a memory hog)."""
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
+    os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
+    os.environ.setdefault("DO_NOT_TRACK", "true")
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        _limit_self(memory_limit_mb)
+        if target is None:
+            _warm_up()
+        conn.send(("ready", os.getpid()))
+    except BaseException as exc:  # noqa: BLE001
+        with contextlib.suppress(Exception):
+            conn.send(("error", PARSER_UNAVAILABLE, f"the parser could not start: {type(exc).__name__}: {exc}", True))
+        return
+    elements: list | None = None
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # the worker is gone
+        command = message[0]
+        if command == "exit":
+            return
+        try:
+            if command == "call":  # tests only
+                module, _, func = message[1].rpartition(".")
+                import importlib
+
+                conn.send(("result", getattr(importlib.import_module(module), func)(*message[2])))
+            elif command == "parse":
+                elements = None
+                elements, summary = _parse(conn, *message[1:])
+                conn.send(("parsed", asdict(summary)))
+            elif command == "chunk":
+                from sluice_worker.parsing.chunking import chunk_elements
+
+                if elements is None:
+                    raise RuntimeError("chunk before parse")
+                settings, max_chunks = message[1], message[2]
+                records = chunk_elements(elements, ChunkingSettings(**settings), max_chunks)
+                elements = None
+                conn.send(("chunked", [record.to_dict() for record in records]))
+        except DocumentInvalid as exc:
+            elements = None
+            conn.send(("error", exc.code, exc.message, False))
+        except MemoryError:
+            # The heap may be in any state now: report, then leave so a fresh sandbox replaces us.
+            elements = None
+            with contextlib.suppress(BaseException):
+                conn.send(("error", PARSE_MEMORY_LIMIT, _memory_message(memory_limit_mb), False))
+            os._exit(_MEMORY_EXIT)
+        except Exception as exc:  # noqa: BLE001
+            elements = None
+            if "memory" in str(exc).lower() and "alloc" in str(exc).lower():
+                conn.send(("error", PARSE_MEMORY_LIMIT, _memory_message(memory_limit_mb), False))
+                os._exit(_MEMORY_EXIT)
+            # A deterministic failure of our own code or of a parser on these bytes.
+            conn.send(("error", PARSER_CRASHED, f"the document could not be processed ({type(exc).__name__}: {str(exc)[:300]})", False))
+
+
+def _parse(conn, data: bytes, filename: str, mime_type: str, limits: dict):
+    from sluice_worker.parsing.partition import ParseLimits, partition_document
+
+    last = [0.0]
+
+    def progress(done: int, total: int, unit: str) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.2 or done == total:
+            last[0] = now
+            conn.send(("progress", done, total, unit))
+
+    return partition_document(data, filename, mime_type, ParseLimits(**limits), progress)
+
+
+def _memory_message(memory_limit_mb: int) -> str:
+    return f"parsing the document needed more than the {memory_limit_mb} MB of memory allowed (a decompression bomb or a huge file?)"
+
+
+# --------------------------------------------------------------------------- the worker's side
+
+
+class Sandbox:
+    """One sandbox process and its pipe."""
+
+    def __init__(self, memory_limit_mb: int, target: str | None = None) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.memory_limit_mb = memory_limit_mb
+        self.process = ctx.Process(target=sandbox_main, args=(child, memory_limit_mb, target), daemon=True, name="sluice-parse")
+        self.process.start()
+        child.close()
+        self.documents = 0
+        self.broken = False
+
+    async def wait_ready(self, timeout: float) -> None:
+        reply = await self._receive(timeout, on_timeout=lambda: TransientFailure(PARSER_UNAVAILABLE, "the parser did not start in time"))
+        if reply[0] != "ready":
+            self.kill()
+            raise TransientFailure(reply[1], reply[2])
+
+    async def parse(self, data: bytes, filename: str, mime_type: str, limits: dict, *, timeout: float, progress: ProgressCallback | None) -> ParseSummary:
+        self.documents += 1
+        self.conn.send(("parse", data, filename, mime_type, limits))
+        reply = await self._conversation(timeout, progress)
+        return ParseSummary(**reply[1])
+
+    async def chunk(self, settings: ChunkingSettings, max_chunks: int, *, timeout: float) -> list[ChunkRecord]:
+        self.conn.send(("chunk", asdict(settings), max_chunks))
+        reply = await self._conversation(timeout, None)
+        return [ChunkRecord(**record) for record in reply[1]]
+
+    async def call(self, function: str, *args, timeout: float):
+        """Run a module-level function in the sandbox (tests: hangs, memory hogs)."""
+        self.conn.send(("call", function, args))
+        return (await self._conversation(timeout, None))[1]
+
+    async def _conversation(self, timeout: float, progress: ProgressCallback | None):
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = await self._receive(
+                deadline - time.monotonic(),
+                on_timeout=lambda: DocumentInvalid(PARSE_TIMEOUT, f"parsing the document took longer than {timeout:g} seconds and was stopped"),
+            )
+            if reply[0] == "progress":
+                if progress is not None:
+                    await progress(reply[1], reply[2], reply[3])
+                continue
+            if reply[0] == "error":
+                _, code, message, retryable = reply
+                if code == PARSE_MEMORY_LIMIT:
+                    self.broken = True
+                raise (TransientFailure if retryable else DocumentInvalid)(code, message)
+            return reply
+
+    async def _receive(self, timeout: float, on_timeout: Callable[[], JobFailure]):
+        loop = asyncio.get_running_loop()
+        readable = loop.create_future()
+        fd = self.conn.fileno()
+        loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+        try:
+            await asyncio.wait_for(readable, max(0.0, timeout))
+        except TimeoutError:
+            self.kill()
+            raise on_timeout() from None
+        except BaseException:
+            # Cancelled (lease lost, shutdown): the sandbox may be mid-parse; stop it now.
+            self.kill()
+            raise
+        finally:
+            loop.remove_reader(fd)
+        try:
+            return await asyncio.to_thread(self.conn.recv)
+        except (EOFError, OSError):
+            raise self._death() from None
+        except BaseException:
+            self.kill()
+            raise
+
+    def _death(self) -> JobFailure:
+        self.broken = True
+        self.process.join(timeout=5)
+        code = self.process.exitcode
+        if code == _MEMORY_EXIT:
+            return DocumentInvalid(PARSE_MEMORY_LIMIT, _memory_message(self.memory_limit_mb))
+        if code is not None and code < 0 and -code in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS):
+            # Under RLIMIT_AS, C code that cannot allocate often aborts or crashes: the file did it.
+            return DocumentInvalid(
+                PARSER_CRASHED, f"the parser crashed on this document (signal {-code}); the file is damaged or too large to parse"
+            )
+        # Killed from outside (the system's OOM killer, an operator): not the document's fault.
+        return TransientFailure(PARSER_CRASHED, f"the parser process stopped unexpectedly (exit code {code})")
+
+    def kill(self) -> None:
+        self.broken = True
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=5)
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
+    def close(self) -> None:
+        if not self.broken and self.process.is_alive():
+            with contextlib.suppress(Exception):
+                self.conn.send(("exit",))
+            self.process.join(timeout=2)
+        self.kill()
+
+
+class SandboxPool:
+    """Up to `size` warm sandboxes, one per job in flight."""
+
+    def __init__(self, size: int, *, memory_limit_mb: int, max_documents: int = 200, start_timeout: float = 180.0) -> None:
+        self.size = size
+        self.memory_limit_mb = memory_limit_mb
+        self.max_documents = max_documents
+        self.start_timeout = start_timeout
+        self._idle: list[Sandbox] = []
+        self._slots = asyncio.Semaphore(size)
+        self._closed = False
+
+    async def warm(self) -> None:
+        """Start every sandbox now rather than on first use."""
+        boxes = [Sandbox(self.memory_limit_mb) for _ in range(self.size - len(self._idle))]
+        results = await asyncio.gather(*(box.wait_ready(self.start_timeout) for box in boxes), return_exceptions=True)
+        for box, result in zip(boxes, results):
+            if isinstance(result, BaseException):
+                box.kill()
+                log.error("parse sandbox failed to start", extra={"error": str(result)})
+            else:
+                self._idle.append(box)
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[Sandbox]:
+        async with self._slots:
+            box = self._idle.pop() if self._idle else None
+            if box is None or box.broken or not box.process.is_alive():
+                if box is not None:
+                    box.kill()
+                box = Sandbox(self.memory_limit_mb)
+                await box.wait_ready(self.start_timeout)
+            try:
+                yield box
+            finally:
+                if box.broken or self._closed or box.documents >= self.max_documents:
+                    box.close()
+                else:
+                    self._idle.append(box)
+
+    async def close(self) -> None:
+        self._closed = True
+        for box in self._idle:
+            box.close()
+        self._idle.clear()

@@ -1,0 +1,238 @@
+"""One job, start to end: parse → chunk (→ snapshot) → embed → index, status before action.
+
+The service layer of the worker. It talks to ingest-api only through the `JobPort` protocol
+(implemented over gRPC by `jobs_client.JobClient`, by a fake in unit tests), parses through
+the `ParserPort` (the sandbox pool) and embeds through `sluice_common.embedders`.
+
+Outcomes:
+* success: CompleteJob committed the chunks and the document is READY;
+* `JobFailure` (`DocumentInvalid` permanent, `TransientFailure` retryable) or an
+  `EmbeddingError`: reported once through FailJob;
+* `LeaseLost` or cancellation: nothing more is written (fencing, DESIGN §2).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from importlib.metadata import version
+from typing import Protocol
+
+from sluice_common.embedders import Embedder, EmbeddingError, get_embedder, provider_name
+from sluice_worker import metrics
+from sluice_worker.domain import (
+    DOCUMENT_TOO_LARGE,
+    INTERNAL,
+    ChunkingSettings,
+    ChunkRecord,
+    ConfigurationInvalid,
+    DocumentInvalid,
+    JobFailure,
+    LeaseLost,
+    ParseSummary,
+    TransientFailure,
+    pipeline_version,
+)
+from sluice_worker.settings import WorkerSettings
+
+log = logging.getLogger("sluice.worker.pipeline")
+
+UNSTRUCTURED_VERSION = version("unstructured")
+
+
+class JobPort(Protocol):
+    async def report_stage(self, lease, stage: str, done: int = 0, total: int = 0, unit: str = "") -> None: ...
+    async def read_document_content(self, lease) -> bytes: ...
+    async def read_snapshot(self, lease, pipeline_version: str) -> list[ChunkRecord] | None: ...
+    async def save_snapshot(self, lease, pipeline_version: str, chunks: list[ChunkRecord], batch_size: int) -> int: ...
+    async def complete_job(self, lease, chunks: list[ChunkRecord], batch_size: int): ...
+    async def fail_job(self, lease, *, retryable: bool, error_code: str, error_message: str) -> bool: ...
+
+
+class ParseSession(Protocol):
+    async def parse(self, data: bytes, filename: str, mime_type: str, limits: dict, *, timeout: float, progress) -> ParseSummary: ...
+    async def chunk(self, settings: ChunkingSettings, max_chunks: int, *, timeout: float) -> list[ChunkRecord]: ...
+
+
+class ParserPort(Protocol):
+    def session(self) -> AbstractAsyncContextManager[ParseSession]: ...
+
+
+@dataclass
+class JobResult:
+    outcome: str  # "succeeded" | "failed" | "abandoned"
+    chunk_count: int = 0
+    snapshot_reused: bool = False
+    error_code: str = ""
+
+
+class ProgressReporter:
+    """ReportStage with progress, at most every `interval` seconds (the last report always goes)."""
+
+    def __init__(self, port: JobPort, lease, stage: str, total: int, unit: str, interval: float) -> None:
+        self.port, self.lease, self.stage, self.total, self.unit, self.interval = port, lease, stage, total, unit, interval
+        self._last = time.monotonic()
+
+    async def start(self) -> None:
+        # Status before action (DESIGN §1 rule 2): written before the stage's work begins.
+        await self.port.report_stage(self.lease, self.stage, 0, self.total, self.unit)
+        self._last = time.monotonic()
+
+    async def update(self, done: int, total: int | None = None) -> None:
+        if total is not None:
+            self.total = total
+        now = time.monotonic()
+        if now - self._last >= self.interval or (self.total and done >= self.total):
+            self._last = now
+            await self.port.report_stage(self.lease, self.stage, done, self.total, self.unit)
+
+
+class JobPipeline:
+    def __init__(
+        self,
+        port: JobPort,
+        parser: ParserPort,
+        settings: WorkerSettings,
+        embedder_for: Callable[[object], Embedder] | None = None,
+    ) -> None:
+        self.port = port
+        self.parser = parser
+        self.settings = settings
+        self.embedder_for = embedder_for or self._default_embedder
+
+    def _default_embedder(self, config) -> Embedder:
+        return get_embedder(provider_name(config.provider), config.model, config.dimensions, self.settings)
+
+    def chunking_of(self, job) -> ChunkingSettings:
+        return ChunkingSettings.effective(
+            job.chunking.max_characters,
+            job.chunking.new_after_n_chars,
+            job.chunking.overlap,
+            default_max=self.settings.default_chunk_max_characters,
+            default_new_after=self.settings.default_chunk_new_after_n_chars,
+        )
+
+    async def run(self, job) -> JobResult:
+        """Process a claimed job. Never raises except CancelledError (the caller's decision)."""
+        lease = job.lease
+        try:
+            return await self._run(job)
+        except LeaseLost as exc:
+            log.info("lease lost, abandoning the job", extra={"detail": str(exc)})
+            metrics.JOBS_ABANDONED.labels(reason="lease_lost").inc()
+            return JobResult("abandoned")
+        except (JobFailure, EmbeddingError) as exc:
+            return await self._fail(lease, exc.retryable, exc.code, exc.message)
+        except Exception as exc:  # noqa: BLE001 - one job's bug must not stop the worker
+            from sluice_worker.jobs_client import IngestUnavailable
+
+            if isinstance(exc, IngestUnavailable):
+                log.warning("ingest-api unreachable; the lease will expire and the job be retried", extra={"detail": str(exc)})
+                metrics.JOBS_ABANDONED.labels(reason="ingest_unavailable").inc()
+                return JobResult("abandoned")
+            ref = uuid.uuid4().hex[:12]
+            log.exception("job failed with an unexpected error", extra={"error_ref": ref})
+            return await self._fail(lease, True, INTERNAL, f"internal error in the worker (reference {ref})")
+
+    async def _fail(self, lease, retryable: bool, code: str, message: str) -> JobResult:
+        metrics.JOBS_FAILED.labels(error_code=code, retryable=str(retryable).lower()).inc()
+        log.info("job failed", extra={"error_code": code, "retryable": retryable, "error_message": message})
+        try:
+            await self.port.fail_job(lease, retryable=retryable, error_code=code, error_message=message)
+        except LeaseLost:
+            return JobResult("abandoned", error_code=code)
+        except Exception:  # noqa: BLE001 - the lease will expire and the job be retried
+            log.warning("could not report the failure", exc_info=True)
+        return JobResult("failed", error_code=code)
+
+    async def _run(self, job) -> JobResult:
+        lease = job.lease
+        chunking = self.chunking_of(job)
+        version = pipeline_version(chunking, UNSTRUCTURED_VERSION)
+        try:
+            embedder = self.embedder_for(job.embedder)
+        except ValueError as exc:
+            raise ConfigurationInvalid("EMBEDDER_UNSUPPORTED", f"the collection's embedder cannot be used: {exc}") from exc
+
+        chunks = await self.port.read_snapshot(lease, version)
+        reused = chunks is not None
+        if reused:
+            # A retry after EMBEDDING or INDEXING failed: no second parse (DESIGN §4.2).
+            metrics.SNAPSHOTS_REUSED.inc()
+            log.info("resuming from the chunk snapshot", extra={"chunks": len(chunks), "pipeline_version": version})
+        else:
+            chunks = await self._parse_and_chunk(job, chunking, version)
+
+        vectors = await self._embed(job, embedder, chunks)
+        for chunk, vector in zip(chunks, vectors, strict=True):
+            chunk.embedding = vector
+
+        started = time.monotonic()
+        await self.port.report_stage(lease, "INDEXING", 0, len(chunks), "chunks")
+        await self.port.complete_job(lease, chunks, self.settings.chunk_batch_size)
+        metrics.STAGE_SECONDS.labels(stage="INDEXING").observe(time.monotonic() - started)
+        metrics.JOBS_SUCCEEDED.inc()
+        metrics.CHUNKS_PER_DOCUMENT.observe(len(chunks))
+        log.info("document ready", extra={"chunks": len(chunks), "snapshot_reused": reused})
+        return JobResult("succeeded", chunk_count=len(chunks), snapshot_reused=reused)
+
+    async def _parse_and_chunk(self, job, chunking: ChunkingSettings, version: str) -> list[ChunkRecord]:
+        lease = job.lease
+        settings = self.settings
+        parsing = ProgressReporter(self.port, lease, "PARSING", 0, "pages", settings.progress_interval_seconds)
+        await parsing.start()
+        started = time.monotonic()
+        if job.size_bytes > settings.max_document_bytes:
+            raise DocumentInvalid(
+                DOCUMENT_TOO_LARGE, f"the file is {job.size_bytes // (1024 * 1024)} MB, more than the {settings.max_document_bytes // (1024 * 1024)} MB allowed"
+            )
+        data = await self.port.read_document_content(lease)
+        if not data:
+            raise DocumentInvalid("DOCUMENT_EMPTY", "the file is empty")
+        limits = {"max_pages": settings.max_pages, "max_unzipped_bytes": settings.max_unzipped_bytes}
+
+        async def on_progress(done: int, total: int, unit: str) -> None:
+            parsing.unit = unit
+            await parsing.update(done, total)
+
+        async with self.parser.session() as session:
+            summary = await session.parse(
+                data, job.filename, job.mime_type, limits, timeout=settings.parse_timeout_seconds, progress=on_progress
+            )
+            del data
+            metrics.STAGE_SECONDS.labels(stage="PARSING").observe(time.monotonic() - started)
+            log.info("parsed", extra={"elements": summary.elements, "pages": summary.pages, "characters": summary.characters})
+
+            started = time.monotonic()
+            await self.port.report_stage(lease, "CHUNKING", 0, summary.elements, "elements")
+            chunks = await session.chunk(chunking, settings.max_chunks, timeout=settings.parse_timeout_seconds)
+        if not chunks:
+            raise DocumentInvalid("DOCUMENT_EMPTY", "the document contains no text")
+        # The snapshot is part of CHUNKING: it is saved before the stage is left.
+        await self.port.save_snapshot(lease, version, chunks, settings.chunk_batch_size)
+        metrics.STAGE_SECONDS.labels(stage="CHUNKING").observe(time.monotonic() - started)
+        return chunks
+
+    async def _embed(self, job, embedder: Embedder, chunks: list[ChunkRecord]) -> list[list[float]]:
+        total = len(chunks)
+        reporter = ProgressReporter(self.port, job.lease, "EMBEDDING", total, "chunks", self.settings.progress_interval_seconds)
+        await reporter.start()
+        started = time.monotonic()
+        step = max(1, self.settings.embed_batch_size)
+        vectors: list[list[float]] = []
+        for offset in range(0, total, step):
+            texts = [chunk.text for chunk in chunks[offset : offset + step]]
+            call_started = time.monotonic()
+            batch = await embedder.embed_documents(texts)
+            metrics.EMBED_BATCH_SECONDS.labels(provider=embedder.provider).observe(time.monotonic() - call_started)
+            metrics.EMBED_BATCH_SIZE.labels(provider=embedder.provider).observe(len(texts))
+            if len(batch) != len(texts):
+                raise TransientFailure("EMBEDDING_BAD_RESPONSE", f"the embedder returned {len(batch)} vectors for {len(texts)} texts")
+            vectors.extend(batch)
+            await reporter.update(len(vectors))
+        metrics.STAGE_SECONDS.labels(stage="EMBEDDING").observe(time.monotonic() - started)
+        return vectors

@@ -1,0 +1,57 @@
+"""Worker settings (SLUICE_* environment variables); defaults fit the embedded run."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import Field
+
+from sluice_common.embedders import EmbedderSettings
+from sluice_common.settings import CommonSettings
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class WorkerSettings(CommonSettings, EmbedderSettings):
+    # ingest-api's JobService; the worker has no database credentials (DESIGN §2).
+    ingest_address: str = "localhost:50051"
+    # A stable name kept in each attempt's history.
+    worker_id: str = Field(default_factory=_default_worker_id)
+    # Jobs processed at once by this process (each one parse sandbox, one lease).
+    worker_concurrency: int = 2
+    # ClaimJob long-poll; the server caps it.
+    claim_wait_seconds: float = 10.0
+    # Pause after ingest-api could not be reached before claiming again.
+    claim_error_backoff_seconds: float = 2.0
+    # Deadline of one unary JobService call.
+    rpc_timeout_seconds: float = 30.0
+    # Heartbeat: RenewLease every lease_seconds / heartbeat_divisor (a third, DESIGN §1 rule 6).
+    heartbeat_divisor: float = 3.0
+    # SIGTERM: in-flight jobs get this long to finish, then they are handed back (ReleaseJob).
+    shutdown_grace_seconds: float = 20.0
+
+    # Parsing runs in a separate process with these limits (a hostile file fails, not the worker).
+    parse_timeout_seconds: float = 120.0
+    parse_memory_limit_mb: int = 2048
+    # A sandbox process is replaced after this many documents, to bound memory creep.
+    sandbox_max_documents: int = 200
+    # The document's own limits: past them it fails permanently.
+    max_document_bytes: int = 200 * 1024 * 1024
+    max_pages: int = 2000
+    max_chunks: int = 20000
+    # Uncompressed size allowed inside a DOCX/PPTX/EPUB (zip) before it counts as a bomb.
+    max_unzipped_bytes: int = 500 * 1024 * 1024
+
+    # Chunking used when a job's ChunkingConfig leaves a value at zero.
+    default_chunk_max_characters: int = 1500
+    default_chunk_new_after_n_chars: int = 1000
+
+    # Chunks per CompleteJob / SaveSnapshot message.
+    chunk_batch_size: int = 256
+    # Chunks handed to the embedder per call (progress is reported after each call).
+    embed_batch_size: int = 64
+    # Minimum seconds between two progress reports of one stage.
+    progress_interval_seconds: float = 0.5

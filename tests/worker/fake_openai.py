@@ -1,0 +1,137 @@
+"""A local OpenAI-compatible embeddings server for tests: real HTTP on 127.0.0.1.
+
+POST /v1/embeddings answers with deterministic vectors (the hashing embedder's, at the
+requested dimensions), in float or base64 encoding, like the real API. Failures can be
+injected: a script of responses consumed one per request, a seeded random failure rate,
+or a permanent failure.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from sluice_common.embedders import HashingEmbedder
+
+
+@dataclass
+class Injected:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    message: str = "injected failure"
+    delay: float = 0.0
+
+
+@dataclass
+class Request:
+    time: float
+    inputs: list[str]
+    dimensions: int | None
+    status: int
+
+
+class FakeOpenAI:
+    def __init__(self, *, default_dimensions: int = 64) -> None:
+        self.default_dimensions = default_dimensions
+        self.script: list[Injected] = []
+        self.failure_rate = 0.0
+        self.random_failures = [Injected(429, {"retry-after": "0"}, "rate limited"), Injected(500, {}, "server error")]
+        self.always: Injected | None = None
+        self.reject_containing: str | None = None
+        self.requests: list[Request] = []
+        self._random = random.Random(1234)
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> "FakeOpenAI":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def succeeded(self) -> list[Request]:
+        return [r for r in self.requests if r.status == 200]
+
+    def _next_failure(self, inputs: list[str]) -> Injected | None:
+        with self._lock:
+            if self.script:
+                return self.script.pop(0)
+            if self.always is not None:
+                return self.always
+            if self.reject_containing and any(self.reject_containing in text for text in inputs):
+                return Injected(400, {}, "input rejected by content policy")
+            if self.failure_rate and self._random.random() < self.failure_rate:
+                return self._random.choice(self.random_failures)
+        return None
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length", 0))
+                payload = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.rstrip("/") != "/v1/embeddings":
+                    self._send(404, {"error": {"message": "not found"}})
+                    return
+                inputs = payload.get("input", [])
+                inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+                dimensions = payload.get("dimensions")
+                failure = fake._next_failure(inputs)
+                if failure is not None:
+                    if failure.delay:
+                        time.sleep(failure.delay)
+                    fake.requests.append(Request(time.monotonic(), inputs, dimensions, failure.status))
+                    self._send(failure.status, {"error": {"message": failure.message, "type": "injected"}}, failure.headers)
+                    return
+                if any(not isinstance(text, str) or text == "" for text in inputs):
+                    fake.requests.append(Request(time.monotonic(), inputs, dimensions, 400))
+                    self._send(400, {"error": {"message": "input must be non-empty strings"}})
+                    return
+                embedder = HashingEmbedder("fake", dimensions or fake.default_dimensions)
+                data = []
+                for index, text in enumerate(inputs):
+                    vector = embedder.embed_one(text)
+                    if payload.get("encoding_format") == "base64":
+                        encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+                        data.append({"object": "embedding", "index": index, "embedding": encoded})
+                    else:
+                        data.append({"object": "embedding", "index": index, "embedding": vector})
+                fake.requests.append(Request(time.monotonic(), inputs, dimensions, 200))
+                tokens = sum(len(text.split()) for text in inputs)
+                self._send(
+                    200,
+                    {"object": "list", "data": data, "model": payload.get("model", ""), "usage": {"prompt_tokens": tokens, "total_tokens": tokens}},
+                )
+
+        return Handler
