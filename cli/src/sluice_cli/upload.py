@@ -39,9 +39,8 @@ class Outcome:
 
     @property
     def status(self) -> str:
-        if self.error:
-            return "ERROR"
-        return render.status_name(self.document.status) if self.document else "UNKNOWN"
+        """The document's status; ERROR when the file never became a document."""
+        return render.status_name(self.document.status) if self.document is not None else "ERROR"
 
     def as_json(self) -> dict:
         return {
@@ -229,7 +228,7 @@ def summarize(results: list[Outcome], collection: str, *, wait: bool, as_json: b
     failed = [o for o in results if o.error or (o.document is not None and o.document.status == document_pb2.DOCUMENT_STATUS_FAILED)]
     if any(o.exit_code == EXIT_UNAVAILABLE for o in failed):
         code = EXIT_UNAVAILABLE
-    elif failed or (wait and any(o.status not in ("READY",) for o in results)):
+    elif failed or (wait and any(o.status != "READY" for o in results)):
         code = EXIT_FAILED
     else:
         code = EXIT_OK

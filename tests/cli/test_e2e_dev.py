@@ -1,0 +1,311 @@
+"""End to end, the `make run` path: `sluice-dev` as a subprocess (embedded PostgreSQL,
+ingest-api, search, a worker), a folder of real documents uploaded through the `sluice`
+console script, READY, search, the Node.js example, Prometheus endpoints, then SIGINT and
+no process left behind; a second start finds the documents and finishes work left in flight.
+
+The tests of this module share one running system and run in file order.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from .conftest import VENV_BIN, run_sluice_process
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_DOCS = ROOT / "examples" / "docs"
+NODE_EXAMPLE = ROOT / "examples" / "node"
+READY_TIMEOUT = 150
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        any(importlib.util.find_spec(m) is None for m in ("sluice_ingest.main", "sluice_search.main", "sluice_worker.main")),
+        reason="needs the ingest-api, search and worker main modules",
+    ),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class DevStack:
+    """One `sluice-dev` process with its output collected line by line."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.ingest = f"127.0.0.1:{free_port()}"
+        self.search = f"127.0.0.1:{free_port()}"
+        self.env = {
+            **os.environ,
+            "SLUICE_DEV_HOME": str(home),
+            "SLUICE_DEV_HOST": "127.0.0.1",
+            "SLUICE_DEV_INGEST_PORT": self.ingest.rsplit(":", 1)[1],
+            "SLUICE_DEV_SEARCH_PORT": self.search.rsplit(":", 1)[1],
+            "SLUICE_DEV_METRICS_PORT": str(free_port()),
+            "SLUICE_DEV_WORKERS": "1",
+            "SLUICE_SHUTDOWN_GRACE_SECONDS": "5",
+            "SLUICE_INGEST_ADDRESS": self.ingest,
+            "SLUICE_SEARCH_ADDRESS": self.search,
+        }
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        self.process = subprocess.Popen(
+            [str(VENV_BIN / "sluice-dev")], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith("Sluice is ready."):
+                self.ready.set()
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not self.ready.wait(0.2):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((self.home / "logs").glob("*.log")))
+                pytest.fail(f"sluice-dev did not become ready:\n{self.output}\n{logs}")
+        time.sleep(0.5)  # the banner's remaining lines
+
+    def processes(self) -> list[psutil.Process]:
+        """sluice-dev, its children, and the embedded PostgreSQL (which pg_ctl detached)."""
+        found = []
+        try:
+            root = psutil.Process(self.process.pid)
+            found = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            pass
+        pid_file = self.home / "pg" / "postmaster.pid"
+        if pid_file.exists():
+            postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
+            found += [postmaster, *postmaster.children(recursive=True)]
+        return found
+
+    def stop(self, sig=signal.SIGINT, timeout: float = 90) -> int:
+        self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"sluice-dev did not stop within {timeout} s:\n{self.output}")
+
+    def kill(self) -> None:
+        for proc in self.processes():
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+def sluice(*args, timeout: float = 180):
+    return run_sluice_process(*args, env={"SLUICE_INGEST_ADDRESS": STATE["stack"].ingest, "SLUICE_SEARCH_ADDRESS": STATE["stack"].search}, timeout=timeout)
+
+
+STATE: dict = {}
+
+
+def _npm_install(target: Path) -> None:
+    """`npm install` in a copy of examples/node, in the background while the stack starts."""
+    try:
+        proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=target, capture_output=True, text=True, timeout=150)
+        STATE["npm"] = (proc.returncode, proc.stderr[-2000:])
+    except (OSError, subprocess.TimeoutExpired) as error:
+        STATE["npm"] = (1, str(error))
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    base = tmp_path_factory.mktemp("e2e")
+    if shutil.which("node") and shutil.which("npm"):
+        node_dir = base / "node-example"
+        node_dir.mkdir()
+        for name in ("package.json", "package-lock.json", "sluice-example.js"):
+            if (NODE_EXAMPLE / name).exists():
+                shutil.copy(NODE_EXAMPLE / name, node_dir / name)
+        STATE["node_dir"] = node_dir
+        STATE["npm_thread"] = threading.Thread(target=_npm_install, args=(node_dir,), daemon=True)
+        STATE["npm_thread"].start()
+    dev = DevStack(base / "home")
+    STATE["stack"] = dev
+    dev.wait_ready()
+    yield dev
+    if dev.process.poll() is None:
+        dev.kill()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """examples/docs plus a nested folder and hidden files that must be skipped."""
+    root = tmp_path_factory.mktemp("corpus") / "docs"
+    shutil.copytree(EXAMPLE_DOCS, root)
+    (root / "more" / "notes").mkdir(parents=True)
+    (root / "more" / "notes" / "runbook.txt").write_text(
+        "Runbook: when the embedding provider answers 429, Sluice retries the job later with exponential backoff.\n"
+    )
+    (root / ".DS_Store").write_bytes(b"\x00\x01hidden")
+    (root / ".cache").mkdir()
+    (root / ".cache" / "x.md").write_text("hidden folder")
+    return root
+
+
+def test_sluice_dev_prints_where_everything_listens(stack):
+    out = stack.output
+    assert "Sluice is ready." in out
+    assert stack.ingest.split(":")[1] in out and stack.search.split(":")[1] in out
+    assert "worker-1" in out and str(stack.home / "logs") in out and "/metrics" in out
+    assert (stack.home / "pg" / "PG_VERSION").exists()
+    for name in ("ingest-api", "search", "worker-1"):
+        assert (stack.home / "logs" / f"{name}.log").exists()
+
+
+def test_upload_folder_wait_ready_and_search(stack, corpus):
+    created = sluice("collections", "create", "e2e", "--embedder", "hashing")
+    assert created.code == 0, created.err
+    started = time.monotonic()
+    uploaded = sluice("upload", corpus, "--collection", "e2e", "--timeout", "90")
+    assert uploaded.code == 0, uploaded.out + uploaded.err + stack.output
+    assert "7 files → collection e2e: 7 READY" in uploaded.out
+    STATE["upload_seconds"] = time.monotonic() - started
+
+    listed = json.loads(sluice("--json", "ls", "--collection", "e2e").out)["documents"]
+    assert sorted(d["filename"] for d in listed) == sorted(
+        ["embedders.html", "operations-checklist.docx", "runbook.txt", "scaling-workers.md", "search-modes.txt", "what-is-sluice.md", "中文简介.md"]
+    )
+    assert {d["status"] for d in listed} == {"DOCUMENT_STATUS_READY"}
+    assert all(d["chunk_count"] > 0 for d in listed)
+
+    again = sluice("--json", "upload", corpus, "--collection", "e2e", "--timeout", "60")
+    assert again.code == 0
+    assert sorted(r["document"]["id"] for r in json.loads(again.out)["results"]) == sorted(d["id"] for d in listed)
+
+    found = sluice("search", "scale workers replicas", "--collection", "e2e", "-k", "3")
+    assert found.code == 0, found.err
+    assert "scaling-workers.md" in found.out.splitlines()[0], found.out
+    assert "score" in found.out
+
+    hits = json.loads(sluice("--json", "search", "PDF_ENCRYPTED", "-c", "e2e", "--mode", "keyword").out)["hits"]
+    assert hits and hits[0]["filename"] in ("search-modes.txt", "what-is-sluice.md")
+    chinese = json.loads(sluice("--json", "search", "结巴分词", "-c", "e2e", "--mode", "keyword").out)["hits"]
+    assert chinese and chinese[0]["filename"] == "中文简介.md"
+
+    docx = next(d for d in listed if d["filename"] == "operations-checklist.docx")
+    shown = sluice("show", docx["id"])
+    assert shown.code == 0 and "READY" in shown.out and "SUCCEEDED" in shown.out
+    STATE["documents"] = listed
+
+
+def test_common_errors_against_the_real_services(stack, corpus, tmp_path):
+    unknown = sluice("upload", corpus, "--collection", "no-such-collection")
+    assert unknown.code == 3 and "no-such-collection" in unknown.err and "Traceback" not in unknown.err
+    assert sluice("search", "x", "--collection", "no-such-collection").code == 3
+    assert sluice("show", "00000000-0000-0000-0000-000000000000").code == 3
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "fine.md").write_text("# Fine\n\nA readable document about unreadable files.\n")
+    (folder / "dangling.md").symlink_to(folder / "missing.md")
+    mixed = sluice("upload", folder, "--collection", "e2e", "--timeout", "120")
+    assert mixed.code == 1
+    assert "1 READY" in mixed.out and "cannot read" in mixed.out and "dangling.md" in mixed.out
+
+    (folder / "empty.txt").write_text("")
+    empty = sluice("upload", folder / "empty.txt", "--collection", "e2e")
+    assert empty.code == 1 and "empty" in empty.out
+
+
+def test_metrics_endpoints_answer(stack):
+    urls = re.findall(r"metrics (http://\S+/metrics)", stack.output)
+    assert len(urls) == 3, stack.output
+    bodies = []
+    for url in urls:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            assert response.status == 200
+            bodies.append(response.read().decode())
+    assert any("sluice_" in body for body in bodies)
+
+
+def test_node_example(stack, tmp_path):
+    if "node_dir" not in STATE:
+        pytest.skip("node and npm are not installed")
+    STATE["npm_thread"].join(160)
+    code, log = STATE.get("npm", (1, "npm install did not finish"))
+    if code != 0:
+        pytest.skip(f"npm install failed (no registry?): {log.strip().splitlines()[-1] if log.strip() else code}")
+    document = tmp_path / "node-note.md"
+    document.write_text("# Node example\n\nThe lighthouse keeper logs every passing ship in the harbour ledger.\n")
+    env = {**os.environ, "SLUICE_INGEST_ADDRESS": stack.ingest, "SLUICE_SEARCH_ADDRESS": stack.search, "SLUICE_PROTO_ROOT": str(ROOT / "protos")}
+    result = subprocess.run(
+        ["node", "sluice-example.js", str(document), "--collection", "node-e2e", "--embedder", "hashing", "--query", "lighthouse harbour ledger"],
+        cwd=STATE["node_dir"], env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "READY with" in result.stdout
+    assert "1. node-note.md" in result.stdout
+
+
+def test_ctrl_c_stops_everything_and_leaves_no_process(stack, tmp_path):
+    # Work in flight at the stop: uploaded but not waited for.
+    pending = tmp_path / "pending"
+    pending.mkdir()
+    for n in range(3):
+        (pending / f"late-{n}.md").write_text(f"# Late {n}\n\nUploaded just before Ctrl-C, number {n}, about tidal sluice gates.\n")
+    late = sluice("--json", "upload", pending, "--collection", "e2e", "--no-wait")
+    assert late.code == 0, late.err
+    STATE["late_ids"] = [r["document"]["id"] for r in json.loads(late.out)["results"]]
+
+    processes = stack.processes()
+    assert len(processes) >= 5  # sluice-dev, ingest-api, search, worker, postgres
+    code = stack.stop(signal.SIGINT)
+    assert code == 0, stack.output
+    assert "stopped." in stack.output
+    gone, alive = psutil.wait_procs(processes, timeout=10)
+    assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
+    assert not (stack.home / "pg" / "postmaster.pid").exists()
+
+    down = sluice("ls")
+    assert down.code == 4 and "cannot reach ingest-api" in down.err
+
+
+def test_restart_keeps_documents_and_resumes_work_in_flight(stack):
+    second = DevStack(stack.home)
+    STATE["stack"] = second
+    try:
+        second.wait_ready()
+        listed = json.loads(sluice("--json", "ls", "--collection", "e2e").out)["documents"]
+        ids = {d["id"] for d in listed}
+        assert {d["id"] for d in STATE["documents"]} <= ids
+        for doc_id in STATE["late_ids"]:
+            watched = sluice("watch", doc_id, "--timeout", "120")
+            assert watched.code == 0, watched.out + watched.err
+            assert "READY" in watched.out
+        processes = second.processes()
+    finally:
+        code = second.stop(signal.SIGTERM)
+    assert code == 0
+    _, alive = psutil.wait_procs(processes, timeout=10)
+    assert not alive
