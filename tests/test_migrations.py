@@ -26,3 +26,15 @@ def test_failed_document_requires_message(database_url):
                 " VALUES (%s, 'a.txt', 'text/plain', 'FAILED', repeat('a', 64), 1)",
                 (cid,),
             )
+
+
+def test_search_reader_role_can_read_but_not_write(database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'search_login') THEN"
+                     " CREATE ROLE search_login LOGIN IN ROLE sluice_search_reader; END IF; END $$")
+        conn.execute("SET ROLE search_login")
+        assert conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT count(*) FROM document_contents")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM documents")

@@ -45,6 +45,10 @@ class IngestApp:
         document_service_pb2_grpc.add_DocumentServiceServicer_to_server(DocumentServicer(self.service), self.server)
         job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.service, s.lease_seconds), self.server)
         self._gauges = asyncio.create_task(self._update_gauges())
+        # jieba loads its dictionary on first use (~1 s): pay it now, not inside the first commit.
+        from sluice_common.textsearch import search_terms
+
+        await asyncio.to_thread(search_terms, "预热 warm-up")
 
     async def serve(self) -> None:
         await self.server.start()
