@@ -200,3 +200,12 @@ def test_workers_scale_with_replicas_and_outlast_their_own_grace():
 def test_metrics_port_is_set_for_every_long_running_service():
     for service in ("ingest-api", "search", "worker"):
         assert environment(service)["SLUICE_METRICS_PORT"] == "9464"
+
+
+def test_search_login_joins_the_read_only_role_the_migrations_grant():
+    script = (ROOT / "docker/postgres-init/10-search-role.sh").read_text()
+    assert "IN ROLE sluice_search_reader" in script
+    migrations = "".join(p.read_text() for p in (ROOT / "services/ingest-api/src/sluice_ingest/migrations/versions").glob("*.py"))
+    assert "TO sluice_search_reader" in migrations, "no migration grants the read-only role any more"
+    user = environment("search")["SLUICE_SEARCH_DATABASE_URL"].split("//", 1)[1].split(":", 1)[0]
+    assert f"CREATE ROLE {user} LOGIN" in script
