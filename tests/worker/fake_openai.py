@@ -36,6 +36,12 @@ class Request:
     status: int
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        # A client that gave up (timeout tests) leaves a broken pipe behind: expected here.
+        pass
+
+
 class FakeOpenAI:
     def __init__(self, *, default_dimensions: int = 64) -> None:
         self.default_dimensions = default_dimensions
@@ -47,7 +53,7 @@ class FakeOpenAI:
         self.requests: list[Request] = []
         self._random = random.Random(1234)
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -108,9 +114,9 @@ class FakeOpenAI:
                 inputs = [inputs] if isinstance(inputs, str) else list(inputs)
                 dimensions = payload.get("dimensions")
                 failure = fake._next_failure(inputs)
-                if failure is not None:
-                    if failure.delay:
-                        time.sleep(failure.delay)
+                if failure is not None and failure.delay:
+                    time.sleep(failure.delay)
+                if failure is not None and failure.status != 200:  # 200 = only slow
                     fake.requests.append(Request(time.monotonic(), inputs, dimensions, failure.status))
                     self._send(failure.status, {"error": {"message": failure.message, "type": "injected"}}, failure.headers)
                     return

@@ -387,6 +387,8 @@ class OpenAIEmbedder:
             ) from exc
         except openai.APIStatusError as exc:
             raise classify_status(exc.status_code, _retry_after(exc.response.headers), _detail(exc)) from exc
+        if not isinstance(getattr(response, "data", None), list):
+            raise EmbeddingError("the embedding provider sent an answer without vectors", code="EMBEDDING_BAD_RESPONSE", retryable=True)
         data = sorted(response.data, key=lambda item: item.index)
         if len(data) != len(inputs):
             raise EmbeddingError(

@@ -64,7 +64,7 @@ class ParserPort(Protocol):
 
 @dataclass
 class JobResult:
-    outcome: str  # "succeeded" | "failed" | "abandoned"
+    outcome: str  # "running" until it is "succeeded", "failed", "abandoned" (or "released")
     chunk_count: int = 0
     snapshot_reused: bool = False
     error_code: str = ""
@@ -119,47 +119,49 @@ class JobPipeline:
     async def run(self, job) -> JobResult:
         """Process a claimed job. Never raises except CancelledError (the caller's decision)."""
         lease = job.lease
+        state = JobResult("running")
         try:
-            return await self._run(job)
+            return await self._run(job, state)
         except LeaseLost as exc:
             log.info("lease lost, abandoning the job", extra={"detail": str(exc)})
             metrics.JOBS_ABANDONED.labels(reason="lease_lost").inc()
-            return JobResult("abandoned")
+            state.outcome = "abandoned"
+            return state
         except (JobFailure, EmbeddingError) as exc:
-            return await self._fail(lease, exc.retryable, exc.code, exc.message)
+            return await self._fail(lease, exc.retryable, exc.code, exc.message, state)
         except Exception as exc:  # noqa: BLE001 - one job's bug must not stop the worker
             from sluice_worker.jobs_client import IngestUnavailable
 
             if isinstance(exc, IngestUnavailable):
                 log.warning("ingest-api unreachable; the lease will expire and the job be retried", extra={"detail": str(exc)})
                 metrics.JOBS_ABANDONED.labels(reason="ingest_unavailable").inc()
-                return JobResult("abandoned")
+                state.outcome = "abandoned"
+                return state
             ref = uuid.uuid4().hex[:12]
             log.exception("job failed with an unexpected error", extra={"error_ref": ref})
-            return await self._fail(lease, True, INTERNAL, f"internal error in the worker (reference {ref})")
+            return await self._fail(lease, True, INTERNAL, f"internal error in the worker (reference {ref})", state)
 
-    async def _fail(self, lease, retryable: bool, code: str, message: str) -> JobResult:
+    async def _fail(self, lease, retryable: bool, code: str, message: str, state: JobResult) -> JobResult:
         metrics.JOBS_FAILED.labels(error_code=code, retryable=str(retryable).lower()).inc()
         log.info("job failed", extra={"error_code": code, "retryable": retryable, "error_message": message})
+        state.error_code = code
         try:
             await self.port.fail_job(lease, retryable=retryable, error_code=code, error_message=message)
+            state.outcome = "failed"
         except LeaseLost:
-            return JobResult("abandoned", error_code=code)
+            state.outcome = "abandoned"
         except Exception:  # noqa: BLE001 - the lease will expire and the job be retried
             log.warning("could not report the failure", exc_info=True)
-        return JobResult("failed", error_code=code)
+            state.outcome = "abandoned"
+        return state
 
-    async def _run(self, job) -> JobResult:
+    async def _run(self, job, state: JobResult) -> JobResult:
         lease = job.lease
         chunking = self.chunking_of(job)
         version = pipeline_version(chunking, UNSTRUCTURED_VERSION)
-        try:
-            embedder = self.embedder_for(job.embedder)
-        except ValueError as exc:
-            raise ConfigurationInvalid("EMBEDDER_UNSUPPORTED", f"the collection's embedder cannot be used: {exc}") from exc
 
         chunks = await self.port.read_snapshot(lease, version)
-        reused = chunks is not None
+        reused = state.snapshot_reused = chunks is not None
         if reused:
             # A retry after EMBEDDING or INDEXING failed: no second parse (DESIGN §4.2).
             metrics.SNAPSHOTS_REUSED.inc()
@@ -167,7 +169,7 @@ class JobPipeline:
         else:
             chunks = await self._parse_and_chunk(job, chunking, version)
 
-        vectors = await self._embed(job, embedder, chunks)
+        vectors = await self._embed(job, chunks)
         for chunk, vector in zip(chunks, vectors, strict=True):
             chunk.embedding = vector
 
@@ -178,7 +180,8 @@ class JobPipeline:
         metrics.JOBS_SUCCEEDED.inc()
         metrics.CHUNKS_PER_DOCUMENT.observe(len(chunks))
         log.info("document ready", extra={"chunks": len(chunks), "snapshot_reused": reused})
-        return JobResult("succeeded", chunk_count=len(chunks), snapshot_reused=reused)
+        state.outcome, state.chunk_count = "succeeded", len(chunks)
+        return state
 
     async def _parse_and_chunk(self, job, chunking: ChunkingSettings, version: str) -> list[ChunkRecord]:
         lease = job.lease
@@ -217,10 +220,14 @@ class JobPipeline:
         metrics.STAGE_SECONDS.labels(stage="CHUNKING").observe(time.monotonic() - started)
         return chunks
 
-    async def _embed(self, job, embedder: Embedder, chunks: list[ChunkRecord]) -> list[list[float]]:
+    async def _embed(self, job, chunks: list[ChunkRecord]) -> list[list[float]]:
         total = len(chunks)
         reporter = ProgressReporter(self.port, job.lease, "EMBEDDING", total, "chunks", self.settings.progress_interval_seconds)
         await reporter.start()
+        try:
+            embedder = self.embedder_for(job.embedder)
+        except ValueError as exc:
+            raise ConfigurationInvalid("EMBEDDER_UNSUPPORTED", f"the collection's embedder cannot be used: {exc}") from exc
         started = time.monotonic()
         step = max(1, self.settings.embed_batch_size)
         vectors: list[list[float]] = []

@@ -110,10 +110,11 @@ class Worker:
         active = ActiveJob(job)
         self.active[job.lease.job_id] = active
         metrics.JOBS_IN_FLIGHT.inc()
-        log.info("job claimed", extra={"filename": job.filename, "max_attempts": job.max_attempts})
-        active.task = asyncio.create_task(self.pipeline.run(job))
-        heartbeat = asyncio.create_task(self._heartbeat(active))
+        heartbeat: asyncio.Task | None = None
         try:
+            log.info("job claimed", extra={"file_name": job.filename, "max_attempts": job.max_attempts})
+            active.task = asyncio.create_task(self.pipeline.run(job))
+            heartbeat = asyncio.create_task(self._heartbeat(active))
             await asyncio.wait({active.task})
             if active.task.cancelled():
                 if active.stop_reason == "released":
@@ -125,10 +126,13 @@ class Worker:
             else:
                 active.result = active.task.result()
             self.results.append(active.result)
+        except Exception:  # noqa: BLE001 - never lose a slot to a bug; the lease will expire
+            log.exception("job handler failed")
         finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+            if heartbeat is not None:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
             del self.active[job.lease.job_id]
             metrics.JOBS_IN_FLIGHT.dec()
             active.done.set()

@@ -284,7 +284,8 @@ class SandboxPool:
         self.max_documents = max_documents
         self.start_timeout = start_timeout
         self._idle: list[Sandbox] = []
-        self._slots = asyncio.Semaphore(size)
+        self._slots: asyncio.Semaphore | None = None
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
     async def warm(self) -> None:
@@ -300,6 +301,9 @@ class SandboxPool:
 
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[Sandbox]:
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots_loop is not loop:  # a semaphore serves one loop
+            self._slots, self._slots_loop = asyncio.Semaphore(self.size), loop
         async with self._slots:
             box = self._idle.pop() if self._idle else None
             if box is None or box.broken or not box.process.is_alive():

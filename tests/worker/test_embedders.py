@@ -1,0 +1,163 @@
+"""The three embedders: hashing (deterministic), the local model, and an OpenAI-compatible
+API tested over real HTTP against a local server with injected failures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sluice_common.embedders import EmbedderSettings, EmbeddingError, get_embedder, hashing_features, provider_name
+
+from .fake_openai import Injected
+
+
+def cosine(a, b) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+async def test_hashing_is_normalised_and_deterministic_across_processes():
+    embedder = get_embedder("hashing", "hashing-v1", 128)
+    texts = ["Sluice turns documents into chunks.", "文档检索系统", ""]
+    vectors = await embedder.embed_documents(texts)
+    assert all(len(v) == 128 for v in vectors)
+    assert all(abs(np.linalg.norm(v) - 1.0) < 1e-9 for v in vectors)
+    code = (
+        "import asyncio, json; from sluice_common.embedders import get_embedder;"
+        "e = get_embedder('hashing', 'hashing-v1', 128);"
+        f"print(json.dumps(asyncio.run(e.embed_documents({texts!r}))))"
+    )
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": "7"})
+    import json
+
+    assert json.loads(other.stdout) == vectors
+    assert await embedder.embed_query(texts[0]) == vectors[0]
+
+
+async def test_hashing_similarity_works_for_chinese_and_english():
+    embedder = get_embedder("hashing", "hashing-v1", 512)
+    query = await embedder.embed_query("向量数据库")
+    related, unrelated = await embedder.embed_documents(["语义检索需要向量数据库的支持", "今天天气很好，我们去公园散步"])
+    assert cosine(query, related) > cosine(query, unrelated) + 0.2
+    query = await embedder.embed_query("password security")
+    related, unrelated = await embedder.embed_documents(["Never share your password with anyone", "Vacation days per year"])
+    assert cosine(query, related) > cosine(query, unrelated) + 0.2
+    assert "向量" in hashing_features("向量数据库") and "数" in hashing_features("向量数据库")
+
+
+def test_provider_names_match_the_collection_enum():
+    from sluice.v1 import collection_pb2
+
+    assert provider_name(collection_pb2.EMBEDDER_PROVIDER_HASHING) == "hashing"
+    assert provider_name(collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS) == "sentence_transformers"
+    assert provider_name(collection_pb2.EMBEDDER_PROVIDER_OPENAI) == "openai"
+    with pytest.raises(ValueError):
+        provider_name(collection_pb2.EMBEDDER_PROVIDER_UNSPECIFIED)
+
+
+async def test_local_model_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    embedder = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384)
+    cat, kitten, stocks = await embedder.embed_documents(["a cat sits on the mat", "a kitten rests on a rug", "stock markets fell sharply"])
+    assert len(cat) == 384
+    assert abs(np.linalg.norm(cat) - 1.0) < 1e-3
+    assert cosine(cat, kitten) > cosine(cat, stocks) + 0.3
+    wrong = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 768)
+    with pytest.raises(EmbeddingError) as caught:
+        await wrong.embed_query("x")
+    assert caught.value.code == "EMBEDDER_DIMENSION_MISMATCH" and not caught.value.retryable
+
+
+def openai_settings(server, **overrides) -> EmbedderSettings:
+    values = {
+        "openai_base_url": server.base_url,
+        "openai_api_key": "test-key",
+        "openai_batch_size": 4,
+        "openai_max_retries": 2,
+        "openai_retry_base_seconds": 0.01,
+        "openai_timeout_seconds": 5.0,
+        **overrides,
+    }
+    return EmbedderSettings(**values)
+
+
+async def test_openai_batches_and_keeps_order(fake_openai):
+    embedder = get_embedder("openai", "fake-embed", 32, openai_settings(fake_openai))
+    texts = [f"text number {i}" for i in range(10)]
+    vectors = await embedder.embed_documents(texts)
+    assert [len(r.inputs) for r in fake_openai.requests] == [4, 4, 2]
+    assert all(r.dimensions == 32 for r in fake_openai.requests)
+    reference = get_embedder("hashing", "fake", 32)
+    assert vectors == [pytest.approx(v, abs=1e-6) for v in await reference.embed_documents(texts)]
+
+
+async def test_openai_429_honours_retry_after(fake_openai):
+    fake_openai.script = [Injected(429, {"retry-after": "0.4"}, "slow down")]
+    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai))
+    vectors = await embedder.embed_documents(["one", "two"])
+    assert len(vectors) == 2
+    first, second = fake_openai.requests
+    assert (first.status, second.status) == (429, 200)
+    assert second.time - first.time >= 0.35  # waited as told, not the 0.01 s default backoff
+
+
+async def test_openai_retry_after_beyond_the_bound_is_left_to_the_job_retry(fake_openai):
+    fake_openai.script = [Injected(429, {"retry-after": "120"}, "come back later")]
+    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai, embed_retry_after_max_seconds=5))
+    with pytest.raises(EmbeddingError) as caught:
+        await embedder.embed_documents(["one"])
+    assert caught.value.code == "EMBEDDING_RATE_LIMITED" and caught.value.retryable
+    assert caught.value.retry_after == 120
+    assert len(fake_openai.requests) == 1
+
+
+async def test_openai_5xx_is_retried_then_reported_retryable(fake_openai):
+    fake_openai.script = [Injected(500), Injected(503)]
+    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai))
+    assert len(await embedder.embed_documents(["one"])) == 1
+    fake_openai.always = Injected(502, {}, "bad gateway")
+    with pytest.raises(EmbeddingError) as caught:
+        await embedder.embed_documents(["two"])
+    assert caught.value.retryable and caught.value.code == "EMBEDDING_PROVIDER_ERROR"
+    assert "502" in caught.value.message
+    assert len(fake_openai.requests) == 3 + 3  # 2 failures + 1 success, then 1 + 2 retries
+
+
+async def test_openai_400_is_permanent_and_not_retried(fake_openai):
+    fake_openai.reject_containing = "forbidden"
+    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai))
+    with pytest.raises(EmbeddingError) as caught:
+        await embedder.embed_documents(["fine", "forbidden words"])
+    assert not caught.value.retryable
+    assert caught.value.code == "EMBEDDING_INPUT_REJECTED"
+    assert "content policy" in caught.value.message
+    assert len(fake_openai.requests) == 1
+
+
+async def test_openai_413_splits_the_batch(fake_openai):
+    fake_openai.script = [Injected(413, {}, "too many inputs")]
+    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai))
+    assert len(await embedder.embed_documents(["a", "b", "c", "d"])) == 4
+    assert [len(r.inputs) for r in fake_openai.requests] == [4, 2, 2]
+
+
+async def test_openai_timeout_and_unreachable_are_retryable(fake_openai):
+    fake_openai.always = Injected(200, delay=1.5)  # answers too late
+    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai, openai_timeout_seconds=0.3, openai_max_retries=0))
+    with pytest.raises(EmbeddingError) as caught:
+        await embedder.embed_query("slow")
+    assert caught.value.retryable and caught.value.code == "EMBEDDING_TIMEOUT"
+
+    closed = EmbedderSettings(openai_base_url="http://127.0.0.1:9/v1", openai_max_retries=0, openai_timeout_seconds=2)
+    with pytest.raises(EmbeddingError) as caught:
+        await get_embedder("openai", "fake-embed", 16, closed).embed_query("anyone?")
+    assert caught.value.retryable and caught.value.code == "EMBEDDING_UNAVAILABLE"
+
+
+async def test_openai_wrong_dimensions_is_permanent(fake_openai):
+    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai, openai_send_dimensions=False))
+    with pytest.raises(EmbeddingError) as caught:
+        await embedder.embed_query("x")
+    assert caught.value.code == "EMBEDDER_DIMENSION_MISMATCH" and not caught.value.retryable
