@@ -268,6 +268,20 @@ def test_node_example(stack, tmp_path):
     assert "1. node-note.md" in result.stdout
 
 
+def test_readme_python_example_runs(stack, tmp_path):
+    """The README's API example, as written, against the running system (local embedder)."""
+    readme = (ROOT / "README.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", readme, flags=re.S)[0]
+    code = code.replace("localhost:50051", stack.ingest).replace("localhost:50052", stack.search)
+    script = tmp_path / "readme_example.py"
+    script.write_text(code)
+    result = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=150)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert "DOCUMENT_STATUS_PENDING" in lines[0] and lines.count("DOCUMENT_STATUS_READY") == 1, result.stdout
+    assert "what-is-sluice.md" in result.stdout
+
+
 def test_ctrl_c_stops_everything_and_leaves_no_process(stack, tmp_path):
     # Work in flight at the stop: uploaded but not waited for.
     pending = tmp_path / "pending"

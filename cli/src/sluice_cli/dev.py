@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 @dataclass
 class Child:
     name: str
-    module: str
+    module: str  # the module whose main() runs the service
+    script: str  # its console script, preferred so `ps` shows a readable name
     env: dict[str, str]
     log_path: Path
     address: str = ""  # gRPC address to health-check; empty for workers
@@ -236,8 +237,8 @@ class DevRunner:
         ingest_address = f"{self.host}:{self.ingest_port}"
         search_address = f"{self.host}:{self.search_port}"
         self.children = [
-            Child("ingest-api", "sluice_ingest.main", {**base, "SLUICE_BIND": ingest_address, "SLUICE_METRICS_PORT": str(metrics[0])}, logs / "ingest-api.log", ingest_address, metrics[0]),
-            Child("search", "sluice_search.main", {**base, "SLUICE_SEARCH_BIND": search_address, "SLUICE_METRICS_PORT": str(metrics[1])}, logs / "search.log", search_address, metrics[1]),
+            Child("ingest-api", "sluice_ingest.main", "sluice-ingest-api", {**base, "SLUICE_BIND": ingest_address, "SLUICE_METRICS_PORT": str(metrics[0])}, logs / "ingest-api.log", ingest_address, metrics[0]),
+            Child("search", "sluice_search.main", "sluice-search", {**base, "SLUICE_SEARCH_BIND": search_address, "SLUICE_METRICS_PORT": str(metrics[1])}, logs / "search.log", search_address, metrics[1]),
         ]
         for n in range(1, self.workers + 1):
             env = {
@@ -246,7 +247,7 @@ class DevRunner:
                 "SLUICE_WORKER_ID": base.get("SLUICE_WORKER_ID", f"{socket.gethostname()}-dev-{n}") if self.workers == 1 else f"{socket.gethostname()}-dev-{n}",
                 "SLUICE_METRICS_PORT": str(metrics[1 + n]),
             }
-            self.children.append(Child(f"worker-{n}", "sluice_worker.main", env, logs / f"worker-{n}.log", "", metrics[1 + n]))
+            self.children.append(Child(f"worker-{n}", "sluice_worker.main", "sluice-worker", env, logs / f"worker-{n}.log", "", metrics[1 + n]))
         for child in self.children:
             self.spawn(child)
 
@@ -254,8 +255,10 @@ class DevRunner:
         with open(child.log_path, "ab") as log:
             log.write(f"\n===== sluice-dev: starting {child.name} at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
             log.flush()
+            script = Path(sys.executable).parent / child.script
+            command = [str(script)] if script.exists() else [sys.executable, "-c", f"from {child.module} import main; main()"]
             child.process = subprocess.Popen(
-                [sys.executable, "-c", f"from {child.module} import main; main()"],
+                command,
                 env=child.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -12,6 +12,7 @@ from typing import Any
 from google.protobuf import json_format
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -235,7 +236,7 @@ def document_details(doc: document_pb2.Document) -> list:
 
 
 def _progress_line(doc: document_pb2.Document) -> str:
-    if not doc.HasField("progress") or not doc.progress.stage:
+    if doc.status in TERMINAL or not doc.HasField("progress") or not doc.progress.stage:
         return ""
     text = status_name(doc.progress.stage)
     if doc.progress.total:
@@ -259,6 +260,10 @@ def snippet(hit, width: int = 240) -> Text:
     start = 0
     if spans and len(text) > width:
         start = max(0, min(spans[0][0] - width // 4, len(text) - width))
+        # Begin at a word, not in the middle of one (unless the text has no spaces: CJK).
+        space = text.find(" ", start, spans[0][0])
+        if start > 0 and space != -1:
+            start = space + 1
     end = min(len(text), start + width)
     piece = Text()
     if start > 0:
@@ -290,5 +295,4 @@ def print_hits(console: Console, hits) -> None:
         header += Text(f"  score {hit.score:.4f}", style="green")
         header += Text(f"  {hit.document_id} #{hit.chunk_index}", style="dim")
         console.print(header, soft_wrap=True)
-        body = Text("    ") + snippet(hit, width=320)
-        console.print(body)
+        console.print(Padding(snippet(hit, width=320), (0, 0, 0, 4)))
