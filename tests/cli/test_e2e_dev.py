@@ -63,6 +63,8 @@ class DevStack:
             "SLUICE_DEV_METRICS_PORT": str(free_port()),
             "SLUICE_DEV_WORKERS": "1",
             "SLUICE_SHUTDOWN_GRACE_SECONDS": "5",
+            # A stopping worker waits out its ClaimJob long-poll; keep it short here.
+            "SLUICE_CLAIM_WAIT_SECONDS": "1",
             "SLUICE_INGEST_ADDRESS": self.ingest,
             "SLUICE_SEARCH_ADDRESS": self.search,
         }
@@ -239,14 +241,20 @@ def test_common_errors_against_the_real_services(stack, corpus, tmp_path):
 
 
 def test_metrics_endpoints_answer(stack):
-    urls = re.findall(r"metrics (http://\S+/metrics)", stack.output)
-    assert len(urls) == 3, stack.output
-    bodies = []
-    for url in urls:
+    """Each service serves Prometheus metrics on the port sluice-dev printed for it."""
+    urls = dict(re.findall(r"^  (\S+)\s.*metrics (http://\S+/metrics)$", stack.output, flags=re.M))
+    assert set(urls) == {"ingest-api", "search", "worker-1"}, stack.output
+    expected = {
+        "ingest-api": ["sluice_jobs{", "sluice_job_claims_total"],
+        "search": ["sluice_search_latency_seconds_bucket{", "sluice_search_requests_total{"],
+        "worker-1": ["sluice_worker_jobs_claimed_total", "sluice_worker_stage_duration_seconds_bucket{"],
+    }
+    for service, url in urls.items():
         with urllib.request.urlopen(url, timeout=5) as response:
             assert response.status == 200
-            bodies.append(response.read().decode())
-    assert any("sluice_" in body for body in bodies)
+            body = response.read().decode()
+        for family in expected[service]:
+            assert family in body, f"{service} {url} lacks {family}"
 
 
 def test_node_example(stack, tmp_path):
