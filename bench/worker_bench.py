@@ -1,0 +1,265 @@
+"""Worker throughput on a fixed set of real documents (tests/fixtures/documents).
+
+Measured, each on the same machine in the same run:
+
+* end to end, 1 and 2 worker processes (`python -m sluice_worker.main`, concurrency 2 each)
+  against an in-process ingest-api on the embedded PostgreSQL, hashing embedder: documents/s
+  and chunks/s from the first upload until every document is READY;
+* beside each, the baseline: the same pipeline work in-process without gRPC or database
+  (parse and chunk in the same sandboxes, hashing embeddings), with the same parallelism;
+* the local model (all-MiniLM-L6-v2 on the CPU): chunks/s over the same chunks, beside the
+  hashing embedder on those chunks.
+
+    .venv/bin/python -m bench.worker_bench [--copies 4] [--max-characters 300]
+
+Each copy of the document set goes into a collection of its own (same content in one
+collection is one document). Worker start-up (warming the parse sandboxes) is not measured:
+the workers first finish a warm-up document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import psycopg
+from sluice.v1 import collection_pb2, document_service_pb2 as ds, document_service_pb2_grpc
+
+from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from sluice_common.embedders import get_embedder
+from sluice_ingest.main import IngestApp
+from sluice_ingest.migrations import upgrade
+from sluice_ingest.settings import IngestSettings
+from sluice_worker.domain import ChunkingSettings
+from sluice_worker.parsing.sandbox import SandboxPool
+
+REPO = Path(__file__).resolve().parents[1]
+DOCUMENTS = REPO / "tests" / "fixtures" / "documents"
+NAMES = [
+    "report.pdf", "handbook.docx", "architecture.pptx", "retrieval.html", "operations.md", "chinese.md",
+    "minutes-latin1.txt", "notes-utf16.txt", "minutes-gb18030.txt", "overview-shift_jis.txt", "status.eml",
+]
+DIMENSIONS = 384
+
+
+class IngestInThread:
+    def __init__(self, settings: IngestSettings) -> None:
+        self.app = IngestApp(settings)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self._call(self._start())
+        self.address = f"127.0.0.1:{self.app.port}"
+
+    async def _start(self) -> None:
+        await self.app.start()
+        await self.app.serve()
+
+    def _call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(120)
+
+    def stop(self) -> None:
+        self._call(self.app.stop(0))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def create_collection(stub, name: str, max_characters: int) -> None:
+    stub.CreateCollection(
+        ds.CreateCollectionRequest(
+            collection=collection_pb2.Collection(
+                name=name,
+                embedder=collection_pb2.EmbedderConfig(
+                    provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=DIMENSIONS
+                ),
+                chunking=collection_pb2.ChunkingConfig(
+                    max_characters=max_characters, new_after_n_chars=max_characters * 5 // 6, overlap=0
+                ),
+            )
+        )
+    )
+
+
+def upload(stub, collection: str, name: str, content: bytes) -> None:
+    def messages():
+        yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection=collection, filename=name))
+        yield ds.UploadDocumentRequest(data=content)
+
+    stub.UploadDocument(messages())
+
+
+def wait_ready(url: str, expected: int, timeout: float = 900) -> tuple[int, int]:
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            ready, failed, chunks = conn.execute(
+                "SELECT count(*) FILTER (WHERE status = 'READY'), count(*) FILTER (WHERE status = 'FAILED'),"
+                " coalesce(sum(chunk_count) FILTER (WHERE status = 'READY'), 0) FROM documents"
+            ).fetchone()
+            if ready + failed >= expected:
+                if failed:
+                    raise SystemExit(f"{failed} documents FAILED during the benchmark")
+                return ready, int(chunks)
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timed out: {ready}/{expected} READY")
+            time.sleep(0.02)
+
+
+def start_workers(count: int, address: str, concurrency: int) -> list[subprocess.Popen]:
+    env = {
+        **os.environ,
+        "SLUICE_INGEST_ADDRESS": address,
+        "SLUICE_WORKER_CONCURRENCY": str(concurrency),
+        "SLUICE_CLAIM_WAIT_SECONDS": "2",
+        "SLUICE_LOG_LEVEL": "WARNING",
+    }
+    return [
+        subprocess.Popen([sys.executable, "-m", "sluice_worker.main"], env={**env, "SLUICE_WORKER_ID": f"bench-{i}"}, cwd=REPO)
+        for i in range(count)
+    ]
+
+
+def stop_workers(workers: list[subprocess.Popen]) -> None:
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    for worker in workers:
+        worker.wait(60)
+
+
+def end_to_end(admin_uri: str, processes: int, copies: int, max_characters: int, concurrency: int) -> tuple[int, int, float]:
+    name = f"bench_worker_{processes}"
+    ensure_database(admin_uri, name)
+    url = database_uri(admin_uri, name)
+    upgrade(url)
+    ingest = IngestInThread(IngestSettings(database_url=url, bind="127.0.0.1:0", lease_seconds=60, log_level="WARNING"))
+    channel = grpc.insecure_channel(ingest.address)
+    stub = document_service_pb2_grpc.DocumentServiceStub(channel)
+    workers = start_workers(processes, ingest.address, concurrency)
+    try:
+        create_collection(stub, "warmup", max_characters)
+        for i in range(processes * concurrency):
+            upload(stub, "warmup", f"warmup-{i}.txt", f"Warm-up document {i}. It makes the workers ready.".encode())
+        wait_ready(url, processes * concurrency)
+        contents = {n: (DOCUMENTS / n).read_bytes() for n in NAMES}
+        for copy in range(copies):
+            create_collection(stub, f"copy-{copy}", max_characters)
+        started = time.perf_counter()
+        for copy in range(copies):
+            for n in NAMES:
+                upload(stub, f"copy-{copy}", n, contents[n])
+        total = processes * concurrency + copies * len(NAMES)
+        _, chunks = wait_ready(url, total)
+        seconds = time.perf_counter() - started
+        with psycopg.connect(url) as conn:
+            warm_chunks = conn.execute(
+                "SELECT coalesce(sum(d.chunk_count), 0) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = 'warmup'"
+            ).fetchone()[0]
+        return copies * len(NAMES), chunks - int(warm_chunks), seconds
+    finally:
+        stop_workers(workers)
+        channel.close()
+        ingest.stop()
+
+
+async def baseline(copies: int, max_characters: int, parallel: int, pool: SandboxPool):
+    """The worker's own work without gRPC or database: parse, chunk, embed (hashing)."""
+    settings = ChunkingSettings(max_characters, max_characters * 5 // 6, 0)
+    embedder = get_embedder("hashing", "hashing-v1", DIMENSIONS)
+    contents = [(n, (DOCUMENTS / n).read_bytes()) for n in NAMES] * copies
+    limits = {"max_pages": 2000, "max_unzipped_bytes": 500 * 1024 * 1024}
+    queue: asyncio.Queue = asyncio.Queue()
+    for item in contents:
+        queue.put_nowait(item)
+    texts: list[str] = []
+
+    async def lane() -> None:
+        while not queue.empty():
+            name, data = queue.get_nowait()
+            async with pool.session() as box:
+                await box.parse(data, name, "", limits, timeout=120, progress=None)
+                chunks = await box.chunk(settings, 100_000, timeout=120)
+            await embedder.embed_documents([c.text for c in chunks])
+            texts.extend(c.text for c in chunks)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(parallel)))
+    return len(contents), len(texts), time.perf_counter() - started, texts
+
+
+async def embed_rate(provider: str, model: str, dimensions: int, texts: list[str], batch: int = 64) -> float:
+    embedder = get_embedder(provider, model, dimensions)
+    await embedder.embed_documents(texts[:8])  # load the model, warm caches
+    started = time.perf_counter()
+    for offset in range(0, len(texts), batch):
+        await embedder.embed_documents(texts[offset : offset + batch])
+    return len(texts) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--copies", type=int, default=4, help="copies of the 11-document set (one collection each)")
+    parser.add_argument("--max-characters", type=int, default=300, help="chunk size of the collections")
+    parser.add_argument("--concurrency", type=int, default=2, help="jobs per worker process")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    workdir = Path(tempfile.mkdtemp(prefix="sluice-worker-bench-"))
+    pg = EmbeddedPostgres(workdir / "pg")
+    admin = pg.start()
+    rows = []
+    try:
+        e2e = {p: end_to_end(admin, p, args.copies, args.max_characters, args.concurrency) for p in (1, 2)}
+
+        async def in_process():
+            results = {}
+            for processes in (1, 2):
+                lanes = processes * args.concurrency
+                pool = SandboxPool(lanes, memory_limit_mb=2048)
+                await pool.warm()
+                try:
+                    results[processes] = await baseline(args.copies, args.max_characters, lanes, pool)
+                finally:
+                    await pool.close()
+            texts = results[1][3]
+            local = await embed_rate("sentence_transformers", "all-MiniLM-L6-v2", 384, texts)
+            hashing = await embed_rate("hashing", "hashing-v1", DIMENSIONS, texts)
+            return results, local, hashing, len(texts)
+
+        base, local, hashing, embedded = asyncio.run(in_process())
+    finally:
+        pg.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print(f"\nWorker throughput — {os.cpu_count()} CPUs, {args.copies} x {len(NAMES)} real documents "
+          f"(PDF, DOCX, PPTX, HTML, Markdown, text in 4 encodings, e-mail), chunks of <= {args.max_characters} characters, "
+          f"{args.concurrency} jobs per process\n")
+    header = f"{'scenario':<44} {'docs':>5} {'chunks':>6} {'seconds':>8} {'docs/s':>8} {'chunks/s':>9}   {'baseline: in-process, no gRPC/DB':>34}"
+    print(header)
+    print("-" * len(header))
+    for processes in (1, 2):
+        docs, chunks, seconds = e2e[processes]
+        bdocs, bchunks, bseconds, _ = base[processes]
+        rows.append((processes, docs / seconds, chunks / seconds))
+        print(
+            f"{f'{processes} worker process(es), hashing embedder':<44} {docs:>5} {chunks:>6} {seconds:>8.2f} {docs / seconds:>8.2f} {chunks / seconds:>9.1f}"
+            f"   {bdocs / bseconds:>12.2f} docs/s {bchunks / bseconds:>9.1f} chunks/s"
+        )
+    print(
+        f"{'local model all-MiniLM-L6-v2 (CPU), embed only':<44} {'':>5} {embedded:>6} {'':>8} {'':>8} {local:>9.1f}"
+        f"   {'hashing embedder, same chunks:':>21} {hashing:>9.1f} chunks/s"
+    )
+    print()
+
+
+if __name__ == "__main__":
+    main()
