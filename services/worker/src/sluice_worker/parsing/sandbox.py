@@ -58,7 +58,8 @@ _MEMORY_EXIT = 3
 def _limit_self(memory_limit_mb: int) -> None:
     import resource
 
-    # Die with the worker, even if it is killed with SIGKILL (Linux).
+    # Die with the worker, even if it is killed with SIGKILL (Linux). The signal follows the
+    # *thread* that started us: sandboxes are started from the event loop's thread only.
     with contextlib.suppress(Exception):
         import ctypes
 
