@@ -309,3 +309,19 @@ def test_sluice_dev_forgets_handles_of_dead_processes(tmp_path):
     (tmp_path / ".handle_pids.json").write_text(json.dumps([dead.pid, os.getpid()]))
     forget_dead_handles(tmp_path)
     assert json.loads((tmp_path / ".handle_pids.json").read_text()) == [os.getpid()]
+
+
+def test_sluice_dev_refuses_a_busy_port_with_a_clear_message(tmp_path):
+    import socket
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**os.environ, "SLUICE_DEV_HOME": str(tmp_path / "home"), "SLUICE_DEV_INGEST_PORT": str(port), "SLUICE_DEV_HOST": "127.0.0.1"}
+        result = subprocess.run([str(Path(sys.executable).parent / "sluice-dev")], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"port {port} for ingest-api is in use" in result.stdout and "SLUICE_DEV_INGEST_PORT" in result.stdout
+    assert not (tmp_path / "home" / "pg").exists()  # refused before starting anything

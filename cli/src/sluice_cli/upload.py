@@ -255,6 +255,8 @@ def summarize(results: list[Outcome], collection: str, *, wait: bool, as_json: b
             message = o.error or f"{o.document.error_message}" + (f" [{o.document.error_code}]" if o.document.error_code else "")
             ident = f" ({o.document.id})" if o.document is not None else ""
             render.out.print(f"  {escape(o.candidate.display)}{ident}: {escape(message)}", highlight=False)
+        if any(o.document is not None and o.document.status == document_pb2.DOCUMENT_STATUS_FAILED for o in failed):
+            render.out.print("Details: `sluice show ID`; process a FAILED document again: `sluice retry ID`.")
     if not wait:
         render.out.print("Not waiting for processing: follow with `sluice ls` or `sluice watch ID`.")
     return code
