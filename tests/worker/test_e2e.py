@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
+import urllib.request
 
 import grpc
 import pytest
@@ -22,6 +24,12 @@ from .test_parsing import docx_bomb
 
 D = document_pb2
 OPENAI = collection_pb2.EMBEDDER_PROVIDER_OPENAI
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
 
 GOOD = [
     "report.pdf", "handbook.docx", "architecture.pptx", "retrieval.html", "operations.md", "chinese.md",
@@ -116,7 +124,9 @@ async def test_flaky_embedding_provider_still_makes_every_document_ready(ingest_
     await docs.create_collection("flaky", provider=OPENAI, model="fake-embed", dimensions=32, max_characters=200, new_after=150, max_attempts=6)
     names = ["report.pdf", "handbook.docx", "retrieval.html", "operations.md", "chinese.md", "status.eml"]
     uploaded = [await docs.upload("flaky", name, (documents_dir / name).read_bytes()) for name in names]
-    settings = worker_settings(ingest_api.address, openai_base_url=fake_openai.base_url, openai_max_retries=1, embed_batch_size=2, openai_batch_size=2)
+    # Two quick retries inside a batch, then the job's own retries: one attempt fails with
+    # p ~ 0.1, six in a row with p ~ 1e-6 per document.
+    settings = worker_settings(ingest_api.address, openai_base_url=fake_openai.base_url, openai_max_retries=2, embed_batch_size=2, openai_batch_size=2)
     async with InProcessWorker(settings, sandbox_pool) as running:
         documents = await docs.wait_all([d.id for d in uploaded])
     assert all(d.status == D.DOCUMENT_STATUS_READY for d in documents), [(d.filename, d.error_message) for d in documents]
@@ -244,12 +254,18 @@ async def test_sigterm_hands_back_unfinished_jobs_and_exits_cleanly(ingest_api, 
     await docs.create_collection("term", provider=OPENAI, model="fake-embed", dimensions=32, max_characters=150, new_after=100)
     document = await docs.upload("term", "report.pdf", (documents_dir / "report.pdf").read_bytes())
     fake_openai.always = Injected(200, delay=1.0)  # far slower than the grace period allows
+    metrics_port = free_port()
     worker = WorkerProcess(
         ingest_api.address, tmp_path / "term.log", SLUICE_OPENAI_BASE_URL=fake_openai.base_url, SLUICE_WORKER_CONCURRENCY="1",
         SLUICE_EMBED_BATCH_SIZE="1", SLUICE_SHUTDOWN_GRACE_SECONDS="0.5", SLUICE_WORKER_ID="terminated",
+        SLUICE_METRICS_PORT=str(metrics_port),
     )
     try:
         await docs.wait(document.id, {D.DOCUMENT_STATUS_EMBEDDING}, timeout=120)
+        scraped = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode())
+        assert "sluice_worker_jobs_claimed_total 1.0" in scraped
+        assert "sluice_worker_jobs_in_flight 1.0" in scraped
+        assert 'sluice_worker_stage_duration_seconds_count{stage="PARSING"} 1.0' in scraped
         worker.signal(signal.SIGTERM)
         assert await worker.wait_exit(60) == 0
     finally:
