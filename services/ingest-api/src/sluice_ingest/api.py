@@ -45,18 +45,26 @@ def document_status_from_proto(value: int) -> DocumentStatus | None:
         raise InvalidArgument(f"unknown document status {value}", reason="INVALID_STATUS") from None
 
 
+def embedder_to_proto(row: dict[str, Any]) -> collection_pb2.EmbedderConfig:
+    return collection_pb2.EmbedderConfig(
+        provider=PROVIDER_TO_PROTO[row["embedder_provider"]], model=row["embedder_model"], dimensions=row["dimensions"]
+    )
+
+
+def chunking_to_proto(row: dict[str, Any]) -> collection_pb2.ChunkingConfig:
+    return collection_pb2.ChunkingConfig(
+        max_characters=row["chunk_max_characters"],
+        new_after_n_chars=row["chunk_new_after_n_chars"],
+        overlap=row["chunk_overlap"],
+    )
+
+
 def collection_to_proto(row: dict[str, Any]) -> collection_pb2.Collection:
     return collection_pb2.Collection(
         name=row["name"],
         description=row["description"],
-        embedder=collection_pb2.EmbedderConfig(
-            provider=PROVIDER_TO_PROTO[row["embedder_provider"]], model=row["embedder_model"], dimensions=row["dimensions"]
-        ),
-        chunking=collection_pb2.ChunkingConfig(
-            max_characters=row["chunk_max_characters"],
-            new_after_n_chars=row["chunk_new_after_n_chars"],
-            overlap=row["chunk_overlap"],
-        ),
+        embedder=embedder_to_proto(row),
+        chunking=chunking_to_proto(row),
         document_count=row["document_count"],
         ready_document_count=row["ready_document_count"],
         create_time=timestamp(row["created_at"]),
@@ -253,16 +261,8 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 attempt=job["attempts"],
                 max_attempts=job["max_attempts"],
                 lease_seconds=self.lease_seconds,
-                embedder=collection_pb2.EmbedderConfig(
-                    provider=PROVIDER_TO_PROTO[job["embedder_provider"]],
-                    model=job["embedder_model"],
-                    dimensions=job["dimensions"],
-                ),
-                chunking=collection_pb2.ChunkingConfig(
-                    max_characters=job["chunk_max_characters"],
-                    new_after_n_chars=job["chunk_new_after_n_chars"],
-                    overlap=job["chunk_overlap"],
-                ),
+                embedder=embedder_to_proto(job),
+                chunking=chunking_to_proto(job),
                 metadata=job["metadata"],
             )
         )
