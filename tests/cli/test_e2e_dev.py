@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -141,8 +142,11 @@ def _npm_install(target: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    base = tmp_path_factory.mktemp("e2e")
+def stack():
+    # Not under pytest's tmp dir: a pytest session starting meanwhile re-chmods that to 0700,
+    # and the embedded PostgreSQL (running as its own user when we are root) would lose its data.
+    base = Path(tempfile.mkdtemp(prefix="sluice-e2e-"))
+    base.chmod(0o755)
     if shutil.which("node") and shutil.which("npm"):
         node_dir = base / "node-example"
         node_dir.mkdir()
@@ -156,8 +160,10 @@ def stack(tmp_path_factory):
     STATE["stack"] = dev
     dev.wait_ready()
     yield dev
-    if dev.process.poll() is None:
-        dev.kill()
+    current = STATE["stack"]
+    if current.process.poll() is None:
+        current.stop(signal.SIGTERM)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
