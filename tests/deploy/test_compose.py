@@ -209,3 +209,22 @@ def test_search_login_joins_the_read_only_role_the_migrations_grant():
     assert "TO sluice_search_reader" in migrations, "no migration grants the read-only role any more"
     user = environment("search")["SLUICE_SEARCH_DATABASE_URL"].split("//", 1)[1].split(":", 1)[0]
     assert f"CREATE ROLE {user} LOGIN" in script
+
+
+def test_packages_the_dockerfiles_name_are_pinned_by_the_lock():
+    """`pip install -c requirements.lock …`: a package missing from the lock would float."""
+    pinned = {
+        re.split(r"[=<>~!]", line, maxsplit=1)[0].strip().lower().replace("_", "-")
+        for line in (ROOT / "requirements.lock").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for service in APP_SERVICES:
+        for keyword, rest in dockerfile(service):
+            if keyword != "RUN" or "pip install" not in rest:
+                continue
+            assert "-c requirements.lock" in rest or "--index-url" in rest, f"{service}: unpinned pip install: {rest}"
+            words = shlex.split(rest.split("pip install", 1)[1].split("&&")[0])
+            for previous, word in zip(["", *words], words):
+                if word.startswith(("-", "./", "$")) or previous in ("-c", "--index-url") or word == "requirements.lock":
+                    continue
+                assert word.lower().replace("_", "-") in pinned, f"{service}: {word} is not in requirements.lock"
