@@ -10,8 +10,6 @@ import json
 import os
 import subprocess
 
-import pytest
-
 from sluice_cli.files import request_id
 
 from .conftest import run_sluice_process

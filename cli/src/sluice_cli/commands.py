@@ -309,9 +309,3 @@ def search(clients: Clients, args) -> int:
     render.out.print(Text(f"{len(response.hits)} hit(s), {render.mode_name(response.mode).lower()} search, {elapsed_ms:.0f} ms", style="dim"))
     return EXIT_OK
 
-
-def require_collection_exists(clients: Clients, name: str) -> None:
-    clients.call(clients.documents.GetCollection, document_service_pb2.GetCollectionRequest(name=name))
-
-
-__all__ = ["EMBEDDERS", "MODES", "STATUS_CHOICES", "EXIT_FAILED"]
