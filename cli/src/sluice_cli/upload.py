@@ -197,13 +197,17 @@ def follow(clients: Clients, document: document_pb2.Document, deadline: float | 
         if job is not None:
             with job.lock:
                 job.calls.add(call)
+        events = 0
         try:
             for event in call:
                 document = event.document
                 failures = 0
+                events += 1
                 on_event(document)
                 if document.status in render.TERMINAL:
                     break
+            if events == 0 and document.status not in render.TERMINAL:
+                time.sleep(0.5)  # a stream that ends at once must not become a busy loop
         except grpc.RpcError as error:
             if error.code() == grpc.StatusCode.CANCELLED and job is not None and job.stopping.is_set():
                 return document
