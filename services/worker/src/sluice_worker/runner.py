@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -43,7 +44,8 @@ class Worker:
         self.pipeline = pipeline
         self.settings = settings
         self.active: dict[str, ActiveJob] = {}
-        self.results: list[JobResult] = []
+        # The most recent outcomes (for tests and diagnostics); bounded for a long-running process.
+        self.results: collections.deque[JobResult] = collections.deque(maxlen=1000)
         self._stop = asyncio.Event()
         self._stop_time: float | None = None
         self._handlers: set[asyncio.Task] = set()
