@@ -7,6 +7,7 @@ import asyncio
 import json
 import signal
 import socket
+import time
 import urllib.request
 
 import grpc
@@ -277,3 +278,19 @@ async def test_sigterm_hands_back_unfinished_jobs_and_exits_cleanly(ingest_api, 
     events = [json.loads(line) for line in worker.log().splitlines() if line.startswith("{")]
     assert any(e.get("event") == "job handed back" for e in events)
     assert any(e.get("event") == "job claimed" and e.get("document_id") == document.id for e in events), "logs carry the ids"
+
+
+async def test_sigterm_cancels_an_idle_long_poll(ingest_api, tmp_path):
+    # Nothing to do: the worker sits in a 60 s ClaimJob long-poll. SIGTERM must not wait it out.
+    worker = WorkerProcess(ingest_api.address, tmp_path / "idle.log", SLUICE_CLAIM_WAIT_SECONDS="60")
+    try:
+        deadline = time.monotonic() + 60
+        while "worker started: claiming jobs" not in worker.log():
+            assert time.monotonic() < deadline and worker.process.poll() is None, worker.log()
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # inside the long-poll now
+        worker.signal(signal.SIGTERM)
+        assert await worker.wait_exit(30) == 0  # well before the 60 s poll would have ended
+    finally:
+        if worker.process.poll() is None:
+            worker.kill()

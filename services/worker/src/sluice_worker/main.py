@@ -43,6 +43,7 @@ async def serve(settings: WorkerSettings) -> None:
         extra={"worker_id": settings.worker_id, "ingest_address": settings.ingest_address, "concurrency": settings.worker_concurrency},
     )
     await pool.warm()
+    log.info("worker started: claiming jobs")
     try:
         await worker.run()
     finally:

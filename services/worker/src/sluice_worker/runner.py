@@ -95,8 +95,14 @@ class Worker:
         return False
 
     async def _claim(self):
+        # A stop cancels the long-poll at once instead of waiting out claim_wait_seconds. In the
+        # rare race where the server commits the claim just as the call is cancelled, the job's
+        # lease simply expires and another worker takes it over.
+        claim = asyncio.ensure_future(self.client.claim_job(self.settings.worker_id, self.settings.claim_wait_seconds))
         try:
-            job = await self.client.claim_job(self.settings.worker_id, self.settings.claim_wait_seconds)
+            if not await self._wait_for(claim):
+                return None
+            job = claim.result()
         except IngestUnavailable as exc:
             log.warning("cannot claim jobs, ingest-api unreachable", extra={"detail": str(exc)})
             await self._wait_for(asyncio.sleep(self.settings.claim_error_backoff_seconds))
