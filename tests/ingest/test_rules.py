@@ -221,10 +221,17 @@ def test_rule6_claim_respects_available_at_and_max_attempts(c, database_url):
 
 
 def test_rule6_expired_lease_is_reclaimed_with_a_new_token(c, database_url):
+    from prometheus_client import REGISTRY
+
+    def reclaimed():
+        return REGISTRY.get_sample_value("sluice_job_lease_expiries_total", {"outcome": "reclaimed"}) or 0
+
     c.upload()
     first = c.claim("w1")
     expire_lease(database_url, first.lease.job_id)
+    before = reclaimed()
     second = c.claim("w2")
+    assert reclaimed() == before + 1
     assert second.lease.job_id == first.lease.job_id
     assert second.lease.lease_token != first.lease.lease_token
     assert second.attempt == 2

@@ -7,4 +7,9 @@ CLAIMS = Counter("sluice_job_claims_total", "Jobs leased to workers")
 COMPLETIONS = Counter("sluice_job_completions_total", "Jobs committed READY")
 RETRIES = Counter("sluice_job_retries_total", "Failed attempts scheduled for a retry")
 FAILURES = Counter("sluice_job_failures_total", "Jobs failed for good")
+LEASE_EXPIRIES = Counter(
+    "sluice_job_lease_expiries_total",
+    "Expired leases found by claims: reclaimed by another worker, or ended by rule 8",
+    ["outcome"],
+)
 QUEUE_DEPTH = Gauge("sluice_jobs", "Ingestion jobs by status", ["status"])

@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 from sluice_common import vector_index
 from sluice_common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, LeaseNotHeld, NotFound
 
+from . import metrics
 from .domain import (
     LEASE_EXPIRED_EXHAUSTED,
     LEASE_EXPIRED_RETRYING,
@@ -384,7 +385,8 @@ class PostgresStore:
             )
             exhausted = await cur.fetchone()
             if exhausted is not None:
-                await self._converge_exhausted(conn, exhausted)
+                outcome = await self._converge_exhausted(conn, exhausted)
+                metrics.LEASE_EXPIRIES.labels(outcome=outcome).inc()
                 return None
 
             await cur.execute(
@@ -424,6 +426,7 @@ class PostgresStore:
             if claimed is None:
                 return None
             if claimed["expired_token"] is not None:
+                metrics.LEASE_EXPIRIES.labels(outcome="reclaimed").inc()
                 # Taking over an expired lease: close the lost attempt; the document goes back to
                 # PENDING (rule 7's message) until the new worker reports its first stage.
                 await self._end_attempt(conn, claimed["expired_token"], AttemptOutcome.LEASE_EXPIRED,
@@ -457,8 +460,8 @@ class PostgresStore:
             )
             return await cur.fetchone()
 
-    async def _converge_exhausted(self, conn: psycopg.AsyncConnection, job: dict[str, Any]) -> None:
-        """Rule 8: an expired lease with no attempts left ends the job for good."""
+    async def _converge_exhausted(self, conn: psycopg.AsyncConnection, job: dict[str, Any]) -> str:
+        """Rule 8: an expired lease with no attempts left ends the job for good; returns the outcome."""
         doc = await (
             await conn.execute("SELECT status::text FROM documents WHERE id = %s FOR UPDATE", (job["document_id"],))
         ).fetchone()
@@ -470,7 +473,7 @@ class PostgresStore:
                 (job["id"],),
             )
             await self._end_attempt(conn, job["lease_token"], AttemptOutcome.SUCCEEDED, None, None, None)
-            return
+            return "succeeded"
         await conn.execute(
             """
             UPDATE documents SET status = 'FAILED', error_code = 'LEASE_EXPIRED', error_message = %s, updated_at = now()
@@ -485,6 +488,7 @@ class PostgresStore:
         )
         await self._end_attempt(conn, job["lease_token"], AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED",
                                 LEASE_EXPIRED_EXHAUSTED, False)
+        return "failed"
 
     async def next_wakeup(self) -> dt.datetime | None:
         """When the next job becomes claimable without a notification: a delayed retry or a lease expiry."""
