@@ -215,3 +215,32 @@ async def test_concurrent_searches(search_stub, library):
     responses = await asyncio.gather(*(search(search_stub, query="Rhine river", top_k=3) for _ in range(30)))
     assert all(len(r.hits) == 3 for r in responses)
     assert np.all([r.hits[0].chunk_id == responses[0].hits[0].chunk_id for r in responses])
+
+
+async def test_warm_up_loads_each_local_embedder_the_collections_use(database_url):
+    from sluice_common.embedders import get_embedder
+    from sluice_search.repository import SearchRepository, open_read_pool
+    from sluice_search.service import SearchService
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for name, provider, model, dims in [("a", "hashing", "hashing-v1", 16), ("b", "hashing", "hashing-v1", 16),
+                                            ("c", "openai", "text-embedding-3-small", 8)]:
+            conn.execute(
+                "INSERT INTO collections (name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
+                " chunk_new_after_n_chars, chunk_overlap, max_attempts) VALUES (%s, %s, %s, %s, 1000, 800, 0, 3)",
+                (name, provider, model, dims))
+    loaded = []
+
+    def factory(provider, model, dims):
+        loaded.append((provider, model, dims))
+        return get_embedder(provider, model, dims)
+
+    pool = await open_read_pool(database_url, min_size=1, max_size=2, ef_search=40, max_scan_tuples=1000,
+                                statement_timeout_ms=5000)
+    try:
+        service = SearchService(SearchRepository(pool), embedder_factory=factory)
+        assert await service.warm_up() == 1
+        assert loaded == [("hashing", "hashing-v1", 16)]
+    finally:
+        await pool.close()

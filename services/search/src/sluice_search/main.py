@@ -35,6 +35,7 @@ class SearchServer:
     health: health.aio.HealthServicer
     pool: AsyncConnectionPool
     port: int
+    service: SearchService
 
     async def start(self) -> None:
         await self.server.start()
@@ -74,16 +75,26 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         await pool.close()
         raise
     search_service_pb2_grpc.add_SearchServiceServicer_to_server(SearchServicer(service, limits), server)
-    return SearchServer(server, health_servicer, pool, port)
+    return SearchServer(server, health_servicer, pool, port, service)
 
 
 async def serve(settings: SearchSettings) -> None:
     search = await create_server(settings)
     log.info("search serving", extra={"bind": settings.bind, "port": search.port})
+    warm = asyncio.create_task(_warm_up(search.service))
     await serving.run_until_signal(
         search.server, search.health, SERVICE_NAMES, settings.shutdown_grace_seconds, on_stop=None
     )
+    warm.cancel()
     await search.pool.close()
+
+
+async def _warm_up(service: SearchService) -> None:
+    try:
+        loaded = await service.warm_up()
+        log.info("embedders warmed up", extra={"embedders": loaded})
+    except Exception as exc:  # noqa: BLE001 - warming is an optimisation; queries load lazily anyway
+        log.warning("embedder warm-up failed", extra={"error": str(exc)})
 
 
 def main() -> None:

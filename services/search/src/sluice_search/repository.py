@@ -109,6 +109,13 @@ class SearchRepository:
         self._collections[name] = (now, collection)
         return collection
 
+    async def embedders_in_use(self) -> list[tuple[str, str, int]]:
+        async with self._pool.connection() as conn:
+            rows = await (
+                await conn.execute("SELECT DISTINCT embedder_provider, embedder_model, dimensions FROM collections")
+            ).fetchall()
+        return [(provider, model, int(dimensions)) for provider, model, dimensions in rows]
+
     async def vector_search(
         self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter
     ) -> list[Hit]:

@@ -22,6 +22,8 @@ class Repository(Protocol):
 
     async def keyword_search(self, collection: Collection, tsquery: str, limit: int, filter: DocumentFilter) -> list[Hit]: ...
 
+    async def embedders_in_use(self) -> list[tuple[str, str, int]]: ...
+
 
 EmbedderFactory = Callable[[str, str, int], Embedder]
 
@@ -39,6 +41,17 @@ class SearchService:
         self._embedder_factory = embedder_factory
         self._hybrid_candidates = hybrid_candidates
         self._rrf_k = rrf_k
+
+    async def warm_up(self) -> int:
+        """Load every embedder the collections use, so the first query does not pay for it
+        (the local model takes seconds to load). Returns how many were loaded."""
+        loaded = 0
+        for provider, model, dimensions in await self._repository.embedders_in_use():
+            if provider == "openai":
+                continue  # nothing to load, and no reason to spend a paid call
+            await self._embedder_factory(provider, model, dimensions).embed_query("warm-up")
+            loaded += 1
+        return loaded
 
     async def search(self, query: SearchQuery) -> list[Hit]:
         collection = await self._repository.get_collection(query.collection)
