@@ -1,18 +1,46 @@
-"""Fixtures of the CLI tests: a fake server for the fast tests, helpers to run `sluice`."""
+"""Fixtures of the CLI tests: the real services in-process, helpers to run `sluice`.
+
+`stack` is one test's Sluice: the real ingest-api (`ingest_api` from tests/conftest.py) and
+the real search service on a fresh migrated database, plus `ScriptedWorker`, which does a
+worker's part through the real JobService (claim, read content, stages, complete or fail)
+with chunk texts taken from the uploaded file and real hashing-embedder vectors. The real
+worker (parsing sandboxes, unstructured) is exercised by test_e2e_dev.py; here the
+outcome of processing must be chosen by the test, quickly.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import subprocess
 import sys
-from dataclasses import dataclass
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import pytest
+from sluice.v1 import document_pb2, job_service_pb2 as js, job_service_pb2_grpc
 
-from .fake_services import start_fake
+from sluice_common.embedders import get_embedder
 
 VENV_BIN = Path(sys.executable).parent
+
+WORKER_ID = "cli-test-worker"
+# Content that contains this marker FAILS on its first processing and is READY when retried.
+FAIL_MARKER = b"FAIL"
+CORRUPT_CODE = "DOCUMENT_CORRUPT"
+CORRUPT_MESSAGE = "the file could not be parsed: it looks corrupt"
+STAGES = [
+    document_pb2.DOCUMENT_STATUS_PARSING,
+    document_pb2.DOCUMENT_STATUS_CHUNKING,
+    document_pb2.DOCUMENT_STATUS_EMBEDDING,
+    document_pb2.DOCUMENT_STATUS_INDEXING,
+]
+TAG = re.compile(r"<[^>]+>")
 
 
 @dataclass
@@ -22,12 +50,155 @@ class Result:
     err: str
 
 
+def chunk_texts(filename: str, content: bytes) -> list[str]:
+    """The chunks of a text file: its paragraphs (HTML without tags), one page."""
+    text = content.decode("utf-8", "replace")
+    if filename.endswith((".html", ".htm")):
+        text = TAG.sub("\n\n", text)
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text)]
+    return [p for p in paragraphs if p] or [text.strip() or filename]
+
+
+class ScriptedWorker:
+    """A thread that claims jobs from the real JobService and finishes them like a worker.
+
+    Each stage is reported and lasts `step_seconds`. A document whose content holds
+    FAIL_MARKER fails permanently with DOCUMENT_CORRUPT the first time; after a retry it
+    completes. Every other document completes with its paragraphs as chunks, embedded with
+    the collection's hashing embedder so that vector and hybrid search are meaningful.
+    `pause()` returns once no job is being claimed or processed; `resume()` undoes it.
+    """
+
+    def __init__(self, address: str, step_seconds: float = 0.0) -> None:
+        self.step_seconds = step_seconds
+        self.channel = grpc.insecure_channel(address)
+        self.jobs = job_service_pb2_grpc.JobServiceStub(self.channel)
+        self.failed_once: set[str] = set()
+        self.processed: list[str] = []
+        self.errors: list[str] = []
+        self._running = threading.Event()
+        self._running.set()
+        self._stopping = threading.Event()
+        self._busy = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="scripted-worker", daemon=True)
+        self._thread.start()
+
+    def pause(self) -> None:
+        self._running.clear()
+        with self._busy:  # the job in hand (if any) is finished
+            pass
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._running.set()
+        self._thread.join(10)
+        self.channel.close()
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            if not self._running.wait(0.05):
+                continue
+            with self._busy:
+                if not self._running.is_set() or self._stopping.is_set():
+                    continue
+                try:
+                    response = self.jobs.ClaimJob(js.ClaimJobRequest(worker_id=WORKER_ID, wait_seconds=0.1), timeout=10)
+                    if response.HasField("job"):
+                        self._process(response.job)
+                except grpc.RpcError as error:
+                    if not self._stopping.is_set():
+                        self.errors.append(f"{error.code().name}: {error.details()}")
+                        time.sleep(0.05)
+                except Exception:  # noqa: BLE001 - reported by the fixture, never lost
+                    self.errors.append(traceback.format_exc())
+
+    def _stage(self, job: js.Job, stage: int, done: int = 0, total: int = 0, unit: str = "") -> None:
+        self.jobs.ReportStage(js.ReportStageRequest(lease=job.lease, stage=stage, done=done, total=total, unit=unit), timeout=10)
+        if self.step_seconds:
+            time.sleep(self.step_seconds)
+
+    def _process(self, job: js.Job) -> None:
+        content = b"".join(r.data for r in self.jobs.ReadDocumentContent(js.ReadDocumentContentRequest(lease=job.lease), timeout=10))
+        self._stage(job, document_pb2.DOCUMENT_STATUS_PARSING, 0, 1, "pages")
+        if FAIL_MARKER in content and job.document_id not in self.failed_once:
+            self.failed_once.add(job.document_id)
+            self.jobs.FailJob(js.FailJobRequest(lease=job.lease, retryable=False, error_code=CORRUPT_CODE, error_message=CORRUPT_MESSAGE), timeout=10)
+            self.processed.append(job.document_id)
+            return
+        texts = chunk_texts(job.filename, content)
+        self._stage(job, document_pb2.DOCUMENT_STATUS_CHUNKING, 0, 0, "chunks")
+        self._stage(job, document_pb2.DOCUMENT_STATUS_EMBEDDING, 0, len(texts), "chunks")
+        embedder = get_embedder(job.embedder.provider, job.embedder.model, job.embedder.dimensions)
+        vectors = embedder.embed_many(texts)
+        self._stage(job, document_pb2.DOCUMENT_STATUS_INDEXING, len(texts), len(texts), "chunks")
+
+        def messages():
+            yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=job.lease, chunk_count=len(texts)))
+            yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=[
+                js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText", embedding=v)
+                for i, (t, v) in enumerate(zip(texts, vectors, strict=True))
+            ]))
+
+        self.jobs.CompleteJob(messages(), timeout=30)
+        self.processed.append(job.document_id)
+
+
+class RunningSearch:
+    """The real search service serving in a thread of its own (its own event loop)."""
+
+    def __init__(self, database_url: str) -> None:
+        from sluice_search.settings import SearchSettings
+
+        self.settings = SearchSettings(search_bind="127.0.0.1:0", search_database_url=database_url,
+                                       search_collection_cache_seconds=0.5, search_pool_min_size=1,
+                                       search_pool_max_size=4, log_json=False, log_level="WARNING")
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="search", daemon=True)
+        self.thread.start()
+        self.server = self._call(self._start())
+        self.address = f"127.0.0.1:{self.server.port}"
+
+    async def _start(self):
+        from sluice_search.main import create_server
+
+        server = await create_server(self.settings)
+        await server.start()
+        return server
+
+    def _call(self, coro, timeout: float = 60):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        try:
+            self._call(self.server.stop(0))
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+@dataclass
+class Stack:
+    ingest: str
+    search: str
+    worker: ScriptedWorker
+    database_url: str
+    args: list[str] = field(default_factory=list)
+
+
 @pytest.fixture
-def fake():
-    server, address, store = start_fake()
-    store.address = address
-    yield store
-    server.stop(0)
+def stack(ingest_api, database_url):
+    """Real ingest-api and search on this test's database, with a ScriptedWorker."""
+    search = RunningSearch(database_url)
+    worker = ScriptedWorker(ingest_api.address)
+    yield Stack(ingest_api.address, search.address, worker, database_url,
+                ["--ingest-address", ingest_api.address, "--search-address", search.address])
+    worker.stop()
+    search.stop()
+    assert not worker.errors, worker.errors
 
 
 @pytest.fixture
