@@ -249,7 +249,7 @@ def watch_document(clients: Clients, doc: document_pb2.Document, deadline: float
         doc = follow(clients, doc, deadline, print_change)
     if not as_json:
         if doc.status == document_pb2.DOCUMENT_STATUS_READY:
-            render.out.print(Text("✓ ", style="green") + Text(f"{doc.filename} READY ({doc.chunk_count} chunks) {doc.id}"))
+            render.out.print(Text("✓ ", style="green") + Text(f"{doc.filename} READY ({render.chunks_label(doc.chunk_count)}) {doc.id}"))
         else:
             render.out.print(Text("✗ ", style="red") + Text(f"{doc.filename} FAILED: {doc.error_message}" + (f" [{doc.error_code}]" if doc.error_code else "")))
     return EXIT_OK if doc.status == document_pb2.DOCUMENT_STATUS_READY else EXIT_FAILED
@@ -269,15 +269,18 @@ def retry(clients: Clients, args) -> int:
 
 def rm(clients: Clients, args) -> int:
     results = []
-    for ref in args.documents:
-        doc_id = resolve_document_id(clients, ref, args.collection or "")
-        response = clients.call(clients.documents.DeleteDocument, document_service_pb2.DeleteDocumentRequest(id=doc_id))
-        results.append({"id": doc_id, "cancelled_running_job": response.cancelled_running_job})
-        if not args.json:
-            extra = " (its running job was cancelled)" if response.cancelled_running_job else ""
-            render.out.print(f"Deleted {doc_id}{extra}")
-    if args.json:
-        render.print_json({"deleted": results})
+    try:
+        for ref in args.documents:
+            doc_id = resolve_document_id(clients, ref, args.collection or "")
+            response = clients.call(clients.documents.DeleteDocument, document_service_pb2.DeleteDocumentRequest(id=doc_id))
+            results.append({"id": doc_id, "cancelled_running_job": response.cancelled_running_job})
+            if not args.json:
+                extra = " (its running job was cancelled)" if response.cancelled_running_job else ""
+                render.out.print(f"Deleted {doc_id}{extra}")
+    finally:
+        # Even when a later reference fails, scripts learn what was already deleted.
+        if args.json:
+            render.print_json({"deleted": results})
     return EXIT_OK
 
 

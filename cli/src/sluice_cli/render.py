@@ -296,3 +296,7 @@ def print_hits(console: Console, hits) -> None:
         header += Text(f"  {hit.document_id} #{hit.chunk_index}", style="dim")
         console.print(header, soft_wrap=True)
         console.print(Padding(snippet(hit, width=320), (0, 0, 0, 4)))
+
+
+def chunks_label(count: int) -> str:
+    return f"{count} chunk{'' if count == 1 else 's'}"

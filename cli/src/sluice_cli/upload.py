@@ -298,7 +298,7 @@ def _result_line(outcome: Outcome) -> Text:
     line = Text("✓ " if status == "READY" else ("✗ " if status == "FAILED" else "• "), style=render.STATUS_STYLE.get(status, "cyan"))
     line += Text(outcome.candidate.display) + Text("  ") + render.styled_status(doc.status)
     if status == "READY":
-        line += Text(f"  {doc.chunk_count} chunk{'' if doc.chunk_count == 1 else 's'}", style="dim")
+        line += Text(f"  {render.chunks_label(doc.chunk_count)}", style="dim")
     if doc.error_message:
         line += Text(f"  {doc.error_message}", style="red" if status == "FAILED" else "yellow")
     line += Text(f"  {doc.id}", style="dim")
