@@ -1,4 +1,4 @@
-"""Fixtures of the worker tests: the document fixtures, warm parse sandboxes, a fake
+"""Fixtures of the worker tests: the document fixtures, warm parse sandboxes, a local
 OpenAI-compatible embeddings server."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .fake_openai import FakeOpenAI
+from .openai_server import LocalOpenAIServer
 
 DOCUMENTS = Path(__file__).resolve().parents[1] / "fixtures" / "documents"
 
@@ -29,7 +29,7 @@ def sandbox_pool():
 
 
 @pytest.fixture
-def fake_openai():
-    server = FakeOpenAI().start()
+def openai_server():
+    server = LocalOpenAIServer().start()
     yield server
     server.stop()

@@ -20,7 +20,7 @@ from sluice_worker.jobs_client import JobClient
 from sluice_worker.pipeline import JobPipeline
 
 from .e2e import Docs, InProcessWorker, WorkerProcess, chunk_rows, snapshot_count, worker_settings
-from .fake_openai import Injected
+from .openai_server import Injected
 from .test_parsing import docx_bomb
 
 D = document_pb2
@@ -119,30 +119,30 @@ async def test_malformed_files_fail_once_and_the_worker_keeps_serving(ingest_api
     assert "decompression bomb" in failed["bomb.docx"].error_message
 
 
-async def test_flaky_embedding_provider_still_makes_every_document_ready(ingest_api, docs, sandbox_pool, documents_dir, fake_openai):
-    fake_openai.failure_rate = 0.3
-    fake_openai.random_failures = [Injected(429, {"retry-after": "0.05"}, "rate limited"), Injected(500, {}, "overloaded")]
-    await docs.create_collection("flaky", provider=OPENAI, model="fake-embed", dimensions=32, max_characters=200, new_after=150, max_attempts=6)
+async def test_flaky_embedding_provider_still_makes_every_document_ready(ingest_api, docs, sandbox_pool, documents_dir, openai_server):
+    openai_server.failure_rate = 0.3
+    openai_server.random_failures = [Injected(429, {"retry-after": "0.05"}, "rate limited"), Injected(500, {}, "overloaded")]
+    await docs.create_collection("flaky", provider=OPENAI, model="test-embed", dimensions=32, max_characters=200, new_after=150, max_attempts=6)
     names = ["report.pdf", "handbook.docx", "retrieval.html", "operations.md", "chinese.md", "status.eml"]
     uploaded = [await docs.upload("flaky", name, (documents_dir / name).read_bytes()) for name in names]
     # Two quick retries inside a batch, then the job's own retries: one attempt fails with
     # p ~ 0.1, six in a row with p ~ 1e-6 per document.
-    settings = worker_settings(ingest_api.address, openai_base_url=fake_openai.base_url, openai_max_retries=2, embed_batch_size=2, openai_batch_size=2)
+    settings = worker_settings(ingest_api.address, openai_base_url=openai_server.base_url, openai_max_retries=2, embed_batch_size=2, openai_batch_size=2)
     async with InProcessWorker(settings, sandbox_pool) as running:
         documents = await docs.wait_all([d.id for d in uploaded])
     assert all(d.status == D.DOCUMENT_STATUS_READY for d in documents), [(d.filename, d.error_message) for d in documents]
     assert all(1 <= d.attempts <= d.max_attempts for d in documents)
-    statuses = [r.status for r in fake_openai.requests]
+    statuses = [r.status for r in openai_server.requests]
     assert statuses.count(429) + statuses.count(500) >= 3, "the provider did fail along the way"
     # Failures only ever hit EMBEDDING, so every retry resumed from the snapshot.
     assert sum(r.snapshot_reused for r in running.worker.results) == sum(d.attempts - 1 for d in documents)
 
 
-async def test_a_permanently_failing_provider_fails_after_max_attempts_with_history(ingest_api, docs, sandbox_pool, documents_dir, fake_openai):
-    fake_openai.always = Injected(503, {}, "service unavailable")
-    await docs.create_collection("down", provider=OPENAI, model="fake-embed", dimensions=32, max_attempts=3)
+async def test_a_permanently_failing_provider_fails_after_max_attempts_with_history(ingest_api, docs, sandbox_pool, documents_dir, openai_server):
+    openai_server.always = Injected(503, {}, "service unavailable")
+    await docs.create_collection("down", provider=OPENAI, model="test-embed", dimensions=32, max_attempts=3)
     document = await docs.upload("down", "operations.md", (documents_dir / "operations.md").read_bytes())
-    settings = worker_settings(ingest_api.address, openai_base_url=fake_openai.base_url, openai_max_retries=0)
+    settings = worker_settings(ingest_api.address, openai_base_url=openai_server.base_url, openai_max_retries=0)
     async with InProcessWorker(settings, sandbox_pool) as running:
         document = await docs.wait(document.id, timeout=60)
     assert document.status == D.DOCUMENT_STATUS_FAILED
@@ -157,16 +157,16 @@ async def test_a_permanently_failing_provider_fails_after_max_attempts_with_hist
 
 
 async def test_worker_killed_mid_embedding_is_finished_by_another_from_the_snapshot(
-    ingest_api_factory, sandbox_pool, documents_dir, fake_openai, database_url, tmp_path
+    ingest_api_factory, sandbox_pool, documents_dir, openai_server, database_url, tmp_path
 ):
     ingest = ingest_api_factory(lease_seconds=2.0)
     docs = Docs(ingest.address)
     try:
-        await docs.create_collection("crash", provider=OPENAI, model="fake-embed", dimensions=32, max_characters=150, new_after=100)
+        await docs.create_collection("crash", provider=OPENAI, model="test-embed", dimensions=32, max_characters=150, new_after=100)
         document = await docs.upload("crash", "report.pdf", (documents_dir / "report.pdf").read_bytes())
-        fake_openai.always = Injected(200, delay=0.4)  # slow: EMBEDDING lasts seconds
+        openai_server.always = Injected(200, delay=0.4)  # slow: EMBEDDING lasts seconds
         doomed = WorkerProcess(
-            ingest.address, tmp_path / "doomed.log", SLUICE_OPENAI_BASE_URL=fake_openai.base_url, SLUICE_WORKER_CONCURRENCY="1",
+            ingest.address, tmp_path / "doomed.log", SLUICE_OPENAI_BASE_URL=openai_server.base_url, SLUICE_WORKER_CONCURRENCY="1",
             SLUICE_EMBED_BATCH_SIZE="1", SLUICE_WORKER_ID="doomed",
         )
         try:
@@ -175,9 +175,9 @@ async def test_worker_killed_mid_embedding_is_finished_by_another_from_the_snaps
             doomed.kill()
         assert (await docs.get(document.id)).status == D.DOCUMENT_STATUS_EMBEDDING
         assert snapshot_count(database_url) == 1
-        fake_openai.always = None
+        openai_server.always = None
 
-        settings = worker_settings(ingest.address, openai_base_url=fake_openai.base_url, worker_id="survivor")
+        settings = worker_settings(ingest.address, openai_base_url=openai_server.base_url, worker_id="survivor")
         async with InProcessWorker(settings, sandbox_pool) as survivor:
             document = await docs.wait(document.id, timeout=60)
         assert document.status == D.DOCUMENT_STATUS_READY
@@ -227,14 +227,14 @@ async def test_a_stale_worker_cannot_write_chunks(ingest_api_factory, sandbox_po
         await docs.close()
 
 
-async def test_deleting_a_document_stops_its_job_promptly(ingest_api_factory, sandbox_pool, documents_dir, fake_openai, database_url):
+async def test_deleting_a_document_stops_its_job_promptly(ingest_api_factory, sandbox_pool, documents_dir, openai_server, database_url):
     ingest = ingest_api_factory(lease_seconds=1.5)
     docs = Docs(ingest.address)
     try:
-        await docs.create_collection("cancel", provider=OPENAI, model="fake-embed", dimensions=32, max_characters=150, new_after=100)
+        await docs.create_collection("cancel", provider=OPENAI, model="test-embed", dimensions=32, max_characters=150, new_after=100)
         doomed = await docs.upload("cancel", "report.pdf", (documents_dir / "report.pdf").read_bytes())
-        fake_openai.always = Injected(200, delay=0.3)
-        settings = worker_settings(ingest.address, openai_base_url=fake_openai.base_url, embed_batch_size=1, worker_concurrency=1)
+        openai_server.always = Injected(200, delay=0.3)
+        settings = worker_settings(ingest.address, openai_base_url=openai_server.base_url, embed_batch_size=1, worker_concurrency=1)
         async with InProcessWorker(settings, sandbox_pool) as running:
             await docs.wait(doomed.id, {D.DOCUMENT_STATUS_EMBEDDING})
             await docs.delete(doomed.id)
@@ -243,7 +243,7 @@ async def test_deleting_a_document_stops_its_job_promptly(ingest_api_factory, sa
                     break
                 await asyncio.sleep(0.05)
             assert [r.outcome for r in running.worker.results] == ["abandoned"]
-            fake_openai.always = None
+            openai_server.always = None
             after = await docs.upload("cancel", "operations.md", (documents_dir / "operations.md").read_bytes())
             assert (await docs.wait(after.id)).status == D.DOCUMENT_STATUS_READY
         assert chunk_rows(database_url, doomed.id) == []
@@ -251,13 +251,13 @@ async def test_deleting_a_document_stops_its_job_promptly(ingest_api_factory, sa
         await docs.close()
 
 
-async def test_sigterm_hands_back_unfinished_jobs_and_exits_cleanly(ingest_api, docs, documents_dir, fake_openai, tmp_path):
-    await docs.create_collection("term", provider=OPENAI, model="fake-embed", dimensions=32, max_characters=150, new_after=100)
+async def test_sigterm_hands_back_unfinished_jobs_and_exits_cleanly(ingest_api, docs, documents_dir, openai_server, tmp_path):
+    await docs.create_collection("term", provider=OPENAI, model="test-embed", dimensions=32, max_characters=150, new_after=100)
     document = await docs.upload("term", "report.pdf", (documents_dir / "report.pdf").read_bytes())
-    fake_openai.always = Injected(200, delay=1.0)  # far slower than the grace period allows
+    openai_server.always = Injected(200, delay=1.0)  # far slower than the grace period allows
     metrics_port = free_port()
     worker = WorkerProcess(
-        ingest_api.address, tmp_path / "term.log", SLUICE_OPENAI_BASE_URL=fake_openai.base_url, SLUICE_WORKER_CONCURRENCY="1",
+        ingest_api.address, tmp_path / "term.log", SLUICE_OPENAI_BASE_URL=openai_server.base_url, SLUICE_WORKER_CONCURRENCY="1",
         SLUICE_EMBED_BATCH_SIZE="1", SLUICE_SHUTDOWN_GRACE_SECONDS="0.5", SLUICE_WORKER_ID="terminated",
         SLUICE_METRICS_PORT=str(metrics_port),
     )

@@ -11,7 +11,7 @@ import pytest
 
 from sluice_common.embedders import EmbedderSettings, EmbeddingError, get_embedder, hashing_features, provider_name
 
-from .fake_openai import Injected
+from .openai_server import Injected
 
 
 def cosine(a, b) -> float:
@@ -83,81 +83,81 @@ def openai_settings(server, **overrides) -> EmbedderSettings:
     return EmbedderSettings(**values)
 
 
-async def test_openai_batches_and_keeps_order(fake_openai):
-    embedder = get_embedder("openai", "fake-embed", 32, openai_settings(fake_openai))
+async def test_openai_batches_and_keeps_order(openai_server):
+    embedder = get_embedder("openai", "test-embed", 32, openai_settings(openai_server))
     texts = [f"text number {i}" for i in range(10)]
     vectors = await embedder.embed_documents(texts)
-    assert [len(r.inputs) for r in fake_openai.requests] == [4, 4, 2]
-    assert all(r.dimensions == 32 for r in fake_openai.requests)
+    assert [len(r.inputs) for r in openai_server.requests] == [4, 4, 2]
+    assert all(r.dimensions == 32 for r in openai_server.requests)
     reference = get_embedder("hashing", "fake", 32)
     assert vectors == [pytest.approx(v, abs=1e-6) for v in await reference.embed_documents(texts)]
 
 
-async def test_openai_429_honours_retry_after(fake_openai):
-    fake_openai.script = [Injected(429, {"retry-after": "0.4"}, "slow down")]
-    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai))
+async def test_openai_429_honours_retry_after(openai_server):
+    openai_server.script = [Injected(429, {"retry-after": "0.4"}, "slow down")]
+    embedder = get_embedder("openai", "test-embed", 16, openai_settings(openai_server))
     vectors = await embedder.embed_documents(["one", "two"])
     assert len(vectors) == 2
-    first, second = fake_openai.requests
+    first, second = openai_server.requests
     assert (first.status, second.status) == (429, 200)
     assert second.time - first.time >= 0.35  # waited as told, not the 0.01 s default backoff
 
 
-async def test_openai_retry_after_beyond_the_bound_is_left_to_the_job_retry(fake_openai):
-    fake_openai.script = [Injected(429, {"retry-after": "120"}, "come back later")]
-    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai, embed_retry_after_max_seconds=5))
+async def test_openai_retry_after_beyond_the_bound_is_left_to_the_job_retry(openai_server):
+    openai_server.script = [Injected(429, {"retry-after": "120"}, "come back later")]
+    embedder = get_embedder("openai", "test-embed", 16, openai_settings(openai_server, embed_retry_after_max_seconds=5))
     with pytest.raises(EmbeddingError) as caught:
         await embedder.embed_documents(["one"])
     assert caught.value.code == "EMBEDDING_RATE_LIMITED" and caught.value.retryable
     assert caught.value.retry_after == 120
-    assert len(fake_openai.requests) == 1
+    assert len(openai_server.requests) == 1
 
 
-async def test_openai_5xx_is_retried_then_reported_retryable(fake_openai):
-    fake_openai.script = [Injected(500), Injected(503)]
-    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai))
+async def test_openai_5xx_is_retried_then_reported_retryable(openai_server):
+    openai_server.script = [Injected(500), Injected(503)]
+    embedder = get_embedder("openai", "test-embed", 16, openai_settings(openai_server))
     assert len(await embedder.embed_documents(["one"])) == 1
-    fake_openai.always = Injected(502, {}, "bad gateway")
+    openai_server.always = Injected(502, {}, "bad gateway")
     with pytest.raises(EmbeddingError) as caught:
         await embedder.embed_documents(["two"])
     assert caught.value.retryable and caught.value.code == "EMBEDDING_PROVIDER_ERROR"
     assert "502" in caught.value.message
-    assert len(fake_openai.requests) == 3 + 3  # 2 failures + 1 success, then 1 + 2 retries
+    assert len(openai_server.requests) == 3 + 3  # 2 failures + 1 success, then 1 + 2 retries
 
 
-async def test_openai_400_is_permanent_and_not_retried(fake_openai):
-    fake_openai.reject_containing = "forbidden"
-    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai))
+async def test_openai_400_is_permanent_and_not_retried(openai_server):
+    openai_server.reject_containing = "forbidden"
+    embedder = get_embedder("openai", "test-embed", 16, openai_settings(openai_server))
     with pytest.raises(EmbeddingError) as caught:
         await embedder.embed_documents(["fine", "forbidden words"])
     assert not caught.value.retryable
     assert caught.value.code == "EMBEDDING_INPUT_REJECTED"
     assert "content policy" in caught.value.message
-    assert len(fake_openai.requests) == 1
+    assert len(openai_server.requests) == 1
 
 
-async def test_openai_413_splits_the_batch(fake_openai):
-    fake_openai.script = [Injected(413, {}, "too many inputs")]
-    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai))
+async def test_openai_413_splits_the_batch(openai_server):
+    openai_server.script = [Injected(413, {}, "too many inputs")]
+    embedder = get_embedder("openai", "test-embed", 16, openai_settings(openai_server))
     assert len(await embedder.embed_documents(["a", "b", "c", "d"])) == 4
-    assert [len(r.inputs) for r in fake_openai.requests] == [4, 2, 2]
+    assert [len(r.inputs) for r in openai_server.requests] == [4, 2, 2]
 
 
-async def test_openai_timeout_and_unreachable_are_retryable(fake_openai):
-    fake_openai.always = Injected(200, delay=1.5)  # answers too late
-    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai, openai_timeout_seconds=0.3, openai_max_retries=0))
+async def test_openai_timeout_and_unreachable_are_retryable(openai_server):
+    openai_server.always = Injected(200, delay=1.5)  # answers too late
+    embedder = get_embedder("openai", "test-embed", 16, openai_settings(openai_server, openai_timeout_seconds=0.3, openai_max_retries=0))
     with pytest.raises(EmbeddingError) as caught:
         await embedder.embed_query("slow")
     assert caught.value.retryable and caught.value.code == "EMBEDDING_TIMEOUT"
 
     closed = EmbedderSettings(openai_base_url="http://127.0.0.1:9/v1", openai_max_retries=0, openai_timeout_seconds=2)
     with pytest.raises(EmbeddingError) as caught:
-        await get_embedder("openai", "fake-embed", 16, closed).embed_query("anyone?")
+        await get_embedder("openai", "test-embed", 16, closed).embed_query("anyone?")
     assert caught.value.retryable and caught.value.code == "EMBEDDING_UNAVAILABLE"
 
 
-async def test_openai_wrong_dimensions_is_permanent(fake_openai):
-    embedder = get_embedder("openai", "fake-embed", 16, openai_settings(fake_openai, openai_send_dimensions=False))
+async def test_openai_wrong_dimensions_is_permanent(openai_server):
+    embedder = get_embedder("openai", "test-embed", 16, openai_settings(openai_server, openai_send_dimensions=False))
     with pytest.raises(EmbeddingError) as caught:
         await embedder.embed_query("x")
     assert caught.value.code == "EMBEDDER_DIMENSION_MISMATCH" and not caught.value.retryable

@@ -42,7 +42,7 @@ class _QuietServer(ThreadingHTTPServer):
         pass
 
 
-class FakeOpenAI:
+class LocalOpenAIServer:
     def __init__(self, *, default_dimensions: int = 64) -> None:
         self.default_dimensions = default_dimensions
         self.script: list[Injected] = []
@@ -62,7 +62,7 @@ class FakeOpenAI:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def start(self) -> "FakeOpenAI":
+    def start(self) -> "LocalOpenAIServer":
         self._thread.start()
         return self
 
@@ -86,7 +86,7 @@ class FakeOpenAI:
         return None
 
     def _handler(self):
-        fake = self
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -113,18 +113,18 @@ class FakeOpenAI:
                 inputs = payload.get("input", [])
                 inputs = [inputs] if isinstance(inputs, str) else list(inputs)
                 dimensions = payload.get("dimensions")
-                failure = fake._next_failure(inputs)
+                failure = server._next_failure(inputs)
                 if failure is not None and failure.delay:
                     time.sleep(failure.delay)
                 if failure is not None and failure.status != 200:  # 200 = only slow
-                    fake.requests.append(Request(time.monotonic(), inputs, dimensions, failure.status))
+                    server.requests.append(Request(time.monotonic(), inputs, dimensions, failure.status))
                     self._send(failure.status, {"error": {"message": failure.message, "type": "injected"}}, failure.headers)
                     return
                 if any(not isinstance(text, str) or text == "" for text in inputs):
-                    fake.requests.append(Request(time.monotonic(), inputs, dimensions, 400))
+                    server.requests.append(Request(time.monotonic(), inputs, dimensions, 400))
                     self._send(400, {"error": {"message": "input must be non-empty strings"}})
                     return
-                embedder = HashingEmbedder("fake", dimensions or fake.default_dimensions)
+                embedder = HashingEmbedder("local-test", dimensions or server.default_dimensions)
                 data = []
                 for index, text in enumerate(inputs):
                     vector = embedder.embed_one(text)
@@ -133,7 +133,7 @@ class FakeOpenAI:
                         data.append({"object": "embedding", "index": index, "embedding": encoded})
                     else:
                         data.append({"object": "embedding", "index": index, "embedding": vector})
-                fake.requests.append(Request(time.monotonic(), inputs, dimensions, 200))
+                server.requests.append(Request(time.monotonic(), inputs, dimensions, 200))
                 tokens = sum(len(text.split()) for text in inputs)
                 self._send(
                     200,
