@@ -209,7 +209,7 @@ class IngestService:
                 raise InvalidArgument("metadata keys must be 1-64 characters and values at most 1024", reason="INVALID_METADATA")
         if len(meta.request_id) > 128:
             raise InvalidArgument("request_id is longer than 128 characters", reason="INVALID_REQUEST_ID")
-        await self.store.get_collection(meta.collection)  # fail fast, before the bytes arrive
+        await self.store.collection_settings(meta.collection)  # fail fast, before the bytes arrive
 
         limit = self.settings.max_upload_bytes
         parts: list[bytes] = []

@@ -135,6 +135,19 @@ class PostgresStore:
         async with self.pool.connection() as conn:
             return await self._collection(conn, name)
 
+    async def collection_settings(self, name: str) -> dict[str, Any]:
+        """The collection's own columns, without the document counts (cheap: for hot paths)."""
+        async with self.pool.connection() as conn:
+            return await self._collection_settings(conn, name)
+
+    async def _collection_settings(self, conn: psycopg.AsyncConnection, name: str) -> dict[str, Any]:
+        row = await (
+            await conn.cursor(row_factory=dict_row).execute("SELECT * FROM collections WHERE name = %s", (name,))
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", collection=name)
+        return row
+
     async def _collection(self, conn: psycopg.AsyncConnection, name: str) -> dict[str, Any]:
         row = await (
             await conn.cursor(row_factory=dict_row).execute(COLLECTION_SELECT + " WHERE c.name = %s", (name,))
@@ -188,7 +201,7 @@ class PostgresStore:
         request_id or for the same content in the same collection.
         """
         async with self.pool.connection() as conn, conn.transaction():
-            collection = await self._collection(conn, new.collection)
+            collection = await self._collection_settings(conn, new.collection)
             if new.request_id:
                 existing = await self._document_where(conn, "d.request_id = %s", (new.request_id,))
                 if existing is not None:
@@ -282,7 +295,7 @@ class PostgresStore:
         async with self.pool.connection() as conn:
             conditions, params = [], []
             if collection:
-                collection_row = await self._collection(conn, collection)
+                collection_row = await self._collection_settings(conn, collection)
                 conditions.append("d.collection_id = %s")
                 params.append(collection_row["id"])
             if status:
