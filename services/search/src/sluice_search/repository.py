@@ -6,9 +6,10 @@ very next query, with no cache in between. Only the collection lookup is cached,
 
 Collection id, dimension and LIMIT are SQL literals (they come from our own table and from a
 validated integer), so the planner can match the per-collection partial HNSW index
-(sluice_common.vector_index); everything a client sends is a bound parameter. The pool never
-prepares statements server-side (`prepare_threshold=None`), so no generic plan can replace
-the custom one PostgreSQL makes with the actual values.
+(sluice_common.vector_index); everything a client sends is a bound parameter. Because the
+index's predicate is a literal in the text, a prepared statement's generic plan still matches
+the partial index (tests/search: test_partial_index_survives_a_generic_plan), so statements
+are prepared after a few runs: planning is a fifth of a 3 ms query at 100k × 384.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ async def open_read_pool(
         max_size=max_size,
         name="sluice-search",
         configure=configure,
-        kwargs={"autocommit": True, "prepare_threshold": None, "application_name": "sluice-search"},
+        kwargs={"autocommit": True, "prepare_threshold": 5, "application_name": "sluice-search"},
         open=False,
     )
     await pool.open(wait=True, timeout=30)
