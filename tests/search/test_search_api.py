@@ -242,5 +242,12 @@ async def test_warm_up_loads_each_local_embedder_the_collections_use(database_ur
         service = SearchService(SearchRepository(pool), embedder_factory=factory)
         assert await service.warm_up() == 1
         assert loaded == [("hashing", "hashing-v1", 16)]
+        assert await service.warm_up() == 0  # already loaded: nothing more
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO collections (name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
+                " chunk_new_after_n_chars, chunk_overlap, max_attempts) VALUES ('d', 'hashing', 'h2', 24, 1000, 800, 0, 3)")
+        assert await service.warm_up() == 1  # a collection created later is picked up
+        assert loaded[-1] == ("hashing", "h2", 24)
     finally:
         await pool.close()

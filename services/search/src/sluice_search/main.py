@@ -89,12 +89,17 @@ async def serve(settings: SearchSettings) -> None:
     await search.pool.close()
 
 
-async def _warm_up(service: SearchService) -> None:
-    try:
-        loaded = await service.warm_up()
-        log.info("embedders warmed up", extra={"embedders": loaded})
-    except Exception as exc:  # noqa: BLE001 - warming is an optimisation; queries load lazily anyway
-        log.warning("embedder warm-up failed", extra={"error": str(exc)})
+async def _warm_up(service: SearchService, interval: float = 5.0) -> None:
+    """Warm at start, then pick up the embedders of collections created since (cheap: one
+    small query; a model is loaded once)."""
+    while True:
+        try:
+            loaded = await service.warm_up()
+            if loaded:
+                log.info("embedders warmed up", extra={"embedders": loaded})
+        except Exception as exc:  # noqa: BLE001 - warming is an optimisation; queries load lazily anyway
+            log.warning("embedder warm-up failed", extra={"error": str(exc)})
+        await asyncio.sleep(interval)
 
 
 def main() -> None:

@@ -41,15 +41,22 @@ class SearchService:
         self._embedder_factory = embedder_factory
         self._hybrid_candidates = hybrid_candidates
         self._rrf_k = rrf_k
+        self._warmed: set[tuple[str, str, int]] = set()
+        self._segmenter_warm = False
 
     async def warm_up(self) -> int:
-        """Load every embedder the collections use, so the first query does not pay for it
-        (the local model takes seconds to load). Returns how many were loaded."""
+        """Load every embedder the collections use that is not loaded yet, so that no query
+        pays for it (the local model takes seconds to load). Returns how many were loaded."""
+        if not self._segmenter_warm:
+            await asyncio.to_thread(textsearch.query_terms, "预热 warm-up")  # loads jieba's dictionary
+            self._segmenter_warm = True
         loaded = 0
-        for provider, model, dimensions in await self._repository.embedders_in_use():
-            if provider == "openai":
-                continue  # nothing to load, and no reason to spend a paid call
+        for key in await self._repository.embedders_in_use():
+            provider, model, dimensions = key
+            if key in self._warmed or provider == "openai":
+                continue  # nothing to load for an API, and no reason to spend a paid call
             await self._embedder_factory(provider, model, dimensions).embed_query("warm-up")
+            self._warmed.add(key)
             loaded += 1
         return loaded
 
