@@ -58,6 +58,7 @@ async def test_documents_appear_only_when_ready_and_leave_at_once(search_stub, i
 
     completing: set[str] = set()  # CompleteJob sent (may be committed at any moment)
     committed: set[str] = set()   # CompleteJob returned (must be visible)
+    leaving: set[str] = set()     # reprocess/delete sent (may vanish at any moment)
     hidden: set[str] = set()      # reprocess/delete returned (must be invisible)
     violations: list[str] = []
     searches = 0
@@ -82,7 +83,9 @@ async def test_documents_appear_only_when_ready_and_leave_at_once(search_stub, i
                 if count != CHUNKS:
                     violations.append(f"{doc} visible with {count} of {CHUNKS} chunks")
             if mode == pb.SEARCH_MODE_KEYWORD:
-                for doc in must_see - set(per_doc) - hidden:
+                # `leaving` is read live: a searcher may snapshot must_see, then the
+                # reprocess commits before its query runs, yet returns after it.
+                for doc in must_see - set(per_doc) - leaving:
                     violations.append(f"{doc} invisible after CompleteJob returned")
             seen.update(per_doc)
         searches += 1
@@ -123,9 +126,11 @@ async def test_documents_appear_only_when_ready_and_leave_at_once(search_stub, i
 
     # Reprocess one READY document and delete another while the searchers keep going.
     reprocessed, deleted = ids[0], ids[1]
+    leaving.add(reprocessed)
     await documents.ReprocessDocument(document_service_pb2.ReprocessDocumentRequest(id=reprocessed))
     hidden.add(reprocessed)
     assert reprocessed not in await search_once()
+    leaving.add(deleted)
     await documents.DeleteDocument(document_service_pb2.DeleteDocumentRequest(id=deleted))
     hidden.add(deleted)
     assert deleted not in await search_once()
