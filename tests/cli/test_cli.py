@@ -327,7 +327,7 @@ def test_watch_exit_codes_follow_the_outcome(sluice, stack, tmp_path):
     good_id = upload(sluice, stack, tmp_path / "good.txt", "docs", "--no-wait")[0]["document"]["id"]
     bad_id = upload(sluice, stack, tmp_path / "bad.txt", "docs", "--no-wait")[0]["document"]["id"]
     # Processing starts once the watch has begun, so it sees the stages as they happen.
-    threading.Timer(0.4, stack.worker.resume).start()
+    threading.Timer(1.5, stack.worker.resume).start()  # generous: the watch connects in ms
     watched = sluice("watch", good_id, *stack.args)
     assert watched.code == 0, watched.err
     assert re.search(rf"good.txt READY \(1 chunks?\) {good_id}", watched.out), watched.out
