@@ -6,7 +6,7 @@ import psycopg
 import grpc
 import pytest
 
-from sluice.v1 import document_pb2 as D, job_service_pb2 as js
+from sluice.v1 import document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
 from sluice_common.errors import reason_of
 
 from .helpers import Clients
@@ -87,7 +87,7 @@ def test_rule1_completion_replaces_previous_chunks(c, database_url):
     job = c.claim()
     c.run_to_indexing(job)
     c.complete(job, texts=["a", "b", "c"])
-    c.docs.ReprocessDocument(__import__("sluice.v1.document_service_pb2", fromlist=["x"]).ReprocessDocumentRequest(id=doc.id))
+    c.docs.ReprocessDocument(ds.ReprocessDocumentRequest(id=doc.id))
     job = c.claim()
     c.run_to_indexing(job)
     c.complete(job, texts=["only one"])

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from sluice_common.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
+from sluice_common.errors import InvalidArgument, ResourceExhausted
 
 from . import metrics
 from .domain import IN_PROGRESS, DocumentStatus as D, safe_error_message, safe_filename
@@ -414,4 +414,4 @@ class IngestService:
         return await self.store.release_job(parse_id(job_id, "job"), parse_id(lease_token, "lease token"))
 
 
-__all__ = ["CollectionSpec", "FailedPrecondition", "IncomingChunk", "IngestService", "NotFound", "UploadMeta"]
+__all__ = ["CollectionSpec", "IncomingChunk", "IngestService", "UploadMeta"]

@@ -26,7 +26,6 @@ from . import metrics
 from .domain import (
     LEASE_EXPIRED_EXHAUSTED,
     LEASE_EXPIRED_RETRYING,
-    STAGES,
     AttemptOutcome,
     DocumentStatus as D,
     JobStatus as J,
@@ -796,4 +795,4 @@ class PostgresStore:
             return {status: int(count) for status, count in rows}
 
 
-__all__ = ["ChunkRow", "JobPolicy", "NewCollection", "NewDocument", "PostgresStore", "STAGES"]
+__all__ = ["ChunkRow", "JobPolicy", "NewCollection", "NewDocument", "PostgresStore"]
