@@ -333,3 +333,31 @@ def test_health_and_reflection(ingest_api):
     names = {s.name for r in responses for s in r.list_services_response.service}
     assert {"sluice.v1.DocumentService", "sluice.v1.JobService", "grpc.health.v1.Health"} <= names
     channel.close()
+
+
+def test_notifications_survive_a_lost_listen_connection(c, database_url):
+    # The database drops ingest-api's LISTEN connection (restart, failover, idle timeout).
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        killed = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'LISTEN%%'").fetchone()[0]
+    assert killed == 1
+    time.sleep(1.0)  # the hub notices and reconnects with backoff
+    result = {}
+
+    def wait_for_job():
+        result["job"] = c.claim("after-reconnect", wait=30)
+        result["at"] = time.monotonic()
+
+    waiter = threading.Thread(target=wait_for_job)
+    waiter.start()
+    time.sleep(0.5)
+    uploaded_at = time.monotonic()
+    doc = c.upload()
+    waiter.join(40)
+    assert result["job"].document_id == doc.id
+    assert result["at"] - uploaded_at < 15  # woken by NOTIFY on the new connection
+    with psycopg.connect(database_url) as conn:
+        listening = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                 " AND query LIKE 'LISTEN%%'").fetchone()[0]
+    assert listening == 1
