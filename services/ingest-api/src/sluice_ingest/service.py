@@ -78,7 +78,7 @@ class IncomingChunk:
     element_type: str = ""
     section_title: str = ""
     text_as_html: str = ""
-    embedding: list[float] = field(default_factory=list)
+    embedding: np.ndarray | list[float] = field(default_factory=list)
 
 
 def parse_id(value: str, what: str = "document") -> uuid.UUID:
