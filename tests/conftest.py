@@ -84,6 +84,8 @@ class RunningIngestApi:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def stop(self) -> None:
+        if self.loop.is_closed():
+            return  # already stopped (a test may stop it early, e.g. to simulate a crash)
         try:
             self._call(self.app.stop(0))
         finally:
