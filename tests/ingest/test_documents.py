@@ -303,11 +303,12 @@ def test_bad_ids_and_missing_leases(c):
 # ---------------------------------------------------------------- long poll, health
 
 
-def test_claim_long_poll_is_woken_by_an_upload(c, database_url):
+def assert_long_poll_woken_by_upload(c: Clients, worker: str) -> None:
+    """A 30 s ClaimJob long-poll gets a job uploaded during it well before its deadline."""
     result = {}
 
     def wait_for_job():
-        result["job"] = c.claim("sleeper", wait=30)
+        result["job"] = c.claim(worker, wait=30)
         result["at"] = time.monotonic()
 
     waiter = threading.Thread(target=wait_for_job)
@@ -319,6 +320,10 @@ def test_claim_long_poll_is_woken_by_an_upload(c, database_url):
     assert result["job"].document_id == doc.id
     # Woken by NOTIFY, not by the 30 s deadline.
     assert result["at"] - uploaded_at < 15
+
+
+def test_claim_long_poll_is_woken_by_an_upload(c):
+    assert_long_poll_woken_by_upload(c, "sleeper")
 
 
 def test_health_and_reflection(ingest_api):
@@ -343,20 +348,7 @@ def test_notifications_survive_a_lost_listen_connection(c, database_url):
             " WHERE datname = current_database() AND query LIKE 'LISTEN%%'").fetchone()[0]
     assert killed == 1
     time.sleep(1.0)  # the hub notices and reconnects with backoff
-    result = {}
-
-    def wait_for_job():
-        result["job"] = c.claim("after-reconnect", wait=30)
-        result["at"] = time.monotonic()
-
-    waiter = threading.Thread(target=wait_for_job)
-    waiter.start()
-    time.sleep(0.5)
-    uploaded_at = time.monotonic()
-    doc = c.upload()
-    waiter.join(40)
-    assert result["job"].document_id == doc.id
-    assert result["at"] - uploaded_at < 15  # woken by NOTIFY on the new connection
+    assert_long_poll_woken_by_upload(c, "after-reconnect")
     with psycopg.connect(database_url) as conn:
         listening = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                                  " AND query LIKE 'LISTEN%%'").fetchone()[0]
