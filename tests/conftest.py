@@ -12,7 +12,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from auth_keys import KEYS
+from sluice_common.auth import generate_key
+from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
+from sluice_ingest.tenants import bootstrap_keys
 
 TEMPLATE = "sluice_template"
 _counter = itertools.count()
@@ -44,7 +47,34 @@ def template_uri(pg_admin_uri):
     ensure_database(pg_admin_uri, TEMPLATE)
     uri = database_uri(pg_admin_uri, TEMPLATE)
     upgrade(uri)
+    # Keys of the `default` tenant, in the template so that every test database has them.
+    KEYS.clear()
+    KEYS.update(bootstrap_keys(uri))
+    with psycopg.connect(uri) as conn:
+        reader = generate_key()
+        conn.execute(
+            "INSERT INTO api_keys (id, tenant_id, role, name, secret_sha256)"
+            " SELECT %s, id, 'reader', 'test reader', %s FROM tenants WHERE name = 'default'",
+            (reader.id, reader.secret_sha256),
+        )
+        KEYS["reader"] = reader.secret
+    # search runs as a login of its read-only role (row-level security applies to it).
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_search') THEN"
+            " CREATE ROLE sluice_search LOGIN IN ROLE sluice_search_reader; END IF; END $$"
+        )
     return uri
+
+
+def search_url(database_url: str) -> str:
+    """The URL of `database_url` for search's read-only login (sluice_search)."""
+    return user_uri(database_url, "sluice_search")
+
+
+@pytest.fixture
+def search_database_url(database_url) -> str:
+    return search_url(database_url)
 
 
 @pytest.fixture

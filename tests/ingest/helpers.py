@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-import grpc
+import auth_keys
 
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2 as ds, document_service_pb2_grpc
 from sluice.v1 import job_service_pb2 as js, job_service_pb2_grpc
@@ -15,7 +15,7 @@ D = document_pb2
 
 class Clients:
     def __init__(self, address: str) -> None:
-        self.channel = grpc.insecure_channel(address)
+        self.channel = auth_keys.channel(address)
         self.docs = document_service_pb2_grpc.DocumentServiceStub(self.channel)
         self.jobs = job_service_pb2_grpc.JobServiceStub(self.channel)
 

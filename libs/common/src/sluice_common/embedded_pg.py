@@ -61,3 +61,13 @@ def database_uri(admin_uri: str, name: str) -> str:
     """The URI of database `name` on the same server as `admin_uri`."""
     parts = urlsplit(admin_uri)
     return urlunsplit(parts._replace(path="/" + name))
+
+
+def user_uri(uri: str, user: str, password: str | None = None) -> str:
+    """`uri` with another user (and password), same server and database."""
+    from urllib.parse import quote
+
+    parts = urlsplit(uri)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    credentials = quote(user, safe="") + (":" + quote(password, safe="") if password else "")
+    return urlunsplit(parts._replace(netloc=f"{credentials}@{host}"))

@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -68,6 +68,28 @@ class Aborted(SluiceError):
     default_reason = "ABORTED"
 
 
+class Unauthenticated(SluiceError):
+    """No key, or a key that is malformed, unknown or revoked."""
+
+    default_reason = "API_KEY_INVALID"
+
+
+class PermissionDenied(SluiceError):
+    """A valid key whose role may not call the method."""
+
+    default_reason = "ROLE_NOT_ALLOWED"
+
+
+class RateLimited(ResourceExhausted):
+    """Too many calls with one key; the status carries a RetryInfo with the wait."""
+
+    default_reason = "RATE_LIMITED"
+
+    def __init__(self, message: str, *, retry_after: float, **metadata: Any) -> None:
+        super().__init__(message, **metadata)
+        self.retry_after = retry_after
+
+
 # The one table from domain errors to status codes; the most specific class wins (MRO order).
 STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -77,6 +99,8 @@ STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
     ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Aborted: grpc.StatusCode.ABORTED,
+    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     SluiceError: grpc.StatusCode.INTERNAL,
 }
 
@@ -93,7 +117,15 @@ def to_grpc_status(error: SluiceError) -> grpc.Status:
     info = error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=error.metadata)
     detail = any_pb2.Any()
     detail.Pack(info)
-    status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
+    details = [detail]
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        retry = any_pb2.Any()
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(max(int(retry_after * 1e9), 1_000_000))
+        retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+        details.append(retry)
+    status = status_pb2.Status(code=code.value[0], message=error.message, details=details)
     return rpc_status.to_status(status)
 
 
@@ -166,8 +198,11 @@ __all__ = [
     "InvalidArgument",
     "LeaseNotHeld",
     "NotFound",
+    "PermissionDenied",
+    "RateLimited",
     "ResourceExhausted",
     "SluiceError",
+    "Unauthenticated",
     "Unavailable",
     "code_pb2",
     "error_info",

@@ -5,20 +5,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
+from .tls import ServerTLS, check_plaintext_allowed
 
 log = logging.getLogger("sluice.serving")
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
-def create_server(service_names: Iterable[str], bind: str) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
-    """A grpc.aio server with health and reflection, bound to `bind`; returns the bound port."""
+def create_server(
+    service_names: Iterable[str],
+    bind: str,
+    *,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    tls: ServerTLS | None = None,
+    allow_plaintext: bool = False,
+) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
+    """A grpc.aio server with health and reflection, bound to `bind`; returns the bound port.
+
+    TLS when `tls` has a certificate; plaintext only on loopback unless `allow_plaintext`.
+    """
+    tls = tls or ServerTLS()
+    check_plaintext_allowed(bind, tls, allow_plaintext)
     server = grpc.aio.server(
+        interceptors=list(interceptors),
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -29,7 +44,7 @@ def create_server(service_names: Iterable[str], bind: str) -> tuple[grpc.aio.Ser
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = list(service_names)
     reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-    port = server.add_insecure_port(bind)
+    port = server.add_secure_port(bind, tls.credentials()) if tls.enabled else server.add_insecure_port(bind)
     if port == 0:
         raise RuntimeError(f"cannot bind {bind}")
     return server, health_servicer, port

@@ -19,3 +19,25 @@ class CommonSettings(BaseSettings):
     metrics_port: int = 0
     # Seconds a shutting-down server gives in-flight calls before cancelling them.
     shutdown_grace_seconds: float = 10.0
+
+    # TLS: the server's certificate and key (PEM files); both empty serves plaintext, which
+    # is allowed only on a loopback bind unless allow_plaintext is set.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    # A CA whose client certificates the server requires (mutual TLS); empty: none required.
+    tls_client_ca_file: str = ""
+    # Serve plaintext on a non-loopback address (a trusted network only).
+    allow_plaintext: bool = False
+    # gRPC server reflection (for grpcurl and friends); health checks are always open.
+    reflection_enabled: bool = True
+    # Seconds an API-key lookup is reused; a revoked key is refused within this time (keep ≤ 1).
+    auth_cache_seconds: float = 0.5
+    # Per-key request rate limit of this process (token bucket): calls a second and burst; 0 disables.
+    rate_limit_per_second: float = 50.0
+    rate_limit_burst: float = 200.0
+
+    def server_tls(self):
+        from .tls import ServerTLS
+
+        return ServerTLS(self.tls_cert_file, self.tls_key_file, self.tls_client_ca_file)
+

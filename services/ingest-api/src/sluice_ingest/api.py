@@ -9,11 +9,14 @@ import numpy as np
 from google.protobuf import timestamp_pb2
 
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, document_service_pb2_grpc
+from sluice.v1 import admin_service_pb2 as admin_pb2, admin_service_pb2_grpc
 from sluice.v1 import job_service_pb2, job_service_pb2_grpc
+from sluice_common.auth import Role, current_principal
 from sluice_common.errors import InvalidArgument, grpc_errors
 
 from .domain import DocumentStatus
 from .service import CollectionSpec, IncomingChunk, IngestService, UploadMeta
+from .tenants import ApiKeyRow, Quota, TenantRow, TenantStore
 
 PROVIDER_TO_PROTO = {
     "hashing": collection_pb2.EMBEDDER_PROVIDER_HASHING,
@@ -142,6 +145,11 @@ def chunk_to_proto(chunk: IncomingChunk) -> job_service_pb2.Chunk:
     )
 
 
+def tenant() -> int:
+    """The tenant every DocumentService query of this call is scoped to (the caller's)."""
+    return current_principal().tenant_id
+
+
 def lease_of(message) -> tuple[str, str]:
     if not message.HasField("lease") or not message.lease.job_id or not message.lease.lease_token:
         raise InvalidArgument("lease.job_id and lease.lease_token are required", reason="MISSING_LEASE")
@@ -166,22 +174,22 @@ class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
             chunk_overlap=c.chunking.overlap,
             max_attempts=c.max_attempts,
         )
-        return collection_to_proto(await self.service.create_collection(spec))
+        return collection_to_proto(await self.service.create_collection(tenant(), spec))
 
     @grpc_errors
     async def GetCollection(self, request, context):
-        return collection_to_proto(await self.service.get_collection(request.name))
+        return collection_to_proto(await self.service.get_collection(tenant(), request.name))
 
     @grpc_errors
     async def ListCollections(self, request, context):
-        rows, token = await self.service.list_collections(request.page_size, request.page_token)
+        rows, token = await self.service.list_collections(tenant(), request.page_size, request.page_token)
         return document_service_pb2.ListCollectionsResponse(
             collections=[collection_to_proto(r) for r in rows], next_page_token=token
         )
 
     @grpc_errors
     async def DeleteCollection(self, request, context):
-        deleted = await self.service.delete_collection(request.name, request.force)
+        deleted = await self.service.delete_collection(tenant(), request.name, request.force)
         return document_service_pb2.DeleteCollectionResponse(deleted_documents=deleted)
 
     @grpc_errors
@@ -198,38 +206,38 @@ class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
                     raise InvalidArgument("only the first message may carry metadata", reason="DUPLICATE_METADATA")
                 yield message.data
 
-        document, _ = await self.service.upload_document(meta, data())
+        document, _ = await self.service.upload_document(tenant(), meta, data())
         return document_to_proto(document)
 
     @grpc_errors
     async def GetDocument(self, request, context):
-        document, history = await self.service.get_document(request.id)
+        document, history = await self.service.get_document(tenant(), request.id)
         return document_to_proto(document, history)
 
     @grpc_errors
     async def ListDocuments(self, request, context):
         status = document_status_from_proto(request.status)
-        rows, token = await self.service.list_documents(request.collection, status, request.page_size, request.page_token)
+        rows, token = await self.service.list_documents(tenant(), request.collection, status, request.page_size, request.page_token)
         return document_service_pb2.ListDocumentsResponse(documents=[document_to_proto(r) for r in rows], next_page_token=token)
 
     @grpc_errors
     async def DeleteDocument(self, request, context):
-        cancelled = await self.service.delete_document(request.id)
+        cancelled = await self.service.delete_document(tenant(), request.id)
         return document_service_pb2.DeleteDocumentResponse(cancelled_running_job=cancelled)
 
     @grpc_errors
     async def RetryDocument(self, request, context):
-        return document_to_proto(await self.service.retry_document(request.id))
+        return document_to_proto(await self.service.retry_document(tenant(), request.id))
 
     @grpc_errors
     async def ReprocessDocument(self, request, context):
-        return document_to_proto(await self.service.reprocess_document(request.id))
+        return document_to_proto(await self.service.reprocess_document(tenant(), request.id))
 
     @grpc_errors
     async def WatchDocument(self, request, context):
         sequence = 0
         last = None
-        async for row in self.service.watch_document(request.id):
+        async for row in self.service.watch_document(tenant(), request.id):
             document = document_to_proto(row)
             comparable = document_pb2.Document()
             comparable.CopyFrom(document)
@@ -335,3 +343,78 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def ReleaseJob(self, request, context):
         document = await self.service.release_job(*lease_of(request))
         return job_service_pb2.ReleaseJobResponse(document=document_to_proto(document))
+
+
+ROLE_TO_PROTO = {
+    Role.ADMIN: admin_pb2.API_KEY_ROLE_ADMIN,
+    Role.CLIENT: admin_pb2.API_KEY_ROLE_CLIENT,
+    Role.READER: admin_pb2.API_KEY_ROLE_READER,
+    Role.WORKER: admin_pb2.API_KEY_ROLE_WORKER,
+}
+ROLE_FROM_PROTO = {v: k for k, v in ROLE_TO_PROTO.items()}
+
+
+def tenant_to_proto(row: TenantRow) -> admin_pb2.Tenant:
+    q = row.quota
+    return admin_pb2.Tenant(
+        name=row.name,
+        quota=admin_pb2.TenantQuota(
+            max_documents=q.max_documents or 0, max_stored_bytes=q.max_stored_bytes or 0,
+            max_collections=q.max_collections or 0,
+        ),
+        usage=admin_pb2.TenantUsage(documents=row.documents, stored_bytes=row.stored_bytes, collections=row.collections),
+        create_time=timestamp(row.created_at),
+    )
+
+
+def api_key_to_proto(row: ApiKeyRow) -> admin_pb2.ApiKey:
+    from sluice_common.auth import prefix_of
+
+    return admin_pb2.ApiKey(
+        id=row.id, prefix=prefix_of(row.id), tenant=row.tenant, role=ROLE_TO_PROTO[row.role], name=row.name,
+        create_time=timestamp(row.created_at), revoke_time=timestamp(row.revoked_at),
+    )
+
+
+class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
+    """Tenants and keys (admin keys only: the access table in sluice_common.auth)."""
+
+    def __init__(self, store: TenantStore, forget_key) -> None:
+        self.store = store
+        self.forget_key = forget_key
+
+    @grpc_errors
+    async def CreateTenant(self, request, context):
+        q = request.tenant.quota
+        for value in (q.max_documents, q.max_stored_bytes, q.max_collections):
+            if value < 0:
+                raise InvalidArgument("quotas are 0 (unlimited) or more", reason="INVALID_QUOTA")
+        quota = Quota(q.max_documents or None, q.max_stored_bytes or None, q.max_collections or None)
+        return tenant_to_proto(await self.store.create_tenant(request.tenant.name, quota))
+
+    @grpc_errors
+    async def ListTenants(self, request, context):
+        return admin_pb2.ListTenantsResponse(tenants=[tenant_to_proto(t) for t in await self.store.list_tenants()])
+
+    @grpc_errors
+    async def CreateApiKey(self, request, context):
+        role = ROLE_FROM_PROTO.get(request.role)
+        if role is None:
+            raise InvalidArgument("role is required: ADMIN, CLIENT, READER or WORKER", reason="INVALID_ROLE")
+        if not request.tenant:
+            raise InvalidArgument("tenant is required", reason="MISSING_TENANT")
+        row, secret = await self.store.create_key(request.tenant, role, request.name)
+        return admin_pb2.CreateApiKeyResponse(api_key=api_key_to_proto(row), secret=secret)
+
+    @grpc_errors
+    async def ListApiKeys(self, request, context):
+        rows = await self.store.list_keys(request.tenant or None)
+        return admin_pb2.ListApiKeysResponse(api_keys=[api_key_to_proto(r) for r in rows])
+
+    @grpc_errors
+    async def RevokeApiKey(self, request, context):
+        if not request.id:
+            raise InvalidArgument("id is required", reason="MISSING_ID")
+        row = await self.store.revoke_key(request.id)
+        self.forget_key(row.id)
+        return api_key_to_proto(row)

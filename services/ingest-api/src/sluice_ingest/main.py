@@ -6,24 +6,28 @@ import asyncio
 import contextlib
 import logging
 
+from sluice.v1 import admin_service_pb2, admin_service_pb2_grpc
 from sluice.v1 import document_service_pb2, document_service_pb2_grpc, job_service_pb2, job_service_pb2_grpc
+from sluice_common.auth import AuthInterceptor, KeyDirectory, RateLimiter
 from sluice_common.db import open_pool
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
 from sluice_common.serving import create_server, run_until_signal, set_serving
 
 from . import metrics
-from .api import DocumentServicer, JobServicer
+from .api import AdminServicer, DocumentServicer, JobServicer
 from .notify import NotificationHub
 from .service import IngestService
 from .settings import IngestSettings
 from .store import JobPolicy, PostgresStore
+from .tenants import TenantStore
 
 log = logging.getLogger("sluice.ingest")
 
 SERVICE_NAMES = (
     document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"].full_name,
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
+    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
 )
 
 
@@ -41,9 +45,18 @@ class IngestApp:
         await self.hub.start()
         self.store = PostgresStore(self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds))
         self.service = IngestService(self.store, self.hub, s)
-        self.server, self.health, self.port = create_server(SERVICE_NAMES, s.bind)
+        self.keys = KeyDirectory(self.pool, cache_seconds=s.auth_cache_seconds)
+        auth = AuthInterceptor(
+            self.keys, RateLimiter(s.rate_limit_per_second, s.rate_limit_burst), reflection=s.reflection_enabled
+        )
+        self.server, self.health, self.port = create_server(
+            SERVICE_NAMES, s.bind, interceptors=[auth], tls=s.server_tls(), allow_plaintext=s.allow_plaintext
+        )
         document_service_pb2_grpc.add_DocumentServiceServicer_to_server(DocumentServicer(self.service), self.server)
         job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.service, s.lease_seconds), self.server)
+        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
+            AdminServicer(TenantStore(self.pool), self.keys.forget), self.server
+        )
         self._gauges = asyncio.create_task(self._update_gauges())
         # jieba loads its dictionary on first use (~1 s): pay it now, not inside the first commit.
         from sluice_common.textsearch import search_terms

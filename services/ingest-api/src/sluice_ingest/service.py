@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from sluice_common.errors import InvalidArgument, ResourceExhausted
+from sluice_common.worker_errors import WorkerErrorCode, is_registered
 
 from . import metrics
 from .domain import IN_PROGRESS, DocumentStatus as D, safe_error_message, safe_filename
@@ -137,7 +138,7 @@ class IngestService:
 
     # ------------------------------------------------------------ collections
 
-    async def create_collection(self, spec: CollectionSpec) -> dict[str, Any]:
+    async def create_collection(self, tenant_id: int, spec: CollectionSpec) -> dict[str, Any]:
         s = self.settings
         if not COLLECTION_NAME.match(spec.name or ""):
             raise InvalidArgument(
@@ -174,29 +175,31 @@ class IngestService:
         if len(spec.description) > 2000:
             raise InvalidArgument("description is longer than 2000 characters", reason="INVALID_DESCRIPTION")
         return await self.store.create_collection(
-            NewCollection(spec.name, spec.description, spec.provider, model, dimensions, max_chars, new_after, overlap, max_attempts)
+            NewCollection(tenant_id, spec.name, spec.description, spec.provider, model, dimensions, max_chars, new_after, overlap, max_attempts)
         )
 
-    async def get_collection(self, name: str) -> dict[str, Any]:
+    async def get_collection(self, tenant_id: int, name: str) -> dict[str, Any]:
         if not name:
             raise InvalidArgument("collection name is required", reason="MISSING_COLLECTION")
-        return await self.store.get_collection(name)
+        return await self.store.get_collection(tenant_id, name)
 
-    async def list_collections(self, page_size: int, page_token: str) -> tuple[list[dict[str, Any]], str]:
+    async def list_collections(self, tenant_id: int, page_size: int, page_token: str) -> tuple[list[dict[str, Any]], str]:
         limit = page_size_of(page_size)
         token = decode_token(page_token, "collections")
-        rows = await self.store.list_collections(token["n"] if token else None, limit + 1)
+        rows = await self.store.list_collections(tenant_id, token["n"] if token else None, limit + 1)
         next_token = encode_token({"f": "collections", "n": rows[limit - 1]["name"]}) if len(rows) > limit else ""
         return rows[:limit], next_token
 
-    async def delete_collection(self, name: str, force: bool) -> int:
+    async def delete_collection(self, tenant_id: int, name: str, force: bool) -> int:
         if not name:
             raise InvalidArgument("collection name is required", reason="MISSING_COLLECTION")
-        return await self.store.delete_collection(name, force)
+        return await self.store.delete_collection(tenant_id, name, force)
 
     # ------------------------------------------------------------ documents
 
-    async def upload_document(self, meta: UploadMeta, data: AsyncIterator[bytes]) -> tuple[dict[str, Any], bool]:
+    async def upload_document(
+        self, tenant_id: int, meta: UploadMeta, data: AsyncIterator[bytes]
+    ) -> tuple[dict[str, Any], bool]:
         if not meta.collection:
             raise InvalidArgument("the first message must carry metadata with a collection", reason="MISSING_COLLECTION")
         filename = safe_filename(meta.filename)
@@ -209,7 +212,7 @@ class IngestService:
                 raise InvalidArgument("metadata keys must be 1-64 characters and values at most 1024", reason="INVALID_METADATA")
         if len(meta.request_id) > 128:
             raise InvalidArgument("request_id is longer than 128 characters", reason="INVALID_REQUEST_ID")
-        await self.store.collection_settings(meta.collection)  # fail fast, before the bytes arrive
+        await self.store.collection_settings(tenant_id, meta.collection)  # fail fast, before the bytes arrive
 
         limit = self.settings.max_upload_bytes
         parts: list[bytes] = []
@@ -228,7 +231,7 @@ class IngestService:
         content = b"".join(parts)
         mime_type = detect_mime_type(filename, meta.mime_type, content[:8])
         document, created = await self.store.create_document(
-            NewDocument(meta.collection, filename, mime_type, dict(meta.metadata), meta.request_id or None,
+            NewDocument(tenant_id, meta.collection, filename, mime_type, dict(meta.metadata), meta.request_id or None,
                         content, digest.hexdigest())
         )
         if created:
@@ -236,10 +239,10 @@ class IngestService:
             log.info("document uploaded", extra={"document_id": str(document["id"]), "bytes": size})
         return document, created
 
-    async def get_document(self, document_id: str):
-        return await self.store.get_document_with_history(parse_id(document_id))
+    async def get_document(self, tenant_id: int, document_id: str):
+        return await self.store.get_document_with_history(tenant_id, parse_id(document_id))
 
-    async def list_documents(self, collection: str, status: D | None, page_size: int, page_token: str):
+    async def list_documents(self, tenant_id: int, collection: str, status: D | None, page_size: int, page_token: str):
         limit = page_size_of(page_size)
         filters = f"{collection}|{status or ''}"
         token = decode_token(page_token, filters)
@@ -249,32 +252,32 @@ class IngestService:
                 after = (dt.datetime.fromisoformat(token["t"]), uuid.UUID(token["i"]))
             except (KeyError, ValueError, TypeError):
                 raise InvalidArgument("page_token is not valid", reason="INVALID_PAGE_TOKEN") from None
-        rows = await self.store.list_documents(collection or None, str(status) if status else None, after, limit + 1)
+        rows = await self.store.list_documents(tenant_id, collection or None, str(status) if status else None, after, limit + 1)
         next_token = ""
         if len(rows) > limit:
             last = rows[limit - 1]
             next_token = encode_token({"f": filters, "t": last["created_at"].isoformat(), "i": str(last["id"])})
         return rows[:limit], next_token
 
-    async def delete_document(self, document_id: str) -> bool:
+    async def delete_document(self, tenant_id: int, document_id: str) -> bool:
         doc_id = parse_id(document_id)
-        cancelled = await self.store.delete_document(doc_id)
+        cancelled = await self.store.delete_document(tenant_id, doc_id)
         log.info("document deleted", extra={"document_id": str(doc_id), "cancelled_running_job": cancelled})
         return cancelled
 
-    async def retry_document(self, document_id: str):
-        return await self.store.restart_document(parse_id(document_id), D.FAILED)
+    async def retry_document(self, tenant_id: int, document_id: str):
+        return await self.store.restart_document(tenant_id, parse_id(document_id), D.FAILED)
 
-    async def reprocess_document(self, document_id: str):
-        return await self.store.restart_document(parse_id(document_id), D.READY)
+    async def reprocess_document(self, tenant_id: int, document_id: str):
+        return await self.store.restart_document(tenant_id, parse_id(document_id), D.READY)
 
-    async def watch_document(self, document_id: str) -> AsyncIterator[dict[str, Any]]:
+    async def watch_document(self, tenant_id: int, document_id: str) -> AsyncIterator[dict[str, Any]]:
         """The document now, then its state after each committed change, until READY or FAILED."""
         doc_id = parse_id(document_id)
         with self.hub.watch_document(str(doc_id)) as signal:
             changed = signal.current()
             last_event = await self.store.latest_event_id(doc_id)
-            document = await self.store.get_document(doc_id)
+            document = await self.store.get_document(tenant_id, doc_id)
             yield document
             status = document["status"]
             while status not in TERMINAL:
@@ -285,9 +288,9 @@ class IngestService:
                 changed = signal.current()
                 events = await self.store.document_events_after(doc_id, last_event)
                 if not events:
-                    await self.store.get_document(doc_id)  # raises NOT_FOUND once deleted
+                    await self.store.get_document(tenant_id, doc_id)  # raises NOT_FOUND once deleted
                     continue
-                base = await self.store.get_document(doc_id)
+                base = await self.store.get_document(tenant_id, doc_id)
                 for event in events:
                     last_event = event["id"]
                     merged = {**base, **{k: v for k, v in event.items() if k != "id"}}
@@ -399,9 +402,12 @@ class IngestService:
         return rows
 
     async def fail_job(self, job_id: str, lease_token: str, retryable: bool, error_code: str, error_message: str):
-        code = error_code or ("TRANSIENT_ERROR" if retryable else "PROCESSING_FAILED")
+        code = error_code or WorkerErrorCode.WORKER_INTERNAL_ERROR
         if not ERROR_CODE.match(code):
             raise InvalidArgument("error_code must be UPPER_SNAKE_CASE, at most 64 characters", reason="INVALID_ERROR_CODE")
+        if not is_registered(code):
+            # Its owner reads this code as the cause: only the registry's codes are believable.
+            raise InvalidArgument(f"error_code {code} is not a registered worker error code", reason="UNKNOWN_ERROR_CODE")
         document, will_retry = await self.store.fail_job(
             parse_id(job_id, "job"), parse_id(lease_token, "lease token"), retryable, code, safe_error_message(error_message)
         )

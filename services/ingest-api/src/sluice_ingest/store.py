@@ -20,7 +20,14 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from sluice_common import vector_index
-from sluice_common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, LeaseNotHeld, NotFound
+from sluice_common.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    LeaseNotHeld,
+    NotFound,
+    ResourceExhausted,
+)
 
 from . import metrics
 from .domain import (
@@ -59,6 +66,7 @@ COLLECTION_SELECT = """
 
 @dataclass(frozen=True)
 class NewCollection:
+    tenant_id: int
     name: str
     description: str
     embedder_provider: str
@@ -72,6 +80,7 @@ class NewCollection:
 
 @dataclass(frozen=True)
 class NewDocument:
+    tenant_id: int
     collection: str
     filename: str
     mime_type: str
@@ -109,15 +118,16 @@ class PostgresStore:
 
     async def create_collection(self, new: NewCollection) -> dict[str, Any]:
         async with self.pool.connection() as conn, conn.transaction():
+            await self._check_quota(conn, new.tenant_id, collections=1)
             try:
                 row = await (
                     await conn.cursor(row_factory=dict_row).execute(
                         """
-                        INSERT INTO collections (name, description, embedder_provider, embedder_model, dimensions,
+                        INSERT INTO collections (tenant_id, name, description, embedder_provider, embedder_model, dimensions,
                             chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)
-                        VALUES (%(name)s, %(description)s, %(embedder_provider)s, %(embedder_model)s, %(dimensions)s,
+                        VALUES (%(tenant_id)s, %(name)s, %(description)s, %(embedder_provider)s, %(embedder_model)s, %(dimensions)s,
                             %(chunk_max_characters)s, %(chunk_new_after_n_chars)s, %(chunk_overlap)s, %(max_attempts)s)
-                        ON CONFLICT (name) DO NOTHING
+                        ON CONFLICT (tenant_id, name) DO NOTHING
                         RETURNING id
                         """,
                         new.__dict__,
@@ -128,46 +138,53 @@ class PostgresStore:
             if row is None:
                 raise AlreadyExists(f"collection {new.name!r} already exists", reason="COLLECTION_EXISTS", collection=new.name)
             await conn.execute(vector_index.create_index_sql(row["id"], new.dimensions))
-            return await self._collection(conn, new.name)
+            return await self._collection(conn, new.tenant_id, new.name)
 
-    async def get_collection(self, name: str) -> dict[str, Any]:
+    async def get_collection(self, tenant_id: int, name: str) -> dict[str, Any]:
         async with self.pool.connection() as conn:
-            return await self._collection(conn, name)
+            return await self._collection(conn, tenant_id, name)
 
-    async def collection_settings(self, name: str) -> dict[str, Any]:
+    async def collection_settings(self, tenant_id: int, name: str) -> dict[str, Any]:
         """The collection's own columns, without the document counts (cheap: for hot paths)."""
         async with self.pool.connection() as conn:
-            return await self._collection_settings(conn, name)
+            return await self._collection_settings(conn, tenant_id, name)
 
-    async def _collection_settings(self, conn: psycopg.AsyncConnection, name: str) -> dict[str, Any]:
+    async def _collection_settings(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> dict[str, Any]:
         row = await (
-            await conn.cursor(row_factory=dict_row).execute("SELECT * FROM collections WHERE name = %s", (name,))
+            await conn.cursor(row_factory=dict_row).execute(
+                "SELECT * FROM collections WHERE tenant_id = %s AND name = %s", (tenant_id, name)
+            )
         ).fetchone()
         if row is None:
             raise NotFound(f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", collection=name)
         return row
 
-    async def _collection(self, conn: psycopg.AsyncConnection, name: str) -> dict[str, Any]:
+    async def _collection(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> dict[str, Any]:
         row = await (
-            await conn.cursor(row_factory=dict_row).execute(COLLECTION_SELECT + " WHERE c.name = %s", (name,))
+            await conn.cursor(row_factory=dict_row).execute(
+                COLLECTION_SELECT + " WHERE c.tenant_id = %s AND c.name = %s", (tenant_id, name)
+            )
         ).fetchone()
         if row is None:
             raise NotFound(f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", collection=name)
         return row
 
-    async def list_collections(self, after: str | None, limit: int) -> list[dict[str, Any]]:
+    async def list_collections(self, tenant_id: int, after: str | None, limit: int) -> list[dict[str, Any]]:
         async with self.pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
-                COLLECTION_SELECT + " WHERE %(after)s::text IS NULL OR c.name > %(after)s ORDER BY c.name LIMIT %(limit)s",
-                {"after": after, "limit": limit},
+                COLLECTION_SELECT + " WHERE c.tenant_id = %(tenant)s AND (%(after)s::text IS NULL OR c.name > %(after)s)"
+                " ORDER BY c.name LIMIT %(limit)s",
+                {"tenant": tenant_id, "after": after, "limit": limit},
             )
             return await cur.fetchall()
 
-    async def delete_collection(self, name: str, force: bool) -> int:
+    async def delete_collection(self, tenant_id: int, name: str, force: bool) -> int:
         async with self.pool.connection() as conn, conn.transaction():
             row = await (
-                await conn.execute("SELECT id FROM collections WHERE name = %s FOR UPDATE", (name,))
+                await conn.execute(
+                    "SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR UPDATE", (tenant_id, name)
+                )
             ).fetchone()
             if row is None:
                 raise NotFound(f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", collection=name)
@@ -200,9 +217,11 @@ class PostgresStore:
         request_id or for the same content in the same collection.
         """
         async with self.pool.connection() as conn, conn.transaction():
-            collection = await self._collection_settings(conn, new.collection)
+            collection = await self._collection_settings(conn, new.tenant_id, new.collection)
             if new.request_id:
-                existing = await self._document_where(conn, "d.request_id = %s", (new.request_id,))
+                existing = await self._document_where(
+                    conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
+                )
                 if existing is not None:
                     if existing["collection_id"] != collection["id"] or existing["content_sha256"] != new.content_sha256:
                         raise AlreadyExists(
@@ -211,15 +230,18 @@ class PostgresStore:
                             request_id=new.request_id,
                         )
                     return existing, False
+            await self._check_quota(conn, new.tenant_id, documents=1, stored_bytes=len(new.content))
             row = await (
                 await conn.execute(
                     """
-                    INSERT INTO documents (collection_id, filename, mime_type, content_sha256, size_bytes, metadata, request_id)
-                    VALUES (%s, %s, %s, %s, %s, %s, %s)
+                    INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes,
+                        metadata, request_id)
+                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
                     ON CONFLICT DO NOTHING
                     RETURNING id
                     """,
                     (
+                        new.tenant_id,
                         collection["id"],
                         new.filename,
                         new.mime_type,
@@ -236,7 +258,9 @@ class PostgresStore:
                     conn, "d.collection_id = %s AND d.content_sha256 = %s", (collection["id"], new.content_sha256)
                 )
                 if existing is None and new.request_id:
-                    existing = await self._document_where(conn, "d.request_id = %s", (new.request_id,))
+                    existing = await self._document_where(
+                        conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
+                    )
                 if existing is None:  # pragma: no cover - the conflicting row was deleted meanwhile
                     raise FailedPrecondition("the upload raced with a deletion; try again", reason="UPLOAD_RACE")
                 return existing, False
@@ -250,13 +274,15 @@ class PostgresStore:
             )
             return await self._document(conn, document_id), True
 
-    async def get_document(self, document_id: uuid.UUID) -> dict[str, Any]:
+    async def get_document(self, tenant_id: int, document_id: uuid.UUID) -> dict[str, Any]:
         async with self.pool.connection() as conn:
-            return await self._document(conn, document_id)
+            return await self._document(conn, document_id, tenant_id)
 
-    async def get_document_with_history(self, document_id: uuid.UUID) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def get_document_with_history(
+        self, tenant_id: int, document_id: uuid.UUID
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         async with self.pool.connection() as conn, conn.transaction():
-            document = await self._document(conn, document_id)
+            document = await self._document(conn, document_id, tenant_id)
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
                 "SELECT number, worker_id, stage::text AS stage, outcome::text AS outcome, error_code, error_message,"
@@ -266,6 +292,7 @@ class PostgresStore:
             return document, await cur.fetchall()
 
     async def latest_event_id(self, document_id: uuid.UUID) -> int:
+        """The newest event of a document (callers have checked its tenant with get_document)."""
         async with self.pool.connection() as conn:
             row = await (
                 await conn.execute("SELECT coalesce(max(id), 0) FROM document_events WHERE document_id = %s", (document_id,))
@@ -286,15 +313,16 @@ class PostgresStore:
 
     async def list_documents(
         self,
+        tenant_id: int,
         collection: str | None,
         status: str | None,
         after: tuple[dt.datetime, uuid.UUID] | None,
         limit: int,
     ) -> list[dict[str, Any]]:
         async with self.pool.connection() as conn:
-            conditions, params = [], []
+            conditions, params = ["d.tenant_id = %s"], [tenant_id]
             if collection:
-                collection_row = await self._collection_settings(conn, collection)
+                collection_row = await self._collection_settings(conn, tenant_id, collection)
                 conditions.append("d.collection_id = %s")
                 params.append(collection_row["id"])
             if status:
@@ -303,32 +331,36 @@ class PostgresStore:
             if after:
                 conditions.append("(d.created_at, d.id) < (%s, %s)")
                 params.extend(after)
-            where = (" WHERE " + " AND ".join(conditions)) if conditions else ""
+            where = " WHERE " + " AND ".join(conditions)
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(DOCUMENT_SELECT + where + " ORDER BY d.created_at DESC, d.id DESC LIMIT %s", (*params, limit))
             return await cur.fetchall()
 
-    async def delete_document(self, document_id: uuid.UUID) -> bool:
+    async def delete_document(self, tenant_id: int, document_id: uuid.UUID) -> bool:
         """Deletes the document with its content, job, attempts and chunks; True if a job was running."""
         async with self.pool.connection() as conn, conn.transaction():
             job = await (
                 await conn.execute(
-                    "SELECT status::text FROM ingestion_jobs WHERE document_id = %s FOR UPDATE", (document_id,)
+                    "SELECT j.status::text FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
+                    " WHERE j.document_id = %s AND d.tenant_id = %s FOR UPDATE OF j",
+                    (document_id, tenant_id),
                 )
             ).fetchone()
             if job is None:
                 raise NotFound(f"document {document_id} does not exist", reason="DOCUMENT_NOT_FOUND")
-            await conn.execute("DELETE FROM documents WHERE id = %s", (document_id,))
+            await conn.execute("DELETE FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id))
             return job[0] == J.RUNNING
 
-    async def restart_document(self, document_id: uuid.UUID, expected: D) -> dict[str, Any]:
+    async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: D) -> dict[str, Any]:
         """RetryDocument (FAILED) and ReprocessDocument (READY): back to PENDING with fresh attempts."""
         job_from = J.FAILED if expected == D.FAILED else J.SUCCEEDED
         check_document_transition(expected, D.PENDING)
         async with self.pool.connection() as conn, conn.transaction():
             job = await (
                 await conn.execute(
-                    "SELECT id, status::text FROM ingestion_jobs WHERE document_id = %s FOR UPDATE", (document_id,)
+                    "SELECT j.id, j.status::text FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
+                    " WHERE j.document_id = %s AND d.tenant_id = %s FOR UPDATE OF j",
+                    (document_id, tenant_id),
                 )
             ).fetchone()
             if job is None:
@@ -346,7 +378,7 @@ class PostgresStore:
                 )
             ).fetchone()
             if updated is None or job[1] != job_from:
-                current = await self._document(conn, document_id)
+                current = await self._document(conn, document_id, tenant_id)
                 verb = "retried" if expected == D.FAILED else "reprocessed"
                 raise FailedPrecondition(
                     f"only a {expected} document can be {verb}; this one is {current['status']}",
@@ -361,10 +393,63 @@ class PostgresStore:
                 """,
                 (job[0], str(job_from)),
             )
-            return await self._document(conn, document_id)
+            return await self._document(conn, document_id, tenant_id)
 
-    async def _document(self, conn: psycopg.AsyncConnection, document_id: uuid.UUID) -> dict[str, Any]:
-        row = await self._document_where(conn, "d.id = %s", (document_id,))
+    async def _check_quota(
+        self, conn: psycopg.AsyncConnection, tenant_id: int, *, documents: int = 0, stored_bytes: int = 0,
+        collections: int = 0,
+    ) -> None:
+        """Refuse (RESOURCE_EXHAUSTED, nothing written) what would take the tenant over a quota.
+
+        Only a tenant with quotas pays for this: its row is locked for the rest of the
+        transaction, so two concurrent uploads cannot both take the last place.
+        """
+        quota = await (
+            await conn.execute(
+                "SELECT max_documents, max_stored_bytes, max_collections FROM tenants WHERE id = %s", (tenant_id,)
+            )
+        ).fetchone()
+        if quota is None:
+            raise NotFound("the tenant of this key no longer exists", reason="TENANT_NOT_FOUND")
+        max_documents, max_bytes, max_collections = quota
+        if max_documents is None and max_bytes is None and max_collections is None:
+            return
+        await conn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
+        if collections and max_collections is not None:
+            (count,) = await (
+                await conn.execute("SELECT count(*) FROM collections WHERE tenant_id = %s", (tenant_id,))
+            ).fetchone()
+            if count + collections > max_collections:
+                raise ResourceExhausted(
+                    f"the tenant's quota of {max_collections} collections is used up", reason="QUOTA_EXCEEDED",
+                    quota="collections", limit=max_collections,
+                )
+        if (documents and max_documents is not None) or (stored_bytes and max_bytes is not None):
+            count, total = await (
+                await conn.execute(
+                    "SELECT count(*), coalesce(sum(size_bytes), 0) FROM documents WHERE tenant_id = %s", (tenant_id,)
+                )
+            ).fetchone()
+            if max_documents is not None and count + documents > max_documents:
+                raise ResourceExhausted(
+                    f"the tenant's quota of {max_documents} documents is used up", reason="QUOTA_EXCEEDED",
+                    quota="documents", limit=max_documents,
+                )
+            if max_bytes is not None and total + stored_bytes > max_bytes:
+                raise ResourceExhausted(
+                    f"this upload would take the tenant over its quota of {max_bytes} stored bytes",
+                    reason="QUOTA_EXCEEDED", quota="stored_bytes", limit=max_bytes,
+                )
+
+    async def _document(
+        self, conn: psycopg.AsyncConnection, document_id: uuid.UUID, tenant_id: int | None = None
+    ) -> dict[str, Any]:
+        """The document by id; with `tenant_id`, only if it is that tenant's (else NOT_FOUND).
+        Without it only for JobService paths, whose job ids were fenced by their lease."""
+        if tenant_id is None:
+            row = await self._document_where(conn, "d.id = %s", (document_id,))
+        else:
+            row = await self._document_where(conn, "d.id = %s AND d.tenant_id = %s", (document_id, tenant_id))
         if row is None:
             raise NotFound(f"document {document_id} does not exist", reason="DOCUMENT_NOT_FOUND")
         return row
@@ -537,11 +622,13 @@ class PostgresStore:
             raise LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
         doc = await (
             await conn.execute(
-                "SELECT status::text, collection_id FROM documents WHERE id = %s FOR UPDATE", (job["document_id"],)
+                "SELECT status::text, collection_id, tenant_id FROM documents WHERE id = %s FOR UPDATE",
+                (job["document_id"],),
             )
         ).fetchone()
         job["document_status"] = D(doc[0])
         job["collection_id"] = doc[1]
+        job["tenant_id"] = doc[2]
         return job
 
     async def renew_lease(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> dt.datetime | None:
@@ -623,9 +710,9 @@ class PostgresStore:
             job = await self._locked_lease(conn, job_id, lease_token)
             await conn.execute(
                 """
-                INSERT INTO chunk_snapshots (content_sha256, pipeline_version, chunk_count, chunks)
-                SELECT content_sha256, %s, %s, %s FROM documents WHERE id = %s
-                ON CONFLICT (content_sha256, pipeline_version)
+                INSERT INTO chunk_snapshots (tenant_id, content_sha256, pipeline_version, chunk_count, chunks)
+                SELECT tenant_id, content_sha256, %s, %s, %s FROM documents WHERE id = %s
+                ON CONFLICT (tenant_id, content_sha256, pipeline_version)
                 DO UPDATE SET chunks = EXCLUDED.chunks, chunk_count = EXCLUDED.chunk_count, created_at = now()
                 """,
                 (pipeline_version, len(chunks), json.dumps(chunks), job["document_id"]),
@@ -636,7 +723,8 @@ class PostgresStore:
             job = await self._locked_lease(conn, job_id, lease_token)
             row = await (
                 await conn.execute(
-                    "SELECT s.chunks FROM chunk_snapshots s JOIN documents d ON d.content_sha256 = s.content_sha256"
+                    "SELECT s.chunks FROM chunk_snapshots s"
+                    " JOIN documents d ON d.tenant_id = s.tenant_id AND d.content_sha256 = s.content_sha256"
                     " WHERE d.id = %s AND s.pipeline_version = %s",
                     (job["document_id"], pipeline_version),
                 )
@@ -669,14 +757,15 @@ class PostgresStore:
                 )
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (job["document_id"],))
             async with conn.cursor().copy(
-                "COPY chunks (document_id, collection_id, chunk_index, text, page_number, element_type, section_title,"
-                " text_as_html, embedding, search_terms) FROM STDIN WITH (FORMAT BINARY)"
+                "COPY chunks (document_id, tenant_id, collection_id, chunk_index, text, page_number, element_type,"
+                " section_title, text_as_html, embedding, search_terms) FROM STDIN WITH (FORMAT BINARY)"
             ) as copy:
-                copy.set_types(["uuid", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text"])
+                copy.set_types(["uuid", "int8", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text"])
                 for chunk in chunks:
                     await copy.write_row(
                         (
                             job["document_id"],
+                            job["tenant_id"],
                             job["collection_id"],
                             chunk.index,
                             chunk.text,
