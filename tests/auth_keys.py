@@ -20,3 +20,10 @@ def aio_channel(address: str, role: str | None = None, **kwargs):
 
 def metadata(role: str = "client") -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {KEYS[role]}"),)
+
+
+def search_url(database_url: str) -> str:
+    """The URL of `database_url` for search's read-only login (sluice_search, made by conftest)."""
+    from sluice_common.embedded_pg import user_uri
+
+    return user_uri(database_url, "sluice_search")

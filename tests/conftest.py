@@ -12,9 +12,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from auth_keys import KEYS
+from auth_keys import KEYS, search_url
 from sluice_common.auth import generate_key
-from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
+from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
 from sluice_ingest.tenants import bootstrap_keys
 
 TEMPLATE = "sluice_template"
@@ -65,11 +65,6 @@ def template_uri(pg_admin_uri):
             " CREATE ROLE sluice_search LOGIN IN ROLE sluice_search_reader; END IF; END $$"
         )
     return uri
-
-
-def search_url(database_url: str) -> str:
-    """The URL of `database_url` for search's read-only login (sluice_search)."""
-    return user_uri(database_url, "sluice_search")
 
 
 @pytest.fixture
@@ -130,6 +125,7 @@ INGEST_TEST_DEFAULTS = {
     "retry_delay_seconds": 0.05,
     "log_json": False,
     "log_level": "WARNING",
+    "rate_limit_per_second": 0.0,  # the rate-limit tests turn it on
 }
 
 

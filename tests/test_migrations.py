@@ -16,14 +16,14 @@ def test_pgvector_and_tables(database_url):
 def test_failed_document_requires_message(database_url):
     with psycopg.connect(database_url) as conn:
         cid = conn.execute(
-            "INSERT INTO collections (name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
-            " chunk_new_after_n_chars, chunk_overlap, max_attempts) VALUES ('c', 'hashing', 'h', 8, 1000, 800, 0, 3)"
+            "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
+            " chunk_new_after_n_chars, chunk_overlap, max_attempts) VALUES (1, 'c', 'hashing', 'h', 8, 1000, 800, 0, 3)"
             " RETURNING id"
         ).fetchone()[0]
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(
-                "INSERT INTO documents (collection_id, filename, mime_type, status, content_sha256, size_bytes)"
-                " VALUES (%s, 'a.txt', 'text/plain', 'FAILED', repeat('a', 64), 1)",
+                "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, status, content_sha256, size_bytes)"
+                " VALUES (1, %s, 'a.txt', 'text/plain', 'FAILED', repeat('a', 64), 1)",
                 (cid,),
             )
 

@@ -10,6 +10,8 @@ outcome of processing must be chosen by the test, quickly.
 
 from __future__ import annotations
 
+import auth_keys
+
 import asyncio
 import os
 import re
@@ -71,7 +73,7 @@ class ScriptedWorker:
 
     def __init__(self, address: str, step_seconds: float = 0.0) -> None:
         self.step_seconds = step_seconds
-        self.channel = grpc.insecure_channel(address)
+        self.channel = auth_keys.channel(address)
         self.jobs = job_service_pb2_grpc.JobServiceStub(self.channel)
         self.failed_once: set[str] = set()
         self.processed: list[str] = []

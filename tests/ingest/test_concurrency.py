@@ -22,10 +22,10 @@ def seed_jobs(database_url: str, collection: str, count: int) -> None:
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(
             """
-            WITH c AS (SELECT id, max_attempts FROM collections WHERE name = %s),
+            WITH c AS (SELECT id, tenant_id, max_attempts FROM collections WHERE name = %s),
                  d AS (
-                    INSERT INTO documents (collection_id, filename, mime_type, content_sha256, size_bytes)
-                    SELECT c.id, 'f' || g || '.txt', 'text/plain', encode(sha256(g::text::bytea), 'hex'), 1
+                    INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes)
+                    SELECT c.tenant_id, c.id, 'f' || g || '.txt', 'text/plain', encode(sha256(g::text::bytea), 'hex'), 1
                     FROM c, generate_series(1, %s) g
                     RETURNING id, collection_id)
             INSERT INTO ingestion_jobs (document_id, max_attempts)
@@ -80,7 +80,7 @@ def test_eight_claimers_claim_every_job_exactly_once_per_attempt(ingest_api, dat
                 c = Clients(ingest_api.address)
                 from sluice.v1 import job_service_pb2 as js
                 c.jobs.FailJob(js.FailJobRequest(lease=js.LeaseRef(job_id=job_id, lease_token=token), retryable=True,
-                                                 error_code="TRANSIENT", error_message="try again"))
+                                                 error_code="EMBEDDING_UNAVAILABLE", error_message="try again"))
                 c.close()
 
             with ThreadPoolExecutor(CLAIMERS) as pool:

@@ -6,7 +6,7 @@ import hashlib
 import itertools
 import uuid
 
-import grpc
+import auth_keys
 import numpy as np
 import psycopg
 import pytest
@@ -30,12 +30,14 @@ class Seeder:
         register_vector(self.conn)
 
     def collection(self, name: str, dimensions: int, *, provider: str = "hashing", model: str = "hashing-v1",
-                   index: bool = True) -> int:
+                   index: bool = True, tenant: str = "default") -> int:
+        self.conn.execute("INSERT INTO tenants (name) VALUES (%s) ON CONFLICT DO NOTHING", (tenant,))
         cid = self.conn.execute(
-            "INSERT INTO collections (name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
-            " chunk_new_after_n_chars, chunk_overlap, max_attempts) VALUES (%s, %s, %s, %s, 1500, 1000, 0, 3)"
+            "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
+            " chunk_new_after_n_chars, chunk_overlap, max_attempts)"
+            " SELECT t.id, %s, %s, %s, %s, 1500, 1000, 0, 3 FROM tenants t WHERE t.name = %s"
             " RETURNING id",
-            (name, provider, model, dimensions),
+            (name, provider, model, dimensions, tenant),
         ).fetchone()[0]
         if index:
             self.conn.execute(vector_index.create_index_sql(cid, dimensions))
@@ -46,19 +48,21 @@ class Seeder:
         sha = hashlib.sha256(f"{filename}-{next(_content)}-{uuid.uuid4()}".encode()).hexdigest()
         error = "failed for a test" if status == "FAILED" else None
         return str(self.conn.execute(
-            "INSERT INTO documents (collection_id, filename, mime_type, status, content_sha256, size_bytes, metadata,"
-            " error_message) VALUES (%s, %s, %s, %s, %s, 1, %s, %s) RETURNING id",
-            (collection_id, filename, mime_type, status, sha, Jsonb(metadata or {}), error),
+            "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, status, content_sha256, size_bytes,"
+            " metadata, error_message) SELECT c.tenant_id, c.id, %s, %s, %s, %s, 1, %s, %s FROM collections c"
+            " WHERE c.id = %s RETURNING id",
+            (filename, mime_type, status, sha, Jsonb(metadata or {}), error, collection_id),
         ).fetchone()[0])
 
     def chunks(self, collection_id: int, document_id: str, texts: list[str], vectors, *, start_index: int = 0) -> None:
+        (tenant_id,) = self.conn.execute("SELECT tenant_id FROM documents WHERE id = %s", (document_id,)).fetchone()
         with self.conn.cursor().copy(
-            "COPY chunks (document_id, collection_id, chunk_index, text, page_number, element_type, embedding,"
+            "COPY chunks (document_id, tenant_id, collection_id, chunk_index, text, page_number, element_type, embedding,"
             " search_terms) FROM STDIN WITH (FORMAT BINARY)"
         ) as copy:
-            copy.set_types(["uuid", "int8", "int4", "text", "int4", "text", "vector", "text"])
+            copy.set_types(["uuid", "int8", "int8", "int4", "text", "int4", "text", "vector", "text"])
             for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
-                copy.write_row((uuid.UUID(document_id), collection_id, start_index + i, text, 1, "NarrativeText",
+                copy.write_row((uuid.UUID(document_id), tenant_id, collection_id, start_index + i, text, 1, "NarrativeText",
                                 np.asarray(vector, dtype=np.float32), textsearch.search_terms(text)))
 
     def set_status(self, document_id: str, status: str) -> None:
@@ -97,8 +101,8 @@ def embedding_like_vectors(n: int, dimensions: int, seed: int = 0, latent: int =
 
 
 @pytest.fixture
-def search_settings(database_url) -> SearchSettings:
-    return SearchSettings(search_bind="127.0.0.1:0", search_database_url=database_url, search_collection_cache_seconds=0.5,
+def search_settings(search_database_url) -> SearchSettings:
+    return SearchSettings(search_bind="127.0.0.1:0", search_database_url=search_database_url, search_collection_cache_seconds=0.5, rate_limit_per_second=0.0,
                           search_pool_min_size=1, search_pool_max_size=4, log_json=False)
 
 
@@ -107,7 +111,7 @@ async def search_stub(search_settings):
     """A SearchService stub talking to a real in-process server over a real channel."""
     server = await create_server(search_settings)
     await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
+    channel = auth_keys.aio_channel(f"127.0.0.1:{server.port}")
     try:
         yield search_service_pb2_grpc.SearchServiceStub(channel)
     finally:

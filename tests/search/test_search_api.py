@@ -222,13 +222,15 @@ async def test_warm_up_loads_each_local_embedder_the_collections_use(database_ur
     from sluice_search.repository import SearchRepository, open_read_pool
     from sluice_search.service import SearchService
     import psycopg
+    from auth_keys import search_url
 
     with psycopg.connect(database_url, autocommit=True) as conn:
         for name, provider, model, dims in [("a", "hashing", "hashing-v1", 16), ("b", "hashing", "hashing-v1", 16),
                                             ("c", "openai", "text-embedding-3-small", 8)]:
             conn.execute(
-                "INSERT INTO collections (name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
-                " chunk_new_after_n_chars, chunk_overlap, max_attempts) VALUES (%s, %s, %s, %s, 1000, 800, 0, 3)",
+                "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
+                " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
+                " VALUES (1, %s, %s, %s, %s, 1000, 800, 0, 3)",
                 (name, provider, model, dims))
     loaded = []
 
@@ -236,7 +238,7 @@ async def test_warm_up_loads_each_local_embedder_the_collections_use(database_ur
         loaded.append((provider, model, dims))
         return get_embedder(provider, model, dims)
 
-    pool = await open_read_pool(database_url, min_size=1, max_size=2, ef_search=40, max_scan_tuples=1000,
+    pool = await open_read_pool(search_url(database_url), min_size=1, max_size=2, ef_search=40, max_scan_tuples=1000,
                                 statement_timeout_ms=5000)
     try:
         service = SearchService(SearchRepository(pool), embedder_factory=factory)
@@ -245,8 +247,9 @@ async def test_warm_up_loads_each_local_embedder_the_collections_use(database_ur
         assert await service.warm_up() == 0  # already loaded: nothing more
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute(
-                "INSERT INTO collections (name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
-                " chunk_new_after_n_chars, chunk_overlap, max_attempts) VALUES ('d', 'hashing', 'h2', 24, 1000, 800, 0, 3)")
+                "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
+                " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
+                " VALUES (1, 'd', 'hashing', 'h2', 24, 1000, 800, 0, 3)")
         assert await service.warm_up() == 1  # a collection created later is picked up
         assert loaded[-1] == ("hashing", "h2", 24)
     finally:

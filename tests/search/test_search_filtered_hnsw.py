@@ -91,7 +91,7 @@ def test_without_iterative_scan_the_filter_starves_results(database_url, seed, b
     join keeps ~10% of them, so LIMIT 10 is not reached. (Why search sets iterative_scan.)"""
     cid, documents, vectors = big
     set_not_ready(seed, documents, 0.9)
-    collection = Collection(cid, "big", "hashing", "hashing-v1", DIM)
+    collection = Collection(cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1)
     query, params = vector_query(collection, random_unit_vectors(1, DIM, seed=5)[0], 10, DocumentFilter())
     with psycopg.connect(database_url) as conn:
         register_vector(conn)
@@ -107,7 +107,7 @@ def test_partial_index_survives_a_generic_plan(database_url, big):
     """Collection id and dimension are literals, so even a forced generic plan of a prepared
     statement uses the collection's partial index; with the id as a parameter it could not."""
     cid, _, _ = big
-    collection = Collection(cid, "big", "hashing", "hashing-v1", DIM)
+    collection = Collection(cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1)
     query, _ = vector_query(collection, [0.0] * DIM, 10, DocumentFilter())
     with psycopg.connect(database_url, autocommit=True) as conn:
         text = query.as_string(conn).replace("%(v)s", "$1")

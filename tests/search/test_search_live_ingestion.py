@@ -10,6 +10,8 @@ or DeleteDocument returns.
 
 from __future__ import annotations
 
+import auth_keys
+
 import asyncio
 from collections import Counter
 
@@ -43,7 +45,7 @@ async def upload(documents, n: int) -> str:
 
 @pytest.fixture
 async def ingest_channel(ingest_api):
-    channel = grpc.aio.insecure_channel(ingest_api.address)
+    channel = auth_keys.aio_channel(ingest_api.address)
     yield channel
     await channel.close()
 

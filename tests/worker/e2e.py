@@ -3,6 +3,8 @@ subprocesses, bounded waits, and a look at the database to count what was writte
 
 from __future__ import annotations
 
+import auth_keys
+
 import asyncio
 import contextlib
 import os
@@ -28,7 +30,7 @@ class Docs:
     """DocumentService over grpc.aio."""
 
     def __init__(self, address: str) -> None:
-        self.channel = grpc.aio.insecure_channel(address)
+        self.channel = auth_keys.aio_channel(address)
         self.stub = document_service_pb2_grpc.DocumentServiceStub(self.channel)
 
     async def close(self) -> None:
@@ -84,6 +86,7 @@ class Docs:
 def worker_settings(address: str, **overrides) -> WorkerSettings:
     values = {
         "ingest_address": address,
+        "api_key": auth_keys.KEYS["worker"],
         "worker_id": "test-worker",
         "worker_concurrency": 2,
         "claim_wait_seconds": 0.5,
@@ -128,6 +131,7 @@ class WorkerProcess:
         environment = {
             **os.environ,
             "SLUICE_INGEST_ADDRESS": address,
+            "SLUICE_API_KEY": auth_keys.KEYS["worker"],
             "SLUICE_CLAIM_WAIT_SECONDS": "0.5",
             "SLUICE_PROGRESS_INTERVAL_SECONDS": "0",
             "SLUICE_LOG_LEVEL": "INFO",

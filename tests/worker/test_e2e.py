@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import auth_keys
+
 import asyncio
 import json
 import signal
@@ -195,7 +197,7 @@ async def test_worker_killed_mid_embedding_is_finished_by_another_from_the_snaps
 async def test_a_stale_worker_cannot_write_chunks(ingest_api_factory, sandbox_pool, documents_dir, database_url):
     ingest = ingest_api_factory(lease_seconds=1.0)
     docs = Docs(ingest.address)
-    stale_client, fresh_client = JobClient(ingest.address), JobClient(ingest.address)
+    stale_client, fresh_client = JobClient(ingest.address, api_key=auth_keys.KEYS["worker"]), JobClient(ingest.address, api_key=auth_keys.KEYS["worker"])
     try:
         await docs.create_collection("stale")
         document = await docs.upload("stale", "operations.md", (documents_dir / "operations.md").read_bytes())

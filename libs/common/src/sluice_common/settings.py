@@ -33,8 +33,8 @@ class CommonSettings(BaseSettings):
     # Seconds an API-key lookup is reused; a revoked key is refused within this time (keep ≤ 1).
     auth_cache_seconds: float = 0.5
     # Per-key request rate limit of this process (token bucket): calls a second and burst; 0 disables.
-    rate_limit_per_second: float = 50.0
-    rate_limit_burst: float = 200.0
+    rate_limit_per_second: float = 100.0
+    rate_limit_burst: float = 400.0
 
     def server_tls(self):
         from .tls import ServerTLS

@@ -7,6 +7,7 @@ import time
 
 from sluice.v1 import search_service_pb2, search_service_pb2_grpc
 
+from sluice_common.auth import current_principal
 from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
 
 from . import metrics
@@ -51,7 +52,7 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
                 limits=self._limits,
             )
             mode_label = query.mode.value
-            hits = await self._service.search(query)
+            hits = await self._service.search(current_principal().tenant_id, query)
             outcome = "ok"
         except SluiceError as err:
             outcome = err.reason

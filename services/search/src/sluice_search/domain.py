@@ -26,6 +26,7 @@ class Collection:
     embedder_provider: str
     embedder_model: str
     dimensions: int
+    tenant_id: int = 0
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,14 @@ from psycopg_pool import AsyncConnectionPool
 from sluice.v1 import search_service_pb2, search_service_pb2_grpc
 
 from sluice_common import serving
+from sluice_common.auth import AuthInterceptor, KeyDirectory, RateLimiter
 from sluice_common.embedders import get_embedder
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
 
 from .api import SearchServicer
 from .domain import Limits
-from .repository import SearchRepository, open_read_pool
+from .repository import SearchRepository, check_unprivileged, open_read_pool
 from .service import SearchService
 from .settings import SearchSettings
 
@@ -56,6 +57,11 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         max_scan_tuples=settings.search_hnsw_max_scan_tuples,
         statement_timeout_ms=settings.search_statement_timeout_ms,
     )
+    try:
+        await check_unprivileged(pool)
+    except SystemExit:
+        await pool.close()
+        raise
     repository = SearchRepository(pool, collection_cache_seconds=settings.search_collection_cache_seconds)
     service = SearchService(
         repository,
@@ -70,7 +76,15 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         max_filter_values=settings.search_max_filter_values,
     )
     try:
-        server, health_servicer, port = serving.create_server(SERVICE_NAMES, settings.bind)
+        auth = AuthInterceptor(
+            KeyDirectory(pool, cache_seconds=settings.auth_cache_seconds),
+            RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
+            reflection=settings.reflection_enabled,
+        )
+        server, health_servicer, port = serving.create_server(
+            SERVICE_NAMES, settings.bind, interceptors=[auth], tls=settings.server_tls(),
+            allow_plaintext=settings.allow_plaintext,
+        )
     except Exception:
         await pool.close()
         raise

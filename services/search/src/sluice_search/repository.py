@@ -4,6 +4,11 @@ Every query joins `documents` and keeps `d.status = 'READY'` in its WHERE clause
 §1 rule 3): a document being ingested, reprocessed, failed or deleted is invisible to the
 very next query, with no cache in between. Only the collection lookup is cached, briefly.
 
+Tenancy twice (DESIGN.md §7): every query names the caller's tenant in its SQL, and runs in a
+transaction that sets `sluice.tenant_id`, which PostgreSQL's row-level security policies for
+search's role filter on (migration 0004), so even a query that forgot the tenant cannot
+cross it. The transaction, the setting and the query go out in one pipeline (one round trip).
+
 Collection id, dimension and LIMIT are SQL literals (they come from our own table and from a
 validated integer), so the planner can match the per-collection partial HNSW index
 (sluice_common.vector_index); everything a client sends is a bound parameter. Because the
@@ -17,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 import numpy as np
 import psycopg
@@ -32,6 +38,8 @@ from . import metrics
 from .domain import Collection, DocumentFilter, Hit
 
 log = logging.getLogger("sluice.search.repository")
+
+_SET_TENANT = "SELECT set_config('sluice.tenant_id', %s, true)"
 
 _HIT_COLUMNS = sql.SQL(
     "c.id, c.text, d.id::text, d.filename, c.chunk_index, c.page_number, c.element_type, d.metadata"
@@ -81,40 +89,67 @@ async def open_read_pool(
     return pool
 
 
+async def check_unprivileged(pool: AsyncConnectionPool) -> None:
+    """search must be held by row-level security: refuse a role that bypasses it (a superuser,
+    BYPASSRLS, or the tables' owner), whatever URL it was given."""
+    async with pool.connection() as conn:
+        row = await (
+            await conn.execute(
+                "SELECT current_user, r.rolsuper OR r.rolbypassrls"
+                " OR pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = 'chunks'::regclass), 'USAGE')"
+                " FROM pg_roles r WHERE r.rolname = current_user"
+            )
+        ).fetchone()
+    if row[1]:
+        raise SystemExit(
+            f"search refuses to run as PostgreSQL role {row[0]!r}: it bypasses row-level security (superuser, "
+            "BYPASSRLS or the tables' owner). Give SLUICE_SEARCH_DATABASE_URL a login in role sluice_search_reader."
+        )
+
+
 class SearchRepository:
     def __init__(self, pool: AsyncConnectionPool, *, collection_cache_seconds: float = 5.0) -> None:
         self._pool = pool
         self._cache_seconds = collection_cache_seconds
-        self._collections: dict[str, tuple[float, Collection]] = {}
+        self._collections: dict[tuple[int, str], tuple[float, Collection]] = {}
         self._lock = asyncio.Lock()
 
-    async def get_collection(self, name: str) -> Collection | None:
-        """The collection named `name`, from a short-lived cache (only its immutable columns)."""
+    @asynccontextmanager
+    async def _tenant_session(self, tenant_id: int) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A transaction that row-level security holds to `tenant_id` (one round trip)."""
+        async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+            await conn.execute(_SET_TENANT, (str(int(tenant_id)),))
+            yield conn
+
+    async def get_collection(self, tenant_id: int, name: str) -> Collection | None:
+        """The tenant's collection named `name`, from a short-lived cache (immutable columns)."""
         now = time.monotonic()
-        cached = self._collections.get(name)
+        key = (tenant_id, name)
+        cached = self._collections.get(key)
         if cached and now - cached[0] < self._cache_seconds:
             return cached[1]
-        async with self._pool.connection() as conn:
+        async with self._tenant_session(tenant_id) as conn:
             row = await (
                 await conn.execute(
-                    "SELECT id, name, embedder_provider, embedder_model, dimensions FROM collections WHERE name = %s",
-                    (name,),
+                    "SELECT id, name, embedder_provider, embedder_model, dimensions, tenant_id FROM collections"
+                    " WHERE tenant_id = %s AND name = %s",
+                    (tenant_id, name),
                 )
             ).fetchone()
         if row is None:
-            self._collections.pop(name, None)
+            self._collections.pop(key, None)
             return None
         collection = Collection(*row)
         if len(self._collections) > 10_000:
             self._collections.clear()
-        self._collections[name] = (now, collection)
+        self._collections[key] = (now, collection)
         return collection
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]:
+        """Every tenant's embedders, for warm-up: a SECURITY DEFINER function shows search these
+        three columns of every collection and nothing else (migration 0004)."""
         async with self._pool.connection() as conn:
-            rows = await (
-                await conn.execute("SELECT DISTINCT embedder_provider, embedder_model, dimensions FROM collections")
-            ).fetchall()
+            rows = await (await conn.execute("SELECT provider, model, dimensions FROM sluice_embedders_in_use()")).fetchall()
         return [(provider, model, int(dimensions)) for provider, model, dimensions in rows]
 
     async def vector_search(
@@ -127,7 +162,7 @@ class SearchRepository:
         an exact scan answers, so the result is always min(limit, matching READY chunks).
         """
         indexed, params = vector_query(collection, vector, limit, filter)
-        async with self._pool.connection() as conn:
+        async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(indexed, params)).fetchall()
             if len(rows) < limit:
                 exact, params = vector_query(collection, vector, limit, filter, exact=True)
@@ -148,10 +183,11 @@ class SearchRepository:
             "SELECT {cols}, ts_rank_cd(c.search_tsv, q.query, 32) AS rank"
             " FROM chunks c JOIN documents d ON d.id = c.document_id,"
             " to_tsquery('simple', %(q)s) AS q(query)"
-            " WHERE c.collection_id = {cid} AND d.status = 'READY' AND c.search_tsv @@ q.query{where}"
-            " ORDER BY rank DESC, c.id LIMIT {limit}"
-        ).format(cols=_HIT_COLUMNS, cid=sql.Literal(int(collection.id)), where=where, limit=sql.Literal(int(limit)))
-        async with self._pool.connection() as conn:
+            " WHERE c.collection_id = {cid} AND c.tenant_id = {tid} AND d.status = 'READY' AND c.search_tsv @@ q.query"
+            "{where} ORDER BY rank DESC, c.id LIMIT {limit}"
+        ).format(cols=_HIT_COLUMNS, cid=sql.Literal(int(collection.id)), tid=sql.Literal(int(collection.tenant_id)),
+                 where=where, limit=sql.Literal(int(limit)))
+        async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(query, params)).fetchall()
         return [_hit(r, float(r[8])) for r in rows]
 
@@ -170,12 +206,13 @@ def vector_query(
     query = sql.SQL(
         "SELECT {cols}, {distance} AS distance"
         " FROM chunks c JOIN documents d ON d.id = c.document_id"
-        " WHERE {pred} AND d.status = 'READY'{where}"
+        " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY'{where}"
         " ORDER BY {order} LIMIT {limit}"
     ).format(
         cols=_HIT_COLUMNS,
         distance=distance,
         pred=vector_index.collection_predicate(collection.id),
+        tid=sql.Literal(int(collection.tenant_id)),
         where=where,
         order=order,
         limit=sql.Literal(int(limit)),
@@ -219,4 +256,4 @@ def _hit(row: tuple, score: float) -> Hit:
     )
 
 
-__all__ = ["SearchRepository", "open_read_pool"]
+__all__ = ["SearchRepository", "check_unprivileged", "open_read_pool"]

@@ -14,7 +14,7 @@ from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery, check_di
 
 
 class Repository(Protocol):
-    async def get_collection(self, name: str) -> Collection | None: ...
+    async def get_collection(self, tenant_id: int, name: str) -> Collection | None: ...
 
     async def vector_search(
         self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter
@@ -60,8 +60,9 @@ class SearchService:
             loaded += 1
         return loaded
 
-    async def search(self, query: SearchQuery) -> list[Hit]:
-        collection = await self._repository.get_collection(query.collection)
+    async def search(self, tenant_id: int, query: SearchQuery) -> list[Hit]:
+        """Search the caller's tenant's collection (another tenant's answers NOT_FOUND)."""
+        collection = await self._repository.get_collection(tenant_id, query.collection)
         if collection is None:
             raise NotFound(f"collection {query.collection!r} does not exist", reason="COLLECTION_NOT_FOUND",
                            collection=query.collection)

@@ -16,7 +16,9 @@ from typing import TypeVar
 import grpc
 from sluice.v1 import document_pb2, job_service_pb2, job_service_pb2_grpc
 
+from sluice_common.channels import keyed_aio_channel
 from sluice_common.errors import reason_of
+from sluice_common.tls import ClientTLS
 from sluice_worker.domain import ChunkRecord, LeaseLost
 
 log = logging.getLogger("sluice.worker.jobs_client")
@@ -79,13 +81,25 @@ def batches(chunks: Iterable[ChunkRecord], max_count: int) -> Iterable[list[job_
 
 
 class JobClient:
-    def __init__(self, address: str, *, rpc_timeout: float = 30.0, stream_timeout: float = 600.0, retries: int = 3) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        api_key: str = "",
+        tls: ClientTLS | None = None,
+        rpc_timeout: float = 30.0,
+        stream_timeout: float = 600.0,
+        retries: int = 3,
+    ) -> None:
         self.address = address
         self.rpc_timeout = rpc_timeout
         self.stream_timeout = stream_timeout
         self.retries = retries
-        self._channel = grpc.aio.insecure_channel(
+        # The worker key is JobService's only credential (DESIGN §7).
+        self._channel = keyed_aio_channel(
             address,
+            api_key,
+            tls=tls,
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

@@ -23,7 +23,9 @@ log = logging.getLogger("sluice.worker")
 
 
 def build_worker(settings: WorkerSettings, *, pool: SandboxPool | None = None) -> tuple[Worker, SandboxPool, JobClient]:
-    client = JobClient(settings.ingest_address, rpc_timeout=settings.rpc_timeout_seconds)
+    client = JobClient(
+        settings.ingest_address, api_key=settings.api_key, tls=settings.client_tls(), rpc_timeout=settings.rpc_timeout_seconds
+    )
     pool = pool or SandboxPool(
         settings.worker_concurrency,
         memory_limit_mb=settings.parse_memory_limit_mb,

@@ -18,6 +18,13 @@ def _default_worker_id() -> str:
 class WorkerSettings(CommonSettings, EmbedderSettings):
     # ingest-api's JobService; the worker has no database credentials (DESIGN §2).
     ingest_address: str = "localhost:50051"
+    # A worker-role API key: JobService accepts nothing else.
+    api_key: str = ""
+    # TLS to ingest-api: the CA that signed its certificate; a client certificate and key
+    # when ingest-api requires mutual TLS. All empty: plaintext (localhost only).
+    tls_ca_file: str = ""
+    tls_client_cert_file: str = ""
+    tls_client_key_file: str = ""
     # A stable name kept in each attempt's history.
     worker_id: str = Field(default_factory=_default_worker_id)
     # Jobs processed at once by this process (each one parse sandbox, one lease).
@@ -55,3 +62,8 @@ class WorkerSettings(CommonSettings, EmbedderSettings):
     embed_batch_size: int = 64
     # Minimum seconds between two progress reports of one stage.
     progress_interval_seconds: float = 0.5
+
+    def client_tls(self):
+        from sluice_common.tls import ClientTLS
+
+        return ClientTLS(self.tls_ca_file, self.tls_client_cert_file, self.tls_client_key_file)

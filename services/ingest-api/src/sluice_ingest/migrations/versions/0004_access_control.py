@@ -103,6 +103,12 @@ def upgrade() -> None:
         -- search authenticates its callers itself: it reads keys (hashes only) and tenant names.
         GRANT SELECT (id, tenant_id, role, secret_sha256, revoked_at) ON api_keys TO sluice_search_reader;
         GRANT SELECT (id, name) ON tenants TO sluice_search_reader;
+        -- search warms up every tenant's embedders: these three columns, nothing else.
+        CREATE FUNCTION sluice_embedders_in_use() RETURNS TABLE (provider text, model text, dimensions integer)
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public
+            AS $$ SELECT DISTINCT embedder_provider, embedder_model, dimensions FROM collections $$;
+        REVOKE ALL ON FUNCTION sluice_embedders_in_use() FROM PUBLIC;
+        GRANT EXECUTE ON FUNCTION sluice_embedders_in_use() TO sluice_search_reader;
         """
     )
 
@@ -110,6 +116,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute(
         """
+        DROP FUNCTION sluice_embedders_in_use();
         REVOKE ALL ON api_keys, tenants FROM sluice_search_reader;
         DROP POLICY search_tenant ON chunks;
         DROP POLICY search_tenant ON documents;
