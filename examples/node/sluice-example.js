@@ -52,10 +52,31 @@ function loadServices() {
   };
 }
 
+// Every call carries an API key: SLUICE_API_KEY, else the client key `make run` wrote to
+// .sluice/credentials (or the file SLUICE_CREDENTIALS names).
+function apiKey() {
+  if (process.env.SLUICE_API_KEY) return process.env.SLUICE_API_KEY;
+  const file = process.env.SLUICE_CREDENTIALS || path.join('.sluice', 'credentials');
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8')).keys.client;
+  } catch (error) {
+    throw new Error(`no API key: set SLUICE_API_KEY or SLUICE_CREDENTIALS (${file}: ${error.message})`);
+  }
+}
+
+let cachedMetadata = null;
+function auth() {
+  if (!cachedMetadata) {
+    cachedMetadata = new grpc.Metadata();
+    cachedMetadata.set('authorization', `Bearer ${apiKey()}`);
+  }
+  return cachedMetadata;
+}
+
 // A unary call as a promise, with a deadline.
 function unary(client, method, request, seconds = 30) {
   return new Promise((resolve, reject) => {
-    client[method](request, { deadline: Date.now() + seconds * 1000 }, (error, response) => (error ? reject(error) : resolve(response)));
+    client[method](request, auth(), { deadline: Date.now() + seconds * 1000 }, (error, response) => (error ? reject(error) : resolve(response)));
   });
 }
 
@@ -74,7 +95,7 @@ function upload(documents, collection, file) {
   const content = fs.readFileSync(file);
   const sha256 = crypto.createHash('sha256').update(content).digest('hex');
   return new Promise((resolve, reject) => {
-    const call = documents.UploadDocument({ deadline: Date.now() + 120 * 1000 }, (error, document) => (error ? reject(error) : resolve(document)));
+    const call = documents.UploadDocument(auth(), { deadline: Date.now() + 120 * 1000 }, (error, document) => (error ? reject(error) : resolve(document)));
     call.write({
       metadata: {
         collection,
@@ -95,7 +116,7 @@ function upload(documents, collection, file) {
 // WatchDocument is a server stream: the current state at once, then every change until READY or FAILED.
 function watch(documents, id) {
   return new Promise((resolve, reject) => {
-    const call = documents.WatchDocument({ id });
+    const call = documents.WatchDocument({ id }, auth());
     let last = null;
     call.on('data', (event) => {
       const doc = event.document;

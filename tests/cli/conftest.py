@@ -154,7 +154,7 @@ class RunningSearch:
     def __init__(self, database_url: str) -> None:
         from sluice_search.settings import SearchSettings
 
-        self.settings = SearchSettings(search_bind="127.0.0.1:0", search_database_url=database_url,
+        self.settings = SearchSettings(search_bind="127.0.0.1:0", search_database_url=auth_keys.search_url(database_url),
                                        search_collection_cache_seconds=0.5, search_pool_min_size=1,
                                        search_pool_max_size=4, log_json=False, log_level="WARNING")
         self.loop = asyncio.new_event_loop()
@@ -201,6 +201,18 @@ def stack(ingest_api, database_url):
     worker.stop()
     search.stop()
     assert not worker.errors, worker.errors
+
+
+@pytest.fixture(autouse=True)
+def cli_credentials(tmp_path_factory, monkeypatch):
+    """The default tenant's keys as a credentials file, as `make run` writes it."""
+    import json
+
+    path = tmp_path_factory.mktemp("credentials") / "credentials"
+    path.write_text(json.dumps({"tenant": "default", "keys": auth_keys.KEYS}))
+    monkeypatch.setenv("SLUICE_CREDENTIALS", str(path))
+    monkeypatch.delenv("SLUICE_API_KEY", raising=False)
+    return path
 
 
 @pytest.fixture

@@ -126,7 +126,11 @@ class DevStack:
 
 
 def sluice(*args, timeout: float = 180):
-    return run_sluice_process(*args, env={"SLUICE_INGEST_ADDRESS": STATE["stack"].ingest, "SLUICE_SEARCH_ADDRESS": STATE["stack"].search}, timeout=timeout)
+    """The CLI as a user runs it after `make run`: no key given, it finds the dev run's
+    credentials by itself (here through SLUICE_DEV_HOME, the run's home)."""
+    env = {"SLUICE_INGEST_ADDRESS": STATE["stack"].ingest, "SLUICE_SEARCH_ADDRESS": STATE["stack"].search,
+           "SLUICE_DEV_HOME": str(STATE["stack"].home), "SLUICE_CREDENTIALS": ""}
+    return run_sluice_process(*args, env=env, timeout=timeout, cwd=STATE["stack"].home)
 
 
 STATE: dict = {}
@@ -272,7 +276,8 @@ def test_node_example(stack, tmp_path):
         pytest.skip(f"npm install failed (no registry?): {log.strip().splitlines()[-1] if log.strip() else code}")
     document = tmp_path / "node-note.md"
     document.write_text("# Node example\n\nThe lighthouse keeper logs every passing ship in the harbour ledger.\n")
-    env = {**os.environ, "SLUICE_INGEST_ADDRESS": stack.ingest, "SLUICE_SEARCH_ADDRESS": stack.search, "SLUICE_PROTO_ROOT": str(ROOT / "protos")}
+    env = {**os.environ, "SLUICE_INGEST_ADDRESS": stack.ingest, "SLUICE_SEARCH_ADDRESS": stack.search, "SLUICE_PROTO_ROOT": str(ROOT / "protos"),
+           "SLUICE_CREDENTIALS": str(stack.home / "credentials")}
     result = subprocess.run(
         ["node", "sluice-example.js", str(document), "--collection", "node-e2e", "--embedder", "hashing", "--query", "lighthouse harbour ledger"],
         cwd=STATE["node_dir"], env=env, capture_output=True, text=True, timeout=120,
@@ -287,6 +292,7 @@ def test_readme_python_example_runs(stack, tmp_path):
     readme = (ROOT / "README.md").read_text()
     code = re.findall(r"```python\n(.*?)```", readme, flags=re.S)[0]
     code = code.replace("localhost:50051", stack.ingest).replace("localhost:50052", stack.search)
+    code = code.replace(".sluice/credentials", str(stack.home / "credentials"))
     script = tmp_path / "readme_example.py"
     script.write_text(code)
     result = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=150)

@@ -1,18 +1,29 @@
-"""gRPC channels and stubs for the two public services, with addresses from flags or env."""
+"""gRPC channels and stubs for the public services, with addresses, keys and TLS from flags or env.
+
+Credentials, first match wins: `--api-key` (or SLUICE_API_KEY) for every call; else the
+credentials file that `make run` writes (SLUICE_CREDENTIALS, else ./.sluice/credentials,
+else $SLUICE_DEV_HOME/credentials), whose admin key serves `sluice tenants`/`sluice keys` and
+whose client key serves everything else.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import grpc
 
-from sluice.v1 import document_service_pb2_grpc, search_service_pb2_grpc
+from sluice.v1 import admin_service_pb2_grpc, document_service_pb2_grpc, search_service_pb2_grpc
 
-from .errors import from_rpc_error
+from sluice_common.channels import key_for_role, keyed_channel
+from sluice_common.tls import ClientTLS
+
+from .errors import EXIT_USAGE, CliError, from_rpc_error
 
 DEFAULT_INGEST_ADDRESS = "localhost:50051"
 DEFAULT_SEARCH_ADDRESS = "localhost:50052"
@@ -31,9 +42,40 @@ def search_address(flag: str | None) -> str:
     return flag or os.environ.get("SLUICE_SEARCH_ADDRESS") or DEFAULT_SEARCH_ADDRESS
 
 
-def _channel(address: str) -> grpc.Channel:
-    return grpc.insecure_channel(
+def credentials_file() -> Path | None:
+    candidates = [os.environ.get("SLUICE_CREDENTIALS", ""), ".sluice/credentials"]
+    if os.environ.get("SLUICE_DEV_HOME"):
+        candidates.append(os.path.join(os.environ["SLUICE_DEV_HOME"], "credentials"))
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def load_keys(flag: str | None) -> dict[str, str] | str:
+    """The key for every call (a string), or the credentials file's keys by role."""
+    explicit = flag or os.environ.get("SLUICE_API_KEY", "")
+    if explicit:
+        return explicit.strip()
+    path = credentials_file()
+    if path is None:
+        return {}
+    try:
+        keys = json.loads(path.read_text()).get("keys", {})
+    except (OSError, ValueError, AttributeError):
+        raise CliError(f"the credentials file {path} is not valid JSON; delete it and restart `make run`",
+                       EXIT_USAGE, "CREDENTIALS_INVALID") from None
+    return {str(role): str(key) for role, key in keys.items()} if isinstance(keys, dict) else {}
+
+
+def _channel(address: str, keys: dict[str, str] | str, tls: ClientTLS, tenant: str = "") -> grpc.Channel:
+    source = keys if isinstance(keys, str) else key_for_role(keys)
+    extra = [("x-sluice-tenant", tenant)] if tenant else []
+    return keyed_channel(
         address,
+        source,
+        tls=tls,
+        extra_metadata=extra,
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -51,14 +93,21 @@ class Clients:
     ingest_address: str
     search_address: str
     timeout: float = DEFAULT_TIMEOUT_SECONDS
+    keys: dict[str, str] | str = ""
+    tls: ClientTLS = ClientTLS()
+    tenant: str = ""
 
     def __post_init__(self) -> None:
         self._channels: dict[str, grpc.Channel] = {}
 
     def _get_channel(self, address: str) -> grpc.Channel:
         if address not in self._channels:
-            self._channels[address] = _channel(address)
+            self._channels[address] = _channel(address, self.keys, self.tls, self.tenant)
         return self._channels[address]
+
+    @property
+    def admin(self) -> admin_service_pb2_grpc.AdminServiceStub:
+        return admin_service_pb2_grpc.AdminServiceStub(self._get_channel(self.ingest_address))
 
     @property
     def documents(self) -> document_service_pb2_grpc.DocumentServiceStub:
@@ -87,8 +136,14 @@ class Clients:
 
 
 @contextmanager
-def open_clients(ingest: str | None, search: str | None) -> Iterator[Clients]:
-    clients = Clients(ingest_address(ingest), search_address(search))
+def open_clients(
+    ingest: str | None, search: str | None, *, api_key: str | None = None, ca_file: str | None = None,
+    tenant: str | None = None,
+) -> Iterator[Clients]:
+    tls = ClientTLS(ca_file or os.environ.get("SLUICE_TLS_CA_FILE", ""),
+                    os.environ.get("SLUICE_TLS_CLIENT_CERT_FILE", ""), os.environ.get("SLUICE_TLS_CLIENT_KEY_FILE", ""))
+    clients = Clients(ingest_address(ingest), search_address(search), keys=load_keys(api_key), tls=tls,
+                      tenant=tenant or os.environ.get("SLUICE_TENANT", ""))
     try:
         yield clients
     finally:

@@ -182,6 +182,7 @@ class DevRunner:
     stop_timeout: float
     ready_timeout: float
     children: list[Child] = field(default_factory=list)
+    keys: dict[str, str] = field(default_factory=dict)
     stop_signals: int = 0
     postgres = None
 
@@ -231,6 +232,7 @@ class DevRunner:
         upgrade(database_url)
         if self.stopping:
             return 0
+        self.keys = self.bootstrap_credentials(database_url)
         self.launch(database_url)
         return self.wait_until_ready()
 
@@ -250,6 +252,36 @@ class DevRunner:
         database_url = database_uri(admin_uri, DATABASE)
         (self.home / "database_url").write_text(database_url + "\n")
         return database_url
+
+    def bootstrap_credentials(self, database_url: str) -> dict[str, str]:
+        """The `default` tenant with an admin, a client and a worker key, kept in
+        $SLUICE_DEV_HOME/credentials (mode 0600) across runs; the `sluice` CLI finds it there."""
+        import json
+
+        from sluice_ingest.tenants import bootstrap_keys, write_private
+
+        path = self.home / "credentials"
+        try:
+            existing = json.loads(path.read_text()).get("keys", {})
+        except (OSError, ValueError, AttributeError):
+            existing = {}
+        keys = bootstrap_keys(database_url, existing if isinstance(existing, dict) else {})
+        if keys != existing:
+            write_private(path, json.dumps({"tenant": "default", "keys": keys}, indent=2) + "\n")
+        return keys
+
+    def search_database_url(self, database_url: str) -> str:
+        """search reads as a login of its read-only role, held by row-level security."""
+        import psycopg
+
+        from sluice_common.embedded_pg import user_uri
+
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(
+                "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_search') THEN"
+                " CREATE ROLE sluice_search LOGIN IN ROLE sluice_search_reader; END IF; END $$"
+            )
+        return user_uri(database_url, "sluice_search")
 
     def launch(self, database_url: str) -> None:
         logs = self.home / "logs"
@@ -271,12 +303,13 @@ class DevRunner:
         search_address = f"{self.host}:{self.search_port}"
         self.children = [
             Child("ingest-api", "sluice_ingest.main", "sluice-ingest-api", {**base, "SLUICE_BIND": ingest_address, "SLUICE_METRICS_PORT": str(metrics[0])}, logs / "ingest-api.log", ingest_address, metrics[0]),
-            Child("search", "sluice_search.main", "sluice-search", {**base, "SLUICE_SEARCH_BIND": search_address, "SLUICE_METRICS_PORT": str(metrics[1])}, logs / "search.log", search_address, metrics[1]),
+            Child("search", "sluice_search.main", "sluice-search", {**base, "SLUICE_SEARCH_BIND": search_address, "SLUICE_METRICS_PORT": str(metrics[1]), "SLUICE_SEARCH_DATABASE_URL": self.search_database_url(database_url)}, logs / "search.log", search_address, metrics[1]),
         ]
         for n in range(1, self.workers + 1):
             env = {
                 **base,
                 "SLUICE_INGEST_ADDRESS": ingest_address,
+                "SLUICE_API_KEY": self.keys["worker"],
                 "SLUICE_WORKER_ID": base.get("SLUICE_WORKER_ID", f"{socket.gethostname()}-dev-{n}") if self.workers == 1 else f"{socket.gethostname()}-dev-{n}",
                 "SLUICE_METRICS_PORT": str(metrics[1 + n]),
             }
@@ -337,6 +370,8 @@ class DevRunner:
             metrics = f"  metrics http://{self.host}:{child.metrics_port}/metrics" if child.metrics_port else ""
             self.say(f"  {child.name:<11} {listen:<28} pid {child.pid:<7} log {child.log_path}{metrics}")
         self.say(f"  {'postgres':<11} {self.home / 'pg'} (unix socket; URL in {self.home / 'database_url'})")
+        self.say(f"  {'keys':<11} {self.home / 'credentials'} (tenant default: admin, client and worker keys; "
+                 f"`sluice` reads them from there)")
         self.say("")
         cli = cli_command()
         self.say(f"Logs: {logs}/*.log (JSON lines). Try:")

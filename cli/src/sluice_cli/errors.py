@@ -66,6 +66,11 @@ def from_rpc_error(error: grpc.RpcError, *, service: str, address: str) -> CliEr
         )
     if info is None and code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return CliError(f"{service} at {address} did not answer in time", EXIT_UNAVAILABLE, "DEADLINE_EXCEEDED")
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        hint = ("give a key with --api-key or SLUICE_API_KEY, or run from the folder where `make run` wrote "
+                ".sluice/credentials")
+        return CliError(f"{details.strip() or 'not authenticated'}: {hint} [{reason or 'UNAUTHENTICATED'}]",
+                        EXIT_FAILED, reason or "UNAUTHENTICATED")
     if not reason:
         reason = code.name if code is not None else "UNKNOWN"
     message = details.strip() or "no details given"

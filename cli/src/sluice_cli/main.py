@@ -13,7 +13,7 @@ import sys
 
 import grpc
 
-from . import __version__, commands, render
+from . import __version__, admin, commands, render
 from .client import open_clients
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error
 from .upload import run_upload
@@ -21,7 +21,8 @@ from .upload import run_upload
 EPILOG = """exit codes: 0 ok, 1 operation failed (e.g. a document FAILED), 2 usage error or invalid
 argument, 3 not found, 4 server unavailable.
 environment: SLUICE_INGEST_ADDRESS (default localhost:50051), SLUICE_SEARCH_ADDRESS
-(default localhost:50052)."""
+(default localhost:50052), SLUICE_API_KEY (else the keys in .sluice/credentials, written by
+`make run`), SLUICE_TLS_CA_FILE."""
 
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
@@ -31,6 +32,9 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
     parent.add_argument("--json", action="store_true", help="machine-readable JSON output", **({"default": False} if defaults else suppress))
     parent.add_argument("--ingest-address", metavar="HOST:PORT", help="ingest-api address (env SLUICE_INGEST_ADDRESS)", **suppress)
     parent.add_argument("--search-address", metavar="HOST:PORT", help="search address (env SLUICE_SEARCH_ADDRESS)", **suppress)
+    parent.add_argument("--api-key", metavar="KEY", help="API key for every call (env SLUICE_API_KEY; default: .sluice/credentials)", **suppress)
+    parent.add_argument("--ca-file", metavar="PEM", help="CA of the servers' TLS certificates (env SLUICE_TLS_CA_FILE)", **suppress)
+    parent.add_argument("--as-tenant", metavar="NAME", help="act for this tenant (admin keys; env SLUICE_TENANT)", **suppress)
     return parent
 
 
@@ -135,6 +139,34 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("-k", "--top-k", dest="k", type=_positive, default=10, help="number of hits (default 10)")
     search.add_argument("--filter", action="append", type=_key_value, metavar="KEY=VALUE", help="metadata that must match (repeatable)")
     search.set_defaults(handler=commands.search)
+
+    # administration (admin keys)
+    tenants = sub.add_parser("tenants", help="create and list tenants (admin key)", parents=[common])
+    tenants_sub = tenants.add_subparsers(dest="tenants_command", metavar="ACTION")
+    tenants_sub.required = True
+    tcreate = tenants_sub.add_parser("create", help="create a tenant", parents=[common])
+    tcreate.add_argument("name")
+    tcreate.add_argument("--max-documents", type=_non_negative, default=0, help="quota; 0 = unlimited")
+    tcreate.add_argument("--max-bytes", type=_non_negative, default=0, help="quota of stored bytes; 0 = unlimited")
+    tcreate.add_argument("--max-collections", type=_non_negative, default=0, help="quota; 0 = unlimited")
+    tcreate.set_defaults(handler=admin.tenants_create)
+    tls_ = tenants_sub.add_parser("list", aliases=["ls"], help="list tenants with their usage", parents=[common])
+    tls_.set_defaults(handler=admin.tenants_list)
+
+    keys = sub.add_parser("keys", help="create, list and revoke API keys (admin key)", parents=[common])
+    keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION")
+    keys_sub.required = True
+    kcreate = keys_sub.add_parser("create", help="create a key; its secret is printed once", parents=[common])
+    kcreate.add_argument("--tenant", dest="key_tenant", required=True)
+    kcreate.add_argument("--role", required=True, choices=sorted(admin.ROLES))
+    kcreate.add_argument("--name", default="", help="a label, e.g. who holds the key")
+    kcreate.set_defaults(handler=admin.keys_create)
+    kls = keys_sub.add_parser("list", aliases=["ls"], help="list keys (prefixes only)", parents=[common])
+    kls.add_argument("--tenant", dest="key_tenant", default="")
+    kls.set_defaults(handler=admin.keys_list)
+    krevoke = keys_sub.add_parser("revoke", help="revoke a key (refused everywhere within a second)", parents=[common])
+    krevoke.add_argument("key", help="the key's id or prefix (slk_<id>_)")
+    krevoke.set_defaults(handler=admin.keys_revoke)
     return parser
 
 
@@ -158,7 +190,9 @@ def run(argv: list[str] | None = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     as_json = getattr(args, "json", False)
     try:
-        with open_clients(getattr(args, "ingest_address", None), getattr(args, "search_address", None)) as clients:
+        with open_clients(getattr(args, "ingest_address", None), getattr(args, "search_address", None),
+                          api_key=getattr(args, "api_key", None), ca_file=getattr(args, "ca_file", None),
+                          tenant=getattr(args, "as_tenant", None)) as clients:
             return args.handler(clients, args)
     except CliError as error:
         report_error(error, as_json)

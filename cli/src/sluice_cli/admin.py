@@ -1,0 +1,94 @@
+"""`sluice tenants …` and `sluice keys …`: administration with an admin key."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from sluice.v1 import admin_service_pb2 as admin_pb2
+
+from . import render
+from .client import Clients
+from .errors import EXIT_OK
+
+ROLES = {
+    "admin": admin_pb2.API_KEY_ROLE_ADMIN,
+    "client": admin_pb2.API_KEY_ROLE_CLIENT,
+    "reader": admin_pb2.API_KEY_ROLE_READER,
+    "worker": admin_pb2.API_KEY_ROLE_WORKER,
+}
+ROLE_NAMES = {v: k for k, v in ROLES.items()}
+
+
+def _limit(value: int) -> str:
+    return str(value) if value else "unlimited"
+
+
+def tenants_create(clients: Clients, args) -> int:
+    tenant = admin_pb2.Tenant(
+        name=args.name,
+        quota=admin_pb2.TenantQuota(max_documents=args.max_documents, max_stored_bytes=args.max_bytes,
+                                    max_collections=args.max_collections),
+    )
+    created = clients.call(clients.admin.CreateTenant, admin_pb2.CreateTenantRequest(tenant=tenant))
+    if args.json:
+        render.print_json(render.to_dict(created))
+    else:
+        render.out.print(f"Created tenant [bold]{escape(created.name)}[/]. Give it a key: "
+                         f"sluice keys create --tenant {created.name} --role client")
+    return EXIT_OK
+
+
+def tenants_list(clients: Clients, args) -> int:
+    tenants = clients.call(clients.admin.ListTenants, admin_pb2.ListTenantsRequest()).tenants
+    if args.json:
+        render.print_json({"tenants": [render.to_dict(t) for t in tenants]})
+        return EXIT_OK
+    table = Table(box=None, header_style="bold")
+    for column in ("TENANT", "COLLECTIONS", "DOCUMENTS", "STORED", "QUOTA (docs / bytes / collections)"):
+        table.add_column(column)
+    for t in tenants:
+        q = t.quota
+        table.add_row(escape(t.name), str(t.usage.collections), str(t.usage.documents),
+                      render.human_bytes(t.usage.stored_bytes),
+                      f"{_limit(q.max_documents)} / {_limit(q.max_stored_bytes)} / {_limit(q.max_collections)}")
+    render.out.print(table)
+    return EXIT_OK
+
+
+def keys_create(clients: Clients, args) -> int:
+    request = admin_pb2.CreateApiKeyRequest(tenant=args.key_tenant, role=ROLES[args.role], name=args.name)
+    response = clients.call(clients.admin.CreateApiKey, request)
+    if args.json:
+        render.print_json({"api_key": render.to_dict(response.api_key), "secret": response.secret})
+    else:
+        render.out.print(f"Created a {args.role} key of tenant [bold]{escape(args.key_tenant)}[/] "
+                         f"({response.api_key.prefix}…). It is shown this once; keep it secret:")
+        # The key on its own line, unstyled, for copying.
+        render.out.print(response.secret, markup=False, highlight=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def keys_list(clients: Clients, args) -> int:
+    keys = clients.call(clients.admin.ListApiKeys, admin_pb2.ListApiKeysRequest(tenant=args.key_tenant)).api_keys
+    if args.json:
+        render.print_json({"api_keys": [render.to_dict(k) for k in keys]})
+        return EXIT_OK
+    table = Table(box=None, header_style="bold")
+    for column in ("PREFIX", "TENANT", "ROLE", "NAME", "CREATED", "STATE"):
+        table.add_column(column)
+    for k in keys:
+        state = f"revoked {render.timestamp(k.revoke_time)}" if k.HasField("revoke_time") else "active"
+        table.add_row(k.prefix, escape(k.tenant), ROLE_NAMES.get(k.role, "?"), escape(k.name),
+                      render.timestamp(k.create_time), state)
+    render.out.print(table)
+    return EXIT_OK
+
+
+def keys_revoke(clients: Clients, args) -> int:
+    key = clients.call(clients.admin.RevokeApiKey, admin_pb2.RevokeApiKeyRequest(id=args.key))
+    if args.json:
+        render.print_json(render.to_dict(key))
+    else:
+        render.out.print(f"Revoked {key.prefix}… ({ROLE_NAMES.get(key.role, '?')} key of tenant {escape(key.tenant)}).")
+    return EXIT_OK
