@@ -5,7 +5,8 @@ Pure Python: no gRPC, no unstructured, no IO.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, replace
 
 # Bump when parsing or chunking changes what chunks a document yields: snapshots made by
 # another version are then ignored (they are keyed by content hash and pipeline version).
@@ -48,6 +49,40 @@ class ChunkRecord:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# What PostgreSQL cannot hold in text or jsonb: NUL, and lone surrogates (not valid UTF-8 at
+# all, so protobuf cannot even send them). A text file with NUL bytes or an e-mail with
+# undecodable bytes (read with surrogateescape) carries them.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """`text` as PostgreSQL can store it: NULs dropped, lone surrogates made U+FFFD."""
+    if not _UNSTORABLE.search(text):
+        return text
+    return _UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
+
+
+def storable_chunks(chunks: list[ChunkRecord]) -> list[ChunkRecord]:
+    """Chunks fit for SaveSnapshot and CompleteJob: every text field storable, chunks left with
+    no text dropped, indexes renumbered 0..n-1."""
+    out: list[ChunkRecord] = []
+    for chunk in chunks:
+        text = storable_text(chunk.text).strip()
+        if not text:
+            continue
+        out.append(
+            replace(
+                chunk,
+                index=len(out),
+                text=text,
+                element_type=storable_text(chunk.element_type),
+                section_title=storable_text(chunk.section_title),
+                text_as_html=storable_text(chunk.text_as_html),
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True)

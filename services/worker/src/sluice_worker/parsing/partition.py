@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sluice_worker.domain import DOCUMENT_CORRUPT, DOCUMENT_EMPTY, TOO_MANY_PAGES, DocumentInvalid, ParseSummary
+from sluice_worker.domain import DOCUMENT_CORRUPT, DOCUMENT_EMPTY, TOO_MANY_PAGES, DocumentInvalid, ParseSummary, storable_text
 from sluice_worker.parsing import formats
 from sluice_worker.parsing.text import decode_text
 
@@ -125,7 +125,7 @@ def _clean(elements: list) -> list:
     for element in elements:
         if isinstance(element, PageBreak):
             continue
-        element.text = (element.text or "").strip()
+        element.text = storable_text(element.text or "").strip()
         if not element.text:
             continue
         if isinstance(element, Title) and (len(element.text) > _MAX_TITLE_CHARS or _SENTENCE_INSIDE.search(element.text) or element.text.endswith("。")):
