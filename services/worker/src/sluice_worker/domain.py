@@ -125,6 +125,13 @@ class ConfigurationInvalid(JobFailure):
     retryable = False
 
 
+class DataRefused(JobFailure):
+    """ingest-api refused the job's own data (INVALID_ARGUMENT and the like): the same data would
+    be refused on every attempt, so the job fails at once with the server's reason."""
+
+    retryable = False
+
+
 class LeaseLost(Exception):
     """The lease is no longer ours (expired and taken over, job gone, or cancelled): stop and
     write nothing more."""
@@ -143,3 +150,7 @@ PARSE_MEMORY_LIMIT = "PARSE_MEMORY_LIMIT"
 PARSER_CRASHED = "PARSER_CRASHED"
 PARSER_UNAVAILABLE = "PARSER_UNAVAILABLE"
 INTERNAL = "WORKER_INTERNAL_ERROR"
+# ingest-api refused a JobService call about the job's data (permanent) or failed on it with
+# an internal error (retryable: the job's bounded retry, DESIGN §1 rule 7, applies).
+INGEST_REJECTED = "INGEST_REJECTED"
+INGEST_ERROR = "INGEST_ERROR"
