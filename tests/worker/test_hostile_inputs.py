@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import zipfile
 
 import grpc
 import pytest
+from lxml import etree
 from sluice.v1 import document_pb2
 
 from sluice_worker import pipeline as pipeline_module
-from sluice_worker.domain import ChunkRecord, storable_chunks
+from sluice_worker.domain import ChunkRecord, DocumentInvalid, storable_chunks
+from sluice_worker.parsing.partition import _check_no_text_lost
+from sluice_worker.parsing.xmltrees import _depth_and_limit_error, flatten_html, prepare_html
 from sluice_worker.jobs_client import JobClient, job_failure_of
 from sluice_worker.pipeline import JobPipeline
 from sluice_worker.runner import Worker
 
 from .e2e import Docs, InProcessWorker, chunk_rows, worker_settings
+from .test_parsing import LIMITS
 
 D = document_pb2
 
@@ -146,3 +152,119 @@ def test_answers_about_the_jobs_data_map_to_failures(code, retryable, error_code
     failure = job_failure_of("CompleteJob", code, "SOME_REASON", "what was wrong")
     assert (failure.retryable, failure.code) == (retryable, error_code)
     assert failure.message.endswith("the document's chunks: what was wrong (SOME_REASON)")
+
+
+# --------------------------------------------------------------------------- text the parser would drop
+
+ONE_PARAGRAPH_CHARS = 10_500_000
+
+
+def one_paragraph_html() -> bytes:
+    sentence = "Sluice keeps every sentence of a very long paragraph. "
+    body = (sentence * (ONE_PARAGRAPH_CHARS // len(sentence) + 1))[:ONE_PARAGRAPH_CHARS]
+    return f"<html><body><h1>One paragraph</h1><p>{body}</p><p>The closing line survives too.</p></body></html>".encode()
+
+
+def deeply_nested_html(depth: int = 100_000) -> bytes:
+    return (
+        "<html><body><h1>Nested</h1>" + "<div>" * depth + "<p>The text at the very bottom is kept.</p>" + "</div>" * depth
+        + "<p>And the text after it.</p></body></html>"
+    ).encode()
+
+
+async def test_html_of_one_10_5_mb_paragraph_goes_ready_with_its_text(ingest_api, docs, sandbox_pool, database_url):
+    # Big chunks keep the chunk count (and the test's time) down; the text is what matters.
+    await docs.create_collection("long", max_characters=8000, new_after=7000)
+    uploaded = await docs.upload("long", "long.html", one_paragraph_html())
+    settings = worker_settings(ingest_api.address, parse_timeout_seconds=300)
+    async with InProcessWorker(settings, sandbox_pool):
+        document = await docs.wait(uploaded.id, timeout=600)
+    assert document.status == D.DOCUMENT_STATUS_READY, document.error_message
+    rows = chunk_rows(database_url, document.id)
+    text = "".join(row[1] for row in rows)
+    assert text.count("Sluice keeps every sentence") >= ONE_PARAGRAPH_CHARS // 60
+    assert rows[0][1].startswith("One paragraph") and rows[-1][1].endswith("The closing line survives too.")
+
+
+async def test_html_nested_100000_deep_goes_ready_with_its_text(ingest_api, docs, sandbox_pool, database_url):
+    await docs.create_collection("deep")
+    uploaded = await docs.upload("deep", "deep.html", deeply_nested_html())
+    async with InProcessWorker(worker_settings(ingest_api.address), sandbox_pool):
+        document = await docs.wait(uploaded.id, timeout=120)
+    assert document.status == D.DOCUMENT_STATUS_READY, document.error_message
+    text = " ".join(row[1] for row in chunk_rows(database_url, document.id))
+    assert "Nested" in text and "The text at the very bottom is kept." in text and "And the text after it." in text
+
+
+def test_flattening_keeps_the_text_in_order_and_bounds_the_depth():
+    nested_lists = "<ul>" + "<li>item <ul>" * 1000 + "<li>bottom</li>" + "</ul></li>" * 1000 + "</ul><p>after &amp; done</p>"
+    flat = flatten_html(nested_lists, 50)
+    depth, limit_error = _depth_and_limit_error(flat)
+    assert depth <= 60 and not limit_error
+    text = " ".join(etree.fromstring(flat, etree.HTMLParser()).itertext()).split()
+    assert text == ["item"] * 1000 + ["bottom", "after", "&", "done"]
+    # Shallow HTML is left exactly as it was.
+    page = "<html><body><p>a<p>b<ul><li>c<li>d</ul></body></html>"
+    assert prepare_html(page) == page
+
+
+async def test_docx_with_a_10_5_mb_text_run_is_read_whole(sandbox_pool):
+    text = ("A run of text in a Word file that goes on. " * 250_000)[:ONE_PARAGRAPH_CHARS]
+    async with sandbox_pool.session() as box:
+        summary = await box.parse(office_docx(f"<w:p><w:r><w:t>{text}</w:t></w:r></w:p>"), "long.docx", "", LIMITS, timeout=300, progress=None)
+    assert summary.characters == len(text.strip())
+
+
+async def test_docx_nested_past_the_xml_parsers_limit_names_the_limit(sandbox_pool):
+    nested = "<w:sdt><w:sdtContent>" * 3000 + "<w:p><w:r><w:t>deep</w:t></w:r></w:p>" + "</w:sdtContent></w:sdt>" * 3000
+    with pytest.raises(DocumentInvalid) as caught:
+        async with sandbox_pool.session() as box:
+            await box.parse(office_docx(nested), "deep.docx", "", LIMITS, timeout=60, progress=None)
+    assert caught.value.code == "PARSER_LIMIT"
+    assert "nested more than 2048 levels deep" in caught.value.message and "Word (DOCX)" in caught.value.message
+
+
+def office_docx(body_xml: str) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(
+            "[Content_Types].xml",
+            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+            '<Default Extension="xml" ContentType="application/xml"/>'
+            '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+            '<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/>'
+            "</Types>",
+        )
+        archive.writestr(
+            "_rels/.rels",
+            '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+            '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/>'
+            "</Relationships>",
+        )
+        archive.writestr(
+            "word/document.xml",
+            '<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
+            f"<w:body>{body_xml}</w:body></w:document>",
+        )
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "content", "lost"),
+    [
+        ("html", b"<html><body><p>Hello there, visible text.</p></body></html>", True),
+        ("text", "Plain text\x00 with a NUL.".encode(), True),
+        ("html", b"<html><head><title>Only a title</title><script>var x = 1;</script></head><body> &nbsp; </body></html>", False),
+        ("text", b"\x00\x00 \n\t", False),
+        ("markdown", b"---\n\n***\n", False),
+    ],
+)
+def test_no_text_from_the_parser_is_lost_text_when_the_file_has_some(fmt, content, lost):
+    if lost:
+        with pytest.raises(DocumentInvalid) as caught:
+            _check_no_text_lost(fmt, content)
+        assert caught.value.code == "PARSER_LOST_TEXT"
+        assert caught.value.message.startswith("the parser found no text although the file contains about ")
+        assert "visible text" in caught.value.message or "NUL" in caught.value.message
+    else:
+        _check_no_text_lost(fmt, content)  # empty as far as anyone can tell: DOCUMENT_EMPTY follows

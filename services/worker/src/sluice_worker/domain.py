@@ -149,6 +149,10 @@ PARSE_TIMEOUT = "PARSE_TIMEOUT"
 PARSE_MEMORY_LIMIT = "PARSE_MEMORY_LIMIT"
 PARSER_CRASHED = "PARSER_CRASHED"
 PARSER_UNAVAILABLE = "PARSER_UNAVAILABLE"
+# The file is beyond what the parser can read (nesting, sizes of its parts): named, not lost.
+PARSER_LIMIT = "PARSER_LIMIT"
+# The parser found no text although the file visibly has some: not the same as an empty file.
+PARSER_LOST_TEXT = "PARSER_LOST_TEXT"
 INTERNAL = "WORKER_INTERNAL_ERROR"
 # ingest-api refused a JobService call about the job's data (permanent) or failed on it with
 # an internal error (retryable: the job's bounded retry, DESIGN §1 rule 7, applies).
