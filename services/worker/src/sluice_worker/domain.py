@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 # Bump when parsing or chunking changes what chunks a document yields: snapshots made by
 # another version are then ignored (they are keyed by content hash and pipeline version).
-PIPELINE_REVISION = "3"
+PIPELINE_REVISION = "4"
 
 
 @dataclass(frozen=True)
