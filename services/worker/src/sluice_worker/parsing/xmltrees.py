@@ -136,6 +136,8 @@ class _Flattener(HTMLParser):
         self.max_depth = max_depth
         self.out: list[str] = []
         self.stack: list[tuple[str, bool]] = []  # (tag, emitted)
+        self.out_text = ""
+        self.deepest = 0  # how deep the start tags nested, implied end tags aside
 
     def _close_top(self) -> None:
         tag, emitted = self.stack.pop()
@@ -151,6 +153,7 @@ class _Flattener(HTMLParser):
             self._close_top()
         emit = len(self.stack) < self.max_depth or tag in ("script", "style")
         self.stack.append((tag, emit))
+        self.deepest = max(self.deepest, len(self.stack))
         self.out.append(raw if emit else ("\n" if tag in _BLOCK else ""))
 
     def handle_startendtag(self, tag, attrs):
@@ -181,29 +184,22 @@ class _Flattener(HTMLParser):
 
 
 def flatten_html(text: str, max_depth: int) -> str:
+    return _flatten(text, max_depth).out_text
+
+
+def _tag_depth(text: str) -> int:
+    """How deep the start tags nest (implied end tags aside), for the message."""
+    return _flatten(text, 10**9).deepest
+
+
+def _flatten(text: str, max_depth: int) -> _Flattener:
     flattener = _Flattener(max_depth)
     flattener.feed(text)
     flattener.close()
     while flattener.stack:
         flattener._close_top()
-    return "".join(flattener.out)
-
-
-def _tag_depth(text: str) -> int:
-    """How deep the start tags nest (implied end tags aside), for the message."""
-    flattener = _Flattener(10**9)
-    deepest = 0
-    original = flattener.handle_starttag
-
-    def counting(tag, attrs):
-        nonlocal deepest
-        original(tag, attrs)
-        deepest = max(deepest, len(flattener.stack))
-
-    flattener.handle_starttag = counting
-    flattener.feed(text)
-    flattener.close()
-    return deepest
+    flattener.out_text = "".join(flattener.out)
+    return flattener
 
 
 # ------------------------------------------------------------------------------- lost text
