@@ -20,6 +20,7 @@ class WorkerErrorCode(enum.StrEnum):
     TOO_MANY_PAGES = "TOO_MANY_PAGES"
     TOO_MANY_CHUNKS = "TOO_MANY_CHUNKS"
     PARSER_LOST_TEXT = "PARSER_LOST_TEXT"
+    PARSER_LIMIT = "PARSER_LIMIT"
     INVALID_CHUNK_TEXT = "INVALID_CHUNK_TEXT"
     # The parsing sandbox.
     PARSE_TIMEOUT = "PARSE_TIMEOUT"
@@ -40,7 +41,7 @@ class WorkerErrorCode(enum.StrEnum):
     EMBEDDING_UNAVAILABLE = "EMBEDDING_UNAVAILABLE"
     # ingest-api refused the job's own data (see the worker's jobs client).
     INGEST_REJECTED = "INGEST_REJECTED"
-    INGEST_INTERNAL_ERROR = "INGEST_INTERNAL_ERROR"
+    INGEST_ERROR = "INGEST_ERROR"
     # Anything else inside the worker.
     WORKER_INTERNAL_ERROR = "WORKER_INTERNAL_ERROR"
 

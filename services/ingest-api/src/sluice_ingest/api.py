@@ -121,7 +121,19 @@ def document_to_proto(row: dict[str, Any], history: list[dict[str, Any]] | None 
     return doc
 
 
+def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
+    """PostgreSQL text and jsonb cannot hold U+0000: refuse it here, naming the chunk, rather
+    than fail with INTERNAL at the database (the worker strips it before sending)."""
+    for field in ("text", "section_title", "element_type", "text_as_html"):
+        if "\x00" in getattr(chunk, field):
+            raise InvalidArgument(
+                f"chunk {chunk.index} contains a NUL character (U+0000) in its {field}, which cannot be stored",
+                reason="INVALID_CHUNK_TEXT", chunk_index=chunk.index, field=field,
+            )
+
+
 def chunk_from_proto(chunk: job_service_pb2.Chunk) -> IncomingChunk:
+    check_chunk_storable(chunk)
     return IncomingChunk(
         index=chunk.index,
         text=chunk.text,

@@ -5,11 +5,12 @@ Pure Python: no gRPC, no unstructured, no IO.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, replace
 
 # Bump when parsing or chunking changes what chunks a document yields: snapshots made by
 # another version are then ignored (they are keyed by content hash and pipeline version).
-PIPELINE_REVISION = "3"
+PIPELINE_REVISION = "4"
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,40 @@ class ChunkRecord:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# What PostgreSQL cannot hold in text or jsonb: NUL, and lone surrogates (not valid UTF-8 at
+# all, so protobuf cannot even send them). A text file with NUL bytes or an e-mail with
+# undecodable bytes (read with surrogateescape) carries them.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """`text` as PostgreSQL can store it: NULs dropped, lone surrogates made U+FFFD."""
+    if not _UNSTORABLE.search(text):
+        return text
+    return _UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
+
+
+def storable_chunks(chunks: list[ChunkRecord]) -> list[ChunkRecord]:
+    """Chunks fit for SaveSnapshot and CompleteJob: every text field storable, chunks left with
+    no text dropped, indexes renumbered 0..n-1."""
+    out: list[ChunkRecord] = []
+    for chunk in chunks:
+        text = storable_text(chunk.text).strip()
+        if not text:
+            continue
+        out.append(
+            replace(
+                chunk,
+                index=len(out),
+                text=text,
+                element_type=storable_text(chunk.element_type),
+                section_title=storable_text(chunk.section_title),
+                text_as_html=storable_text(chunk.text_as_html),
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -90,6 +125,13 @@ class ConfigurationInvalid(JobFailure):
     retryable = False
 
 
+class DataRefused(JobFailure):
+    """ingest-api refused the job's own data (INVALID_ARGUMENT and the like): the same data would
+    be refused on every attempt, so the job fails at once with the server's reason."""
+
+    retryable = False
+
+
 class LeaseLost(Exception):
     """The lease is no longer ours (expired and taken over, job gone, or cancelled): stop and
     write nothing more."""
@@ -107,4 +149,12 @@ PARSE_TIMEOUT = "PARSE_TIMEOUT"
 PARSE_MEMORY_LIMIT = "PARSE_MEMORY_LIMIT"
 PARSER_CRASHED = "PARSER_CRASHED"
 PARSER_UNAVAILABLE = "PARSER_UNAVAILABLE"
+# The file is beyond what the parser can read (nesting, sizes of its parts): named, not lost.
+PARSER_LIMIT = "PARSER_LIMIT"
+# The parser found no text although the file visibly has some: not the same as an empty file.
+PARSER_LOST_TEXT = "PARSER_LOST_TEXT"
 INTERNAL = "WORKER_INTERNAL_ERROR"
+# ingest-api refused a JobService call about the job's data (permanent) or failed on it with
+# an internal error (retryable: the job's bounded retry, DESIGN §1 rule 7, applies).
+INGEST_REJECTED = "INGEST_REJECTED"
+INGEST_ERROR = "INGEST_ERROR"

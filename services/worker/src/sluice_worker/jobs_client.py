@@ -3,6 +3,11 @@
 Every call is translated into the worker's terms: a refused lease (FAILED_PRECONDITION with
 reason LEASE_NOT_HELD) or a vanished job (NOT_FOUND) becomes `LeaseLost`; ingest-api being
 briefly unreachable is retried a few times and then becomes `IngestUnavailable`.
+
+Any other answer to a call about the job's data (ReportStage, ReadDocumentContent,
+ReadSnapshot, SaveSnapshot, CompleteJob) ends the attempt through FailJob, never by letting
+the lease run out: INVALID_ARGUMENT and the like become `DataRefused` (permanent), an
+internal error of ingest-api a `TransientFailure` (retried, bounded by max_attempts).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from sluice.v1 import document_pb2, job_service_pb2, job_service_pb2_grpc
 from sluice_common.channels import keyed_aio_channel
 from sluice_common.errors import reason_of
 from sluice_common.tls import ClientTLS
-from sluice_worker.domain import ChunkRecord, LeaseLost
+from sluice_worker.domain import INGEST_ERROR, INGEST_REJECTED, ChunkRecord, DataRefused, JobFailure, LeaseLost, TransientFailure
 
 log = logging.getLogger("sluice.worker.jobs_client")
 
@@ -28,6 +33,22 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # Keep each streamed message well under the limit above.
 _BATCH_BYTES = 4 * 1024 * 1024
 _RETRYABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+# NOT_FOUND reasons that mean the job itself is gone (its document deleted): fencing, not a
+# problem with the data. Any other NOT_FOUND (CONTENT_NOT_FOUND) is the job's data missing.
+_JOB_GONE_REASONS = {"", "JOB_NOT_FOUND", "DOCUMENT_NOT_FOUND"}
+# Answers that the same data would get again on every attempt: the job fails permanently.
+_REFUSED_CODES = {
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.NOT_FOUND,
+}
+# What the job's data was, for the message its owner reads.
+_WHAT = {
+    "ReportStage": "the progress report",
+    "ReadDocumentContent": "the request for the document's content",
+    "ReadSnapshot": "the request for the chunk snapshot",
+    "SaveSnapshot": "the document's chunks (snapshot)",
+    "CompleteJob": "the document's chunks",
+}
 
 STAGES = {
     "PARSING": document_pb2.DOCUMENT_STATUS_PARSING,
@@ -80,6 +101,20 @@ def batches(chunks: Iterable[ChunkRecord], max_count: int) -> Iterable[list[job_
         yield batch
 
 
+def job_failure_of(name: str, code: grpc.StatusCode, reason: str, details: str) -> JobFailure:
+    """ingest-api's answer to a call about the job's data, as the failure FailJob reports.
+
+    Refusals of the data are permanent. Everything else ingest-api answered (INTERNAL,
+    UNKNOWN, DATA_LOSS, ABORTED, RESOURCE_EXHAUSTED after the quick retries, and the worker's
+    own setup: PERMISSION_DENIED, UNAUTHENTICATED, UNIMPLEMENTED) is retried with backoff.
+    """
+    what = _WHAT.get(name, f"the {name} call")
+    because = f"{details} ({reason or code.name})" if details else (reason or code.name)
+    if code in _REFUSED_CODES:
+        return DataRefused(INGEST_REJECTED, f"ingest-api refused {what}: {because}")
+    return TransientFailure(INGEST_ERROR, f"ingest-api failed on {what}: {because}")
+
+
 class JobClient:
     def __init__(
         self,
@@ -111,16 +146,20 @@ class JobClient:
     async def close(self) -> None:
         await self._channel.close()
 
-    async def _call(self, name: str, attempt: Callable[[], Awaitable[T]], *, retry: bool = True) -> T:
+    async def _call(self, name: str, attempt: Callable[[], Awaitable[T]], *, retry: bool = True, about_job_data: bool = True) -> T:
+        """`about_job_data`: the call carries or fetches the job's own data, so an answer other
+        than "lease gone" or "unreachable" ends the attempt through FailJob (see module doc).
+        RenewLease, FailJob and ReleaseJob pass False: they cannot end the attempt that way."""
         delay = 0.2
         for number in range(self.retries + 1):
             try:
                 return await attempt()
             except grpc.aio.AioRpcError as err:
                 code = err.code()
-                if code == grpc.StatusCode.FAILED_PRECONDITION and reason_of(err) == "LEASE_NOT_HELD":
+                reason = reason_of(err)
+                if code == grpc.StatusCode.FAILED_PRECONDITION and reason == "LEASE_NOT_HELD":
                     raise LeaseLost(f"{name}: lease not held") from err
-                if code == grpc.StatusCode.NOT_FOUND:
+                if code == grpc.StatusCode.NOT_FOUND and (reason in _JOB_GONE_REASONS or not about_job_data):
                     raise LeaseLost(f"{name}: job not found") from err
                 if code == grpc.StatusCode.CANCELLED:
                     raise IngestUnavailable(f"{name}: call cancelled") from err
@@ -129,6 +168,8 @@ class JobClient:
                     await asyncio.sleep(delay * (0.5 + random.random()))
                     delay *= 2
                     continue
+                if about_job_data and code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise job_failure_of(name, code, reason, err.details() or "") from err
                 raise IngestUnavailable(f"{name} failed: {code.name}: {err.details()}") from err
         raise AssertionError("unreachable")
 
@@ -145,7 +186,9 @@ class JobClient:
     async def renew_lease(self, lease: job_service_pb2.LeaseRef) -> bool:
         """Heartbeat; True when the job was cancelled."""
         request = job_service_pb2.RenewLeaseRequest(lease=lease)
-        response = await self._call("RenewLease", lambda: self._stub.RenewLease(request, timeout=self.rpc_timeout), retry=False)
+        response = await self._call(
+            "RenewLease", lambda: self._stub.RenewLease(request, timeout=self.rpc_timeout), retry=False, about_job_data=False
+        )
         return response.cancelled
 
     async def report_stage(self, lease: job_service_pb2.LeaseRef, stage: str, done: int = 0, total: int = 0, unit: str = "") -> None:
@@ -203,9 +246,9 @@ class JobClient:
 
     async def fail_job(self, lease: job_service_pb2.LeaseRef, *, retryable: bool, error_code: str, error_message: str) -> bool:
         request = job_service_pb2.FailJobRequest(lease=lease, retryable=retryable, error_code=error_code, error_message=error_message)
-        response = await self._call("FailJob", lambda: self._stub.FailJob(request, timeout=self.rpc_timeout))
+        response = await self._call("FailJob", lambda: self._stub.FailJob(request, timeout=self.rpc_timeout), about_job_data=False)
         return response.will_retry
 
     async def release_job(self, lease: job_service_pb2.LeaseRef) -> None:
         request = job_service_pb2.ReleaseJobRequest(lease=lease)
-        await self._call("ReleaseJob", lambda: self._stub.ReleaseJob(request, timeout=self.rpc_timeout))
+        await self._call("ReleaseJob", lambda: self._stub.ReleaseJob(request, timeout=self.rpc_timeout), about_job_data=False)

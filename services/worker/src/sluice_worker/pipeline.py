@@ -36,6 +36,7 @@ from sluice_worker.domain import (
     ParseSummary,
     TransientFailure,
     pipeline_version,
+    storable_chunks,
 )
 from sluice_worker.settings import WorkerSettings
 
@@ -213,6 +214,9 @@ class JobPipeline:
             started = time.monotonic()
             await self.port.report_stage(lease, "CHUNKING", 0, summary.elements, "elements")
             chunks = await session.chunk(chunking, settings.max_chunks, timeout=settings.parse_timeout_seconds)
+        # PostgreSQL cannot store NUL or lone surrogates: cleaned here, or every attempt would
+        # fail at SaveSnapshot for the same reason.
+        chunks = storable_chunks(chunks)
         if not chunks:
             raise DocumentInvalid("DOCUMENT_EMPTY", "the document contains no text")
         # The snapshot is part of CHUNKING: it is saved before the stage is left.

@@ -7,8 +7,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sluice_worker.domain import DOCUMENT_CORRUPT, DOCUMENT_EMPTY, TOO_MANY_PAGES, DocumentInvalid, ParseSummary
-from sluice_worker.parsing import formats
+from sluice_worker.domain import (
+    DOCUMENT_CORRUPT,
+    DOCUMENT_EMPTY,
+    PARSER_LOST_TEXT,
+    TOO_MANY_PAGES,
+    DocumentInvalid,
+    ParseSummary,
+    storable_text,
+)
+from sluice_worker.parsing import formats, xmltrees
 from sluice_worker.parsing.text import decode_text
 
 Progress = Callable[[int, int, str], None]
@@ -20,10 +28,27 @@ class ParseLimits:
     max_unzipped_bytes: int = 500 * 1024 * 1024
 
 
+# unstructured tells titles from paragraphs by running spaCy over an element's text, up to
+# 1,000,000 characters of it: for one long paragraph that took ~20 s and more than 2 GB (the
+# sandbox's limit). The first 20,000 characters decide the type as well.
+_HEURISTICS_MAX_CHARS = 20_000
+
+
+def _bound_text_heuristics() -> None:
+    import contextlib
+
+    with contextlib.suppress(ImportError, AttributeError):  # private API: at worst, the slow path
+        from unstructured.nlp.tokenize import _get_nlp
+
+        nlp = _get_nlp()
+        nlp.max_length = min(nlp.max_length, _HEURISTICS_MAX_CHARS)
+
+
 def partition_document(
     data: bytes, filename: str, mime_type: str, limits: ParseLimits, progress: Progress | None = None
 ) -> tuple[list, ParseSummary]:
     fmt = formats.detect_format(data, filename, mime_type)
+    _bound_text_heuristics()
     if fmt in (formats.DOCX, formats.PPTX, formats.EPUB):
         formats.check_zip_bomb(data, limits.max_unzipped_bytes)
     pages = 0
@@ -37,6 +62,9 @@ def partition_document(
     except (DocumentInvalid, MemoryError):
         raise
     except Exception as exc:  # noqa: BLE001
+        limit = _xml_limit_failure(exc, formats.FORMAT_NAMES[fmt])
+        if limit is not None:
+            raise limit from exc
         # The parsers are deterministic: an exception on these bytes comes back on every
         # retry, so it is the document's fault (damaged or not what its name says).
         raise DocumentInvalid(
@@ -50,13 +78,75 @@ def partition_document(
             raise DocumentInvalid(TOO_MANY_PAGES, f"the document has {pages} pages, more than the {limits.max_pages} allowed")
     characters = sum(len(e.text) for e in elements)
     if characters == 0:
+        _check_no_text_lost(fmt, data)
         hint = " (a scanned PDF without a text layer?)" if fmt == formats.PDF else ""
         raise DocumentInvalid(DOCUMENT_EMPTY, f"the document contains no text{hint}")
     return elements, ParseSummary(elements=len(elements), pages=pages, characters=characters)
 
 
+def _xml_limit_failure(exc: BaseException, format_name: str) -> DocumentInvalid | None:
+    from lxml import etree
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, etree.XMLSyntaxError):
+            return xmltrees.xml_limit_failure(seen, format_name)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+_WORD = re.compile(r"\w")
+_OFFICE_TEXT = re.compile(rb"<(?:w|a):t(?:\s[^>]*)?>([^<]*)</(?:w|a):t>")
+
+
+def _check_no_text_lost(fmt: str, data: bytes) -> None:
+    """The parser found no text: fail as PARSER_LOST_TEXT, not DOCUMENT_EMPTY, when the raw
+    file visibly has some (a parser limit or bug dropped it; the owner must not be told the
+    file is empty)."""
+    try:
+        raw = _raw_text(fmt, data)
+    except Exception:  # noqa: BLE001 - only an estimate; the file is empty as far as we know
+        return
+    if not _WORD.search(raw):
+        return
+    visible = raw.split()
+    sample = " ".join(visible)[:80]
+    raise DocumentInvalid(
+        PARSER_LOST_TEXT,
+        f"the parser found no text although the file contains about {_about(sum(map(len, visible)))} of text "
+        f"(it begins {sample!r}); the file may be beyond what the {formats.FORMAT_NAMES[fmt]} parser can read",
+    )
+
+
+def _raw_text(fmt: str, data: bytes) -> str:
+    """The text visible in the raw file, estimated without the parser, for text-like formats."""
+    if fmt == formats.HTML:
+        return storable_text(xmltrees.visible_html_text(decode_text(data, html=True)[0]))
+    if fmt in (formats.TEXT, formats.MARKDOWN):
+        return storable_text(decode_text(data)[0])
+    if fmt in (formats.DOCX, formats.PPTX):
+        import zipfile
+        from html import unescape
+
+        parts = []
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for name in archive.namelist():
+                if name.endswith(".xml") and name.startswith(("word/", "ppt/slides/")):
+                    parts.extend(m.decode("utf-8", "replace") for m in _OFFICE_TEXT.findall(archive.read(name)))
+        return storable_text(unescape(" ".join(parts)))
+    return ""
+
+
+def _about(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f} million characters"
+    return f"{count:,} characters" if count != 1 else "1 character"
+
+
 def _partition_other(fmt: str, data: bytes, filename: str) -> list:
     common = {"metadata_filename": filename}
+    # libxml2's own limits would silently cut long texts and deep nesting (see xmltrees).
+    xmltrees.use_huge_trees()
     if fmt == formats.DOCX:
         from unstructured.partition.docx import partition_docx
 
@@ -69,7 +159,7 @@ def _partition_other(fmt: str, data: bytes, filename: str) -> list:
         from unstructured.partition.html import partition_html
 
         text, _ = decode_text(data, html=True)
-        return partition_html(text=text, **common)
+        return partition_html(text=xmltrees.prepare_html(text), **common)
     if fmt == formats.MARKDOWN:
         from unstructured.partition.md import partition_md
 
@@ -125,7 +215,7 @@ def _clean(elements: list) -> list:
     for element in elements:
         if isinstance(element, PageBreak):
             continue
-        element.text = (element.text or "").strip()
+        element.text = storable_text(element.text or "").strip()
         if not element.text:
             continue
         if isinstance(element, Title) and (len(element.text) > _MAX_TITLE_CHARS or _SENTENCE_INSIDE.search(element.text) or element.text.endswith("。")):
