@@ -4,6 +4,8 @@ servers refusing a job's data, and files whose text the parser would silently dr
 from __future__ import annotations
 
 import asyncio
+
+import auth_keys
 import contextlib
 import io
 import zipfile
@@ -66,7 +68,7 @@ def test_storable_chunks_drop_nul_and_lone_surrogates_and_renumber():
 async def worker_with(address: str, pool, **pipeline_options):
     """A real Worker (claim loop, heartbeats) whose pipeline takes extra options."""
     settings = worker_settings(address)
-    client = JobClient(address)
+    client = JobClient(address, api_key=auth_keys.KEYS["worker"])
     worker = Worker(client, JobPipeline(client, pool, settings, **pipeline_options), settings)
     task = asyncio.create_task(worker.run())
     try:
