@@ -15,6 +15,7 @@ D = document_pb2
 
 class Clients:
     def __init__(self, address: str) -> None:
+        self.address = address
         self.channel = auth_keys.channel(address)
         self.docs = document_service_pb2_grpc.DocumentServiceStub(self.channel)
         self.jobs = job_service_pb2_grpc.JobServiceStub(self.channel)
