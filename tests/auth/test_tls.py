@@ -1,0 +1,120 @@
+"""TLS on the real servers, with certificates made here with `cryptography`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from sluice.v1 import document_service_pb2 as ds, document_service_pb2_grpc
+
+import auth_keys
+from sluice_common.channels import keyed_channel
+from sluice_common.tls import ClientTLS, ServerTLS, check_plaintext_allowed
+from sluice_worker.jobs_client import JobClient
+
+
+def _name(common: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+def _write(path, key, cert):
+    path.with_suffix(".key").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    path.with_suffix(".pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return str(path.with_suffix(".pem")), str(path.with_suffix(".key"))
+
+
+def make_ca(directory, name):
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name)).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_file, _ = _write(directory / name, key, cert)
+    return key, cert, cert_file
+
+
+def issue(directory, name, ca_key, ca_cert, *, server: bool):
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.timezone.utc)
+    builder = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1)))
+    if server:
+        builder = builder.add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+    else:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+    return _write(directory / name, key, builder.sign(ca_key, hashes.SHA256()))
+
+
+@pytest.fixture
+def pki(tmp_path):
+    ca_key, ca_cert, ca_file = make_ca(tmp_path, "sluice-ca")
+    other_key, other_cert, other_ca_file = make_ca(tmp_path, "other-ca")
+    server_cert, server_key = issue(tmp_path, "ingest-api", ca_key, ca_cert, server=True)
+    worker_cert, worker_key = issue(tmp_path, "worker-1", ca_key, ca_cert, server=False)
+    rogue_cert, rogue_key = issue(tmp_path, "rogue", other_key, other_cert, server=False)
+    return {"ca": ca_file, "other_ca": other_ca_file, "server": (server_cert, server_key),
+            "worker": (worker_cert, worker_key), "rogue": (rogue_cert, rogue_key)}
+
+
+def list_collections(address, tls: ClientTLS | None) -> grpc.StatusCode:
+    channel = keyed_channel(address, auth_keys.KEYS["client"], tls=tls)
+    try:
+        document_service_pb2_grpc.DocumentServiceStub(channel).ListCollections(ds.ListCollectionsRequest(), timeout=5)
+        return grpc.StatusCode.OK
+    except grpc.RpcError as err:
+        return err.code()
+    finally:
+        channel.close()
+
+
+def test_tls_server_refuses_plaintext_and_the_wrong_ca(ingest_api_factory, pki):
+    cert, key = pki["server"]
+    server = ingest_api_factory(tls_cert_file=cert, tls_key_file=key)
+    assert list_collections(server.address, ClientTLS(ca_file=pki["ca"])) == grpc.StatusCode.OK
+    assert list_collections(server.address, None) == grpc.StatusCode.UNAVAILABLE  # plaintext client
+    assert list_collections(server.address, ClientTLS(ca_file=pki["other_ca"])) == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_mutual_tls_refuses_a_worker_without_a_client_certificate(ingest_api_factory, pki):
+    cert, key = pki["server"]
+    server = ingest_api_factory(tls_cert_file=cert, tls_key_file=key, tls_client_ca_file=pki["ca"])
+    worker_cert, worker_key = pki["worker"]
+    rogue_cert, rogue_key = pki["rogue"]
+    outcomes = {}
+    for name, tls in {
+        "no client certificate": ClientTLS(ca_file=pki["ca"]),
+        "certificate of another CA": ClientTLS(ca_file=pki["ca"], cert_file=rogue_cert, key_file=rogue_key),
+        "worker certificate": ClientTLS(ca_file=pki["ca"], cert_file=worker_cert, key_file=worker_key),
+    }.items():
+        client = JobClient(server.address, api_key=auth_keys.KEYS["worker"], tls=tls, retries=1)
+        try:
+            await client.claim_job("tls-worker", 0)
+            outcomes[name] = "ok"
+        except Exception as error:  # noqa: BLE001 - the outcome is what is compared
+            outcomes[name] = type(error).__name__
+        finally:
+            await client.close()
+    assert outcomes["worker certificate"] == "ok"
+    assert outcomes["no client certificate"] != "ok"
+    assert outcomes["certificate of another CA"] != "ok"
+
+
+def test_plaintext_is_refused_off_loopback_unless_allowed():
+    check_plaintext_allowed("localhost:50051", ServerTLS(), False)
+    check_plaintext_allowed("127.0.0.1:0", ServerTLS(), False)
+    with pytest.raises(SystemExit, match="refusing to serve plaintext"):
+        check_plaintext_allowed("0.0.0.0:50051", ServerTLS(), False)
+    check_plaintext_allowed("0.0.0.0:50051", ServerTLS(), True)
+    check_plaintext_allowed("0.0.0.0:50051", ServerTLS("c.pem", "k.pem"), False)
