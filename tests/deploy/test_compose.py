@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
 APP_SERVICES = ["migrate", "ingest-api", "search", "worker"]
+ONE_SHOT = ["bootstrap"]
 PYPROJECT = {
     "migrate": ROOT / "services/ingest-api/pyproject.toml",
     "ingest-api": ROOT / "services/ingest-api/pyproject.toml",
@@ -86,7 +87,9 @@ def final_stage(instructions):
 
 
 def test_services_and_start_order():
-    assert set(SERVICES) == {"postgres", *APP_SERVICES}
+    assert set(SERVICES) == {"postgres", *APP_SERVICES, *ONE_SHOT}
+    assert SERVICES["bootstrap"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert SERVICES["worker"]["depends_on"]["bootstrap"]["condition"] == "service_completed_successfully"
     depends = {name: SERVICES[name].get("depends_on", {}) for name in SERVICES}
     assert depends["migrate"] == {"postgres": {"condition": "service_healthy"}}
     assert depends["ingest-api"]["migrate"]["condition"] == "service_completed_successfully"
@@ -228,3 +231,17 @@ def test_packages_the_dockerfiles_name_are_pinned_by_the_lock():
                 if word.startswith(("-", "./", "$")) or previous in ("-c", "--index-url") or word == "requirements.lock":
                     continue
                 assert word.lower().replace("_", "-") in pinned, f"{service}: {word} is not in requirements.lock"
+
+
+def test_bootstrap_makes_the_keys_the_workers_read():
+    """Auth is on in compose: the one-shot bootstrap runs a console script the migrate image
+    installs, writes the worker key where the workers read it, and the env it sets is real."""
+    bootstrap = SERVICES["bootstrap"]
+    assert bootstrap["image"] == SERVICES["migrate"]["image"]
+    scripts = tomllib.loads((ROOT / "services/ingest-api/pyproject.toml").read_text())["project"]["scripts"]
+    assert bootstrap["entrypoint"][0] in scripts
+    key_dir = bootstrap["command"][bootstrap["command"].index("--key-dir") + 1]
+    worker = SERVICES["worker"]
+    assert worker["environment"]["SLUICE_API_KEY_FILE"] == f"{key_dir}/worker_key"
+    assert any(v.startswith("keys:") for v in worker["volumes"]) and any(v.startswith("keys:") for v in bootstrap["volumes"])
+    assert set(bootstrap["environment"]) - {"<<"} <= settings_fields("ingest-api")

@@ -24,7 +24,7 @@ log = logging.getLogger("sluice.worker")
 
 def build_worker(settings: WorkerSettings, *, pool: SandboxPool | None = None) -> tuple[Worker, SandboxPool, JobClient]:
     client = JobClient(
-        settings.ingest_address, api_key=settings.api_key, tls=settings.client_tls(), rpc_timeout=settings.rpc_timeout_seconds
+        settings.ingest_address, api_key=settings.worker_key(), tls=settings.client_tls(), rpc_timeout=settings.rpc_timeout_seconds
     )
     pool = pool or SandboxPool(
         settings.worker_concurrency,

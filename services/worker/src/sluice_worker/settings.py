@@ -20,6 +20,8 @@ class WorkerSettings(CommonSettings, EmbedderSettings):
     ingest_address: str = "localhost:50051"
     # A worker-role API key: JobService accepts nothing else.
     api_key: str = ""
+    # Or a file holding it (a mounted secret); used when api_key is empty.
+    api_key_file: str = ""
     # TLS to ingest-api: the CA that signed its certificate; a client certificate and key
     # when ingest-api requires mutual TLS. All empty: plaintext (localhost only).
     tls_ca_file: str = ""
@@ -62,6 +64,13 @@ class WorkerSettings(CommonSettings, EmbedderSettings):
     embed_batch_size: int = 64
     # Minimum seconds between two progress reports of one stage.
     progress_interval_seconds: float = 0.5
+
+    def worker_key(self) -> str:
+        if self.api_key or not self.api_key_file:
+            return self.api_key
+        from pathlib import Path
+
+        return Path(self.api_key_file).read_text().strip()
 
     def client_tls(self):
         from sluice_common.tls import ClientTLS
