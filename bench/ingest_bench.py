@@ -4,7 +4,9 @@ One cycle is what a worker does for a document minus the work itself: ClaimJob, 
 for PARSING, CHUNKING, EMBEDDING and INDEXING, and CompleteJob with one 384-dimension chunk
 (the atomic commit). Measured through gRPC with 1 and 4 concurrent clients, and beside it the
 same store calls made in-process without gRPC (the baseline), on the same embedded PostgreSQL
-in the same run.
+in the same run. gRPC runs with a worker key (authentication on, as deployed) and again with
+the key check replaced by a constant principal (bench/unauthenticated.py): their ratio is the
+cost of authentication.
 
     .venv/bin/python -m bench.ingest_bench [--jobs 400]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
@@ -21,18 +24,21 @@ import tempfile
 import time
 from pathlib import Path
 
-import grpc
 import numpy as np
 import psycopg
 
 from sluice.v1 import collection_pb2, document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
 from sluice.v1 import document_service_pb2_grpc, job_service_pb2_grpc
+from sluice_common.channels import keyed_aio_channel
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from sluice_ingest.tenants import bootstrap_keys
 from sluice_ingest.domain import DocumentStatus
 from sluice_ingest.main import IngestApp
 from sluice_ingest.migrations import upgrade
 from sluice_ingest.settings import IngestSettings
 from sluice_ingest.store import ChunkRow
+
+from bench.unauthenticated import without_key_check
 
 DIMS = 384
 STAGES = [D.DOCUMENT_STATUS_PARSING, D.DOCUMENT_STATUS_CHUNKING, D.DOCUMENT_STATUS_EMBEDDING, D.DOCUMENT_STATUS_INDEXING]
@@ -42,9 +48,9 @@ def seed(url: str, collection: str, count: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             """
-            WITH c AS (SELECT id, max_attempts FROM collections WHERE name = %s),
-                 d AS (INSERT INTO documents (collection_id, filename, mime_type, content_sha256, size_bytes)
-                       SELECT c.id, 'f' || g || '.txt', 'text/plain', encode(sha256((%s || g)::bytea), 'hex'), 1
+            WITH c AS (SELECT id, tenant_id, max_attempts FROM collections WHERE name = %s),
+                 d AS (INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes)
+                       SELECT c.tenant_id, c.id, 'f' || g || '.txt', 'text/plain', encode(sha256((%s || g)::bytea), 'hex'), 1
                        FROM c, generate_series(1, %s) g RETURNING id, collection_id)
             INSERT INTO ingestion_jobs (document_id, max_attempts) SELECT d.id, c.max_attempts FROM d JOIN c ON c.id = d.collection_id
             """,
@@ -52,9 +58,9 @@ def seed(url: str, collection: str, count: int) -> None:
         )
 
 
-async def grpc_client(address: str, worker: str, vector: list[float]) -> int:
+async def grpc_client(address: str, worker: str, vector: list[float], key: str) -> int:
     done = 0
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with keyed_aio_channel(address, key) as channel:
         jobs = job_service_pb2_grpc.JobServiceStub(channel)
         while True:
             response = await jobs.ClaimJob(js.ClaimJobRequest(worker_id=worker))
@@ -85,29 +91,30 @@ async def inprocess_client(app: IngestApp, worker: str, vector: np.ndarray) -> i
         done += 1
 
 
-async def run(admin_uri: str, jobs: int, repeats: int) -> list[tuple[str, int, float, float]]:
+async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> list[tuple[str, int, float, float]]:
     results = []
     vector = list(np.random.default_rng(0).standard_normal(DIMS).astype(np.float32))
     for round_ in range(repeats):
         for clients in (1, 4):
-            for mode in ("grpc", "in-process"):
+            for mode in ("grpc", "grpc-noauth", "in-process"):
                 name = f"b{round_}_{clients}_{mode.replace('-', '')}"
                 ensure_database(admin_uri, name, template="bench_template")
                 url = database_uri(admin_uri, name)
                 app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False,
-                                               pool_max_size=clients + 4))
+                                               pool_max_size=clients + 4, rate_limit_per_second=0))
                 await app.start()
                 await app.serve()
-                async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+                async with keyed_aio_channel(f"127.0.0.1:{app.port}", keys["client"]) as channel:
                     docs = document_service_pb2_grpc.DocumentServiceStub(channel)
                     await docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
                         name="bench", embedder=collection_pb2.EmbedderConfig(
                             provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, dimensions=DIMS))))
                 seed(url, "bench", jobs)
                 start = time.perf_counter()
-                if mode == "grpc":
-                    counts = await asyncio.gather(*(grpc_client(f"127.0.0.1:{app.port}", f"w{i}", vector)
-                                                    for i in range(clients)))
+                if mode.startswith("grpc"):
+                    with without_key_check() if mode == "grpc-noauth" else contextlib.nullcontext():
+                        counts = await asyncio.gather(*(grpc_client(f"127.0.0.1:{app.port}", f"w{i}", vector,
+                                                                    keys["worker"]) for i in range(clients)))
                 else:
                     counts = await asyncio.gather(*(inprocess_client(app, f"w{i}", np.asarray(vector))
                                                     for i in range(clients)))
@@ -130,18 +137,23 @@ def main() -> None:
     try:
         ensure_database(admin, "bench_template")
         upgrade(database_uri(admin, "bench_template"))
-        results = asyncio.run(run(admin, args.jobs, args.repeats))
+        keys = bootstrap_keys(database_uri(admin, "bench_template"))
+        results = asyncio.run(run(admin, args.jobs, args.repeats, keys))
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
     print(f"\nno-op claim→4 stages→complete cycles/s ({args.jobs} jobs, median of {args.repeats} runs, "
           f"{os.cpu_count()} cores, client and server in one process)")
-    print(f"{'clients':>7} | {'gRPC cycles/s':>13} | {'in-process cycles/s':>19} | {'gRPC / in-process':>17}")
-    print("-" * 66)
+    header = (f"{'clients':>7} | {'gRPC cycles/s':>13} | {'in-process cycles/s':>19} | {'gRPC / in-process':>17} |"
+              f" {'gRPC no auth':>12} | {'auth cost (time/cycle)':>22}")
+    print(header)
+    print("-" * len(header))
     for clients in (1, 4):
         g = statistics.median(r[2] for r in results if r[0] == "grpc" and r[1] == clients)
+        n = statistics.median(r[2] for r in results if r[0] == "grpc-noauth" and r[1] == clients)
         p = statistics.median(r[2] for r in results if r[0] == "in-process" and r[1] == clients)
-        print(f"{clients:>7} | {g:>13.1f} | {p:>19.1f} | {g / p:>16.2f}x")
+        print(f"{clients:>7} | {g:>13.1f} | {p:>19.1f} | {g / p:>16.2f}x | {n:>12.1f} | {n / g:>21.3f}x")
+    print("target: auth cost ≤ 1.05× (time per cycle with authentication / without)")
     sys.stdout.flush()
 
 

@@ -10,6 +10,13 @@ as a subprocess and runs the queries one at a time (as a user would), first thro
 then as raw SQL (the very statement the service runs, on a connection with the same session
 settings), and compares both with exact search (numpy, READY chunks only).
 
+Access control is measured too, in the same run: search runs as its read-only login with a
+client key (as deployed), and beside it a second search process whose key check is replaced
+by a constant principal (bench/unauthenticated.py), queried alternately with the first; the
+raw SQL is timed bare and inside the tenant transaction search uses (BEGIN, set_config of the
+tenant, the query under row-level security, COMMIT, pipelined). Their ratios are the cost of
+authentication and of tenant scoping.
+
 --data latent (default) draws vectors from a 16-dimensional latent space projected to
 `--dimensions` plus noise: like real sentence embeddings, whose intrinsic dimension is low.
 --data isotropic draws them uniformly from the sphere: the worst case of every graph index
@@ -38,9 +45,12 @@ from sluice.v1 import search_service_pb2 as pb
 from sluice.v1 import search_service_pb2_grpc
 
 from sluice_common import vector_index
-from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from sluice_common.channels import keyed_channel
+from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
+from sluice_ingest.tenants import bootstrap_keys
 
 DOC_CHUNKS = 100
+TENANT_ID = 1  # `default`, made by migration 0004
 LATENT_DIMENSIONS = 16
 
 
@@ -61,27 +71,28 @@ def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generat
     with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
         cid = conn.execute(
-            "INSERT INTO collections (name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
+            "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
             " chunk_new_after_n_chars, chunk_overlap, max_attempts)"
-            " VALUES ('bench', 'hashing', 'bench', %s, 1500, 1000, 0, 3) RETURNING id",
+            " SELECT id, 'bench', 'hashing', 'bench', %s, 1500, 1000, 0, 3 FROM tenants WHERE name = 'default' RETURNING id",
             (dimensions,),
         ).fetchone()[0]
         ids = [uuid.uuid4() for _ in range(documents)]
         with conn.cursor().copy(
-            "COPY documents (id, collection_id, filename, mime_type, status, content_sha256, size_bytes, error_message)"
-            " FROM STDIN"
+            "COPY documents (id, tenant_id, collection_id, filename, mime_type, status, content_sha256, size_bytes,"
+            " error_message) FROM STDIN"
         ) as copy:
             for d, doc in enumerate(ids):
                 status = "READY" if ready[d] else ("PENDING", "EMBEDDING", "FAILED")[d % 3]
                 error = "bench" if status == "FAILED" else None
-                copy.write_row((doc, cid, f"doc-{d}.txt", "text/plain", status, f"{d:064x}", 1, error))
+                copy.write_row((doc, TENANT_ID, cid, f"doc-{d}.txt", "text/plain", status, f"{d:064x}", 1, error))
         started = time.perf_counter()
         with conn.cursor().copy(
-            "COPY chunks (document_id, collection_id, chunk_index, text, embedding) FROM STDIN WITH (FORMAT BINARY)"
+            "COPY chunks (document_id, tenant_id, collection_id, chunk_index, text, embedding) FROM STDIN"
+            " WITH (FORMAT BINARY)"
         ) as copy:
-            copy.set_types(["uuid", "int8", "int4", "text", "vector"])
+            copy.set_types(["uuid", "int8", "int8", "int4", "text", "vector"])
             for row in range(n):
-                copy.write_row((ids[row // DOC_CHUNKS], cid, row % DOC_CHUNKS, f"chunk {row}", vectors[row]))
+                copy.write_row((ids[row // DOC_CHUNKS], TENANT_ID, cid, row % DOC_CHUNKS, f"chunk {row}", vectors[row]))
         print(f"loaded {n:,} chunks × {dimensions} in {time.perf_counter() - started:.1f} s", flush=True)
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute("SET max_parallel_maintenance_workers = 2")
@@ -99,7 +110,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_search(url: str, ef_search: int) -> tuple[subprocess.Popen, str]:
+def start_search(url: str, ef_search: int, *, unauthenticated: bool = False) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {
         **os.environ,
@@ -107,8 +118,10 @@ def start_search(url: str, ef_search: int) -> tuple[subprocess.Popen, str]:
         "SLUICE_SEARCH_BIND": f"127.0.0.1:{port}",
         "SLUICE_SEARCH_HNSW_EF_SEARCH": str(ef_search),
         "SLUICE_LOG_LEVEL": "WARNING",
+        "SLUICE_RATE_LIMIT_PER_SECOND": "0",
     }
-    process = subprocess.Popen([sys.executable, "-m", "sluice_search.main"], env=env)
+    module = ["bench.unauthenticated", "search"] if unauthenticated else ["sluice_search.main"]
+    process = subprocess.Popen([sys.executable, "-m", *module], env=env, cwd=Path(__file__).resolve().parents[1])
     address = f"127.0.0.1:{port}"
     channel = grpc.insecure_channel(address)
     deadline = time.monotonic() + 60
@@ -154,6 +167,10 @@ def run(args: argparse.Namespace) -> None:
         from sluice_ingest.migrations import upgrade
 
         upgrade(url)
+        key = bootstrap_keys(url)["client"]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE ROLE sluice_search LOGIN IN ROLE sluice_search_reader")
+        reader_url = user_uri(url, "sluice_search")
         cid, ready_rows = load(url, vectors, args.not_ready, rng)
 
         started = time.perf_counter()
@@ -167,7 +184,7 @@ def run(args: argparse.Namespace) -> None:
 
         results = []
         for ef in args.ef_search:
-            results.append(measure(url, cid, queries, truth, ef, args))
+            results.append(measure(url, reader_url, key, cid, queries, truth, ef, args))
         print()
         print(f"{args.chunks:,} chunks × {args.dimensions} ({args.data}), {args.not_ready:.0%} of documents not READY,"
               f" {args.queries} queries, top_k=10, one at a time")
@@ -178,36 +195,55 @@ def run(args: argparse.Namespace) -> None:
             print(f"{r['ef']:>9} | {r['grpc'][0]:>7.2f}ms {r['grpc'][1]:>7.2f}ms | {r['sql'][0]:>6.2f}ms {r['sql'][1]:>6.2f}ms |"
                   f" {r['grpc'][0] / r['sql'][0]:>11.2f}x | {r['recall']:>9.3f} | {r['full']:>9.1%}")
         print("targets: gRPC p50 ≤ 1.5× SQL p50, recall@10 ≥ 0.95, gRPC p50 ≤ 5 ms")
+        print()
+        print("access control: the same queries, alternating between the two servers; SQL bare vs tenant transaction")
+        header = (f"{'ef_search':>9} | {'gRPC p50 auth':>13} {'no auth':>8} {'auth cost':>9} |"
+                  f" {'SQL p50 tenant':>14} {'bare':>7} {'scoping cost':>12}")
+        print(header)
+        print("-" * len(header))
+        for r in results:
+            print(f"{r['ef']:>9} | {r['grpc'][0]:>11.2f}ms {r['noauth'][0]:>6.2f}ms {r['grpc'][0] / r['noauth'][0]:>8.3f}x |"
+                  f" {r['sql_tenant'][0]:>12.2f}ms {r['sql'][0]:>5.2f}ms {r['sql_tenant'][0] / r['sql'][0]:>11.3f}x")
+        print("target: auth cost ≤ 1.05× (gRPC p50 with authentication / without)")
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def measure(url, cid, queries, truth, ef, args) -> dict:
+def measure(url, reader_url, key, cid, queries, truth, ef, args) -> dict:
     from sluice_search.domain import Collection, DocumentFilter
     from sluice_search.repository import vector_query
 
-    collection = Collection(cid, "bench", "hashing", "bench", args.dimensions)
-    process, address = start_search(url, ef)
+    collection = Collection(cid, "bench", "hashing", "bench", args.dimensions, tenant_id=TENANT_ID)
+    process, address = start_search(reader_url, ef)
+    plain_process, plain_address = start_search(reader_url, ef, unauthenticated=True)
     try:
-        channel = grpc.insecure_channel(address)
+        channel = keyed_channel(address, key)
+        plain_channel = grpc.insecure_channel(plain_address)
         stub = search_service_pb2_grpc.SearchServiceStub(channel)
+        plain_stub = search_service_pb2_grpc.SearchServiceStub(plain_channel)
         requests = [pb.SearchRequest(collection="bench", query_vector=q.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR)
                     for q in queries]
         for request in requests[: args.warmup]:
             stub.Search(request)
-        grpc_seconds, recalls, full = [], [], 0
+            plain_stub.Search(request)
+        grpc_seconds, plain_seconds, recalls, full = [], [], [], 0
         for request, expected in zip(requests, truth):
             started = time.perf_counter()
             response = stub.Search(request)
             grpc_seconds.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            plain_stub.Search(request)
+            plain_seconds.append(time.perf_counter() - started)
             found = {int(h.chunk_id) for h in response.hits}
             recalls.append(len(found & expected) / 10)
             full += len(response.hits) == 10
         channel.close()
+        plain_channel.close()
     finally:
-        process.terminate()
-        process.wait(30)
+        for p in (process, plain_process):
+            p.terminate()
+            p.wait(30)
 
     sql_seconds = []
     # The same session as the service's pool (prepared after 5 runs, same settings): the
@@ -224,7 +260,22 @@ def measure(url, cid, queries, truth, ef, args) -> dict:
             started = time.perf_counter()
             conn.execute(query, params).fetchall()
             sql_seconds.append(time.perf_counter() - started)
-    result = {"ef": ef, "grpc": percentiles(grpc_seconds), "sql": percentiles(sql_seconds),
+    # The same statements as search's role, each in the tenant transaction search opens.
+    tenant_seconds = []
+    with psycopg.connect(reader_url, autocommit=True, prepare_threshold=5) as conn:
+        register_vector(conn)
+        conn.execute("SET default_transaction_read_only = on")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+        for n, (query, params) in enumerate(statements[: args.warmup] + statements):
+            started = time.perf_counter()
+            with conn.pipeline(), conn.transaction():
+                conn.execute("SELECT set_config('sluice.tenant_id', %s, true)", (str(TENANT_ID),))
+                conn.execute(query, params).fetchall()
+            if n >= args.warmup:
+                tenant_seconds.append(time.perf_counter() - started)
+    result = {"ef": ef, "grpc": percentiles(grpc_seconds), "noauth": percentiles(plain_seconds),
+              "sql": percentiles(sql_seconds), "sql_tenant": percentiles(tenant_seconds),
               "recall": float(np.mean(recalls)), "full": full / len(queries)}
     print(f"ef_search={ef}: {result}", flush=True)
     return result
