@@ -68,6 +68,12 @@ class Aborted(SluiceError):
     default_reason = "ABORTED"
 
 
+class DeadlineExceeded(SluiceError):
+    """The server gave up waiting on the caller (e.g. an upload stream that went silent)."""
+
+    default_reason = "DEADLINE_EXCEEDED"
+
+
 # The one table from domain errors to status codes; the most specific class wins (MRO order).
 STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -77,6 +83,7 @@ STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
     ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Aborted: grpc.StatusCode.ABORTED,
+    DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     SluiceError: grpc.StatusCode.INTERNAL,
 }
 
@@ -162,6 +169,7 @@ def reason_of(error: grpc.RpcError) -> str:
 __all__ = [
     "Aborted",
     "AlreadyExists",
+    "DeadlineExceeded",
     "FailedPrecondition",
     "InvalidArgument",
     "LeaseNotHeld",
