@@ -14,7 +14,7 @@ class IngestSettings(CommonSettings):
     # Upload streams received at once by one process; more are refused (TOO_MANY_UPLOADS).
     max_concurrent_uploads: int = 64
     # Bytes of an upload held in memory before it is spooled to a temporary file.
-    upload_spool_memory_bytes: int = 256 * 1024
+    upload_spool_memory_bytes: int = 64 * 1024
     # Directory of the (already unlinked) upload spool files; empty for the system temp directory.
     upload_spool_dir: str = ""
     # Rule 6: a RUNNING job whose lease is older than this is reclaimable.
