@@ -80,8 +80,9 @@ class SpooledContent:
     """
 
     def __init__(self, memory_bytes: int, directory: str | None) -> None:
-        # max_size=0 would mean "never roll over": at least one byte, so 0 means "always on disk".
         self._file = tempfile.SpooledTemporaryFile(max_size=max(1, memory_bytes), dir=directory or None)
+        if memory_bytes <= 0:  # max_size=0 would mean "never roll over"; here 0 means "always on disk"
+            self._file.rollover()
         self._digest = hashlib.sha256()
         self.size = 0
         self.head = b""  # the first bytes, for media type detection
