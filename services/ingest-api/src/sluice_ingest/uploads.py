@@ -143,9 +143,11 @@ class UploadGate:
             yield
         except SluiceError as error:
             metrics.UPLOADS_REFUSED.labels(reason=error.reason).inc()
+            log.info("upload refused, nothing stored", extra={"reason": error.reason, "details": error.metadata})
             raise
         except asyncio.CancelledError:  # the client cancelled, vanished or was killed
             metrics.UPLOADS_REFUSED.labels(reason="CANCELLED").inc()
+            log.info("upload cancelled by the client, nothing stored", extra={"reason": "CANCELLED"})
             raise
         finally:
             self.active -= 1
