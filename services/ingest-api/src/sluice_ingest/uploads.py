@@ -185,7 +185,7 @@ async def receive(
     Every refusal closes the spool before raising: nothing of a refused upload survives.
     """
     if expected.size_bytes < 0:
-        raise InvalidArgument("expected_size_bytes must not be negative", reason="INVALID_ARGUMENT")
+        raise InvalidArgument("expected_size_bytes must not be negative", reason="INVALID_EXPECTED_SIZE")
     if expected.size_bytes > max_bytes:
         raise ResourceExhausted(
             f"the file is larger than the upload limit of {max_bytes} bytes", reason="UPLOAD_TOO_LARGE", limit=max_bytes
