@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import shutil
 import signal
@@ -94,6 +95,8 @@ def upload(stub, collection: str, name: str, content: bytes) -> None:
     def messages():
         yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection=collection, filename=name))
         yield ds.UploadDocumentRequest(data=content)
+        yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
+            size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
 
     stub.UploadDocument(messages())
 

@@ -90,7 +90,9 @@ async function ensureCollection(documents, name, embedder) {
   }
 }
 
-// UploadDocument is a client stream: the metadata first, then the bytes in 1 MiB pieces.
+// UploadDocument is a client stream: the metadata first, then the bytes in 1 MiB pieces, then the
+// trailer with the size and SHA-256 of what was sent. Without the trailer nothing is stored
+// (UPLOAD_INCOMPLETE), so a stream cut short never becomes a truncated document.
 function upload(documents, collection, file) {
   const content = fs.readFileSync(file);
   const sha256 = crypto.createHash('sha256').update(content).digest('hex');
@@ -106,9 +108,16 @@ function upload(documents, collection, file) {
         request_id: `node-${crypto.createHash('sha256').update(`${collection}\0${path.resolve(file)}\0${sha256}`).digest('hex').slice(0, 40)}`,
       },
     });
+    // Hash what is actually streamed: the trailer confirms these bytes, not the ones read above.
+    const streamed = crypto.createHash('sha256');
+    let sent = 0;
     for (let offset = 0; offset < content.length; offset += CHUNK_BYTES) {
-      call.write({ data: content.subarray(offset, offset + CHUNK_BYTES) });
+      const piece = content.subarray(offset, offset + CHUNK_BYTES);
+      streamed.update(piece);
+      sent += piece.length;
+      call.write({ data: piece });
     }
+    call.write({ trailer: { size_bytes: sent, sha256: streamed.digest('hex') } });
     call.end();
   });
 }

@@ -37,16 +37,10 @@ class Clients:
         )
 
     def upload(self, collection: str = "docs", content: bytes | None = None, filename: str = "a.txt",
-               request_id: str = "", metadata: dict | None = None, piece: int = 64 * 1024) -> D.Document:
+               request_id: str = "", metadata: dict | None = None, piece: int = 64 * 1024, **trailer) -> D.Document:
+        """Upload `content` ending with the trailer; `trailer=False`, `size=` or `sha256=` break it on purpose."""
         content = content if content is not None else f"hello {uuid.uuid4()}".encode()
-
-        def messages():
-            yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(
-                collection=collection, filename=filename, request_id=request_id, metadata=metadata or {}))
-            for start in range(0, len(content), piece):
-                yield ds.UploadDocumentRequest(data=content[start : start + piece])
-
-        return self.docs.UploadDocument(messages())
+        return self.docs.UploadDocument(upload_messages(collection, content, filename, request_id, metadata, piece, **trailer))
 
     def claim(self, worker: str = "w1", wait: float = 0.0) -> js.Job | None:
         response = self.jobs.ClaimJob(js.ClaimJobRequest(worker_id=worker, wait_seconds=wait))
@@ -80,6 +74,21 @@ class Clients:
 
     def get(self, document_id: str) -> D.Document:
         return self.docs.GetDocument(ds.GetDocumentRequest(id=document_id))
+
+
+def upload_messages(collection: str, content: bytes, filename: str = "a.txt", request_id: str = "",
+                    metadata: dict | None = None, piece: int = 64 * 1024, *, trailer: bool = True,
+                    size: int | None = None, sha256: str | None = None):
+    """An upload stream: metadata, the bytes in pieces, and the trailer with the true size and SHA-256
+    (unless overridden by `size`/`sha256`, or left out with `trailer=False`)."""
+    yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(
+        collection=collection, filename=filename, request_id=request_id, metadata=metadata or {}))
+    for start in range(0, len(content), piece):
+        yield ds.UploadDocumentRequest(data=content[start : start + piece])
+    if trailer:
+        yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
+            size_bytes=len(content) if size is None else size,
+            sha256=hashlib.sha256(content).hexdigest() if sha256 is None else sha256))
 
 
 def vector_for(text: str, dimensions: int = 8) -> list[float]:

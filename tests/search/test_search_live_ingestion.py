@@ -13,6 +13,7 @@ from __future__ import annotations
 import auth_keys
 
 import asyncio
+import hashlib
 from collections import Counter
 
 import grpc
@@ -38,7 +39,10 @@ async def upload(documents, n: int) -> str:
     async def requests():
         yield document_service_pb2.UploadDocumentRequest(metadata=document_service_pb2.UploadDocumentMetadata(
             collection="live", filename=f"doc{n}.txt", mime_type="text/plain", metadata={"n": str(n)}))
-        yield document_service_pb2.UploadDocumentRequest(data="\n\n".join(chunk_texts(n)).encode())
+        content = "\n\n".join(chunk_texts(n)).encode()
+        yield document_service_pb2.UploadDocumentRequest(data=content)
+        yield document_service_pb2.UploadDocumentRequest(trailer=document_service_pb2.UploadDocumentTrailer(
+            size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
 
     return (await documents.UploadDocument(requests())).id
 

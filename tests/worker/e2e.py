@@ -7,6 +7,7 @@ import auth_keys
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import signal
 import subprocess
@@ -53,6 +54,8 @@ class Docs:
             yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection=collection, filename=filename))
             for start in range(0, len(content), 256 * 1024):
                 yield ds.UploadDocumentRequest(data=content[start : start + 256 * 1024])
+            yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
+                size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
 
         return await self.stub.UploadDocument(messages())
 

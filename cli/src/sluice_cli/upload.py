@@ -7,6 +7,7 @@ documents and lists every failure with its message. Exit code 1 when anything fa
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,6 +28,8 @@ from .files import CHUNK_BYTES, Candidate, content_sha256, find_files, guess_mim
 MAX_UPLOADS = 4
 MAX_WATCHES = 32
 WATCH_RECONNECTS = 5
+# A server at its upload limit (TOO_MANY_UPLOADS) is asked again this many times, backing off.
+BUSY_RETRIES = 5
 
 
 @dataclass
@@ -141,35 +144,62 @@ def upload_one(job: UploadJob, candidate: Candidate, reporter: Reporter) -> Outc
         mime_type=guess_mime_type(path),
         metadata=job.metadata,
         request_id=request_id(job.collection, path, sha256),
+        expected_size_bytes=size,
+        expected_sha256=sha256,
     )
     read_failure: list[OSError] = []
+    changed: list[bool] = []
 
     def messages():
+        """Metadata, the file hashed as it is streamed, then the trailer that confirms it whole.
+
+        A file that changed since it was hashed for the request_id gets no trailer: the
+        stream is abandoned and the server stores nothing (the server would refuse it too).
+        """
         yield document_service_pb2.UploadDocumentRequest(metadata=metadata)
+        digest = hashlib.sha256()
+        sent = 0
         try:
             with open(path, "rb") as handle:
                 while block := handle.read(CHUNK_BYTES):
+                    digest.update(block)
+                    sent += len(block)
                     yield document_service_pb2.UploadDocumentRequest(data=block)
         except OSError as error:  # the file changed under us: abandon the stream
             read_failure.append(error)
             raise
+        if (sent, digest.hexdigest()) != (size, sha256):
+            changed.append(True)
+            raise RuntimeError(f"{path} changed while it was being uploaded")
+        yield document_service_pb2.UploadDocumentRequest(
+            trailer=document_service_pb2.UploadDocumentTrailer(size_bytes=sent, sha256=digest.hexdigest())
+        )
 
-    try:
-        future = job.clients.documents.UploadDocument.future(messages(), timeout=max(60.0, size / (1024 * 1024)))
-        with job.lock:
-            job.calls.add(future)
+    for attempt in range(BUSY_RETRIES + 1):
         try:
-            document = future.result()
-        finally:
+            future = job.clients.documents.UploadDocument.future(messages(), timeout=max(60.0, size / (1024 * 1024)))
             with job.lock:
-                job.calls.discard(future)
-    except grpc.RpcError as error:
-        if read_failure:
-            return Outcome(candidate, error=read_error(path, read_failure[0]), exit_code=EXIT_FAILED)
-        failure = job.clients.rpc_error(error)
-        return Outcome(candidate, error=f"upload of {path} failed: {failure.message}", exit_code=failure.exit_code)
-    except grpc.FutureCancelledError:
-        return Outcome(candidate, error="upload cancelled", exit_code=EXIT_FAILED)
+                job.calls.add(future)
+            try:
+                document = future.result()
+            finally:
+                with job.lock:
+                    job.calls.discard(future)
+        except grpc.RpcError as error:
+            if read_failure:
+                return Outcome(candidate, error=read_error(path, read_failure[0]), exit_code=EXIT_FAILED)
+            if changed:
+                return Outcome(candidate, error=f"{path} changed while it was being uploaded; nothing was stored, upload"
+                               " it again", exit_code=EXIT_FAILED)
+            failure = job.clients.rpc_error(error)
+            if failure.reason == "TOO_MANY_UPLOADS" and attempt < BUSY_RETRIES and not job.stopping.is_set():
+                # Nothing was stored: the same stream (same request_id) is safe to send again.
+                time.sleep(min(8.0, 0.5 * 2**attempt))
+                continue
+            return Outcome(candidate, error=f"upload of {path} failed: {failure.message}", exit_code=failure.exit_code)
+        except grpc.FutureCancelledError:
+            return Outcome(candidate, error="upload cancelled", exit_code=EXIT_FAILED)
+        break
     reporter.update(candidate, document)
     return Outcome(candidate, document=document)
 

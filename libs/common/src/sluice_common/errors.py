@@ -90,6 +90,12 @@ class RateLimited(ResourceExhausted):
         self.retry_after = retry_after
 
 
+class DeadlineExceeded(SluiceError):
+    """The server gave up waiting on the caller (e.g. an upload stream that went silent)."""
+
+    default_reason = "DEADLINE_EXCEEDED"
+
+
 # The one table from domain errors to status codes; the most specific class wins (MRO order).
 STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -101,6 +107,7 @@ STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
     Aborted: grpc.StatusCode.ABORTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     SluiceError: grpc.StatusCode.INTERNAL,
 }
 
@@ -194,6 +201,7 @@ def reason_of(error: grpc.RpcError) -> str:
 __all__ = [
     "Aborted",
     "AlreadyExists",
+    "DeadlineExceeded",
     "FailedPrecondition",
     "InvalidArgument",
     "LeaseNotHeld",

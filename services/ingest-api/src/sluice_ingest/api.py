@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
@@ -17,6 +18,7 @@ from sluice_common.errors import InvalidArgument, grpc_errors
 from .domain import DocumentStatus
 from .service import CollectionSpec, IncomingChunk, IngestService, UploadMeta
 from .tenants import ApiKeyRow, Quota, TenantRow, TenantStore
+from .uploads import Trailer
 
 PROVIDER_TO_PROTO = {
     "hashing": collection_pb2.EMBEDDER_PROVIDER_HASHING,
@@ -206,19 +208,30 @@ class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
 
     @grpc_errors
     async def UploadDocument(self, request_iterator, context):
-        first = await anext(aiter(request_iterator), None)
-        if first is None or first.WhichOneof("payload") != "metadata":
-            raise InvalidArgument("the first message of an upload must carry metadata", reason="MISSING_METADATA")
-        m = first.metadata
-        meta = UploadMeta(m.collection, m.filename, m.mime_type, dict(m.metadata), m.request_id)
+        gate = self.service.uploads
+        # TOO_MANY_UPLOADS before a message is read; UPLOAD_IDLE_TIMEOUT between any two messages.
+        with gate.admit():
+            async with contextlib.aclosing(gate.paced(request_iterator)) as messages:
+                first = await anext(messages, None)
+                if first is None or first.WhichOneof("payload") != "metadata":
+                    raise InvalidArgument("the first message of an upload must carry metadata", reason="MISSING_METADATA")
+                m = first.metadata
+                meta = UploadMeta(m.collection, m.filename, m.mime_type, dict(m.metadata), m.request_id,
+                                  m.expected_size_bytes, m.expected_sha256)
 
-        async def data():
-            async for message in request_iterator:
-                if message.WhichOneof("payload") != "data":
-                    raise InvalidArgument("only the first message may carry metadata", reason="DUPLICATE_METADATA")
-                yield message.data
+                async def data():
+                    async for message in messages:
+                        kind = message.WhichOneof("payload")
+                        if kind == "data":
+                            yield message.data
+                        elif kind == "trailer":
+                            yield Trailer(message.trailer.size_bytes, message.trailer.sha256)
+                        elif kind == "metadata":
+                            raise InvalidArgument("only the first message may carry metadata", reason="DUPLICATE_METADATA")
+                        else:
+                            raise InvalidArgument("an upload message must carry data or the trailer", reason="EMPTY_MESSAGE")
 
-        document, _ = await self.service.upload_document(tenant(), meta, data())
+                document, _ = await self.service.upload_document(tenant(), meta, data())
         return document_to_proto(document)
 
     @grpc_errors

@@ -13,3 +13,5 @@ LEASE_EXPIRIES = Counter(
     ["outcome"],
 )
 QUEUE_DEPTH = Gauge("sluice_jobs", "Ingestion jobs by status", ["status"])
+UPLOADS_ACTIVE = Gauge("sluice_uploads_in_progress", "Upload streams being received now")
+UPLOADS_REFUSED = Counter("sluice_uploads_refused_total", "Upload streams refused before or while receiving", ["reason"])

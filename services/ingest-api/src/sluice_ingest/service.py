@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
-import hashlib
 import json
 import logging
 import mimetypes
@@ -17,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from sluice_common.errors import InvalidArgument, ResourceExhausted
+from sluice_common.errors import InvalidArgument
 from sluice_common.worker_errors import WorkerErrorCode, is_registered
 
-from . import metrics
+from . import metrics, uploads
 from .domain import IN_PROGRESS, DocumentStatus as D, safe_error_message, safe_filename
 from .notify import NotificationHub
 from .settings import IngestSettings
@@ -69,6 +68,8 @@ class UploadMeta:
     mime_type: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     request_id: str = ""
+    expected_size_bytes: int = 0
+    expected_sha256: str = ""
 
 
 @dataclass
@@ -135,6 +136,7 @@ class IngestService:
         self.store = store
         self.hub = hub
         self.settings = settings
+        self.uploads = uploads.UploadGate(settings.max_concurrent_uploads, settings.upload_idle_timeout_seconds)
 
     # ------------------------------------------------------------ collections
 
@@ -198,10 +200,12 @@ class IngestService:
     # ------------------------------------------------------------ documents
 
     async def upload_document(
-        self, tenant_id: int, meta: UploadMeta, data: AsyncIterator[bytes]
+        self, tenant_id: int, meta: UploadMeta, data: AsyncIterator[bytes | uploads.Trailer]
     ) -> tuple[dict[str, Any], bool]:
+        """Spool and check the stream (uploads.receive); only a confirmed, matching upload is stored."""
         if not meta.collection:
             raise InvalidArgument("the first message must carry metadata with a collection", reason="MISSING_COLLECTION")
+        uploads.check_no_nul(meta.collection, meta.filename, meta.mime_type, meta.request_id, meta.metadata)
         filename = safe_filename(meta.filename)
         if not filename:
             raise InvalidArgument("filename is required and must contain a visible name", reason="INVALID_FILENAME")
@@ -214,29 +218,22 @@ class IngestService:
             raise InvalidArgument("request_id is longer than 128 characters", reason="INVALID_REQUEST_ID")
         await self.store.collection_settings(tenant_id, meta.collection)  # fail fast, before the bytes arrive
 
-        limit = self.settings.max_upload_bytes
-        parts: list[bytes] = []
-        size = 0
-        digest = hashlib.sha256()
-        async for piece in data:
-            size += len(piece)
-            if size > limit:
-                raise ResourceExhausted(
-                    f"the file is larger than the upload limit of {limit} bytes", reason="UPLOAD_TOO_LARGE", limit=limit
-                )
-            digest.update(piece)
-            parts.append(piece)
-        if size == 0:
-            raise InvalidArgument("the file is empty: there is nothing to index", reason="EMPTY_UPLOAD")
-        content = b"".join(parts)
-        mime_type = detect_mime_type(filename, meta.mime_type, content[:8])
-        document, created = await self.store.create_document(
-            NewDocument(tenant_id, meta.collection, filename, mime_type, dict(meta.metadata), meta.request_id or None,
-                        content, digest.hexdigest())
+        s = self.settings
+        content = await uploads.receive(
+            data, uploads.Expected(meta.expected_size_bytes, meta.expected_sha256), max_bytes=s.max_upload_bytes,
+            spool_memory_bytes=s.upload_spool_memory_bytes, spool_dir=s.upload_spool_dir or None,
         )
+        try:
+            mime_type = detect_mime_type(filename, meta.mime_type, content.head[:8])
+            document, created = await self.store.create_document(
+                NewDocument(tenant_id, meta.collection, filename, mime_type, dict(meta.metadata), meta.request_id or None,
+                            content, content.sha256)
+            )
+        finally:
+            content.close()
         if created:
             metrics.UPLOADS.inc()
-            log.info("document uploaded", extra={"document_id": str(document["id"]), "bytes": size})
+            log.info("document uploaded", extra={"document_id": str(document["id"]), "bytes": content.size})
         return document, created
 
     async def get_document(self, tenant_id: int, document_id: str):

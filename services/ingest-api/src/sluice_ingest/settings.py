@@ -9,6 +9,14 @@ class IngestSettings(CommonSettings):
     bind: str = "localhost:50051"
     # Upload limit; larger uploads are refused with RESOURCE_EXHAUSTED.
     max_upload_bytes: int = 100 * 1024 * 1024
+    # An upload stream silent this long between two messages is cancelled (UPLOAD_IDLE_TIMEOUT).
+    upload_idle_timeout_seconds: float = 30.0
+    # Upload streams received at once by one process; more are refused (TOO_MANY_UPLOADS).
+    max_concurrent_uploads: int = 64
+    # Bytes of an upload held in memory before it is spooled to a temporary file.
+    upload_spool_memory_bytes: int = 64 * 1024
+    # Directory of the (already unlinked) upload spool files; empty for the system temp directory.
+    upload_spool_dir: str = ""
     # Rule 6: a RUNNING job whose lease is older than this is reclaimable.
     lease_seconds: float = 60.0
     # Rule 7: the first retry waits this long, doubling each attempt, capped at 300 s.

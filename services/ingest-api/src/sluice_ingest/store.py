@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import psycopg
@@ -63,6 +64,10 @@ COLLECTION_SELECT = """
     FROM collections c
 """
 
+# Binary COPY framing (PostgreSQL docs, "COPY: Binary Format"): signature, flags, header extension.
+COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
+COPY_TRAILER = struct.pack("!h", -1)
+
 
 @dataclass(frozen=True)
 class NewCollection:
@@ -78,6 +83,14 @@ class NewCollection:
     max_attempts: int
 
 
+class UploadedContent(Protocol):
+    """An upload's bytes, read back in pieces (uploads.SpooledContent): never one bytes object."""
+
+    size: int
+
+    def pieces(self) -> AsyncIterator[bytes]: ...
+
+
 @dataclass(frozen=True)
 class NewDocument:
     tenant_id: int
@@ -86,7 +99,7 @@ class NewDocument:
     mime_type: str
     metadata: dict[str, str]
     request_id: str | None
-    content: bytes
+    content: UploadedContent
     content_sha256: str
 
 
@@ -230,7 +243,7 @@ class PostgresStore:
                             request_id=new.request_id,
                         )
                     return existing, False
-            await self._check_quota(conn, new.tenant_id, documents=1, stored_bytes=len(new.content))
+            await self._check_quota(conn, new.tenant_id, documents=1, stored_bytes=new.content.size)
             row = await (
                 await conn.execute(
                     """
@@ -246,7 +259,7 @@ class PostgresStore:
                         new.filename,
                         new.mime_type,
                         new.content_sha256,
-                        len(new.content),
+                        new.content.size,
                         json.dumps(new.metadata),
                         new.request_id,
                     ),
@@ -265,14 +278,25 @@ class PostgresStore:
                     raise FailedPrecondition("the upload raced with a deletion; try again", reason="UPLOAD_RACE")
                 return existing, False
             document_id = row[0]
-            await conn.execute(
-                "INSERT INTO document_contents (document_id, content) VALUES (%s, %s)", (document_id, new.content)
-            )
+            await self._copy_content(conn, document_id, new.content)
             await conn.execute(
                 "INSERT INTO ingestion_jobs (document_id, max_attempts) VALUES (%s, %s)",
                 (document_id, collection["max_attempts"]),
             )
             return await self._document(conn, document_id), True
+
+    @staticmethod
+    async def _copy_content(conn: psycopg.AsyncConnection, document_id: uuid.UUID, content: UploadedContent) -> None:
+        """One document_contents row, its bytea streamed piece by piece: the file is never whole in memory here.
+
+        Binary COPY written by hand: the signature, one tuple (uuid, bytea of content.size bytes,
+        whose length goes first), the trailer. Readers are unchanged (content_slice).
+        """
+        async with conn.cursor().copy("COPY document_contents (document_id, content) FROM STDIN (FORMAT BINARY)") as copy:
+            await copy.write(COPY_SIGNATURE + struct.pack("!hi", 2, 16) + document_id.bytes + struct.pack("!i", content.size))
+            async for piece in content.pieces():
+                await copy.write(piece)
+            await copy.write(COPY_TRAILER)
 
     async def get_document(self, tenant_id: int, document_id: uuid.UUID) -> dict[str, Any]:
         async with self.pool.connection() as conn:

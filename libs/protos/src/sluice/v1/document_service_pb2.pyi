@@ -51,7 +51,7 @@ class DeleteCollectionResponse(_message.Message):
     def __init__(self, deleted_documents: _Optional[int] = ...) -> None: ...
 
 class UploadDocumentMetadata(_message.Message):
-    __slots__ = ("collection", "filename", "mime_type", "metadata", "request_id")
+    __slots__ = ("collection", "filename", "mime_type", "metadata", "request_id", "expected_size_bytes", "expected_sha256")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -64,20 +64,34 @@ class UploadDocumentMetadata(_message.Message):
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_SHA256_FIELD_NUMBER: _ClassVar[int]
     collection: str
     filename: str
     mime_type: str
     metadata: _containers.ScalarMap[str, str]
     request_id: str
-    def __init__(self, collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    expected_size_bytes: int
+    expected_sha256: str
+    def __init__(self, collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., expected_size_bytes: _Optional[int] = ..., expected_sha256: _Optional[str] = ...) -> None: ...
+
+class UploadDocumentTrailer(_message.Message):
+    __slots__ = ("size_bytes", "sha256")
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    size_bytes: int
+    sha256: str
+    def __init__(self, size_bytes: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class UploadDocumentRequest(_message.Message):
-    __slots__ = ("metadata", "data")
+    __slots__ = ("metadata", "data", "trailer")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    TRAILER_FIELD_NUMBER: _ClassVar[int]
     metadata: UploadDocumentMetadata
     data: bytes
-    def __init__(self, metadata: _Optional[_Union[UploadDocumentMetadata, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+    trailer: UploadDocumentTrailer
+    def __init__(self, metadata: _Optional[_Union[UploadDocumentMetadata, _Mapping]] = ..., data: _Optional[bytes] = ..., trailer: _Optional[_Union[UploadDocumentTrailer, _Mapping]] = ...) -> None: ...
 
 class GetDocumentRequest(_message.Message):
     __slots__ = ("id",)

@@ -127,8 +127,12 @@ class DocumentServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UploadDocument(self, request_iterator, context):
-        """UploadDocument streams a file: the first message carries the metadata, the rest the bytes.
-        The document and its ingestion job are created together, both PENDING.
+        """UploadDocument streams a file: the first message carries the metadata, then the bytes, and
+        the last one the trailer (size and SHA-256). The document and its ingestion job are created
+        together, both PENDING, only when the trailer arrived and matches the bytes received; a stream
+        that ends without it (half-close or cancellation) stores nothing: INVALID_ARGUMENT with reason
+        UPLOAD_INCOMPLETE. Other reasons: CHECKSUM_MISMATCH, SIZE_MISMATCH, UPLOAD_TOO_LARGE,
+        UPLOAD_IDLE_TIMEOUT (DEADLINE_EXCEEDED) and TOO_MANY_UPLOADS (RESOURCE_EXHAUSTED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
