@@ -7,6 +7,8 @@ and the same request_id can be sent again afterwards.
 
 from __future__ import annotations
 
+import auth_keys
+
 import hashlib
 import os
 import signal
@@ -202,7 +204,7 @@ CLIENT_SCRIPT = textwrap.dedent(
     import grpc
     from sluice.v1 import document_service_pb2 as ds, document_service_pb2_grpc
 
-    address, request_id = sys.argv[1], sys.argv[2]
+    address, request_id, key = sys.argv[1], sys.argv[2], sys.argv[3]
     piece = (request_id.encode() * 4096)[:16384]
 
     def messages():
@@ -216,7 +218,7 @@ CLIENT_SCRIPT = textwrap.dedent(
         yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(size_bytes=0))
 
     stub = document_service_pb2_grpc.DocumentServiceStub(grpc.insecure_channel(address))
-    stub.UploadDocument(messages())
+    stub.UploadDocument(messages(), metadata=[("authorization", "Bearer " + key)])
     """
 )
 
@@ -227,7 +229,7 @@ def test_clients_killed_mid_stream_store_nothing_and_can_upload_again(c, api, da
     script = tmp_path / "slow_client.py"
     script.write_text(CLIENT_SCRIPT)
     processes = [
-        subprocess.Popen([sys.executable, str(script), api.address, f"killed-{i}"], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, str(script), api.address, f"killed-{i}", auth_keys.KEYS["client"]], stdout=subprocess.PIPE, text=True)
         for i in range(20)
     ]
     try:

@@ -8,6 +8,8 @@ held whole in memory and a silent one never ended.
 
 from __future__ import annotations
 
+import auth_keys
+
 import asyncio
 import hashlib
 import os
@@ -51,7 +53,7 @@ def open_spool_files(pid: int, spool_dir) -> int:
 
 
 async def drive(address: str, pid: int, spool_dir) -> dict:
-    channels = [grpc.aio.insecure_channel(address) for _ in range(10)]
+    channels = [auth_keys.aio_channel(address) for _ in range(10)]
     stubs = [document_service_pb2_grpc.DocumentServiceStub(ch) for ch in channels]
     sent_whole = 0
     all_sent = asyncio.Event()
@@ -121,6 +123,7 @@ def test_many_slow_uploads_cost_little_memory_and_idle_ones_give_it_back(databas
         "SLUICE_MAX_CONCURRENT_UPLOADS": str(SLOW_UPLOADS + BIG_UPLOADS + 10),
         "SLUICE_UPLOAD_IDLE_TIMEOUT_SECONDS": "5",
         "SLUICE_UPLOAD_SPOOL_DIR": str(spool),
+        "SLUICE_RATE_LIMIT_PER_SECOND": "0",
         "SLUICE_LOG_LEVEL": "WARNING",
     }
     log = open(tmp_path / "ingest.log", "w+")
