@@ -126,11 +126,11 @@ class DevStack:
 
 
 def sluice(*args, timeout: float = 180):
-    """The CLI as a user runs it after `make run`: no key given, it finds the dev run's
-    credentials by itself (here through SLUICE_DEV_HOME, the run's home)."""
+    """The CLI as a user runs it after `make run`, from the same folder: no key given, it finds
+    ./.sluice/credentials by itself."""
     env = {"SLUICE_INGEST_ADDRESS": STATE["stack"].ingest, "SLUICE_SEARCH_ADDRESS": STATE["stack"].search,
-           "SLUICE_DEV_HOME": str(STATE["stack"].home), "SLUICE_CREDENTIALS": ""}
-    return run_sluice_process(*args, env=env, timeout=timeout, cwd=STATE["stack"].home)
+           "SLUICE_CREDENTIALS": "", "SLUICE_API_KEY": ""}
+    return run_sluice_process(*args, env=env, timeout=timeout, cwd=STATE["stack"].home.parent)
 
 
 STATE: dict = {}
@@ -160,7 +160,7 @@ def stack():
         STATE["node_dir"] = node_dir
         STATE["npm_thread"] = threading.Thread(target=_npm_install, args=(node_dir,), daemon=True)
         STATE["npm_thread"].start()
-    dev = DevStack(base / "home")
+    dev = DevStack(base / ".sluice")  # as `make run` in a project folder: ./.sluice
     STATE["stack"] = dev
     dev.wait_ready()
     yield dev
@@ -193,6 +193,24 @@ def test_sluice_dev_prints_where_everything_listens(stack):
     assert (stack.home / "pg" / "PG_VERSION").exists()
     for name in ("ingest-api", "search", "worker-1"):
         assert (stack.home / "logs" / f"{name}.log").exists()
+
+
+def test_first_start_makes_private_credentials_and_search_runs_as_its_read_only_login(stack):
+    credentials = stack.home / "credentials"
+    assert oct(credentials.stat().st_mode & 0o777) == "0o600"
+    keys = json.loads(credentials.read_text())["keys"]
+    assert set(keys) == {"admin", "client", "worker"} and all(k.startswith("slk_") for k in keys.values())
+    STATE["keys"] = keys
+    import psycopg
+
+    url = (stack.home / "database_url").read_text().strip()
+    with psycopg.connect(url) as conn:
+        users = {r[0] for r in conn.execute("SELECT usename FROM pg_stat_activity WHERE application_name = 'sluice-search'")}
+    assert users == {"sluice_search"}
+    # Without the credentials (another folder, no key) the CLI is refused, with a hint.
+    refused = run_sluice_process("collections", "list", env={"SLUICE_INGEST_ADDRESS": stack.ingest,
+                                 "SLUICE_CREDENTIALS": "", "SLUICE_API_KEY": ""}, cwd=stack.home / "logs")
+    assert refused.code == 1 and "API_KEY_MISSING" in refused.err and "credentials" in refused.err
 
 
 def test_upload_folder_wait_ready_and_search(stack, corpus):
@@ -338,6 +356,8 @@ def test_restart_keeps_documents_and_resumes_work_in_flight(stack):
             assert watched.code == 0, watched.out + watched.err
             assert "READY" in watched.out
         processes = second.processes()
+        # The same keys across runs: scripts holding them keep working.
+        assert json.loads((stack.home / "credentials").read_text())["keys"] == STATE["keys"]
     finally:
         code = second.stop(signal.SIGTERM)
     assert code == 0
