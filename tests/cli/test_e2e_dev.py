@@ -53,7 +53,7 @@ def free_port() -> int:
 class DevStack:
     """One `sluice-dev` process with its output collected line by line."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, extra_env: dict[str, str] | None = None) -> None:
         self.home = home
         self.ingest = f"127.0.0.1:{free_port()}"
         self.search = f"127.0.0.1:{free_port()}"
@@ -70,6 +70,7 @@ class DevStack:
             "SLUICE_CLAIM_WAIT_SECONDS": "1",
             "SLUICE_INGEST_ADDRESS": self.ingest,
             "SLUICE_SEARCH_ADDRESS": self.search,
+            **(extra_env or {}),
         }
         self.lines: list[str] = []
         self.ready = threading.Event()
@@ -465,3 +466,23 @@ def test_sigkill_of_sluice_dev_leaves_no_orphans_and_the_next_run_cleans_up(stac
     _, alive = psutil.wait_procs(processes, timeout=10)
     assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
     assert not (stack.home / "pg" / "postmaster.pid").exists()
+
+
+def test_a_crash_loop_at_start_ends_with_a_clear_message(tmp_path):
+    """A worker that cannot start (a bad setting) is tried 3 times, then sluice-dev says why and
+    stops everything, PostgreSQL included, instead of restarting it forever."""
+    base = Path(tempfile.mkdtemp(prefix="sluice-e2e-crashloop-"))
+    base.chmod(0o755)
+    try:
+        broken = DevStack(base / "home", extra_env={"SLUICE_WORKER_CONCURRENCY": "not-a-number"})
+        code = broken.process.wait(120)
+        assert code == 1, broken.output
+        assert "worker-1 failed to start 3 times in a row" in broken.output, broken.output
+        assert "worker_concurrency" in broken.output  # the end of its log says which setting
+        assert broken.output.count("restarting worker-1") == 2
+        assert not (base / "home" / "pg" / "postmaster.pid").exists()
+        assert "giving up" in (base / "home" / "logs" / "worker-1.log").read_text()
+    finally:
+        if broken.process.poll() is None:
+            broken.kill()
+        shutil.rmtree(base, ignore_errors=True)
