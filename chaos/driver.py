@@ -56,6 +56,8 @@ import psutil
 from sluice.v1 import collection_pb2, document_service_pb2 as ds, document_service_pb2_grpc
 from sluice.v1 import search_service_pb2, search_service_pb2_grpc
 
+from sluice_common.errors import reason_of
+
 from . import corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,9 +212,10 @@ class Chaos:
     def say(self, message: str) -> None:
         print(f"[chaos {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
-    def code_seen(self, rpc: str, code: grpc.StatusCode) -> None:
+    def code_seen(self, rpc: str, code: grpc.StatusCode, error: grpc.RpcError | None = None) -> None:
+        reason = reason_of(error) if error is not None else ""
         with self.lock:
-            self.figures.codes[f"{rpc} {code.name}"] += 1
+            self.figures.codes[f"{rpc} {code.name}" + (f" {reason}" if reason else "")] += 1
             if code == grpc.StatusCode.INTERNAL:
                 self.figures.violations.append(f"{rpc} answered INTERNAL")
 
@@ -242,7 +245,7 @@ class Chaos:
                     self.uploaded[stored.id] = document
                 return
             except grpc.RpcError as error:
-                self.code_seen("UploadDocument", error.code())
+                self.code_seen("UploadDocument", error.code(), error)
                 if error.code() not in RETRYABLE or time.monotonic() > deadline:
                     with self.lock:
                         self.figures.violations.append(f"upload of {document.filename} failed: {error.code().name} {error.details()}")
@@ -304,7 +307,7 @@ class Chaos:
                     response = search.Search(search_service_pb2.SearchRequest(collection=collection, query=text, top_k=20, mode=mode),
                                              timeout=15, metadata=call_metadata())
                 except grpc.RpcError as error:
-                    self.code_seen("Search", error.code())
+                    self.code_seen("Search", error.code(), error)
                     time.sleep(0.2)
                     continue
                 seen = time.time()
@@ -326,8 +329,26 @@ class Chaos:
         first_round = ["worker", "ingest-api", "postgres", "postgres", "search"]
         self.rng.shuffle(first_round)
         postgres_mode = 0
+        # sluice-dev doubles a service's restart delay when it dies again within 30 s (up to
+        # 30 s): killing ingest-api every few seconds would keep it down most of the run. So a
+        # service killed once is killed again only after it has been up for 35 s.
+        up_since: dict[str, tuple[int | None, float]] = {}
+        killed_once: set[str] = set()
+
+        def may_kill(service: str) -> bool:
+            pid = system.status()["children"].get(service, {}).get("pid")
+            if pid is None:
+                return False
+            if up_since.get(service, (None, 0.0))[0] != pid:
+                up_since[service] = (pid, time.monotonic())
+            return service not in killed_once or time.monotonic() - up_since[service][1] >= 35
+
         while not self.stop_chaos.wait(self.rng.uniform(0.5, 1.5) * self.args.chaos_interval):
             action = first_round.pop() if first_round else self.rng.choice(actions)
+            if action in ("ingest-api", "search") and not may_kill(action):
+                action = "worker"
+            if action in ("ingest-api", "search"):
+                killed_once.add(action)
             if action == "worker":
                 victim = self.rng.choice(workers)
                 if system.kill(victim):
