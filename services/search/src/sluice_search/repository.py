@@ -82,6 +82,7 @@ async def open_read_pool(
         max_size=max_size,
         name="sluice-search",
         configure=configure,
+        check=AsyncConnectionPool.check_connection,  # drop connections a PostgreSQL restart killed
         kwargs={"autocommit": True, "prepare_threshold": 5, "application_name": "sluice-search"},
         open=False,
     )
