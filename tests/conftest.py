@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import itertools
 import os
+
+# Tests start PostgreSQL (pg_ctl) from a process whose gRPC threads are busy; gRPC's fork
+# handlers then crash the forked child (SIGBUS before exec). Nothing here forks to run gRPC.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,10 +16,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from auth_keys import KEYS, search_url
-from sluice_common.auth import generate_key
+from auth_keys import install as install_keys, search_url
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
-from sluice_ingest.tenants import bootstrap_keys
 
 TEMPLATE = "sluice_template"
 _counter = itertools.count()
@@ -47,23 +49,8 @@ def template_uri(pg_admin_uri):
     ensure_database(pg_admin_uri, TEMPLATE)
     uri = database_uri(pg_admin_uri, TEMPLATE)
     upgrade(uri)
-    # Keys of the `default` tenant, in the template so that every test database has them.
-    KEYS.clear()
-    KEYS.update(bootstrap_keys(uri))
-    with psycopg.connect(uri) as conn:
-        reader = generate_key()
-        conn.execute(
-            "INSERT INTO api_keys (id, tenant_id, role, name, secret_sha256)"
-            " SELECT %s, id, 'reader', 'test reader', %s FROM tenants WHERE name = 'default'",
-            (reader.id, reader.secret_sha256),
-        )
-        KEYS["reader"] = reader.secret
-    # search runs as a login of its read-only role (row-level security applies to it).
-    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
-        conn.execute(
-            "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_search') THEN"
-            " CREATE ROLE sluice_search LOGIN IN ROLE sluice_search_reader; END IF; END $$"
-        )
+    # Keys of the `default` tenant and search's login, in the template: every test database has them.
+    install_keys(uri)
     return uri
 
 

@@ -7,6 +7,8 @@ These tests restart their own embedded PostgreSQL (not the session's, which othe
 
 from __future__ import annotations
 
+import auth_keys
+
 import asyncio
 import shutil
 import tempfile
@@ -61,6 +63,7 @@ def own_postgres():
     from sluice_ingest.migrations import upgrade
 
     upgrade(url)
+    auth_keys.install(url)
     yield server, url
     server.stop()
     shutil.rmtree(base, ignore_errors=True)
@@ -77,7 +80,7 @@ class RunningSearch:
     def __init__(self, database_url: str) -> None:
         from sluice_search.settings import SearchSettings
 
-        self.settings = SearchSettings(search_bind="127.0.0.1:0", search_database_url=database_url,
+        self.settings = SearchSettings(search_bind="127.0.0.1:0", search_database_url=auth_keys.search_url(database_url),
                                        search_collection_cache_seconds=0.0, search_pool_min_size=2,
                                        search_pool_max_size=4, log_json=False, log_level="ERROR")
         self.loop = asyncio.new_event_loop()
@@ -109,7 +112,7 @@ class Caller:
 
     def __init__(self, ingest: str, search: str) -> None:
         self.clients = Clients(ingest)
-        self.search_channel = grpc.insecure_channel(search)
+        self.search_channel = auth_keys.channel(search)
         self.search = search_service_pb2_grpc.SearchServiceStub(self.search_channel)
         self.codes: list[tuple[str, grpc.StatusCode, str]] = []
         self._stop = threading.Event()

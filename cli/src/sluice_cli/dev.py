@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DATABASE = "sluice"
+# Variables sluice-dev set for itself only; its children do not inherit them.
+_OWN_ENV: set[str] = set()
 LOG_TAIL_LINES = 30
 # Supervision policy (see the module docstring).
 RESTART_FIRST_DELAY = 0.5
@@ -330,7 +332,7 @@ class DevRunner:
 
     def launch(self, database_url: str) -> None:
         logs = self.home / "logs"
-        base = dict(os.environ)
+        base = {k: v for k, v in os.environ.items() if k not in _OWN_ENV}
         base.update(
             {
                 "SLUICE_DATABASE_URL": database_url,
@@ -581,6 +583,11 @@ class DevRunner:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # sluice-dev restarts PostgreSQL (pg_ctl, a fork) while its gRPC health checks run: gRPC's
+    # fork handlers would crash that child. The children it starts are new programs (exec).
+    if "GRPC_ENABLE_FORK_SUPPORT" not in os.environ:
+        os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+        _OWN_ENV.add("GRPC_ENABLE_FORK_SUPPORT")
     import warnings
 
     # platformdirs complains about a world-writable XDG_RUNTIME_DIR=/tmp; harmless here.
