@@ -51,7 +51,7 @@ def tenant_b(ingest_api) -> Tenant:
 @pytest.fixture
 def search_server_address(database_url):
     """The real search service (as its read-only login) on this test's database."""
-    from cli.conftest import RunningSearch
+    from search_server import RunningSearch
 
     search = RunningSearch(database_url)
     yield search.address

@@ -7,7 +7,7 @@ import time
 import grpc
 import psycopg
 import pytest
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from sluice.v1 import admin_service_pb2 as admin_pb2, document_service_pb2 as ds, document_service_pb2_grpc
 from sluice.v1 import search_service_pb2 as ss, search_service_pb2_grpc

@@ -10,9 +10,6 @@ outcome of processing must be chosen by the test, quickly.
 
 from __future__ import annotations
 
-import auth_keys
-
-import asyncio
 import os
 import re
 import subprocess
@@ -28,6 +25,9 @@ import pytest
 from sluice.v1 import document_pb2, job_service_pb2 as js, job_service_pb2_grpc
 
 from sluice_common.embedders import get_embedder
+
+import auth_keys
+from search_server import RunningSearch
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -146,40 +146,6 @@ class ScriptedWorker:
 
         self.jobs.CompleteJob(messages(), timeout=30)
         self.processed.append(job.document_id)
-
-
-class RunningSearch:
-    """The real search service serving in a thread of its own (its own event loop)."""
-
-    def __init__(self, database_url: str) -> None:
-        from sluice_search.settings import SearchSettings
-
-        self.settings = SearchSettings(search_bind="127.0.0.1:0", search_database_url=auth_keys.search_url(database_url),
-                                       search_collection_cache_seconds=0.5, search_pool_min_size=1,
-                                       search_pool_max_size=4, log_json=False, log_level="WARNING")
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="search", daemon=True)
-        self.thread.start()
-        self.server = self._call(self._start())
-        self.address = f"127.0.0.1:{self.server.port}"
-
-    async def _start(self):
-        from sluice_search.main import create_server
-
-        server = await create_server(self.settings)
-        await server.start()
-        return server
-
-    def _call(self, coro, timeout: float = 60):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def stop(self) -> None:
-        try:
-            self._call(self.server.stop(0))
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
 
 
 @dataclass

@@ -7,9 +7,10 @@ These tests restart their own embedded PostgreSQL (not the session's, which othe
 
 from __future__ import annotations
 
+from search_server import RunningSearch
+
 import auth_keys
 
-import asyncio
 import shutil
 import tempfile
 import threading
@@ -74,39 +75,6 @@ def database_url(own_postgres):
     return own_postgres[1]
 
 
-class RunningSearch:
-    """The real search service on its own event loop thread."""
-
-    def __init__(self, database_url: str) -> None:
-        from sluice_search.settings import SearchSettings
-
-        self.settings = SearchSettings(search_bind="127.0.0.1:0", search_database_url=auth_keys.search_url(database_url),
-                                       search_collection_cache_seconds=0.0, search_pool_min_size=2,
-                                       search_pool_max_size=4, log_json=False, log_level="ERROR")
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.server = self._call(self._start())
-        self.address = f"127.0.0.1:{self.server.port}"
-
-    async def _start(self):
-        from sluice_search.main import create_server
-
-        server = await create_server(self.settings)
-        await server.start()
-        return server
-
-    def _call(self, coro, timeout: float = 60):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def stop(self) -> None:
-        try:
-            self._call(self.server.stop(0))
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-
-
 class Caller:
     """Calls ingest-api and search in a loop from a thread, recording every status code."""
 
@@ -169,7 +137,7 @@ def recovered(caller: Caller, within: float = 60) -> bool:
 
 def test_postgres_restarts_under_ingest_api_and_search_give_no_internal(own_postgres, ingest_api):
     server, url = own_postgres
-    search = RunningSearch(url)
+    search = RunningSearch(url, search_collection_cache_seconds=0.0, search_pool_min_size=2, log_level="ERROR")
     caller = Caller(ingest_api.address, search.address)
     try:
         collection_name = caller.clients.create_collection("docs").name

@@ -148,11 +148,6 @@ def current_principal() -> Principal:
         raise Unauthenticated("the call was not authenticated", reason="API_KEY_MISSING") from None
 
 
-def as_principal(principal: Principal):
-    """Run code as `principal` (tests and in-process callers); returns a reset token."""
-    return _current.set(principal)
-
-
 # ---------------------------------------------------------------- key lookup
 
 
@@ -447,7 +442,6 @@ __all__ = [
     "Principal",
     "RateLimiter",
     "Role",
-    "as_principal",
     "current_principal",
     "generate_key",
     "key_id_of",

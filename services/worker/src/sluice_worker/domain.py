@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field, replace
 
+from sluice_common.worker_errors import WorkerErrorCode
+
 # Bump when parsing or chunking changes what chunks a document yields: snapshots made by
 # another version are then ignored (they are keyed by content hash and pipeline version).
 PIPELINE_REVISION = "4"
@@ -137,24 +139,24 @@ class LeaseLost(Exception):
     write nothing more."""
 
 
-# Error codes (FailJob.error_code, Document.error_code).
-PDF_ENCRYPTED = "PDF_ENCRYPTED"
-DOCUMENT_CORRUPT = "DOCUMENT_CORRUPT"
-DOCUMENT_EMPTY = "DOCUMENT_EMPTY"
-UNSUPPORTED_TYPE = "UNSUPPORTED_TYPE"
-DOCUMENT_TOO_LARGE = "DOCUMENT_TOO_LARGE"
-TOO_MANY_PAGES = "TOO_MANY_PAGES"
-TOO_MANY_CHUNKS = "TOO_MANY_CHUNKS"
-PARSE_TIMEOUT = "PARSE_TIMEOUT"
-PARSE_MEMORY_LIMIT = "PARSE_MEMORY_LIMIT"
-PARSER_CRASHED = "PARSER_CRASHED"
-PARSER_UNAVAILABLE = "PARSER_UNAVAILABLE"
+# Error codes (FailJob.error_code, Document.error_code), from the registry ingest-api checks.
+PDF_ENCRYPTED = WorkerErrorCode.PDF_ENCRYPTED.value
+DOCUMENT_CORRUPT = WorkerErrorCode.DOCUMENT_CORRUPT.value
+DOCUMENT_EMPTY = WorkerErrorCode.DOCUMENT_EMPTY.value
+UNSUPPORTED_TYPE = WorkerErrorCode.UNSUPPORTED_TYPE.value
+DOCUMENT_TOO_LARGE = WorkerErrorCode.DOCUMENT_TOO_LARGE.value
+TOO_MANY_PAGES = WorkerErrorCode.TOO_MANY_PAGES.value
+TOO_MANY_CHUNKS = WorkerErrorCode.TOO_MANY_CHUNKS.value
+PARSE_TIMEOUT = WorkerErrorCode.PARSE_TIMEOUT.value
+PARSE_MEMORY_LIMIT = WorkerErrorCode.PARSE_MEMORY_LIMIT.value
+PARSER_CRASHED = WorkerErrorCode.PARSER_CRASHED.value
+PARSER_UNAVAILABLE = WorkerErrorCode.PARSER_UNAVAILABLE.value
 # The file is beyond what the parser can read (nesting, sizes of its parts): named, not lost.
-PARSER_LIMIT = "PARSER_LIMIT"
+PARSER_LIMIT = WorkerErrorCode.PARSER_LIMIT.value
 # The parser found no text although the file visibly has some: not the same as an empty file.
-PARSER_LOST_TEXT = "PARSER_LOST_TEXT"
-INTERNAL = "WORKER_INTERNAL_ERROR"
+PARSER_LOST_TEXT = WorkerErrorCode.PARSER_LOST_TEXT.value
+INTERNAL = WorkerErrorCode.WORKER_INTERNAL_ERROR.value
 # ingest-api refused a JobService call about the job's data (permanent) or failed on it with
 # an internal error (retryable: the job's bounded retry, DESIGN §1 rule 7, applies).
-INGEST_REJECTED = "INGEST_REJECTED"
-INGEST_ERROR = "INGEST_ERROR"
+INGEST_REJECTED = WorkerErrorCode.INGEST_REJECTED.value
+INGEST_ERROR = WorkerErrorCode.INGEST_ERROR.value
