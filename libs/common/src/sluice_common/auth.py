@@ -173,8 +173,21 @@ class KeyDirectory:
         self._max = max_entries
         self._keys: dict[str, tuple[float, _KeyRecord | None]] = {}
         self._tenants: dict[str, tuple[float, int | None]] = {}
+        # Whole keys verified within the TTL, so a hot key costs one dict lookup per call.
+        self._verified: dict[str, tuple[float, Principal]] = {}
 
     async def authenticate(self, key: str) -> Principal:
+        now = time.monotonic()
+        verified = self._verified.get(key)
+        if verified is not None and verified[0] > now:
+            return verified[1]
+        principal = await self._authenticate(key)
+        if len(self._verified) >= self._max:
+            self._verified.clear()
+        self._verified[key] = (self._keys[principal.key_id][0], principal)  # expires with its record
+        return principal
+
+    async def _authenticate(self, key: str) -> Principal:
         parsed = parse_key(key)
         if parsed is None:
             raise Unauthenticated("the API key is malformed; keys look like slk_<id>_<secret>", reason="API_KEY_INVALID")
@@ -203,6 +216,8 @@ class KeyDirectory:
     def forget(self, key_id: str) -> None:
         """Drop a key from this process's cache at once (after a revocation here)."""
         self._keys.pop(key_id, None)
+        for key in [k for k in self._verified if k.startswith(prefix_of(key_id))]:
+            del self._verified[key]
 
     async def _record(self, key_id: str) -> _KeyRecord | None:
         now = time.monotonic()
@@ -328,6 +343,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self.limiter = limiter
         self.method_roles = method_roles
         self.open_services = OPEN_SERVICES if reflection else OPEN_SERVICES - REFLECTION_SERVICES
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(self, continuation, handler_call_details):
         method = handler_call_details.method
@@ -337,7 +353,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None or service in self.open_services:
             return handler
-        return self._wrap(handler, method)
+        cached = self._wrapped.get(method)
+        if cached is None or cached[0] is not handler:
+            cached = (handler, self._wrap(handler, method))
+            self._wrapped[method] = cached
+        return cached[1]
 
     async def admit(self, method: str, context) -> Principal:
         key, tenant = bearer_key(context.invocation_metadata())
