@@ -192,3 +192,23 @@ def test_invalid_utf8_in_a_string_field_is_invalid_argument_not_internal(ingest_
             method(iter([first, b"\x0a\x03\xff\xfe\xfd"]), timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert reason_of(err.value) == "MALFORMED_REQUEST"
+
+
+def test_a_nul_in_any_name_is_invalid_argument_not_internal(ingest_api, search_server_address):
+    from sluice.v1 import search_service_pb2, search_service_pb2_grpc
+
+    from sluice.v1 import document_service_pb2_grpc
+
+    stub = document_service_pb2_grpc.DocumentServiceStub(keyed_channel(ingest_api.address, auth_keys.KEYS["client"]))
+    search = search_service_pb2_grpc.SearchServiceStub(keyed_channel(search_server_address, auth_keys.KEYS["client"]))
+    calls = [
+        lambda: stub.GetCollection(document_service_pb2.GetCollectionRequest(name="a\x00b"), timeout=10),
+        lambda: stub.DeleteCollection(document_service_pb2.DeleteCollectionRequest(name="a\x00b"), timeout=10),
+        lambda: stub.ListDocuments(document_service_pb2.ListDocumentsRequest(collection="a\x00b"), timeout=10),
+        lambda: search.Search(search_service_pb2.SearchRequest(collection="a\x00b", query="x"), timeout=10),
+    ]
+    for call_ in calls:
+        with pytest.raises(grpc.RpcError) as err:
+            call_()
+        assert err.value.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND), err.value.details()
+        assert "internal error" not in (err.value.details() or "")

@@ -137,6 +137,10 @@ def domain_error_of(exc: BaseException) -> SluiceError | None:
         state = exc.sqlstate or ""
         if not state or state.startswith(_CONNECTION_SQLSTATE_PREFIXES):
             return DatabaseUnavailable("the database is unavailable right now; retry shortly")
+    if isinstance(exc, psycopg.DataError) and "NUL (0x00)" in str(exc):
+        # A field that reaches SQL without its own check: still the caller's input, not a bug.
+        return InvalidArgument("a text field contains a NUL character (U+0000), which cannot be stored",
+                               reason="NUL_CHARACTER")
     return None
 
 
