@@ -65,6 +65,8 @@ DOCUMENT_TRANSITIONS: dict[tuple[DocumentStatus, DocumentStatus], str] = {
     (D.CHUNKING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
     (D.EMBEDDING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
     (D.INDEXING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (D.PENDING, D.PENDING): "a failure, an expired lease or a hand-back before the first stage began: "
+                            "still waiting, now with the retry message",
     (D.FAILED, D.PENDING): "RetryDocument: the user asks for a fresh set of attempts",
     (D.READY, D.PENDING): "ReprocessDocument: the document leaves search until READY again",
 }

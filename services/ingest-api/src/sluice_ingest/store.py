@@ -34,16 +34,21 @@ from . import metrics
 from .domain import (
     LEASE_EXPIRED_EXHAUSTED,
     LEASE_EXPIRED_RETRYING,
+    IN_PROGRESS,
     AttemptOutcome,
+    IllegalTransition,
     DocumentStatus as D,
     JobStatus as J,
     check_document_transition,
-    document_sources,
-    job_sources,
     retry_delay_seconds,
     retry_message,
     should_retry,
 )
+from .transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job, sources_of
+
+# Columns a document's move resets or clears.
+FRESH_PROGRESS = {"progress_stage": None, "progress_done": 0, "progress_total": 0, "progress_unit": ""}
+NO_ERROR = {"error_code": None, "error_message": None}
 
 DOCUMENT_SELECT = """
     SELECT d.id, d.collection_id, c.name AS collection, d.filename, d.mime_type, d.status::text AS status,
@@ -389,19 +394,11 @@ class PostgresStore:
             ).fetchone()
             if job is None:
                 raise NotFound(f"document {document_id} does not exist", reason="DOCUMENT_NOT_FOUND")
-            updated = await (
-                await conn.execute(
-                    """
-                    UPDATE documents SET status = 'PENDING', error_code = NULL, error_message = NULL,
-                        progress_stage = NULL, progress_done = 0, progress_total = 0, progress_unit = '',
-                        updated_at = now()
-                    WHERE id = %s AND status = %s
-                    RETURNING id
-                    """,
-                    (document_id, str(expected)),
-                )
-            ).fetchone()
-            if updated is None or job[1] != job_from:
+            try:
+                if job[1] != job_from:
+                    raise IllegalTransition(f"the job is {job[1]}")
+                await move_document(conn, document_id, D.PENDING, {**FRESH_PROGRESS, **NO_ERROR}, sources=[expected])
+            except IllegalTransition:
                 current = await self._document(conn, document_id, tenant_id)
                 verb = "retried" if expected == D.FAILED else "reprocessed"
                 raise FailedPrecondition(
@@ -409,14 +406,8 @@ class PostgresStore:
                     reason="DOCUMENT_NOT_" + str(expected),
                     status=current["status"],
                 )
-            await conn.execute(
-                """
-                UPDATE ingestion_jobs SET status = 'PENDING', attempts = 0, available_at = now(),
-                    locked_at = NULL, locked_by = NULL, lease_token = NULL, updated_at = now()
-                WHERE id = %s AND status = %s
-                """,
-                (job[0], str(job_from)),
-            )
+            await move_job(conn, job[0], J.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
+                           sources=[job_from])
             return await self._document(conn, document_id, tenant_id)
 
     async def _check_quota(
@@ -552,18 +543,10 @@ class PostgresStore:
                 # PENDING (rule 7's message) until the new worker reports its first stage.
                 await self._end_attempt(conn, claimed["expired_token"], AttemptOutcome.LEASE_EXPIRED,
                                         "LEASE_EXPIRED", LEASE_EXPIRED_RETRYING, True)
-                await conn.execute(
-                    """
-                    UPDATE documents SET status = 'PENDING', error_code = 'LEASE_EXPIRED', error_message = %s,
-                        progress_stage = NULL, progress_done = 0, progress_total = 0, progress_unit = '', updated_at = now()
-                    WHERE id = %s AND status = ANY(%s)
-                    """,
-                    (
-                        retry_message(claimed["attempts"] - 1, claimed["max_attempts"], LEASE_EXPIRED_RETRYING),
-                        claimed["document_id"],
-                        [*document_sources(D.PENDING), str(D.PENDING)],
-                    ),
-                )
+                await move_document(conn, claimed["document_id"], D.PENDING, {
+                    **FRESH_PROGRESS, "error_code": "LEASE_EXPIRED",
+                    "error_message": retry_message(claimed["attempts"] - 1, claimed["max_attempts"], LEASE_EXPIRED_RETRYING),
+                }, sources=IN_PROGRESS | {D.PENDING})
             await conn.execute(
                 "INSERT INTO job_attempts (job_id, number, worker_id, lease_token) VALUES (%s, %s, %s, %s)",
                 (claimed["id"], claimed["attempts"], worker_id, claimed["lease_token"]),
@@ -588,25 +571,12 @@ class PostgresStore:
         ).fetchone()
         if doc[0] == D.READY:
             # The crash hit the window after the commit: the work is done.
-            await conn.execute(
-                "UPDATE ingestion_jobs SET status = 'SUCCEEDED', locked_at = NULL, lease_token = NULL, updated_at = now()"
-                " WHERE id = %s AND status = 'RUNNING'",
-                (job["id"],),
-            )
+            await move_job(conn, job["id"], J.SUCCEEDED, RELEASED_LEASE)
             await self._end_attempt(conn, job["lease_token"], AttemptOutcome.SUCCEEDED, None, None, None)
             return "succeeded"
-        await conn.execute(
-            """
-            UPDATE documents SET status = 'FAILED', error_code = 'LEASE_EXPIRED', error_message = %s, updated_at = now()
-            WHERE id = %s AND status = ANY(%s)
-            """,
-            (LEASE_EXPIRED_EXHAUSTED, job["document_id"], document_sources(D.FAILED)),
-        )
-        await conn.execute(
-            "UPDATE ingestion_jobs SET status = 'FAILED', locked_at = NULL, lease_token = NULL, updated_at = now()"
-            " WHERE id = %s AND status = 'RUNNING'",
-            (job["id"],),
-        )
+        await move_document(conn, job["document_id"], D.FAILED,
+                            {"error_code": "LEASE_EXPIRED", "error_message": LEASE_EXPIRED_EXHAUSTED})
+        await move_job(conn, job["id"], J.FAILED, RELEASED_LEASE)
         await self._end_attempt(conn, job["lease_token"], AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED",
                                 LEASE_EXPIRED_EXHAUSTED, False)
         return "failed"
@@ -692,14 +662,10 @@ class PostgresStore:
                 )
             else:
                 check_document_transition(current, stage)
-                await conn.execute(
-                    """
-                    UPDATE documents SET status = %s, error_code = NULL, error_message = NULL, progress_stage = %s,
-                        progress_done = %s, progress_total = %s, progress_unit = %s, updated_at = now()
-                    WHERE id = %s AND status = ANY(%s)
-                    """,
-                    (str(stage), str(stage), done, total, unit, job["document_id"], document_sources(stage)),
-                )
+                await move_document(conn, job["document_id"], stage, {
+                    **NO_ERROR, "progress_stage": str(stage), "progress_done": done, "progress_total": total,
+                    "progress_unit": unit,
+                }, sources=[current])
                 await conn.execute("UPDATE job_attempts SET stage = %s WHERE lease_token = %s", (str(stage), lease_token))
             return job["locked_at"] + dt.timedelta(seconds=self.policy.lease_seconds)
 
@@ -802,20 +768,11 @@ class PostgresStore:
                         )
                     )
             check_document_transition(D.INDEXING, D.READY)
-            await conn.execute(
-                """
-                UPDATE documents SET status = 'READY', error_code = NULL, error_message = NULL, chunk_count = %s,
-                    progress_stage = 'INDEXING', progress_done = %s, progress_total = %s, progress_unit = 'chunks',
-                    updated_at = now()
-                WHERE id = %s AND status = 'INDEXING'
-                """,
-                (len(chunks), len(chunks), len(chunks), job["document_id"]),
-            )
-            await conn.execute(
-                "UPDATE ingestion_jobs SET status = 'SUCCEEDED', locked_at = NULL, lease_token = NULL, updated_at = now()"
-                " WHERE id = %s AND status = ANY(%s)",
-                (job_id, job_sources(J.SUCCEEDED)),
-            )
+            await move_document(conn, job["document_id"], D.READY, {
+                **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(D.INDEXING), "progress_done": len(chunks),
+                "progress_total": len(chunks), "progress_unit": "chunks",
+            }, sources=[D.INDEXING])
+            await move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
             await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
             return await self._document(conn, job["document_id"])
 
@@ -829,37 +786,18 @@ class PostgresStore:
             retry = should_retry(retryable, attempts, max_attempts)
             if retry:
                 delay = retry_delay_seconds(attempts, self.policy.retry_delay_seconds, self.policy.max_retry_delay_seconds)
-                await conn.execute(
-                    """
-                    UPDATE documents SET status = 'PENDING', error_code = %s, error_message = %s, updated_at = now()
-                    WHERE id = %s AND status = ANY(%s)
-                    """,
-                    (error_code, retry_message(attempts, max_attempts, error_message), job["document_id"],
-                     [*document_sources(D.PENDING), str(D.PENDING)]),
-                )
-                await conn.execute(
-                    """
-                    UPDATE ingestion_jobs SET status = 'PENDING', available_at = now() + make_interval(secs => %s),
-                        locked_at = NULL, locked_by = NULL, lease_token = NULL, updated_at = now()
-                    WHERE id = %s AND status = 'RUNNING'
-                    """,
-                    (delay, job_id),
-                )
+                await move_document(conn, job["document_id"], D.PENDING, {
+                    "error_code": error_code, "error_message": retry_message(attempts, max_attempts, error_message),
+                }, sources=IN_PROGRESS | {D.PENDING})
+                await move_job(conn, job_id, J.PENDING, {
+                    "available_at": Expr("now() + make_interval(secs => %s)", delay), **RELEASED_LEASE,
+                }, sources=[J.RUNNING])
             else:
                 if retryable:
                     error_message = f"failed after {attempts} attempts: {error_message}"
-                await conn.execute(
-                    """
-                    UPDATE documents SET status = 'FAILED', error_code = %s, error_message = %s, updated_at = now()
-                    WHERE id = %s AND status = ANY(%s)
-                    """,
-                    (error_code, error_message, job["document_id"], document_sources(D.FAILED)),
-                )
-                await conn.execute(
-                    "UPDATE ingestion_jobs SET status = 'FAILED', locked_at = NULL, locked_by = NULL, lease_token = NULL,"
-                    " updated_at = now() WHERE id = %s AND status = 'RUNNING'",
-                    (job_id,),
-                )
+                await move_document(conn, job["document_id"], D.FAILED,
+                                    {"error_code": error_code, "error_message": error_message})
+                await move_job(conn, job_id, J.FAILED, RELEASED_LEASE)
             outcome = AttemptOutcome.RETRYABLE_FAILURE if retryable else AttemptOutcome.PERMANENT_FAILURE
             await self._end_attempt(conn, lease_token, outcome, error_code, error_message, retryable)
             return await self._document(conn, job["document_id"]), retry
@@ -868,22 +806,10 @@ class PostgresStore:
         """A hand-back at shutdown: the job is due again at once and the attempt is not charged."""
         async with self.pool.connection() as conn, conn.transaction():
             job = await self._locked_lease(conn, job_id, lease_token)
-            await conn.execute(
-                """
-                UPDATE documents SET status = 'PENDING', progress_stage = NULL, progress_done = 0, progress_total = 0,
-                    progress_unit = '', updated_at = now()
-                WHERE id = %s AND status = ANY(%s)
-                """,
-                (job["document_id"], [*document_sources(D.PENDING), str(D.PENDING)]),
-            )
-            await conn.execute(
-                """
-                UPDATE ingestion_jobs SET status = 'PENDING', attempts = attempts - 1, available_at = now(),
-                    locked_at = NULL, locked_by = NULL, lease_token = NULL, updated_at = now()
-                WHERE id = %s AND status = 'RUNNING'
-                """,
-                (job_id,),
-            )
+            await move_document(conn, job["document_id"], D.PENDING, FRESH_PROGRESS, sources=IN_PROGRESS | {D.PENDING})
+            await move_job(conn, job_id, J.PENDING, {
+                "attempts": Expr("attempts - 1"), "available_at": NOW, **RELEASED_LEASE,
+            }, sources=[J.RUNNING])
             await self._end_attempt(conn, lease_token, AttemptOutcome.RELEASED, None, None, None)
             return await self._document(conn, job["document_id"])
 

@@ -1,0 +1,105 @@
+"""Every status write of a document or a job, built from the domain's transition tables.
+
+`move_document` and `move_job` are the only places that write a status (a test inspects the
+store for any other): each builds `UPDATE … SET status = <target>, … WHERE id = … AND status =
+ANY(<sources>)` where the sources come from DOCUMENT_TRANSITIONS / JOB_TRANSITIONS (optionally
+narrowed by the caller, never widened), and raises IllegalTransition when no row matched: a
+move that lost a race or was never allowed fails loudly instead of passing silently
+(procrastinate's style).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .domain import (
+    DOCUMENT_TRANSITIONS,
+    JOB_TRANSITIONS,
+    DocumentStatus,
+    IllegalTransition,
+    JobStatus,
+)
+
+
+class Expr:
+    """A SQL expression of ours (never client input) for a SET clause, with its parameters."""
+
+    __slots__ = ("text", "params")
+
+    def __init__(self, text: str, *params: Any) -> None:
+        self.text = text
+        self.params = params
+
+
+NOW = Expr("now()")
+
+
+def sources_of(table: Mapping[tuple[Any, Any], str], target, narrowed: Iterable | None) -> list[str]:
+    allowed = {a for (a, b) in table if b == target}
+    if narrowed is not None:
+        wanted = set(narrowed)
+        if not wanted <= allowed:
+            raise IllegalTransition(f"no edge to {target} from {sorted(map(str, wanted - allowed))}", target=target)
+        allowed = wanted
+    return sorted(str(a) for a in allowed)
+
+
+def _update(table: str, row_id, target, sources: list[str], values: Mapping[str, Any]) -> tuple[sql.Composed, list]:
+    assignments = [sql.SQL("status = %s")]
+    params: list[Any] = [str(target)]
+    for column, value in values.items():
+        if isinstance(value, Expr):
+            assignments.append(sql.SQL("{} = ").format(sql.Identifier(column)) + sql.SQL(value.text))
+            params.extend(value.params)
+        else:
+            assignments.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
+            params.append(value)
+    statement = sql.SQL("UPDATE {} SET {} WHERE id = %s AND status = ANY(%s) RETURNING id").format(
+        sql.Identifier(table), sql.SQL(", ").join(assignments)
+    )
+    return statement, [*params, row_id, sources]
+
+
+async def move_document(
+    conn: psycopg.AsyncConnection,
+    document_id: uuid.UUID,
+    target: DocumentStatus,
+    values: Mapping[str, Any] | None = None,
+    *,
+    sources: Iterable[DocumentStatus] | None = None,
+) -> None:
+    """Move a document to `target` along an edge of DOCUMENT_TRANSITIONS, setting `values`."""
+    allowed = sources_of(DOCUMENT_TRANSITIONS, target, sources)
+    statement, params = _update("documents", document_id, target, allowed, {**(values or {}), "updated_at": NOW})
+    if await (await conn.execute(statement, params)).fetchone() is None:
+        raise IllegalTransition(
+            f"document {document_id} cannot move to {target} (it is not in {', '.join(allowed)})",
+            target=target, document_id=document_id,
+        )
+
+
+async def move_job(
+    conn: psycopg.AsyncConnection,
+    job_id: uuid.UUID,
+    target: JobStatus,
+    values: Mapping[str, Any] | None = None,
+    *,
+    sources: Iterable[JobStatus] | None = None,
+) -> None:
+    """Move a job to `target` along an edge of JOB_TRANSITIONS, setting `values`."""
+    allowed = sources_of(JOB_TRANSITIONS, target, sources)
+    statement, params = _update("ingestion_jobs", job_id, target, allowed, {**(values or {}), "updated_at": NOW})
+    if await (await conn.execute(statement, params)).fetchone() is None:
+        raise IllegalTransition(
+            f"job {job_id} cannot move to {target} (it is not in {', '.join(allowed)})", target=target, job_id=job_id
+        )
+
+
+RELEASED_LEASE = {"locked_at": None, "locked_by": None, "lease_token": None}
+
+__all__ = ["NOW", "RELEASED_LEASE", "Expr", "move_document", "move_job", "sources_of"]
