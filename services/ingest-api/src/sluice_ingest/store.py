@@ -37,6 +37,7 @@ from .domain import (
     IN_PROGRESS,
     AttemptOutcome,
     IllegalTransition,
+    JOB_TRANSITIONS,
     DocumentStatus as D,
     JobStatus as J,
     check_document_transition,
@@ -45,6 +46,47 @@ from .domain import (
     should_retry,
 )
 from .transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job, sources_of
+
+# Rules 6 and 8 in one statement; see PostgresStore.claim_job. Statuses are parameters taken
+# from the transition table (the claim is the PENDING→RUNNING and RUNNING→RUNNING edges).
+CLAIM_SQL = """
+WITH exhausted AS (
+    SELECT id, document_id, lease_token FROM ingestion_jobs
+    WHERE status = %(running)s AND attempts >= max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
+    ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
+), expired AS (
+    SELECT id, lease_token AS expired_token FROM ingestion_jobs
+    WHERE status = %(running)s AND attempts < max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
+      AND NOT EXISTS (SELECT 1 FROM exhausted)
+    ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT id, NULL::uuid AS expired_token FROM ingestion_jobs
+    WHERE status = %(pending)s AND attempts < max_attempts AND available_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM exhausted) AND NOT EXISTS (SELECT 1 FROM expired)
+    ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
+), candidate AS (
+    SELECT * FROM expired UNION ALL SELECT * FROM due
+), claimed AS (
+    UPDATE ingestion_jobs j
+    SET status = %(running)s, attempts = j.attempts + 1, locked_at = now(), locked_by = %(worker)s,
+        lease_token = gen_random_uuid(), updated_at = now()
+    FROM candidate
+    WHERE j.id = candidate.id AND j.status = ANY(%(sources)s)
+    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.lease_token, candidate.expired_token
+), attempt AS (
+    INSERT INTO job_attempts (job_id, number, worker_id, lease_token)
+    SELECT id, attempts, %(worker)s, lease_token FROM claimed
+)
+SELECT 'claimed' AS kind, c.id AS job_id, c.lease_token, c.attempts, c.max_attempts, c.expired_token,
+       d.id AS document_id, d.filename, d.mime_type, d.content_sha256, d.size_bytes, d.metadata,
+       col.name AS collection, col.embedder_provider, col.embedder_model, col.dimensions,
+       col.chunk_max_characters, col.chunk_new_after_n_chars, col.chunk_overlap
+FROM claimed c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id
+UNION ALL
+SELECT 'exhausted', e.id, e.lease_token, NULL, NULL, NULL, e.document_id, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM exhausted e
+"""
 
 # Columns a document's move resets or clears.
 FRESH_PROGRESS = {"progress_stage": None, "progress_done": 0, "progress_total": 0, "progress_unit": ""}
@@ -477,106 +519,54 @@ class PostgresStore:
     # ---------------------------------------------------------------- jobs
 
     async def claim_job(self, worker_id: str) -> dict[str, Any] | None:
-        """Rules 6 and 8 in one transaction.
+        """Rules 6 and 8 in one statement (one round trip on the common path).
 
-        First converge one exhausted job whose lease expired (rule 8); if there was one, this
-        call claims nothing. Otherwise claim one job under the claim condition with
-        FOR UPDATE SKIP LOCKED: an expired lease first, then the oldest due PENDING job.
+        CLAIM_SQL first looks for an exhausted job whose lease expired (rule 8): if there is
+        one, it claims nothing and hands it back here to be converged, and this call returns
+        nothing. Otherwise it claims one job under the claim condition with FOR UPDATE SKIP
+        LOCKED (an expired lease first, then the oldest due PENDING job), writes the attempt
+        row and returns the job with its document and collection. Only the rare takeover of
+        an expired lease needs two more statements (close the lost attempt, move the document).
         """
-        lease = self.policy.lease_seconds
         async with self.pool.connection() as conn, conn.transaction():
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(
-                """
-                SELECT id, document_id, attempts, max_attempts, lease_token FROM ingestion_jobs
-                WHERE status = 'RUNNING' AND attempts >= max_attempts
-                  AND locked_at <= now() - make_interval(secs => %s)
-                ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
-                """,
-                (lease,),
-            )
-            exhausted = await cur.fetchone()
-            if exhausted is not None:
-                outcome = await self._converge_exhausted(conn, exhausted)
+            await cur.execute(CLAIM_SQL, {
+                "worker": worker_id, "lease": self.policy.lease_seconds, "running": str(J.RUNNING),
+                "pending": str(J.PENDING), "sources": sources_of(JOB_TRANSITIONS, J.RUNNING, None),
+            })
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            if row["kind"] == "exhausted":
+                outcome = await self._converge_exhausted(conn, row)
                 metrics.LEASE_EXPIRIES.labels(outcome=outcome).inc()
                 return None
-
-            await cur.execute(
-                """
-                UPDATE ingestion_jobs j
-                SET status = 'RUNNING', attempts = j.attempts + 1, locked_at = now(), locked_by = %(worker)s,
-                    lease_token = gen_random_uuid(), updated_at = now()
-                FROM (
-                    SELECT id, lease_token AS expired_token FROM ingestion_jobs
-                    WHERE status = 'RUNNING' AND attempts < max_attempts
-                      AND locked_at <= now() - make_interval(secs => %(lease)s)
-                    ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
-                ) AS candidate
-                WHERE j.id = candidate.id
-                RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.lease_token, candidate.expired_token
-                """,
-                {"worker": worker_id, "lease": lease},
-            )
-            claimed = await cur.fetchone()
-            if claimed is None:
-                await cur.execute(
-                    """
-                    UPDATE ingestion_jobs j
-                    SET status = 'RUNNING', attempts = j.attempts + 1, locked_at = now(), locked_by = %(worker)s,
-                        lease_token = gen_random_uuid(), updated_at = now()
-                    FROM (
-                        SELECT id FROM ingestion_jobs
-                        WHERE status = 'PENDING' AND attempts < max_attempts AND available_at <= now()
-                        ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
-                    ) AS candidate
-                    WHERE j.id = candidate.id
-                    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.lease_token, NULL::uuid AS expired_token
-                    """,
-                    {"worker": worker_id},
-                )
-                claimed = await cur.fetchone()
-            if claimed is None:
-                return None
-            if claimed["expired_token"] is not None:
+            if row["expired_token"] is not None:
                 metrics.LEASE_EXPIRIES.labels(outcome="reclaimed").inc()
                 # Taking over an expired lease: close the lost attempt; the document goes back to
                 # PENDING (rule 7's message) until the new worker reports its first stage.
-                await self._end_attempt(conn, claimed["expired_token"], AttemptOutcome.LEASE_EXPIRED,
+                await self._end_attempt(conn, row["expired_token"], AttemptOutcome.LEASE_EXPIRED,
                                         "LEASE_EXPIRED", LEASE_EXPIRED_RETRYING, True)
-                await move_document(conn, claimed["document_id"], D.PENDING, {
+                await move_document(conn, row["document_id"], D.PENDING, {
                     **FRESH_PROGRESS, "error_code": "LEASE_EXPIRED",
-                    "error_message": retry_message(claimed["attempts"] - 1, claimed["max_attempts"], LEASE_EXPIRED_RETRYING),
+                    "error_message": retry_message(row["attempts"] - 1, row["max_attempts"], LEASE_EXPIRED_RETRYING),
                 }, sources=IN_PROGRESS | {D.PENDING})
-            await conn.execute(
-                "INSERT INTO job_attempts (job_id, number, worker_id, lease_token) VALUES (%s, %s, %s, %s)",
-                (claimed["id"], claimed["attempts"], worker_id, claimed["lease_token"]),
-            )
-            await cur.execute(
-                """
-                SELECT j.id AS job_id, j.lease_token, j.attempts, j.max_attempts, d.id AS document_id, d.filename,
-                       d.mime_type, d.content_sha256, d.size_bytes, d.metadata, c.name AS collection,
-                       c.embedder_provider, c.embedder_model, c.dimensions, c.chunk_max_characters,
-                       c.chunk_new_after_n_chars, c.chunk_overlap
-                FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id JOIN collections c ON c.id = d.collection_id
-                WHERE j.id = %s
-                """,
-                (claimed["id"],),
-            )
-            return await cur.fetchone()
+            return row
 
     async def _converge_exhausted(self, conn: psycopg.AsyncConnection, job: dict[str, Any]) -> str:
-        """Rule 8: an expired lease with no attempts left ends the job for good; returns the outcome."""
+        """Rule 8: an expired lease with no attempts left ends the job for good; returns the outcome.
+        (`job` is CLAIM_SQL's "exhausted" row: job_id, document_id, lease_token.)"""
         doc = await (
             await conn.execute("SELECT status::text FROM documents WHERE id = %s FOR UPDATE", (job["document_id"],))
         ).fetchone()
         if doc[0] == D.READY:
             # The crash hit the window after the commit: the work is done.
-            await move_job(conn, job["id"], J.SUCCEEDED, RELEASED_LEASE)
+            await move_job(conn, job["job_id"], J.SUCCEEDED, RELEASED_LEASE)
             await self._end_attempt(conn, job["lease_token"], AttemptOutcome.SUCCEEDED, None, None, None)
             return "succeeded"
         await move_document(conn, job["document_id"], D.FAILED,
                             {"error_code": "LEASE_EXPIRED", "error_message": LEASE_EXPIRED_EXHAUSTED})
-        await move_job(conn, job["id"], J.FAILED, RELEASED_LEASE)
+        await move_job(conn, job["job_id"], J.FAILED, RELEASED_LEASE)
         await self._end_attempt(conn, job["lease_token"], AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED",
                                 LEASE_EXPIRED_EXHAUSTED, False)
         return "failed"

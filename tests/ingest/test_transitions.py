@@ -1,0 +1,64 @@
+"""Every status write goes through the transition tables (DESIGN.md §1; issue: one table drives
+every transition): the store writes no status literal by hand, and a move that the table does
+not allow, or that matches no row, fails loudly."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from sluice_ingest import store, transitions
+from sluice_ingest.domain import DOCUMENT_TRANSITIONS, DocumentStatus as D, IllegalTransition, JobStatus as J
+
+STORE = Path(store.__file__).read_text()
+
+
+def test_the_store_writes_no_status_by_hand():
+    # Every UPDATE … SET … (up to its WHERE) of the store: none may assign `status`.
+    updates = re.findall(r"UPDATE\s+(\w+)(?:\s+\w+)?\s+SET(.*?)(?:WHERE|FROM)", STORE, flags=re.S | re.I)
+    assert updates, "no UPDATE found: the scan is broken"
+    by_hand = [(table, body) for table, body in updates if re.search(r"\bstatus\s*=", body)
+               and "%(running)s" not in body]
+    assert by_hand == [], f"status written outside move_document/move_job: {by_hand}"
+    # The claim statement's status values are parameters from the job table, never literals.
+    assert not re.search(r"status\s*=\s*'[A-Z]+'", STORE.split("CLAIM_SQL")[1].split('"""')[1].split("claimed AS")[1].split("RETURNING")[0])
+
+
+def test_every_edge_the_store_names_exists():
+    for target, narrowed in [(D.PENDING, [D.READY]), (D.PENDING, [D.FAILED]), (D.PENDING, [D.PENDING]),
+                             (D.READY, [D.INDEXING])]:
+        assert transitions.sources_of(DOCUMENT_TRANSITIONS, target, narrowed)
+    with pytest.raises(IllegalTransition):
+        transitions.sources_of(DOCUMENT_TRANSITIONS, D.READY, [D.PARSING])  # no such edge: refused
+
+
+async def test_a_move_that_matches_no_row_raises(database_url):
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        collection = (await (await conn.execute(
+            "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
+            " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
+            " VALUES (1, 'c', 'hashing', 'h', 8, 1000, 800, 0, 3) RETURNING id")).fetchone())[0]
+        document = (await (await conn.execute(
+            "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes)"
+            " VALUES (1, %s, 'a.txt', 'text/plain', repeat('a', 64), 1) RETURNING id", (collection,))).fetchone())[0]
+        job = (await (await conn.execute(
+            "INSERT INTO ingestion_jobs (document_id, max_attempts) VALUES (%s, 3) RETURNING id", (document,))).fetchone())[0]
+        # PENDING → READY is not an edge: refused before any SQL.
+        with pytest.raises(IllegalTransition):
+            await transitions.move_document(conn, document, D.READY, sources=[D.PENDING])
+        # INDEXING → READY is an edge, but the document is PENDING: no row matches, and it says so.
+        with pytest.raises(IllegalTransition, match="cannot move to READY"):
+            await transitions.move_document(conn, document, D.READY, {"chunk_count": 0})
+        with pytest.raises(IllegalTransition, match="cannot move to SUCCEEDED"):
+            await transitions.move_job(conn, job, J.SUCCEEDED)
+        with pytest.raises(IllegalTransition):
+            await transitions.move_job(conn, uuid.uuid4(), J.FAILED)
+        # A legal move happens, with its values, and stamps updated_at.
+        await transitions.move_document(conn, document, D.PARSING, {"progress_stage": "PARSING"})
+        status, stage = await (await conn.execute(
+            "SELECT status::text, progress_stage::text FROM documents WHERE id = %s", (document,))).fetchone()
+        assert (status, stage) == ("PARSING", "PARSING")
