@@ -12,6 +12,8 @@ from rich.text import Text
 
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, search_service_pb2
 
+from sluice_common.names import document_id_of
+
 from . import render
 from .client import Clients
 from .errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError
@@ -141,9 +143,7 @@ def list_documents(clients: Clients, collection: str = "", status: int = 0, limi
 
 def resolve_document_id(clients: Clients, ref: str, collection: str = "") -> str:
     """A document id from an id, a resource name, a unique id prefix or a unique file name."""
-    ref = ref.strip()
-    if "/documents/" in ref:
-        ref = ref.rsplit("/", 1)[-1]
+    ref = document_id_of(ref)
     if UUID.match(ref):
         return ref.lower()
     if not ref:

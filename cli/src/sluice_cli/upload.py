@@ -20,6 +20,8 @@ from rich.text import Text
 
 from sluice.v1 import document_pb2, document_service_pb2
 
+from sluice_common.reasons import Reason
+
 from . import render
 from .client import Clients
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError
@@ -192,7 +194,7 @@ def upload_one(job: UploadJob, candidate: Candidate, reporter: Reporter) -> Outc
                 return Outcome(candidate, error=f"{path} changed while it was being uploaded; nothing was stored, upload"
                                " it again", exit_code=EXIT_FAILED)
             failure = job.clients.rpc_error(error)
-            if failure.reason == "TOO_MANY_UPLOADS" and attempt < BUSY_RETRIES and not job.stopping.is_set():
+            if failure.reason == Reason.TOO_MANY_UPLOADS and attempt < BUSY_RETRIES and not job.stopping.is_set():
                 # Nothing was stored: the same stream (same request_id) is safe to send again.
                 time.sleep(min(8.0, 0.5 * 2**attempt))
                 continue

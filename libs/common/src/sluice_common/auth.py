@@ -39,6 +39,7 @@ from .errors import (
     status_of_unexpected,
     to_grpc_status,
 )
+from .reasons import Reason
 
 log = logging.getLogger("sluice.auth")
 
@@ -145,7 +146,7 @@ def current_principal() -> Principal:
     try:
         return _current.get()
     except LookupError:  # pragma: no cover - a servicer outside the interceptor is a wiring bug
-        raise Unauthenticated("the call was not authenticated", reason="API_KEY_MISSING") from None
+        raise Unauthenticated("the call was not authenticated", reason=Reason.API_KEY_MISSING) from None
 
 
 # ---------------------------------------------------------------- key lookup
@@ -190,13 +191,13 @@ class KeyDirectory:
     async def _authenticate(self, key: str) -> Principal:
         parsed = parse_key(key)
         if parsed is None:
-            raise Unauthenticated("the API key is malformed; keys look like slk_<id>_<secret>", reason="API_KEY_INVALID")
+            raise Unauthenticated("the API key is malformed; keys look like slk_<id>_<secret>", reason=Reason.API_KEY_INVALID)
         key_id, secret = parsed
         record = await self._record(key_id)
         presented = hashlib.sha256(secret.encode()).digest()
         matches = hmac.compare_digest(presented, record.secret_sha256 if record else _DUMMY_HASH)
         if record is None or not matches or record.revoked:
-            raise Unauthenticated("the API key is not valid (unknown or revoked)", reason="API_KEY_INVALID")
+            raise Unauthenticated("the API key is not valid (unknown or revoked)", reason=Reason.API_KEY_INVALID)
         return Principal(key_id, record.role, record.tenant_id, record.tenant)
 
     async def tenant_id(self, name: str) -> int:
@@ -210,7 +211,7 @@ class KeyDirectory:
             cached = (now + self._ttl, row[0] if row else None)
             self._tenants[name] = cached
         if cached[1] is None:
-            raise NotFound(f"tenant {name[:64]!r} does not exist", reason="TENANT_NOT_FOUND")
+            raise NotFound(f"tenant {name[:64]!r} does not exist", reason=Reason.TENANT_NOT_FOUND)
         return cached[1]
 
     def forget(self, key_id: str) -> None:
@@ -303,7 +304,7 @@ def _safe_deserializer(deserialize):
 def _malformed_error() -> InvalidArgument:
     return InvalidArgument(
         "the request message could not be decoded (a string field holds invalid UTF-8, or the message is corrupt)",
-        reason="MALFORMED_REQUEST",
+        reason=Reason.MALFORMED_REQUEST,
     )
 
 
@@ -363,18 +364,18 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         key, tenant = bearer_key(context.invocation_metadata())
         if not key:
             raise Unauthenticated(
-                "this call needs an API key: send `authorization: Bearer <key>` metadata", reason="API_KEY_MISSING"
+                "this call needs an API key: send `authorization: Bearer <key>` metadata", reason=Reason.API_KEY_MISSING
             )
         principal = await self.directory.authenticate(key)
         allowed = self.method_roles.get(method, frozenset())
         if principal.role not in allowed:
             raise PermissionDenied(
-                f"a {principal.role} key may not call {method.rsplit('/', 1)[-1]}", reason="ROLE_NOT_ALLOWED",
+                f"a {principal.role} key may not call {method.rsplit('/', 1)[-1]}", reason=Reason.ROLE_NOT_ALLOWED,
                 role=str(principal.role),
             )
         if tenant and tenant != principal.tenant:
             if principal.role != Role.ADMIN:
-                raise PermissionDenied("only admin keys may act for another tenant", reason="TENANT_NOT_ALLOWED")
+                raise PermissionDenied("only admin keys may act for another tenant", reason=Reason.TENANT_NOT_ALLOWED)
             principal = Principal(principal.key_id, principal.role, await self.directory.tenant_id(tenant), tenant)
         if principal.role != Role.WORKER:  # the worker fleet is paced by its leases, not by a budget
             wait = self.limiter.take(principal.key_id)

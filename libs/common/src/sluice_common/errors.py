@@ -21,6 +21,8 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from .reasons import Reason
+
 DOMAIN = "sluice.dev"
 log = logging.getLogger("sluice.errors")
 
@@ -28,7 +30,7 @@ log = logging.getLogger("sluice.errors")
 class SluiceError(Exception):
     """A failure with a message fit for the caller and a stable reason."""
 
-    default_reason = "ERROR"
+    default_reason = Reason.ERROR
 
     def __init__(self, message: str, *, reason: str | None = None, **metadata: Any) -> None:
         super().__init__(message)
@@ -38,55 +40,55 @@ class SluiceError(Exception):
 
 
 class InvalidArgument(SluiceError):
-    default_reason = "INVALID_ARGUMENT"
+    default_reason = Reason.INVALID_ARGUMENT
 
 
 class NotFound(SluiceError):
-    default_reason = "NOT_FOUND"
+    default_reason = Reason.NOT_FOUND
 
 
 class AlreadyExists(SluiceError):
-    default_reason = "ALREADY_EXISTS"
+    default_reason = Reason.ALREADY_EXISTS
 
 
 class FailedPrecondition(SluiceError):
-    default_reason = "FAILED_PRECONDITION"
+    default_reason = Reason.FAILED_PRECONDITION
 
 
 class LeaseNotHeld(FailedPrecondition):
     """The caller's lease expired or was taken over: its write is refused (fencing)."""
 
-    default_reason = "LEASE_NOT_HELD"
+    default_reason = Reason.LEASE_NOT_HELD
 
 
 class ResourceExhausted(SluiceError):
-    default_reason = "RESOURCE_EXHAUSTED"
+    default_reason = Reason.RESOURCE_EXHAUSTED
 
 
 class Unavailable(SluiceError):
-    default_reason = "UNAVAILABLE"
+    default_reason = Reason.UNAVAILABLE
 
 
 class Aborted(SluiceError):
-    default_reason = "ABORTED"
+    default_reason = Reason.ABORTED
 
 
 class Unauthenticated(SluiceError):
     """No key, or a key that is malformed, unknown or revoked."""
 
-    default_reason = "API_KEY_INVALID"
+    default_reason = Reason.API_KEY_INVALID
 
 
 class PermissionDenied(SluiceError):
     """A valid key whose role may not call the method."""
 
-    default_reason = "ROLE_NOT_ALLOWED"
+    default_reason = Reason.ROLE_NOT_ALLOWED
 
 
 class RateLimited(ResourceExhausted):
     """Too many calls with one key; the status carries a RetryInfo with the wait."""
 
-    default_reason = "RATE_LIMITED"
+    default_reason = Reason.RATE_LIMITED
 
     def __init__(self, message: str, *, retry_after: float, **metadata: Any) -> None:
         super().__init__(message, **metadata)
@@ -96,13 +98,13 @@ class RateLimited(ResourceExhausted):
 class DeadlineExceeded(SluiceError):
     """The server gave up waiting on the caller (e.g. an upload stream that went silent)."""
 
-    default_reason = "DEADLINE_EXCEEDED"
+    default_reason = Reason.DEADLINE_EXCEEDED
 
 
 class DatabaseUnavailable(Unavailable):
     """PostgreSQL cannot be reached right now (restart, failover, shutdown): retry later."""
 
-    default_reason = "DATABASE_UNAVAILABLE"
+    default_reason = Reason.DATABASE_UNAVAILABLE
 
 
 # The one table from domain errors to status codes; the most specific class wins (MRO order).
@@ -140,7 +142,7 @@ def domain_error_of(exc: BaseException) -> SluiceError | None:
     if isinstance(exc, psycopg.DataError) and "NUL (0x00)" in str(exc):
         # A field that reaches SQL without its own check: still the caller's input, not a bug.
         return InvalidArgument("a text field contains a NUL character (U+0000), which cannot be stored",
-                               reason="NUL_CHARACTER")
+                               reason=Reason.NUL_CHARACTER)
     return None
 
 
@@ -181,7 +183,7 @@ def status_of_unexpected(exc: BaseException) -> grpc.Status:
 def internal_status(exc: BaseException) -> grpc.Status:
     ref = uuid.uuid4().hex[:12]
     log.error("unhandled error", exc_info=exc, extra={"error_ref": ref})
-    return to_grpc_status(SluiceError(f"internal error (reference {ref})", reason="INTERNAL"))
+    return to_grpc_status(SluiceError(f"internal error (reference {ref})", reason=Reason.INTERNAL))
 
 
 def grpc_errors(method):

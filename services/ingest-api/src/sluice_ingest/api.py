@@ -14,6 +14,8 @@ from sluice.v1 import admin_service_pb2 as admin_pb2, admin_service_pb2_grpc
 from sluice.v1 import job_service_pb2, job_service_pb2_grpc
 from sluice_common.auth import Role, current_principal
 from sluice_common.errors import InvalidArgument, grpc_errors
+from sluice_common.names import document_name
+from sluice_common.reasons import Reason
 
 from .domain import DocumentStatus
 from .service import CollectionSpec, IncomingChunk, IngestService, UploadMeta
@@ -48,7 +50,7 @@ def document_status_from_proto(value: int) -> DocumentStatus | None:
     try:
         return DocumentStatus(document_pb2.DocumentStatus.Name(value).removeprefix("DOCUMENT_STATUS_"))
     except ValueError:
-        raise InvalidArgument(f"unknown document status {value}", reason="INVALID_STATUS") from None
+        raise InvalidArgument(f"unknown document status {value}", reason=Reason.INVALID_STATUS) from None
 
 
 def embedder_to_proto(row: dict[str, Any]) -> collection_pb2.EmbedderConfig:
@@ -80,7 +82,7 @@ def collection_to_proto(row: dict[str, Any]) -> collection_pb2.Collection:
 
 def document_to_proto(row: dict[str, Any], history: list[dict[str, Any]] | None = None) -> document_pb2.Document:
     doc = document_pb2.Document(
-        name=f"collections/{row['collection']}/documents/{row['id']}",
+        name=document_name(row["collection"], str(row["id"])),
         id=str(row["id"]),
         collection=row["collection"],
         filename=row["filename"],
@@ -130,7 +132,7 @@ def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
         if "\x00" in getattr(chunk, field):
             raise InvalidArgument(
                 f"chunk {chunk.index} contains a NUL character (U+0000) in its {field}, which cannot be stored",
-                reason="INVALID_CHUNK_TEXT", chunk_index=chunk.index, field=field,
+                reason=Reason.INVALID_CHUNK_TEXT, chunk_index=chunk.index, field=field,
             )
 
 
@@ -166,7 +168,7 @@ def tenant() -> int:
 
 def lease_of(message) -> tuple[str, str]:
     if not message.HasField("lease") or not message.lease.job_id or not message.lease.lease_token:
-        raise InvalidArgument("lease.job_id and lease.lease_token are required", reason="MISSING_LEASE")
+        raise InvalidArgument("lease.job_id and lease.lease_token are required", reason=Reason.MISSING_LEASE)
     return message.lease.job_id, message.lease.lease_token
 
 
@@ -214,7 +216,7 @@ class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
             async with contextlib.aclosing(gate.paced(request_iterator)) as messages:
                 first = await anext(messages, None)
                 if first is None or first.WhichOneof("payload") != "metadata":
-                    raise InvalidArgument("the first message of an upload must carry metadata", reason="MISSING_METADATA")
+                    raise InvalidArgument("the first message of an upload must carry metadata", reason=Reason.MISSING_METADATA)
                 m = first.metadata
                 meta = UploadMeta(m.collection, m.filename, m.mime_type, dict(m.metadata), m.request_id,
                                   m.expected_size_bytes, m.expected_sha256)
@@ -227,9 +229,9 @@ class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
                         elif kind == "trailer":
                             yield Trailer(message.trailer.size_bytes, message.trailer.sha256)
                         elif kind == "metadata":
-                            raise InvalidArgument("only the first message may carry metadata", reason="DUPLICATE_METADATA")
+                            raise InvalidArgument("only the first message may carry metadata", reason=Reason.DUPLICATE_METADATA)
                         else:
-                            raise InvalidArgument("an upload message must carry data or the trailer", reason="EMPTY_MESSAGE")
+                            raise InvalidArgument("an upload message must carry data or the trailer", reason=Reason.EMPTY_MESSAGE)
 
                 document, _ = await self.service.upload_document(tenant(), meta, data())
         return document_to_proto(document)
@@ -313,7 +315,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def ReportStage(self, request, context):
         stage = document_status_from_proto(request.stage)
         if stage is None:
-            raise InvalidArgument("stage is required", reason="INVALID_STAGE")
+            raise InvalidArgument("stage is required", reason=Reason.INVALID_STAGE)
         expires = await self.service.report_stage(*lease_of(request), stage, request.done, request.total, request.unit)
         return job_service_pb2.ReportStageResponse(lease_expire_time=timestamp(expires))
 
@@ -327,7 +329,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         header, chunks = await self._header_and_chunks(request_iterator)
         if header.chunk_count != len(chunks):
             raise InvalidArgument(f"the header announced {header.chunk_count} chunks but {len(chunks)} arrived",
-                                  reason="CHUNK_COUNT_MISMATCH")
+                                  reason=Reason.CHUNK_COUNT_MISMATCH)
         await self.service.save_snapshot(*lease_of(header), header.pipeline_version, chunks)
         return job_service_pb2.SaveSnapshotResponse(chunk_count=len(chunks))
 
@@ -347,14 +349,14 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def _header_and_chunks(request_iterator):
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("payload") != "header":
-            raise InvalidArgument("the first message of the stream must be the header", reason="MISSING_HEADER")
+            raise InvalidArgument("the first message of the stream must be the header", reason=Reason.MISSING_HEADER)
         chunks: list[IncomingChunk] = []
         async for message in request_iterator:
             if message.WhichOneof("payload") != "chunks":
-                raise InvalidArgument("only the first message may be a header", reason="DUPLICATE_HEADER")
+                raise InvalidArgument("only the first message may be a header", reason=Reason.DUPLICATE_HEADER)
             chunks.extend(chunk_from_proto(c) for c in message.chunks.chunks)
             if len(chunks) > 1_000_000:
-                raise InvalidArgument("too many chunks in one document", reason="TOO_MANY_CHUNKS")
+                raise InvalidArgument("too many chunks in one document", reason=Reason.TOO_MANY_CHUNKS)
         return first.header, chunks
 
     @grpc_errors
@@ -413,7 +415,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         q = request.tenant.quota
         for value in (q.max_documents, q.max_stored_bytes, q.max_collections):
             if value < 0:
-                raise InvalidArgument("quotas are 0 (unlimited) or more", reason="INVALID_QUOTA")
+                raise InvalidArgument("quotas are 0 (unlimited) or more", reason=Reason.INVALID_QUOTA)
         quota = Quota(q.max_documents or None, q.max_stored_bytes or None, q.max_collections or None)
         return tenant_to_proto(await self.store.create_tenant(request.tenant.name, quota))
 
@@ -425,9 +427,9 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     async def CreateApiKey(self, request, context):
         role = ROLE_FROM_PROTO.get(request.role)
         if role is None:
-            raise InvalidArgument("role is required: ADMIN, CLIENT, READER or WORKER", reason="INVALID_ROLE")
+            raise InvalidArgument("role is required: ADMIN, CLIENT, READER or WORKER", reason=Reason.INVALID_ROLE)
         if not request.tenant:
-            raise InvalidArgument("tenant is required", reason="MISSING_TENANT")
+            raise InvalidArgument("tenant is required", reason=Reason.MISSING_TENANT)
         row, secret = await self.store.create_key(request.tenant, role, request.name)
         return admin_pb2.CreateApiKeyResponse(api_key=api_key_to_proto(row), secret=secret)
 
@@ -439,7 +441,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     @grpc_errors
     async def RevokeApiKey(self, request, context):
         if not request.id:
-            raise InvalidArgument("id is required", reason="MISSING_ID")
+            raise InvalidArgument("id is required", reason=Reason.MISSING_ID)
         row = await self.store.revoke_key(request.id)
         self.forget_key(row.id)
         return api_key_to_proto(row)

@@ -13,6 +13,7 @@ import re
 import unicodedata
 
 from sluice_common.errors import FailedPrecondition
+from sluice_common.reasons import Reason
 
 
 class DocumentStatus(enum.StrEnum):
@@ -83,7 +84,7 @@ JOB_TRANSITIONS: dict[tuple[JobStatus, JobStatus], str] = {
 
 
 class IllegalTransition(FailedPrecondition):
-    default_reason = "ILLEGAL_TRANSITION"
+    default_reason = Reason.ILLEGAL_TRANSITION
 
 
 def check_document_transition(current: DocumentStatus, target: DocumentStatus) -> DocumentStatus:

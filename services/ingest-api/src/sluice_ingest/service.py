@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from sluice_common.errors import InvalidArgument
+from sluice_common.names import document_id_of
+from sluice_common.reasons import Reason
 from sluice_common.worker_errors import WorkerErrorCode, is_registered
 
 from . import metrics, uploads
@@ -84,17 +86,20 @@ class IncomingChunk:
 
 
 def parse_id(value: str, what: str = "document") -> uuid.UUID:
+    """A UUID from a bare id or (for documents) a resource name `collections/c/documents/id`."""
+    if what == "document":
+        value = document_id_of(value)
     if not value:
-        raise InvalidArgument(f"{what} id is required", reason="MISSING_ID")
+        raise InvalidArgument(f"{what} id is required", reason=Reason.MISSING_ID)
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise InvalidArgument(f"{what} id {value[:80]!r} is not a valid UUID", reason="INVALID_ID") from None
+        raise InvalidArgument(f"{what} id {value[:80]!r} is not a valid UUID", reason=Reason.INVALID_ID) from None
 
 
 def page_size_of(value: int) -> int:
     if value < 0 or value > 1000:
-        raise InvalidArgument("page_size must be between 0 and 1000", reason="INVALID_PAGE_SIZE")
+        raise InvalidArgument("page_size must be between 0 and 1000", reason=Reason.INVALID_PAGE_SIZE)
     return value or 100
 
 
@@ -109,16 +114,16 @@ def decode_token(token: str, filters: str) -> dict[str, Any] | None:
         payload = json.loads(base64.urlsafe_b64decode(token.encode()))
         assert isinstance(payload, dict)
     except Exception:  # noqa: BLE001 - any garbage is the same invalid token
-        raise InvalidArgument("page_token is not valid", reason="INVALID_PAGE_TOKEN") from None
+        raise InvalidArgument("page_token is not valid", reason=Reason.INVALID_PAGE_TOKEN) from None
     if payload.get("f") != filters:
-        raise InvalidArgument("page_token was issued for other filters", reason="INVALID_PAGE_TOKEN")
+        raise InvalidArgument("page_token was issued for other filters", reason=Reason.INVALID_PAGE_TOKEN)
     return payload
 
 
 def detect_mime_type(filename: str, given: str, head: bytes) -> str:
     if given:
         if len(given) > 255 or not MIME_TYPE.match(given):
-            raise InvalidArgument(f"mime_type {given[:80]!r} is not a media type like 'text/plain'", reason="INVALID_MIME_TYPE")
+            raise InvalidArgument(f"mime_type {given[:80]!r} is not a media type like 'text/plain'", reason=Reason.INVALID_MIME_TYPE)
         return given.lower()
     suffix = ("." + filename.rsplit(".", 1)[-1].lower()) if "." in filename else ""
     if suffix in EXTRA_TYPES:
@@ -145,44 +150,44 @@ class IngestService:
         if not COLLECTION_NAME.match(spec.name or ""):
             raise InvalidArgument(
                 "collection name must be 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit",
-                reason="INVALID_COLLECTION_NAME",
+                reason=Reason.INVALID_COLLECTION_NAME,
             )
         if spec.provider not in PROVIDERS:
             raise InvalidArgument("collection.embedder.provider is required (HASHING, SENTENCE_TRANSFORMERS or OPENAI)",
-                                  reason="INVALID_EMBEDDER")
+                                  reason=Reason.INVALID_EMBEDDER)
         model, dimensions = spec.model, spec.dimensions
         default_model, default_dimensions = DEFAULT_MODELS.get(spec.provider, ("", 0))
         model = model or default_model
         dimensions = dimensions or default_dimensions
         if not model:
             raise InvalidArgument("collection.embedder.model is required for an OpenAI-compatible embedder",
-                                  reason="INVALID_EMBEDDER")
+                                  reason=Reason.INVALID_EMBEDDER)
         if not 1 <= dimensions <= MAX_HNSW_DIMENSIONS:
             raise InvalidArgument(f"collection.embedder.dimensions must be between 1 and {MAX_HNSW_DIMENSIONS}",
-                                  reason="INVALID_EMBEDDER")
+                                  reason=Reason.INVALID_EMBEDDER)
         if spec.provider == "sentence_transformers" and dimensions != 384:
-            raise InvalidArgument("the local model all-MiniLM-L6-v2 has 384 dimensions", reason="INVALID_EMBEDDER")
+            raise InvalidArgument("the local model all-MiniLM-L6-v2 has 384 dimensions", reason=Reason.INVALID_EMBEDDER)
         max_chars = spec.chunk_max_characters or s.default_chunk_max_characters
         new_after = spec.chunk_new_after_n_chars or min(s.default_chunk_new_after_n_chars, max_chars)
         overlap = spec.chunk_overlap or min(s.default_chunk_overlap, max_chars // 4)
         if not 50 <= max_chars <= 100_000:
-            raise InvalidArgument("chunking.max_characters must be between 50 and 100000", reason="INVALID_CHUNKING")
+            raise InvalidArgument("chunking.max_characters must be between 50 and 100000", reason=Reason.INVALID_CHUNKING)
         if not 1 <= new_after <= max_chars:
-            raise InvalidArgument("chunking.new_after_n_chars must be between 1 and max_characters", reason="INVALID_CHUNKING")
+            raise InvalidArgument("chunking.new_after_n_chars must be between 1 and max_characters", reason=Reason.INVALID_CHUNKING)
         if not 0 <= overlap < max_chars:
-            raise InvalidArgument("chunking.overlap must be at least 0 and less than max_characters", reason="INVALID_CHUNKING")
+            raise InvalidArgument("chunking.overlap must be at least 0 and less than max_characters", reason=Reason.INVALID_CHUNKING)
         max_attempts = spec.max_attempts or s.default_max_attempts
         if not 1 <= max_attempts <= 100:
-            raise InvalidArgument("max_attempts must be between 1 and 100", reason="INVALID_MAX_ATTEMPTS")
+            raise InvalidArgument("max_attempts must be between 1 and 100", reason=Reason.INVALID_MAX_ATTEMPTS)
         if len(spec.description) > 2000:
-            raise InvalidArgument("description is longer than 2000 characters", reason="INVALID_DESCRIPTION")
+            raise InvalidArgument("description is longer than 2000 characters", reason=Reason.INVALID_DESCRIPTION)
         return await self.store.create_collection(
             NewCollection(tenant_id, spec.name, spec.description, spec.provider, model, dimensions, max_chars, new_after, overlap, max_attempts)
         )
 
     async def get_collection(self, tenant_id: int, name: str) -> dict[str, Any]:
         if not name:
-            raise InvalidArgument("collection name is required", reason="MISSING_COLLECTION")
+            raise InvalidArgument("collection name is required", reason=Reason.MISSING_COLLECTION)
         return await self.store.get_collection(tenant_id, name)
 
     async def list_collections(self, tenant_id: int, page_size: int, page_token: str) -> tuple[list[dict[str, Any]], str]:
@@ -194,7 +199,7 @@ class IngestService:
 
     async def delete_collection(self, tenant_id: int, name: str, force: bool) -> int:
         if not name:
-            raise InvalidArgument("collection name is required", reason="MISSING_COLLECTION")
+            raise InvalidArgument("collection name is required", reason=Reason.MISSING_COLLECTION)
         return await self.store.delete_collection(tenant_id, name, force)
 
     # ------------------------------------------------------------ documents
@@ -204,18 +209,18 @@ class IngestService:
     ) -> tuple[dict[str, Any], bool]:
         """Spool and check the stream (uploads.receive); only a confirmed, matching upload is stored."""
         if not meta.collection:
-            raise InvalidArgument("the first message must carry metadata with a collection", reason="MISSING_COLLECTION")
+            raise InvalidArgument("the first message must carry metadata with a collection", reason=Reason.MISSING_COLLECTION)
         uploads.check_no_nul(meta.collection, meta.filename, meta.mime_type, meta.request_id, meta.metadata)
         filename = safe_filename(meta.filename)
         if not filename:
-            raise InvalidArgument("filename is required and must contain a visible name", reason="INVALID_FILENAME")
+            raise InvalidArgument("filename is required and must contain a visible name", reason=Reason.INVALID_FILENAME)
         if len(meta.metadata) > 64:
-            raise InvalidArgument("at most 64 metadata entries are allowed", reason="INVALID_METADATA")
+            raise InvalidArgument("at most 64 metadata entries are allowed", reason=Reason.INVALID_METADATA)
         for key, value in meta.metadata.items():
             if not 1 <= len(key) <= 64 or len(value) > 1024:
-                raise InvalidArgument("metadata keys must be 1-64 characters and values at most 1024", reason="INVALID_METADATA")
+                raise InvalidArgument("metadata keys must be 1-64 characters and values at most 1024", reason=Reason.INVALID_METADATA)
         if len(meta.request_id) > 128:
-            raise InvalidArgument("request_id is longer than 128 characters", reason="INVALID_REQUEST_ID")
+            raise InvalidArgument("request_id is longer than 128 characters", reason=Reason.INVALID_REQUEST_ID)
         await self.store.collection_settings(tenant_id, meta.collection)  # fail fast, before the bytes arrive
 
         s = self.settings
@@ -248,7 +253,7 @@ class IngestService:
             try:
                 after = (dt.datetime.fromisoformat(token["t"]), uuid.UUID(token["i"]))
             except (KeyError, ValueError, TypeError):
-                raise InvalidArgument("page_token is not valid", reason="INVALID_PAGE_TOKEN") from None
+                raise InvalidArgument("page_token is not valid", reason=Reason.INVALID_PAGE_TOKEN) from None
         rows = await self.store.list_documents(tenant_id, collection or None, str(status) if status else None, after, limit + 1)
         next_token = ""
         if len(rows) > limit:
@@ -300,10 +305,10 @@ class IngestService:
 
     async def claim_job(self, worker_id: str, wait_seconds: float) -> dict[str, Any] | None:
         if not worker_id or len(worker_id) > 200:
-            raise InvalidArgument("worker_id is required (at most 200 characters)", reason="INVALID_WORKER_ID")
+            raise InvalidArgument("worker_id is required (at most 200 characters)", reason=Reason.INVALID_WORKER_ID)
         if not 0 <= wait_seconds <= self.settings.max_claim_wait_seconds:
             raise InvalidArgument(f"wait_seconds must be between 0 and {self.settings.max_claim_wait_seconds}",
-                                  reason="INVALID_WAIT")
+                                  reason=Reason.INVALID_WAIT)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         while True:
@@ -331,9 +336,9 @@ class IngestService:
 
     async def report_stage(self, job_id: str, lease_token: str, stage: D, done: int, total: int, unit: str):
         if stage not in IN_PROGRESS:
-            raise InvalidArgument("stage must be PARSING, CHUNKING, EMBEDDING or INDEXING", reason="INVALID_STAGE")
+            raise InvalidArgument("stage must be PARSING, CHUNKING, EMBEDDING or INDEXING", reason=Reason.INVALID_STAGE)
         if done < 0 or total < 0 or (total and done > total):
-            raise InvalidArgument("progress must satisfy 0 <= done <= total (total 0 when unknown)", reason="INVALID_PROGRESS")
+            raise InvalidArgument("progress must satisfy 0 <= done <= total (total 0 when unknown)", reason=Reason.INVALID_PROGRESS)
         return await self.store.report_stage(parse_id(job_id, "job"), parse_id(lease_token, "lease token"), stage,
                                              done, total, unit[:32])
 
@@ -344,7 +349,7 @@ class IngestService:
 
     async def save_snapshot(self, job_id: str, lease_token: str, pipeline_version: str, chunks: list[IncomingChunk]):
         if not pipeline_version or len(pipeline_version) > 200:
-            raise InvalidArgument("pipeline_version is required (at most 200 characters)", reason="INVALID_PIPELINE_VERSION")
+            raise InvalidArgument("pipeline_version is required (at most 200 characters)", reason=Reason.INVALID_PIPELINE_VERSION)
         self._check_indexes(chunks)
         await self.store.save_snapshot(
             parse_id(job_id, "job"), parse_id(lease_token, "lease token"), pipeline_version,
@@ -353,7 +358,7 @@ class IngestService:
 
     async def read_snapshot(self, job_id: str, lease_token: str, pipeline_version: str) -> list[IncomingChunk]:
         if not pipeline_version:
-            raise InvalidArgument("pipeline_version is required", reason="INVALID_PIPELINE_VERSION")
+            raise InvalidArgument("pipeline_version is required", reason=Reason.INVALID_PIPELINE_VERSION)
         rows = await self.store.read_snapshot(parse_id(job_id, "job"), parse_id(lease_token, "lease token"), pipeline_version)
         return [IncomingChunk(**row) for row in rows]
 
@@ -361,7 +366,7 @@ class IngestService:
         job_uuid, token = parse_id(job_id, "job"), parse_id(lease_token, "lease token")
         if expected != len(chunks):
             raise InvalidArgument(f"the header announced {expected} chunks but {len(chunks)} arrived",
-                                  reason="CHUNK_COUNT_MISMATCH")
+                                  reason=Reason.CHUNK_COUNT_MISMATCH)
         self._check_indexes(chunks)
         dimensions = await self.store.collection_dimensions(job_uuid)
         rows = await asyncio.to_thread(self._prepare_chunks, chunks, dimensions)
@@ -373,12 +378,12 @@ class IngestService:
     @staticmethod
     def _check_indexes(chunks: list[IncomingChunk]) -> None:
         if sorted(c.index for c in chunks) != list(range(len(chunks))):
-            raise InvalidArgument("chunk indexes must be 0..n-1, each once", reason="INVALID_CHUNK_INDEX")
+            raise InvalidArgument("chunk indexes must be 0..n-1, each once", reason=Reason.INVALID_CHUNK_INDEX)
         for chunk in chunks:
             if not chunk.text.strip():
-                raise InvalidArgument(f"chunk {chunk.index} has no text", reason="EMPTY_CHUNK")
+                raise InvalidArgument(f"chunk {chunk.index} has no text", reason=Reason.EMPTY_CHUNK)
             if chunk.page_number < 0:
-                raise InvalidArgument(f"chunk {chunk.index} has a negative page number", reason="INVALID_CHUNK")
+                raise InvalidArgument(f"chunk {chunk.index} has a negative page number", reason=Reason.INVALID_CHUNK)
 
     @staticmethod
     def _prepare_chunks(chunks: list[IncomingChunk], dimensions: int) -> list[ChunkRow]:
@@ -390,10 +395,10 @@ class IngestService:
             if vector.shape != (dimensions,):
                 raise InvalidArgument(
                     f"chunk {chunk.index} has a vector of {vector.size} dimensions; the collection uses {dimensions}",
-                    reason="DIMENSION_MISMATCH",
+                    reason=Reason.DIMENSION_MISMATCH,
                 )
             if not np.isfinite(vector).all():
-                raise InvalidArgument(f"chunk {chunk.index} has a vector with NaN or infinity", reason="INVALID_VECTOR")
+                raise InvalidArgument(f"chunk {chunk.index} has a vector with NaN or infinity", reason=Reason.INVALID_VECTOR)
             rows.append(ChunkRow(chunk.index, chunk.text.replace("\x00", ""), chunk.page_number, chunk.element_type,
                                  chunk.section_title, chunk.text_as_html, vector, search_terms(chunk.text)))
         return rows
@@ -401,10 +406,10 @@ class IngestService:
     async def fail_job(self, job_id: str, lease_token: str, retryable: bool, error_code: str, error_message: str):
         code = error_code or WorkerErrorCode.WORKER_INTERNAL_ERROR
         if not ERROR_CODE.match(code):
-            raise InvalidArgument("error_code must be UPPER_SNAKE_CASE, at most 64 characters", reason="INVALID_ERROR_CODE")
+            raise InvalidArgument("error_code must be UPPER_SNAKE_CASE, at most 64 characters", reason=Reason.INVALID_ERROR_CODE)
         if not is_registered(code):
             # Its owner reads this code as the cause: only the registry's codes are believable.
-            raise InvalidArgument(f"error_code {code} is not a registered worker error code", reason="UNKNOWN_ERROR_CODE")
+            raise InvalidArgument(f"error_code {code} is not a registered worker error code", reason=Reason.UNKNOWN_ERROR_CODE)
         document, will_retry = await self.store.fail_job(
             parse_id(job_id, "job"), parse_id(lease_token, "lease token"), retryable, code, safe_error_message(error_message)
         )

@@ -29,6 +29,7 @@ from sluice_common.errors import (
     NotFound,
     ResourceExhausted,
 )
+from sluice_common.reasons import Reason
 
 from . import metrics
 from .domain import (
@@ -196,7 +197,7 @@ class PostgresStore:
             except psycopg.errors.CheckViolation as exc:
                 raise InvalidArgument(f"invalid collection settings: {exc.diag.constraint_name}") from exc
             if row is None:
-                raise AlreadyExists(f"collection {new.name!r} already exists", reason="COLLECTION_EXISTS", collection=new.name)
+                raise AlreadyExists(f"collection {new.name!r} already exists", reason=Reason.COLLECTION_EXISTS, collection=new.name)
             await conn.execute(vector_index.create_index_sql(row["id"], new.dimensions))
             return await self._collection(conn, new.tenant_id, new.name)
 
@@ -216,7 +217,7 @@ class PostgresStore:
             )
         ).fetchone()
         if row is None:
-            raise NotFound(f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", collection=name)
+            raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
         return row
 
     async def _collection(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> dict[str, Any]:
@@ -226,7 +227,7 @@ class PostgresStore:
             )
         ).fetchone()
         if row is None:
-            raise NotFound(f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", collection=name)
+            raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
         return row
 
     async def list_collections(self, tenant_id: int, after: str | None, limit: int) -> list[dict[str, Any]]:
@@ -247,7 +248,7 @@ class PostgresStore:
                 )
             ).fetchone()
             if row is None:
-                raise NotFound(f"collection {name!r} does not exist", reason="COLLECTION_NOT_FOUND", collection=name)
+                raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
             collection_id = row[0]
             (count,) = await (
                 await conn.execute("SELECT count(*) FROM documents WHERE collection_id = %s", (collection_id,))
@@ -255,7 +256,7 @@ class PostgresStore:
             if count and not force:
                 raise FailedPrecondition(
                     f"collection {name!r} still has {count} documents; delete them first or pass force",
-                    reason="COLLECTION_NOT_EMPTY",
+                    reason=Reason.COLLECTION_NOT_EMPTY,
                     documents=count,
                 )
             # Lock order: jobs before documents, as everywhere else.
@@ -286,7 +287,7 @@ class PostgresStore:
                     if existing["collection_id"] != collection["id"] or existing["content_sha256"] != new.content_sha256:
                         raise AlreadyExists(
                             "request_id was already used for a different upload",
-                            reason="REQUEST_ID_REUSED",
+                            reason=Reason.REQUEST_ID_REUSED,
                             request_id=new.request_id,
                         )
                     return existing, False
@@ -322,7 +323,7 @@ class PostgresStore:
                         conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
                     )
                 if existing is None:  # pragma: no cover - the conflicting row was deleted meanwhile
-                    raise FailedPrecondition("the upload raced with a deletion; try again", reason="UPLOAD_RACE")
+                    raise FailedPrecondition("the upload raced with a deletion; try again", reason=Reason.UPLOAD_RACE)
                 return existing, False
             document_id = row[0]
             await self._copy_content(conn, document_id, new.content)
@@ -418,7 +419,7 @@ class PostgresStore:
                 )
             ).fetchone()
             if job is None:
-                raise NotFound(f"document {document_id} does not exist", reason="DOCUMENT_NOT_FOUND")
+                raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
             await conn.execute("DELETE FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id))
             return job[0] == J.RUNNING
 
@@ -435,7 +436,7 @@ class PostgresStore:
                 )
             ).fetchone()
             if job is None:
-                raise NotFound(f"document {document_id} does not exist", reason="DOCUMENT_NOT_FOUND")
+                raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
             try:
                 if job[1] != job_from:
                     raise IllegalTransition(f"the job is {job[1]}")
@@ -445,7 +446,7 @@ class PostgresStore:
                 verb = "retried" if expected == D.FAILED else "reprocessed"
                 raise FailedPrecondition(
                     f"only a {expected} document can be {verb}; this one is {current['status']}",
-                    reason="DOCUMENT_NOT_" + str(expected),
+                    reason=Reason(f"DOCUMENT_NOT_{expected}"),
                     status=current["status"],
                 )
             await move_job(conn, job[0], J.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
@@ -467,7 +468,7 @@ class PostgresStore:
             )
         ).fetchone()
         if quota is None:
-            raise NotFound("the tenant of this key no longer exists", reason="TENANT_NOT_FOUND")
+            raise NotFound("the tenant of this key no longer exists", reason=Reason.TENANT_NOT_FOUND)
         max_documents, max_bytes, max_collections = quota
         if max_documents is None and max_bytes is None and max_collections is None:
             return
@@ -478,7 +479,7 @@ class PostgresStore:
             ).fetchone()
             if count + collections > max_collections:
                 raise ResourceExhausted(
-                    f"the tenant's quota of {max_collections} collections is used up", reason="QUOTA_EXCEEDED",
+                    f"the tenant's quota of {max_collections} collections is used up", reason=Reason.QUOTA_EXCEEDED,
                     quota="collections", limit=max_collections,
                 )
         if (documents and max_documents is not None) or (stored_bytes and max_bytes is not None):
@@ -489,13 +490,13 @@ class PostgresStore:
             ).fetchone()
             if max_documents is not None and count + documents > max_documents:
                 raise ResourceExhausted(
-                    f"the tenant's quota of {max_documents} documents is used up", reason="QUOTA_EXCEEDED",
+                    f"the tenant's quota of {max_documents} documents is used up", reason=Reason.QUOTA_EXCEEDED,
                     quota="documents", limit=max_documents,
                 )
             if max_bytes is not None and total + stored_bytes > max_bytes:
                 raise ResourceExhausted(
                     f"this upload would take the tenant over its quota of {max_bytes} stored bytes",
-                    reason="QUOTA_EXCEEDED", quota="stored_bytes", limit=max_bytes,
+                    reason=Reason.QUOTA_EXCEEDED, quota="stored_bytes", limit=max_bytes,
                 )
 
     async def _document(
@@ -508,7 +509,7 @@ class PostgresStore:
         else:
             row = await self._document_where(conn, "d.id = %s AND d.tenant_id = %s", (document_id, tenant_id))
         if row is None:
-            raise NotFound(f"document {document_id} does not exist", reason="DOCUMENT_NOT_FOUND")
+            raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
         return row
 
     async def _document_where(self, conn: psycopg.AsyncConnection, where: str, params: Sequence[Any]) -> dict[str, Any] | None:
@@ -602,7 +603,7 @@ class PostgresStore:
         if job is None:
             exists = await (await conn.execute("SELECT 1 FROM ingestion_jobs WHERE id = %s", (job_id,))).fetchone()
             if exists is None:
-                raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason="JOB_NOT_FOUND")
+                raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
             raise LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
         doc = await (
             await conn.execute(
@@ -668,7 +669,7 @@ class PostgresStore:
                 )
             ).fetchone()
             if row is None:
-                raise NotFound("the document's content is missing", reason="CONTENT_NOT_FOUND")
+                raise NotFound("the document's content is missing", reason=Reason.CONTENT_NOT_FOUND)
             return job["document_id"], int(row[0])
 
     async def content_slice(self, document_id: uuid.UUID, offset: int, size: int) -> bytes:
@@ -680,7 +681,7 @@ class PostgresStore:
                 )
             ).fetchone()
             if row is None:
-                raise NotFound("the document was deleted while its content was being read", reason="JOB_NOT_FOUND")
+                raise NotFound("the document was deleted while its content was being read", reason=Reason.JOB_NOT_FOUND)
             return bytes(row[0])
 
     async def save_snapshot(
@@ -710,7 +711,7 @@ class PostgresStore:
                 )
             ).fetchone()
             if row is None:
-                raise NotFound("no snapshot for this content and pipeline version", reason="SNAPSHOT_NOT_FOUND")
+                raise NotFound("no snapshot for this content and pipeline version", reason=Reason.SNAPSHOT_NOT_FOUND)
             return row[0]
 
     async def collection_dimensions(self, job_id: uuid.UUID) -> int:
@@ -723,7 +724,7 @@ class PostgresStore:
                 )
             ).fetchone()
             if row is None:
-                raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason="JOB_NOT_FOUND")
+                raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
             return int(row[0])
 
     async def complete_job(self, job_id: uuid.UUID, lease_token: uuid.UUID, chunks: list[ChunkRow]) -> dict[str, Any]:
@@ -733,7 +734,7 @@ class PostgresStore:
             if job["document_status"] != D.INDEXING:
                 raise FailedPrecondition(
                     f"the document is {job['document_status']}; report INDEXING before completing",
-                    reason="STAGE_NOT_INDEXING",
+                    reason=Reason.STAGE_NOT_INDEXING,
                 )
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (job["document_id"],))
             async with conn.cursor().copy(

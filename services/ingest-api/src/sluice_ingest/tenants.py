@@ -16,6 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from sluice_common.auth import NewKey, Role, generate_key, key_id_of, parse_key
 from sluice_common.errors import AlreadyExists, InvalidArgument, NotFound
+from sluice_common.reasons import Reason
 
 TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 DEFAULT_TENANT = "default"
@@ -76,7 +77,7 @@ def check_tenant_name(name: str) -> str:
     if not TENANT_NAME.match(name or ""):
         raise InvalidArgument(
             "tenant name must be 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit",
-            reason="INVALID_TENANT_NAME",
+            reason=Reason.INVALID_TENANT_NAME,
         )
     return name
 
@@ -96,7 +97,7 @@ class TenantStore:
                 )
             ).fetchone()
             if row is None:
-                raise AlreadyExists(f"tenant {name!r} already exists", reason="TENANT_EXISTS", tenant=name)
+                raise AlreadyExists(f"tenant {name!r} already exists", reason=Reason.TENANT_EXISTS, tenant=name)
             return await self._tenant(conn, name)
 
     async def list_tenants(self) -> list[TenantRow]:
@@ -110,13 +111,13 @@ class TenantStore:
         await cur.execute(_TENANT_SELECT + " WHERE t.name = %s", (name,))
         row = await cur.fetchone()
         if row is None:
-            raise NotFound(f"tenant {name[:64]!r} does not exist", reason="TENANT_NOT_FOUND")
+            raise NotFound(f"tenant {name[:64]!r} does not exist", reason=Reason.TENANT_NOT_FOUND)
         return _tenant(row)
 
     async def create_key(self, tenant: str, role: Role, name: str = "") -> tuple[ApiKeyRow, str]:
         """A new key of `tenant` with `role`; returns it and its secret (the only time it exists)."""
         if len(name) > 200:
-            raise InvalidArgument("a key's name is at most 200 characters", reason="INVALID_KEY_NAME")
+            raise InvalidArgument("a key's name is at most 200 characters", reason=Reason.INVALID_KEY_NAME)
         key: NewKey = generate_key()
         async with self.pool.connection() as conn, conn.transaction():
             row = await (
@@ -127,7 +128,7 @@ class TenantStore:
                 )
             ).fetchone()
             if row is None:
-                raise NotFound(f"tenant {tenant[:64]!r} does not exist", reason="TENANT_NOT_FOUND")
+                raise NotFound(f"tenant {tenant[:64]!r} does not exist", reason=Reason.TENANT_NOT_FOUND)
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(_KEY_SELECT + " WHERE k.id = %s", (key.id,))
             return _key(await cur.fetchone()), key.secret
@@ -151,7 +152,7 @@ class TenantStore:
             await cur.execute(_KEY_SELECT + " WHERE k.id = %s", (key_id,))
             row = await cur.fetchone()
             if row is None:
-                raise NotFound(f"API key {key_id[:12]!r} does not exist", reason="API_KEY_NOT_FOUND")
+                raise NotFound(f"API key {key_id[:12]!r} does not exist", reason=Reason.API_KEY_NOT_FOUND)
             return _key(row)
 
 

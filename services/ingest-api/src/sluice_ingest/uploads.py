@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from sluice_common.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted, SluiceError
+from sluice_common.reasons import Reason
 
 from . import metrics
 
@@ -58,7 +59,7 @@ class Expected:
 def check_sha256(value: str, field_name: str) -> str:
     """A SHA-256 given by a client, lower-cased; empty stays empty (not given)."""
     if value and not SHA256_HEX.match(value):
-        raise InvalidArgument(f"{field_name} must be 64 hexadecimal digits (a SHA-256) or empty", reason="INVALID_CHECKSUM")
+        raise InvalidArgument(f"{field_name} must be 64 hexadecimal digits (a SHA-256) or empty", reason=Reason.INVALID_CHECKSUM)
     return value.lower()
 
 
@@ -131,10 +132,10 @@ class UploadGate:
     @contextlib.contextmanager
     def admit(self) -> Iterator[None]:
         if self.active >= self.max_concurrent:
-            metrics.UPLOADS_REFUSED.labels(reason="TOO_MANY_UPLOADS").inc()
+            metrics.UPLOADS_REFUSED.labels(reason=Reason.TOO_MANY_UPLOADS).inc()
             raise ResourceExhausted(
                 f"ingest-api is receiving {self.active} uploads already (the limit); try again shortly",
-                reason="TOO_MANY_UPLOADS",
+                reason=Reason.TOO_MANY_UPLOADS,
                 limit=self.max_concurrent,
             )
         self.active += 1
@@ -146,7 +147,7 @@ class UploadGate:
             log.info("upload refused, nothing stored", extra={"reason": error.reason, "details": error.metadata})
             raise
         except asyncio.CancelledError:  # the client cancelled, vanished or was killed
-            metrics.UPLOADS_REFUSED.labels(reason="CANCELLED").inc()
+            metrics.UPLOADS_REFUSED.labels(reason=Reason.CANCELLED).inc()
             log.info("upload cancelled by the client, nothing stored", extra={"reason": "CANCELLED"})
             raise
         finally:
@@ -166,7 +167,7 @@ class UploadGate:
                 raise DeadlineExceeded(
                     f"the upload sent nothing for {self.idle_timeout_seconds:g} s and was cancelled; nothing was"
                     " stored, send it again",
-                    reason="UPLOAD_IDLE_TIMEOUT",
+                    reason=Reason.UPLOAD_IDLE_TIMEOUT,
                     idle_timeout_seconds=self.idle_timeout_seconds,
                 ) from None
             yield message
@@ -185,10 +186,10 @@ async def receive(
     Every refusal closes the spool before raising: nothing of a refused upload survives.
     """
     if expected.size_bytes < 0:
-        raise InvalidArgument("expected_size_bytes must not be negative", reason="INVALID_EXPECTED_SIZE")
+        raise InvalidArgument("expected_size_bytes must not be negative", reason=Reason.INVALID_EXPECTED_SIZE)
     if expected.size_bytes > max_bytes:
         raise ResourceExhausted(
-            f"the file is larger than the upload limit of {max_bytes} bytes", reason="UPLOAD_TOO_LARGE", limit=max_bytes
+            f"the file is larger than the upload limit of {max_bytes} bytes", reason=Reason.UPLOAD_TOO_LARGE, limit=max_bytes
         )
     expected_sha256 = check_sha256(expected.sha256, "expected_sha256")
     content = SpooledContent(spool_memory_bytes, spool_dir)
@@ -196,26 +197,26 @@ async def receive(
         trailer = None
         async for piece in pieces:
             if trailer is not None:
-                raise InvalidArgument("the trailer must be the last message of an upload", reason="TRAILER_NOT_LAST")
+                raise InvalidArgument("the trailer must be the last message of an upload", reason=Reason.TRAILER_NOT_LAST)
             if isinstance(piece, Trailer):
                 trailer = piece
                 continue
             if content.size + len(piece) > max_bytes:
                 raise ResourceExhausted(
-                    f"the file is larger than the upload limit of {max_bytes} bytes", reason="UPLOAD_TOO_LARGE",
+                    f"the file is larger than the upload limit of {max_bytes} bytes", reason=Reason.UPLOAD_TOO_LARGE,
                     limit=max_bytes,
                 )
             if expected.size_bytes and content.size + len(piece) > expected.size_bytes:
                 raise InvalidArgument(
                     f"more bytes arrived than the {expected.size_bytes} announced in expected_size_bytes",
-                    reason="SIZE_MISMATCH",
+                    reason=Reason.SIZE_MISMATCH,
                 )
             await content.append(piece)
         if trailer is None:
             raise InvalidArgument(
                 f"the upload ended after {content.size} bytes without its trailer (size and SHA-256), so it may be"
                 " incomplete; nothing was stored, send it again",
-                reason="UPLOAD_INCOMPLETE",
+                reason=Reason.UPLOAD_INCOMPLETE,
                 received_bytes=content.size,
             )
         _check_against(content, trailer, expected, expected_sha256)
@@ -227,7 +228,7 @@ async def receive(
 
 def _check_against(content: SpooledContent, trailer: Trailer, expected: Expected, expected_sha256: str) -> None:
     if trailer.size_bytes < 0:
-        raise InvalidArgument("trailer.size_bytes must not be negative", reason="INVALID_TRAILER")
+        raise InvalidArgument("trailer.size_bytes must not be negative", reason=Reason.INVALID_TRAILER)
     trailer_sha256 = check_sha256(trailer.sha256, "trailer.sha256")
     sizes = [(trailer.size_bytes, "the trailer")]
     if expected.size_bytes:  # optional; the trailer's size is not
@@ -237,23 +238,23 @@ def _check_against(content: SpooledContent, trailer: Trailer, expected: Expected
             raise InvalidArgument(
                 f"{where} announced {announced} bytes but only {content.size} arrived; nothing was stored, send it"
                 " again",
-                reason="UPLOAD_INCOMPLETE",
+                reason=Reason.UPLOAD_INCOMPLETE,
                 received_bytes=content.size,
             )
         if content.size > announced:
             raise InvalidArgument(
                 f"{where} announced {announced} bytes but {content.size} arrived; nothing was stored",
-                reason="SIZE_MISMATCH",
+                reason=Reason.SIZE_MISMATCH,
                 received_bytes=content.size,
             )
     if content.size == 0:
-        raise InvalidArgument("the file is empty: there is nothing to index", reason="EMPTY_UPLOAD")
+        raise InvalidArgument("the file is empty: there is nothing to index", reason=Reason.EMPTY_UPLOAD)
     for announced, where in ((trailer_sha256, "trailer.sha256"), (expected_sha256, "expected_sha256")):
         if announced and announced != content.sha256:
             raise InvalidArgument(
                 f"the bytes received have SHA-256 {content.sha256}, not the {announced} given in {where}: the file"
                 " was changed or damaged on the way; nothing was stored",
-                reason="CHECKSUM_MISMATCH",
+                reason=Reason.CHECKSUM_MISMATCH,
                 received_sha256=content.sha256,
             )
 

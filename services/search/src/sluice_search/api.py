@@ -9,6 +9,7 @@ from sluice.v1 import search_service_pb2, search_service_pb2_grpc
 
 from sluice_common.auth import current_principal
 from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
+from sluice_common.reasons import Reason
 
 from . import metrics
 from .domain import DocumentFilter, Hit, Limits, Mode, validate_query
@@ -71,7 +72,7 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
 
 def _mode(value: int) -> Mode | None:
     if value not in _MODES:
-        raise InvalidArgument(f"unknown search mode {value}", reason="INVALID_MODE")
+        raise InvalidArgument(f"unknown search mode {value}", reason=Reason.INVALID_MODE)
     return _MODES[value]
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sluice_common.errors import InvalidArgument
+from sluice_common.reasons import Reason
 
 DEFAULT_TOP_K = 10
 
@@ -87,33 +88,33 @@ def validate_query(
 ) -> SearchQuery:
     """Check a request before any IO; every refusal says what is wrong (INVALID_ARGUMENT)."""
     if not collection:
-        raise InvalidArgument("collection is required", reason="COLLECTION_REQUIRED")
+        raise InvalidArgument("collection is required", reason=Reason.COLLECTION_REQUIRED)
     text = text.strip()
     if len(text) > limits.max_query_characters:
         raise InvalidArgument(
             f"query is {len(text)} characters long; at most {limits.max_query_characters} are allowed",
-            reason="QUERY_TOO_LONG",
+            reason=Reason.QUERY_TOO_LONG,
         )
     if top_k == 0:
         top_k = DEFAULT_TOP_K
     if not 1 <= top_k <= limits.max_top_k:
         raise InvalidArgument(f"top_k must be between 1 and {limits.max_top_k} (0 means {DEFAULT_TOP_K}); got {top_k}",
-                              reason="TOP_K_OUT_OF_RANGE")
+                              reason=Reason.TOP_K_OUT_OF_RANGE)
     if mode is None:  # unspecified: HYBRID when there is text to match, VECTOR otherwise
         mode = Mode.HYBRID if text else Mode.VECTOR
     if not text and not vector:
-        raise InvalidArgument("either query or query_vector is required", reason="EMPTY_QUERY")
+        raise InvalidArgument("either query or query_vector is required", reason=Reason.EMPTY_QUERY)
     if mode is Mode.KEYWORD and not text:
-        raise InvalidArgument("KEYWORD search needs a query text", reason="EMPTY_QUERY")
+        raise InvalidArgument("KEYWORD search needs a query text", reason=Reason.EMPTY_QUERY)
     if mode is Mode.HYBRID and not text:
-        raise InvalidArgument("HYBRID search needs a query text (and optionally a query_vector)", reason="EMPTY_QUERY")
+        raise InvalidArgument("HYBRID search needs a query text (and optionally a query_vector)", reason=Reason.EMPTY_QUERY)
     checked_vector: tuple[float, ...] | None = None
     if vector:
         checked_vector = tuple(float(x) for x in vector)
         if not all(math.isfinite(x) for x in checked_vector):
-            raise InvalidArgument("query_vector contains NaN or infinity", reason="INVALID_VECTOR")
+            raise InvalidArgument("query_vector contains NaN or infinity", reason=Reason.INVALID_VECTOR)
         if not any(checked_vector):
-            raise InvalidArgument("query_vector is all zeros; cosine distance to it is undefined", reason="INVALID_VECTOR")
+            raise InvalidArgument("query_vector is all zeros; cosine distance to it is undefined", reason=Reason.INVALID_VECTOR)
     return SearchQuery(collection, text, checked_vector, top_k, mode, validate_filter(filter, limits))
 
 
@@ -121,16 +122,16 @@ def validate_filter(filter: DocumentFilter, limits: Limits = Limits()) -> Docume
     if len(filter.metadata) > limits.max_filter_keys:
         raise InvalidArgument(
             f"filter.metadata has {len(filter.metadata)} keys; at most {limits.max_filter_keys} are allowed",
-            reason="INVALID_FILTER",
+            reason=Reason.INVALID_FILTER,
         )
     for key, value in filter.metadata.items():
         if not key.strip():
-            raise InvalidArgument("filter.metadata has an empty key", reason="INVALID_FILTER")
+            raise InvalidArgument("filter.metadata has an empty key", reason=Reason.INVALID_FILTER)
         if len(key) > limits.max_key_characters or len(value) > limits.max_value_characters:
             raise InvalidArgument(
                 f"filter.metadata key or value too long (key ≤ {limits.max_key_characters}, "
                 f"value ≤ {limits.max_value_characters} characters)",
-                reason="INVALID_FILTER",
+                reason=Reason.INVALID_FILTER,
             )
         _check_text("filter.metadata", key)
         _check_text("filter.metadata", value)
@@ -138,27 +139,27 @@ def validate_filter(filter: DocumentFilter, limits: Limits = Limits()) -> Docume
         if len(values) > limits.max_filter_values:
             raise InvalidArgument(
                 f"filter.{name} has {len(values)} values; at most {limits.max_filter_values} are allowed",
-                reason="INVALID_FILTER",
+                reason=Reason.INVALID_FILTER,
             )
         for value in values:
             if not value:
-                raise InvalidArgument(f"filter.{name} contains an empty value", reason="INVALID_FILTER")
+                raise InvalidArgument(f"filter.{name} contains an empty value", reason=Reason.INVALID_FILTER)
             if len(value) > limits.max_value_characters:
-                raise InvalidArgument(f"filter.{name} contains a value that is too long", reason="INVALID_FILTER")
+                raise InvalidArgument(f"filter.{name} contains a value that is too long", reason=Reason.INVALID_FILTER)
             _check_text(f"filter.{name}", value)
     ids = []
     for value in filter.document_ids:
         try:
             ids.append(str(uuid.UUID(value)))
         except ValueError:
-            raise InvalidArgument(f"filter.document_ids: {value[:80]!r} is not a document id (UUID)", reason="INVALID_FILTER") from None
+            raise InvalidArgument(f"filter.document_ids: {value[:80]!r} is not a document id (UUID)", reason=Reason.INVALID_FILTER) from None
     return DocumentFilter(dict(filter.metadata), tuple(filter.filenames), tuple(filter.mime_types), tuple(dict.fromkeys(ids)))
 
 
 def _check_text(where: str, value: str) -> None:
     # PostgreSQL text cannot hold NUL; refuse it here rather than fail in the driver.
     if "\x00" in value:
-        raise InvalidArgument(f"{where} contains a NUL character", reason="INVALID_FILTER")
+        raise InvalidArgument(f"{where} contains a NUL character", reason=Reason.INVALID_FILTER)
 
 
 def check_dimensions(vector: Sequence[float], collection: Collection) -> None:
@@ -166,7 +167,7 @@ def check_dimensions(vector: Sequence[float], collection: Collection) -> None:
         raise InvalidArgument(
             f"query_vector has {len(vector)} dimensions but collection {collection.name!r} "
             f"has {collection.dimensions}",
-            reason="VECTOR_DIMENSION_MISMATCH",
+            reason=Reason.VECTOR_DIMENSION_MISMATCH,
         )
 
 

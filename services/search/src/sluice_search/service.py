@@ -9,6 +9,7 @@ from typing import Protocol
 from sluice_common import textsearch
 from sluice_common.embedders import Embedder, EmbeddingError, get_embedder
 from sluice_common.errors import FailedPrecondition, NotFound, Unavailable
+from sluice_common.reasons import Reason
 
 from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery, check_dimensions, reciprocal_rank_fusion
 
@@ -64,7 +65,7 @@ class SearchService:
         """Search the caller's tenant's collection (another tenant's answers NOT_FOUND)."""
         collection = await self._repository.get_collection(tenant_id, query.collection)
         if collection is None:
-            raise NotFound(f"collection {query.collection!r} does not exist", reason="COLLECTION_NOT_FOUND",
+            raise NotFound(f"collection {query.collection!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND,
                            collection=query.collection)
         if query.vector is not None:
             check_dimensions(query.vector, collection)
@@ -101,6 +102,6 @@ class SearchService:
             raise FailedPrecondition(
                 f"the embedder of collection {collection.name!r} made a {len(vector)}-dimensional vector, "
                 f"the collection has {collection.dimensions}",
-                reason="EMBEDDER_DIMENSION_MISMATCH",
+                reason=Reason.EMBEDDER_DIMENSION_MISMATCH,
             )
         return vector

@@ -23,6 +23,7 @@ from sluice.v1 import document_pb2, job_service_pb2, job_service_pb2_grpc
 
 from sluice_common.channels import keyed_aio_channel
 from sluice_common.errors import reason_of
+from sluice_common.reasons import Reason
 from sluice_common.tls import ClientTLS
 from sluice_worker.domain import INGEST_ERROR, INGEST_REJECTED, ChunkRecord, DataRefused, JobFailure, LeaseLost, TransientFailure
 
@@ -35,7 +36,7 @@ _BATCH_BYTES = 4 * 1024 * 1024
 _RETRYABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
 # NOT_FOUND reasons that mean the job itself is gone (its document deleted): fencing, not a
 # problem with the data. Any other NOT_FOUND (CONTENT_NOT_FOUND) is the job's data missing.
-_JOB_GONE_REASONS = {"", "JOB_NOT_FOUND", "DOCUMENT_NOT_FOUND"}
+_JOB_GONE_REASONS = {"", Reason.JOB_NOT_FOUND, Reason.DOCUMENT_NOT_FOUND}
 # Answers that the same data would get again on every attempt: the job fails permanently.
 _REFUSED_CODES = {
     grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.OUT_OF_RANGE,
@@ -157,7 +158,7 @@ class JobClient:
             except grpc.aio.AioRpcError as err:
                 code = err.code()
                 reason = reason_of(err)
-                if code == grpc.StatusCode.FAILED_PRECONDITION and reason == "LEASE_NOT_HELD":
+                if code == grpc.StatusCode.FAILED_PRECONDITION and reason == Reason.LEASE_NOT_HELD:
                     raise LeaseLost(f"{name}: lease not held") from err
                 if code == grpc.StatusCode.NOT_FOUND and (reason in _JOB_GONE_REASONS or not about_job_data):
                     raise LeaseLost(f"{name}: job not found") from err
