@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip -q --disable-pip-version-check
 PACKAGES := -e libs/protos -e libs/common -e libs/spacy-model-alias \
 	-e services/ingest-api -e services/worker -e services/search -e cli
 
-.PHONY: venv test run chaos protos protos-check lint-protos bench clean
+.PHONY: venv test lint run chaos protos protos-check lint-protos bench clean
 
 venv: $(VENV)/.installed
 
@@ -23,9 +23,20 @@ $(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproje
 	if command -v npm >/dev/null; then (cd tools && npm ci --silent --no-audit --no-fund); fi
 	touch $@
 
-test: venv
+test: venv lint
 	$(PY) scripts/gen_protos.py --check
 	$(PY) -m pytest
+
+# ruff (ruff.toml), mypy --strict on the domain and store modules, and the layer contracts of
+# import-linter (.importlinter: services independent, domains pure, the worker's pipeline
+# apart from its gRPC client, the CLI importing no service).
+MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-api/src/sluice_ingest/transitions.py \
+	services/ingest-api/src/sluice_ingest/store.py libs/common/src/sluice_common/reasons.py \
+	libs/common/src/sluice_common/names.py libs/common/src/sluice_common/worker_errors.py
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy --strict --ignore-missing-imports --follow-imports=silent $(MYPY_STRICT)
+	$(VENV)/bin/lint-imports
 
 run: venv
 	$(VENV)/bin/sluice-dev

@@ -70,7 +70,7 @@ async def grpc_client(address: str, worker: str, vector: list[float], key: str) 
             for stage in STAGES:
                 await jobs.ReportStage(js.ReportStageRequest(lease=lease, stage=stage))
 
-            async def stream():
+            async def stream(lease=lease):
                 yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=lease, chunk_count=1))
                 yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=[js.Chunk(index=0, text="no-op", embedding=vector)]))
 

@@ -533,7 +533,7 @@ class Chaos:
             seen = self.first_hit.get(doc_id)
             if seen is not None and (ready_at is None or float(ready_at) > seen):
                 v.append(f"{name} was a search hit at {seen:.3f} before it was READY ({ready_at})")
-        for key, document in sent.items():
+        for key in sent:
             if stored[key] != 1:
                 v.append(f"{key[0]}/{key[1]} uploaded, stored {stored[key]} times")
         unknown_hits = set(self.first_hit) - {row[0] for row in rows}

@@ -16,7 +16,6 @@ import asyncio
 import hashlib
 from collections import Counter
 
-import grpc
 import pytest
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, document_service_pb2_grpc
 from sluice.v1 import job_service_pb2, job_service_pb2_grpc
@@ -114,7 +113,7 @@ async def test_documents_appear_only_when_ready_and_leave_at_once(search_stub, i
             texts = chunk_texts(n)
             vectors = await embedder.embed_documents(texts)
 
-            async def stream():
+            async def stream(job=job, texts=texts, vectors=vectors):
                 yield job_service_pb2.CompleteJobRequest(header=job_service_pb2.CompleteJobHeader(lease=job.lease, chunk_count=CHUNKS))
                 yield job_service_pb2.CompleteJobRequest(chunks=job_service_pb2.ChunkBatch(chunks=[
                     job_service_pb2.Chunk(index=i, text=t, page_number=0, element_type="NarrativeText", embedding=v)

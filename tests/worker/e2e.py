@@ -15,7 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-import grpc
 import psycopg
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2 as ds, document_service_pb2_grpc
 
@@ -111,7 +110,7 @@ class InProcessWorker:
         self.worker, self.pool, self.client = build_worker(settings, pool=pool)
         self.task: asyncio.Task | None = None
 
-    async def __aenter__(self) -> "InProcessWorker":
+    async def __aenter__(self) -> InProcessWorker:
         self.task = asyncio.create_task(self.worker.run())
         return self
 

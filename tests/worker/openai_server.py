@@ -62,7 +62,7 @@ class LocalOpenAIServer:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def start(self) -> "LocalOpenAIServer":
+    def start(self) -> LocalOpenAIServer:
         self._thread.start()
         return self
 

@@ -255,7 +255,7 @@ def office_docx(body_xml: str) -> bytes:
     ("fmt", "content", "lost"),
     [
         ("html", b"<html><body><p>Hello there, visible text.</p></body></html>", True),
-        ("text", "Plain text\x00 with a NUL.".encode(), True),
+        ("text", b"Plain text\x00 with a NUL.", True),
         ("html", b"<html><head><title>Only a title</title><script>var x = 1;</script></head><body> &nbsp; </body></html>", False),
         ("text", b"\x00\x00 \n\t", False),
         ("markdown", b"---\n\n***\n", False),

@@ -218,7 +218,7 @@ async def test_bomb_past_the_check_hits_the_memory_limit_not_the_worker():
         assert caught.value.code in ("PARSE_MEMORY_LIMIT", "PARSER_CRASHED")
         assert "memory" in caught.value.message or "too large" in caught.value.message
         # The pool replaces the dead sandbox and goes on parsing.
-        _, chunks, _ = await parse_and_chunk(pool, "Still alive. Parsing goes on.".encode(), "after.txt")
+        _, chunks, _ = await parse_and_chunk(pool, b"Still alive. Parsing goes on.", "after.txt")
         assert chunks[0].text == "Still alive. Parsing goes on."
     finally:
         await pool.close()

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -272,13 +273,16 @@ class DevRunner:
         database_url = self.start_postgres()
         if self.stopping:
             return 0
+        # Migrations and the first keys are ingest-api's tools, run as its programs: the CLI
+        # imports no service package (the layers are checked by import-linter, `make lint`).
         self.say("applying migrations…")
-        from sluice_ingest.migrations import upgrade
-
-        upgrade(database_url)
+        if not self.run_tool("sluice-migrate", [], database_url):
+            return 1
         if self.stopping:
             return 0
-        self.keys = self.bootstrap_credentials(database_url)
+        if not self.run_tool("sluice-bootstrap", ["--credentials", str(self.home / "credentials"), "--tenant", "default"], database_url):
+            return 1
+        self.keys = json.loads((self.home / "credentials").read_text())["keys"]
         self.launch(database_url)
         return self.wait_until_ready()
 
@@ -300,22 +304,21 @@ class DevRunner:
         (self.home / "database_url").write_text(database_url + "\n")
         return database_url
 
-    def bootstrap_credentials(self, database_url: str) -> dict[str, str]:
-        """The `default` tenant with an admin, a client and a worker key, kept in
-        $SLUICE_DEV_HOME/credentials (mode 0600) across runs; the `sluice` CLI finds it there."""
-        import json
-
-        from sluice_ingest.tenants import bootstrap_keys, write_private
-
-        path = self.home / "credentials"
+    def run_tool(self, script: str, args: list[str], database_url: str) -> bool:
+        """Run one of ingest-api's tools (`sluice-migrate`; `sluice-bootstrap`, which makes the
+        `default` tenant's admin, client and worker keys once and keeps them in
+        $SLUICE_DEV_HOME/credentials, mode 0600, where the `sluice` CLI finds them)."""
+        executable = Path(sys.executable).parent / script  # installed beside sluice-dev (make venv)
+        env = {**os.environ, "SLUICE_DATABASE_URL": database_url, "SLUICE_LOG_LEVEL": "WARNING"}
         try:
-            existing = json.loads(path.read_text()).get("keys", {})
-        except (OSError, ValueError, AttributeError):
-            existing = {}
-        keys = bootstrap_keys(database_url, existing if isinstance(existing, dict) else {})
-        if keys != existing:
-            write_private(path, json.dumps({"tenant": "default", "keys": keys}, indent=2) + "\n")
-        return keys
+            result = subprocess.run([str(executable), *args], env=env, capture_output=True, text=True)
+        except OSError as error:
+            self.say(f"sluice-dev: cannot run {executable}: {error} (is ingest-api installed? `make venv`)")
+            return False
+        if result.returncode != 0:
+            self.say(f"sluice-dev: {script} failed (exit code {result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
+            return False
+        return True
 
     def search_database_url(self, database_url: str) -> str:
         """search reads as a login of its read-only role, held by row-level security."""

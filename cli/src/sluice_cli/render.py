@@ -6,7 +6,7 @@ import json
 import os
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from google.protobuf import json_format
@@ -101,14 +101,14 @@ def progress_text(doc: document_pb2.Document) -> str:
 def timestamp(ts) -> str:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return ""
-    value = ts.ToDatetime(tzinfo=timezone.utc).astimezone()
+    value = ts.ToDatetime(tzinfo=UTC).astimezone()
     return value.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def age(ts) -> str:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return ""
-    seconds = (datetime.now(timezone.utc) - ts.ToDatetime(tzinfo=timezone.utc)).total_seconds()
+    seconds = (datetime.now(UTC) - ts.ToDatetime(tzinfo=UTC)).total_seconds()
     if seconds < 60:
         return f"{max(0, int(seconds))}s ago"
     if seconds < 3600:

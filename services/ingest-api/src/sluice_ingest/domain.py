@@ -113,7 +113,7 @@ def retry_delay_seconds(attempts: int, base: float, cap: float = 300.0) -> float
     if attempts < 1:
         raise ValueError("attempts starts at 1")
     exponent = min(attempts - 1, 32)  # 2^32 × any sane base is far past the cap
-    return min(base * (2**exponent), cap)
+    return float(min(base * (2**exponent), cap))
 
 
 def should_retry(retryable: bool, attempts: int, max_attempts: int) -> bool:

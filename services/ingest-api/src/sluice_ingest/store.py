@@ -89,6 +89,14 @@ SELECT 'exhausted', e.id, e.lease_token, NULL, NULL, NULL, e.document_id, NULL, 
 FROM exhausted e
 """
 
+async def _one(conn: psycopg.AsyncConnection, query: Any, params: Any = None) -> Any:
+    """The one row of a statement that always returns one (an aggregate, a locked row)."""
+    row = await (await conn.execute(query, params)).fetchone()
+    if row is None:  # pragma: no cover - a broken invariant, not a user error
+        raise RuntimeError("a statement that returns one row returned none")
+    return row
+
+
 # Columns a document's move resets or clears.
 FRESH_PROGRESS = {"progress_stage": None, "progress_done": 0, "progress_total": 0, "progress_unit": ""}
 NO_ERROR = {"error_code": None, "error_message": None}
@@ -250,9 +258,7 @@ class PostgresStore:
             if row is None:
                 raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
             collection_id = row[0]
-            (count,) = await (
-                await conn.execute("SELECT count(*) FROM documents WHERE collection_id = %s", (collection_id,))
-            ).fetchone()
+            (count,) = await _one(conn, "SELECT count(*) FROM documents WHERE collection_id = %s", (collection_id,))
             if count and not force:
                 raise FailedPrecondition(
                     f"collection {name!r} still has {count} documents; delete them first or pass force",
@@ -366,9 +372,7 @@ class PostgresStore:
     async def latest_event_id(self, document_id: uuid.UUID) -> int:
         """The newest event of a document (callers have checked its tenant with get_document)."""
         async with self.pool.connection() as conn:
-            row = await (
-                await conn.execute("SELECT coalesce(max(id), 0) FROM document_events WHERE document_id = %s", (document_id,))
-            ).fetchone()
+            row = await _one(conn, "SELECT coalesce(max(id), 0) FROM document_events WHERE document_id = %s", (document_id,))
             return int(row[0])
 
     async def document_events_after(self, document_id: uuid.UUID, after_id: int) -> list[dict[str, Any]]:
@@ -392,7 +396,8 @@ class PostgresStore:
         limit: int,
     ) -> list[dict[str, Any]]:
         async with self.pool.connection() as conn:
-            conditions, params = ["d.tenant_id = %s"], [tenant_id]
+            conditions: list[str] = ["d.tenant_id = %s"]
+            params: list[Any] = [tenant_id]
             if collection:
                 collection_row = await self._collection_settings(conn, tenant_id, collection)
                 conditions.append("d.collection_id = %s")
@@ -421,7 +426,7 @@ class PostgresStore:
             if job is None:
                 raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
             await conn.execute("DELETE FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id))
-            return job[0] == J.RUNNING
+            return bool(job[0] == J.RUNNING)
 
     async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: D) -> dict[str, Any]:
         """RetryDocument (FAILED) and ReprocessDocument (READY): back to PENDING with fresh attempts."""
@@ -441,14 +446,14 @@ class PostgresStore:
                 if job[1] != job_from:
                     raise IllegalTransition(f"the job is {job[1]}")
                 await move_document(conn, document_id, D.PENDING, {**FRESH_PROGRESS, **NO_ERROR}, sources=[expected])
-            except IllegalTransition:
+            except IllegalTransition as illegal:
                 current = await self._document(conn, document_id, tenant_id)
                 verb = "retried" if expected == D.FAILED else "reprocessed"
                 raise FailedPrecondition(
                     f"only a {expected} document can be {verb}; this one is {current['status']}",
                     reason=Reason(f"DOCUMENT_NOT_{expected}"),
                     status=current["status"],
-                )
+                ) from illegal
             await move_job(conn, job[0], J.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
                            sources=[job_from])
             return await self._document(conn, document_id, tenant_id)
@@ -474,20 +479,16 @@ class PostgresStore:
             return
         await conn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
         if collections and max_collections is not None:
-            (count,) = await (
-                await conn.execute("SELECT count(*) FROM collections WHERE tenant_id = %s", (tenant_id,))
-            ).fetchone()
+            (count,) = await _one(conn, "SELECT count(*) FROM collections WHERE tenant_id = %s", (tenant_id,))
             if count + collections > max_collections:
                 raise ResourceExhausted(
                     f"the tenant's quota of {max_collections} collections is used up", reason=Reason.QUOTA_EXCEEDED,
                     quota="collections", limit=max_collections,
                 )
         if (documents and max_documents is not None) or (stored_bytes and max_bytes is not None):
-            count, total = await (
-                await conn.execute(
-                    "SELECT count(*), coalesce(sum(size_bytes), 0) FROM documents WHERE tenant_id = %s", (tenant_id,)
-                )
-            ).fetchone()
+            count, total = await _one(
+                conn, "SELECT count(*), coalesce(sum(size_bytes), 0) FROM documents WHERE tenant_id = %s", (tenant_id,)
+            )
             if max_documents is not None and count + documents > max_documents:
                 raise ResourceExhausted(
                     f"the tenant's quota of {max_documents} documents is used up", reason=Reason.QUOTA_EXCEEDED,
@@ -557,9 +558,7 @@ class PostgresStore:
     async def _converge_exhausted(self, conn: psycopg.AsyncConnection, job: dict[str, Any]) -> str:
         """Rule 8: an expired lease with no attempts left ends the job for good; returns the outcome.
         (`job` is CLAIM_SQL's "exhausted" row: job_id, document_id, lease_token.)"""
-        doc = await (
-            await conn.execute("SELECT status::text FROM documents WHERE id = %s FOR UPDATE", (job["document_id"],))
-        ).fetchone()
+        doc = await _one(conn, "SELECT status::text FROM documents WHERE id = %s FOR UPDATE", (job["document_id"],))
         if doc[0] == D.READY:
             # The crash hit the window after the commit: the work is done.
             await move_job(conn, job["job_id"], J.SUCCEEDED, RELEASED_LEASE)
@@ -572,21 +571,22 @@ class PostgresStore:
                                 LEASE_EXPIRED_EXHAUSTED, False)
         return "failed"
 
-    async def next_wakeup(self) -> dt.datetime | None:
-        """When the next job becomes claimable without a notification: a delayed retry or a lease expiry."""
+    async def next_wakeup(self) -> dt.timedelta | None:
+        """How long until the next job becomes claimable without a notification (a delayed retry
+        or a lease expiry); None when nothing is waiting."""
         async with self.pool.connection() as conn:
-            row = await (
-                await conn.execute(
-                    """
-                    SELECT least(
-                        (SELECT min(available_at) FROM ingestion_jobs WHERE status = 'PENDING'),
-                        (SELECT min(locked_at) FROM ingestion_jobs WHERE status = 'RUNNING') + make_interval(secs => %s)
-                    ) - now()
-                    """,
-                    (self.policy.lease_seconds,),
-                )
-            ).fetchone()
-            return row[0]
+            row = await _one(
+                conn,
+                """
+                SELECT least(
+                    (SELECT min(available_at) FROM ingestion_jobs WHERE status = 'PENDING'),
+                    (SELECT min(locked_at) FROM ingestion_jobs WHERE status = 'RUNNING') + make_interval(secs => %s)
+                ) - now()
+                """,
+                (self.policy.lease_seconds,),
+            )
+            until: dt.timedelta | None = row[0]
+            return until
 
     async def _locked_lease(self, conn: psycopg.AsyncConnection, job_id: uuid.UUID, lease_token: uuid.UUID) -> dict[str, Any]:
         """Fencing: lock the job only if this lease still holds it (and renew the lease)."""
@@ -605,12 +605,9 @@ class PostgresStore:
             if exists is None:
                 raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
             raise LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
-        doc = await (
-            await conn.execute(
-                "SELECT status::text, collection_id, tenant_id FROM documents WHERE id = %s FOR UPDATE",
-                (job["document_id"],),
-            )
-        ).fetchone()
+        doc = await _one(
+            conn, "SELECT status::text, collection_id, tenant_id FROM documents WHERE id = %s FOR UPDATE", (job["document_id"],)
+        )
         job["document_status"] = D(doc[0])
         job["collection_id"] = doc[1]
         job["tenant_id"] = doc[2]
@@ -629,7 +626,8 @@ class PostgresStore:
                 )
             ).fetchone()
             if row is not None:
-                return row[0]
+                expires: dt.datetime = row[0]
+                return expires
             exists = await (await conn.execute("SELECT 1 FROM ingestion_jobs WHERE id = %s", (job_id,))).fetchone()
             if exists is None:
                 return None
@@ -658,7 +656,8 @@ class PostgresStore:
                     "progress_unit": unit,
                 }, sources=[current])
                 await conn.execute("UPDATE job_attempts SET stage = %s WHERE lease_token = %s", (str(stage), lease_token))
-            return job["locked_at"] + dt.timedelta(seconds=self.policy.lease_seconds)
+            locked_at: dt.datetime = job["locked_at"]
+            return locked_at + dt.timedelta(seconds=self.policy.lease_seconds)
 
     async def content_length(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> tuple[uuid.UUID, int]:
         async with self.pool.connection() as conn, conn.transaction():
@@ -712,7 +711,8 @@ class PostgresStore:
             ).fetchone()
             if row is None:
                 raise NotFound("no snapshot for this content and pipeline version", reason=Reason.SNAPSHOT_NOT_FOUND)
-            return row[0]
+            chunks: list[dict[str, Any]] = row[0]
+            return chunks
 
     async def collection_dimensions(self, job_id: uuid.UUID) -> int:
         async with self.pool.connection() as conn:

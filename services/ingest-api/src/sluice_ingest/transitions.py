@@ -39,7 +39,7 @@ class Expr:
 NOW = Expr("now()")
 
 
-def sources_of(table: Mapping[tuple[Any, Any], str], target, narrowed: Iterable | None) -> list[str]:
+def sources_of(table: Mapping[tuple[Any, Any], str], target: Any, narrowed: Iterable[Any] | None) -> list[str]:
     allowed = {a for (a, b) in table if b == target}
     if narrowed is not None:
         wanted = set(narrowed)
@@ -49,8 +49,10 @@ def sources_of(table: Mapping[tuple[Any, Any], str], target, narrowed: Iterable 
     return sorted(str(a) for a in allowed)
 
 
-def _update(table: str, row_id, target, sources: list[str], values: Mapping[str, Any]) -> tuple[sql.Composed, list]:
-    assignments = [sql.SQL("status = %s")]
+def _update(
+    table: str, row_id: uuid.UUID, target: Any, sources: list[str], values: Mapping[str, Any]
+) -> tuple[sql.Composed, list[Any]]:
+    assignments: list[sql.Composable] = [sql.SQL("status = %s")]
     params: list[Any] = [str(target)]
     for column, value in values.items():
         if isinstance(value, Expr):

@@ -22,7 +22,7 @@ class ChunkingSettings:
     overlap: int
 
     @classmethod
-    def effective(cls, max_characters: int, new_after_n_chars: int, overlap: int, *, default_max: int, default_new_after: int) -> "ChunkingSettings":
+    def effective(cls, max_characters: int, new_after_n_chars: int, overlap: int, *, default_max: int, default_new_after: int) -> ChunkingSettings:
         """Zeros mean "server default" (collection.proto); the result is always consistent."""
         maximum = max_characters or default_max
         new_after = min(new_after_n_chars or min(default_new_after, maximum), maximum)
@@ -132,6 +132,11 @@ class DataRefused(JobFailure):
     be refused on every attempt, so the job fails at once with the server's reason."""
 
     retryable = False
+
+
+class IngestUnavailable(Exception):
+    """ingest-api could not be reached (or failed) after a few tries: the job is abandoned to
+    its lease, which another attempt takes over."""
 
 
 class LeaseLost(Exception):

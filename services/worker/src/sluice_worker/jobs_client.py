@@ -25,7 +25,16 @@ from sluice_common.channels import keyed_aio_channel
 from sluice_common.errors import reason_of
 from sluice_common.reasons import Reason
 from sluice_common.tls import ClientTLS
-from sluice_worker.domain import INGEST_ERROR, INGEST_REJECTED, ChunkRecord, DataRefused, JobFailure, LeaseLost, TransientFailure
+from sluice_worker.domain import (
+    INGEST_ERROR,
+    INGEST_REJECTED,
+    ChunkRecord,
+    DataRefused,
+    IngestUnavailable,
+    JobFailure,
+    LeaseLost,
+    TransientFailure,
+)
 
 log = logging.getLogger("sluice.worker.jobs_client")
 
@@ -59,8 +68,6 @@ STAGES = {
 }
 
 
-class IngestUnavailable(Exception):
-    """ingest-api could not be reached (or failed) after a few tries."""
 
 
 def chunk_to_proto(chunk: ChunkRecord) -> job_service_pb2.Chunk:

@@ -31,6 +31,7 @@ from sluice_worker.domain import (
     ChunkRecord,
     ConfigurationInvalid,
     DocumentInvalid,
+    IngestUnavailable,
     JobFailure,
     LeaseLost,
     ParseSummary,
@@ -131,8 +132,6 @@ class JobPipeline:
         except (JobFailure, EmbeddingError) as exc:
             return await self._fail(lease, exc.retryable, exc.code, exc.message, state)
         except Exception as exc:  # noqa: BLE001 - one job's bug must not stop the worker
-            from sluice_worker.jobs_client import IngestUnavailable
-
             if isinstance(exc, IngestUnavailable):
                 log.warning("ingest-api unreachable; the lease will expire and the job be retried", extra={"detail": str(exc)})
                 metrics.JOBS_ABANDONED.labels(reason="ingest_unavailable").inc()
