@@ -22,10 +22,11 @@ def test_the_store_writes_no_status_by_hand():
     updates = re.findall(r"UPDATE\s+(\w+)(?:\s+\w+)?\s+SET(.*?)(?:WHERE|FROM)", STORE, flags=re.S | re.I)
     assert updates, "no UPDATE found: the scan is broken"
     by_hand = [(table, body) for table, body in updates if re.search(r"\bstatus\s*=", body)
-               and "%(running)s" not in body]
+               and "{running}" not in body]
     assert by_hand == [], f"status written outside move_document/move_job: {by_hand}"
     # The claim statement's status values are parameters from the job table, never literals.
-    assert not re.search(r"status\s*=\s*'[A-Z]+'", STORE.split("CLAIM_SQL")[1].split('"""')[1].split("claimed AS")[1].split("RETURNING")[0])
+    claim = STORE.split("CLAIM_SQL = ")[1].split('""")')[0]
+    assert "SET status = {running}" in claim and not re.search(r"status\s*=\s*'[A-Z]+'", claim)
 
 
 def test_every_edge_the_store_names_exists():

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -50,26 +51,26 @@ from .transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job, sou
 
 # Rules 6 and 8 in one statement; see PostgresStore.claim_job. Statuses are parameters taken
 # from the transition table (the claim is the PENDING→RUNNING and RUNNING→RUNNING edges).
-CLAIM_SQL = """
+CLAIM_SQL = sql.SQL("""
 WITH exhausted AS (
     SELECT id, document_id, lease_token FROM ingestion_jobs
-    WHERE status = %(running)s AND attempts >= max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
+    WHERE status = {running} AND attempts >= max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
     ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
 ), expired AS (
     SELECT id, lease_token AS expired_token FROM ingestion_jobs
-    WHERE status = %(running)s AND attempts < max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
+    WHERE status = {running} AND attempts < max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
       AND NOT EXISTS (SELECT 1 FROM exhausted)
     ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
 ), due AS (
     SELECT id, NULL::uuid AS expired_token FROM ingestion_jobs
-    WHERE status = %(pending)s AND attempts < max_attempts AND available_at <= now()
+    WHERE status = {pending} AND attempts < max_attempts AND available_at <= now()
       AND NOT EXISTS (SELECT 1 FROM exhausted) AND NOT EXISTS (SELECT 1 FROM expired)
     ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
 ), candidate AS (
     SELECT * FROM expired UNION ALL SELECT * FROM due
 ), claimed AS (
     UPDATE ingestion_jobs j
-    SET status = %(running)s, attempts = j.attempts + 1, locked_at = now(), locked_by = %(worker)s,
+    SET status = {running}, attempts = j.attempts + 1, locked_at = now(), locked_by = %(worker)s,
         lease_token = gen_random_uuid(), updated_at = now()
     FROM candidate
     WHERE j.id = candidate.id AND j.status = ANY(%(sources)s)
@@ -87,7 +88,12 @@ UNION ALL
 SELECT 'exhausted', e.id, e.lease_token, NULL, NULL, NULL, e.document_id, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM exhausted e
-"""
+""").format(
+    # Literals, not parameters: the partial indexes on status (0001) match only a literal,
+    # also once the statement is prepared. Their values come from the job table's enum.
+    running=sql.Literal(str(J.RUNNING)),
+    pending=sql.Literal(str(J.PENDING)),
+)
 
 async def _one(conn: psycopg.AsyncConnection, query: Any, params: Any = None) -> Any:
     """The one row of a statement that always returns one (an aggregate, a locked row)."""
@@ -533,8 +539,8 @@ class PostgresStore:
         async with self.pool.connection() as conn, conn.transaction():
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(CLAIM_SQL, {
-                "worker": worker_id, "lease": self.policy.lease_seconds, "running": str(J.RUNNING),
-                "pending": str(J.PENDING), "sources": sources_of(JOB_TRANSITIONS, J.RUNNING, None),
+                "worker": worker_id, "lease": self.policy.lease_seconds,
+                "sources": sources_of(JOB_TRANSITIONS, J.RUNNING, None),
             })
             row = await cur.fetchone()
             if row is None:
