@@ -41,6 +41,9 @@ from sluice_ingest.store import ChunkRow
 from bench.unauthenticated import without_key_check
 
 DIMS = 384
+CLIENTS = (1, 4, 16, 32)
+QUEUED = (1_000, 10_000, 100_000)
+EXPIRED = 10_000
 STAGES = [D.DOCUMENT_STATUS_PARSING, D.DOCUMENT_STATUS_CHUNKING, D.DOCUMENT_STATUS_EMBEDDING, D.DOCUMENT_STATUS_INDEXING]
 
 
@@ -95,7 +98,7 @@ async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> 
     results = []
     vector = list(np.random.default_rng(0).standard_normal(DIMS).astype(np.float32))
     for round_ in range(repeats):
-        for clients in (1, 4):
+        for clients in CLIENTS:
             for mode in ("grpc", "grpc-noauth", "in-process"):
                 name = f"b{round_}_{clients}_{mode.replace('-', '')}"
                 ensure_database(admin_uri, name, template="bench_template")
@@ -125,10 +128,44 @@ async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> 
     return results
 
 
+async def claim_latency(admin_uri: str, queued: int, claims: int) -> tuple[float, float]:
+    """p50 and p99 (ms) of single claims with `queued` due PENDING jobs and EXPIRED RUNNING
+    jobs whose leases expired (so the claims take over expired leases, the costlier path)."""
+    name = f"latency_{queued}"
+    ensure_database(admin_uri, name, template="bench_template")
+    url = database_uri(admin_uri, name)
+    app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING"))
+    await app.start()
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
+                " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
+                " VALUES (1, 'bench', 'hashing', 'hashing-v1', %s, 1500, 1000, 0, 3)", (DIMS,))
+        seed(url, "bench", queued + EXPIRED)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE ingestion_jobs SET status = 'RUNNING', attempts = 1, locked_at = now() - interval '1 hour',"
+                " lease_token = gen_random_uuid(), locked_by = 'gone'"
+                " WHERE id IN (SELECT id FROM ingestion_jobs ORDER BY id LIMIT %s)", (EXPIRED,))
+            conn.execute("VACUUM ANALYZE ingestion_jobs, documents")
+        seconds = []
+        for _ in range(claims):
+            started = time.perf_counter()
+            job = await app.store.claim_job("bench")
+            seconds.append(time.perf_counter() - started)
+            assert job is not None
+        ms = sorted(s * 1000 for s in seconds)
+        return statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
+    finally:
+        await app.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--claims", type=int, default=300, help="claims timed for each queue size")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
     base.chmod(0o755)
@@ -139,6 +176,7 @@ def main() -> None:
         upgrade(database_uri(admin, "bench_template"))
         keys = bootstrap_keys(database_uri(admin, "bench_template"))
         results = asyncio.run(run(admin, args.jobs, args.repeats, keys))
+        latencies = {queued: asyncio.run(claim_latency(admin, queued, args.claims)) for queued in QUEUED}
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -148,12 +186,19 @@ def main() -> None:
               f" {'gRPC no auth':>12} | {'auth cost (time/cycle)':>22}")
     print(header)
     print("-" * len(header))
-    for clients in (1, 4):
+    for clients in CLIENTS:
         g = statistics.median(r[2] for r in results if r[0] == "grpc" and r[1] == clients)
         n = statistics.median(r[2] for r in results if r[0] == "grpc-noauth" and r[1] == clients)
         p = statistics.median(r[2] for r in results if r[0] == "in-process" and r[1] == clients)
         print(f"{clients:>7} | {g:>13.1f} | {p:>19.1f} | {g / p:>16.2f}x | {n:>12.1f} | {n / g:>21.3f}x")
     print("target: auth cost ≤ 1.05× (time per cycle with authentication / without)")
+    print(f"\nclaim latency, in-process, {args.claims} claims one at a time, {EXPIRED:,} RUNNING jobs with expired leases beside the queue")
+    print(f"{'queued':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'p99 / p99 at 1,000':>18}")
+    print("-" * 50)
+    for queued in QUEUED:
+        p50, p99 = latencies[queued]
+        print(f"{queued:>8,} | {p50:>7.2f} | {p99:>7.2f} | {p99 / latencies[QUEUED[0]][1]:>17.2f}x")
+    print("target: p99 at 100,000 ≤ 1.2× p99 at 1,000")
     sys.stdout.flush()
 
 
