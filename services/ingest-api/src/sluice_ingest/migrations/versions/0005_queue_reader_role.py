@@ -1,7 +1,7 @@
 """A role that may count the job queue, for autoscalers (KEDA's postgresql scaler).
 
 It reads the five columns of ingestion_jobs that say whether a job is due or held, nothing
-else: no document, no content, no tenant. Operators create a login in it
+else: no document, no content, no tenant, and no write. Operators create a login in it
 (`CREATE ROLE sluice_keda LOGIN PASSWORD '…' IN ROLE sluice_queue_reader`) and give its URL
 to the ScaledObject's TriggerAuthentication (deploy/kubernetes/base/worker.yaml).
 
@@ -26,7 +26,6 @@ def upgrade() -> None:
         END $$;
         GRANT USAGE ON SCHEMA public TO sluice_queue_reader;
         GRANT SELECT (status, available_at, attempts, max_attempts, locked_at) ON ingestion_jobs TO sluice_queue_reader;
-        ALTER ROLE sluice_queue_reader SET default_transaction_read_only = on;
         """
     )
 
