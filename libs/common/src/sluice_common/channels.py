@@ -16,6 +16,18 @@ from .tls import ClientTLS, secure_or_insecure_channel
 
 KeySource = str | Callable[[str], str | None] | None
 
+# Per-call balancing over every address a name resolves to: behind a Kubernetes headless
+# Service (`dns:///ingest-api:50051`) each pod gets its share of calls; with one address it
+# behaves like gRPC's default pick_first. A caller's own lb policy wins.
+ROUND_ROBIN = ("grpc.lb_policy_name", "round_robin")
+
+
+def _balanced(options) -> list:
+    options = list(options or ())
+    if not any(name in ("grpc.lb_policy_name", "grpc.service_config") for name, _ in options):
+        options.append(ROUND_ROBIN)
+    return options
+
 
 def _metadata(key: KeySource, method: str, metadata, extra: Sequence[tuple[str, str]]):
     value = key(method) if callable(key) else key
@@ -114,7 +126,7 @@ def keyed_channel(
     extra_metadata: Sequence[tuple[str, str]] = (),
 ) -> grpc.Channel:
     """A sync channel whose every call carries `key` (and `extra_metadata`)."""
-    channel = secure_or_insecure_channel(address, tls or ClientTLS(), options)
+    channel = secure_or_insecure_channel(address, tls or ClientTLS(), _balanced(options))
     return grpc.intercept_channel(channel, _SyncKey(key, extra_metadata))
 
 
@@ -132,6 +144,7 @@ def keyed_aio_channel(
         _AioUnaryUnary(key, extra), _AioUnaryStream(key, extra), _AioStreamUnary(key, extra), _AioStreamStream(key, extra)
     ]
     tls = tls or ClientTLS()
+    options = _balanced(options)
     if tls.enabled:
         return grpc.aio.secure_channel(address, tls.credentials(), options=options, interceptors=interceptors)
     return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
