@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
+from . import tracing
 from .tls import ClientTLS, secure_or_insecure_channel
 
 KeySource = str | Callable[[str], str | None] | None
@@ -127,7 +128,7 @@ def keyed_channel(
 ) -> grpc.Channel:
     """A sync channel whose every call carries `key` (and `extra_metadata`)."""
     channel = secure_or_insecure_channel(address, tls or ClientTLS(), _balanced(options))
-    return grpc.intercept_channel(channel, _SyncKey(key, extra_metadata))
+    return tracing.traced_channel(grpc.intercept_channel(channel, _SyncKey(key, extra_metadata)))
 
 
 def keyed_aio_channel(
@@ -141,7 +142,8 @@ def keyed_aio_channel(
     """An asyncio channel whose every call carries `key` (and `extra_metadata`)."""
     extra = tuple(extra_metadata)
     interceptors = [
-        _AioUnaryUnary(key, extra), _AioUnaryStream(key, extra), _AioStreamUnary(key, extra), _AioStreamStream(key, extra)
+        _AioUnaryUnary(key, extra), _AioUnaryStream(key, extra), _AioStreamUnary(key, extra), _AioStreamStream(key, extra),
+        *tracing.aio_client_interceptors(),
     ]
     tls = tls or ClientTLS()
     options = _balanced(options)

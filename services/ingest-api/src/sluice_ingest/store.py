@@ -20,7 +20,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from sluice_common import vector_index
+from sluice_common import tracing, vector_index
 from sluice_common.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -280,8 +280,8 @@ class PostgresStore:
             document_id = row[0]
             await self._copy_content(conn, document_id, new.content)
             await conn.execute(
-                "INSERT INTO ingestion_jobs (document_id, max_attempts) VALUES (%s, %s)",
-                (document_id, collection["max_attempts"]),
+                "INSERT INTO ingestion_jobs (document_id, max_attempts, trace_context) VALUES (%s, %s, %s)",
+                (document_id, collection["max_attempts"], tracing.current_trace_context()),
             )
             return await self._document(conn, document_id), True
 
@@ -573,7 +573,7 @@ class PostgresStore:
                 SELECT j.id AS job_id, j.lease_token, j.attempts, j.max_attempts, d.id AS document_id, d.filename,
                        d.mime_type, d.content_sha256, d.size_bytes, d.metadata, c.name AS collection,
                        c.embedder_provider, c.embedder_model, c.dimensions, c.chunk_max_characters,
-                       c.chunk_new_after_n_chars, c.chunk_overlap
+                       c.chunk_new_after_n_chars, c.chunk_overlap, j.trace_context
                 FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id JOIN collections c ON c.id = d.collection_id
                 WHERE j.id = %s
                 """,
