@@ -455,6 +455,9 @@ def test_autoscalers_and_disruption_budgets_cover_the_services(overlay):
         assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
     # Workers scale with KEDA only: an HPA of our own would fight the one KEDA creates.
     assert "worker" not in objects(overlay, "HorizontalPodAutoscaler")
+    # Autoscaled Deployments leave `replicas` out: every `kubectl apply` would reset it.
+    for name in ("ingest-api", "search", "worker"):
+        assert "replicas" not in one(overlay, "Deployment", name)["spec"], name
     for name in ("ingest-api", "search", "worker"):
         pdb = one(overlay, "PodDisruptionBudget", name)
         labels = one(overlay, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
