@@ -12,6 +12,7 @@ ScaledObject's own SQL run against the real schema with a known queue.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -480,7 +481,7 @@ def test_migration_wait_passes_at_head_and_waits_below_it(database_url, pg_admin
     from sluice_common.embedded_pg import database_uri, ensure_database
     from sluice_ingest.migrations import wait
 
-    assert wait.wait_for_head(database_url, timeout=0)
+    assert wait.wait_for_head(database_url, timeout=30)  # returns at once when at head
     empty = f"t_wait_{uuid.uuid4().hex[:8]}"
     ensure_database(pg_admin_uri, empty)
     assert not wait.wait_for_head(database_uri(pg_admin_uri, empty), timeout=0)
@@ -489,5 +490,11 @@ def test_migration_wait_passes_at_head_and_waits_below_it(database_url, pg_admin
     assert not wait.is_ready("0004", head, known) and not wait.is_ready(None, head, known)
     # A newer release's revision: an old pod restarting mid-upgrade still starts.
     assert wait.is_ready("9999", head, known)
+    # The init container's exact command, as a process: exit 0 at head, 1 when it gives up.
+    command = pod_spec(one("production", "Deployment", "ingest-api"))["initContainers"][0]["command"]
+    for url, expected, timeout in [(database_url, 0, "30"), (database_uri(pg_admin_uri, empty), 1, "0")]:
+        argv = [sys.executable, *command[1:command.index("--timeout")], "--timeout", timeout]
+        done = subprocess.run(argv, env={**os.environ, "SLUICE_DATABASE_URL": url}, capture_output=True, text=True, timeout=60)
+        assert done.returncode == expected, done.stderr
     with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE "{empty}" WITH (FORCE)')

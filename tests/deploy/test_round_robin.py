@@ -1,6 +1,6 @@
 """Client channels balance per call over every address of a name (Kubernetes headless
-Services): two servers behind one target each answer calls, for the sync channel (CLI,
-Python client) and the asyncio one (worker)."""
+Services, `dns:///…` targets): two servers behind one target each answer calls, for the sync
+channel (CLI, Python client) and the asyncio one (worker). A plain host:port keeps pick_first."""
 
 from __future__ import annotations
 
@@ -69,3 +69,11 @@ def test_aio_channel_spreads_calls_over_every_address():
     finally:
         for server in servers:
             server.stop(None)
+
+
+def test_plain_host_port_keeps_pick_first_and_a_resolver_scheme_gets_round_robin():
+    from sluice_common.channels import ROUND_ROBIN, _balanced
+
+    assert ROUND_ROBIN not in _balanced("localhost:50051", None)
+    assert ROUND_ROBIN in _balanced("dns:///ingest-api:50051", None)
+    assert _balanced("dns:///x:1", [("grpc.lb_policy_name", "pick_first")]) == [("grpc.lb_policy_name", "pick_first")]
