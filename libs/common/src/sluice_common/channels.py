@@ -12,9 +12,27 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
+from . import tracing
 from .tls import ClientTLS, secure_or_insecure_channel
 
 KeySource = str | Callable[[str], str | None] | None
+
+# Per-call balancing over every address a name resolves to, for targets that name their
+# resolver (`dns:///ingest-api:50051` behind a Kubernetes headless Service, `ipv4:a:p,b:p`):
+# each pod gets its share of calls. A plain `host:port` keeps gRPC's default pick_first,
+# which reconnects on the next call after a restart instead of failing fast during
+# round_robin's reconnect backoff (what a single local server wants). A caller's own lb
+# policy wins.
+ROUND_ROBIN = ("grpc.lb_policy_name", "round_robin")
+BALANCED_SCHEMES = ("dns:", "ipv4:", "ipv6:")
+
+
+def _balanced(address: str, options) -> list:
+    options = list(options or ())
+    chosen = any(name in ("grpc.lb_policy_name", "grpc.service_config") for name, _ in options)
+    if address.startswith(BALANCED_SCHEMES) and not chosen:
+        options.append(ROUND_ROBIN)
+    return options
 
 
 def _metadata(key: KeySource, method: str, metadata, extra: Sequence[tuple[str, str]]):
@@ -114,8 +132,8 @@ def keyed_channel(
     extra_metadata: Sequence[tuple[str, str]] = (),
 ) -> grpc.Channel:
     """A sync channel whose every call carries `key` (and `extra_metadata`)."""
-    channel = secure_or_insecure_channel(address, tls or ClientTLS(), options)
-    return grpc.intercept_channel(channel, _SyncKey(key, extra_metadata))
+    channel = secure_or_insecure_channel(address, tls or ClientTLS(), _balanced(address, options))
+    return tracing.traced_channel(grpc.intercept_channel(channel, _SyncKey(key, extra_metadata)))
 
 
 def keyed_aio_channel(
@@ -129,9 +147,11 @@ def keyed_aio_channel(
     """An asyncio channel whose every call carries `key` (and `extra_metadata`)."""
     extra = tuple(extra_metadata)
     interceptors = [
-        _AioUnaryUnary(key, extra), _AioUnaryStream(key, extra), _AioStreamUnary(key, extra), _AioStreamStream(key, extra)
+        _AioUnaryUnary(key, extra), _AioUnaryStream(key, extra), _AioStreamUnary(key, extra), _AioStreamStream(key, extra),
+        *tracing.aio_client_interceptors(),
     ]
     tls = tls or ClientTLS()
+    options = _balanced(address, options)
     if tls.enabled:
         return grpc.aio.secure_channel(address, tls.credentials(), options=options, interceptors=interceptors)
     return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)

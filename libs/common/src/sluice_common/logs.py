@@ -1,4 +1,5 @@
-"""Structured logging: one JSON event per line, with service, document and job ids."""
+"""Structured logging: one JSON event per line, with service, document and job ids, and the
+trace id when a span is current."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import sys
 
 import structlog
 
+from .tracing import add_trace_ids
+
 
 def configure_logging(service: str, level: str = "INFO", json: bool = True) -> None:
     shared = [
         structlog.contextvars.merge_contextvars,
+        # trace_id/span_id of the current span (sluice_common.tracing), when tracing is on.
+        add_trace_ids,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),

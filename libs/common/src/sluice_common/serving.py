@@ -11,6 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from . import tracing
 from .tls import ServerTLS, check_plaintext_allowed
 
 log = logging.getLogger("sluice.serving")
@@ -33,7 +34,8 @@ def create_server(
     tls = tls or ServerTLS()
     check_plaintext_allowed(bind, tls, allow_plaintext)
     server = grpc.aio.server(
-        interceptors=list(interceptors),
+        # Tracing first, so that a call refused by auth is traced too (nothing when tracing is off).
+        interceptors=[*tracing.server_interceptors(), *interceptors],
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

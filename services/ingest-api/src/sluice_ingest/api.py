@@ -12,6 +12,7 @@ from google.protobuf import timestamp_pb2
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, document_service_pb2_grpc
 from sluice.v1 import admin_service_pb2 as admin_pb2, admin_service_pb2_grpc
 from sluice.v1 import job_service_pb2, job_service_pb2_grpc
+from sluice_common import tracing
 from sluice_common.auth import Role, current_principal
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.names import document_name
@@ -301,6 +302,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 embedder=embedder_to_proto(job),
                 chunking=chunking_to_proto(job),
                 metadata=job["metadata"],
+                trace_context=tracing.decode_trace_context(job.get("trace_context")),
             )
         )
 

@@ -12,6 +12,7 @@ from sluice_common.auth import AuthInterceptor, KeyDirectory, RateLimiter
 from sluice_common.db import open_pool
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
+from sluice_common.tracing import configure_tracing
 from sluice_common.serving import create_server, run_until_signal, set_serving
 
 from . import metrics
@@ -102,6 +103,7 @@ async def serve(settings: IngestSettings) -> None:
 def main() -> None:
     settings = IngestSettings()
     configure_logging("ingest-api", settings.log_level, settings.log_json)
+    configure_tracing("ingest-api")  # OTLP export only when OTEL_EXPORTER_OTLP_ENDPOINT is set
     start_metrics_server(settings.metrics_port)
     asyncio.run(serve(settings))
 

@@ -21,7 +21,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from sluice_common import vector_index
+from sluice_common import tracing, vector_index
 from sluice_common.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -74,7 +74,7 @@ WITH exhausted AS (
         lease_token = gen_random_uuid(), updated_at = now()
     FROM candidate
     WHERE j.id = candidate.id AND j.status = ANY(%(sources)s)
-    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.lease_token, candidate.expired_token
+    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.lease_token, candidate.expired_token, j.trace_context
 ), attempt AS (
     INSERT INTO job_attempts (job_id, number, worker_id, lease_token)
     SELECT id, attempts, %(worker)s, lease_token FROM claimed
@@ -82,11 +82,11 @@ WITH exhausted AS (
 SELECT 'claimed' AS kind, c.id AS job_id, c.lease_token, c.attempts, c.max_attempts, c.expired_token,
        d.id AS document_id, d.filename, d.mime_type, d.content_sha256, d.size_bytes, d.metadata,
        col.name AS collection, col.embedder_provider, col.embedder_model, col.dimensions,
-       col.chunk_max_characters, col.chunk_new_after_n_chars, col.chunk_overlap
+       col.chunk_max_characters, col.chunk_new_after_n_chars, col.chunk_overlap, c.trace_context
 FROM claimed c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id
 UNION ALL
 SELECT 'exhausted', e.id, e.lease_token, NULL, NULL, NULL, e.document_id, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM exhausted e
 """).format(
     # Literals, not parameters: the partial indexes on status (0001) match only a literal,
@@ -340,8 +340,8 @@ class PostgresStore:
             document_id = row[0]
             await self._copy_content(conn, document_id, new.content)
             await conn.execute(
-                "INSERT INTO ingestion_jobs (document_id, max_attempts) VALUES (%s, %s)",
-                (document_id, collection["max_attempts"]),
+                "INSERT INTO ingestion_jobs (document_id, max_attempts, trace_context) VALUES (%s, %s, %s)",
+                (document_id, collection["max_attempts"], tracing.current_trace_context()),
             )
             return await self._document(conn, document_id), True
 

@@ -7,6 +7,7 @@ import time
 
 from sluice.v1 import search_service_pb2, search_service_pb2_grpc
 
+from sluice_common import tracing
 from sluice_common.auth import current_principal
 from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
 from sluice_common.reasons import Reason
@@ -64,6 +65,7 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
             metrics.SEARCH_LATENCY.labels(mode_label).observe(elapsed)
             metrics.SEARCH_REQUESTS.labels(mode_label, outcome).inc()
         metrics.SEARCH_HITS.labels(mode_label).inc(len(hits))
+        tracing.annotate(**{"sluice.search.mode": mode_label, "sluice.search.hits": len(hits), "sluice.search.top_k": query.top_k})
         if log.isEnabledFor(logging.DEBUG):
             log.debug("search", extra={"collection": query.collection, "mode": mode_label, "top_k": query.top_k,
                                        "hits": len(hits), "ms": round(elapsed * 1000, 2)})

@@ -16,6 +16,7 @@ from sluice_common.auth import AuthInterceptor, KeyDirectory, RateLimiter
 from sluice_common.embedders import get_embedder
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
+from sluice_common.tracing import configure_tracing
 
 from .api import SearchServicer
 from .domain import Limits
@@ -119,6 +120,7 @@ async def _warm_up(service: SearchService, interval: float = 5.0) -> None:
 def main() -> None:
     settings = SearchSettings()
     configure_logging("search", settings.log_level, settings.log_json)
+    configure_tracing("search")  # OTLP export only when OTEL_EXPORTER_OTLP_ENDPOINT is set
     start_metrics_server(settings.metrics_port)
     asyncio.run(serve(settings))
 

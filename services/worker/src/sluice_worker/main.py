@@ -13,6 +13,7 @@ import signal
 
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
+from sluice_common.tracing import configure_tracing
 from sluice_worker.jobs_client import JobClient
 from sluice_worker.parsing.sandbox import SandboxPool
 from sluice_worker.pipeline import JobPipeline
@@ -61,6 +62,7 @@ def main() -> None:
     os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
     settings = WorkerSettings()
     configure_logging("worker", settings.log_level, settings.log_json)
+    configure_tracing("worker")  # OTLP export only when OTEL_EXPORTER_OTLP_ENDPOINT is set
     start_metrics_server(settings.metrics_port)
     asyncio.run(serve(settings))
 

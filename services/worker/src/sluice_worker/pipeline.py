@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Protocol
 
+from opentelemetry import trace
+
+from sluice_common import tracing
 from sluice_common.embedders import Embedder, EmbeddingError, get_embedder, provider_name
 from sluice_worker import metrics
 from sluice_worker.domain import (
@@ -119,7 +122,16 @@ class JobPipeline:
         )
 
     async def run(self, job) -> JobResult:
-        """Process a claimed job. Never raises except CancelledError (the caller's decision)."""
+        """Process a claimed job. Never raises except CancelledError (the caller's decision).
+
+        Traced as one span under the upload's trace (the context the job carries)."""
+        attributes = {"sluice.job_id": job.lease.job_id, "sluice.document_id": job.document_id, "sluice.attempt": job.attempt}
+        with tracing.job_span("sluice.worker.job", dict(getattr(job, "trace_context", {}) or {}), attributes) as span:
+            result = await self._run_job(job)
+            span.set_attribute("sluice.outcome", result.outcome)
+            return result
+
+    async def _run_job(self, job) -> JobResult:
         lease = job.lease
         state = JobResult("running")
         try:
@@ -169,13 +181,15 @@ class JobPipeline:
         else:
             chunks = await self._parse_and_chunk(job, chunking, version)
 
-        vectors = await self._embed(job, chunks)
+        with tracing.span("sluice.stage.embedding", chunks=len(chunks)):
+            vectors = await self._embed(job, chunks)
         for chunk, vector in zip(chunks, vectors, strict=True):
             chunk.embedding = vector
 
         started = time.monotonic()
-        await self.port.report_stage(lease, "INDEXING", 0, len(chunks), "chunks")
-        await self.port.complete_job(lease, chunks, self.settings.chunk_batch_size)
+        with tracing.span("sluice.stage.indexing", chunks=len(chunks)):
+            await self.port.report_stage(lease, "INDEXING", 0, len(chunks), "chunks")
+            await self.port.complete_job(lease, chunks, self.settings.chunk_batch_size)
         metrics.STAGE_SECONDS.labels(stage="INDEXING").observe(time.monotonic() - started)
         metrics.JOBS_SUCCEEDED.inc()
         metrics.CHUNKS_PER_DOCUMENT.observe(len(chunks))
@@ -184,44 +198,66 @@ class JobPipeline:
         return state
 
     async def _parse_and_chunk(self, job, chunking: ChunkingSettings, version: str) -> list[ChunkRecord]:
-        lease = job.lease
+        # Two stage spans around one parser session: each is current while its stage runs, so
+        # the calls back to ingest-api (ReportStage, ReadDocumentContent, SaveSnapshot) nest in it.
+        parse_span = tracing.tracer().start_span("sluice.stage.parsing", attributes={"size_bytes": job.size_bytes})
+        chunk_span = None
+        try:
+            with trace.use_span(parse_span):
+                data, parsing, started = await self._read_for_parsing(job)
+            async with self.parser.session() as session:
+                with trace.use_span(parse_span, end_on_exit=True):
+                    summary = await self._parse(job, session, data, parsing, started)
+                del data
+                chunk_span = tracing.tracer().start_span("sluice.stage.chunking", attributes={"elements": summary.elements})
+                with trace.use_span(chunk_span):
+                    started = time.monotonic()
+                    await self.port.report_stage(job.lease, "CHUNKING", 0, summary.elements, "elements")
+                    chunks = await session.chunk(chunking, self.settings.max_chunks, timeout=self.settings.parse_timeout_seconds)
+            with trace.use_span(chunk_span, end_on_exit=True):
+                # PostgreSQL cannot store NUL or lone surrogates: cleaned here, or every attempt would
+                # fail at SaveSnapshot for the same reason.
+                chunks = storable_chunks(chunks)
+                if not chunks:
+                    raise DocumentInvalid("DOCUMENT_EMPTY", "the document contains no text")
+                # The snapshot is part of CHUNKING: it is saved before the stage is left.
+                await self.port.save_snapshot(job.lease, version, chunks, self.settings.chunk_batch_size)
+                chunk_span.set_attribute("chunks", len(chunks))
+        finally:
+            for stage_span in (parse_span, chunk_span):
+                if stage_span is not None and stage_span.is_recording():
+                    stage_span.end()
+        metrics.STAGE_SECONDS.labels(stage="CHUNKING").observe(time.monotonic() - started)
+        return chunks
+
+    async def _read_for_parsing(self, job) -> tuple[bytes, ProgressReporter, float]:
         settings = self.settings
-        parsing = ProgressReporter(self.port, lease, "PARSING", 0, "pages", settings.progress_interval_seconds)
+        parsing = ProgressReporter(self.port, job.lease, "PARSING", 0, "pages", settings.progress_interval_seconds)
         await parsing.start()
         started = time.monotonic()
         if job.size_bytes > settings.max_document_bytes:
             raise DocumentInvalid(
                 DOCUMENT_TOO_LARGE, f"the file is {job.size_bytes // (1024 * 1024)} MB, more than the {settings.max_document_bytes // (1024 * 1024)} MB allowed"
             )
-        data = await self.port.read_document_content(lease)
+        data = await self.port.read_document_content(job.lease)
         if not data:
             raise DocumentInvalid("DOCUMENT_EMPTY", "the file is empty")
+        return data, parsing, started
+
+    async def _parse(self, job, session, data: bytes, parsing: ProgressReporter, started: float):
+        settings = self.settings
         limits = {"max_pages": settings.max_pages, "max_unzipped_bytes": settings.max_unzipped_bytes}
 
         async def on_progress(done: int, total: int, unit: str) -> None:
             parsing.unit = unit
             await parsing.update(done, total)
 
-        async with self.parser.session() as session:
-            summary = await session.parse(
-                data, job.filename, job.mime_type, limits, timeout=settings.parse_timeout_seconds, progress=on_progress
-            )
-            del data
-            metrics.STAGE_SECONDS.labels(stage="PARSING").observe(time.monotonic() - started)
-            log.info("parsed", extra={"elements": summary.elements, "pages": summary.pages, "characters": summary.characters})
-
-            started = time.monotonic()
-            await self.port.report_stage(lease, "CHUNKING", 0, summary.elements, "elements")
-            chunks = await session.chunk(chunking, settings.max_chunks, timeout=settings.parse_timeout_seconds)
-        # PostgreSQL cannot store NUL or lone surrogates: cleaned here, or every attempt would
-        # fail at SaveSnapshot for the same reason.
-        chunks = storable_chunks(chunks)
-        if not chunks:
-            raise DocumentInvalid("DOCUMENT_EMPTY", "the document contains no text")
-        # The snapshot is part of CHUNKING: it is saved before the stage is left.
-        await self.port.save_snapshot(lease, version, chunks, settings.chunk_batch_size)
-        metrics.STAGE_SECONDS.labels(stage="CHUNKING").observe(time.monotonic() - started)
-        return chunks
+        summary = await session.parse(
+            data, job.filename, job.mime_type, limits, timeout=settings.parse_timeout_seconds, progress=on_progress
+        )
+        metrics.STAGE_SECONDS.labels(stage="PARSING").observe(time.monotonic() - started)
+        log.info("parsed", extra={"elements": summary.elements, "pages": summary.pages, "characters": summary.characters})
+        return summary
 
     async def _embed(self, job, chunks: list[ChunkRecord]) -> list[list[float]]:
         total = len(chunks)
@@ -237,7 +273,8 @@ class JobPipeline:
         for offset in range(0, total, step):
             texts = [chunk.text for chunk in chunks[offset : offset + step]]
             call_started = time.monotonic()
-            batch = await embedder.embed_documents(texts)
+            with tracing.span("sluice.embed_batch", texts=len(texts), provider=embedder.provider):
+                batch = await embedder.embed_documents(texts)
             metrics.EMBED_BATCH_SECONDS.labels(provider=embedder.provider).observe(time.monotonic() - call_started)
             metrics.EMBED_BATCH_SIZE.labels(provider=embedder.provider).observe(len(texts))
             if len(batch) != len(texts):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from sluice_common import tracing
 from sluice_worker import metrics
 from sluice_worker.domain import LeaseLost
 from sluice_worker.jobs_client import IngestUnavailable, JobClient
@@ -98,6 +99,7 @@ class Worker:
         # A stop cancels the long-poll at once instead of waiting out claim_wait_seconds. In the
         # rare race where the server commits the claim just as the call is cancelled, the job's
         # lease simply expires and another worker takes it over.
+        claim_started_ns = time.time_ns()
         claim = asyncio.ensure_future(self.client.claim_job(self.settings.worker_id, self.settings.claim_wait_seconds))
         try:
             if not await self._wait_for(claim):
@@ -109,6 +111,10 @@ class Worker:
             return None
         if job is not None:
             metrics.JOBS_CLAIMED.inc()
+            # The claim is the first span of the job in the upload's trace (ClaimJob long-polls
+            # themselves are not traced: most return nothing).
+            tracing.record_span("sluice.worker.claim", dict(job.trace_context), claim_started_ns, time.time_ns(),
+                                **{"sluice.job_id": job.lease.job_id, "sluice.worker_id": self.settings.worker_id})
         return job
 
     async def _handle(self, job, slots: asyncio.Semaphore) -> None:

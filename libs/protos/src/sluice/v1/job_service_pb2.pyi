@@ -34,8 +34,15 @@ class ClaimJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("lease", "document_id", "collection", "filename", "mime_type", "content_sha256", "size_bytes", "attempt", "max_attempts", "lease_seconds", "embedder", "chunking", "metadata")
+    __slots__ = ("lease", "document_id", "collection", "filename", "mime_type", "content_sha256", "size_bytes", "attempt", "max_attempts", "lease_seconds", "embedder", "chunking", "metadata", "trace_context")
     class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +62,7 @@ class Job(_message.Message):
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
     CHUNKING_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     lease: LeaseRef
     document_id: str
     collection: str
@@ -68,7 +76,8 @@ class Job(_message.Message):
     embedder: _collection_pb2.EmbedderConfig
     chunking: _collection_pb2.ChunkingConfig
     metadata: _containers.ScalarMap[str, str]
-    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., document_id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease_seconds: _Optional[float] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[_collection_pb2.ChunkingConfig, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    trace_context: _containers.ScalarMap[str, str]
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., document_id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease_seconds: _Optional[float] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[_collection_pb2.ChunkingConfig, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RenewLeaseRequest(_message.Message):
     __slots__ = ("lease",)
