@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
