@@ -14,7 +14,7 @@ import pytest
 from sluice_ingest import store, transitions
 from sluice_ingest.domain import DOCUMENT_TRANSITIONS, DocumentStatus as D, IllegalTransition, JobStatus as J
 
-STORE = Path(store.__file__).read_text()
+STORE = "\n".join(path.read_text() for path in sorted(Path(store.__file__).parent.glob("*.py")))
 
 
 def test_the_store_writes_no_status_by_hand():

@@ -1,0 +1,23 @@
+"""PostgreSQL adapter: every use case is one transaction made of conditional statements.
+
+Lock order is always job row, then document row, so claims, failures, completions and
+deletions never deadlock each other. A state change is an `UPDATE … WHERE status = ANY(…)`
+built from the domain tables; zero rows means the move was illegal or lost a race.
+
+Split by area: collections.py, documents.py, queue.py, over common.py; row types in rows.py.
+"""
+
+from __future__ import annotations
+
+from .collections import CollectionStore
+from .common import StoreBase
+from .documents import DocumentStore
+from .queue import CLAIM_SQL, QueueStore
+from .rows import ChunkRow, JobPolicy, NewCollection, NewDocument, UploadedContent
+
+
+class PostgresStore(CollectionStore, DocumentStore, QueueStore):
+    """The whole store: every area over one pool."""
+
+
+__all__ = ["CLAIM_SQL", "ChunkRow", "JobPolicy", "NewCollection", "NewDocument", "PostgresStore", "StoreBase", "UploadedContent"]

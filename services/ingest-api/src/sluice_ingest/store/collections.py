@@ -1,0 +1,92 @@
+"""Collections: create, look up, list and delete, scoped to a tenant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from sluice_common import vector_index
+from sluice_common.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+)
+from sluice_common.reasons import Reason
+
+from .common import COLLECTION_SELECT, StoreBase, _one
+from .rows import NewCollection
+
+
+class CollectionStore(StoreBase):
+    async def create_collection(self, new: NewCollection) -> dict[str, Any]:
+        async with self.pool.connection() as conn, conn.transaction():
+            await self._check_quota(conn, new.tenant_id, collections=1)
+            try:
+                row = await (
+                    await conn.cursor(row_factory=dict_row).execute(
+                        """
+                        INSERT INTO collections (tenant_id, name, description, embedder_provider, embedder_model, dimensions,
+                            chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)
+                        VALUES (%(tenant_id)s, %(name)s, %(description)s, %(embedder_provider)s, %(embedder_model)s, %(dimensions)s,
+                            %(chunk_max_characters)s, %(chunk_new_after_n_chars)s, %(chunk_overlap)s, %(max_attempts)s)
+                        ON CONFLICT (tenant_id, name) DO NOTHING
+                        RETURNING id
+                        """,
+                        new.__dict__,
+                    )
+                ).fetchone()
+            except psycopg.errors.CheckViolation as exc:
+                raise InvalidArgument(f"invalid collection settings: {exc.diag.constraint_name}") from exc
+            if row is None:
+                raise AlreadyExists(f"collection {new.name!r} already exists", reason=Reason.COLLECTION_EXISTS, collection=new.name)
+            await conn.execute(vector_index.create_index_sql(row["id"], new.dimensions))
+            return await self._collection(conn, new.tenant_id, new.name)
+
+    async def get_collection(self, tenant_id: int, name: str) -> dict[str, Any]:
+        async with self.pool.connection() as conn:
+            return await self._collection(conn, tenant_id, name)
+
+    async def collection_settings(self, tenant_id: int, name: str) -> dict[str, Any]:
+        """The collection's own columns, without the document counts (cheap: for hot paths)."""
+        async with self.pool.connection() as conn:
+            return await self._collection_settings(conn, tenant_id, name)
+
+    async def list_collections(self, tenant_id: int, after: str | None, limit: int) -> list[dict[str, Any]]:
+        async with self.pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                COLLECTION_SELECT + " WHERE c.tenant_id = %(tenant)s AND (%(after)s::text IS NULL OR c.name > %(after)s)"
+                " ORDER BY c.name LIMIT %(limit)s",
+                {"tenant": tenant_id, "after": after, "limit": limit},
+            )
+            return await cur.fetchall()
+
+    async def delete_collection(self, tenant_id: int, name: str, force: bool) -> int:
+        async with self.pool.connection() as conn, conn.transaction():
+            row = await (
+                await conn.execute(
+                    "SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR UPDATE", (tenant_id, name)
+                )
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
+            collection_id = row[0]
+            (count,) = await _one(conn, "SELECT count(*) FROM documents WHERE collection_id = %s", (collection_id,))
+            if count and not force:
+                raise FailedPrecondition(
+                    f"collection {name!r} still has {count} documents; delete them first or pass force",
+                    reason=Reason.COLLECTION_NOT_EMPTY,
+                    documents=count,
+                )
+            # Lock order: jobs before documents, as everywhere else.
+            await conn.execute(
+                "SELECT 1 FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
+                " WHERE d.collection_id = %s FOR UPDATE OF j",
+                (collection_id,),
+            )
+            await conn.execute("DELETE FROM collections WHERE id = %s", (collection_id,))
+            await conn.execute(vector_index.drop_index_sql(collection_id))
+            return int(count)

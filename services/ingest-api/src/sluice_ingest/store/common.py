@@ -1,0 +1,143 @@
+"""What every area of the store shares: the base class (pool, policy, the tenant-scoped
+document and collection look-ups, quotas), the row selects and small helpers."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from sluice_common.errors import (
+    NotFound,
+    ResourceExhausted,
+)
+from sluice_common.reasons import Reason
+
+from .rows import JobPolicy
+
+# Columns a document's move resets or clears.
+FRESH_PROGRESS = {"progress_stage": None, "progress_done": 0, "progress_total": 0, "progress_unit": ""}
+
+NO_ERROR = {"error_code": None, "error_message": None}
+
+DOCUMENT_SELECT = """
+    SELECT d.id, d.collection_id, c.name AS collection, d.filename, d.mime_type, d.status::text AS status,
+           d.error_code, d.error_message, d.progress_stage::text AS progress_stage, d.progress_done,
+           d.progress_total, d.progress_unit, d.content_sha256, d.size_bytes, d.metadata, d.request_id,
+           d.chunk_count, d.created_at, d.updated_at,
+           j.id AS job_id, j.status::text AS job_status, j.attempts, j.max_attempts, j.available_at,
+           now() AS db_now
+    FROM documents d
+    JOIN collections c ON c.id = d.collection_id
+    JOIN ingestion_jobs j ON j.document_id = d.id
+"""
+
+COLLECTION_SELECT = """
+    SELECT c.*,
+           (SELECT count(*) FROM documents d WHERE d.collection_id = c.id) AS document_count,
+           (SELECT count(*) FROM documents d WHERE d.collection_id = c.id AND d.status = 'READY') AS ready_document_count
+    FROM collections c
+"""
+
+# Binary COPY framing (PostgreSQL docs, "COPY: Binary Format"): signature, flags, header extension.
+COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
+
+COPY_TRAILER = struct.pack("!h", -1)
+
+async def _one(conn: psycopg.AsyncConnection, query: Any, params: Any = None) -> Any:
+    """The one row of a statement that always returns one (an aggregate, a locked row)."""
+    row = await (await conn.execute(query, params)).fetchone()
+    if row is None:  # pragma: no cover - a broken invariant, not a user error
+        raise RuntimeError("a statement that returns one row returned none")
+    return row
+
+
+class StoreBase:
+    def __init__(self, pool: AsyncConnectionPool, policy: JobPolicy) -> None:
+        self.pool = pool
+        self.policy = policy
+
+    async def _document(
+        self, conn: psycopg.AsyncConnection, document_id: uuid.UUID, tenant_id: int | None = None
+    ) -> dict[str, Any]:
+        """The document by id; with `tenant_id`, only if it is that tenant's (else NOT_FOUND).
+        Without it only for JobService paths, whose job ids were fenced by their lease."""
+        if tenant_id is None:
+            row = await self._document_where(conn, "d.id = %s", (document_id,))
+        else:
+            row = await self._document_where(conn, "d.id = %s AND d.tenant_id = %s", (document_id, tenant_id))
+        if row is None:
+            raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
+        return row
+
+    async def _document_where(self, conn: psycopg.AsyncConnection, where: str, params: Sequence[Any]) -> dict[str, Any] | None:
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(DOCUMENT_SELECT + " WHERE " + where, params)
+        return await cur.fetchone()
+
+    async def _check_quota(
+        self, conn: psycopg.AsyncConnection, tenant_id: int, *, documents: int = 0, stored_bytes: int = 0,
+        collections: int = 0,
+    ) -> None:
+        """Refuse (RESOURCE_EXHAUSTED, nothing written) what would take the tenant over a quota.
+
+        Only a tenant with quotas pays for this: its row is locked for the rest of the
+        transaction, so two concurrent uploads cannot both take the last place.
+        """
+        quota = await (
+            await conn.execute(
+                "SELECT max_documents, max_stored_bytes, max_collections FROM tenants WHERE id = %s", (tenant_id,)
+            )
+        ).fetchone()
+        if quota is None:
+            raise NotFound("the tenant of this key no longer exists", reason=Reason.TENANT_NOT_FOUND)
+        max_documents, max_bytes, max_collections = quota
+        if max_documents is None and max_bytes is None and max_collections is None:
+            return
+        await conn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
+        if collections and max_collections is not None:
+            (count,) = await _one(conn, "SELECT count(*) FROM collections WHERE tenant_id = %s", (tenant_id,))
+            if count + collections > max_collections:
+                raise ResourceExhausted(
+                    f"the tenant's quota of {max_collections} collections is used up", reason=Reason.QUOTA_EXCEEDED,
+                    quota="collections", limit=max_collections,
+                )
+        if (documents and max_documents is not None) or (stored_bytes and max_bytes is not None):
+            count, total = await _one(
+                conn, "SELECT count(*), coalesce(sum(size_bytes), 0) FROM documents WHERE tenant_id = %s", (tenant_id,)
+            )
+            if max_documents is not None and count + documents > max_documents:
+                raise ResourceExhausted(
+                    f"the tenant's quota of {max_documents} documents is used up", reason=Reason.QUOTA_EXCEEDED,
+                    quota="documents", limit=max_documents,
+                )
+            if max_bytes is not None and total + stored_bytes > max_bytes:
+                raise ResourceExhausted(
+                    f"this upload would take the tenant over its quota of {max_bytes} stored bytes",
+                    reason=Reason.QUOTA_EXCEEDED, quota="stored_bytes", limit=max_bytes,
+                )
+
+    async def _collection(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> dict[str, Any]:
+        row = await (
+            await conn.cursor(row_factory=dict_row).execute(
+                COLLECTION_SELECT + " WHERE c.tenant_id = %s AND c.name = %s", (tenant_id, name)
+            )
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
+        return row
+
+    async def _collection_settings(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> dict[str, Any]:
+        row = await (
+            await conn.cursor(row_factory=dict_row).execute(
+                "SELECT * FROM collections WHERE tenant_id = %s AND name = %s", (tenant_id, name)
+            )
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
+        return row

@@ -1,0 +1,217 @@
+"""Documents: the upload's commit (rule 5), look-ups, events, lists, deletion and restarts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import struct
+import uuid
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from sluice_common import tracing
+from sluice_common.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    NotFound,
+)
+from sluice_common.reasons import Reason
+
+from ..domain import (
+    DocumentStatus as D,
+)
+from ..domain import (
+    IllegalTransition,
+    check_document_transition,
+)
+from ..domain import (
+    JobStatus as J,
+)
+from ..transitions import NOW, RELEASED_LEASE, move_document, move_job
+from .common import COPY_SIGNATURE, COPY_TRAILER, DOCUMENT_SELECT, FRESH_PROGRESS, NO_ERROR, StoreBase, _one
+from .rows import NewDocument, UploadedContent
+
+
+class DocumentStore(StoreBase):
+    async def create_document(self, new: NewDocument) -> tuple[dict[str, Any], bool]:
+        """Rule 5: the document, its content and its job are created in one transaction.
+
+        Returns (document, created). An existing document is returned for a repeated
+        request_id or for the same content in the same collection.
+        """
+        async with self.pool.connection() as conn, conn.transaction():
+            collection = await self._collection_settings(conn, new.tenant_id, new.collection)
+            if new.request_id:
+                existing = await self._document_where(
+                    conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
+                )
+                if existing is not None:
+                    if existing["collection_id"] != collection["id"] or existing["content_sha256"] != new.content_sha256:
+                        raise AlreadyExists(
+                            "request_id was already used for a different upload",
+                            reason=Reason.REQUEST_ID_REUSED,
+                            request_id=new.request_id,
+                        )
+                    return existing, False
+            await self._check_quota(conn, new.tenant_id, documents=1, stored_bytes=new.content.size)
+            row = await (
+                await conn.execute(
+                    """
+                    INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes,
+                        metadata, request_id)
+                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+                    ON CONFLICT DO NOTHING
+                    RETURNING id
+                    """,
+                    (
+                        new.tenant_id,
+                        collection["id"],
+                        new.filename,
+                        new.mime_type,
+                        new.content_sha256,
+                        new.content.size,
+                        json.dumps(new.metadata),
+                        new.request_id,
+                    ),
+                )
+            ).fetchone()
+            if row is None:
+                # Same content already in this collection (or a concurrent twin with our request_id).
+                existing = await self._document_where(
+                    conn, "d.collection_id = %s AND d.content_sha256 = %s", (collection["id"], new.content_sha256)
+                )
+                if existing is None and new.request_id:
+                    existing = await self._document_where(
+                        conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
+                    )
+                if existing is None:  # pragma: no cover - the conflicting row was deleted meanwhile
+                    raise FailedPrecondition("the upload raced with a deletion; try again", reason=Reason.UPLOAD_RACE)
+                return existing, False
+            document_id = row[0]
+            await self._copy_content(conn, document_id, new.content)
+            await conn.execute(
+                "INSERT INTO ingestion_jobs (document_id, max_attempts, trace_context) VALUES (%s, %s, %s)",
+                (document_id, collection["max_attempts"], tracing.current_trace_context()),
+            )
+            return await self._document(conn, document_id), True
+
+    @staticmethod
+    async def _copy_content(conn: psycopg.AsyncConnection, document_id: uuid.UUID, content: UploadedContent) -> None:
+        """One document_contents row, its bytea streamed piece by piece: the file is never whole in memory here.
+
+        Binary COPY written by hand: the signature, one tuple (uuid, bytea of content.size bytes,
+        whose length goes first), the trailer. Readers are unchanged (content_slice).
+        """
+        async with conn.cursor().copy("COPY document_contents (document_id, content) FROM STDIN (FORMAT BINARY)") as copy:
+            await copy.write(COPY_SIGNATURE + struct.pack("!hi", 2, 16) + document_id.bytes + struct.pack("!i", content.size))
+            async for piece in content.pieces():
+                await copy.write(piece)
+            await copy.write(COPY_TRAILER)
+
+    async def get_document(self, tenant_id: int, document_id: uuid.UUID) -> dict[str, Any]:
+        async with self.pool.connection() as conn:
+            return await self._document(conn, document_id, tenant_id)
+
+    async def get_document_with_history(
+        self, tenant_id: int, document_id: uuid.UUID
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        async with self.pool.connection() as conn, conn.transaction():
+            document = await self._document(conn, document_id, tenant_id)
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                "SELECT number, worker_id, stage::text AS stage, outcome::text AS outcome, error_code, error_message,"
+                " retryable, started_at, ended_at FROM job_attempts WHERE job_id = %s ORDER BY id",
+                (document["job_id"],),
+            )
+            return document, await cur.fetchall()
+
+    async def latest_event_id(self, document_id: uuid.UUID) -> int:
+        """The newest event of a document (callers have checked its tenant with get_document)."""
+        async with self.pool.connection() as conn:
+            row = await _one(conn, "SELECT coalesce(max(id), 0) FROM document_events WHERE document_id = %s", (document_id,))
+            return int(row[0])
+
+    async def document_events_after(self, document_id: uuid.UUID, after_id: int) -> list[dict[str, Any]]:
+        async with self.pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                "SELECT id, status::text AS status, error_code, error_message, progress_stage::text AS progress_stage,"
+                " progress_done, progress_total, progress_unit, chunk_count, job_status::text AS job_status, attempts,"
+                " max_attempts, available_at, updated_at, now() AS db_now"
+                " FROM document_events WHERE document_id = %s AND id > %s ORDER BY id",
+                (document_id, after_id),
+            )
+            return await cur.fetchall()
+
+    async def list_documents(
+        self,
+        tenant_id: int,
+        collection: str | None,
+        status: str | None,
+        after: tuple[dt.datetime, uuid.UUID] | None,
+        limit: int,
+    ) -> list[dict[str, Any]]:
+        async with self.pool.connection() as conn:
+            conditions: list[str] = ["d.tenant_id = %s"]
+            params: list[Any] = [tenant_id]
+            if collection:
+                collection_row = await self._collection_settings(conn, tenant_id, collection)
+                conditions.append("d.collection_id = %s")
+                params.append(collection_row["id"])
+            if status:
+                conditions.append("d.status = %s")
+                params.append(status)
+            if after:
+                conditions.append("(d.created_at, d.id) < (%s, %s)")
+                params.extend(after)
+            where = " WHERE " + " AND ".join(conditions)
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(DOCUMENT_SELECT + where + " ORDER BY d.created_at DESC, d.id DESC LIMIT %s", (*params, limit))
+            return await cur.fetchall()
+
+    async def delete_document(self, tenant_id: int, document_id: uuid.UUID) -> bool:
+        """Deletes the document with its content, job, attempts and chunks; True if a job was running."""
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await (
+                await conn.execute(
+                    "SELECT j.status::text FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
+                    " WHERE j.document_id = %s AND d.tenant_id = %s FOR UPDATE OF j",
+                    (document_id, tenant_id),
+                )
+            ).fetchone()
+            if job is None:
+                raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
+            await conn.execute("DELETE FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id))
+            return bool(job[0] == J.RUNNING)
+
+    async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: D) -> dict[str, Any]:
+        """RetryDocument (FAILED) and ReprocessDocument (READY): back to PENDING with fresh attempts."""
+        job_from = J.FAILED if expected == D.FAILED else J.SUCCEEDED
+        check_document_transition(expected, D.PENDING)
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await (
+                await conn.execute(
+                    "SELECT j.id, j.status::text FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
+                    " WHERE j.document_id = %s AND d.tenant_id = %s FOR UPDATE OF j",
+                    (document_id, tenant_id),
+                )
+            ).fetchone()
+            if job is None:
+                raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
+            try:
+                if job[1] != job_from:
+                    raise IllegalTransition(f"the job is {job[1]}")
+                await move_document(conn, document_id, D.PENDING, {**FRESH_PROGRESS, **NO_ERROR}, sources=[expected])
+            except IllegalTransition as illegal:
+                current = await self._document(conn, document_id, tenant_id)
+                verb = "retried" if expected == D.FAILED else "reprocessed"
+                raise FailedPrecondition(
+                    f"only a {expected} document can be {verb}; this one is {current['status']}",
+                    reason=Reason(f"DOCUMENT_NOT_{expected}"),
+                    status=current["status"],
+                ) from illegal
+            await move_job(conn, job[0], J.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
+                           sources=[job_from])
+            return await self._document(conn, document_id, tenant_id)

@@ -1,0 +1,394 @@
+"""The queue: claims (rules 6 and 8), leases and their fencing, stages, snapshots and the
+end of every attempt (rules 1 and 7)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from sluice_common.errors import (
+    FailedPrecondition,
+    LeaseNotHeld,
+    NotFound,
+)
+from sluice_common.reasons import Reason
+
+from .. import metrics
+from ..domain import (
+    IN_PROGRESS,
+    JOB_TRANSITIONS,
+    LEASE_EXPIRED_EXHAUSTED,
+    LEASE_EXPIRED_RETRYING,
+    AttemptOutcome,
+    check_document_transition,
+    retry_delay_seconds,
+    retry_message,
+    should_retry,
+)
+from ..domain import (
+    DocumentStatus as D,
+)
+from ..domain import (
+    JobStatus as J,
+)
+from ..transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job, sources_of
+from .common import FRESH_PROGRESS, NO_ERROR, StoreBase, _one
+from .rows import ChunkRow
+
+# Rules 6 and 8 in one statement; see PostgresStore.claim_job. Statuses are parameters taken
+# from the transition table (the claim is the PENDING→RUNNING and RUNNING→RUNNING edges).
+CLAIM_SQL = sql.SQL("""
+WITH exhausted AS (
+    SELECT id, document_id, lease_token FROM ingestion_jobs
+    WHERE status = {running} AND attempts >= max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
+    ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
+), expired AS (
+    SELECT id, lease_token AS expired_token FROM ingestion_jobs
+    WHERE status = {running} AND attempts < max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
+      AND NOT EXISTS (SELECT 1 FROM exhausted)
+    ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT id, NULL::uuid AS expired_token FROM ingestion_jobs
+    WHERE status = {pending} AND attempts < max_attempts AND available_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM exhausted) AND NOT EXISTS (SELECT 1 FROM expired)
+    ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
+), candidate AS (
+    SELECT * FROM expired UNION ALL SELECT * FROM due
+), claimed AS (
+    UPDATE ingestion_jobs j
+    SET status = {running}, attempts = j.attempts + 1, locked_at = now(), locked_by = %(worker)s,
+        lease_token = gen_random_uuid(), updated_at = now()
+    FROM candidate
+    WHERE j.id = candidate.id AND j.status = ANY(%(sources)s)
+    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.lease_token, candidate.expired_token, j.trace_context
+), attempt AS (
+    INSERT INTO job_attempts (job_id, number, worker_id, lease_token)
+    SELECT id, attempts, %(worker)s, lease_token FROM claimed
+)
+SELECT 'claimed' AS kind, c.id AS job_id, c.lease_token, c.attempts, c.max_attempts, c.expired_token,
+       d.id AS document_id, d.filename, d.mime_type, d.content_sha256, d.size_bytes, d.metadata,
+       col.name AS collection, col.embedder_provider, col.embedder_model, col.dimensions,
+       col.chunk_max_characters, col.chunk_new_after_n_chars, col.chunk_overlap, c.trace_context
+FROM claimed c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id
+UNION ALL
+SELECT 'exhausted', e.id, e.lease_token, NULL, NULL, NULL, e.document_id, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM exhausted e
+""").format(
+    # Literals, not parameters: the partial indexes on status (0001) match only a literal,
+    # also once the statement is prepared. Their values come from the job table's enum.
+    running=sql.Literal(str(J.RUNNING)),
+    pending=sql.Literal(str(J.PENDING)),
+)
+
+
+class QueueStore(StoreBase):
+    async def claim_job(self, worker_id: str) -> dict[str, Any] | None:
+        """Rules 6 and 8 in one statement (one round trip on the common path).
+
+        CLAIM_SQL first looks for an exhausted job whose lease expired (rule 8): if there is
+        one, it claims nothing and hands it back here to be converged, and this call returns
+        nothing. Otherwise it claims one job under the claim condition with FOR UPDATE SKIP
+        LOCKED (an expired lease first, then the oldest due PENDING job), writes the attempt
+        row and returns the job with its document and collection. Only the rare takeover of
+        an expired lease needs two more statements (close the lost attempt, move the document).
+        """
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(CLAIM_SQL, {
+                "worker": worker_id, "lease": self.policy.lease_seconds,
+                "sources": sources_of(JOB_TRANSITIONS, J.RUNNING, None),
+            })
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            if row["kind"] == "exhausted":
+                outcome = await self._converge_exhausted(conn, row)
+                metrics.LEASE_EXPIRIES.labels(outcome=outcome).inc()
+                return None
+            if row["expired_token"] is not None:
+                metrics.LEASE_EXPIRIES.labels(outcome="reclaimed").inc()
+                # Taking over an expired lease: close the lost attempt; the document goes back to
+                # PENDING (rule 7's message) until the new worker reports its first stage.
+                await self._end_attempt(conn, row["expired_token"], AttemptOutcome.LEASE_EXPIRED,
+                                        "LEASE_EXPIRED", LEASE_EXPIRED_RETRYING, True)
+                await move_document(conn, row["document_id"], D.PENDING, {
+                    **FRESH_PROGRESS, "error_code": "LEASE_EXPIRED",
+                    "error_message": retry_message(row["attempts"] - 1, row["max_attempts"], LEASE_EXPIRED_RETRYING),
+                }, sources=IN_PROGRESS | {D.PENDING})
+            return row
+
+    async def _converge_exhausted(self, conn: psycopg.AsyncConnection, job: dict[str, Any]) -> str:
+        """Rule 8: an expired lease with no attempts left ends the job for good; returns the outcome.
+        (`job` is CLAIM_SQL's "exhausted" row: job_id, document_id, lease_token.)"""
+        doc = await _one(conn, "SELECT status::text FROM documents WHERE id = %s FOR UPDATE", (job["document_id"],))
+        if doc[0] == D.READY:
+            # The crash hit the window after the commit: the work is done.
+            await move_job(conn, job["job_id"], J.SUCCEEDED, RELEASED_LEASE)
+            await self._end_attempt(conn, job["lease_token"], AttemptOutcome.SUCCEEDED, None, None, None)
+            return "succeeded"
+        await move_document(conn, job["document_id"], D.FAILED,
+                            {"error_code": "LEASE_EXPIRED", "error_message": LEASE_EXPIRED_EXHAUSTED})
+        await move_job(conn, job["job_id"], J.FAILED, RELEASED_LEASE)
+        await self._end_attempt(conn, job["lease_token"], AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED",
+                                LEASE_EXPIRED_EXHAUSTED, False)
+        return "failed"
+
+    async def next_wakeup(self) -> dt.timedelta | None:
+        """How long until the next job becomes claimable without a notification (a delayed retry
+        or a lease expiry); None when nothing is waiting."""
+        async with self.pool.connection() as conn:
+            row = await _one(
+                conn,
+                """
+                SELECT least(
+                    (SELECT min(available_at) FROM ingestion_jobs WHERE status = 'PENDING'),
+                    (SELECT min(locked_at) FROM ingestion_jobs WHERE status = 'RUNNING') + make_interval(secs => %s)
+                ) - now()
+                """,
+                (self.policy.lease_seconds,),
+            )
+            until: dt.timedelta | None = row[0]
+            return until
+
+    async def _locked_lease(self, conn: psycopg.AsyncConnection, job_id: uuid.UUID, lease_token: uuid.UUID) -> dict[str, Any]:
+        """Fencing: lock the job only if this lease still holds it (and renew the lease)."""
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(
+            """
+            UPDATE ingestion_jobs SET locked_at = now()
+            WHERE id = %s AND lease_token = %s AND status = 'RUNNING'
+            RETURNING id, document_id, attempts, max_attempts, lease_token, locked_at
+            """,
+            (job_id, lease_token),
+        )
+        job = await cur.fetchone()
+        if job is None:
+            exists = await (await conn.execute("SELECT 1 FROM ingestion_jobs WHERE id = %s", (job_id,))).fetchone()
+            if exists is None:
+                raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
+            raise LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
+        doc = await _one(
+            conn, "SELECT status::text, collection_id, tenant_id FROM documents WHERE id = %s FOR UPDATE", (job["document_id"],)
+        )
+        job["document_status"] = D(doc[0])
+        job["collection_id"] = doc[1]
+        job["tenant_id"] = doc[2]
+        return job
+
+    async def renew_lease(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> dt.datetime | None:
+        """Heartbeat. None means the job no longer exists: it was cancelled by a deletion."""
+        async with self.pool.connection() as conn, conn.transaction():
+            # A heartbeat lost in a database crash only shortens the lease; skip the WAL flush.
+            await conn.execute("SET LOCAL synchronous_commit = off")
+            row = await (
+                await conn.execute(
+                    "UPDATE ingestion_jobs SET locked_at = now() WHERE id = %s AND lease_token = %s AND status = 'RUNNING'"
+                    " RETURNING locked_at + make_interval(secs => %s)",
+                    (job_id, lease_token, self.policy.lease_seconds),
+                )
+            ).fetchone()
+            if row is not None:
+                expires: dt.datetime = row[0]
+                return expires
+            exists = await (await conn.execute("SELECT 1 FROM ingestion_jobs WHERE id = %s", (job_id,))).fetchone()
+            if exists is None:
+                return None
+            raise LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
+
+    async def report_stage(
+        self, job_id: uuid.UUID, lease_token: uuid.UUID, stage: D, done: int, total: int, unit: str
+    ) -> dt.datetime:
+        """Rule 2 (status before action) and rule 4 (a new stage clears a stale error)."""
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await self._locked_lease(conn, job_id, lease_token)
+            current = job["document_status"]
+            if current == stage:
+                # A progress tick within a stage: losing the last ticks in a database crash is
+                # harmless, so it skips the WAL flush (the stage change itself stays durable).
+                await conn.execute("SET LOCAL synchronous_commit = off")
+                await conn.execute(
+                    "UPDATE documents SET progress_stage = %s, progress_done = %s, progress_total = %s, progress_unit = %s,"
+                    " updated_at = now() WHERE id = %s",
+                    (str(stage), done, total, unit, job["document_id"]),
+                )
+            else:
+                check_document_transition(current, stage)
+                await move_document(conn, job["document_id"], stage, {
+                    **NO_ERROR, "progress_stage": str(stage), "progress_done": done, "progress_total": total,
+                    "progress_unit": unit,
+                }, sources=[current])
+                await conn.execute("UPDATE job_attempts SET stage = %s WHERE lease_token = %s", (str(stage), lease_token))
+            locked_at: dt.datetime = job["locked_at"]
+            return locked_at + dt.timedelta(seconds=self.policy.lease_seconds)
+
+    async def content_length(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> tuple[uuid.UUID, int]:
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await self._locked_lease(conn, job_id, lease_token)
+            row = await (
+                await conn.execute(
+                    "SELECT length(content) FROM document_contents WHERE document_id = %s", (job["document_id"],)
+                )
+            ).fetchone()
+            if row is None:
+                raise NotFound("the document's content is missing", reason=Reason.CONTENT_NOT_FOUND)
+            return job["document_id"], int(row[0])
+
+    async def content_slice(self, document_id: uuid.UUID, offset: int, size: int) -> bytes:
+        async with self.pool.connection() as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT substring(content FROM %s FOR %s) FROM document_contents WHERE document_id = %s",
+                    (offset + 1, size, document_id),
+                )
+            ).fetchone()
+            if row is None:
+                raise NotFound("the document was deleted while its content was being read", reason=Reason.JOB_NOT_FOUND)
+            return bytes(row[0])
+
+    async def save_snapshot(
+        self, job_id: uuid.UUID, lease_token: uuid.UUID, pipeline_version: str, chunks: list[dict[str, Any]]
+    ) -> None:
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await self._locked_lease(conn, job_id, lease_token)
+            await conn.execute(
+                """
+                INSERT INTO chunk_snapshots (tenant_id, content_sha256, pipeline_version, chunk_count, chunks)
+                SELECT tenant_id, content_sha256, %s, %s, %s FROM documents WHERE id = %s
+                ON CONFLICT (tenant_id, content_sha256, pipeline_version)
+                DO UPDATE SET chunks = EXCLUDED.chunks, chunk_count = EXCLUDED.chunk_count, created_at = now()
+                """,
+                (pipeline_version, len(chunks), json.dumps(chunks), job["document_id"]),
+            )
+
+    async def read_snapshot(self, job_id: uuid.UUID, lease_token: uuid.UUID, pipeline_version: str) -> list[dict[str, Any]]:
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await self._locked_lease(conn, job_id, lease_token)
+            row = await (
+                await conn.execute(
+                    "SELECT s.chunks FROM chunk_snapshots s"
+                    " JOIN documents d ON d.tenant_id = s.tenant_id AND d.content_sha256 = s.content_sha256"
+                    " WHERE d.id = %s AND s.pipeline_version = %s",
+                    (job["document_id"], pipeline_version),
+                )
+            ).fetchone()
+            if row is None:
+                raise NotFound("no snapshot for this content and pipeline version", reason=Reason.SNAPSHOT_NOT_FOUND)
+            chunks: list[dict[str, Any]] = row[0]
+            return chunks
+
+    async def collection_dimensions(self, job_id: uuid.UUID) -> int:
+        async with self.pool.connection() as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT c.dimensions FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
+                    " JOIN collections c ON c.id = d.collection_id WHERE j.id = %s",
+                    (job_id,),
+                )
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
+            return int(row[0])
+
+    async def complete_job(self, job_id: uuid.UUID, lease_token: uuid.UUID, chunks: list[ChunkRow]) -> dict[str, Any]:
+        """Rule 1: replace the chunks, set READY and SUCCEEDED in one transaction (binary COPY)."""
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await self._locked_lease(conn, job_id, lease_token)
+            if job["document_status"] != D.INDEXING:
+                raise FailedPrecondition(
+                    f"the document is {job['document_status']}; report INDEXING before completing",
+                    reason=Reason.STAGE_NOT_INDEXING,
+                )
+            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (job["document_id"],))
+            async with conn.cursor().copy(
+                "COPY chunks (document_id, tenant_id, collection_id, chunk_index, text, page_number, element_type,"
+                " section_title, text_as_html, embedding, search_terms) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["uuid", "int8", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text"])
+                for chunk in chunks:
+                    await copy.write_row(
+                        (
+                            job["document_id"],
+                            job["tenant_id"],
+                            job["collection_id"],
+                            chunk.index,
+                            chunk.text,
+                            chunk.page_number,
+                            chunk.element_type,
+                            chunk.section_title,
+                            chunk.text_as_html,
+                            chunk.embedding,
+                            chunk.search_terms,
+                        )
+                    )
+            check_document_transition(D.INDEXING, D.READY)
+            await move_document(conn, job["document_id"], D.READY, {
+                **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(D.INDEXING), "progress_done": len(chunks),
+                "progress_total": len(chunks), "progress_unit": "chunks",
+            }, sources=[D.INDEXING])
+            await move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
+            await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
+            return await self._document(conn, job["document_id"])
+
+    async def fail_job(
+        self, job_id: uuid.UUID, lease_token: uuid.UUID, retryable: bool, error_code: str, error_message: str
+    ) -> tuple[dict[str, Any], bool]:
+        """Rule 7: retry a temporary failure after a delay while attempts remain; else fail for good."""
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await self._locked_lease(conn, job_id, lease_token)
+            attempts, max_attempts = job["attempts"], job["max_attempts"]
+            retry = should_retry(retryable, attempts, max_attempts)
+            if retry:
+                delay = retry_delay_seconds(attempts, self.policy.retry_delay_seconds, self.policy.max_retry_delay_seconds)
+                await move_document(conn, job["document_id"], D.PENDING, {
+                    "error_code": error_code, "error_message": retry_message(attempts, max_attempts, error_message),
+                }, sources=IN_PROGRESS | {D.PENDING})
+                await move_job(conn, job_id, J.PENDING, {
+                    "available_at": Expr("now() + make_interval(secs => %s)", delay), **RELEASED_LEASE,
+                }, sources=[J.RUNNING])
+            else:
+                if retryable:
+                    error_message = f"failed after {attempts} attempts: {error_message}"
+                await move_document(conn, job["document_id"], D.FAILED,
+                                    {"error_code": error_code, "error_message": error_message})
+                await move_job(conn, job_id, J.FAILED, RELEASED_LEASE)
+            outcome = AttemptOutcome.RETRYABLE_FAILURE if retryable else AttemptOutcome.PERMANENT_FAILURE
+            await self._end_attempt(conn, lease_token, outcome, error_code, error_message, retryable)
+            return await self._document(conn, job["document_id"]), retry
+
+    async def release_job(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> dict[str, Any]:
+        """A hand-back at shutdown: the job is due again at once and the attempt is not charged."""
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await self._locked_lease(conn, job_id, lease_token)
+            await move_document(conn, job["document_id"], D.PENDING, FRESH_PROGRESS, sources=IN_PROGRESS | {D.PENDING})
+            await move_job(conn, job_id, J.PENDING, {
+                "attempts": Expr("attempts - 1"), "available_at": NOW, **RELEASED_LEASE,
+            }, sources=[J.RUNNING])
+            await self._end_attempt(conn, lease_token, AttemptOutcome.RELEASED, None, None, None)
+            return await self._document(conn, job["document_id"])
+
+    async def _end_attempt(
+        self,
+        conn: psycopg.AsyncConnection,
+        lease_token: uuid.UUID,
+        outcome: AttemptOutcome,
+        error_code: str | None,
+        error_message: str | None,
+        retryable: bool | None,
+    ) -> None:
+        await conn.execute(
+            "UPDATE job_attempts SET outcome = %s, error_code = %s, error_message = %s, retryable = %s,"
+            " ended_at = now() WHERE lease_token = %s AND outcome = 'RUNNING'",
+            (str(outcome), error_code, error_message, retryable, lease_token),
+        )
+
+    async def queue_depth(self) -> dict[str, int]:
+        async with self.pool.connection() as conn:
+            rows = await (await conn.execute("SELECT status::text, count(*) FROM ingestion_jobs GROUP BY status")).fetchall()
+            return {status: int(count) for status, count in rows}
