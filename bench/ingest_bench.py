@@ -89,8 +89,8 @@ async def inprocess_client(app: IngestApp, worker: str, vector: np.ndarray) -> i
         if job is None:
             return done
         for stage in (DocumentStatus.PARSING, DocumentStatus.CHUNKING, DocumentStatus.EMBEDDING, DocumentStatus.INDEXING):
-            await store.report_stage(job["job_id"], job["lease_token"], stage, 0, 0, "")
-        await store.complete_job(job["job_id"], job["lease_token"], [ChunkRow(0, "no-op", 0, "", "", "", vector, "no op")])
+            await store.report_stage(job.job_id, job.lease_token, stage, 0, 0, "")
+        await store.complete_job(job.job_id, job.lease_token, [ChunkRow(0, "no-op", 0, "", "", "", vector, "no op")])
         done += 1
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from typing import Any
 
 import numpy as np
 from google.protobuf import timestamp_pb2
@@ -20,6 +19,7 @@ from sluice_common.reasons import Reason
 
 from .domain import DocumentStatus
 from .service import CollectionSpec, IncomingChunk, IngestService, UploadMeta
+from .store import AttemptRow, ClaimedJob, CollectionRow, DocumentRow
 from .tenants import ApiKeyRow, Quota, TenantRow, TenantStore
 from .uploads import Trailer
 
@@ -54,73 +54,73 @@ def document_status_from_proto(value: int) -> DocumentStatus | None:
         raise InvalidArgument(f"unknown document status {value}", reason=Reason.INVALID_STATUS) from None
 
 
-def embedder_to_proto(row: dict[str, Any]) -> collection_pb2.EmbedderConfig:
+def embedder_to_proto(row: CollectionRow | ClaimedJob) -> collection_pb2.EmbedderConfig:
     return collection_pb2.EmbedderConfig(
-        provider=PROVIDER_TO_PROTO[row["embedder_provider"]], model=row["embedder_model"], dimensions=row["dimensions"]
+        provider=PROVIDER_TO_PROTO[row.embedder_provider], model=row.embedder_model, dimensions=row.dimensions
     )
 
 
-def chunking_to_proto(row: dict[str, Any]) -> collection_pb2.ChunkingConfig:
+def chunking_to_proto(row: CollectionRow | ClaimedJob) -> collection_pb2.ChunkingConfig:
     return collection_pb2.ChunkingConfig(
-        max_characters=row["chunk_max_characters"],
-        new_after_n_chars=row["chunk_new_after_n_chars"],
-        overlap=row["chunk_overlap"],
+        max_characters=row.chunk_max_characters,
+        new_after_n_chars=row.chunk_new_after_n_chars,
+        overlap=row.chunk_overlap,
     )
 
 
-def collection_to_proto(row: dict[str, Any]) -> collection_pb2.Collection:
+def collection_to_proto(row: CollectionRow) -> collection_pb2.Collection:
     return collection_pb2.Collection(
-        name=row["name"],
-        description=row["description"],
+        name=row.name,
+        description=row.description,
         embedder=embedder_to_proto(row),
         chunking=chunking_to_proto(row),
-        document_count=row["document_count"],
-        ready_document_count=row["ready_document_count"],
-        create_time=timestamp(row["created_at"]),
-        max_attempts=row["max_attempts"],
+        document_count=row.document_count,
+        ready_document_count=row.ready_document_count,
+        create_time=timestamp(row.created_at),
+        max_attempts=row.max_attempts,
     )
 
 
-def document_to_proto(row: dict[str, Any], history: list[dict[str, Any]] | None = None) -> document_pb2.Document:
+def document_to_proto(row: DocumentRow, history: list[AttemptRow] | None = None) -> document_pb2.Document:
     doc = document_pb2.Document(
-        name=document_name(row["collection"], str(row["id"])),
-        id=str(row["id"]),
-        collection=row["collection"],
-        filename=row["filename"],
-        mime_type=row["mime_type"],
-        status=document_status_to_proto(row["status"]),
-        error_message=row["error_message"] or "",
-        error_code=row["error_code"] or "",
+        name=document_name(row.collection, str(row.id)),
+        id=str(row.id),
+        collection=row.collection,
+        filename=row.filename,
+        mime_type=row.mime_type,
+        status=document_status_to_proto(row.status),
+        error_message=row.error_message or "",
+        error_code=row.error_code or "",
         progress=document_pb2.Progress(
-            stage=document_status_to_proto(row["progress_stage"]),
-            done=row["progress_done"],
-            total=row["progress_total"],
-            unit=row["progress_unit"],
+            stage=document_status_to_proto(row.progress_stage),
+            done=row.progress_done,
+            total=row.progress_total,
+            unit=row.progress_unit,
         ),
-        attempts=row["attempts"],
-        max_attempts=row["max_attempts"],
-        chunk_count=row["chunk_count"],
-        content_sha256=row["content_sha256"],
-        size_bytes=row["size_bytes"],
-        metadata=row["metadata"],
-        job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row["job_status"]),
-        create_time=timestamp(row["created_at"]),
-        update_time=timestamp(row["updated_at"]),
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        chunk_count=row.chunk_count,
+        content_sha256=row.content_sha256,
+        size_bytes=row.size_bytes,
+        metadata=row.metadata,
+        job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row.job_status),
+        create_time=timestamp(row.created_at),
+        update_time=timestamp(row.updated_at),
     )
-    if row["job_status"] == "PENDING" and row["available_at"] > row["db_now"]:
-        doc.next_attempt_time.CopyFrom(timestamp(row["available_at"]))
+    if row.job_status == "PENDING" and row.available_at > row.db_now:
+        doc.next_attempt_time.CopyFrom(timestamp(row.available_at))
     for attempt in history or ():
         doc.attempt_history.append(
             document_pb2.Attempt(
-                number=attempt["number"],
-                worker_id=attempt["worker_id"],
-                stage=document_status_to_proto(attempt["stage"]),
-                outcome=OUTCOME_TO_PROTO[attempt["outcome"]],
-                error_code=attempt["error_code"] or "",
-                error_message=attempt["error_message"] or "",
-                retryable=bool(attempt["retryable"]),
-                start_time=timestamp(attempt["started_at"]),
-                end_time=timestamp(attempt["ended_at"]),
+                number=attempt.number,
+                worker_id=attempt.worker_id,
+                stage=document_status_to_proto(attempt.stage),
+                outcome=OUTCOME_TO_PROTO[attempt.outcome],
+                error_code=attempt.error_code or "",
+                error_message=attempt.error_message or "",
+                retryable=bool(attempt.retryable),
+                start_time=timestamp(attempt.started_at),
+                end_time=timestamp(attempt.ended_at),
             )
         )
     return doc
@@ -289,20 +289,20 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             return job_service_pb2.ClaimJobResponse()
         return job_service_pb2.ClaimJobResponse(
             job=job_service_pb2.Job(
-                lease=job_service_pb2.LeaseRef(job_id=str(job["job_id"]), lease_token=str(job["lease_token"])),
-                document_id=str(job["document_id"]),
-                collection=job["collection"],
-                filename=job["filename"],
-                mime_type=job["mime_type"],
-                content_sha256=job["content_sha256"],
-                size_bytes=job["size_bytes"],
-                attempt=job["attempts"],
-                max_attempts=job["max_attempts"],
+                lease=job_service_pb2.LeaseRef(job_id=str(job.job_id), lease_token=str(job.lease_token)),
+                document_id=str(job.document_id),
+                collection=job.collection,
+                filename=job.filename,
+                mime_type=job.mime_type,
+                content_sha256=job.content_sha256,
+                size_bytes=job.size_bytes,
+                attempt=job.attempts,
+                max_attempts=job.max_attempts,
                 lease_seconds=self.lease_seconds,
                 embedder=embedder_to_proto(job),
                 chunking=chunking_to_proto(job),
-                metadata=job["metadata"],
-                trace_context=tracing.decode_trace_context(job.get("trace_context")),
+                metadata=job.metadata,
+                trace_context=tracing.decode_trace_context(job.trace_context),
             )
         )
 

@@ -194,7 +194,7 @@ class IngestService:
         limit = page_size_of(page_size)
         token = decode_token(page_token, "collections")
         rows = await self.store.list_collections(tenant_id, token["n"] if token else None, limit + 1)
-        next_token = encode_token({"f": "collections", "n": rows[limit - 1]["name"]}) if len(rows) > limit else ""
+        next_token = encode_token({"f": "collections", "n": rows[limit - 1].name}) if len(rows) > limit else ""
         return rows[:limit], next_token
 
     async def delete_collection(self, tenant_id: int, name: str, force: bool) -> int:
@@ -238,7 +238,7 @@ class IngestService:
             content.close()
         if created:
             metrics.UPLOADS.inc()
-            log.info("document uploaded", extra={"document_id": str(document["id"]), "bytes": content.size})
+            log.info("document uploaded", extra={"document_id": str(document.id), "bytes": content.size})
         return document, created
 
     async def get_document(self, tenant_id: int, document_id: str):
@@ -258,7 +258,7 @@ class IngestService:
         next_token = ""
         if len(rows) > limit:
             last = rows[limit - 1]
-            next_token = encode_token({"f": filters, "t": last["created_at"].isoformat(), "i": str(last["id"])})
+            next_token = encode_token({"f": filters, "t": last.created_at.isoformat(), "i": str(last.id)})
         return rows[:limit], next_token
 
     async def delete_document(self, tenant_id: int, document_id: str) -> bool:
@@ -281,7 +281,7 @@ class IngestService:
             last_event = await self.store.latest_event_id(doc_id)
             document = await self.store.get_document(tenant_id, doc_id)
             yield document
-            status = document["status"]
+            status = document.status
             while status not in TERMINAL:
                 try:
                     await asyncio.wait_for(changed.wait(), timeout=30)
@@ -294,10 +294,10 @@ class IngestService:
                     continue
                 base = await self.store.get_document(tenant_id, doc_id)
                 for event in events:
-                    last_event = event["id"]
-                    merged = {**base, **{k: v for k, v in event.items() if k != "id"}}
+                    last_event = event.id
+                    merged = event.applied_to(base)
                     yield merged
-                    status = merged["status"]
+                    status = merged.status
                     if status in TERMINAL:
                         break
 
@@ -316,8 +316,8 @@ class IngestService:
             job = await self.store.claim_job(worker_id)
             if job is not None:
                 metrics.CLAIMS.inc()
-                log.info("job claimed", extra={"job_id": str(job["job_id"]), "document_id": str(job["document_id"]),
-                                                "attempt": job["attempts"], "worker_id": worker_id})
+                log.info("job claimed", extra={"job_id": str(job.job_id), "document_id": str(job.document_id),
+                                                "attempt": job.attempts, "worker_id": worker_id})
                 return job
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -372,7 +372,7 @@ class IngestService:
         rows = await asyncio.to_thread(self._prepare_chunks, chunks, dimensions)
         document = await self.store.complete_job(job_uuid, token, rows)
         metrics.COMPLETIONS.inc()
-        log.info("document ready", extra={"document_id": str(document["id"]), "job_id": job_id, "chunks": len(rows)})
+        log.info("document ready", extra={"document_id": str(document.id), "job_id": job_id, "chunks": len(rows)})
         return document
 
     @staticmethod
@@ -414,7 +414,7 @@ class IngestService:
             parse_id(job_id, "job"), parse_id(lease_token, "lease token"), retryable, code, safe_error_message(error_message)
         )
         (metrics.RETRIES if will_retry else metrics.FAILURES).inc()
-        log.info("job failed", extra={"job_id": job_id, "document_id": str(document["id"]), "retryable": retryable,
+        log.info("job failed", extra={"job_id": job_id, "document_id": str(document.id), "retryable": retryable,
                                       "will_retry": will_retry, "error_code": code})
         return document, will_retry
 

@@ -13,11 +13,24 @@ from .collections import CollectionStore
 from .common import StoreBase
 from .documents import DocumentStore
 from .queue import CLAIM_SQL, QueueStore
-from .rows import ChunkRow, JobPolicy, NewCollection, NewDocument, UploadedContent
+from .rows import (
+    AttemptRow,
+    ChunkRow,
+    ClaimedJob,
+    CollectionRow,
+    DocumentRow,
+    EventRow,
+    JobPolicy,
+    NewCollection,
+    NewDocument,
+    UploadedContent,
+)
 
 
 class PostgresStore(CollectionStore, DocumentStore, QueueStore):
     """The whole store: every area over one pool."""
 
 
-__all__ = ["CLAIM_SQL", "ChunkRow", "JobPolicy", "NewCollection", "NewDocument", "PostgresStore", "StoreBase", "UploadedContent"]
+__all__ = [
+    "CLAIM_SQL", "AttemptRow", "ChunkRow", "ClaimedJob", "CollectionRow", "DocumentRow", "EventRow", "JobPolicy", "NewCollection", "NewDocument", "PostgresStore", "StoreBase", "UploadedContent",
+]

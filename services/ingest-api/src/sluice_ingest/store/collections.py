@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import class_row, dict_row
 
 from sluice_common import vector_index
 from sluice_common.errors import (
@@ -17,11 +16,11 @@ from sluice_common.errors import (
 from sluice_common.reasons import Reason
 
 from .common import COLLECTION_SELECT, StoreBase, _one
-from .rows import NewCollection
+from .rows import CollectionRow, NewCollection
 
 
 class CollectionStore(StoreBase):
-    async def create_collection(self, new: NewCollection) -> dict[str, Any]:
+    async def create_collection(self, new: NewCollection) -> CollectionRow:
         async with self.pool.connection() as conn, conn.transaction():
             await self._check_quota(conn, new.tenant_id, collections=1)
             try:
@@ -45,18 +44,18 @@ class CollectionStore(StoreBase):
             await conn.execute(vector_index.create_index_sql(row["id"], new.dimensions))
             return await self._collection(conn, new.tenant_id, new.name)
 
-    async def get_collection(self, tenant_id: int, name: str) -> dict[str, Any]:
+    async def get_collection(self, tenant_id: int, name: str) -> CollectionRow:
         async with self.pool.connection() as conn:
             return await self._collection(conn, tenant_id, name)
 
-    async def collection_settings(self, tenant_id: int, name: str) -> dict[str, Any]:
+    async def collection_settings(self, tenant_id: int, name: str) -> CollectionRow:
         """The collection's own columns, without the document counts (cheap: for hot paths)."""
         async with self.pool.connection() as conn:
             return await self._collection_settings(conn, tenant_id, name)
 
-    async def list_collections(self, tenant_id: int, after: str | None, limit: int) -> list[dict[str, Any]]:
+    async def list_collections(self, tenant_id: int, after: str | None, limit: int) -> list[CollectionRow]:
         async with self.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
+            cur = conn.cursor(row_factory=class_row(CollectionRow))
             await cur.execute(
                 COLLECTION_SELECT + " WHERE c.tenant_id = %(tenant)s AND (%(after)s::text IS NULL OR c.name > %(after)s)"
                 " ORDER BY c.name LIMIT %(limit)s",

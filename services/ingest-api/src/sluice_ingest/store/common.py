@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 
 from sluice_common.errors import (
@@ -18,7 +18,7 @@ from sluice_common.errors import (
 )
 from sluice_common.reasons import Reason
 
-from .rows import JobPolicy
+from .rows import CollectionRow, DocumentRow, JobPolicy
 
 # Columns a document's move resets or clears.
 FRESH_PROGRESS = {"progress_stage": None, "progress_done": 0, "progress_total": 0, "progress_unit": ""}
@@ -37,8 +37,12 @@ DOCUMENT_SELECT = """
     JOIN ingestion_jobs j ON j.document_id = d.id
 """
 
-COLLECTION_SELECT = """
-    SELECT c.*,
+COLLECTION_COLUMNS = """
+    c.id, c.tenant_id, c.name, c.description, c.embedder_provider, c.embedder_model, c.dimensions,
+    c.chunk_max_characters, c.chunk_new_after_n_chars, c.chunk_overlap, c.max_attempts, c.created_at
+"""
+
+COLLECTION_SELECT = "SELECT" + COLLECTION_COLUMNS + """,
            (SELECT count(*) FROM documents d WHERE d.collection_id = c.id) AS document_count,
            (SELECT count(*) FROM documents d WHERE d.collection_id = c.id AND d.status = 'READY') AS ready_document_count
     FROM collections c
@@ -64,7 +68,7 @@ class StoreBase:
 
     async def _document(
         self, conn: psycopg.AsyncConnection, document_id: uuid.UUID, tenant_id: int | None = None
-    ) -> dict[str, Any]:
+    ) -> DocumentRow:
         """The document by id; with `tenant_id`, only if it is that tenant's (else NOT_FOUND).
         Without it only for JobService paths, whose job ids were fenced by their lease."""
         if tenant_id is None:
@@ -75,8 +79,8 @@ class StoreBase:
             raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
         return row
 
-    async def _document_where(self, conn: psycopg.AsyncConnection, where: str, params: Sequence[Any]) -> dict[str, Any] | None:
-        cur = conn.cursor(row_factory=dict_row)
+    async def _document_where(self, conn: psycopg.AsyncConnection, where: str, params: Sequence[Any]) -> DocumentRow | None:
+        cur = conn.cursor(row_factory=class_row(DocumentRow))
         await cur.execute(DOCUMENT_SELECT + " WHERE " + where, params)
         return await cur.fetchone()
 
@@ -122,9 +126,9 @@ class StoreBase:
                     reason=Reason.QUOTA_EXCEEDED, quota="stored_bytes", limit=max_bytes,
                 )
 
-    async def _collection(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> dict[str, Any]:
+    async def _collection(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> CollectionRow:
         row = await (
-            await conn.cursor(row_factory=dict_row).execute(
+            await conn.cursor(row_factory=class_row(CollectionRow)).execute(
                 COLLECTION_SELECT + " WHERE c.tenant_id = %s AND c.name = %s", (tenant_id, name)
             )
         ).fetchone()
@@ -132,10 +136,10 @@ class StoreBase:
             raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
         return row
 
-    async def _collection_settings(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> dict[str, Any]:
+    async def _collection_settings(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> CollectionRow:
         row = await (
-            await conn.cursor(row_factory=dict_row).execute(
-                "SELECT * FROM collections WHERE tenant_id = %s AND name = %s", (tenant_id, name)
+            await conn.cursor(row_factory=class_row(CollectionRow)).execute(
+                "SELECT" + COLLECTION_COLUMNS + "FROM collections c WHERE c.tenant_id = %s AND c.name = %s", (tenant_id, name)
             )
         ).fetchone()
         if row is None:

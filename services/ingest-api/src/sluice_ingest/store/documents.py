@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import class_row
 
 from sluice_common import tracing
 from sluice_common.errors import (
@@ -31,11 +31,11 @@ from ..domain import (
 )
 from ..transitions import NOW, RELEASED_LEASE, move_document, move_job
 from .common import COPY_SIGNATURE, COPY_TRAILER, DOCUMENT_SELECT, FRESH_PROGRESS, NO_ERROR, StoreBase, _one
-from .rows import NewDocument, UploadedContent
+from .rows import AttemptRow, DocumentRow, EventRow, NewDocument, UploadedContent
 
 
 class DocumentStore(StoreBase):
-    async def create_document(self, new: NewDocument) -> tuple[dict[str, Any], bool]:
+    async def create_document(self, new: NewDocument) -> tuple[DocumentRow, bool]:
         """Rule 5: the document, its content and its job are created in one transaction.
 
         Returns (document, created). An existing document is returned for a repeated
@@ -48,7 +48,7 @@ class DocumentStore(StoreBase):
                     conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
                 )
                 if existing is not None:
-                    if existing["collection_id"] != collection["id"] or existing["content_sha256"] != new.content_sha256:
+                    if existing.collection_id != collection.id or existing.content_sha256 != new.content_sha256:
                         raise AlreadyExists(
                             "request_id was already used for a different upload",
                             reason=Reason.REQUEST_ID_REUSED,
@@ -67,7 +67,7 @@ class DocumentStore(StoreBase):
                     """,
                     (
                         new.tenant_id,
-                        collection["id"],
+                        collection.id,
                         new.filename,
                         new.mime_type,
                         new.content_sha256,
@@ -80,7 +80,7 @@ class DocumentStore(StoreBase):
             if row is None:
                 # Same content already in this collection (or a concurrent twin with our request_id).
                 existing = await self._document_where(
-                    conn, "d.collection_id = %s AND d.content_sha256 = %s", (collection["id"], new.content_sha256)
+                    conn, "d.collection_id = %s AND d.content_sha256 = %s", (collection.id, new.content_sha256)
                 )
                 if existing is None and new.request_id:
                     existing = await self._document_where(
@@ -93,7 +93,7 @@ class DocumentStore(StoreBase):
             await self._copy_content(conn, document_id, new.content)
             await conn.execute(
                 "INSERT INTO ingestion_jobs (document_id, max_attempts, trace_context) VALUES (%s, %s, %s)",
-                (document_id, collection["max_attempts"], tracing.current_trace_context()),
+                (document_id, collection.max_attempts, tracing.current_trace_context()),
             )
             return await self._document(conn, document_id), True
 
@@ -110,20 +110,20 @@ class DocumentStore(StoreBase):
                 await copy.write(piece)
             await copy.write(COPY_TRAILER)
 
-    async def get_document(self, tenant_id: int, document_id: uuid.UUID) -> dict[str, Any]:
+    async def get_document(self, tenant_id: int, document_id: uuid.UUID) -> DocumentRow:
         async with self.pool.connection() as conn:
             return await self._document(conn, document_id, tenant_id)
 
     async def get_document_with_history(
         self, tenant_id: int, document_id: uuid.UUID
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    ) -> tuple[DocumentRow, list[AttemptRow]]:
         async with self.pool.connection() as conn, conn.transaction():
             document = await self._document(conn, document_id, tenant_id)
-            cur = conn.cursor(row_factory=dict_row)
+            cur = conn.cursor(row_factory=class_row(AttemptRow))
             await cur.execute(
                 "SELECT number, worker_id, stage::text AS stage, outcome::text AS outcome, error_code, error_message,"
                 " retryable, started_at, ended_at FROM job_attempts WHERE job_id = %s ORDER BY id",
-                (document["job_id"],),
+                (document.job_id,),
             )
             return document, await cur.fetchall()
 
@@ -133,9 +133,9 @@ class DocumentStore(StoreBase):
             row = await _one(conn, "SELECT coalesce(max(id), 0) FROM document_events WHERE document_id = %s", (document_id,))
             return int(row[0])
 
-    async def document_events_after(self, document_id: uuid.UUID, after_id: int) -> list[dict[str, Any]]:
+    async def document_events_after(self, document_id: uuid.UUID, after_id: int) -> list[EventRow]:
         async with self.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
+            cur = conn.cursor(row_factory=class_row(EventRow))
             await cur.execute(
                 "SELECT id, status::text AS status, error_code, error_message, progress_stage::text AS progress_stage,"
                 " progress_done, progress_total, progress_unit, chunk_count, job_status::text AS job_status, attempts,"
@@ -152,14 +152,14 @@ class DocumentStore(StoreBase):
         status: str | None,
         after: tuple[dt.datetime, uuid.UUID] | None,
         limit: int,
-    ) -> list[dict[str, Any]]:
+    ) -> list[DocumentRow]:
         async with self.pool.connection() as conn:
             conditions: list[str] = ["d.tenant_id = %s"]
             params: list[Any] = [tenant_id]
             if collection:
                 collection_row = await self._collection_settings(conn, tenant_id, collection)
                 conditions.append("d.collection_id = %s")
-                params.append(collection_row["id"])
+                params.append(collection_row.id)
             if status:
                 conditions.append("d.status = %s")
                 params.append(status)
@@ -167,7 +167,7 @@ class DocumentStore(StoreBase):
                 conditions.append("(d.created_at, d.id) < (%s, %s)")
                 params.extend(after)
             where = " WHERE " + " AND ".join(conditions)
-            cur = conn.cursor(row_factory=dict_row)
+            cur = conn.cursor(row_factory=class_row(DocumentRow))
             await cur.execute(DOCUMENT_SELECT + where + " ORDER BY d.created_at DESC, d.id DESC LIMIT %s", (*params, limit))
             return await cur.fetchall()
 
@@ -186,7 +186,7 @@ class DocumentStore(StoreBase):
             await conn.execute("DELETE FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id))
             return bool(job[0] == J.RUNNING)
 
-    async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: D) -> dict[str, Any]:
+    async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: D) -> DocumentRow:
         """RetryDocument (FAILED) and ReprocessDocument (READY): back to PENDING with fresh attempts."""
         job_from = J.FAILED if expected == D.FAILED else J.SUCCEEDED
         check_document_transition(expected, D.PENDING)
@@ -208,9 +208,9 @@ class DocumentStore(StoreBase):
                 current = await self._document(conn, document_id, tenant_id)
                 verb = "retried" if expected == D.FAILED else "reprocessed"
                 raise FailedPrecondition(
-                    f"only a {expected} document can be {verb}; this one is {current['status']}",
+                    f"only a {expected} document can be {verb}; this one is {current.status}",
                     reason=Reason(f"DOCUMENT_NOT_{expected}"),
-                    status=current["status"],
+                    status=current.status,
                 ) from illegal
             await move_job(conn, job[0], J.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
                            sources=[job_from])

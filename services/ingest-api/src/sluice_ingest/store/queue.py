@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
+from psycopg.rows import class_row, dict_row
 
 from sluice_common.errors import (
     FailedPrecondition,
@@ -39,7 +39,7 @@ from ..domain import (
 )
 from ..transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job, sources_of
 from .common import FRESH_PROGRESS, NO_ERROR, StoreBase, _one
-from .rows import ChunkRow
+from .rows import ChunkRow, ClaimedJob, DocumentRow
 
 # Rules 6 and 8 in one statement; see PostgresStore.claim_job. Statuses are parameters taken
 # from the transition table (the claim is the PENDING→RUNNING and RUNNING→RUNNING edges).
@@ -89,7 +89,7 @@ FROM exhausted e
 
 
 class QueueStore(StoreBase):
-    async def claim_job(self, worker_id: str) -> dict[str, Any] | None:
+    async def claim_job(self, worker_id: str) -> ClaimedJob | None:
         """Rules 6 and 8 in one statement (one round trip on the common path).
 
         CLAIM_SQL first looks for an exhausted job whose lease expired (rule 8): if there is
@@ -100,7 +100,7 @@ class QueueStore(StoreBase):
         an expired lease needs two more statements (close the lost attempt, move the document).
         """
         async with self.pool.connection() as conn, conn.transaction():
-            cur = conn.cursor(row_factory=dict_row)
+            cur = conn.cursor(row_factory=class_row(ClaimedJob))
             await cur.execute(CLAIM_SQL, {
                 "worker": worker_id, "lease": self.policy.lease_seconds,
                 "sources": sources_of(JOB_TRANSITIONS, J.RUNNING, None),
@@ -108,35 +108,36 @@ class QueueStore(StoreBase):
             row = await cur.fetchone()
             if row is None:
                 return None
-            if row["kind"] == "exhausted":
+            if row.kind == "exhausted":
                 outcome = await self._converge_exhausted(conn, row)
                 metrics.LEASE_EXPIRIES.labels(outcome=outcome).inc()
                 return None
-            if row["expired_token"] is not None:
+            if row.expired_token is not None:
                 metrics.LEASE_EXPIRIES.labels(outcome="reclaimed").inc()
                 # Taking over an expired lease: close the lost attempt; the document goes back to
                 # PENDING (rule 7's message) until the new worker reports its first stage.
-                await self._end_attempt(conn, row["expired_token"], AttemptOutcome.LEASE_EXPIRED,
+                await self._end_attempt(conn, row.expired_token, AttemptOutcome.LEASE_EXPIRED,
                                         "LEASE_EXPIRED", LEASE_EXPIRED_RETRYING, True)
-                await move_document(conn, row["document_id"], D.PENDING, {
+                assert row.attempts is not None and row.max_attempts is not None  # a claimed row has them
+                await move_document(conn, row.document_id, D.PENDING, {
                     **FRESH_PROGRESS, "error_code": "LEASE_EXPIRED",
-                    "error_message": retry_message(row["attempts"] - 1, row["max_attempts"], LEASE_EXPIRED_RETRYING),
+                    "error_message": retry_message(row.attempts - 1, row.max_attempts, LEASE_EXPIRED_RETRYING),
                 }, sources=IN_PROGRESS | {D.PENDING})
             return row
 
-    async def _converge_exhausted(self, conn: psycopg.AsyncConnection, job: dict[str, Any]) -> str:
+    async def _converge_exhausted(self, conn: psycopg.AsyncConnection, job: ClaimedJob) -> str:
         """Rule 8: an expired lease with no attempts left ends the job for good; returns the outcome.
         (`job` is CLAIM_SQL's "exhausted" row: job_id, document_id, lease_token.)"""
-        doc = await _one(conn, "SELECT status::text FROM documents WHERE id = %s FOR UPDATE", (job["document_id"],))
+        doc = await _one(conn, "SELECT status::text FROM documents WHERE id = %s FOR UPDATE", (job.document_id,))
         if doc[0] == D.READY:
             # The crash hit the window after the commit: the work is done.
-            await move_job(conn, job["job_id"], J.SUCCEEDED, RELEASED_LEASE)
-            await self._end_attempt(conn, job["lease_token"], AttemptOutcome.SUCCEEDED, None, None, None)
+            await move_job(conn, job.job_id, J.SUCCEEDED, RELEASED_LEASE)
+            await self._end_attempt(conn, job.lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
             return "succeeded"
-        await move_document(conn, job["document_id"], D.FAILED,
+        await move_document(conn, job.document_id, D.FAILED,
                             {"error_code": "LEASE_EXPIRED", "error_message": LEASE_EXPIRED_EXHAUSTED})
-        await move_job(conn, job["job_id"], J.FAILED, RELEASED_LEASE)
-        await self._end_attempt(conn, job["lease_token"], AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED",
+        await move_job(conn, job.job_id, J.FAILED, RELEASED_LEASE)
+        await self._end_attempt(conn, job.lease_token, AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED",
                                 LEASE_EXPIRED_EXHAUSTED, False)
         return "failed"
 
@@ -296,7 +297,7 @@ class QueueStore(StoreBase):
                 raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
             return int(row[0])
 
-    async def complete_job(self, job_id: uuid.UUID, lease_token: uuid.UUID, chunks: list[ChunkRow]) -> dict[str, Any]:
+    async def complete_job(self, job_id: uuid.UUID, lease_token: uuid.UUID, chunks: list[ChunkRow]) -> DocumentRow:
         """Rule 1: replace the chunks, set READY and SUCCEEDED in one transaction (binary COPY)."""
         async with self.pool.connection() as conn, conn.transaction():
             job = await self._locked_lease(conn, job_id, lease_token)
@@ -338,7 +339,7 @@ class QueueStore(StoreBase):
 
     async def fail_job(
         self, job_id: uuid.UUID, lease_token: uuid.UUID, retryable: bool, error_code: str, error_message: str
-    ) -> tuple[dict[str, Any], bool]:
+    ) -> tuple[DocumentRow, bool]:
         """Rule 7: retry a temporary failure after a delay while attempts remain; else fail for good."""
         async with self.pool.connection() as conn, conn.transaction():
             job = await self._locked_lease(conn, job_id, lease_token)
@@ -362,7 +363,7 @@ class QueueStore(StoreBase):
             await self._end_attempt(conn, lease_token, outcome, error_code, error_message, retryable)
             return await self._document(conn, job["document_id"]), retry
 
-    async def release_job(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> dict[str, Any]:
+    async def release_job(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> DocumentRow:
         """A hand-back at shutdown: the job is due again at once and the attempt is not charged."""
         async with self.pool.connection() as conn, conn.transaction():
             job = await self._locked_lease(conn, job_id, lease_token)

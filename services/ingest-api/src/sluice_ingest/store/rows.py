@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
+
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -60,3 +63,124 @@ class JobPolicy:
     lease_seconds: float
     retry_delay_seconds: float
     max_retry_delay_seconds: float
+
+
+# ---------------------------------------------------------------- what the store returns
+# Built by psycopg's class_row from the selects in common.py and queue.py: a column the select
+# adds without a field here fails at once, in the tests.
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionRow:
+    id: int
+    tenant_id: int
+    name: str
+    description: str
+    embedder_provider: str
+    embedder_model: str
+    dimensions: int
+    chunk_max_characters: int
+    chunk_new_after_n_chars: int
+    chunk_overlap: int
+    max_attempts: int
+    created_at: dt.datetime
+    document_count: int = 0
+    ready_document_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRow:
+    """A document with its job's state, as every DocumentService answer shows it."""
+
+    id: uuid.UUID
+    collection_id: int
+    collection: str
+    filename: str
+    mime_type: str
+    status: str
+    error_code: str | None
+    error_message: str | None
+    progress_stage: str | None
+    progress_done: int
+    progress_total: int
+    progress_unit: str
+    content_sha256: str
+    size_bytes: int
+    metadata: dict[str, str]
+    request_id: str | None
+    chunk_count: int
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    job_id: uuid.UUID
+    job_status: str
+    attempts: int
+    max_attempts: int
+    available_at: dt.datetime
+    db_now: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One committed change of a document (document_events): the fields it changes."""
+
+    id: int
+    status: str
+    error_code: str | None
+    error_message: str | None
+    progress_stage: str | None
+    progress_done: int
+    progress_total: int
+    progress_unit: str
+    chunk_count: int
+    job_status: str
+    attempts: int
+    max_attempts: int
+    available_at: dt.datetime
+    updated_at: dt.datetime
+    db_now: dt.datetime
+
+    def applied_to(self, document: DocumentRow) -> DocumentRow:
+        """The document as this event left it."""
+        from dataclasses import fields, replace
+
+        return replace(document, **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "id"})
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRow:
+    number: int
+    worker_id: str
+    stage: str
+    outcome: str
+    error_code: str | None
+    error_message: str | None
+    retryable: bool | None
+    started_at: dt.datetime
+    ended_at: dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """CLAIM_SQL's row: a claimed job with what the worker needs, or (kind "exhausted") a job
+    for rule 8 to converge, with only job_id, lease_token and document_id set."""
+
+    kind: str
+    job_id: uuid.UUID
+    lease_token: uuid.UUID
+    attempts: int | None
+    max_attempts: int | None
+    expired_token: uuid.UUID | None
+    document_id: uuid.UUID
+    filename: str | None
+    mime_type: str | None
+    content_sha256: str | None
+    size_bytes: int | None
+    metadata: dict[str, str] | None
+    collection: str | None
+    embedder_provider: str | None
+    embedder_model: str | None
+    dimensions: int | None
+    chunk_max_characters: int | None
+    chunk_new_after_n_chars: int | None
+    chunk_overlap: int | None
+    trace_context: str | None
