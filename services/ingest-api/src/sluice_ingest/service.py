@@ -24,8 +24,9 @@ from sluice_common.worker_errors import WorkerErrorCode, is_registered
 from . import metrics, uploads
 from .domain import IN_PROGRESS, DocumentStatus as D, safe_error_message, safe_filename
 from .notify import NotificationHub
+from .ports import IngestStore
 from .settings import IngestSettings
-from .store import ChunkRow, NewCollection, NewDocument, PostgresStore
+from .store import ChunkRow, NewCollection, NewDocument
 
 log = logging.getLogger("sluice.ingest")
 
@@ -137,7 +138,7 @@ def detect_mime_type(filename: str, given: str, head: bytes) -> str:
 
 
 class IngestService:
-    def __init__(self, store: PostgresStore, hub: NotificationHub, settings: IngestSettings) -> None:
+    def __init__(self, store: IngestStore, hub: NotificationHub, settings: IngestSettings) -> None:
         self.store = store
         self.hub = hub
         self.settings = settings
