@@ -1,11 +1,15 @@
 """PostgreSQL connections: URL conversion, an async pool with pgvector types registered.
 
-Pools check each connection as it is handed out (`check_connection`, one empty round trip):
-after a PostgreSQL restart the dead ones are dropped and replaced, instead of failing the
-next few calls one after the other.
+Pools check a connection as it is handed out when it has been idle for a while (one empty
+round trip): after a PostgreSQL restart the dead ones are dropped and replaced, instead of
+failing the next few calls one after the other. A connection in constant use is not checked
+(that round trip was a fifth of a job cycle's statements, bench/ingest_bench.py): if the
+server died under it, its one failing call answers UNAVAILABLE and the pool discards it.
 """
 
 from __future__ import annotations
+
+import time
 
 import psycopg
 from pgvector.psycopg import register_vector_async
@@ -20,8 +24,22 @@ def sqlalchemy_url(url: str) -> str:
     raise ValueError("database URL must start with postgresql://")
 
 
+IDLE_CHECK_SECONDS = 1.0
+
+
 async def _configure(conn: psycopg.AsyncConnection) -> None:
     await register_vector_async(conn)
+
+
+async def mark_returned(conn: psycopg.AsyncConnection) -> None:
+    """Pool `reset` hook: note when the connection was last in use (no round trip)."""
+    conn.sluice_returned_at = time.monotonic()  # type: ignore[attr-defined]
+
+
+async def check_if_idle(conn: psycopg.AsyncConnection) -> None:
+    """Pool `check` hook: check connections idle for IDLE_CHECK_SECONDS or more."""
+    if time.monotonic() - getattr(conn, "sluice_returned_at", 0.0) >= IDLE_CHECK_SECONDS:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 async def open_pool(url: str, *, min_size: int = 1, max_size: int = 10, name: str = "sluice") -> AsyncConnectionPool:
@@ -31,7 +49,8 @@ async def open_pool(url: str, *, min_size: int = 1, max_size: int = 10, name: st
         max_size=max_size,
         name=name,
         configure=_configure,
-        check=AsyncConnectionPool.check_connection,
+        check=check_if_idle,
+        reset=mark_returned,
         kwargs={"autocommit": True},
         open=False,
     )

@@ -36,6 +36,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from sluice_common import vector_index
+from sluice_common.db import check_if_idle, mark_returned
 
 from . import metrics
 from .domain import Collection, DocumentFilter, Hit
@@ -85,7 +86,8 @@ async def open_read_pool(
         max_size=max_size,
         name="sluice-search",
         configure=configure,
-        check=AsyncConnectionPool.check_connection,  # drop connections a PostgreSQL restart killed
+        check=check_if_idle,  # drop connections a PostgreSQL restart killed (sluice_common.db)
+        reset=mark_returned,
         kwargs={"autocommit": True, "prepare_threshold": 5, "application_name": "sluice-search"},
         open=False,
     )

@@ -160,12 +160,19 @@ class QueueStore(StoreBase):
 
     async def _locked_lease(self, conn: psycopg.AsyncConnection, job_id: uuid.UUID, lease_token: uuid.UUID) -> dict[str, Any]:
         """Fencing: lock the job only if this lease still holds it (and renew the lease)."""
+        # One round trip: the job row (locked by the UPDATE) first, then its document's row,
+        # the lock order used everywhere.
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(
             """
-            UPDATE ingestion_jobs SET locked_at = now()
-            WHERE id = %s AND lease_token = %s AND status = 'RUNNING'
-            RETURNING id, document_id, attempts, max_attempts, lease_token, locked_at
+            WITH job AS (
+                UPDATE ingestion_jobs SET locked_at = now()
+                WHERE id = %s AND lease_token = %s AND status = 'RUNNING'
+                RETURNING id, document_id, attempts, max_attempts, lease_token, locked_at
+            )
+            SELECT job.*, d.status::text AS document_status, d.collection_id, d.tenant_id
+            FROM job JOIN documents d ON d.id = job.document_id
+            FOR UPDATE OF d
             """,
             (job_id, lease_token),
         )
@@ -175,12 +182,7 @@ class QueueStore(StoreBase):
             if exists is None:
                 raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
             raise LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
-        doc = await _one(
-            conn, "SELECT status::text, collection_id, tenant_id FROM documents WHERE id = %s FOR UPDATE", (job["document_id"],)
-        )
-        job["document_status"] = D(doc[0])
-        job["collection_id"] = doc[1]
-        job["tenant_id"] = doc[2]
+        job["document_status"] = D(job["document_status"])
         return job
 
     async def renew_lease(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> dt.datetime | None:
