@@ -49,6 +49,7 @@ lint-protos: venv
 	cd protos && ../tools/node_modules/.bin/buf lint
 
 bench: venv
+	$(PIP) install -r bench/requirements.txt -c requirements.lock
 	$(PY) -m bench
 
 # The long chaos run (chaos/driver.py); `make test` runs the short one (tests/chaos).

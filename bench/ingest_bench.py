@@ -38,6 +38,7 @@ from sluice_ingest.migrations import upgrade
 from sluice_ingest.settings import IngestSettings
 from sluice_ingest.store import ChunkRow
 
+from bench import pgqueuer_reference
 from bench.unauthenticated import without_key_check
 
 DIMS = 384
@@ -166,6 +167,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--claims", type=int, default=300, help="claims timed for each queue size")
+    parser.add_argument("--pgqueuer-jobs", type=int, default=3000)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
     base.chmod(0o755)
@@ -177,6 +179,9 @@ def main() -> None:
         keys = bootstrap_keys(database_uri(admin, "bench_template"))
         results = asyncio.run(run(admin, args.jobs, args.repeats, keys))
         latencies = {queued: asyncio.run(claim_latency(admin, queued, args.claims)) for queued in QUEUED}
+        ensure_database(admin, "pgqueuer")
+        reference = {c: asyncio.run(pgqueuer_reference.jobs_per_second(database_uri(admin, "pgqueuer"), args.pgqueuer_jobs, c))
+                     for c in CLIENTS}
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -192,6 +197,16 @@ def main() -> None:
         p = statistics.median(r[2] for r in results if r[0] == "in-process" and r[1] == clients)
         print(f"{clients:>7} | {g:>13.1f} | {p:>19.1f} | {g / p:>16.2f}x | {n:>12.1f} | {n / g:>21.3f}x")
     print("target: auth cost ≤ 1.05× (time per cycle with authentication / without)")
+    if all(v is not None for v in reference.values()):
+        print(f"\nreference: pgqueuer 1.6 no-op jobs on the same PostgreSQL ({args.pgqueuer_jobs} jobs; one job = one transition,"
+              " one Sluice cycle = six)")
+        print(f"{'clients':>7} | {'pgqueuer jobs/s':>15} | {'Sluice in-process transitions/s':>31} | {'ratio':>6}")
+        print("-" * 70)
+        for clients in CLIENTS:
+            p = statistics.median(r[2] for r in results if r[0] == "in-process" and r[1] == clients)
+            print(f"{clients:>7} | {reference[clients]:>15.0f} | {p * 6:>31.0f} | {p * 6 / reference[clients]:>5.2f}x")
+    else:
+        print("\n(pgqueuer is not installed: `pip install -r bench/requirements.txt` adds the reference column)")
     print(f"\nclaim latency, in-process, {args.claims} claims one at a time, {EXPIRED:,} RUNNING jobs with expired leases beside the queue")
     print(f"{'queued':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'p99 / p99 at 1,000':>18}")
     print("-" * 50)
