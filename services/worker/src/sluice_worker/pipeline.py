@@ -197,7 +197,7 @@ class JobPipeline:
         data = await self.port.read_document_content(lease)
         if not data:
             raise DocumentInvalid("DOCUMENT_EMPTY", "the file is empty")
-        limits = {"max_pages": settings.max_pages, "max_unzipped_bytes": settings.max_unzipped_bytes}
+        limits = {"max_pages": settings.max_pages, "max_unzipped_bytes": settings.max_unzipped_bytes, "max_page_pixels": settings.max_page_pixels}
 
         async def on_progress(done: int, total: int, unit: str) -> None:
             parsing.unit = unit

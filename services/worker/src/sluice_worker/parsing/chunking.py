@@ -122,9 +122,28 @@ def chunk_elements(elements: list, settings: ChunkingSettings, max_chunks: int) 
                 element_type=_main_type(chunk, originals),
                 section_title=chunk_section[:500],
                 text_as_html=(chunk.metadata.text_as_html or "") if type(chunk).__name__ in _TABLE_TYPES else "",
+                **_provenance(originals or [chunk]),
             )
         )
     return records
+
+
+def _provenance(originals: list) -> dict:
+    """The chunk's text source ("text_layer", "ocr" or "mixed") and, when OCR read any of it,
+    the OCR confidence weighted by characters."""
+    ocr_chars = 0
+    ocr_weighted = 0.0
+    other_chars = 0
+    for original in originals:
+        size = len(original.text)
+        if getattr(original.metadata, "text_source", None) == "ocr":
+            ocr_chars += size
+            ocr_weighted += size * float(getattr(original.metadata, "ocr_confidence", 0.0) or 0.0)
+        else:
+            other_chars += size
+    if not ocr_chars:
+        return {"text_source": "text_layer", "ocr_confidence": None}
+    return {"text_source": "mixed" if other_chars else "ocr", "ocr_confidence": round(ocr_weighted / ocr_chars, 4)}
 
 
 def _main_type(chunk, originals: list) -> str:

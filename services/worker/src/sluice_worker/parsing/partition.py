@@ -26,6 +26,8 @@ Progress = Callable[[int, int, str], None]
 class ParseLimits:
     max_pages: int = 2000
     max_unzipped_bytes: int = 500 * 1024 * 1024
+    # Pixels of one page read by OCR (an image, a TIFF frame, a rendered PDF page).
+    max_page_pixels: int = 40_000_000
 
 
 # unstructured tells titles from paragraphs by running spaCy over an element's text, up to
@@ -56,7 +58,15 @@ def partition_document(
         if fmt == formats.PDF:
             from sluice_worker.parsing.pdf import partition_pdf_fast
 
-            elements, pages = partition_pdf_fast(data, filename=filename, max_pages=limits.max_pages, progress=progress)
+            elements, pages = partition_pdf_fast(
+                data, filename=filename, max_pages=limits.max_pages, max_pixels=limits.max_page_pixels, progress=progress
+            )
+        elif fmt == formats.IMAGE:
+            from sluice_worker.parsing.ocr import partition_image
+
+            elements, pages = partition_image(
+                data, filename=filename, max_pages=limits.max_pages, max_pixels=limits.max_page_pixels, progress=progress
+            )
         else:
             elements = _partition_other(fmt, data, filename)
     except (DocumentInvalid, MemoryError):
@@ -79,7 +89,7 @@ def partition_document(
     characters = sum(len(e.text) for e in elements)
     if characters == 0:
         _check_no_text_lost(fmt, data)
-        hint = " (a scanned PDF without a text layer?)" if fmt == formats.PDF else ""
+        hint = " (OCR found no text on its pages either)" if fmt in (formats.PDF, formats.IMAGE) else ""
         raise DocumentInvalid(DOCUMENT_EMPTY, f"the document contains no text{hint}")
     return elements, ParseSummary(elements=len(elements), pages=pages, characters=characters)
 
