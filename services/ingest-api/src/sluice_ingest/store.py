@@ -113,6 +113,8 @@ class ChunkRow:
     text_as_html: str
     embedding: np.ndarray | None
     search_terms: str = ""
+    text_source: str = ""
+    ocr_confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -782,9 +784,9 @@ class PostgresStore:
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (job["document_id"],))
             async with conn.cursor().copy(
                 "COPY chunks (document_id, tenant_id, collection_id, chunk_index, text, page_number, element_type,"
-                " section_title, text_as_html, embedding, search_terms) FROM STDIN WITH (FORMAT BINARY)"
+                " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence) FROM STDIN WITH (FORMAT BINARY)"
             ) as copy:
-                copy.set_types(["uuid", "int8", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text"])
+                copy.set_types(["uuid", "int8", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text", "text", "float4"])
                 for chunk in chunks:
                     await copy.write_row(
                         (
@@ -799,6 +801,8 @@ class PostgresStore:
                             chunk.text_as_html,
                             chunk.embedding,
                             chunk.search_terms,
+                            chunk.text_source,
+                            chunk.ocr_confidence,
                         )
                     )
             check_document_transition(D.INDEXING, D.READY)
