@@ -10,17 +10,19 @@ from sluice_worker.domain import DOCUMENT_CORRUPT, DOCUMENT_EMPTY, DOCUMENT_TOO_
 
 PDF, DOCX, PPTX, HTML, MARKDOWN, TEXT, EMAIL, MSG, EPUB = "pdf", "docx", "pptx", "html", "markdown", "text", "email", "msg", "epub"
 IMAGE = "image"  # PNG, JPEG, TIFF (multi-page too), WebP: read by OCR
+XLSX, CSV = "xlsx", "csv"
 
 # Names people understand, for error messages.
 FORMAT_NAMES = {
     PDF: "PDF", DOCX: "Word (DOCX)", PPTX: "PowerPoint (PPTX)", HTML: "HTML", MARKDOWN: "Markdown",
-    TEXT: "plain text", EMAIL: "e-mail", MSG: "Outlook message", EPUB: "EPUB", IMAGE: "image",
+    TEXT: "plain text", EMAIL: "e-mail", MSG: "Outlook message", EPUB: "EPUB", IMAGE: "image", XLSX: "Excel (XLSX)", CSV: "CSV",
 }
 
 _EXTENSIONS = {
     ".pdf": PDF, ".docx": DOCX, ".pptx": PPTX, ".html": HTML, ".htm": HTML, ".xhtml": HTML,
     ".md": MARKDOWN, ".markdown": MARKDOWN, ".txt": TEXT, ".text": TEXT, ".log": TEXT,
     ".eml": EMAIL, ".msg": MSG, ".epub": EPUB,
+    ".xlsx": XLSX, ".csv": CSV,
     ".png": IMAGE, ".jpg": IMAGE, ".jpeg": IMAGE, ".tif": IMAGE, ".tiff": IMAGE, ".webp": IMAGE,
 }
 _MIME_TYPES = {
@@ -32,13 +34,13 @@ _MIME_TYPES = {
     "text/plain": TEXT,
     "message/rfc822": EMAIL, "application/vnd.ms-outlook": MSG,
     "application/epub+zip": EPUB,
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": XLSX, "text/csv": CSV,
     "image/png": IMAGE, "image/jpeg": IMAGE, "image/tiff": IMAGE, "image/webp": IMAGE,
 }
-_ZIP_FORMATS = {DOCX, PPTX, EPUB}
+_ZIP_FORMATS = {DOCX, PPTX, EPUB, XLSX}
 # Formats that are known but not supported, so the message can name them.
 _KNOWN_UNSUPPORTED = {
-    ".doc": "Word 97-2003 (.doc)", ".ppt": "PowerPoint 97-2003 (.ppt)", ".xls": "Excel (.xls)",
-    ".xlsx": "Excel (.xlsx)", ".gif": "GIF image",
+    ".doc": "Word 97-2003 (.doc)", ".ppt": "PowerPoint 97-2003 (.ppt)", ".xls": "Excel 97-2003 (.xls)", ".gif": "GIF image",
     ".zip": "zip archive", ".exe": "program",
 }
 
@@ -75,7 +77,7 @@ def detect_format(data: bytes, filename: str, mime_type: str) -> str:
         return TEXT
     raise DocumentInvalid(
         UNSUPPORTED_TYPE,
-        f"the file type of {filename!r} is not supported; supported are PDF, DOCX, PPTX, HTML, Markdown, plain text, e-mail and images (PNG, JPEG, TIFF, WebP)",
+        f"the file type of {filename!r} is not supported; supported are PDF, DOCX, PPTX, HTML, Markdown, plain text, e-mail, Excel (XLSX), CSV and images (PNG, JPEG, TIFF, WebP)",
     )
 
 
@@ -88,6 +90,8 @@ def _zip_format(data: bytes, claimed: str | None) -> str:
         return DOCX
     if "ppt/presentation.xml" in names:
         return PPTX
+    if "xl/workbook.xml" in names:
+        return XLSX
     if "META-INF/container.xml" in names and claimed in (EPUB, None):
         return EPUB
     if claimed in _ZIP_FORMATS:

@@ -51,7 +51,7 @@ def partition_document(
 ) -> tuple[list, ParseSummary]:
     fmt = formats.detect_format(data, filename, mime_type)
     _bound_text_heuristics()
-    if fmt in (formats.DOCX, formats.PPTX, formats.EPUB):
+    if fmt in (formats.DOCX, formats.PPTX, formats.EPUB, formats.XLSX):
         formats.check_zip_bomb(data, limits.max_unzipped_bytes)
     pages = 0
     try:
@@ -182,6 +182,15 @@ def _partition_other(fmt: str, data: bytes, filename: str) -> list:
         return partition_text(text=text, **common)
     if fmt == formats.EMAIL:
         return _partition_email(data, filename)
+    if fmt == formats.XLSX:
+        from unstructured.partition.xlsx import partition_xlsx
+
+        return partition_xlsx(file=io.BytesIO(data), **common)
+    if fmt == formats.CSV:
+        from unstructured.partition.csv import partition_csv
+
+        text, _ = decode_text(data)
+        return partition_csv(file=io.BytesIO(text.encode("utf-8")), **common)
     if fmt == formats.MSG:
         from unstructured.partition.msg import partition_msg
 
