@@ -1,5 +1,8 @@
-"""Scanned pages made in the test: text rendered with Pillow (DejaVu; this machine has no CJK
-font, see `fc-list :lang=zh`), wrapped into PDFs and image files."""
+"""Scanned pages made in the test: text rendered with Pillow, wrapped into PDFs and image files.
+
+English is set in DejaVu Serif (installed with the system). The machines have no CJK font
+(`fc-list :lang=zh` is empty), so Chinese is set in WenQuanYi Micro Hei from the PyPI wheel
+`paperang-p2-fonts-cjk` (the font file and nothing else; pinned in requirements.lock)."""
 
 from __future__ import annotations
 
@@ -22,14 +25,28 @@ PAGE_TWO = [
     "The lighthouse keeper logged a violent storm at midnight.",
     "Fresh water pumps were repaired before the winter season.",
 ]
+CHINESE_PAGE = [
+    "水闸把扫描的页面变成可以搜索的文字。",
+    "港务长在星期二记录了四十二艘船只。",
+    "每张发票在付款之前必须由两位经理批准。",
+    "北部地区的季度收入增长了百分之七。",
+]
 TEXT_LAYER_PAGE = "This first page has a real text layer about canal locks and sluice gates."
 
 
-def render_page(lines: list[str], *, size=(1654, 2339), font_size: int = 32, rotate: float = 0.0, noise: bool = False) -> Image.Image:
+def cjk_font() -> str:
+    from importlib.resources import files
+
+    return str(files("paperang_p2_fonts_cjk") / "fonts" / "wqy-microhei.ttc")
+
+
+def render_page(
+    lines: list[str], *, size=(1654, 2339), font_size: int = 32, rotate: float = 0.0, noise: bool = False, font: str = FONT
+) -> Image.Image:
     """A white A4 page at 200 dpi with `lines` in black; optionally rotated and speckled like a photo."""
     image = Image.new("L", size, 255)
     draw = ImageDraw.Draw(image)
-    font = ImageFont.truetype(FONT, font_size)
+    font = ImageFont.truetype(font, font_size)
     y = 150
     for line in lines:
         draw.text((150, y), line, font=font, fill=0)
@@ -44,8 +61,8 @@ def render_page(lines: list[str], *, size=(1654, 2339), font_size: int = 32, rot
     return image
 
 
-def scanned_pdf(*pages: list[str]) -> bytes:
-    images = [render_page(lines) for lines in pages]
+def scanned_pdf(*pages: list[str], font: str = FONT) -> bytes:
+    images = [render_page(lines, font=font) for lines in pages]
     out = io.BytesIO()
     images[0].save(out, "PDF", resolution=200, save_all=True, append_images=images[1:])
     return out.getvalue()

@@ -45,6 +45,16 @@ def test_clean_english_scan_is_read_with_a_low_character_error_rate():
     assert {r.page_number for r in records} == {1, 2}
 
 
+def test_clean_chinese_scan_is_read_with_a_low_character_error_rate():
+    elements, summary, _ = parse(fx.scanned_pdf(fx.CHINESE_PAGE, font=fx.cjk_font()), "扫描.pdf")
+    text = page_text(elements, 1)
+    # Lines of Chinese join without spaces (no spaces between Chinese characters).
+    cer = fx.character_error_rate("".join(fx.CHINESE_PAGE), text.replace(" ", ""))
+    print(f"chinese scan: CER {cer:.2%}")
+    assert cer < 0.05, text
+    assert " " not in text
+
+
 def test_mixed_pdf_keeps_the_text_layer_and_ocrs_the_scanned_page():
     elements, summary, _ = parse(fx.mixed_pdf(), "mixed.pdf")
     assert summary.pages == 2
@@ -140,6 +150,7 @@ async def test_e2e_scans_and_images_reach_ready_and_are_found_in_every_search_mo
     await docs.create_collection("scans", max_characters=400, new_after=300)
     files = {
         "scan.pdf": fx.scanned_pdf(fx.PAGE_ONE),
+        "扫描.pdf": fx.scanned_pdf(fx.CHINESE_PAGE, font=fx.cjk_font()),
         "mixed.pdf": fx.mixed_pdf(),
         "fax.tiff": fx.multipage_tiff(fx.PAGE_TWO, fx.PAGE_TWO[:1]),
         "note.webp": fx.image_bytes(fx.render_page(fx.PAGE_TWO, size=(1654, 400)), "WEBP", lossless=True),
@@ -163,6 +174,10 @@ async def test_e2e_scans_and_images_reach_ready_and_are_found_in_every_search_mo
         scan = next(h for h in response.hits if h.filename == "scan.pdf")
         assert "forty-two vessels" in scan.text and scan.page_number == 1
         assert scan.text_source == "ocr" and 0.8 < scan.ocr_confidence <= 1.0
+    for mode in (S.SEARCH_MODE_VECTOR, S.SEARCH_MODE_KEYWORD, S.SEARCH_MODE_HYBRID):
+        response = await search.Search(S.SearchRequest(collection="scans", query="港务长记录了四十二艘船只", mode=mode, top_k=3))
+        assert response.hits and response.hits[0].filename == "扫描.pdf", (S.SearchMode.Name(mode), response.hits)
+        assert "四十二艘船只" in response.hits[0].text and response.hits[0].text_source == "ocr"
     response = await search.Search(S.SearchRequest(collection="scans", query="canal locks and sluice gates", mode=S.SEARCH_MODE_KEYWORD, top_k=3))
     assert response.hits[0].filename == "mixed.pdf" and response.hits[0].page_number == 1
     # The short text-layer page shares its chunk with the start of the scanned page.
