@@ -8,9 +8,11 @@ Measured, each on the same machine in the same run:
 * beside each, the baseline: the same pipeline work in-process without gRPC or database
   (parse and chunk in the same sandboxes, hashing embeddings), with the same parallelism;
 * the local model (all-MiniLM-L6-v2 on the CPU): chunks/s over the same chunks, beside the
-  hashing embedder on those chunks.
+  hashing embedder on those chunks;
+* OCR: scanned A4 pages at 200 dpi (English, Chinese; rendered as in tests/worker/ocr_fixtures)
+  parsed in the sandboxes, 1 and 2 at a time: pages/s, with the character error rate.
 
-    .venv/bin/python -m bench.worker_bench [--copies 4] [--max-characters 300]
+    .venv/bin/python -m bench.worker_bench [--copies 4] [--max-characters 300] [--ocr-pages 6] [--only-ocr]
 
 Each copy of the document set goes into a collection of its own (same content in one
 collection is one document). Worker start-up (warming the parse sandboxes) is not measured:
@@ -208,13 +210,62 @@ async def embed_rate(provider: str, model: str, dimensions: int, texts: list[str
     return len(texts) / (time.perf_counter() - started)
 
 
+async def ocr_rate(pages: int, parallel: int, pool: SandboxPool) -> dict[str, tuple[float, float]]:
+    """Scanned pages/s and mean CER per language, `parallel` documents at a time."""
+    from tests.worker import ocr_fixtures as fx
+
+    limits = {"max_pages": 2000, "max_unzipped_bytes": 500 * 1024 * 1024, "max_page_pixels": 40_000_000}
+    languages = {"English": (fx.PAGE_ONE, fx.FONT, " "), "Chinese": (fx.CHINESE_PAGE, fx.cjk_font(), "")}
+    results = {}
+    for language, (lines, font, joiner) in languages.items():
+        document = fx.scanned_pdf(*[lines] * pages, font=font)
+        async with pool.session() as box:  # first use loads the OCR models: not measured
+            await box.parse(fx.scanned_pdf(lines, font=font), "warm.pdf", "", limits, timeout=300, progress=None)
+            await box.chunk(ChunkingSettings(100_000, 100_000, 0), 100_000, timeout=60)
+        errors: list[float] = []
+
+        async def lane() -> None:
+            async with pool.session() as box:
+                await box.parse(document, "scan.pdf", "", limits, timeout=600, progress=None)
+                chunks = await box.chunk(ChunkingSettings(100_000, 100_000, 0), 100_000, timeout=60)
+            text = " ".join(c.text for c in chunks)
+            expected = joiner.join([joiner.join(lines)] * pages)
+            # Chunks join elements with blank lines: whitespace is compared collapsed (none for Chinese).
+            errors.append(fx.character_error_rate(expected, joiner.join(text.split())))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(lane() for _ in range(parallel)))
+        results[language] = (pages * parallel / (time.perf_counter() - started), sum(errors) / len(errors))
+    return results
+
+
+async def ocr_table(pages: int) -> list[str]:
+    lines = []
+    for parallel in (1, 2):
+        pool = SandboxPool(parallel, memory_limit_mb=2048)
+        await pool.warm()
+        try:
+            for language, (rate, cer) in (await ocr_rate(pages, parallel, pool)).items():
+                lines.append(f"{f'OCR {language}, {parallel} document(s) at a time':<44} {pages * parallel:>5} pages {rate:>8.2f} pages/s   CER {cer:.2%}")
+        finally:
+            await pool.close()
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--copies", type=int, default=4, help="copies of the 11-document set (one collection each)")
     parser.add_argument("--max-characters", type=int, default=300, help="chunk size of the collections")
     parser.add_argument("--concurrency", type=int, default=2, help="jobs per worker process")
+    parser.add_argument("--ocr-pages", type=int, default=6, help="scanned pages per OCR document")
+    parser.add_argument("--only-ocr", action="store_true", help="measure OCR only")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    ocr_lines = asyncio.run(ocr_table(args.ocr_pages))
+    if args.only_ocr:
+        print(f"\nOCR (RapidOCR, one ONNX thread per sandbox) — {os.cpu_count()} CPUs\n")
+        print("\n".join(ocr_lines))
+        return
 
     workdir = Path(tempfile.mkdtemp(prefix="sluice-worker-bench-"))
     pg = EmbeddedPostgres(workdir / "pg")
@@ -261,6 +312,7 @@ def main() -> None:
         f"{'local model all-MiniLM-L6-v2 (CPU), embed only':<44} {'':>5} {embedded:>6} {'':>8} {'':>8} {local:>9.1f}"
         f"   {'hashing embedder, same chunks:':>21} {hashing:>9.1f} chunks/s"
     )
+    print("\n".join(ocr_lines))
     print()
 
 
