@@ -35,7 +35,7 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -77,6 +77,10 @@ class EmbedderSettings(BaseSettings):
     # Local model: a directory with a sentence-transformers model; empty = the packaged one.
     sentence_transformers_model_dir: str = ""
     sentence_transformers_batch_size: int = 32
+    # How the local model runs: "torch" (sentence-transformers) or "onnx-int8" (ONNX Runtime,
+    # int8, exported once beside the model; sluice_common.onnx_embedding). A collection can
+    # choose per model name: "all-MiniLM-L6-v2:onnx-int8" or "all-MiniLM-L6-v2:torch".
+    local_embedder_backend: Literal["torch", "onnx-int8"] = "torch"
     # Hashing embedder batches (it is fast; this only bounds one thread hop).
     hashing_batch_size: int = 256
 
@@ -255,6 +259,19 @@ def load_sentence_transformer(model_dir: Path):
         return _models[key]
 
 
+TORCH, ONNX_INT8 = "torch", "onnx-int8"
+LOCAL_BACKENDS = (TORCH, ONNX_INT8)
+
+
+def split_backend(model: str, default: str) -> tuple[str, str]:
+    """("all-MiniLM-L6-v2", "onnx-int8") for "all-MiniLM-L6-v2:onnx-int8"; the setting's
+    backend when the name has none."""
+    name, _, backend = model.rpartition(":")
+    if name and backend in LOCAL_BACKENDS:
+        return name, backend
+    return model, default
+
+
 class SentenceTransformerEmbedder:
     """A local sentence-transformers model on the CPU (all-MiniLM-L6-v2 by default)."""
 
@@ -265,13 +282,22 @@ class SentenceTransformerEmbedder:
         self.dimensions = dimensions
         self.batch_size = settings.sentence_transformers_batch_size
         self._settings = settings
+        self.model_name, self.backend = split_backend(model, settings.local_embedder_backend)
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
-        st = load_sentence_transformer(resolve_model_dir(self.model, self._settings))
-        with _encode_lock:
-            array = st.encode(
-                texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-            )
+        model_dir = resolve_model_dir(self.model_name, self._settings)
+        if self.backend == ONNX_INT8:
+            from sluice_common import onnx_embedding
+
+            encoder = onnx_embedding.load(model_dir)
+            with _encode_lock:
+                array = encoder.encode(texts, self.batch_size)
+        else:
+            st = load_sentence_transformer(model_dir)
+            with _encode_lock:
+                array = st.encode(
+                    texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+                )
         if array.shape[1] != self.dimensions:
             raise EmbeddingError(
                 f"the model {self.model!r} makes {array.shape[1]}-dimensional vectors but the collection expects {self.dimensions}",
