@@ -9,10 +9,12 @@ Measured, each on the same machine in the same run:
   (parse and chunk in the same sandboxes, hashing embeddings), with the same parallelism;
 * the local model (all-MiniLM-L6-v2 on the CPU): chunks/s over the same chunks, beside the
   hashing embedder on those chunks;
+* the same model on ONNX Runtime int8 (`all-MiniLM-L6-v2:onnx-int8`) beside torch on the same
+  chunks, rounds alternated (the machines are shared), with the mean cosine to the torch vectors;
 * OCR: scanned A4 pages at 200 dpi (English, Chinese; rendered as in tests/worker/ocr_fixtures)
   parsed in the sandboxes, 1 and 2 at a time: pages/s, with the character error rate.
 
-    .venv/bin/python -m bench.worker_bench [--copies 4] [--max-characters 300] [--ocr-pages 6] [--only-ocr]
+    .venv/bin/python -m bench.worker_bench [--copies 4] [--max-characters 300] [--ocr-pages 6] [--only-ocr] [--only-embed]
 
 Each copy of the document set goes into a collection of its own (same content in one
 collection is one document). Worker start-up (warming the parse sandboxes) is not measured:
@@ -210,6 +212,39 @@ async def embed_rate(provider: str, model: str, dimensions: int, texts: list[str
     return len(texts) / (time.perf_counter() - started)
 
 
+async def onnx_versus_torch(texts: list[str], rounds: int = 3) -> tuple[float, float, float]:
+    """Median chunks/s of torch and of ONNX int8 over alternated rounds, and the mean cosine."""
+    import numpy as np
+
+    torch_embedder = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384)
+    onnx_embedder = get_embedder("sentence_transformers", "all-MiniLM-L6-v2:onnx-int8", 384)
+    await torch_embedder.embed_documents(texts[:8])
+    await onnx_embedder.embed_documents(texts[:8])  # exports on first use: not measured
+    rates: dict[str, list[float]] = {"torch": [], "onnx": []}
+    vectors = {}
+    for _ in range(rounds):
+        for name, embedder in (("torch", torch_embedder), ("onnx", onnx_embedder)):
+            started = time.perf_counter()
+            vectors[name] = np.array(await embedder.embed_documents(texts))
+            rates[name].append(len(texts) / (time.perf_counter() - started))
+    cosine = float((vectors["torch"] * vectors["onnx"]).sum(axis=1).mean())
+    return sorted(rates["torch"])[rounds // 2], sorted(rates["onnx"])[rounds // 2], cosine
+
+
+def corpus_texts(max_characters: int) -> list[str]:
+    """Chunk-sized pieces of the text fixtures (for the embedder comparison on its own)."""
+    texts = []
+    for path in sorted((REPO / "tests" / "search" / "fixtures" / "corpus").iterdir()) + sorted(DOCUMENTS.glob("*.md")):
+        text = path.read_text(errors="replace")
+        texts.extend(text[i : i + max_characters] for i in range(0, len(text), max_characters))
+    return texts
+
+
+def embed_line(torch_rate: float, onnx_rate: float, cosine: float, count: int) -> str:
+    return (f"{'local model, ONNX Runtime int8, embed only':<44} {'':>5} {count:>6} {'':>8} {'':>8} {onnx_rate:>9.1f}"
+            f"   torch, same chunks: {torch_rate:>9.1f} chunks/s = {onnx_rate / torch_rate:.2f}x, mean cosine {cosine:.4f}")
+
+
 async def ocr_rate(pages: int, parallel: int, pool: SandboxPool) -> dict[str, tuple[float, float]]:
     """Scanned pages/s and mean CER per language, `parallel` documents at a time."""
     from tests.worker import ocr_fixtures as fx
@@ -259,8 +294,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="jobs per worker process")
     parser.add_argument("--ocr-pages", type=int, default=6, help="scanned pages per OCR document")
     parser.add_argument("--only-ocr", action="store_true", help="measure OCR only")
+    parser.add_argument("--only-embed", action="store_true", help="measure torch against ONNX int8 only")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.only_embed:
+        texts = corpus_texts(args.max_characters) * 8
+        print(f"\nLocal embedder — {os.cpu_count()} CPUs, {len(texts)} chunks of <= {args.max_characters} characters\n")
+        print(embed_line(*asyncio.run(onnx_versus_torch(texts)), len(texts)))
+        return
     ocr_lines = asyncio.run(ocr_table(args.ocr_pages))
     if args.only_ocr:
         print(f"\nOCR (RapidOCR, one ONNX thread per sandbox) — {os.cpu_count()} CPUs\n")
@@ -287,9 +328,9 @@ def main() -> None:
             texts = results[1][3]
             local = await embed_rate("sentence_transformers", "all-MiniLM-L6-v2", 384, texts)
             hashing = await embed_rate("hashing", "hashing-v1", DIMENSIONS, texts)
-            return results, local, hashing, len(texts)
+            return results, local, hashing, len(texts), await onnx_versus_torch(texts)
 
-        base, local, hashing, embedded = asyncio.run(in_process())
+        base, local, hashing, embedded, onnx = asyncio.run(in_process())
     finally:
         pg.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -312,6 +353,7 @@ def main() -> None:
         f"{'local model all-MiniLM-L6-v2 (CPU), embed only':<44} {'':>5} {embedded:>6} {'':>8} {'':>8} {local:>9.1f}"
         f"   {'hashing embedder, same chunks:':>21} {hashing:>9.1f} chunks/s"
     )
+    print(embed_line(*onnx, embedded))
     print("\n".join(ocr_lines))
     print()
 
