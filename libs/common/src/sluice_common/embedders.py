@@ -66,6 +66,10 @@ class EmbedderSettings(BaseSettings):
     # Characters per request, a cheap stand-in for the provider's token limit per request.
     openai_max_batch_characters: int = 200_000
     openai_timeout_seconds: float = 60.0
+    # Requests in flight to one provider (base URL), shared by every job of the process: the
+    # limit starts here, grows by one per limit's worth of successes (additive increase) and
+    # halves on a 429 (multiplicative decrease), never below 1.
+    openai_max_concurrency: int = 8
     # Send `dimensions` in the request (text-embedding-3 honours it; some servers reject it).
     openai_send_dimensions: bool = True
     # Transient failures retried inside one embed call before the error reaches the job
@@ -318,8 +322,61 @@ class SentenceTransformerEmbedder:
 # --------------------------------------------------------------------------- OpenAI-compatible
 
 
+class AimdLimit:
+    """How many requests may be in flight to one provider: additive increase (one more after a
+    limit's worth of successes), multiplicative decrease (halved on a 429), between 1 and
+    `maximum`. Shared by every embedder of the process that talks to the same base URL, so
+    the worker's job slots do not each hammer the provider on their own."""
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = max(1, maximum)
+        self.limit = float(self.maximum)
+        self.in_flight = 0
+        self._waiters: list[asyncio.Future] = []
+        self._lock = threading.Lock()  # the embedders may be used from more than one event loop
+
+    async def acquire(self) -> None:
+        while True:
+            with self._lock:
+                if self.in_flight < int(self.limit):
+                    self.in_flight += 1
+                    return
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+            await waiter
+
+    def release(self, *, rate_limited: bool) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            if rate_limited:
+                self.limit = max(1.0, self.limit / 2)
+            else:
+                self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:  # every waiter re-checks; cheap at these numbers
+            loop = waiter.get_loop()
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(lambda w=waiter: w.done() or w.set_result(None))
+
+
+_provider_limits: dict[str, AimdLimit] = {}
+_provider_limits_lock = threading.Lock()
+
+
+def provider_limit(base_url: str, maximum: int) -> AimdLimit:
+    with _provider_limits_lock:
+        limit = _provider_limits.get(base_url)
+        if limit is None or limit.maximum != max(1, maximum):
+            limit = _provider_limits[base_url] = AimdLimit(maximum)
+        return limit
+
+
 class OpenAIEmbedder:
     """Any OpenAI-compatible `/v1/embeddings` endpoint, through the `openai` package.
+
+    A document's batches are sent concurrently, within the provider's AIMD limit
+    (`AimdLimit`), and their vectors put back in order. Vectors come base64-encoded (the
+    client's default; cheaper to decode than JSON floats).
 
     The client's own retries are off (`max_retries=0`): retries happen here, deliberately,
     so that Retry-After is honoured within a bound, the classification of every failure is
@@ -363,10 +420,18 @@ class OpenAIEmbedder:
         return batches
 
     async def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        for _, batch in self._batches(texts):
-            vectors.extend(await self._embed_batch(batch))
-        return vectors
+        batches = self._batches(texts)
+        if len(batches) <= 1:
+            return [v for _, batch in batches for v in await self._embed_batch(batch)]
+        tasks = [asyncio.ensure_future(self._embed_batch(batch)) for _, batch in batches]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return [vector for result in results for vector in result]
 
     async def embed_query(self, text: str) -> list[float]:
         return (await self._embed_batch([text]))[0]
@@ -400,19 +465,26 @@ class OpenAIEmbedder:
     async def _request(self, inputs: list[str]) -> list[list[float]]:
         import openai
 
-        kwargs = {"model": self.model, "input": inputs, "encoding_format": "float"}
+        # No encoding_format: the client asks for base64 and decodes it (with numpy).
+        kwargs = {"model": self.model, "input": inputs}
         if self._settings.openai_send_dimensions:
             kwargs["dimensions"] = self.dimensions
+        limit = provider_limit(self._settings.openai_base_url, self._settings.openai_max_concurrency)
+        await limit.acquire()
+        rate_limited = False
         try:
             response = await self.client.embeddings.create(**kwargs)
+        except openai.APIStatusError as exc:
+            rate_limited = exc.status_code == 429
+            raise classify_status(exc.status_code, _retry_after(exc.response.headers), _detail(exc)) from exc
         except openai.APITimeoutError as exc:
             raise EmbeddingError("the embedding provider timed out", code="EMBEDDING_TIMEOUT", retryable=True) from exc
         except openai.APIConnectionError as exc:
             raise EmbeddingError(
                 "the embedding provider could not be reached", code="EMBEDDING_UNAVAILABLE", retryable=True
             ) from exc
-        except openai.APIStatusError as exc:
-            raise classify_status(exc.status_code, _retry_after(exc.response.headers), _detail(exc)) from exc
+        finally:
+            limit.release(rate_limited=rate_limited)
         if not isinstance(getattr(response, "data", None), list):
             raise EmbeddingError("the embedding provider sent an answer without vectors", code="EMBEDDING_BAD_RESPONSE", retryable=True)
         data = sorted(response.data, key=lambda item: item.index)
@@ -496,6 +568,7 @@ __all__ = [
     "DEFAULT_LOCAL_MODEL",
     "Embedder",
     "EmbedderSettings",
+    "AimdLimit",
     "EmbeddingError",
     "HashingEmbedder",
     "OpenAIEmbedder",
