@@ -11,10 +11,13 @@ Measured, each on the same machine in the same run:
   hashing embedder on those chunks;
 * the same model on ONNX Runtime int8 (`all-MiniLM-L6-v2:onnx-int8`) beside torch on the same
   chunks, rounds alternated (the machines are shared), with the mean cosine to the torch vectors;
+* a remote (OpenAI-compatible) embedder against a local server answering every request after
+  50 ms: chunks/s of one 1,024-chunk document, one request at a time and within the AIMD limit,
+  beside the ideal the limit allows (limit × batch / latency);
 * OCR: scanned A4 pages at 200 dpi (English, Chinese; rendered as in tests/worker/ocr_fixtures)
   parsed in the sandboxes, 1 and 2 at a time: pages/s, with the character error rate.
 
-    .venv/bin/python -m bench.worker_bench [--copies 4] [--max-characters 300] [--ocr-pages 6] [--only-ocr] [--only-embed]
+    .venv/bin/python -m bench.worker_bench [--copies 4] [--max-characters 300] [--ocr-pages 6] [--only-ocr] [--only-embed] [--only-remote]
 
 Each copy of the document set goes into a collection of its own (same content in one
 collection is one document). Worker start-up (warming the parse sandboxes) is not measured:
@@ -231,6 +234,51 @@ async def onnx_versus_torch(texts: list[str], rounds: int = 3) -> tuple[float, f
     return sorted(rates["torch"])[rounds // 2], sorted(rates["onnx"])[rounds // 2], cosine
 
 
+_REMOTE_SERVER = """
+import sys, time
+from tests.worker.openai_server import Injected, LocalOpenAIServer
+server = LocalOpenAIServer(default_dimensions={dimensions}).start()
+server.always = Injected(200, delay={latency})  # slow, not failing
+print(server.base_url, flush=True)
+time.sleep(3600)
+"""
+
+
+def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 0.05) -> list[str]:
+    from sluice_common.embedders import EmbedderSettings
+
+    # The server runs in a process of its own: in a thread here it would share the GIL with
+    # the client being measured.
+    server = subprocess.Popen(
+        [sys.executable, "-c", _REMOTE_SERVER.format(dimensions=DIMENSIONS, latency=latency)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    base_url = server.stdout.readline().strip()
+    texts = [f"chunk {i} of a long document about sluices, locks and canals" for i in range(chunks)]
+    lines = []
+    try:
+        for concurrency in (1, 8):
+            settings = EmbedderSettings(openai_base_url=base_url, openai_batch_size=batch, openai_max_concurrency=concurrency)
+            embedder = get_embedder("openai", f"bench-{concurrency}", DIMENSIONS, settings)
+            async def measure(embedder=embedder) -> float:
+                await embedder.embed_documents(texts[: batch * concurrency])  # connections opened: not measured
+                rates = []
+                for _ in range(3):  # the median of three: the machines are shared
+                    started = time.perf_counter()
+                    await embedder.embed_documents(texts)
+                    rates.append(chunks / (time.perf_counter() - started))
+                return sorted(rates)[1]
+
+            rate = asyncio.run(measure())
+            ideal = concurrency * batch / latency
+            lines.append(f"{f'remote embedder, {latency * 1000:.0f} ms/request, limit {concurrency}':<44} {'':>5} {chunks:>6} {'':>8} {'':>8} {rate:>9.1f}"
+                         f"   ideal {ideal:>7.0f} chunks/s: {rate / ideal:.2f} of it")
+    finally:
+        server.kill()
+        server.wait(10)
+    return lines
+
+
 def corpus_texts(max_characters: int) -> list[str]:
     """Chunk-sized pieces of the text fixtures (for the embedder comparison on its own)."""
     texts = []
@@ -295,8 +343,12 @@ def main() -> None:
     parser.add_argument("--ocr-pages", type=int, default=6, help="scanned pages per OCR document")
     parser.add_argument("--only-ocr", action="store_true", help="measure OCR only")
     parser.add_argument("--only-embed", action="store_true", help="measure torch against ONNX int8 only")
+    parser.add_argument("--only-remote", action="store_true", help="measure the remote embedder only")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.only_remote:
+        print("\n".join(remote_embedder_lines()))
+        return
     if args.only_embed:
         texts = corpus_texts(args.max_characters) * 8
         print(f"\nLocal embedder — {os.cpu_count()} CPUs, {len(texts)} chunks of <= {args.max_characters} characters\n")
@@ -354,6 +406,7 @@ def main() -> None:
         f"   {'hashing embedder, same chunks:':>21} {hashing:>9.1f} chunks/s"
     )
     print(embed_line(*onnx, embedded))
+    print("\n".join(remote_embedder_lines()))
     print("\n".join(ocr_lines))
     print()
 
