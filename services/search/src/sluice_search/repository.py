@@ -179,7 +179,7 @@ class SearchRepository:
                 rows = await (await conn.execute(exact, params)).fetchall()
                 log.debug("exact vector fallback", extra={"collection_id": collection.id, "rows": len(rows)})
         # relaxed_order: the index hands rows back nearly sorted; the final order is exact.
-        rows.sort(key=lambda r: (r[8], r[0]))
+        rows.sort(key=lambda r: (r[_SCORE], r[0]))
         return [_hit(r, 1.0 - float(r[_SCORE])) for r in rows]
 
     async def keyword_search(self, collection: Collection, tsquery: str, limit: int, filter: DocumentFilter) -> list[Hit]:
