@@ -6,8 +6,6 @@ tests at the bottom go through upload, the worker's sandbox, ingest-api and sear
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from sluice_worker.domain import DOCUMENT_EMPTY, IMAGE_TOO_LARGE, ChunkingSettings, DocumentInvalid
@@ -16,7 +14,6 @@ from sluice_worker.parsing.partition import ParseLimits, partition_document
 
 from . import ocr_fixtures as fx
 
-sys.modules.setdefault("torch", None)  # as in the sandbox: thinc must not load torch
 
 SETTINGS = ChunkingSettings(1500, 1000, 0)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import sys
-
 import pytest
 
 from sluice_worker.domain import ChunkingSettings
@@ -14,7 +12,6 @@ from sluice_worker.parsing.chunking import chunk_elements
 from sluice_worker.parsing.partition import ParseLimits, partition_document
 from sluice_worker.parsing.tables import split_table
 
-sys.modules.setdefault("torch", None)  # as in the sandbox
 
 HEADER = ["Vessel", "Harbour", "Tonnage"]
 ROWS = [[f"V{r:02d}A", f"H{r:02d}B", f"T{r:02d}C"] for r in range(40)]
