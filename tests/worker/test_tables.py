@@ -1,4 +1,4 @@
-"""Tables kept whole: DOCX, HTML, XLSX and CSV tables become chunks of their own, split only
+"""Tables kept whole: DOCX, HTML, PPTX, XLSX and CSV tables become chunks of their own, split only
 between rows, the header repeated in every part, Markdown in the text and HTML beside it."""
 
 from __future__ import annotations
@@ -57,11 +57,30 @@ def xlsx_bytes() -> bytes:
     return out.getvalue()
 
 
+def pptx_bytes() -> bytes:
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    presentation = Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[5])
+    slide.shapes.title.text = "Harbour register"
+    shape = slide.shapes.add_table(len(ROWS) + 1, len(HEADER), Inches(0.5), Inches(1.5), Inches(9), Inches(5))
+    for r, row in enumerate([HEADER, *ROWS]):
+        for c, value in enumerate(row):
+            shape.table.cell(r, c).text = value
+    out = io.BytesIO()
+    presentation.save(out)
+    return out.getvalue()
+
+
 def csv_bytes() -> bytes:
     return "\n".join(",".join(row) for row in [HEADER, *ROWS]).encode() + b"\n"
 
 
-FILES = {"register.docx": docx_bytes, "register.html": html_bytes, "register.xlsx": xlsx_bytes, "register.csv": csv_bytes}
+FILES = {
+    "register.docx": docx_bytes, "register.html": html_bytes, "register.pptx": pptx_bytes,
+    "register.xlsx": xlsx_bytes, "register.csv": csv_bytes,
+}
 
 
 def table_chunks(name: str):
