@@ -260,7 +260,7 @@ def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 
         for concurrency in (1, 8):
             settings = EmbedderSettings(openai_base_url=base_url, openai_batch_size=batch, openai_max_concurrency=concurrency)
             embedder = get_embedder("openai", f"bench-{concurrency}", DIMENSIONS, settings)
-            async def measure(embedder=embedder) -> float:
+            async def measure(embedder=embedder, concurrency=concurrency) -> float:
                 await embedder.embed_documents(texts[: batch * concurrency])  # connections opened: not measured
                 rates = []
                 for _ in range(3):  # the median of three: the machines are shared
@@ -307,7 +307,7 @@ async def ocr_rate(pages: int, parallel: int, pool: SandboxPool) -> dict[str, tu
             await box.chunk(ChunkingSettings(100_000, 100_000, 0), 100_000, timeout=60)
         errors: list[float] = []
 
-        async def lane() -> None:
+        async def lane(document=document, lines=lines, joiner=joiner, errors=errors) -> None:
             async with pool.session() as box:
                 await box.parse(document, "scan.pdf", "", limits, timeout=600, progress=None)
                 chunks = await box.chunk(ChunkingSettings(100_000, 100_000, 0), 100_000, timeout=60)

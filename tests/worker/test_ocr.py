@@ -6,14 +6,22 @@ tests at the bottom go through upload, the worker's sandbox, ingest-api and sear
 
 from __future__ import annotations
 
+import auth_keys
+
+import asyncio
+
+import grpc
 import pytest
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import search_service_pb2 as S
+from sluice.v1 import search_service_pb2_grpc
 
 from sluice_worker.domain import DOCUMENT_EMPTY, IMAGE_TOO_LARGE, ChunkingSettings, DocumentInvalid
 from sluice_worker.parsing.chunking import chunk_elements
 from sluice_worker.parsing.partition import ParseLimits, partition_document
 
 from . import ocr_fixtures as fx
-
+from .e2e import Docs, InProcessWorker, worker_settings
 
 SETTINGS = ChunkingSettings(1500, 1000, 0)
 
@@ -43,7 +51,7 @@ def test_clean_english_scan_is_read_with_a_low_character_error_rate():
 
 
 def test_clean_chinese_scan_is_read_with_a_low_character_error_rate():
-    elements, summary, _ = parse(fx.scanned_pdf(fx.CHINESE_PAGE, font=fx.cjk_font()), "扫描.pdf")
+    elements, _, _ = parse(fx.scanned_pdf(fx.CHINESE_PAGE, font=fx.cjk_font()), "扫描.pdf")
     text = page_text(elements, 1)
     # Lines of Chinese join without spaces (no spaces between Chinese characters).
     cer = fx.character_error_rate("".join(fx.CHINESE_PAGE), text.replace(" ", ""))
@@ -112,17 +120,6 @@ def test_empty_image_file_fails_clearly():
 
 
 # --------------------------------------------------------------------------- end to end
-
-import asyncio  # noqa: E402
-
-import grpc  # noqa: E402
-
-import auth_keys  # noqa: E402
-from sluice.v1 import document_pb2 as D  # noqa: E402
-from sluice.v1 import search_service_pb2 as S  # noqa: E402
-from sluice.v1 import search_service_pb2_grpc  # noqa: E402
-
-from .e2e import Docs, InProcessWorker, worker_settings  # noqa: E402
 
 
 @pytest.fixture

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from sluice_common import onnx_embedding
-from sluice_common.embedders import EmbedderSettings, get_embedder, packaged_model_dir, split_backend
+from sluice_common.embedders import (
+    EmbedderSettings,
+    get_embedder,
+    packaged_model_dir,
+    split_backend,
+)
 
 TESTS = Path(__file__).resolve().parents[1]
 # The labelled search corpus (English and Chinese) and the worker's Markdown documents.

@@ -3,15 +3,22 @@ between rows, the header repeated in every part, Markdown in the text and HTML b
 
 from __future__ import annotations
 
+import auth_keys
+
 import asyncio
 import io
+
 import pytest
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import search_service_pb2 as S
+from sluice.v1 import search_service_pb2_grpc
 
 from sluice_worker.domain import ChunkingSettings
 from sluice_worker.parsing.chunking import chunk_elements
 from sluice_worker.parsing.partition import ParseLimits, partition_document
 from sluice_worker.parsing.tables import split_table
 
+from .e2e import Docs, InProcessWorker, worker_settings
 
 HEADER = ["Vessel", "Harbour", "Tonnage"]
 ROWS = [[f"V{r:02d}A", f"H{r:02d}B", f"T{r:02d}C"] for r in range(40)]
@@ -139,13 +146,6 @@ def test_pipes_in_cells_are_escaped():
 
 
 # --------------------------------------------------------------------------- end to end
-
-import auth_keys  # noqa: E402
-from sluice.v1 import document_pb2 as D  # noqa: E402
-from sluice.v1 import search_service_pb2 as S  # noqa: E402
-from sluice.v1 import search_service_pb2_grpc  # noqa: E402
-
-from .e2e import Docs, InProcessWorker, worker_settings  # noqa: E402
 
 
 async def test_e2e_spreadsheet_tables_are_indexed_and_hits_carry_their_html(ingest_api, sandbox_pool, database_url):

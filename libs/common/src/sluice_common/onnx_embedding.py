@@ -32,7 +32,7 @@ import numpy as np
 log = logging.getLogger("sluice.embedders.onnx")
 
 FILE_NAME = "model-int8.onnx"
-_sessions: dict[str, "OnnxSentenceEncoder"] = {}
+_sessions: dict[str, OnnxSentenceEncoder] = {}
 _sessions_lock = threading.Lock()
 
 

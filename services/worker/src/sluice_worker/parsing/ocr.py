@@ -13,6 +13,7 @@ the chunk's source and confidence.
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import statistics
 from collections.abc import Callable
@@ -91,7 +92,7 @@ def paragraphs(lines: list[OcrLine]) -> list[tuple[str, float]]:
         return []
     height = statistics.median(line.bottom - line.top for line in lines) or 1.0
     groups: list[list[OcrLine]] = [[lines[0]]]
-    for previous, line in zip(lines, lines[1:]):
+    for previous, line in itertools.pairwise(lines):
         if line.top - previous.bottom > 0.5 * height:
             groups.append([line])
         else:
