@@ -60,6 +60,17 @@ def test_clean_chinese_scan_is_read_with_a_low_character_error_rate():
     assert " " not in text
 
 
+def test_pages_whose_text_layer_is_missing_or_garbage_are_ocrd():
+    from sluice_worker.parsing.ocr import needs_ocr
+
+    assert needs_ocr("")
+    assert needs_ocr("  3  ")  # a page number and nothing else: a scan with a stamped number
+    assert needs_ocr("(cid:12)(cid:7)(cid:44)(cid:3) " * 20 + "ab")  # glyphs without a Unicode mapping
+    assert needs_ocr("\ufffd" * 40 + " some words here and there")
+    assert not needs_ocr(fx.TEXT_LAYER_PAGE)
+    assert not needs_ocr("水闸把扫描的页面变成可以搜索的文字。港务长在星期二记录了四十二艘船只。")
+
+
 def test_mixed_pdf_keeps_the_text_layer_and_ocrs_the_scanned_page():
     elements, summary, _ = parse(fx.mixed_pdf(), "mixed.pdf")
     assert summary.pages == 2
