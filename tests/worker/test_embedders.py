@@ -87,7 +87,8 @@ async def test_openai_batches_and_keeps_order(openai_server):
     embedder = get_embedder("openai", "test-embed", 32, openai_settings(openai_server))
     texts = [f"text number {i}" for i in range(10)]
     vectors = await embedder.embed_documents(texts)
-    assert [len(r.inputs) for r in openai_server.requests] == [4, 4, 2]
+    # The batches go out concurrently: any order of arrival, results in the texts' order.
+    assert sorted(len(r.inputs) for r in openai_server.requests) == [2, 4, 4]
     assert all(r.dimensions == 32 for r in openai_server.requests)
     reference = get_embedder("hashing", "fake", 32)
     assert vectors == [pytest.approx(v, abs=1e-6) for v in await reference.embed_documents(texts)]
@@ -161,3 +162,58 @@ async def test_openai_wrong_dimensions_is_permanent(openai_server):
     with pytest.raises(EmbeddingError) as caught:
         await embedder.embed_query("x")
     assert caught.value.code == "EMBEDDER_DIMENSION_MISMATCH" and not caught.value.retryable
+
+
+async def test_openai_batches_are_sent_concurrently_within_the_limit_and_kept_in_order(openai_server):
+    openai_server.always = Injected(200, delay=0.2)  # slow, not failing
+    settings = openai_settings(openai_server, openai_batch_size=1, openai_max_concurrency=3)
+    embedder = get_embedder("openai", "test-embed", 16, settings)
+    texts = [f"text number {i}" for i in range(9)]
+    vectors = await embedder.embed_documents(texts)
+    assert openai_server.max_in_flight == 3  # more than one at a time, never past the limit
+    reference = await get_embedder("hashing", "fake", 16).embed_documents(texts)
+    assert vectors == [pytest.approx(v, abs=1e-6) for v in reference]
+
+
+def test_aimd_limit_halves_on_429_and_grows_by_one_per_window():
+    from sluice_common.embedders import AimdLimit
+
+    limit = AimdLimit(8)
+    assert limit.limit == 8
+    halves = []
+    for _ in range(4):
+        limit.in_flight += 1
+        limit.release(rate_limited=True)
+        halves.append(limit.limit)
+    assert halves == [4, 2, 1, 1]
+    grown = []
+    for _ in range(3):
+        limit.in_flight += 1
+        limit.release(rate_limited=False)
+        grown.append(int(limit.limit))
+    assert grown == [2, 2, 2]  # +1/limit per success: 1 → 2 → 2.5 → 2.9
+    limit.in_flight += 1
+    limit.release(rate_limited=False)
+    assert int(limit.limit) == 3
+    for _ in range(100):
+        limit.in_flight += 1
+        limit.release(rate_limited=False)
+    assert limit.limit == 8  # never past the maximum
+
+
+def test_one_limit_per_provider_shared_by_its_embedders(openai_server):
+    from sluice_common.embedders import provider_limit
+
+    a = provider_limit(openai_server.base_url, 5)
+    assert provider_limit(openai_server.base_url, 5) is a
+    assert provider_limit(openai_server.base_url + "/other", 5) is not a
+
+
+async def test_openai_429_lowers_the_limit_then_succeeds(openai_server):
+    from sluice_common.embedders import provider_limit
+
+    openai_server.script = [Injected(429, {"retry-after": "0"}, "slow down")]
+    settings = openai_settings(openai_server, openai_max_concurrency=8)
+    embedder = get_embedder("openai", "test-embed", 16, settings)
+    assert len(await embedder.embed_documents(["one", "two"])) == 2
+    assert provider_limit(openai_server.base_url, 8).limit < 8

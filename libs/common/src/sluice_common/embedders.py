@@ -35,7 +35,7 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -66,6 +66,10 @@ class EmbedderSettings(BaseSettings):
     # Characters per request, a cheap stand-in for the provider's token limit per request.
     openai_max_batch_characters: int = 200_000
     openai_timeout_seconds: float = 60.0
+    # Requests in flight to one provider (base URL), shared by every job of the process: the
+    # limit starts here, grows by one per limit's worth of successes (additive increase) and
+    # halves on a 429 (multiplicative decrease), never below 1.
+    openai_max_concurrency: int = 8
     # Send `dimensions` in the request (text-embedding-3 honours it; some servers reject it).
     openai_send_dimensions: bool = True
     # Transient failures retried inside one embed call before the error reaches the job
@@ -77,6 +81,10 @@ class EmbedderSettings(BaseSettings):
     # Local model: a directory with a sentence-transformers model; empty = the packaged one.
     sentence_transformers_model_dir: str = ""
     sentence_transformers_batch_size: int = 32
+    # How the local model runs: "torch" (sentence-transformers) or "onnx-int8" (ONNX Runtime,
+    # int8, exported once beside the model; sluice_common.onnx_embedding). A collection can
+    # choose per model name: "all-MiniLM-L6-v2:onnx-int8" or "all-MiniLM-L6-v2:torch".
+    local_embedder_backend: Literal["torch", "onnx-int8"] = "torch"
     # Hashing embedder batches (it is fast; this only bounds one thread hop).
     hashing_batch_size: int = 256
 
@@ -255,6 +263,19 @@ def load_sentence_transformer(model_dir: Path):
         return _models[key]
 
 
+TORCH, ONNX_INT8 = "torch", "onnx-int8"
+LOCAL_BACKENDS = (TORCH, ONNX_INT8)
+
+
+def split_backend(model: str, default: str) -> tuple[str, str]:
+    """("all-MiniLM-L6-v2", "onnx-int8") for "all-MiniLM-L6-v2:onnx-int8"; the setting's
+    backend when the name has none."""
+    name, _, backend = model.rpartition(":")
+    if name and backend in LOCAL_BACKENDS:
+        return name, backend
+    return model, default
+
+
 class SentenceTransformerEmbedder:
     """A local sentence-transformers model on the CPU (all-MiniLM-L6-v2 by default)."""
 
@@ -265,13 +286,22 @@ class SentenceTransformerEmbedder:
         self.dimensions = dimensions
         self.batch_size = settings.sentence_transformers_batch_size
         self._settings = settings
+        self.model_name, self.backend = split_backend(model, settings.local_embedder_backend)
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
-        st = load_sentence_transformer(resolve_model_dir(self.model, self._settings))
-        with _encode_lock:
-            array = st.encode(
-                texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-            )
+        model_dir = resolve_model_dir(self.model_name, self._settings)
+        if self.backend == ONNX_INT8:
+            from sluice_common import onnx_embedding
+
+            encoder = onnx_embedding.load(model_dir)
+            with _encode_lock:
+                array = encoder.encode(texts, self.batch_size)
+        else:
+            st = load_sentence_transformer(model_dir)
+            with _encode_lock:
+                array = st.encode(
+                    texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+                )
         if array.shape[1] != self.dimensions:
             raise EmbeddingError(
                 f"the model {self.model!r} makes {array.shape[1]}-dimensional vectors but the collection expects {self.dimensions}",
@@ -292,8 +322,61 @@ class SentenceTransformerEmbedder:
 # --------------------------------------------------------------------------- OpenAI-compatible
 
 
+class AimdLimit:
+    """How many requests may be in flight to one provider: additive increase (one more after a
+    limit's worth of successes), multiplicative decrease (halved on a 429), between 1 and
+    `maximum`. Shared by every embedder of the process that talks to the same base URL, so
+    the worker's job slots do not each hammer the provider on their own."""
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = max(1, maximum)
+        self.limit = float(self.maximum)
+        self.in_flight = 0
+        self._waiters: list[asyncio.Future] = []
+        self._lock = threading.Lock()  # the embedders may be used from more than one event loop
+
+    async def acquire(self) -> None:
+        while True:
+            with self._lock:
+                if self.in_flight < int(self.limit):
+                    self.in_flight += 1
+                    return
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+            await waiter
+
+    def release(self, *, rate_limited: bool) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            if rate_limited:
+                self.limit = max(1.0, self.limit / 2)
+            else:
+                self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:  # every waiter re-checks; cheap at these numbers
+            loop = waiter.get_loop()
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(lambda w=waiter: w.done() or w.set_result(None))
+
+
+_provider_limits: dict[str, AimdLimit] = {}
+_provider_limits_lock = threading.Lock()
+
+
+def provider_limit(base_url: str, maximum: int) -> AimdLimit:
+    with _provider_limits_lock:
+        limit = _provider_limits.get(base_url)
+        if limit is None or limit.maximum != max(1, maximum):
+            limit = _provider_limits[base_url] = AimdLimit(maximum)
+        return limit
+
+
 class OpenAIEmbedder:
     """Any OpenAI-compatible `/v1/embeddings` endpoint, through the `openai` package.
+
+    A document's batches are sent concurrently, within the provider's AIMD limit
+    (`AimdLimit`), and their vectors put back in order. Vectors come base64-encoded (the
+    client's default; cheaper to decode than JSON floats).
 
     The client's own retries are off (`max_retries=0`): retries happen here, deliberately,
     so that Retry-After is honoured within a bound, the classification of every failure is
@@ -337,10 +420,18 @@ class OpenAIEmbedder:
         return batches
 
     async def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        for _, batch in self._batches(texts):
-            vectors.extend(await self._embed_batch(batch))
-        return vectors
+        batches = self._batches(texts)
+        if len(batches) <= 1:
+            return [v for _, batch in batches for v in await self._embed_batch(batch)]
+        tasks = [asyncio.ensure_future(self._embed_batch(batch)) for _, batch in batches]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return [vector for result in results for vector in result]
 
     async def embed_query(self, text: str) -> list[float]:
         return (await self._embed_batch([text]))[0]
@@ -374,19 +465,26 @@ class OpenAIEmbedder:
     async def _request(self, inputs: list[str]) -> list[list[float]]:
         import openai
 
-        kwargs = {"model": self.model, "input": inputs, "encoding_format": "float"}
+        # No encoding_format: the client asks for base64 and decodes it (with numpy).
+        kwargs = {"model": self.model, "input": inputs}
         if self._settings.openai_send_dimensions:
             kwargs["dimensions"] = self.dimensions
+        limit = provider_limit(self._settings.openai_base_url, self._settings.openai_max_concurrency)
+        await limit.acquire()
+        rate_limited = False
         try:
             response = await self.client.embeddings.create(**kwargs)
+        except openai.APIStatusError as exc:
+            rate_limited = exc.status_code == 429
+            raise classify_status(exc.status_code, _retry_after(exc.response.headers), _detail(exc)) from exc
         except openai.APITimeoutError as exc:
             raise EmbeddingError("the embedding provider timed out", code="EMBEDDING_TIMEOUT", retryable=True) from exc
         except openai.APIConnectionError as exc:
             raise EmbeddingError(
                 "the embedding provider could not be reached", code="EMBEDDING_UNAVAILABLE", retryable=True
             ) from exc
-        except openai.APIStatusError as exc:
-            raise classify_status(exc.status_code, _retry_after(exc.response.headers), _detail(exc)) from exc
+        finally:
+            limit.release(rate_limited=rate_limited)
         if not isinstance(getattr(response, "data", None), list):
             raise EmbeddingError("the embedding provider sent an answer without vectors", code="EMBEDDING_BAD_RESPONSE", retryable=True)
         data = sorted(response.data, key=lambda item: item.index)
@@ -470,6 +568,7 @@ __all__ = [
     "DEFAULT_LOCAL_MODEL",
     "Embedder",
     "EmbedderSettings",
+    "AimdLimit",
     "EmbeddingError",
     "HashingEmbedder",
     "OpenAIEmbedder",

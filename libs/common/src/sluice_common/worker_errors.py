@@ -18,6 +18,8 @@ class WorkerErrorCode(enum.StrEnum):
     UNSUPPORTED_TYPE = "UNSUPPORTED_TYPE"
     DOCUMENT_TOO_LARGE = "DOCUMENT_TOO_LARGE"
     TOO_MANY_PAGES = "TOO_MANY_PAGES"
+    # An image (or an image page) with more pixels than allowed: a decompression bomb, or a scan far too big.
+    IMAGE_TOO_LARGE = "IMAGE_TOO_LARGE"
     TOO_MANY_CHUNKS = "TOO_MANY_CHUNKS"
     PARSER_LOST_TEXT = "PARSER_LOST_TEXT"
     PARSER_LIMIT = "PARSER_LIMIT"

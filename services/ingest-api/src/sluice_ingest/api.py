@@ -129,7 +129,7 @@ def document_to_proto(row: DocumentRow, history: list[AttemptRow] | None = None)
 def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
     """PostgreSQL text and jsonb cannot hold U+0000: refuse it here, naming the chunk, rather
     than fail with INTERNAL at the database (the worker strips it before sending)."""
-    for field in ("text", "section_title", "element_type", "text_as_html"):
+    for field in ("text", "section_title", "element_type", "text_as_html", "text_source"):
         if "\x00" in getattr(chunk, field):
             raise InvalidArgument(
                 f"chunk {chunk.index} contains a NUL character (U+0000) in its {field}, which cannot be stored",
@@ -146,6 +146,8 @@ def chunk_from_proto(chunk: job_service_pb2.Chunk) -> IncomingChunk:
         element_type=chunk.element_type,
         section_title=chunk.section_title,
         text_as_html=chunk.text_as_html,
+        text_source=chunk.text_source,
+        ocr_confidence=chunk.ocr_confidence or None,
         # float32 at once: a list of Python floats costs 8x the memory for a large document.
         embedding=np.asarray(chunk.embedding, dtype=np.float32),
     )
@@ -159,6 +161,8 @@ def chunk_to_proto(chunk: IncomingChunk) -> job_service_pb2.Chunk:
         element_type=chunk.element_type,
         section_title=chunk.section_title,
         text_as_html=chunk.text_as_html,
+        text_source=chunk.text_source,
+        ocr_confidence=chunk.ocr_confidence or 0.0,
     )
 
 

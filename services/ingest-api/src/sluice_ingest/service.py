@@ -84,6 +84,8 @@ class IncomingChunk:
     section_title: str = ""
     text_as_html: str = ""
     embedding: np.ndarray | list[float] = field(default_factory=list)
+    text_source: str = ""
+    ocr_confidence: float | None = None
 
 
 def parse_id(value: str, what: str = "document") -> uuid.UUID:
@@ -401,7 +403,8 @@ class IngestService:
             if not np.isfinite(vector).all():
                 raise InvalidArgument(f"chunk {chunk.index} has a vector with NaN or infinity", reason=Reason.INVALID_VECTOR)
             rows.append(ChunkRow(chunk.index, chunk.text.replace("\x00", ""), chunk.page_number, chunk.element_type,
-                                 chunk.section_title, chunk.text_as_html, vector, search_terms(chunk.text)))
+                                 chunk.section_title, chunk.text_as_html, vector, search_terms(chunk.text),
+                                 chunk.text_source, chunk.ocr_confidence))
         return rows
 
     async def fail_job(self, job_id: str, lease_token: str, retryable: bool, error_code: str, error_message: str):

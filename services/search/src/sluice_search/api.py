@@ -90,4 +90,7 @@ def _hit_pb(hit: Hit) -> search_service_pb2.SearchHit:
         element_type=hit.element_type,
         highlights=[search_service_pb2.Highlight(start=s, end=e) for s, e in hit.highlights],
         metadata=hit.metadata,
+        text_as_html=hit.text_as_html,
+        text_source=hit.text_source,
+        ocr_confidence=hit.ocr_confidence,
     )

@@ -64,6 +64,9 @@ class Hit:
     element_type: str
     metadata: dict[str, str]
     highlights: list[tuple[int, int]] = field(default_factory=list)
+    text_as_html: str = ""
+    text_source: str = ""
+    ocr_confidence: float = 0.0
 
 
 @dataclass(frozen=True)

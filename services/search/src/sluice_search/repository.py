@@ -46,8 +46,10 @@ log = logging.getLogger("sluice.search.repository")
 _SET_TENANT = "SELECT set_config('sluice.tenant_id', %s, false)"
 
 _HIT_COLUMNS = sql.SQL(
-    "c.id, c.text, d.id::text, d.filename, c.chunk_index, c.page_number, c.element_type, d.metadata"
+    "c.id, c.text, d.id::text, d.filename, c.chunk_index, c.page_number, c.element_type, d.metadata,"
+    " c.text_as_html, c.text_source, c.ocr_confidence"
 )
+_SCORE = 11  # the column after _HIT_COLUMNS
 
 
 async def open_read_pool(
@@ -179,8 +181,8 @@ class SearchRepository:
                 rows = await (await conn.execute(exact, params)).fetchall()
                 log.debug("exact vector fallback", extra={"collection_id": collection.id, "rows": len(rows)})
         # relaxed_order: the index hands rows back nearly sorted; the final order is exact.
-        rows.sort(key=lambda r: (r[8], r[0]))
-        return [_hit(r, 1.0 - float(r[8])) for r in rows]
+        rows.sort(key=lambda r: (r[_SCORE], r[0]))
+        return [_hit(r, 1.0 - float(r[_SCORE])) for r in rows]
 
     async def keyword_search(self, collection: Collection, tsquery: str, limit: int, filter: DocumentFilter) -> list[Hit]:
         """The `limit` READY chunks matching any query term, by cover density rank."""
@@ -198,7 +200,7 @@ class SearchRepository:
                  where=where, limit=sql.Literal(int(limit)))
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(query, params)).fetchall()
-        return [_hit(r, float(r[8])) for r in rows]
+        return [_hit(r, float(r[_SCORE])) for r in rows]
 
 
 def vector_query(
@@ -252,6 +254,7 @@ def _filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict]:
 
 def _hit(row: tuple, score: float) -> Hit:
     chunk_id, text, document_id, filename, chunk_index, page_number, element_type, metadata = row[:8]
+    text_as_html, text_source, ocr_confidence = row[8:_SCORE]
     return Hit(
         chunk_id=chunk_id,
         text=text,
@@ -262,6 +265,9 @@ def _hit(row: tuple, score: float) -> Hit:
         page_number=page_number,
         element_type=element_type,
         metadata={str(k): v if isinstance(v, str) else str(v) for k, v in (metadata or {}).items()},
+        text_as_html=text_as_html or "",
+        text_source=text_source or "",
+        ocr_confidence=float(ocr_confidence or 0.0),
     )
 
 

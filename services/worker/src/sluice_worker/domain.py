@@ -12,7 +12,7 @@ from sluice_common.worker_errors import WorkerErrorCode
 
 # Bump when parsing or chunking changes what chunks a document yields: snapshots made by
 # another version are then ignored (they are keyed by content hash and pipeline version).
-PIPELINE_REVISION = "4"
+PIPELINE_REVISION = "5"
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,10 @@ class ChunkRecord:
     section_title: str = ""
     text_as_html: str = ""
     embedding: list[float] = field(default_factory=list)
+    # How the text was obtained: "text_layer" (the file's own text), "ocr", or "mixed"; and for
+    # OCR'd text the recognizer's mean confidence over its characters (0..1), else None.
+    text_source: str = ""
+    ocr_confidence: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -151,6 +155,7 @@ DOCUMENT_EMPTY = WorkerErrorCode.DOCUMENT_EMPTY.value
 UNSUPPORTED_TYPE = WorkerErrorCode.UNSUPPORTED_TYPE.value
 DOCUMENT_TOO_LARGE = WorkerErrorCode.DOCUMENT_TOO_LARGE.value
 TOO_MANY_PAGES = WorkerErrorCode.TOO_MANY_PAGES.value
+IMAGE_TOO_LARGE = WorkerErrorCode.IMAGE_TOO_LARGE.value
 TOO_MANY_CHUNKS = WorkerErrorCode.TOO_MANY_CHUNKS.value
 PARSE_TIMEOUT = WorkerErrorCode.PARSE_TIMEOUT.value
 PARSE_MEMORY_LIMIT = WorkerErrorCode.PARSE_MEMORY_LIMIT.value

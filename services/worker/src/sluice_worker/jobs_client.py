@@ -79,6 +79,8 @@ def chunk_to_proto(chunk: ChunkRecord) -> job_service_pb2.Chunk:
         section_title=chunk.section_title,
         embedding=chunk.embedding,
         text_as_html=chunk.text_as_html,
+        text_source=chunk.text_source,
+        ocr_confidence=chunk.ocr_confidence or 0.0,
     )
 
 
@@ -90,6 +92,8 @@ def chunk_from_proto(chunk: job_service_pb2.Chunk) -> ChunkRecord:
         element_type=chunk.element_type,
         section_title=chunk.section_title,
         text_as_html=chunk.text_as_html,
+        text_source=chunk.text_source,
+        ocr_confidence=chunk.ocr_confidence or None,
     )
 
 

@@ -246,7 +246,7 @@ class JobPipeline:
 
     async def _parse(self, job, session, data: bytes, parsing: ProgressReporter, started: float):
         settings = self.settings
-        limits = {"max_pages": settings.max_pages, "max_unzipped_bytes": settings.max_unzipped_bytes}
+        limits = {"max_pages": settings.max_pages, "max_unzipped_bytes": settings.max_unzipped_bytes, "max_page_pixels": settings.max_page_pixels}
 
         async def on_progress(done: int, total: int, unit: str) -> None:
             parsing.unit = unit

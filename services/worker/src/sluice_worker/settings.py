@@ -50,6 +50,8 @@ class WorkerSettings(CommonSettings, EmbedderSettings):
     # The document's own limits: past them it fails permanently.
     max_document_bytes: int = 200 * 1024 * 1024
     max_pages: int = 2000
+    # Pixels of one page read by OCR: past it an image fails IMAGE_TOO_LARGE (a PDF page is rendered smaller).
+    max_page_pixels: int = 40_000_000
     max_chunks: int = 20000
     # Uncompressed size allowed inside a DOCX/PPTX/EPUB (zip) before it counts as a bomb.
     max_unzipped_bytes: int = 500 * 1024 * 1024

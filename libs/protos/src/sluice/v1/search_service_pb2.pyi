@@ -62,7 +62,7 @@ class Highlight(_message.Message):
     def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("chunk_id", "text", "score", "document_id", "filename", "chunk_index", "page_number", "element_type", "highlights", "metadata")
+    __slots__ = ("chunk_id", "text", "score", "document_id", "filename", "chunk_index", "page_number", "element_type", "highlights", "metadata", "text_as_html", "text_source", "ocr_confidence")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +80,9 @@ class SearchHit(_message.Message):
     ELEMENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     HIGHLIGHTS_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    TEXT_AS_HTML_FIELD_NUMBER: _ClassVar[int]
+    TEXT_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    OCR_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     text: str
     score: float
@@ -90,7 +93,10 @@ class SearchHit(_message.Message):
     element_type: str
     highlights: _containers.RepeatedCompositeFieldContainer[Highlight]
     metadata: _containers.ScalarMap[str, str]
-    def __init__(self, chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., document_id: _Optional[str] = ..., filename: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[Highlight, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    text_as_html: str
+    text_source: str
+    ocr_confidence: float
+    def __init__(self, chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., document_id: _Optional[str] = ..., filename: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[Highlight, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., text_as_html: _Optional[str] = ..., text_source: _Optional[str] = ..., ocr_confidence: _Optional[float] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("hits", "mode")

@@ -311,9 +311,11 @@ class QueueStore(StoreBase):
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (job["document_id"],))
             async with conn.cursor().copy(
                 "COPY chunks (document_id, tenant_id, collection_id, chunk_index, text, page_number, element_type,"
-                " section_title, text_as_html, embedding, search_terms) FROM STDIN WITH (FORMAT BINARY)"
+                " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence)"
+                " FROM STDIN WITH (FORMAT BINARY)"
             ) as copy:
-                copy.set_types(["uuid", "int8", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text"])
+                copy.set_types(["uuid", "int8", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text", "text",
+                                "float4"])
                 for chunk in chunks:
                     await copy.write_row(
                         (
@@ -328,6 +330,8 @@ class QueueStore(StoreBase):
                             chunk.text_as_html,
                             chunk.embedding,
                             chunk.search_terms,
+                            chunk.text_source,
+                            chunk.ocr_confidence,
                         )
                     )
             check_document_transition(D.INDEXING, D.READY)

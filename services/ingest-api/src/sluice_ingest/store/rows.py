@@ -56,6 +56,8 @@ class ChunkRow:
     text_as_html: str
     embedding: np.ndarray | None
     search_terms: str = ""
+    text_source: str = ""
+    ocr_confidence: float | None = None
 
 
 @dataclass(frozen=True)

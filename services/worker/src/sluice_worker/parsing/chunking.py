@@ -6,6 +6,9 @@ elements are first cut here into sentence-aligned pieces (。！？； and . ! ?
 space), each within max_characters, with `overlap` filled by whole trailing sentences of the
 previous piece. Only a single sentence longer than max_characters is left for
 chunk_by_title to cut.
+
+Tables never go through chunk_by_title (it would cut a long one at any character): each
+becomes chunks of its own, split between rows with the header repeated (tables.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import re
 from collections import Counter
 
 from sluice_worker.domain import TOO_MANY_CHUNKS, ChunkingSettings, ChunkRecord, DocumentInvalid
+from sluice_worker.parsing.tables import split_table
 
 _BOUNDARY = re.compile(r"[。！？；!?][」』）”’\"')]*|[.;](?=\s)|\n+")
 _TABLE_TYPES = {"Table", "TableChunk"}
@@ -88,10 +92,45 @@ def presplit(elements: list, settings: ChunkingSettings) -> list:
 
 
 def chunk_elements(elements: list, settings: ChunkingSettings, max_chunks: int) -> list[ChunkRecord]:
+    """Text between tables through chunk_by_title; each table into chunks of its own, split
+    between rows with the header repeated (parsing/tables.py)."""
+    records: list[ChunkRecord] = []
+    section = ""
+    run: list = []
+    for element in presplit(elements, settings):
+        if type(element).__name__ not in _TABLE_TYPES:
+            run.append(element)
+            continue
+        section = _chunk_text(run, settings, records, section)
+        run = []
+        parts = split_table(element.metadata.text_as_html or "", element.text, settings.max_characters)
+        for part in parts:
+            records.append(
+                ChunkRecord(
+                    index=len(records),
+                    text=part.text,
+                    page_number=int(element.metadata.page_number or 0),
+                    element_type="Table",
+                    section_title=section[:500],
+                    text_as_html=part.html,
+                    **_provenance([element]),
+                )
+            )
+    _chunk_text(run, settings, records, section)
+    if len(records) > max_chunks:
+        raise DocumentInvalid(TOO_MANY_CHUNKS, f"the document makes {len(records)} chunks, more than the {max_chunks} allowed")
+    return records
+
+
+def _chunk_text(elements: list, settings: ChunkingSettings, records: list[ChunkRecord], section: str) -> str:
+    """Append the chunks of a run of elements without tables; return the section title in
+    force after it."""
     from unstructured.chunking.title import chunk_by_title
 
+    if not elements:
+        return section
     chunks = chunk_by_title(
-        presplit(elements, settings),
+        elements,
         max_characters=settings.max_characters,
         new_after_n_chars=settings.new_after_n_chars,
         overlap=settings.overlap,
@@ -99,10 +138,6 @@ def chunk_elements(elements: list, settings: ChunkingSettings, max_chunks: int) 
         multipage_sections=True,
         include_orig_elements=True,
     )
-    if len(chunks) > max_chunks:
-        raise DocumentInvalid(TOO_MANY_CHUNKS, f"the document makes {len(chunks)} chunks, more than the {max_chunks} allowed")
-    records: list[ChunkRecord] = []
-    section = ""
     for chunk in chunks:
         text = chunk.text.strip()
         if not text:
@@ -121,10 +156,28 @@ def chunk_elements(elements: list, settings: ChunkingSettings, max_chunks: int) 
                 page_number=int(chunk.metadata.page_number or 0),
                 element_type=_main_type(chunk, originals),
                 section_title=chunk_section[:500],
-                text_as_html=(chunk.metadata.text_as_html or "") if type(chunk).__name__ in _TABLE_TYPES else "",
+                **_provenance(originals or [chunk]),
             )
         )
-    return records
+    return section
+
+
+def _provenance(originals: list) -> dict:
+    """The chunk's text source ("text_layer", "ocr" or "mixed") and, when OCR read any of it,
+    the OCR confidence weighted by characters."""
+    ocr_chars = 0
+    ocr_weighted = 0.0
+    other_chars = 0
+    for original in originals:
+        size = len(original.text)
+        if getattr(original.metadata, "text_source", None) == "ocr":
+            ocr_chars += size
+            ocr_weighted += size * float(getattr(original.metadata, "ocr_confidence", 0.0) or 0.0)
+        else:
+            other_chars += size
+    if not ocr_chars:
+        return {"text_source": "text_layer", "ocr_confidence": None}
+    return {"text_source": "mixed" if other_chars else "ocr", "ocr_confidence": round(ocr_weighted / ocr_chars, 4)}
 
 
 def _main_type(chunk, originals: list) -> str:

@@ -6,20 +6,24 @@ import io
 import zipfile
 from pathlib import PurePosixPath
 
-from sluice_worker.domain import DOCUMENT_CORRUPT, DOCUMENT_TOO_LARGE, UNSUPPORTED_TYPE, DocumentInvalid
+from sluice_worker.domain import DOCUMENT_CORRUPT, DOCUMENT_EMPTY, DOCUMENT_TOO_LARGE, UNSUPPORTED_TYPE, DocumentInvalid
 
 PDF, DOCX, PPTX, HTML, MARKDOWN, TEXT, EMAIL, MSG, EPUB = "pdf", "docx", "pptx", "html", "markdown", "text", "email", "msg", "epub"
+IMAGE = "image"  # PNG, JPEG, TIFF (multi-page too), WebP: read by OCR
+XLSX, CSV = "xlsx", "csv"
 
 # Names people understand, for error messages.
 FORMAT_NAMES = {
     PDF: "PDF", DOCX: "Word (DOCX)", PPTX: "PowerPoint (PPTX)", HTML: "HTML", MARKDOWN: "Markdown",
-    TEXT: "plain text", EMAIL: "e-mail", MSG: "Outlook message", EPUB: "EPUB",
+    TEXT: "plain text", EMAIL: "e-mail", MSG: "Outlook message", EPUB: "EPUB", IMAGE: "image", XLSX: "Excel (XLSX)", CSV: "CSV",
 }
 
 _EXTENSIONS = {
     ".pdf": PDF, ".docx": DOCX, ".pptx": PPTX, ".html": HTML, ".htm": HTML, ".xhtml": HTML,
     ".md": MARKDOWN, ".markdown": MARKDOWN, ".txt": TEXT, ".text": TEXT, ".log": TEXT,
     ".eml": EMAIL, ".msg": MSG, ".epub": EPUB,
+    ".xlsx": XLSX, ".csv": CSV,
+    ".png": IMAGE, ".jpg": IMAGE, ".jpeg": IMAGE, ".tif": IMAGE, ".tiff": IMAGE, ".webp": IMAGE,
 }
 _MIME_TYPES = {
     "application/pdf": PDF,
@@ -30,12 +34,13 @@ _MIME_TYPES = {
     "text/plain": TEXT,
     "message/rfc822": EMAIL, "application/vnd.ms-outlook": MSG,
     "application/epub+zip": EPUB,
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": XLSX, "text/csv": CSV,
+    "image/png": IMAGE, "image/jpeg": IMAGE, "image/tiff": IMAGE, "image/webp": IMAGE,
 }
-_ZIP_FORMATS = {DOCX, PPTX, EPUB}
+_ZIP_FORMATS = {DOCX, PPTX, EPUB, XLSX}
 # Formats that are known but not supported, so the message can name them.
 _KNOWN_UNSUPPORTED = {
-    ".doc": "Word 97-2003 (.doc)", ".ppt": "PowerPoint 97-2003 (.ppt)", ".xls": "Excel (.xls)",
-    ".xlsx": "Excel (.xlsx)", ".png": "image", ".jpg": "image", ".jpeg": "image", ".gif": "image",
+    ".doc": "Word 97-2003 (.doc)", ".ppt": "PowerPoint 97-2003 (.ppt)", ".xls": "Excel 97-2003 (.xls)", ".gif": "GIF image",
     ".zip": "zip archive", ".exe": "program",
 }
 
@@ -47,6 +52,8 @@ def detect_format(data: bytes, filename: str, mime_type: str) -> str:
     head = data[:1024]
     if b"%PDF-" in head:
         return PDF
+    if _is_image(data):
+        return IMAGE
     if data[:4] == b"PK\x03\x04":
         return _zip_format(data, by_name or by_mime)
     claimed = by_name or by_mime
@@ -56,6 +63,10 @@ def detect_format(data: bytes, filename: str, mime_type: str) -> str:
         raise DocumentInvalid(
             DOCUMENT_CORRUPT, f"the file is named as {FORMAT_NAMES[claimed]} but is not a valid {FORMAT_NAMES[claimed]} file (not a zip package)"
         )
+    if claimed == IMAGE:
+        if not data:
+            raise DocumentInvalid(DOCUMENT_EMPTY, "the image file is empty (0 bytes)")
+        raise DocumentInvalid(DOCUMENT_CORRUPT, "the file is named as an image but is not a PNG, JPEG, TIFF or WebP image")
     if claimed == MSG:
         return MSG
     if claimed is not None:
@@ -66,7 +77,7 @@ def detect_format(data: bytes, filename: str, mime_type: str) -> str:
         return TEXT
     raise DocumentInvalid(
         UNSUPPORTED_TYPE,
-        f"the file type of {filename!r} is not supported; supported are PDF, DOCX, PPTX, HTML, Markdown, plain text and e-mail",
+        f"the file type of {filename!r} is not supported; supported are PDF, DOCX, PPTX, HTML, Markdown, plain text, e-mail, Excel (XLSX), CSV and images (PNG, JPEG, TIFF, WebP)",
     )
 
 
@@ -79,6 +90,8 @@ def _zip_format(data: bytes, claimed: str | None) -> str:
         return DOCX
     if "ppt/presentation.xml" in names:
         return PPTX
+    if "xl/workbook.xml" in names:
+        return XLSX
     if "META-INF/container.xml" in names and claimed in (EPUB, None):
         return EPUB
     if claimed in _ZIP_FORMATS:
@@ -113,3 +126,12 @@ def _looks_like_text(data: bytes) -> bool:
         return False
     controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13, 27))
     return controls <= len(sample) // 100
+
+
+def _is_image(data: bytes) -> bool:
+    return (
+        data[:8] == b"\x89PNG\r\n\x1a\n"
+        or data[:3] == b"\xff\xd8\xff"
+        or data[:4] in (b"II*\x00", b"MM\x00*")
+        or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")
+    )

@@ -26,6 +26,8 @@ Progress = Callable[[int, int, str], None]
 class ParseLimits:
     max_pages: int = 2000
     max_unzipped_bytes: int = 500 * 1024 * 1024
+    # Pixels of one page read by OCR (an image, a TIFF frame, a rendered PDF page).
+    max_page_pixels: int = 40_000_000
 
 
 # unstructured tells titles from paragraphs by running spaCy over an element's text, up to
@@ -49,14 +51,22 @@ def partition_document(
 ) -> tuple[list, ParseSummary]:
     fmt = formats.detect_format(data, filename, mime_type)
     _bound_text_heuristics()
-    if fmt in (formats.DOCX, formats.PPTX, formats.EPUB):
+    if fmt in (formats.DOCX, formats.PPTX, formats.EPUB, formats.XLSX):
         formats.check_zip_bomb(data, limits.max_unzipped_bytes)
     pages = 0
     try:
         if fmt == formats.PDF:
             from sluice_worker.parsing.pdf import partition_pdf_fast
 
-            elements, pages = partition_pdf_fast(data, filename=filename, max_pages=limits.max_pages, progress=progress)
+            elements, pages = partition_pdf_fast(
+                data, filename=filename, max_pages=limits.max_pages, max_pixels=limits.max_page_pixels, progress=progress
+            )
+        elif fmt == formats.IMAGE:
+            from sluice_worker.parsing.ocr import partition_image
+
+            elements, pages = partition_image(
+                data, filename=filename, max_pages=limits.max_pages, max_pixels=limits.max_page_pixels, progress=progress
+            )
         else:
             elements = _partition_other(fmt, data, filename)
     except (DocumentInvalid, MemoryError):
@@ -79,7 +89,7 @@ def partition_document(
     characters = sum(len(e.text) for e in elements)
     if characters == 0:
         _check_no_text_lost(fmt, data)
-        hint = " (a scanned PDF without a text layer?)" if fmt == formats.PDF else ""
+        hint = " (OCR found no text on its pages either)" if fmt in (formats.PDF, formats.IMAGE) else ""
         raise DocumentInvalid(DOCUMENT_EMPTY, f"the document contains no text{hint}")
     return elements, ParseSummary(elements=len(elements), pages=pages, characters=characters)
 
@@ -172,6 +182,15 @@ def _partition_other(fmt: str, data: bytes, filename: str) -> list:
         return partition_text(text=text, **common)
     if fmt == formats.EMAIL:
         return _partition_email(data, filename)
+    if fmt == formats.XLSX:
+        from unstructured.partition.xlsx import partition_xlsx
+
+        return partition_xlsx(file=io.BytesIO(data), **common)
+    if fmt == formats.CSV:
+        from unstructured.partition.csv import partition_csv
+
+        text, _ = decode_text(data)
+        return partition_csv(file=io.BytesIO(text.encode("utf-8")), **common)
     if fmt == formats.MSG:
         from unstructured.partition.msg import partition_msg
 

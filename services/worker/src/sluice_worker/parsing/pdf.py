@@ -46,8 +46,12 @@ def open_checked(data: bytes, max_pages: int) -> int:
     return pages
 
 
-def partition_pdf_fast(data: bytes, *, filename: str, max_pages: int, progress: Progress | None = None) -> tuple[list, int]:
-    """Elements (with page numbers) and the page count."""
+def partition_pdf_fast(
+    data: bytes, *, filename: str, max_pages: int, max_pixels: int = 40_000_000, progress: Progress | None = None
+) -> tuple[list, int]:
+    """Elements (with page numbers) and the page count. Pages with a usable text layer are read
+    from it; the others (scans, or text whose glyphs map to nothing) are rendered and OCR'd,
+    page by page, so a mixed PDF keeps both and every page number."""
     from pdfminer.high_level import extract_pages
     from pdfminer.layout import LAParams, LTTextBox
     from pdfminer.pdfdocument import PDFEncryptionError, PDFPasswordIncorrect
@@ -57,19 +61,28 @@ def partition_pdf_fast(data: bytes, *, filename: str, max_pages: int, progress: 
     from unstructured.documents.elements import ElementMetadata
     from unstructured.partition.text import element_from_text
 
+    from sluice_worker.parsing import ocr
+
     pages = open_checked(data, max_pages)
     elements = []
     done = 0
+    rendered = None  # the pypdfium2 document, opened when a page first needs OCR
     try:
         for page_number, layout in enumerate(extract_pages(io.BytesIO(data), password="", laparams=LAParams()), start=1):
-            for box in layout:
-                if not isinstance(box, LTTextBox):
-                    continue
-                text = clean_extra_whitespace(clean_ligatures(_join_lines(box.get_text())))
+            boxes = [box.get_text() for box in layout if isinstance(box, LTTextBox)]
+            if ocr.needs_ocr("".join(boxes)):
+                if rendered is None:
+                    rendered = _open_for_rendering(data)
+                image = ocr.render_pdf_page(rendered, page_number - 1, max_pixels)
+                elements.extend(ocr.page_elements(image, page_number=page_number, filename=filename, filetype="application/pdf"))
+                boxes = []
+            for raw in boxes:
+                text = clean_extra_whitespace(clean_ligatures(_join_lines(raw)))
                 if not text:
                     continue
                 element = element_from_text(text)
                 element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype="application/pdf")
+                element.metadata.text_source = ocr.TEXT_LAYER
                 elements.append(element)
             done = page_number
             if progress is not None:
@@ -80,7 +93,19 @@ def partition_pdf_fast(data: bytes, *, filename: str, max_pages: int, progress: 
         raise DocumentInvalid(
             DOCUMENT_CORRUPT, f"the PDF file is damaged (page {done + 1} cannot be read: {type(exc).__name__})"
         ) from exc
+    finally:
+        if rendered is not None:
+            rendered.close()
     return elements, pages
+
+
+def _open_for_rendering(data: bytes):
+    import pypdfium2
+
+    try:
+        return pypdfium2.PdfDocument(data)
+    except pypdfium2.PdfiumError as exc:
+        raise DocumentInvalid(DOCUMENT_CORRUPT, f"the PDF file is damaged (its pages cannot be rendered: {str(exc)[:200]})") from exc
 
 
 def _join_lines(text: str) -> str:
