@@ -3,6 +3,8 @@ hand-back at shutdown."""
 
 from __future__ import annotations
 
+from sluice_worker.domain import Stage
+
 import asyncio
 import contextlib
 
@@ -42,6 +44,7 @@ class FakePort:
             raise LeaseLost(call[0])
 
     async def report_stage(self, lease, stage, done=0, total=0, unit=""):
+        assert isinstance(stage, Stage), f"stages are reported with the proto enum, not {stage!r}"
         self._record("stage", stage, done, total, unit)
 
     async def read_document_content(self, lease):
@@ -125,7 +128,7 @@ def pipeline(port, session=None, embedder=None) -> JobPipeline:
 
 
 def names(port: FakePort) -> list[str]:
-    return [c[0] if c[0] != "stage" else c[1] for c in port.calls]
+    return [c[0] if c[0] != "stage" else c[1].name for c in port.calls]
 
 
 async def test_status_is_reported_before_each_stage_with_progress():
@@ -136,9 +139,9 @@ async def test_status_is_reported_before_each_stage_with_progress():
         "read_snapshot", "PARSING", "read_content", "parse", "PARSING", "CHUNKING", "chunk", "save_snapshot",
         "EMBEDDING", "EMBEDDING", "EMBEDDING", "EMBEDDING", "INDEXING", "complete",
     ]
-    embedding = [c[2:] for c in port.calls if c[:2] == ("stage", "EMBEDDING")]
+    embedding = [c[2:] for c in port.calls if c[:2] == ("stage", Stage.EMBEDDING)]
     assert embedding == [(0, 5, "chunks"), (2, 5, "chunks"), (4, 5, "chunks"), (5, 5, "chunks")]
-    assert ("stage", "PARSING", 1, 1, "pages") in port.calls
+    assert ("stage", Stage.PARSING, 1, 1, "pages") in port.calls
     assert port.calls[-1] == ("complete", 5, [4] * 5)
 
 

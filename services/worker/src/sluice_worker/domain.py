@@ -5,8 +5,11 @@ Pure Python: no gRPC, no unstructured, no IO.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import asdict, dataclass, field, replace
+
+from sluice.v1 import document_pb2
 
 from sluice_common.worker_errors import WorkerErrorCode
 
@@ -136,6 +139,15 @@ class DataRefused(JobFailure):
     be refused on every attempt, so the job fails at once with the server's reason."""
 
     retryable = False
+
+
+class Stage(enum.IntEnum):
+    """The pipeline stages, by their DocumentStatus numbers in the protos: what ReportStage sends."""
+
+    PARSING = document_pb2.DOCUMENT_STATUS_PARSING
+    CHUNKING = document_pb2.DOCUMENT_STATUS_CHUNKING
+    EMBEDDING = document_pb2.DOCUMENT_STATUS_EMBEDDING
+    INDEXING = document_pb2.DOCUMENT_STATUS_INDEXING
 
 
 class IngestUnavailable(Exception):

@@ -33,6 +33,7 @@ from sluice_worker.domain import (
     IngestUnavailable,
     JobFailure,
     LeaseLost,
+    Stage,
     TransientFailure,
 )
 
@@ -60,12 +61,6 @@ _WHAT = {
     "CompleteJob": "the document's chunks",
 }
 
-STAGES = {
-    "PARSING": document_pb2.DOCUMENT_STATUS_PARSING,
-    "CHUNKING": document_pb2.DOCUMENT_STATUS_CHUNKING,
-    "EMBEDDING": document_pb2.DOCUMENT_STATUS_EMBEDDING,
-    "INDEXING": document_pb2.DOCUMENT_STATUS_INDEXING,
-}
 
 
 
@@ -203,8 +198,8 @@ class JobClient:
         )
         return response.cancelled
 
-    async def report_stage(self, lease: job_service_pb2.LeaseRef, stage: str, done: int = 0, total: int = 0, unit: str = "") -> None:
-        request = job_service_pb2.ReportStageRequest(lease=lease, stage=STAGES[stage], done=done, total=total, unit=unit)
+    async def report_stage(self, lease: job_service_pb2.LeaseRef, stage: Stage, done: int = 0, total: int = 0, unit: str = "") -> None:
+        request = job_service_pb2.ReportStageRequest(lease=lease, stage=int(stage), done=done, total=total, unit=unit)
         await self._call("ReportStage", lambda: self._stub.ReportStage(request, timeout=self.rpc_timeout))
 
     async def read_document_content(self, lease: job_service_pb2.LeaseRef) -> bytes:

@@ -35,6 +35,7 @@ from sluice_worker.domain import (
     ConfigurationInvalid,
     DocumentInvalid,
     IngestUnavailable,
+    Stage,
     JobFailure,
     LeaseLost,
     ParseSummary,
@@ -50,7 +51,7 @@ UNSTRUCTURED_VERSION = version("unstructured")
 
 
 class JobPort(Protocol):
-    async def report_stage(self, lease, stage: str, done: int = 0, total: int = 0, unit: str = "") -> None: ...
+    async def report_stage(self, lease, stage: Stage, done: int = 0, total: int = 0, unit: str = "") -> None: ...
     async def read_document_content(self, lease) -> bytes: ...
     async def read_snapshot(self, lease, pipeline_version: str) -> list[ChunkRecord] | None: ...
     async def save_snapshot(self, lease, pipeline_version: str, chunks: list[ChunkRecord], batch_size: int) -> int: ...
@@ -78,7 +79,7 @@ class JobResult:
 class ProgressReporter:
     """ReportStage with progress, at most every `interval` seconds (the last report always goes)."""
 
-    def __init__(self, port: JobPort, lease, stage: str, total: int, unit: str, interval: float) -> None:
+    def __init__(self, port: JobPort, lease, stage: Stage, total: int, unit: str, interval: float) -> None:
         self.port, self.lease, self.stage, self.total, self.unit, self.interval = port, lease, stage, total, unit, interval
         self._last = time.monotonic()
 
@@ -188,9 +189,9 @@ class JobPipeline:
 
         started = time.monotonic()
         with tracing.span("sluice.stage.indexing", chunks=len(chunks)):
-            await self.port.report_stage(lease, "INDEXING", 0, len(chunks), "chunks")
+            await self.port.report_stage(lease, Stage.INDEXING, 0, len(chunks), "chunks")
             await self.port.complete_job(lease, chunks, self.settings.chunk_batch_size)
-        metrics.STAGE_SECONDS.labels(stage="INDEXING").observe(time.monotonic() - started)
+        metrics.STAGE_SECONDS.labels(stage=Stage.INDEXING.name).observe(time.monotonic() - started)
         metrics.JOBS_SUCCEEDED.inc()
         metrics.CHUNKS_PER_DOCUMENT.observe(len(chunks))
         log.info("document ready", extra={"chunks": len(chunks), "snapshot_reused": reused})
@@ -212,7 +213,7 @@ class JobPipeline:
                 chunk_span = tracing.tracer().start_span("sluice.stage.chunking", attributes={"elements": summary.elements})
                 with trace.use_span(chunk_span):
                     started = time.monotonic()
-                    await self.port.report_stage(job.lease, "CHUNKING", 0, summary.elements, "elements")
+                    await self.port.report_stage(job.lease, Stage.CHUNKING, 0, summary.elements, "elements")
                     chunks = await session.chunk(chunking, self.settings.max_chunks, timeout=self.settings.parse_timeout_seconds)
             with trace.use_span(chunk_span, end_on_exit=True):
                 # PostgreSQL cannot store NUL or lone surrogates: cleaned here, or every attempt would
@@ -227,12 +228,12 @@ class JobPipeline:
             for stage_span in (parse_span, chunk_span):
                 if stage_span is not None and stage_span.is_recording():
                     stage_span.end()
-        metrics.STAGE_SECONDS.labels(stage="CHUNKING").observe(time.monotonic() - started)
+        metrics.STAGE_SECONDS.labels(stage=Stage.CHUNKING.name).observe(time.monotonic() - started)
         return chunks
 
     async def _read_for_parsing(self, job) -> tuple[bytes, ProgressReporter, float]:
         settings = self.settings
-        parsing = ProgressReporter(self.port, job.lease, "PARSING", 0, "pages", settings.progress_interval_seconds)
+        parsing = ProgressReporter(self.port, job.lease, Stage.PARSING, 0, "pages", settings.progress_interval_seconds)
         await parsing.start()
         started = time.monotonic()
         if job.size_bytes > settings.max_document_bytes:
@@ -255,13 +256,13 @@ class JobPipeline:
         summary = await session.parse(
             data, job.filename, job.mime_type, limits, timeout=settings.parse_timeout_seconds, progress=on_progress
         )
-        metrics.STAGE_SECONDS.labels(stage="PARSING").observe(time.monotonic() - started)
+        metrics.STAGE_SECONDS.labels(stage=Stage.PARSING.name).observe(time.monotonic() - started)
         log.info("parsed", extra={"elements": summary.elements, "pages": summary.pages, "characters": summary.characters})
         return summary
 
     async def _embed(self, job, chunks: list[ChunkRecord]) -> list[list[float]]:
         total = len(chunks)
-        reporter = ProgressReporter(self.port, job.lease, "EMBEDDING", total, "chunks", self.settings.progress_interval_seconds)
+        reporter = ProgressReporter(self.port, job.lease, Stage.EMBEDDING, total, "chunks", self.settings.progress_interval_seconds)
         await reporter.start()
         try:
             embedder = self.embedder_for(job.embedder)
@@ -281,5 +282,5 @@ class JobPipeline:
                 raise TransientFailure("EMBEDDING_BAD_RESPONSE", f"the embedder returned {len(batch)} vectors for {len(texts)} texts")
             vectors.extend(batch)
             await reporter.update(len(vectors))
-        metrics.STAGE_SECONDS.labels(stage="EMBEDDING").observe(time.monotonic() - started)
+        metrics.STAGE_SECONDS.labels(stage=Stage.EMBEDDING.name).observe(time.monotonic() - started)
         return vectors
