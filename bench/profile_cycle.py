@@ -1,0 +1,76 @@
+"""Where a job cycle's time goes: cProfile of in-process claim → 4 stages → complete cycles.
+
+    .venv/bin/python -m bench.profile_cycle [--jobs 400]
+
+Prints cycles/s, the Python CPU per cycle (client and server in this process), and the
+functions with the most time of their own; the psycopg send counts are the round trips.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from bench.ingest_bench import DIMS, inprocess_client, seed
+from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from sluice_ingest.main import IngestApp
+from sluice_ingest.migrations import upgrade
+from sluice_ingest.settings import IngestSettings
+
+
+async def profile(url: str, jobs: int) -> None:
+    app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING"))
+    await app.start()
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
+                " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
+                " VALUES (1, 'bench', 'hashing', 'hashing-v1', %s, 1500, 1000, 0, 3)", (DIMS,))
+        seed(url, "bench", jobs)
+        vector = np.random.default_rng(0).standard_normal(DIMS).astype(np.float32)
+        profiler = cProfile.Profile()
+        wall, cpu = time.perf_counter(), time.process_time()
+        profiler.enable()
+        done = await inprocess_client(app, "profile", vector)
+        profiler.disable()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"{done} cycles: {done / wall:.1f}/s, {wall / done * 1000:.2f} ms/cycle, "
+              f"Python CPU {cpu / done * 1000:.2f} ms/cycle (with the profiler's own overhead)")
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
+        print(out.getvalue())
+    finally:
+        await app.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=400)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="sluice-profile-"))
+    base.chmod(0o755)
+    server = EmbeddedPostgres(base / "data", cleanup="delete")
+    admin = server.start()
+    try:
+        ensure_database(admin, "profile")
+        url = database_uri(admin, "profile")
+        upgrade(url)
+        asyncio.run(profile(url, args.jobs))
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
