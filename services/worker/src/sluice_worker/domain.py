@@ -15,7 +15,7 @@ from sluice_common.worker_errors import WorkerErrorCode
 
 # Bump when parsing or chunking changes what chunks a document yields: snapshots made by
 # another version are then ignored (they are keyed by content hash and pipeline version).
-PIPELINE_REVISION = "5"
+PIPELINE_REVISION = "6"
 
 
 @dataclass(frozen=True)

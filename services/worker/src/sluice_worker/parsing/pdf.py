@@ -6,12 +6,18 @@ for nothing the fast strategy uses. The fast strategy itself is pdfminer.six's l
 analysis, one element per text box classified by `unstructured.partition.text.element_from_text`;
 this module does exactly that, with unstructured's own element types and cleaners, and adds
 what a service needs: encryption and truncation checks, a page limit and page progress.
+
+Ruled tables (drawn cell borders) on text-layer pages are found by pdfplumber, on the same
+pdfminer.six, and become Table elements with their HTML, as DOCX and HTML tables do; their
+cells leave the running text. Tables without borders stay running text (no reliable way to
+tell them from columns of prose without a layout model).
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sluice_worker.domain import DOCUMENT_CORRUPT, PDF_ENCRYPTED, TOO_MANY_PAGES, DocumentInvalid
 
@@ -67,23 +73,41 @@ def partition_pdf_fast(
     elements = []
     done = 0
     rendered = None  # the pypdfium2 document, opened when a page first needs OCR
+    plumber = None  # the pdfplumber document, for the tables of text-layer pages
     try:
         for page_number, layout in enumerate(extract_pages(io.BytesIO(data), password="", laparams=LAParams()), start=1):
-            boxes = [box.get_text() for box in layout if isinstance(box, LTTextBox)]
-            if ocr.needs_ocr("".join(boxes)):
+            text_boxes = [box for box in layout if isinstance(box, LTTextBox)]
+            if ocr.needs_ocr("".join(box.get_text() for box in text_boxes)):
                 if rendered is None:
                     rendered = _open_for_rendering(data)
                 image = ocr.render_pdf_page(rendered, page_number - 1, max_pixels)
                 elements.extend(ocr.page_elements(image, page_number=page_number, filename=filename, filetype="application/pdf"))
-                boxes = []
-            for raw in boxes:
-                text = clean_extra_whitespace(clean_ligatures(_join_lines(raw)))
+                text_boxes = []
+            tables = []
+            if text_boxes:
+                if plumber is None:
+                    plumber = _open_for_tables(data)
+                tables = page_tables(plumber, page_number, layout.height) if plumber is not None else []
+            placed: set[int] = set()
+            for box in text_boxes:
+                # Text boxes inside a table are the table's cells: the table element replaces
+                # them, where its first box stood in reading order.
+                inside = next((i for i, table in enumerate(tables) if table.holds(box.bbox)), None)
+                if inside is not None:
+                    if inside not in placed:
+                        placed.add(inside)
+                        elements.append(tables[inside].element(page_number, filename))
+                    continue
+                text = clean_extra_whitespace(clean_ligatures(_join_lines(box.get_text())))
                 if not text:
                     continue
                 element = element_from_text(text)
                 element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype="application/pdf")
                 element.metadata.text_source = ocr.TEXT_LAYER
                 elements.append(element)
+            for i, table in enumerate(tables):  # a table none of whose cells was a text box
+                if i not in placed:
+                    elements.append(table.element(page_number, filename))
             done = page_number
             if progress is not None:
                 progress(done, pages, "pages")
@@ -96,7 +120,71 @@ def partition_pdf_fast(
     finally:
         if rendered is not None:
             rendered.close()
+        if plumber is not None:
+            plumber.close()
     return elements, pages
+
+
+@dataclass(frozen=True)
+class PageTable:
+    """A ruled table pdfplumber found on a text-layer page: its box (pdfminer's coordinates,
+    origin at the bottom left) and its rows of cell texts."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    rows: list[list[str]]
+
+    def holds(self, bbox: tuple[float, float, float, float]) -> bool:
+        x = (bbox[0] + bbox[2]) / 2
+        y = (bbox[1] + bbox[3]) / 2
+        return self.x0 <= x <= self.x1 and self.y0 <= y <= self.y1
+
+    def element(self, page_number: int, filename: str):
+        """A unstructured Table element with the table as HTML, as the other formats give it
+        (parsing/tables.py turns it into Markdown chunks, split between rows)."""
+        from html import escape
+
+        from unstructured.documents.elements import ElementMetadata, Table
+
+        from sluice_worker.parsing import ocr
+
+        html = "<table>" + "".join(
+            "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in self.rows
+        ) + "</table>"
+        text = "\n".join(" ".join(cell for cell in row if cell) for row in self.rows)
+        element = Table(text=text, metadata=ElementMetadata(page_number=page_number, filename=filename,
+                                                            filetype="application/pdf", text_as_html=html))
+        element.metadata.text_source = ocr.TEXT_LAYER
+        return element
+
+
+def page_tables(plumber, page_number: int, page_height: float) -> list[PageTable]:
+    """The ruled tables of a page (pdfplumber's line strategy: drawn cell borders), with at
+    least two rows and two columns; a page pdfplumber cannot read has none."""
+    try:
+        found = plumber.pages[page_number - 1].find_tables()
+    except Exception:  # noqa: BLE001 - table detection is an improvement, never a reason to fail
+        return []
+    tables = []
+    for table in found:
+        rows = [[" ".join((cell or "").split()) for cell in row] for row in table.extract()]
+        rows = [row for row in rows if any(row)]
+        if len(rows) < 2 or max(len(row) for row in rows) < 2:
+            continue
+        x0, top, x1, bottom = table.bbox  # pdfplumber: origin at the top left
+        tables.append(PageTable(x0, page_height - bottom, x1, page_height - top, rows))
+    return tables
+
+
+def _open_for_tables(data: bytes):
+    try:
+        import pdfplumber
+
+        return pdfplumber.open(io.BytesIO(data))
+    except Exception:  # noqa: BLE001 - no tables then; the text is still read
+        return None
 
 
 def _open_for_rendering(data: bytes):
