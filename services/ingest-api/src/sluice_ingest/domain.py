@@ -2,7 +2,8 @@
 
 Each edge of a transition table carries the reason it exists. `check_*_transition` is the
 one function that applies a table; SQL enforces the same tables with conditional UPDATEs
-whose `WHERE status = ANY(...)` lists come from `sources_of` (procrastinate's style), so a
+whose `WHERE status = ANY(...)` lists come from `document_sources` / `job_sources`
+(procrastinate's style, applied in transitions.py), so a
 lost race or an illegal move changes zero rows instead of corrupting state.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable
+from typing import Any
 import unicodedata
 
 from sluice_common.errors import FailedPrecondition
@@ -99,13 +102,25 @@ def check_job_transition(current: JobStatus, target: JobStatus) -> JobStatus:
     return target
 
 
-def document_sources(target: DocumentStatus) -> list[str]:
-    """The statuses a document may move to `target` from, for `WHERE status = ANY(...)`."""
-    return sorted(str(a) for (a, b) in DOCUMENT_TRANSITIONS if b == target)
+def _sources(table: dict[tuple[Any, Any], str], target: Any, narrowed: Iterable[Any] | None) -> list[str]:
+    allowed = {a for (a, b) in table if b == target}
+    if narrowed is not None:
+        wanted = set(narrowed)
+        if not wanted <= allowed:
+            raise IllegalTransition(f"no edge to {target} from {sorted(map(str, wanted - allowed))}", target=target)
+        allowed = wanted
+    return sorted(str(a) for a in allowed)
 
 
-def job_sources(target: JobStatus) -> list[str]:
-    return sorted(str(a) for (a, b) in JOB_TRANSITIONS if b == target)
+def document_sources(target: DocumentStatus, narrowed: Iterable[DocumentStatus] | None = None) -> list[str]:
+    """The statuses a document may move to `target` from, for `WHERE status = ANY(...)`;
+    `narrowed` keeps a subset of them (a source the table lacks raises IllegalTransition)."""
+    return _sources(DOCUMENT_TRANSITIONS, target, narrowed)
+
+
+def job_sources(target: JobStatus, narrowed: Iterable[JobStatus] | None = None) -> list[str]:
+    """The same for a job (JOB_TRANSITIONS)."""
+    return _sources(JOB_TRANSITIONS, target, narrowed)
 
 
 def retry_delay_seconds(attempts: int, base: float, cap: float = 300.0) -> float:

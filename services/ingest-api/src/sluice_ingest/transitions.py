@@ -17,13 +17,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .domain import (
-    DOCUMENT_TRANSITIONS,
-    JOB_TRANSITIONS,
-    DocumentStatus,
-    IllegalTransition,
-    JobStatus,
-)
+from .domain import DocumentStatus, IllegalTransition, JobStatus, document_sources, job_sources
 
 
 class Expr:
@@ -37,16 +31,6 @@ class Expr:
 
 
 NOW = Expr("now()")
-
-
-def sources_of(table: Mapping[tuple[Any, Any], str], target: Any, narrowed: Iterable[Any] | None) -> list[str]:
-    allowed = {a for (a, b) in table if b == target}
-    if narrowed is not None:
-        wanted = set(narrowed)
-        if not wanted <= allowed:
-            raise IllegalTransition(f"no edge to {target} from {sorted(map(str, wanted - allowed))}", target=target)
-        allowed = wanted
-    return sorted(str(a) for a in allowed)
 
 
 # Composed statements by shape (table, columns, expressions): a transition builds its SQL once,
@@ -88,7 +72,7 @@ async def move_document(
     sources: Iterable[DocumentStatus] | None = None,
 ) -> None:
     """Move a document to `target` along an edge of DOCUMENT_TRANSITIONS, setting `values`."""
-    allowed = sources_of(DOCUMENT_TRANSITIONS, target, sources)
+    allowed = document_sources(target, sources)
     statement, params = _update("documents", document_id, target, allowed, {**(values or {}), "updated_at": NOW})
     if await (await conn.execute(statement, params)).fetchone() is None:
         raise IllegalTransition(
@@ -106,7 +90,7 @@ async def move_job(
     sources: Iterable[JobStatus] | None = None,
 ) -> None:
     """Move a job to `target` along an edge of JOB_TRANSITIONS, setting `values`."""
-    allowed = sources_of(JOB_TRANSITIONS, target, sources)
+    allowed = job_sources(target, sources)
     statement, params = _update("ingestion_jobs", job_id, target, allowed, {**(values or {}), "updated_at": NOW})
     if await (await conn.execute(statement, params)).fetchone() is None:
         raise IllegalTransition(
@@ -116,4 +100,4 @@ async def move_job(
 
 RELEASED_LEASE = {"locked_at": None, "locked_by": None, "lease_token": None}
 
-__all__ = ["NOW", "RELEASED_LEASE", "Expr", "move_document", "move_job", "sources_of"]
+__all__ = ["NOW", "RELEASED_LEASE", "Expr", "move_document", "move_job"]

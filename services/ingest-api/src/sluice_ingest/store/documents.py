@@ -21,12 +21,8 @@ from sluice_common.reasons import Reason
 
 from ..domain import (
     DocumentStatus as D,
-)
-from ..domain import (
     IllegalTransition,
     check_document_transition,
-)
-from ..domain import (
     JobStatus as J,
 )
 from ..transitions import NOW, RELEASED_LEASE, move_document, move_job

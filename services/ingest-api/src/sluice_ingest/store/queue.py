@@ -22,22 +22,18 @@ from sluice_common.reasons import Reason
 from .. import metrics
 from ..domain import (
     IN_PROGRESS,
-    JOB_TRANSITIONS,
     LEASE_EXPIRED_EXHAUSTED,
     LEASE_EXPIRED_RETRYING,
     AttemptOutcome,
     check_document_transition,
+    job_sources,
     retry_delay_seconds,
     retry_message,
     should_retry,
-)
-from ..domain import (
     DocumentStatus as D,
-)
-from ..domain import (
     JobStatus as J,
 )
-from ..transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job, sources_of
+from ..transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job
 from .common import FRESH_PROGRESS, NO_ERROR, StoreBase, _one
 from .rows import ChunkRow, ClaimedJob, DocumentRow
 
@@ -103,7 +99,7 @@ class QueueStore(StoreBase):
             cur = conn.cursor(row_factory=class_row(ClaimedJob))
             await cur.execute(CLAIM_SQL, {
                 "worker": worker_id, "lease": self.policy.lease_seconds,
-                "sources": sources_of(JOB_TRANSITIONS, J.RUNNING, None),
+                "sources": job_sources(J.RUNNING),
             })
             row = await cur.fetchone()
             if row is None:
