@@ -62,6 +62,17 @@ def seed(url: str, collection: str, count: int) -> None:
         )
 
 
+def add_collection(url: str, name: str = "bench") -> None:
+    """A hashing collection of the `default` tenant, written directly (set-up, not measured)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
+            " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
+            " SELECT id, %s, 'hashing', 'hashing-v1', %s, 1500, 1000, 0, 3 FROM tenants WHERE name = 'default'",
+            (name, DIMS),
+        )
+
+
 async def grpc_client(address: str, worker: str, vector: list[float], key: str) -> int:
     done = 0
     async with keyed_aio_channel(address, key) as channel:
@@ -166,11 +177,7 @@ async def claim_latency(admin_uri: str, queued: int, claims: int) -> tuple[float
     app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING"))
     await app.start()
     try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(
-                "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
-                " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
-                " VALUES (1, 'bench', 'hashing', 'hashing-v1', %s, 1500, 1000, 0, 3)", (DIMS,))
+        add_collection(url)
         seed(url, "bench", queued + EXPIRED)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(

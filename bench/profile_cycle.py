@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psycopg
 
-from bench.ingest_bench import DIMS, inprocess_client, seed
+from bench.ingest_bench import DIMS, add_collection, inprocess_client, seed
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
 from sluice_ingest.main import IngestApp
 from sluice_ingest.migrations import upgrade
@@ -32,11 +31,7 @@ async def profile(url: str, jobs: int) -> None:
     app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING"))
     await app.start()
     try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(
-                "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
-                " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
-                " VALUES (1, 'bench', 'hashing', 'hashing-v1', %s, 1500, 1000, 0, 3)", (DIMS,))
+        add_collection(url)
         seed(url, "bench", jobs)
         vector = np.random.default_rng(0).standard_normal(DIMS).astype(np.float32)
         profiler = cProfile.Profile()
