@@ -72,6 +72,21 @@ def test_same_content_in_same_collection_is_deduplicated(c, database_url):
     assert rows(database_url, "documents") == 2
 
 
+def test_dedup_rule_is_documented_where_clients_read_it_and_holds(c):
+    """The UploadDocument comment states what the server does with identical bytes; check both."""
+    from pathlib import Path
+
+    proto = (Path(__file__).resolve().parents[2] / "protos/sluice/v1/document_service.proto").read_text()
+    upload_comment = proto.split("  rpc UploadDocument(")[0].rsplit(");\n", 1)[-1]  # the comment block above it
+    for promise in ("same SHA-256", "returns that existing document", "new ones are ignored", "another collection",
+                    "REQUEST_ID_REUSED", "ReprocessDocument"):
+        assert promise in upload_comment, promise
+    first = c.upload(content=b"dedup rule bytes", filename="first.txt", metadata={"k": "1"})
+    second = c.upload(content=b"dedup rule bytes", filename="second.txt", metadata={"k": "2"})
+    assert second.id == first.id
+    assert second.filename == "first.txt" and dict(second.metadata) == {"k": "1"}
+
+
 def test_concurrent_identical_uploads_make_one_document(c, ingest_api, database_url):
     ids = []
 

@@ -133,6 +133,13 @@ class DocumentServiceServicer:
         that ends without it (half-close or cancellation) stores nothing: INVALID_ARGUMENT with reason
         UPLOAD_INCOMPLETE. Other reasons: CHECKSUM_MISMATCH, SIZE_MISMATCH, UPLOAD_TOO_LARGE,
         UPLOAD_IDLE_TIMEOUT (DEADLINE_EXCEEDED) and TOO_MANY_UPLOADS (RESOURCE_EXHAUSTED).
+
+        Deduplication: an upload whose bytes have the same SHA-256 as a document already in the same
+        collection creates nothing and returns that existing document, in whatever status it is, with
+        its own filename and metadata (the new ones are ignored). The same bytes in another collection
+        are a new document. An upload repeating a request_id returns the document that request_id
+        created; reusing a request_id for other bytes or another collection is ALREADY_EXISTS with
+        reason REQUEST_ID_REUSED. To process identical bytes again, use ReprocessDocument.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
