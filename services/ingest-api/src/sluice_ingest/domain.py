@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable
-from typing import Any
 import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from sluice_common.errors import FailedPrecondition
+from sluice_common.errors import FailedPrecondition, InvalidArgument
 from sluice_common.reasons import Reason
 
 
@@ -167,3 +168,24 @@ def safe_filename(name: str) -> str:
         ext = ext[:16] if dot else ""
         name = (stem if dot else name)[: 255 - len(ext) - 1] + ("." + ext if ext else "")
     return name
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class EventCursor:
+    """A position in a collection's events log: after the event `event_id` written by transaction
+    `txid`. The log is read in (txid, event_id) order, so the cursor carries both; clients see it
+    as an opaque string."""
+
+    txid: int
+    event_id: int
+
+    def encode(self) -> str:
+        return f"{self.txid}.{self.event_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> EventCursor:
+        txid, dot, event_id = text.partition(".")
+        if not dot or not txid.isdigit() or not event_id.isdigit() or len(text) > 41:
+            raise InvalidArgument(f"cursor {text[:50]!r} is not a cursor this server returned",
+                                  reason=Reason.INVALID_CURSOR)
+        return cls(int(txid), int(event_id))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .collections import CollectionStore
 from .common import StoreBase
 from .documents import DocumentStore
+from .events import CollectionEventRow, EventStore
 from .queue import CLAIM_SQL, QueueStore
 from .rows import (
     AttemptRow,
@@ -27,10 +28,10 @@ from .rows import (
 )
 
 
-class PostgresStore(CollectionStore, DocumentStore, QueueStore):
+class PostgresStore(CollectionStore, DocumentStore, EventStore, QueueStore):
     """The whole store: every area over one pool."""
 
 
 __all__ = [
-    "CLAIM_SQL", "AttemptRow", "ChunkRow", "ClaimedJob", "CollectionRow", "DocumentRow", "EventRow", "JobPolicy", "NewCollection", "NewDocument", "PostgresStore", "StoreBase", "UploadedContent",
+    "CLAIM_SQL", "AttemptRow", "ChunkRow", "ClaimedJob", "CollectionEventRow", "CollectionRow", "DocumentRow", "EventRow", "JobPolicy", "NewCollection", "NewDocument", "PostgresStore", "StoreBase", "UploadedContent",
 ]

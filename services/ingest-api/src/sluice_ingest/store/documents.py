@@ -136,7 +136,7 @@ class DocumentStore(StoreBase):
                 "SELECT id, status::text AS status, error_code, error_message, progress_stage::text AS progress_stage,"
                 " progress_done, progress_total, progress_unit, chunk_count, job_status::text AS job_status, attempts,"
                 " max_attempts, available_at, updated_at, now() AS db_now"
-                " FROM document_events WHERE document_id = %s AND id > %s ORDER BY id",
+                " FROM document_events WHERE document_id = %s AND id > %s AND NOT deleted ORDER BY id",
                 (document_id, after_id),
             )
             return await cur.fetchall()
