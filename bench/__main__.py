@@ -1,11 +1,11 @@
 """`python -m bench [ingest|worker|search ...]` (`make bench`): run the benchmarks, each printing
-its table with the baseline beside every figure. With no name, all three run in turn; options
+its table with the baseline beside every figure. With no name, all of them run in turn; options
 after a single name go to that benchmark (`python -m bench search --queries 200`)."""
 
 import importlib
 import sys
 
-BENCHES = {"ingest": "bench.ingest_bench", "worker": "bench.worker_bench", "search": "bench.search_bench"}
+BENCHES = {"ingest": "bench.ingest_bench", "worker": "bench.worker_bench", "search": "bench.search_bench", "ocr": "bench.ocr_compare"}
 
 names = [a for a in sys.argv[1:] if a in BENCHES] or list(BENCHES)
 options = [a for a in sys.argv[1:] if a not in BENCHES] if len(names) == 1 else []
