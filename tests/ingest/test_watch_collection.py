@@ -203,6 +203,23 @@ def test_a_live_stream_sends_new_events_as_they_commit(c, database_url):
     assert event.event_id == log_of(database_url)[-1][0] and event.create_time.seconds > 0
 
 
+def test_an_event_held_back_by_an_older_writer_is_sent_once_that_writer_ends_without_a_new_notification(c, database_url):
+    call = watch(c)
+    assert next(call).type == HEARTBEAT
+    received: list[ds.CollectionEvent] = []
+    reader = threading.Thread(target=lambda: received.extend(take(call, 1)))
+    reader.start()
+    with psycopg.connect(database_url) as older:
+        older.execute("SELECT pg_current_xact_id()")  # an older transaction, still running, writes no event
+        doc = c.upload(content=b"committed while an older writer runs")  # its notification comes now
+        reader.join(1.0)
+        assert received == []  # not readable yet: the older writer could still commit an earlier event
+        older.commit()  # ends with no event, so no notification: the watcher's re-check finds it
+    reader.join(30)
+    call.cancel()
+    assert [e.document.id for e in received] == [doc.id]
+
+
 def expect(code: grpc.StatusCode, reason: str, call) -> grpc.RpcError:
     with pytest.raises(grpc.RpcError) as err:
         for _ in call:
