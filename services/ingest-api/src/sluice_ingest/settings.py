@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from sluice_common.settings import CommonSettings
 
 
@@ -32,18 +30,19 @@ class IngestSettings(CommonSettings):
     # Longest ClaimJob long-poll a worker may ask for.
     max_claim_wait_seconds: float = 60.0
     pool_max_size: int = 20
-    # The events log (WatchCollection, webhooks): events older than this are pruned, except each
-    # existing document's latest; a WatchCollection cursor older than what was pruned gets
+    # The events log (WatchCollection, webhooks): events older than this (7 days) are pruned,
+    # except each existing document's latest; a WatchCollection cursor older than what was pruned gets
     # OUT_OF_RANGE (EVENTS_CURSOR_EXPIRED). 0 keeps events forever.
-    events_retention_seconds: float = Field(default=7 * 24 * 3600.0, ge=0)
+    events_retention_seconds: float = 604800.0
     # Events kept per document (its newest ones; the latest is always kept). 0 keeps them all.
-    events_per_document: int = Field(default=100, ge=0)
-    # How often the pruning runs, and how many events one of its transactions deletes at most.
-    events_prune_interval_seconds: float = Field(default=300.0, gt=0)
-    events_prune_batch: int = Field(default=1000, ge=1)
+    events_per_document: int = 100
+    # How often the pruning runs.
+    events_prune_interval_seconds: float = 300.0
+    # Most events one pruning transaction deletes (short transactions, short locks).
+    events_prune_batch: int = 1000
     # WatchCollection: a quiet stream gets a HEARTBEAT (with the cursor read up to) this often,
     # which also keeps proxies and load balancers from closing it.
-    watch_heartbeat_seconds: float = Field(default=15.0, gt=0)
+    watch_heartbeat_seconds: float = 15.0
     # While committed events wait for an older writer to finish (not readable yet), a watcher
     # reads again this often; otherwise it sleeps until notified.
-    watch_recheck_seconds: float = Field(default=0.5, gt=0)
+    watch_recheck_seconds: float = 0.5
