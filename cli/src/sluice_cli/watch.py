@@ -18,7 +18,7 @@ from sluice.v1 import document_pb2, document_service_pb2 as ds
 
 from . import render
 from .client import Clients
-from .errors import EXIT_USAGE, CliError
+from .errors import EXIT_FAILED, EXIT_USAGE, CliError
 
 STATUS_VALUES = {
     name: document_pb2.DocumentStatus.Value("DOCUMENT_STATUS_" + name.upper())
@@ -71,7 +71,7 @@ def watch_collection(clients: Clients, args) -> int:
                         render.out.print(escape(event_line(event)), soft_wrap=True, highlight=False)
                 # A stream that ends without an error (a proxy closing it): reconnect, not too fast.
                 if not connected_once:
-                    raise CliError("ingest-api ended the stream before sending anything", reason="STREAM_ENDED")
+                    raise CliError("ingest-api ended the stream before sending anything", EXIT_FAILED, "STREAM_ENDED")
                 time.sleep(0.2)
             except grpc.RpcError as error:
                 if error.code() != grpc.StatusCode.UNAVAILABLE or not connected_once:
