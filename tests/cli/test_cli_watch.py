@@ -32,6 +32,12 @@ class Lines:
     def next(self, timeout: float = 60) -> str:
         return self.queue.get(timeout=timeout)
 
+    def until(self, text: str, timeout: float = 60) -> str:
+        """The next line that contains `text` (gRPC's own log lines may come in between)."""
+        while text not in (line := self.next(timeout)):
+            pass
+        return line
+
 
 def start_watch(address: str, *args: str) -> subprocess.Popen:
     env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
@@ -54,7 +60,7 @@ def test_watch_a_collection_resumes_across_a_server_restart_and_prints_the_curso
         assert [e["type"] for e in seen] == ["COLLECTION_EVENT_TYPE_CHANGED"] * 2
         c.close()
         first.stop()  # ingest-api goes away: the stream ends with UNAVAILABLE
-        assert "reconnecting after cursor" in err.next()
+        err.until("reconnecting after cursor")
         second = ingest_api_factory(bind=address, watch_heartbeat_seconds=0.2)  # back, same address
         c = Clients(second.address)
         gamma = c.upload(content=b"gamma", filename="gamma.txt")

@@ -151,8 +151,11 @@ async def test_watch_of_a_document_deleted_meanwhile_ends_with_not_found(loops):
 # --------------------------------------------------------------------------- WatchCollection
 
 def collection_event(event_id: int, status: str = "PENDING") -> CollectionEventRow:
-    return CollectionEventRow(event_id, 100 + event_id, DOC, False, status, None, None, None, 0, 0, "", 0, "PENDING",
+    return CollectionEventRow(event_id, 500 + event_id, DOC, False, status, None, None, None, 0, 0, "", 0, "PENDING",
                               0, 3, NOW, NOW, NOW, "a.txt", "text/plain")
+
+
+HEAD = EventCursor(1000, 0)  # every cursor below is in the fake log's past
 
 
 class FakeLog:
@@ -166,7 +169,7 @@ class FakeLog:
         return 7
 
     async def events_head(self) -> EventCursor:
-        return EventCursor(50, 0)
+        return HEAD
 
     async def watch_page(self, tenant_id, collection_id, after, limit, statuses, terminal_only) -> WatchPage:
         self.reads.append(after)
@@ -188,8 +191,8 @@ def watch_loop(settings: IngestSettings):
 
 async def test_filtered_out_rows_move_the_cursor_and_a_heartbeat_carries_it():
     store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
-    # The first window: one event sent, then rows up to (105, 5) read but filtered out.
-    store.pages.append(WatchPage([collection_event(1)], EventCursor(105, 5), False, None, False, True))
+    # The first window: one event sent, then rows up to (505, 5) read but filtered out.
+    store.pages.append(WatchPage([collection_event(1)], EventCursor(505, 5), False, None, False, True))
     stream = service.watch_collection(1, "docs", "", False, [], True)
     assert (await anext(stream)).id == 1
     reading = asyncio.ensure_future(anext(stream))
@@ -197,7 +200,7 @@ async def test_filtered_out_rows_move_the_cursor_and_a_heartbeat_carries_it():
     with hub.watch_collection(7) as signal:
         signal.fire()
     await asyncio.sleep(0.05)
-    assert store.reads == [EventCursor(50, 0), EventCursor(105, 5)]  # the next read starts past the filtered rows
+    assert store.reads == [HEAD, EventCursor(505, 5)]  # the next read starts past the filtered rows
     hub.end_streams()
     with pytest.raises(Exception, match="shutting down"):
         await asyncio.wait_for(reading, 10)
@@ -206,20 +209,20 @@ async def test_filtered_out_rows_move_the_cursor_and_a_heartbeat_carries_it():
 async def test_committed_but_unreadable_events_are_read_again_without_a_notification():
     store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=0.01))
     store.pages.append(WatchPage([], None, False, None, True, True))  # waiting: an older writer still runs
-    store.pages.append(WatchPage([collection_event(2)], EventCursor(102, 2), False, None, False, True))
+    store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), False, None, False, True))
     stream = service.watch_collection(1, "docs", "", False, [], False)
     first = await anext(stream)
-    assert first.cursor == EventCursor(50, 0)  # the opening heartbeat: nothing yet
+    assert first.cursor == HEAD  # the opening heartbeat: nothing yet
     assert (await asyncio.wait_for(anext(stream), 10)).id == 2  # no signal fired: the re-check found it
 
 
 async def test_a_full_window_is_followed_at_once_and_an_expired_cursor_is_refused():
     store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
-    store.pages.append(WatchPage([collection_event(1)], EventCursor(101, 1), True, None, False, True))
-    store.pages.append(WatchPage([collection_event(2)], EventCursor(102, 2), False, None, False, True))
-    stream = service.watch_collection(1, "docs", "100.0", False, [], False)
+    store.pages.append(WatchPage([collection_event(1)], EventCursor(501, 1), True, None, False, True))
+    store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), False, None, False, True))
+    stream = service.watch_collection(1, "docs", "500.0", False, [], False)
     assert [(await anext(stream)).id, (await asyncio.wait_for(anext(stream), 10)).id] == [1, 2]
-    store.pages.append(WatchPage([], None, False, EventCursor(200, 9), False, True))
+    store.pages.append(WatchPage([], None, False, EventCursor(520, 9), False, True))
     with pytest.raises(OutOfRange) as err:
-        await anext(service.watch_collection(1, "docs", "150.3", False, [], False))
-    assert err.value.metadata["oldest_cursor"] == "200.9"
+        await anext(service.watch_collection(1, "docs", "510.3", False, [], False))
+    assert err.value.metadata["oldest_cursor"] == "520.9"

@@ -330,7 +330,13 @@ class IngestService:
         start = EventCursor.parse(after_cursor) if after_cursor else None
         status_names = sorted({str(status) for status in statuses}) or None
         collection_id = await self.store.collection_id(tenant_id, collection)
-        cursor = start or (EventCursor(0, 0) if start_from_oldest else await self.store.events_head())
+        head = await self.store.events_head()
+        if start is not None and start > head:
+            # Every cursor handed out is at or below the head: this one was made up (or belongs to
+            # another database), and following it would skip every event until the log reached it.
+            raise InvalidArgument(f"cursor {after_cursor!r} is ahead of the events log: not a cursor this server returned",
+                                  reason=Reason.INVALID_CURSOR)
+        cursor = start or (EventCursor(0, 0) if start_from_oldest else head)
         # A replay starts below the horizon on purpose (it asks for what is retained); it is cut
         # short only if pruning moves on while it reads.
         replay_floor: EventCursor | None = None
