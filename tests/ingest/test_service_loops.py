@@ -226,3 +226,18 @@ async def test_a_full_window_is_followed_at_once_and_an_expired_cursor_is_refuse
     with pytest.raises(OutOfRange) as err:
         await anext(service.watch_collection(1, "docs", "510.3", False, [], False))
     assert err.value.metadata["oldest_cursor"] == "520.9"
+
+
+async def test_a_replay_reads_below_the_horizon_until_pruning_moves_it():
+    store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
+    floor = EventCursor(510, 0)
+    # Replaying from the start: below the horizon on purpose, and it stays put: fine.
+    store.pages.append(WatchPage([collection_event(1)], EventCursor(501, 1), True, floor, False, True))
+    store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), True, floor, False, True))
+    # Then pruning moves the horizon past where the replay is: events it has not read are gone.
+    store.pages.append(WatchPage([], None, False, EventCursor(530, 0), False, True))
+    stream = service.watch_collection(1, "docs", "", True, [], False)
+    assert [(await anext(stream)).id, (await anext(stream)).id] == [1, 2]
+    with pytest.raises(OutOfRange) as err:
+        await anext(stream)
+    assert err.value.metadata["oldest_cursor"] == "530.0"

@@ -305,7 +305,10 @@ def prune(api) -> tuple[int, int]:
     return api._call(api.app.retention.prune_once())
 
 
-def test_a_cursor_older_than_the_retention_gets_out_of_range_with_the_oldest_cursor(c, api, database_url):
+def test_a_cursor_older_than_the_retention_gets_out_of_range_with_the_oldest_cursor(ingest_api_factory, database_url):
+    api = ingest_api_factory(events_prune_batch=2, watch_heartbeat_seconds=0.2)  # several small batches
+    c = Clients(api.address)
+    c.create_collection()
     first, second = c.upload(content=b"first"), c.upload(content=b"second")
     process(c)  # `first` to READY: claim, four stages, complete
     log = log_of(database_url)
@@ -333,6 +336,7 @@ def test_a_cursor_older_than_the_retention_gets_out_of_range_with_the_oldest_cur
     assert next(watching).document.status == D.DOCUMENT_STATUS_PENDING
     process(c)
     assert [e.document.status for e in watching][-1] == D.DOCUMENT_STATUS_READY
+    c.close()
 
 
 def test_pruning_by_count_keeps_each_documents_latest_events_and_watch_document_works(ingest_api_factory, database_url):

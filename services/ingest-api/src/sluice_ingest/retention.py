@@ -17,6 +17,7 @@ import logging
 import uuid
 from typing import Protocol
 
+from . import metrics
 from .settings import IngestSettings
 
 log = logging.getLogger("sluice.ingest.retention")
@@ -41,7 +42,11 @@ class EventRetention:
 
     async def prune_once(self) -> tuple[int, int]:
         """One full pass; returns (pruned by age, pruned by count)."""
-        return await self.prune_by_age(), await self.prune_by_count()
+        by_age = await self.prune_by_age()
+        metrics.EVENTS_PRUNED.labels(rule="age").inc(by_age)
+        by_count = await self.prune_by_count()
+        metrics.EVENTS_PRUNED.labels(rule="count").inc(by_count)
+        return by_age, by_count
 
     async def prune_by_age(self) -> int:
         s = self.settings

@@ -343,7 +343,7 @@ class IngestService:
         loop = asyncio.get_running_loop()
         s = self.settings
         first = True
-        with self.hub.watch_collection(collection_id) as signal:
+        with self.hub.watch_collection(collection_id) as signal, metrics.COLLECTION_WATCHERS.track_inprogress():
             last_sent = loop.time()
             while True:
                 if self.hub.stopping.is_set():
@@ -366,6 +366,7 @@ class IngestService:
                         )
                 for row in page.events:
                     yield row
+                metrics.COLLECTION_EVENTS_SENT.inc(len(page.events))
                 if page.read_to is not None:
                     cursor = page.read_to
                 if page.events:
