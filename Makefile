@@ -31,7 +31,7 @@ test: venv lint
 # import-linter (.importlinter: services independent, domains pure, the worker's pipeline
 # apart from its gRPC client, the CLI importing no service).
 MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-api/src/sluice_ingest/transitions.py \
-	services/ingest-api/src/sluice_ingest/store services/ingest-api/src/sluice_ingest/ports.py libs/common/src/sluice_common/reasons.py \
+	services/ingest-api/src/sluice_ingest/store services/ingest-api/src/sluice_ingest/ports.py services/ingest-api/src/sluice_ingest/retention.py libs/common/src/sluice_common/reasons.py \
 	libs/common/src/sluice_common/names.py libs/common/src/sluice_common/worker_errors.py
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -38,6 +38,7 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "/sluice.v1.DocumentService/RetryDocument": WRITE,
     "/sluice.v1.DocumentService/ReprocessDocument": WRITE,
     "/sluice.v1.DocumentService/WatchDocument": READ,
+    "/sluice.v1.DocumentService/WatchCollection": READ,
     "/sluice.v1.SearchService/Search": READ,
     "/sluice.v1.JobService/ClaimJob": WORKER,
     "/sluice.v1.JobService/RenewLease": WORKER,

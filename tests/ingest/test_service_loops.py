@@ -1,5 +1,5 @@
-"""The service layer's loops on a fake store (no database): the ClaimJob long-poll and
-WatchDocument. SKIP LOCKED, triggers and fencing keep their tests against PostgreSQL
+"""The service layer's loops on a fake store (no database): the ClaimJob long-poll,
+WatchDocument and WatchCollection. SKIP LOCKED, triggers and fencing keep their tests against PostgreSQL
 (test_rules, test_concurrency); these pin down the waiting and waking logic, fast."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ import uuid
 
 import pytest
 
-from sluice_common.errors import NotFound
+from sluice_common.errors import NotFound, OutOfRange
+from sluice_ingest.domain import EventCursor
 from sluice_ingest.notify import NotificationHub
 from sluice_ingest.ports import IngestStore
 from sluice_ingest.service import IngestService
 from sluice_ingest.settings import IngestSettings
-from sluice_ingest.store import ClaimedJob, DocumentRow, EventRow
+from sluice_ingest.store import ClaimedJob, CollectionEventRow, DocumentRow, EventRow, WatchPage
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 DOC = uuid.uuid4()
@@ -145,3 +146,98 @@ async def test_watch_of_a_document_deleted_meanwhile_ends_with_not_found(loops):
         signal.fire()
     with pytest.raises(NotFound):
         await asyncio.wait_for(anext(updates), 10)
+
+
+# --------------------------------------------------------------------------- WatchCollection
+
+def collection_event(event_id: int, status: str = "PENDING") -> CollectionEventRow:
+    return CollectionEventRow(event_id, 500 + event_id, DOC, False, status, None, None, None, 0, 0, "", 0, "PENDING",
+                              0, 3, NOW, NOW, NOW, "a.txt", "text/plain")
+
+
+HEAD = EventCursor(1000, 0)  # every cursor below is in the fake log's past
+
+
+class FakeLog:
+    """watch_page scripted by the test: each read pops the next page (or repeats an empty one)."""
+
+    def __init__(self) -> None:
+        self.pages: list[WatchPage] = []
+        self.reads: list[EventCursor] = []
+
+    async def collection_id(self, tenant_id: int, name: str) -> int:
+        return 7
+
+    async def events_head(self) -> EventCursor:
+        return HEAD
+
+    async def watch_page(self, tenant_id, collection_id, after, limit, statuses, terminal_only) -> WatchPage:
+        self.reads.append(after)
+        if self.pages:
+            return self.pages.pop(0)
+        return WatchPage([], None, False, None, False, True)
+
+
+def test_the_fake_log_covers_what_the_watch_loop_uses():
+    used = {"collection_id", "events_head", "watch_page"}
+    assert used <= set(dir(IngestStore)) and used <= set(dir(FakeLog))
+
+
+def watch_loop(settings: IngestSettings):
+    store = FakeLog()
+    hub = NotificationHub("postgresql://unused")
+    return store, hub, IngestService(store, hub, settings)  # type: ignore[arg-type]
+
+
+async def test_filtered_out_rows_move_the_cursor_and_a_heartbeat_carries_it():
+    store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
+    # The first window: one event sent, then rows up to (505, 5) read but filtered out.
+    store.pages.append(WatchPage([collection_event(1)], EventCursor(505, 5), False, None, False, True))
+    stream = service.watch_collection(1, "docs", "", False, [], True)
+    assert (await anext(stream)).id == 1
+    reading = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0.05)
+    with hub.watch_collection(7) as signal:
+        signal.fire()
+    await asyncio.sleep(0.05)
+    assert store.reads == [HEAD, EventCursor(505, 5)]  # the next read starts past the filtered rows
+    hub.end_streams()
+    with pytest.raises(Exception, match="shutting down"):
+        await asyncio.wait_for(reading, 10)
+
+
+async def test_committed_but_unreadable_events_are_read_again_without_a_notification():
+    store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=0.01))
+    store.pages.append(WatchPage([], None, False, None, True, True))  # waiting: an older writer still runs
+    store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), False, None, False, True))
+    stream = service.watch_collection(1, "docs", "", False, [], False)
+    first = await anext(stream)
+    assert first.cursor == HEAD  # the opening heartbeat: nothing yet
+    assert (await asyncio.wait_for(anext(stream), 10)).id == 2  # no signal fired: the re-check found it
+
+
+async def test_a_full_window_is_followed_at_once_and_an_expired_cursor_is_refused():
+    store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
+    store.pages.append(WatchPage([collection_event(1)], EventCursor(501, 1), True, None, False, True))
+    store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), False, None, False, True))
+    stream = service.watch_collection(1, "docs", "500.0", False, [], False)
+    assert [(await anext(stream)).id, (await asyncio.wait_for(anext(stream), 10)).id] == [1, 2]
+    store.pages.append(WatchPage([], None, False, EventCursor(520, 9), False, True))
+    with pytest.raises(OutOfRange) as err:
+        await anext(service.watch_collection(1, "docs", "510.3", False, [], False))
+    assert err.value.metadata["oldest_cursor"] == "520.9"
+
+
+async def test_a_replay_reads_below_the_horizon_until_pruning_moves_it():
+    store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
+    floor = EventCursor(510, 0)
+    # Replaying from the start: below the horizon on purpose, and it stays put: fine.
+    store.pages.append(WatchPage([collection_event(1)], EventCursor(501, 1), True, floor, False, True))
+    store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), True, floor, False, True))
+    # Then pruning moves the horizon past where the replay is: events it has not read are gone.
+    store.pages.append(WatchPage([], None, False, EventCursor(530, 0), False, True))
+    stream = service.watch_collection(1, "docs", "", True, [], False)
+    assert [(await anext(stream)).id, (await anext(stream)).id] == [1, 2]
+    with pytest.raises(OutOfRange) as err:
+        await anext(stream)
+    assert err.value.metadata["oldest_cursor"] == "530.0"

@@ -18,6 +18,7 @@ from . import render
 from .client import Clients
 from .errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError
 from .upload import follow
+from .watch import watch_collection
 
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -200,6 +201,13 @@ def show(clients: Clients, args) -> int:
 
 
 def watch(clients: Clients, args) -> int:
+    collection_options = args.cursor or args.from_start or args.status or args.terminal
+    if args.document is None:
+        if not args.collection:
+            raise CliError("give a document to follow, or --collection to follow every event of a collection", EXIT_USAGE, "MISSING_ARGUMENT")
+        return watch_collection(clients, args)
+    if collection_options:
+        raise CliError("--cursor, --from-start, --status and --terminal are for a collection: leave out DOC", EXIT_USAGE, "INVALID_ARGUMENT")
     doc = get_document(clients, resolve_document_id(clients, args.document, args.collection or ""))
     deadline = time.monotonic() + args.timeout if args.timeout and args.timeout > 0 else None
     return watch_document(clients, doc, deadline, as_json=args.json)

@@ -114,15 +114,23 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(handler=commands.ls)
 
     for name, help_text, handler in (
-        ("watch", "follow a document until READY or FAILED (exit 0 or 1)", commands.watch),
+        ("watch", "follow a document until READY or FAILED (exit 0 or 1), or with --collection and no DOC "
+                  "every event of a collection", commands.watch),
         ("show", "show a document with its stage history and attempts", commands.show),
         ("retry", "process a FAILED document again", commands.retry),
     ):
         p = sub.add_parser(name, help=help_text, parents=[common])
-        p.add_argument("document", metavar="DOC", help="document id (or unique id prefix or file name)")
+        p.add_argument("document", metavar="DOC", help="document id (or unique id prefix or file name)",
+                       **({"nargs": "?"} if name == "watch" else {}))
         p.add_argument("--collection", "-c", help="narrow a prefix or file name to this collection")
         if name == "watch":
             p.add_argument("--timeout", type=float, default=0, metavar="SECONDS", help="give up after this long (exit 1)")
+            start = p.add_mutually_exclusive_group()
+            start.add_argument("--cursor", metavar="CURSOR", help="collection: resume after this cursor (printed with each event)")
+            start.add_argument("--from-start", action="store_true", help="collection: begin with the oldest retained event")
+            p.add_argument("--status", metavar="S1,S2", help="collection: only events leaving a document in these statuses "
+                                                             "(e.g. ready,failed; deletions are always shown)")
+            p.add_argument("--terminal", action="store_true", help="collection: only READY, FAILED and deletion events")
         if name == "retry":
             p.add_argument("--wait", action="store_true", help="follow the document after retrying")
         p.set_defaults(handler=handler)

@@ -78,6 +78,7 @@ METHOD_ROLES: dict[str, frozenset[Role]] = {
     "/sluice.v1.DocumentService/RetryDocument": _WRITE,
     "/sluice.v1.DocumentService/ReprocessDocument": _WRITE,
     "/sluice.v1.DocumentService/WatchDocument": _READ,
+    "/sluice.v1.DocumentService/WatchCollection": _READ,
     "/sluice.v1.SearchService/Search": _READ,
     # Only a worker holding a lease can put chunks into the index (DESIGN §7).
     "/sluice.v1.JobService/ClaimJob": frozenset({W}),

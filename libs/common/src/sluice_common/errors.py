@@ -61,6 +61,12 @@ class LeaseNotHeld(FailedPrecondition):
     default_reason = Reason.LEASE_NOT_HELD
 
 
+class OutOfRange(SluiceError):
+    """A position past what the server can serve (e.g. a cursor older than the events' retention)."""
+
+    default_reason = Reason.OUT_OF_RANGE
+
+
 class ResourceExhausted(SluiceError):
     default_reason = Reason.RESOURCE_EXHAUSTED
 
@@ -114,6 +120,7 @@ STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
     AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
     FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    OutOfRange: grpc.StatusCode.OUT_OF_RANGE,
     Unavailable: grpc.StatusCode.UNAVAILABLE,  # incl. DatabaseUnavailable (see domain_error_of)
     Aborted: grpc.StatusCode.ABORTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,

@@ -18,8 +18,8 @@ from sluice_common.names import document_name
 from sluice_common.reasons import Reason
 
 from .domain import DocumentStatus
-from .service import CollectionSpec, IncomingChunk, IngestService, UploadMeta
-from .store import AttemptRow, ClaimedJob, CollectionRow, DocumentRow
+from .service import CollectionSpec, Heartbeat, IncomingChunk, IngestService, UploadMeta
+from .store import AttemptRow, ClaimedJob, CollectionEventRow, CollectionRow, DocumentRow
 from .tenants import ApiKeyRow, Quota, TenantRow, TenantStore
 from .uploads import Trailer
 
@@ -124,6 +124,38 @@ def document_to_proto(row: DocumentRow, history: list[AttemptRow] | None = None)
             )
         )
     return doc
+
+
+def collection_event_to_proto(collection: str, row: CollectionEventRow | Heartbeat) -> document_service_pb2.CollectionEvent:
+    if isinstance(row, Heartbeat):
+        return document_service_pb2.CollectionEvent(
+            cursor=row.cursor.encode(), type=document_service_pb2.COLLECTION_EVENT_TYPE_HEARTBEAT)
+    document = document_pb2.Document(
+        name=document_name(collection, str(row.document_id)),
+        id=str(row.document_id),
+        collection=collection,
+        filename=row.filename or "",
+        mime_type=row.mime_type or "",
+        status=document_status_to_proto(row.status),
+        error_message=row.error_message or "",
+        error_code=row.error_code or "",
+        progress=document_pb2.Progress(
+            stage=document_status_to_proto(row.progress_stage), done=row.progress_done,
+            total=row.progress_total, unit=row.progress_unit,
+        ),
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        chunk_count=row.chunk_count,
+        job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row.job_status),
+        update_time=timestamp(row.updated_at),
+    )
+    return document_service_pb2.CollectionEvent(
+        cursor=row.cursor.encode(),
+        event_id=row.id,
+        type=document_service_pb2.COLLECTION_EVENT_TYPE_DELETED if row.deleted else document_service_pb2.COLLECTION_EVENT_TYPE_CHANGED,
+        document=document,
+        create_time=timestamp(row.created_at),
+    )
 
 
 def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
@@ -279,6 +311,14 @@ class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
             last = comparable
             sequence += 1
             yield document_pb2.DocumentEvent(document=document, sequence=sequence)
+
+    @grpc_errors
+    async def WatchCollection(self, request, context):
+        statuses = [status for status in map(document_status_from_proto, request.statuses) if status is not None]
+        async for row in self.service.watch_collection(
+            tenant(), request.collection, request.after_cursor, request.start_from_oldest, statuses, request.terminal_only
+        ):
+            yield collection_event_to_proto(request.collection, row)
 
 
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):

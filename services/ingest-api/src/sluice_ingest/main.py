@@ -18,6 +18,7 @@ from sluice_common.serving import create_server, run_until_signal, set_serving
 from . import metrics
 from .api import AdminServicer, DocumentServicer, JobServicer
 from .notify import NotificationHub
+from .retention import EventRetention
 from .service import IngestService
 from .settings import IngestSettings
 from .store import JobPolicy, PostgresStore
@@ -59,6 +60,8 @@ class IngestApp:
             AdminServicer(TenantStore(self.pool), self.keys.forget), self.server
         )
         self._gauges = asyncio.create_task(self._update_gauges())
+        self.retention = EventRetention(self.store, s)
+        self._retention = asyncio.create_task(self.retention.run(), name="event-retention")
         # jieba loads its dictionary on first use (~1 s): pay it now, not inside the first commit.
         from sluice_common.textsearch import search_terms
 
@@ -71,13 +74,20 @@ class IngestApp:
 
     async def stop(self, grace: float | None = None) -> None:
         await set_serving(self.health, SERVICE_NAMES, False)
+        await self.end_streams()
         await self.server.stop(self.settings.shutdown_grace_seconds if grace is None else grace)
         await self.close()
 
+    async def end_streams(self) -> None:
+        """Shutting down: WatchCollection streams end at once with UNAVAILABLE (clients resume
+        elsewhere with their cursor) instead of holding the drain until the grace runs out."""
+        self.hub.end_streams()
+
     async def close(self) -> None:
-        self._gauges.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._gauges
+        for task in (self._gauges, self._retention):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await self.hub.stop()
         await self.pool.close()
 
@@ -96,7 +106,7 @@ async def serve(settings: IngestSettings) -> None:
     app = IngestApp(settings)
     await app.start()
     log.info("ingest-api listening", extra={"bind": settings.bind, "port": app.port})
-    await run_until_signal(app.server, app.health, SERVICE_NAMES, settings.shutdown_grace_seconds)
+    await run_until_signal(app.server, app.health, SERVICE_NAMES, settings.shutdown_grace_seconds, on_stop=app.end_streams)
     await app.close()
 
 

@@ -1,7 +1,9 @@
 """One LISTEN connection per ingest-api process, fanned out to waiting calls.
 
 ClaimJob long-polls wait on `jobs_available`; WatchDocument streams wait on their document's
-signal. A waiter takes its signal *before* it checks the database, so a notification that
+signal, WatchCollection streams on their collection's (`sluice_collection_events`, one per event
+and one when the collection is deleted). `stopping` is set when the server shuts down, so that
+long streams end at once instead of holding the drain. A waiter takes its signal *before* it checks the database, so a notification that
 arrives between the check and the wait is never lost.
 """
 
@@ -18,6 +20,7 @@ log = logging.getLogger("sluice.ingest.notify")
 
 JOBS_CHANNEL = "sluice_jobs_available"
 DOCUMENTS_CHANNEL = "sluice_document_events"
+COLLECTIONS_CHANNEL = "sluice_collection_events"
 
 
 class Signal:
@@ -40,6 +43,9 @@ class NotificationHub:
         self.jobs_available = Signal()
         self._documents: dict[str, Signal] = defaultdict(Signal)
         self._watchers: dict[str, int] = defaultdict(int)
+        self._collections: dict[str, Signal] = defaultdict(Signal)
+        self._collection_watchers: dict[str, int] = defaultdict(int)
+        self.stopping = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._connected = asyncio.Event()
 
@@ -47,7 +53,13 @@ class NotificationHub:
         self._task = asyncio.create_task(self._run(), name="notification-hub")
         await asyncio.wait_for(self._connected.wait(), timeout=30)
 
+    def end_streams(self) -> None:
+        """Set `stopping` and wake every waiting stream (they check it and end)."""
+        self.stopping.set()
+        self._wake_all()
+
     async def stop(self) -> None:
+        self.end_streams()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -64,9 +76,21 @@ class NotificationHub:
                 self._watchers.pop(document_id, None)
                 self._documents.pop(document_id, None)
 
+    @contextlib.contextmanager
+    def watch_collection(self, collection_id: int):
+        key = str(collection_id)
+        self._collection_watchers[key] += 1
+        try:
+            yield self._collections[key]
+        finally:
+            self._collection_watchers[key] -= 1
+            if self._collection_watchers[key] <= 0:
+                self._collection_watchers.pop(key, None)
+                self._collections.pop(key, None)
+
     def _wake_all(self) -> None:
         self.jobs_available.fire()
-        for signal in list(self._documents.values()):
+        for signal in [*self._documents.values(), *self._collections.values()]:
             signal.fire()
 
     async def _run(self) -> None:
@@ -76,6 +100,7 @@ class NotificationHub:
                 async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {JOBS_CHANNEL}")
                     await conn.execute(f"LISTEN {DOCUMENTS_CHANNEL}")
+                    await conn.execute(f"LISTEN {COLLECTIONS_CHANNEL}")
                     self._connected.set()
                     backoff = 0.1
                     # Anything may have changed while we were not listening.
@@ -83,6 +108,9 @@ class NotificationHub:
                     async for note in conn.notifies():
                         if note.channel == JOBS_CHANNEL:
                             self.jobs_available.fire()
+                        elif note.channel == COLLECTIONS_CHANNEL:
+                            if note.payload in self._collections:
+                                self._collections[note.payload].fire()
                         elif note.payload in self._documents:
                             self._documents[note.payload].fire()
             except asyncio.CancelledError:

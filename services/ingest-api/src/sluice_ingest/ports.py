@@ -7,7 +7,7 @@ import datetime as dt
 import uuid
 from typing import Any, Protocol
 
-from .domain import DocumentStatus as D
+from .domain import DocumentStatus as D, EventCursor
 from .store import (
     AttemptRow,
     ChunkRow,
@@ -18,6 +18,7 @@ from .store import (
     NewCollection,
     NewDocument,
     PostgresStore,
+    WatchPage,
 )
 
 
@@ -56,6 +57,15 @@ class IngestStore(Protocol):
     async def get_document(self, tenant_id: int, document_id: uuid.UUID) -> DocumentRow: ...
 
     async def document_events_after(self, document_id: uuid.UUID, after_id: int) -> list[EventRow]: ...
+
+    async def collection_id(self, tenant_id: int, name: str) -> int: ...
+
+    async def events_head(self) -> EventCursor: ...
+
+    async def watch_page(
+        self, tenant_id: int, collection_id: int, after: EventCursor, limit: int,
+        statuses: list[str] | None, terminal_only: bool,
+    ) -> WatchPage: ...
 
     async def claim_job(self, worker_id: str) -> ClaimedJob | None: ...
 

@@ -16,17 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from sluice_common.errors import InvalidArgument
+from sluice_common.errors import InvalidArgument, NotFound, OutOfRange, Unavailable
 from sluice_common.names import document_id_of
 from sluice_common.reasons import Reason
 from sluice_common.worker_errors import WorkerErrorCode, is_registered
 
 from . import metrics, uploads
-from .domain import IN_PROGRESS, DocumentStatus as D, safe_error_message, safe_filename
+from .domain import IN_PROGRESS, DocumentStatus as D, EventCursor, safe_error_message, safe_filename
 from .notify import NotificationHub
 from .ports import IngestStore
 from .settings import IngestSettings
-from .store import ChunkRow, NewCollection, NewDocument
+from .store import ChunkRow, CollectionEventRow, NewCollection, NewDocument
 
 log = logging.getLogger("sluice.ingest")
 
@@ -49,6 +49,14 @@ EXTRA_TYPES = {
     ".pdf": "application/pdf",
 }
 TERMINAL = {D.READY, D.FAILED}
+WATCH_WINDOW = 500  # log rows one WatchCollection read looks at
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """Nothing to send up to `cursor` (nothing happened, or nothing matched the filters)."""
+
+    cursor: EventCursor
 
 
 @dataclass
@@ -304,6 +312,86 @@ class IngestService:
                     if status in TERMINAL:
                         break
 
+    async def watch_collection(
+        self, tenant_id: int, collection: str, after_cursor: str, start_from_oldest: bool,
+        statuses: list[D], terminal_only: bool,
+    ) -> AsyncIterator[CollectionEventRow | Heartbeat]:
+        """Every event of the collection after the cursor, in log order, for as long as the caller
+        listens; a Heartbeat when the first read or a quiet spell has nothing to send.
+
+        The cursor moves past every row read, sent or filtered out, and Heartbeats carry it, so a
+        narrow filter never reads the same rows twice in one stream. Exactly once across
+        reconnects holds because the log is read only below every running writer (store/events.py)
+        and a cursor older than what retention pruned is refused rather than silently short."""
+        if not collection:
+            raise InvalidArgument("collection is required", reason=Reason.MISSING_COLLECTION)
+        if after_cursor and start_from_oldest:
+            raise InvalidArgument("give after_cursor or start_from_oldest, not both", reason=Reason.INVALID_WATCH_START)
+        start = EventCursor.parse(after_cursor) if after_cursor else None
+        status_names = sorted({str(status) for status in statuses}) or None
+        collection_id = await self.store.collection_id(tenant_id, collection)
+        head = await self.store.events_head()
+        if start is not None and start > head:
+            # Every cursor handed out is at or below the head: this one was made up (or belongs to
+            # another database), and following it would skip every event until the log reached it.
+            raise InvalidArgument(f"cursor {after_cursor!r} is ahead of the events log: not a cursor this server returned",
+                                  reason=Reason.INVALID_CURSOR)
+        cursor = start or (EventCursor(0, 0) if start_from_oldest else head)
+        # A replay starts below the horizon on purpose (it asks for what is retained); it is cut
+        # short only if pruning moves on while it reads.
+        replay_floor: EventCursor | None = None
+        loop = asyncio.get_running_loop()
+        s = self.settings
+        first = True
+        with self.hub.watch_collection(collection_id) as signal, metrics.COLLECTION_WATCHERS.track_inprogress():
+            last_sent = loop.time()
+            while True:
+                if self.hub.stopping.is_set():
+                    raise Unavailable("the server is shutting down; reconnect with the last cursor",
+                                      reason=Reason.SERVER_SHUTTING_DOWN, cursor=cursor.encode())
+                woken = signal.current()
+                page = await self.store.watch_page(tenant_id, collection_id, cursor, WATCH_WINDOW, status_names, terminal_only)
+                if not page.exists:
+                    raise NotFound(f"collection {collection!r} was deleted", reason=Reason.COLLECTION_NOT_FOUND,
+                                   collection=collection)
+                if page.horizon is not None and cursor < page.horizon:
+                    if start_from_oldest and replay_floor in (None, page.horizon):
+                        replay_floor = page.horizon
+                    else:
+                        oldest = page.horizon.encode()
+                        raise OutOfRange(
+                            f"cursor {cursor.encode()} is older than the retained events of collection {collection!r};"
+                            f" the oldest cursor to resume from is {oldest} (or start from now)",
+                            reason=Reason.EVENTS_CURSOR_EXPIRED, oldest_cursor=oldest, collection=collection,
+                        )
+                for row in page.events:
+                    yield row
+                metrics.COLLECTION_EVENTS_SENT.inc(len(page.events))
+                if page.read_to is not None:
+                    cursor = page.read_to
+                if page.events:
+                    last_sent = loop.time()
+                elif first:
+                    yield Heartbeat(cursor)  # the stream is open: here is where it starts
+                    last_sent = loop.time()
+                first = False
+                if page.full:
+                    continue
+                quiet_until = last_sent + s.watch_heartbeat_seconds
+                timeout = max(quiet_until - loop.time(), 0.0)
+                if page.waiting:
+                    timeout = min(timeout, s.watch_recheck_seconds)
+                stop = asyncio.ensure_future(self.hub.stopping.wait())
+                wake = asyncio.ensure_future(woken.wait())
+                try:
+                    await asyncio.wait((stop, wake), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stop.cancel()
+                    wake.cancel()
+                if loop.time() >= quiet_until:
+                    yield Heartbeat(cursor)
+                    last_sent = loop.time()
+
     # ------------------------------------------------------------ jobs
 
     async def claim_job(self, worker_id: str, wait_seconds: float) -> dict[str, Any] | None:
@@ -426,4 +514,4 @@ class IngestService:
         return await self.store.release_job(parse_id(job_id, "job"), parse_id(lease_token, "lease token"))
 
 
-__all__ = ["CollectionSpec", "IncomingChunk", "IngestService", "UploadMeta"]
+__all__ = ["CollectionSpec", "Heartbeat", "IncomingChunk", "IngestService", "UploadMeta"]

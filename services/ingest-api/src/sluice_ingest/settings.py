@@ -30,3 +30,19 @@ class IngestSettings(CommonSettings):
     # Longest ClaimJob long-poll a worker may ask for.
     max_claim_wait_seconds: float = 60.0
     pool_max_size: int = 20
+    # The events log (WatchCollection, webhooks): events older than this (7 days) are pruned,
+    # except each existing document's latest; a WatchCollection cursor older than what was pruned gets
+    # OUT_OF_RANGE (EVENTS_CURSOR_EXPIRED). 0 keeps events forever.
+    events_retention_seconds: float = 604800.0
+    # Events kept per document (its newest ones; the latest is always kept). 0 keeps them all.
+    events_per_document: int = 100
+    # How often the pruning runs.
+    events_prune_interval_seconds: float = 300.0
+    # Most events one pruning transaction deletes (short transactions, short locks).
+    events_prune_batch: int = 1000
+    # WatchCollection: a quiet stream gets a HEARTBEAT (with the cursor read up to) this often,
+    # which also keeps proxies and load balancers from closing it.
+    watch_heartbeat_seconds: float = 15.0
+    # While committed events wait for an older writer to finish (not readable yet), a watcher
+    # reads again this often; otherwise it sleeps until notified.
+    watch_recheck_seconds: float = 0.5

@@ -1,12 +1,27 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from sluice.v1 import collection_pb2 as _collection_pb2
 from sluice.v1 import document_pb2 as _document_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class CollectionEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COLLECTION_EVENT_TYPE_UNSPECIFIED: _ClassVar[CollectionEventType]
+    COLLECTION_EVENT_TYPE_CHANGED: _ClassVar[CollectionEventType]
+    COLLECTION_EVENT_TYPE_DELETED: _ClassVar[CollectionEventType]
+    COLLECTION_EVENT_TYPE_HEARTBEAT: _ClassVar[CollectionEventType]
+COLLECTION_EVENT_TYPE_UNSPECIFIED: CollectionEventType
+COLLECTION_EVENT_TYPE_CHANGED: CollectionEventType
+COLLECTION_EVENT_TYPE_DELETED: CollectionEventType
+COLLECTION_EVENT_TYPE_HEARTBEAT: CollectionEventType
 
 class CreateCollectionRequest(_message.Message):
     __slots__ = ("collection",)
@@ -148,3 +163,31 @@ class WatchDocumentRequest(_message.Message):
     ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class WatchCollectionRequest(_message.Message):
+    __slots__ = ("collection", "after_cursor", "start_from_oldest", "statuses", "terminal_only")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    START_FROM_OLDEST_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    TERMINAL_ONLY_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    after_cursor: str
+    start_from_oldest: bool
+    statuses: _containers.RepeatedScalarFieldContainer[_document_pb2.DocumentStatus]
+    terminal_only: bool
+    def __init__(self, collection: _Optional[str] = ..., after_cursor: _Optional[str] = ..., start_from_oldest: _Optional[bool] = ..., statuses: _Optional[_Iterable[_Union[_document_pb2.DocumentStatus, str]]] = ..., terminal_only: _Optional[bool] = ...) -> None: ...
+
+class CollectionEvent(_message.Message):
+    __slots__ = ("cursor", "event_id", "type", "document", "create_time")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    event_id: int
+    type: CollectionEventType
+    document: _document_pb2.Document
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, cursor: _Optional[str] = ..., event_id: _Optional[int] = ..., type: _Optional[_Union[CollectionEventType, str]] = ..., document: _Optional[_Union[_document_pb2.Document, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

@@ -92,6 +92,11 @@ class DocumentServiceStub:
                 request_serializer=sluice_dot_v1_dot_document__service__pb2.WatchDocumentRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_document__pb2.DocumentEvent.FromString,
                 _registered_method=True)
+        self.WatchCollection = channel.unary_stream(
+                '/sluice.v1.DocumentService/WatchCollection',
+                request_serializer=sluice_dot_v1_dot_document__service__pb2.WatchCollectionRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_document__service__pb2.CollectionEvent.FromString,
+                _registered_method=True)
 
 
 class DocumentServiceServicer:
@@ -187,6 +192,21 @@ class DocumentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchCollection(self, request, context):
+        """WatchCollection streams every document event of a collection in log order, from a cursor.
+        Each event carries the cursor to resume after it, so a client that reconnects with the last
+        cursor it received misses nothing and sees nothing twice. Filters are applied on the server;
+        while nothing matches, a HEARTBEAT event (every few seconds of quiet) carries the cursor the
+        server has read up to, and keeps idle connections alive. Errors: NOT_FOUND for a collection
+        that does not exist (or is another tenant's; also when it is deleted while watched),
+        INVALID_ARGUMENT (INVALID_CURSOR) for a cursor this server did not return, OUT_OF_RANGE
+        (EVENTS_CURSOR_EXPIRED) for a cursor older than the events' retention (ErrorInfo metadata
+        `oldest_cursor` is where to resume), UNAVAILABLE when the server shuts down (reconnect).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DocumentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -244,6 +264,11 @@ def add_DocumentServiceServicer_to_server(servicer, server):
                     servicer.WatchDocument,
                     request_deserializer=sluice_dot_v1_dot_document__service__pb2.WatchDocumentRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_document__pb2.DocumentEvent.SerializeToString,
+            ),
+            'WatchCollection': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchCollection,
+                    request_deserializer=sluice_dot_v1_dot_document__service__pb2.WatchCollectionRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_document__service__pb2.CollectionEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -544,6 +569,33 @@ class DocumentService:
             '/sluice.v1.DocumentService/WatchDocument',
             sluice_dot_v1_dot_document__service__pb2.WatchDocumentRequest.SerializeToString,
             sluice_dot_v1_dot_document__pb2.DocumentEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sluice.v1.DocumentService/WatchCollection',
+            sluice_dot_v1_dot_document__service__pb2.WatchCollectionRequest.SerializeToString,
+            sluice_dot_v1_dot_document__service__pb2.CollectionEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .collections import CollectionStore
 from .common import StoreBase
 from .documents import DocumentStore
-from .events import CollectionEventRow, EventStore
+from .events import CollectionEventRow, EventStore, RetentionStore, WatchEventStore, WatchPage
 from .queue import CLAIM_SQL, QueueStore
 from .rows import (
     AttemptRow,
@@ -28,10 +28,10 @@ from .rows import (
 )
 
 
-class PostgresStore(CollectionStore, DocumentStore, EventStore, QueueStore):
+class PostgresStore(CollectionStore, DocumentStore, EventStore, WatchEventStore, RetentionStore, QueueStore):
     """The whole store: every area over one pool."""
 
 
 __all__ = [
-    "CLAIM_SQL", "AttemptRow", "ChunkRow", "ClaimedJob", "CollectionEventRow", "CollectionRow", "DocumentRow", "EventRow", "JobPolicy", "NewCollection", "NewDocument", "PostgresStore", "StoreBase", "UploadedContent",
+    "CLAIM_SQL", "AttemptRow", "ChunkRow", "ClaimedJob", "CollectionEventRow", "CollectionRow", "DocumentRow", "EventRow", "JobPolicy", "NewCollection", "NewDocument", "PostgresStore", "StoreBase", "UploadedContent", "WatchPage",
 ]

@@ -85,3 +85,203 @@ class EventStore(StoreBase):
                  "event_id": after.event_id, "limit": limit},
             )
             return await cur.fetchall()
+
+
+# --------------------------------------------------------------------------- WatchCollection
+
+# One window of the log (up to `limit` rows after the cursor, unfiltered, in log order), of which
+# only the rows that pass the filters come back, plus the window's last row whatever it is
+# (`wanted` false): the watcher's cursor moves past filtered-out rows without sending them.
+# A deletion passes every filter; `statuses` NULL means every status.
+WATCH_PAGE_SQL = """
+    WITH scanned AS MATERIALIZED (
+        SELECT e.* FROM document_events e
+         WHERE e.tenant_id = %(tenant_id)s AND e.collection_id = %(collection_id)s
+           AND (e.txid, e.id) > (%(txid)s::text::xid8, %(event_id)s)
+           AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+         ORDER BY e.txid, e.id
+         LIMIT %(limit)s
+    ), last AS (
+        SELECT s.txid, s.id FROM scanned s ORDER BY s.txid DESC, s.id DESC LIMIT 1
+    ), marked AS (
+        SELECT s.*, (s.deleted OR ((%(statuses)s::text[] IS NULL OR s.status::text = ANY(%(statuses)s::text[]))
+                                   AND (NOT %(terminal_only)s OR s.status IN ('READY', 'FAILED')))) AS wanted
+          FROM scanned s
+    )
+    SELECT e.id, e.txid::text::bigint AS txid, e.document_id, e.deleted, e.status::text AS status,
+           e.error_code, e.error_message, e.progress_stage::text AS progress_stage, e.progress_done,
+           e.progress_total, e.progress_unit, e.chunk_count, e.job_status::text AS job_status, e.attempts,
+           e.max_attempts, e.available_at, e.updated_at, e.created_at, d.filename, d.mime_type, e.wanted,
+           (SELECT count(*) FROM scanned) AS scanned
+      FROM marked e
+      LEFT JOIN documents d ON d.id = e.document_id
+     WHERE e.wanted OR (e.txid, e.id) = (SELECT l.txid, l.id FROM last l)
+     ORDER BY e.txid, e.id
+"""
+
+# Committed events of the collection past the cursor that are not readable yet (an older writer
+# still runs): their notification may already have been spent, so the watcher re-checks soon.
+WAITING_SQL = """
+    SELECT EXISTS (
+        SELECT 1 FROM document_events e
+         WHERE e.collection_id = %(collection_id)s AND (e.txid, e.id) > (%(txid)s::text::xid8, %(event_id)s)
+           AND e.txid >= pg_snapshot_xmin(pg_current_snapshot()))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class FilteredEventRow(CollectionEventRow):
+    """A row of a watch window: `wanted` false for the window's last row when filtered out;
+    `scanned` is how many rows the window read."""
+
+    wanted: bool
+    scanned: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchPage:
+    """What one read of a watcher sees, all in one snapshot.
+
+    `events` pass the filters; `read_to` is the last row read (sent or not), None when there was
+    nothing new; `full` when the window was full (read again at once); `horizon` is the highest
+    position pruned by age (None: nothing pruned); `waiting` when committed events are not
+    readable yet; `exists` false once the collection is gone."""
+
+    events: list[CollectionEventRow]
+    read_to: EventCursor | None
+    full: bool
+    horizon: EventCursor | None
+    waiting: bool
+    exists: bool
+
+
+def _plain(row: FilteredEventRow) -> CollectionEventRow:
+    return CollectionEventRow(*(getattr(row, name) for name in CollectionEventRow.__dataclass_fields__))
+
+
+class WatchEventStore(StoreBase):
+    """The reads of WatchCollection: the collection's id, then windows of its log."""
+
+    async def collection_id(self, tenant_id: int, name: str) -> int:
+        """The id of the tenant's collection `name` (NOT_FOUND otherwise, also for another tenant's)."""
+        async with self.pool.connection() as conn:
+            return (await self._collection_settings(conn, tenant_id, name)).id
+
+    async def watch_page(
+        self, tenant_id: int, collection_id: int, after: EventCursor, limit: int,
+        statuses: list[str] | None, terminal_only: bool,
+    ) -> WatchPage:
+        async with self.pool.connection() as conn, conn.transaction():
+            # One snapshot for the horizon and the rows: a prune that commits in between cannot
+            # remove rows this read then misses without the horizon showing it.
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            exists, horizon_txid, horizon_id = await _one(
+                conn,
+                "SELECT c.id IS NOT NULL, h.txid::text::bigint, h.event_id FROM (SELECT 1) one"
+                " LEFT JOIN collections c ON c.id = %(c)s AND c.tenant_id = %(t)s"
+                " LEFT JOIN event_log_horizon h ON h.collection_id = %(c)s",
+                {"c": collection_id, "t": tenant_id},
+            )
+            horizon = EventCursor(int(horizon_txid), int(horizon_id)) if horizon_txid is not None else None
+            if not exists:
+                return WatchPage([], None, False, horizon, False, False)
+            cur = conn.cursor(row_factory=class_row(FilteredEventRow))
+            await cur.execute(
+                WATCH_PAGE_SQL,
+                {"tenant_id": tenant_id, "collection_id": collection_id, "txid": after.txid,
+                 "event_id": after.event_id, "limit": limit, "statuses": statuses, "terminal_only": terminal_only},
+            )
+            rows = await cur.fetchall()
+            read_to = rows[-1].cursor if rows else None
+            events = [_plain(row) for row in rows if row.wanted]
+            full = bool(rows) and rows[-1].scanned >= limit
+            waiting = False
+            if not full:
+                position = read_to or after
+                (waiting,) = await _one(
+                    conn, WAITING_SQL,
+                    {"collection_id": collection_id, "txid": position.txid, "event_id": position.event_id},
+                )
+            return WatchPage(events, read_to, full, horizon, bool(waiting), True)
+
+
+# --------------------------------------------------------------------------- retention
+
+RETENTION_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('sluice_event_retention'))"
+
+# Events older than the retention, except the latest of a document that still exists (WatchDocument
+# and a deletion's last event build on it). The highest position removed per collection becomes
+# its horizon, in the same transaction.
+PRUNE_BY_AGE_SQL = """
+    WITH doomed AS (
+        SELECT e.id FROM document_events e
+         WHERE e.created_at < now() - make_interval(secs => %(age)s)
+           AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+           AND (EXISTS (SELECT 1 FROM document_events n WHERE n.document_id = e.document_id AND n.id > e.id)
+                OR NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = e.document_id))
+         ORDER BY e.created_at
+         LIMIT %(batch)s
+         FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM document_events e USING doomed WHERE e.id = doomed.id
+        RETURNING e.collection_id, e.txid, e.id
+    ), top AS (
+        SELECT DISTINCT ON (g.collection_id) g.collection_id, g.txid, g.id
+          FROM gone g ORDER BY g.collection_id, g.txid DESC, g.id DESC
+    ), marked AS (
+        INSERT INTO event_log_horizon AS h (collection_id, txid, event_id)
+        SELECT t.collection_id, t.txid, t.id FROM top t
+            ON CONFLICT (collection_id) DO UPDATE SET txid = EXCLUDED.txid, event_id = EXCLUDED.event_id, updated_at = now()
+            WHERE (h.txid, h.event_id) < (EXCLUDED.txid, EXCLUDED.event_id)
+        RETURNING 1
+    )
+    SELECT count(*) FROM gone
+"""
+
+# Documents with events newer than a watermark: only they can have grown past the count.
+COUNT_CANDIDATES_SQL = """
+    SELECT e.document_id, max(e.id) FROM document_events e WHERE e.id > %(since)s
+     GROUP BY e.document_id ORDER BY max(e.id) LIMIT %(limit)s
+"""
+
+# All but the newest `keep` events of each document (by id: a document's events are written under
+# its row lock, so id order is its commit order). The newest (its final state, its deletion) stays.
+PRUNE_BY_COUNT_SQL = """
+    WITH doomed AS (
+        SELECT x.id FROM unnest(%(documents)s::uuid[]) AS c(document_id)
+        CROSS JOIN LATERAL (
+            SELECT e.id FROM document_events e WHERE e.document_id = c.document_id
+             ORDER BY e.id DESC OFFSET %(keep)s) x
+        LIMIT %(batch)s
+    )
+    DELETE FROM document_events e USING doomed
+     WHERE e.id = doomed.id AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+"""
+
+
+class RetentionStore(StoreBase):
+    """Pruning the events log in bounded batches, one short transaction each."""
+
+    async def prune_events_by_age(self, age_seconds: float, batch: int) -> int | None:
+        """Delete up to `batch` expired events; None when another process holds the pruning lock."""
+        async with self.pool.connection() as conn, conn.transaction():
+            (locked,) = await _one(conn, RETENTION_LOCK)
+            if not locked:
+                return None
+            (count,) = await _one(conn, PRUNE_BY_AGE_SQL, {"age": age_seconds, "batch": batch})
+            return int(count)
+
+    async def count_prune_candidates(self, since_id: int, limit: int) -> list[tuple[uuid.UUID, int]]:
+        """Up to `limit` documents with events after `since_id`, each with its newest event id."""
+        async with self.pool.connection() as conn:
+            rows = await (await conn.execute(COUNT_CANDIDATES_SQL, {"since": since_id, "limit": limit})).fetchall()
+            return [(row[0], int(row[1])) for row in rows]
+
+    async def prune_events_by_count(self, documents: list[uuid.UUID], keep: int, batch: int) -> int | None:
+        """Delete up to `batch` events of `documents` beyond each one's newest `keep`."""
+        async with self.pool.connection() as conn, conn.transaction():
+            (locked,) = await _one(conn, RETENTION_LOCK)
+            if not locked:
+                return None
+            cur = await conn.execute(PRUNE_BY_COUNT_SQL, {"documents": documents, "keep": keep, "batch": batch})
+            return cur.rowcount
