@@ -66,6 +66,10 @@ class LocalOpenAIServer:
         self.random_failures = [Injected(429, {"retry-after": "0"}, "rate limited"), Injected(500, {}, "server error")]
         self.always: Injected | None = None
         self.reject_containing: str | None = None
+        # Like servers that answer as they please: vectors listed last index first, or JSON
+        # floats whatever `encoding_format` asked for.
+        self.reverse_data = False
+        self.ignore_encoding_format = False
         self.requests: list[Request] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -154,8 +158,11 @@ class LocalOpenAIServer:
                 if any(not isinstance(text, str) or text == "" for text in inputs):
                     return 400, {"error": {"message": "input must be non-empty strings"}}, {}
                 size = dimensions or server.default_dimensions
-                encode = _vector_base64 if payload.get("encoding_format") == "base64" else _vector
+                base64_wanted = payload.get("encoding_format") == "base64" and not server.ignore_encoding_format
+                encode = _vector_base64 if base64_wanted else _vector
                 data = [{"object": "embedding", "index": index, "embedding": encode(text, size)} for index, text in enumerate(inputs)]
+                if server.reverse_data:
+                    data.reverse()
                 tokens = sum(len(text.split()) for text in inputs)
                 body = {"object": "list", "data": data, "model": payload.get("model", ""), "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
                 return 200, body, {}

@@ -486,7 +486,8 @@ class OpenAIEmbedder:
     def _batches(self, texts: list[str]) -> list[tuple[int, list[str]]]:
         """Split into requests within the provider's input count and size limits."""
         batches: list[tuple[int, list[str]]] = []
-        start, current, size = 0, [], 0
+        current: list[str] = []
+        start, size = 0, 0
         for i, text in enumerate(texts):
             if current and (len(current) >= self.batch_size or size + len(text) > self._settings.openai_max_batch_characters):
                 batches.append((start, current))
