@@ -476,6 +476,9 @@ class OpenAIEmbedder:
         self.model = model
         self.dimensions = dimensions
         self.batch_size = max(1, settings.openai_batch_size)
+        # Requests this embedder may have in flight at most (the provider's limit starts here):
+        # a caller cutting a document into several calls keeps this many requests' worth going.
+        self.max_concurrency = max(1, settings.openai_max_concurrency)
         self._settings = settings
 
     @property
