@@ -285,8 +285,10 @@ class JobPipeline:
 
         # A remote embedder takes several calls at once (its provider's shared limit bounds the
         # requests): enough calls to fill that limit, results taken in order. Local ones: one.
-        requests_per_call = -(-step // max(1, embedder.batch_size))
-        window = max(1, -(-getattr(embedder, "max_concurrency", 1) // requests_per_call))
+        window, concurrency = 1, getattr(embedder, "max_concurrency", 1)
+        if concurrency > 1:
+            requests_per_call = -(-step // max(1, embedder.batch_size))
+            window = max(1, -(-concurrency // requests_per_call))
         vectors: list[list[float]] = []
         pending: deque[asyncio.Future[list[list[float]]]] = deque()
         try:
