@@ -14,7 +14,8 @@ Measured, each on the same machine in the same run:
 * a remote (OpenAI-compatible) embedder against a local server answering every request after
   50 ms (the server in a process of its own): chunks/s of one 1,024-chunk document within AIMD
   limits 1, 4 and 8, beside the ideal the limit in force allows (limit × batch / latency) and
-  beside a bare httpx client sending the same requests (what the server and loopback allow);
+  beside a bare httpx client sending the same requests (what the server and loopback allow)
+  and beside the worker's own embedding step (JobPipeline._embed, 64 texts per call) with it;
 * OCR: scanned A4 pages at 200 dpi (English, Chinese; rendered as in tests/worker/ocr_fixtures)
   parsed in the sandboxes, 1 and 2 at a time: pages/s, with the character error rate.
 
@@ -269,6 +270,34 @@ async def _raw_http_rate(base_url: str, texts: list[str], batch: int, concurrenc
     return sorted(rates)[1]
 
 
+class _SilentPort:
+    """The job service as the embedding step sees it: progress reports go nowhere."""
+
+    async def report_stage(self, lease, stage, done=0, total=0, unit="") -> None:
+        return None
+
+
+async def _pipeline_embed_rate(embedder, texts: list[str]) -> float:
+    """chunks/s of the worker's own embedding step (JobPipeline._embed, the worker's default
+    settings: 64 texts per embedding call) with this embedder."""
+    from sluice.v1 import job_service_pb2
+
+    from sluice_worker.domain import ChunkRecord
+    from sluice_worker.pipeline import JobPipeline
+    from sluice_worker.settings import WorkerSettings
+
+    pipeline = JobPipeline(_SilentPort(), None, WorkerSettings(), embedder_for=lambda _: embedder)
+    job = job_service_pb2.Job(lease=job_service_pb2.LeaseRef(job_id="bench", lease_token="bench"))
+    chunks = [ChunkRecord(i, text) for i, text in enumerate(texts)]
+    await pipeline._embed(job, chunks[:64])  # connections opened: not measured
+    rates = []
+    for _ in range(3):
+        started = time.perf_counter()
+        await pipeline._embed(job, chunks)
+        rates.append(len(texts) / (time.perf_counter() - started))
+    return sorted(rates)[1]
+
+
 def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 0.05, limits: tuple[int, ...] = (1, 4, 8)) -> list[str]:
     from sluice_common.embedders import EmbedderSettings, provider_limit
 
@@ -300,11 +329,13 @@ def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 
 
             rate, in_force, peak = asyncio.run(measure())
             raw = asyncio.run(_raw_http_rate(base_url, texts, batch, in_force))
+            step = asyncio.run(_pipeline_embed_rate(embedder, texts))
             # The ideal with the limit in force (the AIMD limit only falls on a 429, which this server never sends).
             ideal = in_force * batch / latency
             lines.append(f"{f'remote embedder, {latency * 1000:.0f} ms/request, limit {concurrency}':<44} {'':>5} {chunks:>6} {'':>8} {'':>8} {rate:>9.1f}"
                          f"   ideal {ideal:>7.0f} chunks/s: {rate / ideal:.2f} of it (peak {peak} in flight);"
-                         f" bare httpx, same server: {raw:.0f} = {raw / ideal:.2f}")
+                         f" bare httpx, same server: {raw:.0f} = {raw / ideal:.2f};"
+                         f" worker's embedding step (64 texts a call): {step:.0f} = {step / ideal:.2f}")
     finally:
         server.kill()
         server.wait(10)
