@@ -287,6 +287,15 @@ def test_openai_limit_holds_across_event_loops_in_threads(openai_server):
     assert openai_server.max_in_flight == 2
     assert provider_limit(openai_server.base_url, 2).in_flight == 0
 
+    # Each loop had its own client; those of the closed loops are dropped at the next look-up.
+    from sluice_common import embedders
+
+    async def look_up() -> bool:
+        get_embedder("openai", "model-0", 16, settings).client  # noqa: B018
+        return any(loop.is_closed() for loop in embedders._clients)
+
+    assert asyncio.run(look_up()) is False
+
 
 async def test_openai_429_halves_the_limit_and_successes_bring_it_back(openai_server):
     from sluice_common.embedders import provider_limit
