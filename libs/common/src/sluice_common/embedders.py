@@ -428,9 +428,10 @@ def provider_limit(base_url: str, maximum: int) -> AimdLimit:
 
 # One AsyncOpenAI client (one connection pool) per provider and event loop, shared by every
 # embedder of the process: the job slots of a worker reuse each other's connections. Keyed
-# by loop because an httpx connection belongs to the loop that opened it; the clients of a
-# closed loop are dropped at the next look-up (a client refers to its loop, so a weak key
-# would never die).
+# by loop because an httpx connection belongs to the loop that opened it. A closed loop's
+# clients are kept, not dropped: dropping one makes openai's __del__ schedule its aclose() on
+# whatever loop runs then, which fails on the dead loop's sockets. Services run one loop;
+# tests and benchmarks a few.
 _clients: dict[asyncio.AbstractEventLoop, dict[tuple[str, str, float], object]] = {}
 _clients_lock = threading.Lock()
 
@@ -444,8 +445,6 @@ def provider_client(settings: EmbedderSettings):
     loop = asyncio.get_running_loop()
     key = (settings.openai_base_url, settings.openai_api_key or "unused", float(settings.openai_timeout_seconds))
     with _clients_lock:
-        for closed in [other for other in _clients if other.is_closed()]:
-            del _clients[closed]
         clients = _clients.setdefault(loop, {})
         client = clients.get(key)
         if client is None:
