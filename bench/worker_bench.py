@@ -12,8 +12,10 @@ Measured, each on the same machine in the same run:
 * the same model on ONNX Runtime int8 (`all-MiniLM-L6-v2:onnx-int8`) beside torch on the same
   chunks, rounds alternated (the machines are shared), with the mean cosine to the torch vectors;
 * a remote (OpenAI-compatible) embedder against a local server answering every request after
-  50 ms: chunks/s of one 1,024-chunk document, one request at a time and within the AIMD limit,
-  beside the ideal the limit allows (limit × batch / latency);
+  50 ms (the server in a process of its own): chunks/s of one 1,024-chunk document within AIMD
+  limits 1, 4 and 8, beside the ideal the limit in force allows (limit × batch / latency) and
+  beside a bare httpx client sending the same requests (what the server and loopback allow)
+  and beside the worker's own embedding step (JobPipeline._embed, 64 texts per call) with it;
 * OCR: scanned A4 pages at 200 dpi (English, Chinese; rendered as in tests/worker/ocr_fixtures)
   parsed in the sandboxes, 1 and 2 at a time: pages/s, with the character error rate.
 
@@ -244,8 +246,60 @@ time.sleep(3600)
 """
 
 
-def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 0.05) -> list[str]:
-    from sluice_common.embedders import EmbedderSettings
+async def _raw_http_rate(base_url: str, texts: list[str], batch: int, concurrency: int) -> float:
+    """The same requests from a bare httpx client (base64, no openai, no limiter): what this
+    server and loopback HTTP allow, the ceiling the embedder is measured against."""
+    import httpx
+
+    batches = [texts[i : i + batch] for i in range(0, len(texts), batch)]
+    gate = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+
+        async def one(inputs: list[str]) -> None:
+            async with gate:
+                response = await client.post("/embeddings", json={"model": "raw", "input": inputs, "dimensions": DIMENSIONS, "encoding_format": "base64"})
+                response.raise_for_status()
+                response.json()
+
+        await asyncio.gather(*(one(b) for b in batches[:concurrency]))  # connections opened: not measured
+        rates = []
+        for _ in range(3):
+            started = time.perf_counter()
+            await asyncio.gather(*(one(b) for b in batches))
+            rates.append(len(texts) / (time.perf_counter() - started))
+    return sorted(rates)[1]
+
+
+class _SilentPort:
+    """The job service as the embedding step sees it: progress reports go nowhere."""
+
+    async def report_stage(self, lease, stage, done=0, total=0, unit="") -> None:
+        return None
+
+
+async def _pipeline_embed_rate(embedder, texts: list[str]) -> float:
+    """chunks/s of the worker's own embedding step (JobPipeline._embed, the worker's default
+    settings: 64 texts per embedding call) with this embedder."""
+    from sluice.v1 import job_service_pb2
+
+    from sluice_worker.domain import ChunkRecord
+    from sluice_worker.pipeline import JobPipeline
+    from sluice_worker.settings import WorkerSettings
+
+    pipeline = JobPipeline(_SilentPort(), None, WorkerSettings(), embedder_for=lambda _: embedder)
+    job = job_service_pb2.Job(lease=job_service_pb2.LeaseRef(job_id="bench", lease_token="bench"))
+    chunks = [ChunkRecord(i, text) for i, text in enumerate(texts)]
+    await pipeline._embed(job, chunks[:64])  # connections opened: not measured
+    rates = []
+    for _ in range(3):
+        started = time.perf_counter()
+        await pipeline._embed(job, chunks)
+        rates.append(len(texts) / (time.perf_counter() - started))
+    return sorted(rates)[1]
+
+
+def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 0.05, limits: tuple[int, ...] = (1, 4, 8)) -> list[str]:
+    from sluice_common.embedders import EmbedderSettings, provider_limit
 
     # The server runs in a process of its own: in a thread here it would share the GIL with
     # the client being measured.
@@ -257,22 +311,31 @@ def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 
     texts = [f"chunk {i} of a long document about sluices, locks and canals" for i in range(chunks)]
     lines = []
     try:
-        for concurrency in (1, 8):
+        for concurrency in limits:
             settings = EmbedderSettings(openai_base_url=base_url, openai_batch_size=batch, openai_max_concurrency=concurrency)
             embedder = get_embedder("openai", f"bench-{concurrency}", DIMENSIONS, settings)
-            async def measure(embedder=embedder, concurrency=concurrency) -> float:
+            limit = provider_limit(base_url, concurrency)
+
+            async def measure(embedder=embedder, concurrency=concurrency, limit=limit) -> tuple[float, int, int]:
                 await embedder.embed_documents(texts[: batch * concurrency])  # connections opened: not measured
-                rates = []
+                rates, in_force, peak = [], concurrency, 0
                 for _ in range(3):  # the median of three: the machines are shared
+                    limit.peak_in_flight = 0
                     started = time.perf_counter()
                     await embedder.embed_documents(texts)
                     rates.append(chunks / (time.perf_counter() - started))
-                return sorted(rates)[1]
+                    in_force, peak = min(in_force, int(limit.limit)), max(peak, limit.peak_in_flight)
+                return sorted(rates)[1], in_force, peak
 
-            rate = asyncio.run(measure())
-            ideal = concurrency * batch / latency
+            rate, in_force, peak = asyncio.run(measure())
+            raw = asyncio.run(_raw_http_rate(base_url, texts, batch, in_force))
+            step = asyncio.run(_pipeline_embed_rate(embedder, texts))
+            # The ideal with the limit in force (the AIMD limit only falls on a 429, which this server never sends).
+            ideal = in_force * batch / latency
             lines.append(f"{f'remote embedder, {latency * 1000:.0f} ms/request, limit {concurrency}':<44} {'':>5} {chunks:>6} {'':>8} {'':>8} {rate:>9.1f}"
-                         f"   ideal {ideal:>7.0f} chunks/s: {rate / ideal:.2f} of it")
+                         f"   ideal {ideal:>7.0f} chunks/s: {rate / ideal:.2f} of it (peak {peak} in flight);"
+                         f" bare httpx, same server: {raw:.0f} = {raw / ideal:.2f};"
+                         f" worker's embedding step (64 texts a call): {step:.0f} = {step / ideal:.2f}")
     finally:
         server.kill()
         server.wait(10)

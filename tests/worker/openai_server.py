@@ -4,6 +4,10 @@ POST /v1/embeddings answers with deterministic vectors (the hashing embedder's, 
 requested dimensions), in float or base64 encoding, like the real API. Failures can be
 injected: a script of responses consumed one per request, a seeded random failure rate,
 or a permanent failure.
+
+An injected `delay` is the server's latency: the answer leaves `delay` seconds after the
+request arrived, its own work (vectors, JSON) done inside that time, so a benchmark against it
+measures the client, not this server's Python. Answers go out in one write, without Nagle.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from sluice_common.embedders import HashingEmbedder
@@ -36,6 +41,17 @@ class Request:
     status: int
 
 
+@lru_cache(maxsize=65_536)
+def _vector(text: str, dimensions: int) -> tuple[float, ...]:
+    return tuple(HashingEmbedder("local-test", dimensions).embed_one(text))
+
+
+@lru_cache(maxsize=65_536)
+def _vector_base64(text: str, dimensions: int) -> str:
+    vector = _vector(text, dimensions)
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+
+
 class _QuietServer(ThreadingHTTPServer):
     def handle_error(self, request, client_address) -> None:
         # A client that gave up (timeout tests) leaves a broken pipe behind: expected here.
@@ -50,6 +66,10 @@ class LocalOpenAIServer:
         self.random_failures = [Injected(429, {"retry-after": "0"}, "rate limited"), Injected(500, {}, "server error")]
         self.always: Injected | None = None
         self.reject_containing: str | None = None
+        # Like servers that answer as they please: vectors listed last index first, or JSON
+        # floats whatever `encoding_format` asked for.
+        self.reverse_data = False
+        self.ignore_encoding_format = False
         self.requests: list[Request] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -92,6 +112,8 @@ class LocalOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+            wbufsize = 1 << 16  # headers and body leave in one write (flushed after each request)
 
             def log_message(self, *args) -> None:  # quiet
                 pass
@@ -107,6 +129,7 @@ class LocalOpenAIServer:
                 self.wfile.write(data)
 
             def do_POST(self) -> None:  # noqa: N802
+                arrived = time.monotonic()
                 length = int(self.headers.get("content-length", 0))
                 payload = json.loads(self.rfile.read(length) or b"{}")
                 if self.path.rstrip("/") != "/v1/embeddings":
@@ -120,33 +143,28 @@ class LocalOpenAIServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
+                    status, body, headers = self._answer(payload, inputs, dimensions, failure)
                     if failure is not None and failure.delay:
-                        time.sleep(failure.delay)
+                        time.sleep(max(0.0, arrived + failure.delay - time.monotonic()))
                 finally:
-                    with server._lock:
+                    with server._lock:  # before the answer leaves: the client may send the next at once
                         server.in_flight -= 1
+                server.requests.append(Request(time.monotonic(), inputs, dimensions, status))
+                self._send(status, body, headers)
+
+            def _answer(self, payload: dict, inputs: list, dimensions: int | None, failure: Injected | None) -> tuple[int, dict, dict]:
                 if failure is not None and failure.status != 200:  # 200 = only slow
-                    server.requests.append(Request(time.monotonic(), inputs, dimensions, failure.status))
-                    self._send(failure.status, {"error": {"message": failure.message, "type": "injected"}}, failure.headers)
-                    return
+                    return failure.status, {"error": {"message": failure.message, "type": "injected"}}, failure.headers
                 if any(not isinstance(text, str) or text == "" for text in inputs):
-                    server.requests.append(Request(time.monotonic(), inputs, dimensions, 400))
-                    self._send(400, {"error": {"message": "input must be non-empty strings"}})
-                    return
-                embedder = HashingEmbedder("local-test", dimensions or server.default_dimensions)
-                data = []
-                for index, text in enumerate(inputs):
-                    vector = embedder.embed_one(text)
-                    if payload.get("encoding_format") == "base64":
-                        encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
-                        data.append({"object": "embedding", "index": index, "embedding": encoded})
-                    else:
-                        data.append({"object": "embedding", "index": index, "embedding": vector})
-                server.requests.append(Request(time.monotonic(), inputs, dimensions, 200))
+                    return 400, {"error": {"message": "input must be non-empty strings"}}, {}
+                size = dimensions or server.default_dimensions
+                base64_wanted = payload.get("encoding_format") == "base64" and not server.ignore_encoding_format
+                encode = _vector_base64 if base64_wanted else _vector
+                data = [{"object": "embedding", "index": index, "embedding": encode(text, size)} for index, text in enumerate(inputs)]
+                if server.reverse_data:
+                    data.reverse()
                 tokens = sum(len(text.split()) for text in inputs)
-                self._send(
-                    200,
-                    {"object": "list", "data": data, "model": payload.get("model", ""), "usage": {"prompt_tokens": tokens, "total_tokens": tokens}},
-                )
+                body = {"object": "list", "data": data, "model": payload.get("model", ""), "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+                return 200, body, {}
 
         return Handler

@@ -217,3 +217,156 @@ async def test_openai_429_lowers_the_limit_then_succeeds(openai_server):
     embedder = get_embedder("openai", "test-embed", 16, settings)
     assert len(await embedder.embed_documents(["one", "two"])) == 2
     assert provider_limit(openai_server.base_url, 8).limit < 8
+
+
+# --------------------------------------------------------------------------- concurrency and AIMD
+# All over real HTTP against the local server; nothing below asserts on elapsed time.
+
+
+async def test_openai_order_kept_when_batches_finish_out_of_order(openai_server):
+    # The first request to arrive is the slowest, so batches finish in another order than
+    # they were sent; the server also lists each answer's vectors last index first.
+    openai_server.script = [Injected(200, delay=0.3)]
+    openai_server.reverse_data = True
+    settings = openai_settings(openai_server, openai_batch_size=3, openai_max_concurrency=4)
+    texts = [f"passage {i} about locks and weirs" for i in range(20)]
+    vectors = await get_embedder("openai", "test-embed", 16, settings).embed_documents(texts)
+    reference = await get_embedder("hashing", "fake", 16).embed_documents(texts)
+    assert vectors == [pytest.approx(v, abs=1e-6) for v in reference]
+    assert len(openai_server.requests) == 7
+
+
+async def test_openai_float_answers_are_accepted_too(openai_server):
+    openai_server.ignore_encoding_format = True  # JSON floats although base64 was asked for
+    texts = ["one", "two", "three"]
+    vectors = await get_embedder("openai", "test-embed", 16, openai_settings(openai_server)).embed_documents(texts)
+    assert vectors == [pytest.approx(v, abs=1e-6) for v in await get_embedder("hashing", "fake", 16).embed_documents(texts)]
+
+
+async def test_openai_slots_share_one_limit_and_one_client(openai_server):
+    # Two jobs of one worker (two collections, two models) on the same provider: together
+    # they never have more requests in flight than the provider's limit, and they reach it.
+    import asyncio
+
+    from sluice_common.embedders import provider_limit
+
+    openai_server.always = Injected(200, delay=0.1)
+    a = get_embedder("openai", "model-a", 16, openai_settings(openai_server, openai_batch_size=1, openai_max_concurrency=3))
+    b = get_embedder("openai", "model-b", 16, openai_settings(openai_server, openai_batch_size=1, openai_max_concurrency=3))
+    assert a is not b and a.client is b.client  # one connection pool per provider
+    texts = [f"text {i}" for i in range(8)]
+    first, second = await asyncio.gather(a.embed_documents(texts), b.embed_documents(texts))
+    assert first == second and len(first) == 8
+    assert openai_server.max_in_flight == 3
+    limit = provider_limit(openai_server.base_url, 3)
+    assert limit.peak_in_flight == 3 and limit.in_flight == 0
+
+
+def test_openai_limit_holds_across_event_loops_in_threads(openai_server):
+    # Embedders used from two threads, each with its own event loop: one limit still holds
+    # (a freed slot is handed to a waiter of the other loop through call_soon_threadsafe).
+    import asyncio
+    import threading
+
+    from sluice_common.embedders import provider_limit
+
+    openai_server.always = Injected(200, delay=0.1)
+    settings = openai_settings(openai_server, openai_batch_size=1, openai_max_concurrency=2)
+    results: list[int] = []
+    clients: list[int] = []
+
+    def run(model: str) -> None:
+        async def embed() -> int:
+            embedder = get_embedder("openai", model, 16, settings)
+            clients.append(id(embedder.client))
+            return len(await embedder.embed_documents([f"text {i}" for i in range(6)]))
+
+        results.append(asyncio.run(embed()))
+
+    threads = [threading.Thread(target=run, args=(f"model-{n}",)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert results == [6, 6]
+    assert openai_server.max_in_flight == 2
+    assert provider_limit(openai_server.base_url, 2).in_flight == 0
+    assert len(set(clients)) == 2  # a connection belongs to its loop: one client per loop
+
+
+async def test_openai_429_halves_the_limit_and_successes_bring_it_back(openai_server):
+    from sluice_common.embedders import provider_limit
+
+    settings = openai_settings(openai_server, openai_batch_size=1, openai_max_concurrency=8)
+    embedder = get_embedder("openai", "test-embed", 16, settings)
+    limit = provider_limit(openai_server.base_url, 8)
+    openai_server.script = [Injected(429, {"retry-after": "0"}, "slow down")]
+    await embedder.embed_query("one")  # 429 (8 → 4), then retried: one success (4 → 4.25)
+    assert [r.status for r in openai_server.requests] == [429, 200]
+    assert limit.limit == pytest.approx(4.25)
+    # Additive increase: one more slot per limit's worth of successes, up to the maximum.
+    await embedder.embed_documents([f"text {i}" for i in range(4)])
+    assert int(limit.limit) == 5
+    await embedder.embed_documents([f"text {i}" for i in range(40)])
+    assert limit.limit == 8
+    assert limit.in_flight == 0
+
+
+async def test_openai_rejected_batch_fails_the_document_once_and_frees_the_slots(openai_server):
+    from sluice_common.embedders import provider_limit
+
+    openai_server.reject_containing = "forbidden"
+    settings = openai_settings(openai_server, openai_batch_size=2, openai_max_concurrency=2)
+    texts = [f"text {i}" for i in range(10)]
+    texts[5] = "forbidden words"
+    with pytest.raises(EmbeddingError) as caught:
+        await get_embedder("openai", "test-embed", 16, settings).embed_documents(texts)
+    assert caught.value.code == "EMBEDDING_INPUT_REJECTED" and not caught.value.retryable
+    assert sum(1 for r in openai_server.requests if r.status == 400) == 1  # permanent: never sent again
+    limit = provider_limit(openai_server.base_url, 2)
+    assert limit.in_flight == 0 and limit.limit == 2  # a rejection is not a rate limit
+
+
+async def test_openai_cancelled_document_leaves_no_slot_taken(openai_server):
+    import asyncio
+
+    from sluice_common.embedders import provider_limit
+
+    openai_server.always = Injected(200, delay=0.3)
+    settings = openai_settings(openai_server, openai_batch_size=1, openai_max_concurrency=2)
+    embedder = get_embedder("openai", "test-embed", 16, settings)
+    task = asyncio.ensure_future(embedder.embed_documents([f"text {i}" for i in range(6)]))
+    for _ in range(1000):  # until two are sent and four queued for a slot
+        if openai_server.in_flight == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert openai_server.in_flight == 2
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    limit = provider_limit(openai_server.base_url, 2)
+    assert limit.in_flight == 0
+    openai_server.always = None
+    assert len(await embedder.embed_documents(["after", "the", "cancel"])) == 3
+    assert limit.in_flight == 0
+
+
+async def test_openai_limit_hands_a_slot_granted_to_a_cancelled_waiter_on():
+    # The hand-off race on its own: a waiter is granted a slot and cancelled before it runs;
+    # the slot must go to the next waiter, not be lost.
+    import asyncio
+
+    from sluice_common.embedders import AimdLimit
+
+    limit = AimdLimit(1)
+    await limit.acquire()
+    first = asyncio.ensure_future(limit.acquire())
+    second = asyncio.ensure_future(limit.acquire())
+    await asyncio.sleep(0)  # both queued
+    limit.release(rate_limited=False)  # the slot is handed to `first`...
+    first.cancel()  # ...which is cancelled before it runs
+    await asyncio.gather(first, return_exceptions=True)
+    await asyncio.wait_for(second, 5)  # `second` got it
+    assert limit.in_flight == 1
+    limit.release(rate_limited=False)
+    assert limit.in_flight == 0

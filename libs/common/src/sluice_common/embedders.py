@@ -23,7 +23,9 @@ provider answering with vectors of the wrong size are not.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
+import json
 import logging
 import math
 import os
@@ -32,6 +34,7 @@ import re
 import threading
 import time
 import unicodedata
+from collections import deque
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -326,37 +329,89 @@ class AimdLimit:
     """How many requests may be in flight to one provider: additive increase (one more after a
     limit's worth of successes), multiplicative decrease (halved on a 429), between 1 and
     `maximum`. Shared by every embedder of the process that talks to the same base URL, so
-    the worker's job slots do not each hammer the provider on their own."""
+    the worker's job slots do not each hammer the provider on their own.
+
+    A freed slot is handed straight to the longest waiter (first come, first served): one
+    wake-up per slot, no herd re-checking, and a request that arrives while others wait
+    queues behind them. `peak_in_flight` is the most requests ever in flight at once."""
 
     def __init__(self, maximum: int) -> None:
         self.maximum = max(1, maximum)
         self.limit = float(self.maximum)
         self.in_flight = 0
-        self._waiters: list[asyncio.Future] = []
+        self.peak_in_flight = 0
+        self._waiters: deque[_LimitWaiter] = deque()
         self._lock = threading.Lock()  # the embedders may be used from more than one event loop
 
     async def acquire(self) -> None:
-        while True:
+        with self._lock:
+            if not self._waiters and self.in_flight < int(self.limit):
+                self._take()
+                return
+            waiter = _LimitWaiter(asyncio.get_running_loop().create_future())
+            self._waiters.append(waiter)
+        try:
+            await waiter.future
+        except asyncio.CancelledError:
             with self._lock:
-                if self.in_flight < int(self.limit):
-                    self.in_flight += 1
-                    return
-                waiter = asyncio.get_running_loop().create_future()
-                self._waiters.append(waiter)
-            await waiter
+                granted = waiter.granted
+                if not granted:
+                    try:
+                        self._waiters.remove(waiter)
+                    except ValueError:
+                        pass
+            if granted:  # handed a slot, then cancelled before using it: give it on
+                self._free(adjust=None)
+            raise
 
     def release(self, *, rate_limited: bool) -> None:
+        self._free(adjust=rate_limited)
+
+    def _take(self) -> None:
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def _free(self, *, adjust: bool | None) -> None:
+        granted: list[_LimitWaiter] = []
         with self._lock:
             self.in_flight -= 1
-            if rate_limited:
+            if adjust is True:
                 self.limit = max(1.0, self.limit / 2)
-            else:
+            elif adjust is False:
                 self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
-            waiters, self._waiters = self._waiters, []
-        for waiter in waiters:  # every waiter re-checks; cheap at these numbers
-            loop = waiter.get_loop()
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(lambda w=waiter: w.done() or w.set_result(None))
+            while self._waiters and self.in_flight < int(self.limit):
+                waiter = self._waiters.popleft()
+                if waiter.future.done() or waiter.future.get_loop().is_closed():
+                    continue  # cancelled while queued (it removes itself), or its loop is gone
+                waiter.granted = True
+                self._take()
+                granted.append(waiter)
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for waiter in granted:
+            loop = waiter.future.get_loop()
+            if loop is running:
+                waiter.wake()  # same loop: no self-pipe write
+            else:
+                try:
+                    loop.call_soon_threadsafe(waiter.wake)
+                except RuntimeError:  # that loop closed meanwhile: its slot is free again
+                    self._free(adjust=None)
+
+
+class _LimitWaiter:
+    __slots__ = ("future", "granted")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.granted = False
+
+    def wake(self) -> None:
+        # Cancelled after being granted: acquire's except clause gives the slot back.
+        if not self.future.done():
+            self.future.set_result(None)
 
 
 _provider_limits: dict[str, AimdLimit] = {}
@@ -371,12 +426,46 @@ def provider_limit(base_url: str, maximum: int) -> AimdLimit:
         return limit
 
 
+# One AsyncOpenAI client (one connection pool) per provider and event loop, shared by every
+# embedder of the process: the job slots of a worker reuse each other's connections. Keyed
+# by loop because an httpx connection belongs to the loop that opened it. A closed loop's
+# clients are kept, not dropped: dropping one makes openai's __del__ schedule its aclose() on
+# whatever loop runs then, which fails on the dead loop's sockets. Services run one loop;
+# tests and benchmarks a few.
+_clients: dict[asyncio.AbstractEventLoop, dict[tuple[str, str, float], object]] = {}
+_clients_lock = threading.Lock()
+
+
+def provider_client(settings: EmbedderSettings):
+    """The shared `openai.AsyncOpenAI` client for this provider on the running event loop.
+
+    The client's own retries are off (`OpenAIEmbedder` retries). Its connection pool
+    (openai's default: 1,000 connections, 100 kept alive) holds more than the concurrency
+    limit, so every request in flight has a kept-alive connection to reuse."""
+    loop = asyncio.get_running_loop()
+    key = (settings.openai_base_url, settings.openai_api_key or "unused", float(settings.openai_timeout_seconds))
+    with _clients_lock:
+        clients = _clients.setdefault(loop, {})
+        client = clients.get(key)
+        if client is None:
+            from openai import AsyncOpenAI
+
+            client = clients[key] = AsyncOpenAI(base_url=key[0], api_key=key[1], timeout=key[2], max_retries=0)
+        return client
+
+
 class OpenAIEmbedder:
     """Any OpenAI-compatible `/v1/embeddings` endpoint, through the `openai` package.
 
     A document's batches are sent concurrently, within the provider's AIMD limit
-    (`AimdLimit`), and their vectors put back in order. Vectors come base64-encoded (the
-    client's default; cheaper to decode than JSON floats).
+    (`AimdLimit`), and their vectors put back in order. Vectors are asked for base64-encoded
+    (cheaper to send and to decode than JSON floats).
+
+    Per request CPU is what bounds throughput once requests overlap, so the response is taken
+    raw (`with_raw_response`) and decoded here: one `json.loads`, base64 straight into one
+    numpy float32 array, no pydantic model built per vector (which cost more than the whole
+    HTTP exchange). The concurrency slot is released as soon as the answer has arrived, before
+    decoding, so the next request is not held back by this one's decoding.
 
     The client's own retries are off (`max_retries=0`): retries happen here, deliberately,
     so that Retry-After is honoured within a bound, the classification of every failure is
@@ -389,26 +478,21 @@ class OpenAIEmbedder:
         self.model = model
         self.dimensions = dimensions
         self.batch_size = max(1, settings.openai_batch_size)
+        # Requests this embedder may have in flight at most (the provider's limit starts here):
+        # a caller cutting a document into several calls keeps this many requests' worth going.
+        self.max_concurrency = max(1, settings.openai_max_concurrency)
         self._settings = settings
-        self._client = None
 
     @property
     def client(self):
-        if self._client is None:
-            from openai import AsyncOpenAI
-
-            self._client = AsyncOpenAI(
-                base_url=self._settings.openai_base_url,
-                api_key=self._settings.openai_api_key or "unused",
-                timeout=self._settings.openai_timeout_seconds,
-                max_retries=0,
-            )
-        return self._client
+        """The provider's shared client on the running loop (see `provider_client`)."""
+        return provider_client(self._settings)
 
     def _batches(self, texts: list[str]) -> list[tuple[int, list[str]]]:
         """Split into requests within the provider's input count and size limits."""
         batches: list[tuple[int, list[str]]] = []
-        start, current, size = 0, [], 0
+        current: list[str] = []
+        start, size = 0, 0
         for i, text in enumerate(texts):
             if current and (len(current) >= self.batch_size or size + len(text) > self._settings.openai_max_batch_characters):
                 batches.append((start, current))
@@ -465,15 +549,16 @@ class OpenAIEmbedder:
     async def _request(self, inputs: list[str]) -> list[list[float]]:
         import openai
 
-        # No encoding_format: the client asks for base64 and decodes it (with numpy).
-        kwargs = {"model": self.model, "input": inputs}
+        kwargs: dict[str, object] = {"model": self.model, "input": inputs, "encoding_format": "base64"}
         if self._settings.openai_send_dimensions:
             kwargs["dimensions"] = self.dimensions
+        client = self.client
         limit = provider_limit(self._settings.openai_base_url, self._settings.openai_max_concurrency)
         await limit.acquire()
         rate_limited = False
         try:
-            response = await self.client.embeddings.create(**kwargs)
+            response = await client.embeddings.with_raw_response.create(**kwargs)
+            content = response.content  # already read: not a streamed request
         except openai.APIStatusError as exc:
             rate_limited = exc.status_code == 429
             raise classify_status(exc.status_code, _retry_after(exc.response.headers), _detail(exc)) from exc
@@ -485,25 +570,56 @@ class OpenAIEmbedder:
             ) from exc
         finally:
             limit.release(rate_limited=rate_limited)
-        if not isinstance(getattr(response, "data", None), list):
-            raise EmbeddingError("the embedding provider sent an answer without vectors", code="EMBEDDING_BAD_RESPONSE", retryable=True)
-        data = sorted(response.data, key=lambda item: item.index)
-        if len(data) != len(inputs):
-            raise EmbeddingError(
-                f"the embedding provider returned {len(data)} vectors for {len(inputs)} inputs",
-                code="EMBEDDING_BAD_RESPONSE",
-                retryable=True,
-            )
-        vectors = [list(item.embedding) for item in data]
-        for vector in vectors:
-            if len(vector) != self.dimensions:
-                raise EmbeddingError(
-                    f"the embedding model {self.model!r} returned {len(vector)}-dimensional vectors "
-                    f"but the collection expects {self.dimensions}",
-                    code="EMBEDDER_DIMENSION_MISMATCH",
-                    retryable=False,
-                )
+        return decode_embeddings(content, len(inputs), self.dimensions, self.model)
+
+
+def _bad_response(message: str) -> EmbeddingError:
+    return EmbeddingError(message, code="EMBEDDING_BAD_RESPONSE", retryable=True)
+
+
+def decode_embeddings(content: bytes, count: int, dimensions: int, model: str) -> list[list[float]]:
+    """The vectors of an OpenAI-compatible embeddings answer, in input order.
+
+    Base64 vectors (little-endian float32, what we ask for) are joined and decoded by numpy in
+    one go; a server that ignores `encoding_format` and sends JSON floats is accepted too."""
+    try:
+        payload = json.loads(content)
+        data = payload["data"]
+        if not isinstance(data, list):
+            raise TypeError("data is not a list")
+        ordered = sorted(enumerate(data), key=lambda pair: pair[1].get("index", pair[0]))
+        embeddings = [item["embedding"] for _, item in ordered]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise _bad_response("the embedding provider sent an answer without vectors") from exc
+    if len(embeddings) != count:
+        raise _bad_response(f"the embedding provider returned {len(embeddings)} vectors for {count} inputs")
+
+    def mismatch(size: int) -> EmbeddingError:
+        return EmbeddingError(
+            f"the embedding model {model!r} returned {size}-dimensional vectors but the collection expects {dimensions}",
+            code="EMBEDDER_DIMENSION_MISMATCH",
+            retryable=False,
+        )
+
+    if all(isinstance(item, str) for item in embeddings):
+        try:
+            blobs = [base64.b64decode(item, validate=True) for item in embeddings]
+        except ValueError as exc:  # binascii.Error is one
+            raise _bad_response("the embedding provider sent vectors that are not valid base64") from exc
+        for blob in blobs:
+            if len(blob) != 4 * dimensions:
+                raise mismatch(len(blob) // 4)
+        vectors: list[list[float]] = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(count, dimensions).tolist()
         return vectors
+    if not all(isinstance(item, list) for item in embeddings):
+        raise _bad_response("the embedding provider sent vectors that are neither base64 nor lists of numbers")
+    for item in embeddings:
+        if len(item) != dimensions:
+            raise mismatch(len(item))
+    try:
+        return [[float(x) for x in item] for item in embeddings]
+    except (TypeError, ValueError) as exc:
+        raise _bad_response("the embedding provider sent vectors that are neither base64 nor lists of numbers") from exc
 
 
 def classify_status(status: int, retry_after: float | None, detail: str) -> EmbeddingError:
@@ -575,6 +691,7 @@ __all__ = [
     "PROVIDERS",
     "SentenceTransformerEmbedder",
     "classify_status",
+    "decode_embeddings",
     "get_embedder",
     "hashing_features",
     "packaged_model_dir",

@@ -13,9 +13,11 @@ Outcomes:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -270,9 +272,8 @@ class JobPipeline:
             raise ConfigurationInvalid("EMBEDDER_UNSUPPORTED", f"the collection's embedder cannot be used: {exc}") from exc
         started = time.monotonic()
         step = max(1, self.settings.embed_batch_size)
-        vectors: list[list[float]] = []
-        for offset in range(0, total, step):
-            texts = [chunk.text for chunk in chunks[offset : offset + step]]
+
+        async def call(texts: list[str]) -> list[list[float]]:
             call_started = time.monotonic()
             with tracing.span("sluice.embed_batch", texts=len(texts), provider=embedder.provider):
                 batch = await embedder.embed_documents(texts)
@@ -280,7 +281,25 @@ class JobPipeline:
             metrics.EMBED_BATCH_SIZE.labels(provider=embedder.provider).observe(len(texts))
             if len(batch) != len(texts):
                 raise TransientFailure("EMBEDDING_BAD_RESPONSE", f"the embedder returned {len(batch)} vectors for {len(texts)} texts")
-            vectors.extend(batch)
-            await reporter.update(len(vectors))
+            return batch
+
+        # A remote embedder takes several calls at once (its provider's shared limit bounds the
+        # requests): enough calls to fill that limit, results taken in order. Local ones: one.
+        window, concurrency = 1, getattr(embedder, "max_concurrency", 1)
+        if concurrency > 1:
+            requests_per_call = -(-step // max(1, embedder.batch_size))
+            window = max(1, -(-concurrency // requests_per_call))
+        vectors: list[list[float]] = []
+        pending: deque[asyncio.Future[list[list[float]]]] = deque()
+        try:
+            for offset in range(0, total, step):
+                pending.append(asyncio.ensure_future(call([chunk.text for chunk in chunks[offset : offset + step]])))
+                while pending and (len(pending) >= window or offset + step >= total):
+                    vectors.extend(await pending.popleft())
+                    await reporter.update(len(vectors))
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
         metrics.STAGE_SECONDS.labels(stage=Stage.EMBEDDING.name).observe(time.monotonic() - started)
         return vectors
