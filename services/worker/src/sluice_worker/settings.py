@@ -62,7 +62,8 @@ class WorkerSettings(CommonSettings, EmbedderSettings):
 
     # Chunks per CompleteJob / SaveSnapshot message.
     chunk_batch_size: int = 256
-    # Chunks handed to the embedder per call (progress is reported after each call).
+    # Chunks per embedding call (progress is reported after each call). A remote embedder gets
+    # several calls of this size at once, up to its provider's concurrency limit.
     embed_batch_size: int = 64
     # Minimum seconds between two progress reports of one stage.
     progress_interval_seconds: float = 0.5
