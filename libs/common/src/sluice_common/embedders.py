@@ -246,6 +246,33 @@ def resolve_model_dir(model: str, settings: EmbedderSettings) -> Path:
     )
 
 
+def installed_local_models(settings: EmbedderSettings | None = None) -> list[str]:
+    """The local models this machine can load: the configured model directory, else the packaged
+    all-MiniLM-L6-v2 when its package is installed."""
+    settings = settings or _default_settings()
+    if settings.sentence_transformers_model_dir:
+        return [settings.sentence_transformers_model_dir]
+    try:
+        packaged_model_dir()
+    except ImportError:
+        return []
+    return [DEFAULT_LOCAL_MODEL]
+
+
+def check_local_model(model: str, settings: EmbedderSettings | None = None) -> None:
+    """ValueError, naming the installed models, when `model` (optionally with a ":torch" or
+    ":onnx-int8" backend suffix) cannot be found here (resolve_model_dir's rules)."""
+    settings = settings or _default_settings()
+    name, _ = split_backend(model, settings.local_embedder_backend)
+    try:
+        resolve_model_dir(name, settings)
+        if not settings.sentence_transformers_model_dir and name.lower() in _PACKAGED_MODELS:
+            packaged_model_dir()
+    except (EmbeddingError, ImportError):
+        installed = ", ".join(repr(m) for m in installed_local_models(settings)) or "none"
+        raise ValueError(f"the local embedding model {model!r} is not installed; installed: {installed}") from None
+
+
 def load_sentence_transformer(model_dir: Path):
     """Load (once per process) a sentence-transformers model from a local directory, offline."""
     key = str(model_dir.resolve())

@@ -30,3 +30,8 @@ class IngestSettings(CommonSettings):
     # Longest ClaimJob long-poll a worker may ask for.
     max_claim_wait_seconds: float = 60.0
     pool_max_size: int = 20
+    # Index generations (ReindexCollection): how often ingest-api looks for a complete BUILDING
+    # generation to switch and for retired ones to drop, and how long a RETIRED generation's
+    # chunks and index stay after the switch (a search that resolved it just before still reads it).
+    generation_sweep_seconds: float = 1.0
+    retired_generation_grace_seconds: float = 30.0
