@@ -185,12 +185,13 @@ def upgrade() -> None:
             ADD COLUMN progress_done bigint NOT NULL DEFAULT 0 CHECK (progress_done >= 0),
             ADD COLUMN progress_total bigint NOT NULL DEFAULT 0 CHECK (progress_total >= 0),
             ADD CONSTRAINT embed_has_generation CHECK (kind = 'INGEST' OR generation_id IS NOT NULL);
-        UPDATE ingestion_jobs j SET generation_id = g.id
-          FROM documents d JOIN collection_generations g ON g.collection_id = d.collection_id
-         WHERE d.id = j.document_id;
         ALTER TABLE ingestion_jobs DROP CONSTRAINT ingestion_jobs_document_id_key;
         CREATE UNIQUE INDEX ingestion_jobs_ingest ON ingestion_jobs (document_id) WHERE kind = 'INGEST';
         CREATE UNIQUE INDEX ingestion_jobs_embed ON ingestion_jobs (generation_id, document_id) WHERE kind = 'EMBED';
+        -- Last: this UPDATE queues the jobs' deferred triggers, after which the table cannot be altered.
+        UPDATE ingestion_jobs j SET generation_id = g.id
+          FROM documents d JOIN collection_generations g ON g.collection_id = d.collection_id
+         WHERE d.id = j.document_id;
 
         {RECORD_EVENT.format(ingest_only="AND j.kind = 'INGEST'")}
         {ON_JOB_CHANGE.format(record="IF NEW.kind = 'INGEST' THEN PERFORM sluice_record_document_event(NEW.document_id); END IF;")}
