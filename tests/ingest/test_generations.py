@@ -318,9 +318,9 @@ def test_create_collection_refuses_a_local_model_that_is_not_installed(ingest_ap
             name="local", embedder=collection_pb2.EmbedderConfig(
                 provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, model=model, dimensions=dimensions))))
 
-    err = expect_error(lambda: create("bge-large-en-v1.5", 1024), grpc.StatusCode.INVALID_ARGUMENT,
+    err = expect_error(lambda: create("bge-small-en-v1.5", 384), grpc.StatusCode.INVALID_ARGUMENT,
                        "EMBEDDER_MODEL_NOT_INSTALLED")
-    assert "bge-large-en-v1.5" in err.details() and "all-MiniLM-L6-v2" in err.details()
+    assert "bge-small-en-v1.5" in err.details() and "all-MiniLM-L6-v2" in err.details()
     expect_error(lambda: c.docs.GetCollection(ds.GetCollectionRequest(name="local")), grpc.StatusCode.NOT_FOUND)
     created = create("")  # the defaults, filled and shown
     assert (created.embedder.model, created.embedder.dimensions) == ("all-MiniLM-L6-v2", 384)
