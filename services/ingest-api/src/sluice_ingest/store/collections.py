@@ -50,8 +50,7 @@ class CollectionStore(GenerationStore):
             return await self._with_generations(conn, await self._collection(conn, new.tenant_id, new.name))
 
     async def get_collection(self, tenant_id: int, name: str) -> CollectionRow:
-        async with self.pool.connection() as conn, conn.transaction():
-            return await self._with_generations(conn, await self._collection(conn, tenant_id, name))
+        return await self.collection_with_generations(tenant_id, name)
 
     async def collection_settings(self, tenant_id: int, name: str) -> CollectionRow:
         """The collection's own columns, without the document counts (cheap: for hot paths)."""

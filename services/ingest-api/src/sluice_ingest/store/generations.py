@@ -91,6 +91,10 @@ class GenerationStore(StoreBase):
     async def _with_generations(self, conn: psycopg.AsyncConnection, row: CollectionRow) -> CollectionRow:
         return replace(row, generations=await self._generations(conn, row.id))
 
+    async def collection_with_generations(self, tenant_id: int, name: str) -> CollectionRow:
+        async with self.pool.connection() as conn, conn.transaction():
+            return await self._with_generations(conn, await self._collection(conn, tenant_id, name))
+
     async def reindex_collection(
         self, tenant_id: int, name: str, provider: str, model: str, dimensions: int
     ) -> CollectionRow:
@@ -163,7 +167,7 @@ class GenerationStore(StoreBase):
                 )
         # Nothing READY to embed: it switches at once.
         await self.try_switch(generation_id)
-        return await self.get_collection(tenant_id, name)
+        return await self.collection_with_generations(tenant_id, name)
 
     async def cancel_reindex(self, tenant_id: int, name: str) -> CollectionRow:
         """The BUILDING generation is CANCELLED; its jobs, chunks and index are dropped."""
@@ -187,7 +191,7 @@ class GenerationStore(StoreBase):
                                   sources=[G.BUILDING])
             await self._drop_generation(conn, generation_id)
         log.info("reindex cancelled", extra={"generation_id": generation_id})
-        return await self.get_collection(tenant_id, name)
+        return await self.collection_with_generations(tenant_id, name)
 
     async def _drop_generation(self, conn: psycopg.AsyncConnection, generation_id: int) -> None:
         """Its EMBED jobs (a worker on one learns at its next heartbeat), chunks and HNSW index."""
