@@ -33,7 +33,7 @@ import auth_keys
 from search_server import RunningSearch
 from sluice_common.embedders import get_embedder
 
-from .e2e import D, Docs, WorkerProcess
+from .e2e import D, Docs, InProcessWorker, WorkerProcess, snapshot_count, worker_settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "documents"
 EXTENSIONS = {".md", ".txt", ".html", ".docx", ".pptx", ".pdf", ".eml"}
@@ -186,4 +186,31 @@ async def test_reindex_to_the_local_model_with_no_downtime(ingest_api_factory, d
         for worker in workers.values():
             worker.kill()
         search.stop()
+        await docs.close()
+
+
+async def test_an_embed_job_without_a_snapshot_parses_again(ingest_api_factory, database_url, sandbox_pool):
+    """A document whose snapshot is gone (another pipeline version) is parsed again by its EMBED
+    job, which saves the snapshot anew; the document stays READY throughout."""
+    api = ingest_api_factory(generation_sweep_seconds=0.1)
+    docs = Docs(api.address)
+    try:
+        await docs.create_collection("kb", dimensions=32)
+        doc = await docs.upload("kb", "locks.txt", note(7))
+        async with InProcessWorker(worker_settings(api.address), sandbox_pool):
+            assert (await docs.wait(doc.id)).status == D.DOCUMENT_STATUS_READY
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                conn.execute("DELETE FROM chunk_snapshots")
+            await docs.stub.ReindexCollection(ds.ReindexCollectionRequest(name="kb", embedder=collection_pb2.EmbedderConfig(
+                provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v2", dimensions=48)))
+            deadline = time.monotonic() + 60
+            while (await docs.stub.GetCollection(ds.GetCollectionRequest(name="kb"))).embedder.dimensions != 48:
+                assert time.monotonic() < deadline, "no switch"
+                await asyncio.sleep(0.1)
+        assert snapshot_count(database_url) == 1
+        assert (await docs.get(doc.id)).status == D.DOCUMENT_STATUS_READY
+        dims = sql(database_url, "SELECT DISTINCT vector_dims(c.embedding) FROM chunks c JOIN collection_generations g"
+                                 " ON g.id = c.generation_id AND g.state = 'ACTIVE' WHERE c.document_id = %s", (doc.id,))
+        assert dims == [(48,)]
+    finally:
         await docs.close()
