@@ -219,6 +219,6 @@ class ClaimedJob:
     chunk_new_after_n_chars: int | None
     chunk_overlap: int | None
     trace_context: str | None
-    job_kind: str
-    generation_id: int | None
-    generation_number: int | None
+    job_kind: str = "INGEST"
+    generation_id: int | None = None
+    generation_number: int | None = None
