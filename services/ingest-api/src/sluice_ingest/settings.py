@@ -31,7 +31,8 @@ class IngestSettings(CommonSettings):
     max_claim_wait_seconds: float = 60.0
     pool_max_size: int = 20
     # Index generations (ReindexCollection): how often ingest-api looks for a complete BUILDING
-    # generation to switch and for retired ones to drop, and how long a RETIRED generation's
-    # chunks and index stay after the switch (a search that resolved it just before still reads it).
+    # generation to switch (a safety net: an EMBED commit switches at once) and for retired ones to drop.
     generation_sweep_seconds: float = 1.0
+    # How long a RETIRED generation's chunks and HNSW index stay after the switch, so a search that
+    # resolved it just before the switch still finds its rows.
     retired_generation_grace_seconds: float = 30.0
