@@ -353,3 +353,20 @@ def test_migration_0009_round_trip_keeps_the_chunks(database_url):
         assert conn.execute("SELECT generation_id FROM chunks").fetchone()[0] == gid
         assert conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", (vector_index.index_name(gid),)).fetchone()
         assert conn.execute("SELECT kind::text, generation_id FROM ingestion_jobs").fetchone() == ("INGEST", gid)
+
+
+def test_embed_jobs_notify_waiting_workers_but_write_no_document_event(ingest_api, database_url):
+    c = Clients(ingest_api.address)
+    c.create_collection("docs")
+    ready_document(c, "notify me")
+    before = event_count(database_url)
+    with psycopg.connect(database_url, autocommit=True) as listener:
+        listener.execute("LISTEN sluice_jobs_available")
+        listener.execute("LISTEN sluice_collections")
+        reindex(c)
+        channels = {n.channel for n in listener.notifies(timeout=10, stop_after=2)}
+    # The new EMBED job wakes ClaimJob long-polls; the new generation wakes search's cache.
+    assert channels == {"sluice_jobs_available", "sluice_collections"}
+    job = c.claim()
+    c.fail(job, retryable=True)  # back to PENDING: still no document event
+    assert event_count(database_url) == before
