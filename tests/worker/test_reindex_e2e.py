@@ -19,6 +19,7 @@ The figures are printed (pytest -s) for the closing note.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import threading
 import time
@@ -40,7 +41,8 @@ EXTENSIONS = {".md", ".txt", ".html", ".docx", ".pptx", ".pdf", ".eml"}
 QUERIES = ["how do locks move boats between water levels", "quarterly report revenue", "retrieval augmented search",
            "operations handbook on-call", "meeting minutes decisions", "architecture of the system", "水闸 河流",
            "status update email"]
-GENERATED = 24
+# Generated notes beside the fixtures; bench/reindex_bench.py raises it.
+GENERATED = int(os.environ.get("SLUICE_REINDEX_TEST_NOTES", "24"))
 
 
 def note(i: int, topic: str = "canal") -> bytes:
@@ -57,6 +59,7 @@ class Searcher(threading.Thread):
         self.channel = auth_keys.channel(address)
         self.stub = search_service_pb2_grpc.SearchServiceStub(self.channel)
         self.answers: list[tuple[int, str, list[int], str]] = []
+        self.seconds: list[float] = []
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -64,8 +67,10 @@ class Searcher(threading.Thread):
         while not self.stopping.is_set():
             text = QUERIES[n % len(QUERIES)]
             n += 1
+            started = time.perf_counter()
             try:
                 r = self.stub.Search(pb.SearchRequest(collection="kb", query=text, top_k=5), timeout=30)
+                self.seconds.append(time.perf_counter() - started)
                 self.answers.append((r.generation, r.embedder_model, [int(h.chunk_id) for h in r.hits], "OK"))
             except grpc.RpcError as err:
                 self.answers.append((0, "", [], err.code().name))
@@ -175,11 +180,17 @@ async def test_reindex_to_the_local_model_with_no_downtime(ingest_api_factory, d
         assert retried >= 1  # the killed worker's job expired and was taken over
         per_generation = Counter(g for g, _, _, _ in searcher.answers)
         reindex_seconds = switched_at - started
+        latency = {}
+        for number in (1, 2):
+            times = sorted(t for (g, _, _, _), t in zip(searcher.answers, searcher.seconds, strict=True) if g == number)
+            latency[number] = (f"p50 {times[len(times) // 2] * 1000:.1f} ms, p99 {times[int(len(times) * 0.99)] * 1000:.1f} ms"
+                               if times else "-")
         print(f"\nREINDEX FIGURES: documents={len(ready)} (+{len(during)} uploaded during the reindex), "
               f"chunks gen1={sum(1 for g in generation_of.values() if g == 1)} gen2={sum(1 for g in generation_of.values() if g == 2)}, "
               f"reindex duration={reindex_seconds:.1f}s (hashing-v1/64 -> all-MiniLM-L6-v2/384, worker {killed} SIGKILLed mid-job, "
               f"{retried} expired EMBED lease(s) retried), queries={len(searcher.answers)} "
-              f"(all OK, none empty, none mixed): generation 1={per_generation[1]}, generation 2={per_generation[2]}")
+              f"(all OK, none empty, none mixed): generation 1={per_generation[1]} ({latency[1]}), "
+              f"generation 2={per_generation[2]} ({latency[2]})")
     finally:
         if searcher.is_alive():
             searcher.stop()
