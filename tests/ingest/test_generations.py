@@ -5,7 +5,9 @@ worker is played by hand through JobService so each step is observable."""
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import psycopg
@@ -370,3 +372,70 @@ def test_embed_jobs_notify_waiting_workers_but_write_no_document_event(ingest_ap
     job = c.claim()
     c.fail(job, retryable=True)  # back to PENDING: still no document event
     assert event_count(database_url) == before
+
+
+def test_concurrent_embed_commits_switch_exactly_once(ingest_api_factory, database_url):
+    """Twelve EMBED jobs complete at the same moment (real threads, real transactions), with the
+    periodic sweep off: the last commit to take the generation lock sees every other one and
+    switches; no commit is lost and the switch happens once."""
+    c = Clients(ingest_api_factory(generation_sweep_seconds=3600).address)
+    c.create_collection("docs")
+    documents = [ready_document(c, f"document {i}") for i in range(12)]
+    reindex(c)
+    jobs = [c.claim(f"w{i}") for i in range(12)]
+    assert {j.document_id for j in jobs} == set(documents)
+    barrier = threading.Barrier(len(jobs))
+
+    def complete(job):
+        own = Clients(c.address)
+        try:
+            barrier.wait()
+            return own.complete(job, ["text"], dimensions=16).status
+        finally:
+            own.close()
+
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        assert set(pool.map(complete, jobs)) == {D.DOCUMENT_STATUS_READY}
+    assert states(collection(c)) == [(1, G.GENERATION_STATE_RETIRED), (2, G.GENERATION_STATE_ACTIVE)]
+    for document_id in documents:
+        assert chunk_generations(database_url, document_id).get(2) == 1
+
+
+def test_documents_becoming_ready_while_a_reindex_starts_are_never_missed(ingest_api_factory, database_url):
+    """INGEST commits racing ReindexCollection (real threads): each document either was READY
+    when the reindex read them (it got its EMBED job there) or committed after (its commit saw
+    the BUILDING generation and added the job): every READY document ends with one."""
+    c = Clients(ingest_api_factory(generation_sweep_seconds=3600).address)
+    c.create_collection("docs")
+    ready_document(c, "already ready")
+    jobs = []
+    for i in range(10):
+        c.upload(content=f"racing {i}".encode())
+        job = c.claim()
+        c.run_to_indexing(job)
+        jobs.append(job)
+    barrier = threading.Barrier(len(jobs) + 1)
+
+    def complete(job):
+        own = Clients(c.address)
+        try:
+            barrier.wait()
+            return own.complete(job, ["racing"]).status
+        finally:
+            own.close()
+
+    def start_reindex():
+        barrier.wait()
+        return reindex(c)
+
+    with ThreadPoolExecutor(len(jobs) + 1) as pool:
+        futures = [pool.submit(complete, job) for job in jobs] + [pool.submit(start_reindex)]
+        for future in futures:
+            future.result()
+    with psycopg.connect(database_url) as conn:
+        missing = conn.execute(
+            "SELECT d.id FROM documents d WHERE d.status = 'READY' AND NOT EXISTS (SELECT 1 FROM ingestion_jobs j"
+            " JOIN collection_generations g ON g.id = j.generation_id AND g.state = 'BUILDING'"
+            " WHERE j.document_id = d.id AND j.kind = 'EMBED')").fetchall()
+        embed_jobs = conn.execute("SELECT count(*) FROM ingestion_jobs WHERE kind = 'EMBED'").fetchone()[0]
+    assert missing == [] and embed_jobs == 11
