@@ -37,15 +37,32 @@ GENERATION_SELECT = """
     FROM collection_generations
 """
 
-# A BUILDING generation that may switch: nothing left to embed, nothing failed, and every READY
-# document of the collection embedded into it.
-_COMPLETE = """
-    NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.kind = 'EMBED' AND j.generation_id = g.id AND j.status <> 'SUCCEEDED')
-    AND NOT EXISTS (
+# A BUILDING generation that may switch: nothing left to embed or failed (cheap: the partial
+# index ingestion_jobs_embed_open holds only the unfinished EMBED jobs) ...
+_NOTHING_OPEN = """
+    NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.generation_id = g.id AND j.kind = 'EMBED' AND j.status <> 'SUCCEEDED')
+"""
+# ... and every READY document of the collection embedded into it (a scan of the collection:
+# asked only when the first holds).
+_ALL_READY_EMBEDDED = """
+    NOT EXISTS (
         SELECT 1 FROM documents d WHERE d.collection_id = g.collection_id AND d.status = 'READY'
         AND NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.kind = 'EMBED' AND j.generation_id = g.id
                         AND j.document_id = d.id AND j.status = 'SUCCEEDED'))
 """
+
+
+async def _complete(conn: psycopg.AsyncConnection, generation_id: int) -> bool:
+    for condition in (_NOTHING_OPEN, _ALL_READY_EMBEDDED):
+        row = await (
+            await conn.execute(
+                "SELECT 1 FROM collection_generations g WHERE g.id = %s AND g.state = 'BUILDING' AND" + condition,
+                (generation_id,),
+            )
+        ).fetchone()
+        if row is None:
+            return False
+    return True
 
 
 class GenerationStore(StoreBase):
@@ -203,6 +220,11 @@ class GenerationStore(StoreBase):
         """The switch, in one transaction, if the BUILDING generation is complete: it becomes
         ACTIVE, the ACTIVE one RETIRED, the collection's embedder columns follow, and the
         generations' trigger NOTIFYs `sluice_collections`. True when it switched."""
+        async with self.pool.connection() as conn:
+            # Without locks first: every EMBED commit calls this after its own commit, so the last
+            # one to commit sees all the others; only a complete generation pays for the locks.
+            if not await _complete(conn, generation_id):
+                return False
         async with self.pool.connection() as conn, conn.transaction():
             row = await (
                 await conn.execute(
@@ -221,13 +243,7 @@ class GenerationStore(StoreBase):
                     ([active_id, generation_id],),
                 )
             ).fetchall()
-            complete = await (
-                await conn.execute(
-                    "SELECT 1 FROM collection_generations g WHERE g.id = %s AND g.state = 'BUILDING' AND" + _COMPLETE,
-                    (generation_id,),
-                )
-            ).fetchone()
-            if len(locked) != 2 or complete is None:
+            if len(locked) != 2 or not await _complete(conn, generation_id):
                 return False
             await move_generation(conn, active_id, G.RETIRED, {"ended_at": NOW}, sources=[G.ACTIVE])
             await move_generation(conn, generation_id, G.ACTIVE, {"activated_at": NOW}, sources=[G.BUILDING])
@@ -246,7 +262,7 @@ class GenerationStore(StoreBase):
         before its switch still finds its rows meanwhile). Returns (switched, dropped)."""
         async with self.pool.connection() as conn:
             building = await (
-                await conn.execute("SELECT id FROM collection_generations g WHERE state = 'BUILDING' AND" + _COMPLETE)
+                await conn.execute("SELECT id FROM collection_generations g WHERE state = 'BUILDING' AND" + _NOTHING_OPEN)
             ).fetchall()
             over = await (
                 await conn.execute(

@@ -188,6 +188,9 @@ def upgrade() -> None:
         ALTER TABLE ingestion_jobs DROP CONSTRAINT ingestion_jobs_document_id_key;
         CREATE UNIQUE INDEX ingestion_jobs_ingest ON ingestion_jobs (document_id) WHERE kind = 'INGEST';
         CREATE UNIQUE INDEX ingestion_jobs_embed ON ingestion_jobs (generation_id, document_id) WHERE kind = 'EMBED';
+        -- The switch's check after every EMBED commit: is any job of the generation unfinished?
+        CREATE INDEX ingestion_jobs_embed_open ON ingestion_jobs (generation_id)
+            WHERE kind = 'EMBED' AND status <> 'SUCCEEDED';
         -- Last: this UPDATE queues the jobs' deferred triggers, after which the table cannot be altered.
         UPDATE ingestion_jobs j SET generation_id = g.id
           FROM documents d JOIN collection_generations g ON g.collection_id = d.collection_id
@@ -238,6 +241,7 @@ def downgrade() -> None:
         {RECORD_EVENT.format(ingest_only="")}
         {ON_JOB_CHANGE.format(record="PERFORM sluice_record_document_event(NEW.document_id);")}
         DELETE FROM ingestion_jobs WHERE kind = 'EMBED';
+        DROP INDEX ingestion_jobs_embed_open;
         DROP INDEX ingestion_jobs_embed;
         DROP INDEX ingestion_jobs_ingest;
         ALTER TABLE ingestion_jobs ADD CONSTRAINT ingestion_jobs_document_id_key UNIQUE (document_id);
