@@ -439,3 +439,15 @@ def test_documents_becoming_ready_while_a_reindex_starts_are_never_missed(ingest
             " WHERE j.document_id = d.id AND j.kind = 'EMBED')").fetchall()
         embed_jobs = conn.execute("SELECT count(*) FROM ingestion_jobs WHERE kind = 'EMBED'").fetchone()[0]
     assert missing == [] and embed_jobs == 11
+
+
+def test_the_installed_local_models_can_be_declared_where_ingest_api_has_none():
+    """ingest-api's container image carries no model: SLUICE_INSTALLED_LOCAL_MODELS names what the
+    workers have (docker-compose.yml and the Kubernetes manifests set it)."""
+    from sluice_common.embedders import EmbedderSettings, check_local_model
+
+    declared = EmbedderSettings(installed_local_models="all-MiniLM-L6-v2, /models/e5-small")
+    check_local_model("all-MiniLM-L6-v2:onnx-int8", declared)
+    check_local_model("/models/e5-small", declared)
+    with pytest.raises(ValueError, match="installed: 'all-MiniLM-L6-v2', '/models/e5-small'"):
+        check_local_model("bge-small-en-v1.5", declared)
