@@ -26,8 +26,12 @@ def create_index_sql(generation_id: int, dimensions: int) -> sql.Composed:
     ).format(name=sql.Identifier(index_name(generation_id)), dim=sql.Literal(int(dimensions)), gid=sql.Literal(int(generation_id)))
 
 
-def drop_index_sql(generation_id: int) -> sql.Composed:
-    return sql.SQL("DROP INDEX IF EXISTS {name}").format(name=sql.Identifier(index_name(generation_id)))
+def drop_index_sql(generation_id: int, *, concurrently: bool = False) -> sql.Composed:
+    """`concurrently` (outside a transaction) does not block searches of other generations while
+    it waits for queries still using the index."""
+    return sql.SQL("DROP INDEX {how}IF EXISTS {name}").format(
+        how=sql.SQL("CONCURRENTLY " if concurrently else ""), name=sql.Identifier(index_name(generation_id))
+    )
 
 
 def embedding_expr(dimensions: int) -> sql.Composed:

@@ -210,11 +210,12 @@ class GenerationStore(StoreBase):
         log.info("reindex cancelled", extra={"generation_id": generation_id})
         return await self.collection_with_generations(tenant_id, name)
 
-    async def _drop_generation(self, conn: psycopg.AsyncConnection, generation_id: int) -> None:
-        """Its EMBED jobs (a worker on one learns at its next heartbeat), chunks and HNSW index."""
+    async def _drop_generation(self, conn: psycopg.AsyncConnection, generation_id: int, *, index: bool = True) -> None:
+        """Its EMBED jobs (a worker on one learns at its next heartbeat), chunks and (`index`) HNSW index."""
         await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s", (generation_id,))
         await conn.execute("DELETE FROM chunks WHERE generation_id = %s", (generation_id,))
-        await conn.execute(vector_index.drop_index_sql(generation_id))
+        if index:
+            await conn.execute(vector_index.drop_index_sql(generation_id))
 
     async def try_switch(self, generation_id: int) -> bool:
         """The switch, in one transaction, if the BUILDING generation is complete: it becomes
@@ -275,6 +276,10 @@ class GenerationStore(StoreBase):
         for (generation_id,) in building:
             switched += await self.try_switch(generation_id)
         for (generation_id,) in over:
+            # The index first, CONCURRENTLY (no lock on chunks that would stall every search), then
+            # the rows; a crash in between is repaired by the next sweep (both steps are idempotent).
+            async with self.pool.connection() as conn:
+                await conn.execute(vector_index.drop_index_sql(generation_id, concurrently=True))
             async with self.pool.connection() as conn, conn.transaction():
                 await conn.execute("SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE",
                                    (generation_id,))
@@ -285,7 +290,7 @@ class GenerationStore(StoreBase):
                     )
                 ).fetchone()
                 if row is not None:
-                    await self._drop_generation(conn, generation_id)
+                    await self._drop_generation(conn, generation_id, index=False)
         return switched, len(over)
 
 
