@@ -18,6 +18,7 @@ from sluice.v1 import collection_pb2, document_service_pb2 as ds, job_service_pb
 from sluice_common import vector_index
 from sluice_common.errors import reason_of
 from sluice_ingest.migrations import alembic_config
+from sluice_ingest.store.generations import INDEX_LOCK_CLASS
 
 from .helpers import D, Clients
 
@@ -451,3 +452,22 @@ def test_the_installed_local_models_can_be_declared_where_ingest_api_has_none():
     check_local_model("/models/e5-small", declared)
     with pytest.raises(ValueError, match="installed: 'all-MiniLM-L6-v2', '/models/e5-small'"):
         check_local_model("bge-small-en-v1.5", declared)
+
+
+def test_a_generation_never_switches_without_its_index_and_the_sweep_rebuilds_a_missing_one(ingest_api_factory,
+                                                                                          database_url):
+    c = Clients(ingest_api_factory(**FAST).address)
+    c.create_collection("docs")
+    ready_document(c, "indexed")
+    c.docs.ReindexCollection(ds.ReindexCollectionRequest(name="docs", embedder=hashing()))
+    ids = generation_ids(database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        # As if ingest-api died between the reindex's commit and its index build (or the build failed).
+        conn.execute(vector_index.drop_index_sql(ids[2]))
+        conn.execute("SELECT pg_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, ids[2]))  # hold off the sweep's rebuild
+        job = c.claim()
+        c.complete(job, ["indexed"], dimensions=16)
+        assert states(collection(c))[1] == (2, G.GENERATION_STATE_BUILDING)  # complete, but no index yet
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", (INDEX_LOCK_CLASS, ids[2]))
+    wait_for(lambda: states(collection(c))[1] == (2, G.GENERATION_STATE_ACTIVE))
+    assert vector_index.index_name(ids[2]) in hnsw_indexes(database_url)

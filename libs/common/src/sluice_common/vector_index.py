@@ -15,15 +15,27 @@ from __future__ import annotations
 from psycopg import sql
 
 
+INDEX_PREFIX = "chunks_embedding_g"
+
+
 def index_name(generation_id: int) -> str:
-    return f"chunks_embedding_g{int(generation_id)}"
+    return f"{INDEX_PREFIX}{int(generation_id)}"
 
 
-def create_index_sql(generation_id: int, dimensions: int) -> sql.Composed:
+def create_index_sql(generation_id: int, dimensions: int, *, concurrently: bool = False) -> sql.Composed:
+    """`concurrently` (outside a transaction) builds it without blocking writes to chunks."""
     return sql.SQL(
-        "CREATE INDEX IF NOT EXISTS {name} ON chunks USING hnsw ((embedding::vector({dim})) vector_cosine_ops)"
+        "CREATE INDEX {how}IF NOT EXISTS {name} ON chunks USING hnsw ((embedding::vector({dim})) vector_cosine_ops)"
         " WHERE generation_id = {gid}"
-    ).format(name=sql.Identifier(index_name(generation_id)), dim=sql.Literal(int(dimensions)), gid=sql.Literal(int(generation_id)))
+    ).format(how=sql.SQL("CONCURRENTLY " if concurrently else ""), name=sql.Identifier(index_name(generation_id)),
+             dim=sql.Literal(int(dimensions)), gid=sql.Literal(int(generation_id)))
+
+
+def index_state_sql(generation_id: int) -> sql.Composed:
+    """One row (indisvalid) when the generation's index exists, none otherwise."""
+    return sql.SQL("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass({name})").format(
+        name=sql.Literal(index_name(generation_id))
+    )
 
 
 def drop_index_sql(generation_id: int, *, concurrently: bool = False) -> sql.Composed:

@@ -31,6 +31,9 @@ from .rows import CollectionRow, GenerationFailure, GenerationRow
 
 log = logging.getLogger("sluice.ingest.generations")
 
+# Advisory lock class of a generation's index build (pg_advisory_lock(class, generation id)).
+INDEX_LOCK_CLASS = 90091
+
 GENERATION_SELECT = """
     SELECT id, number, embedder_provider, embedder_model, dimensions, state::text AS state, created_at,
            activated_at, ended_at, dropped_at
@@ -175,14 +178,14 @@ class GenerationStore(StoreBase):
                     " WHERE collection_id = %s RETURNING id",
                     (tenant_id, collection_id, provider, model, dimensions, collection_id),
                 )
-                await conn.execute(vector_index.create_index_sql(generation_id, dimensions))
                 await conn.execute(
                     "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
                     " SELECT d.id, 'EMBED', %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
                     " WHERE d.collection_id = %s AND d.status = 'READY'",
                     (generation_id, collection_id),
                 )
-        # Nothing READY to embed: it switches at once.
+        # Its HNSW index, built without blocking writes; then, with nothing READY to embed, it switches at once.
+        await self.ensure_index(generation_id)
         await self.try_switch(generation_id)
         return await self.collection_with_generations(tenant_id, name)
 
@@ -217,6 +220,33 @@ class GenerationStore(StoreBase):
         if index:
             await conn.execute(vector_index.drop_index_sql(generation_id))
 
+    async def ensure_index(self, generation_id: int, *, wait: bool = True) -> bool:
+        """Build the BUILDING generation's partial HNSW index CONCURRENTLY (writes to chunks go on),
+        replacing an invalid one a failed build left. One builder per generation at a time
+        (advisory lock; `wait=False` skips a generation another process is building). True when
+        the index is valid."""
+        async with self.pool.connection() as conn:
+            if wait:
+                await conn.execute("SELECT pg_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
+            else:
+                (locked,) = await _one(conn, "SELECT pg_try_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
+                if not locked:
+                    return False
+            try:
+                row = await (await conn.execute(
+                    "SELECT dimensions, state::text FROM collection_generations WHERE id = %s", (generation_id,))).fetchone()
+                if row is None or row[1] != G.BUILDING:
+                    return False
+                state = await (await conn.execute(vector_index.index_state_sql(generation_id))).fetchone()
+                if state is not None and state[0]:
+                    return True
+                if state is not None:
+                    await conn.execute(vector_index.drop_index_sql(generation_id, concurrently=True))
+                await conn.execute(vector_index.create_index_sql(generation_id, row[0], concurrently=True))
+                return True
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
+
     async def try_switch(self, generation_id: int) -> bool:
         """The switch, in one transaction, if the BUILDING generation is complete: it becomes
         ACTIVE, the ACTIVE one RETIRED, the collection's embedder columns follow, and the
@@ -246,6 +276,10 @@ class GenerationStore(StoreBase):
             ).fetchall()
             if len(locked) != 2 or not await _complete(conn, generation_id):
                 return False
+            # Never switch search onto a generation without its index (the sweep builds a missing one).
+            index = await (await conn.execute(vector_index.index_state_sql(generation_id))).fetchone()
+            if index is None or not index[0]:
+                return False
             await move_generation(conn, active_id, G.RETIRED, {"ended_at": NOW}, sources=[G.ACTIVE])
             await move_generation(conn, generation_id, G.ACTIVE, {"activated_at": NOW}, sources=[G.BUILDING])
             await conn.execute(
@@ -272,6 +306,18 @@ class GenerationStore(StoreBase):
                     (grace_seconds,),
                 )
             ).fetchall()
+        async with self.pool.connection() as conn:
+            unindexed = await (
+                await conn.execute(
+                    "SELECT g.id FROM collection_generations g LEFT JOIN pg_index i"
+                    " ON i.indexrelid = to_regclass(%s || g.id) WHERE g.state = 'BUILDING'"
+                    " AND NOT coalesce(i.indisvalid, false)",
+                    (vector_index.INDEX_PREFIX,),
+                )
+            ).fetchall()
+        for (generation_id,) in unindexed:
+            # A reindex whose process died before its index was built, or a failed build.
+            await self.ensure_index(generation_id, wait=False)
         switched = 0
         for (generation_id,) in building:
             switched += await self.try_switch(generation_id)
