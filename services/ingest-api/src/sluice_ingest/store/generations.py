@@ -136,10 +136,12 @@ class GenerationStore(StoreBase):
                 " WHERE collection_id = %s AND state = 'ACTIVE' FOR UPDATE",
                 (collection_id,),
             )
+            # Read without a lock: a BUILDING generation is locked only after its jobs (the order of
+            # EMBED commits and CancelReindex: jobs, then the generation).
             building = await (
                 await conn.execute(
                     "SELECT id, embedder_provider, embedder_model, dimensions FROM collection_generations"
-                    " WHERE collection_id = %s AND state = 'BUILDING' FOR UPDATE",
+                    " WHERE collection_id = %s AND state = 'BUILDING'",
                     (collection_id,),
                 )
             ).fetchone()
@@ -156,6 +158,13 @@ class GenerationStore(StoreBase):
                         " FOR UPDATE", (building[0],),
                     )
                 ).fetchall()
+                still = await (
+                    await conn.execute("SELECT state::text FROM collection_generations WHERE id = %s FOR UPDATE",
+                                       (building[0],))
+                ).fetchone()
+                if still is None or still[0] != G.BUILDING:
+                    raise FailedPrecondition(f"the reindex of {name!r} was cancelled meanwhile; start it again",
+                                             reason=Reason.NO_REINDEX_IN_PROGRESS, collection=name)
                 if not failed:
                     raise FailedPrecondition(
                         f"collection {name!r} is already being reindexed to this embedder and no document failed",
