@@ -162,8 +162,6 @@ async def test_reindex_to_the_local_model_with_no_downtime(ingest_api_factory, d
 
         # The documents uploaded during the reindex are searchable in generation 2.
         await docs.wait_all(during, timeout=120)
-        with grpc.insecure_channel(search.address) as _:
-            pass
         stub = search_service_pb2_grpc.SearchServiceStub(auth_keys.channel(search.address))
         response = stub.Search(pb.SearchRequest(collection="kb", query="aqueduct keeper field note", top_k=10,
                                                 filter=pb.SearchFilter(document_ids=during)))
