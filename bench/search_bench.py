@@ -74,6 +74,9 @@ def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generat
             " SELECT id, 'bench', 'hashing', 'bench', %s, 1500, 1000, 0, 3 FROM tenants WHERE name = 'default' RETURNING id",
             (dimensions,),
         ).fetchone()[0]
+        (gid,) = conn.execute(
+            "SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'", (cid,)
+        ).fetchone()
         ids = [uuid.uuid4() for _ in range(documents)]
         with conn.cursor().copy(
             "COPY documents (id, tenant_id, collection_id, filename, mime_type, status, content_sha256, size_bytes,"
@@ -85,21 +88,21 @@ def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generat
                 copy.write_row((doc, TENANT_ID, cid, f"doc-{d}.txt", "text/plain", status, f"{d:064x}", 1, error))
         started = time.perf_counter()
         with conn.cursor().copy(
-            "COPY chunks (document_id, tenant_id, collection_id, chunk_index, text, embedding) FROM STDIN"
+            "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, embedding) FROM STDIN"
             " WITH (FORMAT BINARY)"
         ) as copy:
-            copy.set_types(["uuid", "int8", "int8", "int4", "text", "vector"])
+            copy.set_types(["uuid", "int8", "int8", "int8", "int4", "text", "vector"])
             for row in range(n):
-                copy.write_row((ids[row // DOC_CHUNKS], TENANT_ID, cid, row % DOC_CHUNKS, f"chunk {row}", vectors[row]))
+                copy.write_row((ids[row // DOC_CHUNKS], TENANT_ID, cid, gid, row % DOC_CHUNKS, f"chunk {row}", vectors[row]))
         print(f"loaded {n:,} chunks × {dimensions} in {time.perf_counter() - started:.1f} s", flush=True)
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute("SET max_parallel_maintenance_workers = 2")
         started = time.perf_counter()
-        conn.execute(vector_index.create_index_sql(cid, dimensions))
+        conn.execute(vector_index.create_index_sql(gid, dimensions))
         print(f"built HNSW index in {time.perf_counter() - started:.1f} s", flush=True)
         conn.execute("VACUUM ANALYZE chunks, documents")
     ready_rows = np.flatnonzero(np.repeat(ready, DOC_CHUNKS)[:n])
-    return cid, ready_rows
+    return cid, gid, ready_rows
 
 
 def free_port() -> int:
@@ -169,7 +172,7 @@ def run(args: argparse.Namespace) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE ROLE sluice_search LOGIN IN ROLE sluice_search_reader")
         reader_url = user_uri(url, "sluice_search")
-        cid, ready_rows = load(url, vectors, args.not_ready, rng)
+        cid, gid, ready_rows = load(url, vectors, args.not_ready, rng)
 
         started = time.perf_counter()
         truth = []
@@ -182,7 +185,7 @@ def run(args: argparse.Namespace) -> None:
 
         results = []
         for ef in args.ef_search:
-            results.append(measure(url, reader_url, key, cid, queries, truth, ef, args))
+            results.append(measure(url, reader_url, key, cid, gid, queries, truth, ef, args))
         print()
         print(f"{args.chunks:,} chunks × {args.dimensions} ({args.data}), {args.not_ready:.0%} of documents not READY,"
               f" {args.queries} queries, top_k=10, one at a time")
@@ -208,11 +211,11 @@ def run(args: argparse.Namespace) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def measure(url, reader_url, key, cid, queries, truth, ef, args) -> dict:
+def measure(url, reader_url, key, cid, gid, queries, truth, ef, args) -> dict:
     from sluice_search.domain import Collection, DocumentFilter
     from sluice_search.repository import vector_query
 
-    collection = Collection(cid, "bench", "hashing", "bench", args.dimensions, tenant_id=TENANT_ID)
+    collection = Collection(cid, "bench", "hashing", "bench", args.dimensions, tenant_id=TENANT_ID, generation_id=gid)
     process, address = start_search(reader_url, ef)
     plain_process, plain_address = start_search(reader_url, ef, unauthenticated=True)
     try:

@@ -496,8 +496,8 @@ class Chaos:
                           (SELECT extract(epoch FROM min(e.created_at)) FROM document_events e
                             WHERE e.document_id = d.id AND e.status = 'READY')
                    FROM documents d JOIN collections c ON c.id = d.collection_id
-                   LEFT JOIN ingestion_jobs j ON j.document_id = d.id
-                   LEFT JOIN chunks ch ON ch.document_id = d.id
+                   LEFT JOIN ingestion_jobs j ON j.document_id = d.id AND j.kind = 'INGEST'
+                   LEFT JOIN chunks ch ON ch.document_id = d.id AND ch.generation_id = (SELECT g.id FROM collection_generations g WHERE g.collection_id = d.collection_id AND g.state = 'ACTIVE')
                    GROUP BY d.id, c.name, j.id"""
             ).fetchall()
         self.counts = collections.Counter(row[3] for row in rows)

@@ -31,6 +31,8 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "/sluice.v1.DocumentService/GetCollection": READ,
     "/sluice.v1.DocumentService/ListCollections": READ,
     "/sluice.v1.DocumentService/DeleteCollection": WRITE,
+    "/sluice.v1.DocumentService/ReindexCollection": WRITE,
+    "/sluice.v1.DocumentService/CancelReindex": WRITE,
     "/sluice.v1.DocumentService/UploadDocument": WRITE,
     "/sluice.v1.DocumentService/GetDocument": READ,
     "/sluice.v1.DocumentService/ListDocuments": READ,

@@ -47,8 +47,11 @@ def settings_fields(service: str) -> set[str]:
             fields |= {(prefix + name).upper() for name in cls.model_fields}
         return fields
 
-    if service in ("migrate", "ingest-api"):
+    if service == "migrate":
         return names(IngestSettings)
+    if service == "ingest-api":
+        # CreateCollection/ReindexCollection check local models (sluice_common.embedders).
+        return names(IngestSettings, EmbedderSettings)
     if service == "search":
         from sluice_search.settings import SearchSettings
 

@@ -162,11 +162,12 @@ def test_postgres_restarts_under_ingest_api_and_search_give_no_internal(own_post
         retried = [c for c in caller.codes if c[1] == grpc.StatusCode.UNAVAILABLE]
         assert all(reason == "DATABASE_UNAVAILABLE" for _, _, reason in retried), retried
 
-        # The LISTEN connection is back (notify.py reconnects) and wakes ClaimJob long-polls.
+        # The LISTEN connections are back (ingest-api's notify.py and search's collection cache
+        # listener reconnect), and ingest-api's wakes ClaimJob long-polls.
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and listening(url) != 1:
+        while time.monotonic() < deadline and listening(url) != 2:
             time.sleep(0.2)
-        assert listening(url) == 1
+        assert listening(url) == 2
         assert_long_poll_woken_by_upload(caller.clients, "after-restart")
     finally:
         caller.stop() if caller._thread.is_alive() else None

@@ -296,7 +296,7 @@ def test_collections_lifecycle_and_validation(c, database_url):
     assert rows(database_url, "documents") == 0
     with psycopg.connect(database_url) as conn:
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'chunks'")}
-    assert sum(1 for name in indexes if name.startswith("chunks_embedding_c")) == 2  # b-second and local
+    assert sum(1 for name in indexes if name.startswith("chunks_embedding_g")) == 2  # b-second and local
 
 
 def test_bad_ids_and_missing_leases(c):

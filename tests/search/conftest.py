@@ -40,8 +40,14 @@ class Seeder:
             (name, provider, model, dimensions, tenant),
         ).fetchone()[0]
         if index:
-            self.conn.execute(vector_index.create_index_sql(cid, dimensions))
+            self.conn.execute(vector_index.create_index_sql(self.generation(cid), dimensions))
         return cid
+
+    def generation(self, collection_id: int) -> int:
+        """The collection's ACTIVE generation (generation 1, made by the collections trigger)."""
+        return self.conn.execute(
+            "SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'", (collection_id,)
+        ).fetchone()[0]
 
     def document(self, collection_id: int, filename: str, *, status: str = "READY", metadata: dict | None = None,
                  mime_type: str = "text/plain") -> str:

@@ -33,9 +33,15 @@ def big(seed):
         seed.chunks(cid, doc, [f"chunk {d}/{i}" for i in range(CHUNKS_PER_DOCUMENT)], vectors[rows])
         documents.append(doc)
     seed.conn.execute("SET maintenance_work_mem = '256MB'")
-    seed.conn.execute(vector_index.create_index_sql(cid, DIM))  # built over loaded data: faster
+    seed.conn.execute(vector_index.create_index_sql(seed.generation(cid), DIM))  # built over loaded data: faster
     seed.conn.execute("ANALYZE chunks, documents")
     return cid, documents, vectors
+
+
+def active_generation(database_url, collection_id):
+    with psycopg.connect(database_url) as conn:
+        return conn.execute("SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'",
+                            (collection_id,)).fetchone()[0]
 
 
 def set_not_ready(seed, documents, fraction):
@@ -91,7 +97,7 @@ def test_without_iterative_scan_the_filter_starves_results(database_url, seed, b
     join keeps ~10% of them, so LIMIT 10 is not reached. (Why search sets iterative_scan.)"""
     cid, documents, vectors = big
     set_not_ready(seed, documents, 0.9)
-    collection = Collection(cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1)
+    collection = Collection(cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=active_generation(database_url, cid))
     query, params = vector_query(collection, random_unit_vectors(1, DIM, seed=5)[0], 10, DocumentFilter())
     with psycopg.connect(database_url) as conn:
         register_vector(conn)
@@ -107,7 +113,7 @@ def test_partial_index_survives_a_generic_plan(database_url, big):
     """Collection id and dimension are literals, so even a forced generic plan of a prepared
     statement uses the collection's partial index; with the id as a parameter it could not."""
     cid, _, _ = big
-    collection = Collection(cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1)
+    collection = Collection(cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=active_generation(database_url, cid))
     query, _ = vector_query(collection, [0.0] * DIM, 10, DocumentFilter())
     with psycopg.connect(database_url, autocommit=True) as conn:
         text = query.as_string(conn).replace("%(v)s", "$1")
@@ -115,9 +121,10 @@ def test_partial_index_survives_a_generic_plan(database_url, big):
         conn.execute(f"PREPARE literal_id(vector) AS {text}")
         vec = "[" + ",".join(["0.1"] * DIM) + "]"
         plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN EXECUTE literal_id('{vec}')"))
-        assert vector_index.index_name(cid) in plan, plan
+        assert vector_index.index_name(collection.generation_id) in plan, plan
 
-        bound = text.replace(f"c.collection_id = {cid}", "c.collection_id = $2")
+        gid = collection.generation_id
+        bound = text.replace(f"c.generation_id = {gid}", "c.generation_id = $2")
         conn.execute(f"PREPARE bound_id(vector, bigint) AS {bound}")
-        plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN EXECUTE bound_id('{vec}', {cid})"))
-        assert vector_index.index_name(cid) not in plan
+        plan = "\n".join(r[0] for r in conn.execute(f"EXPLAIN EXECUTE bound_id('{vec}', {gid})"))
+        assert vector_index.index_name(gid) not in plan

@@ -46,7 +46,8 @@ def default_embedder() -> str:
 # ------------------------------------------------------------------ collections
 
 
-def collections_create(clients: Clients, args) -> int:
+def embedder_of(args) -> collection_pb2.EmbedderConfig:
+    """--embedder, --model and --dimensions as an EmbedderConfig (create and reindex)."""
     provider, model, dimensions = EMBEDDERS[args.embedder]
     if args.model:
         model = args.model
@@ -54,6 +55,11 @@ def collections_create(clients: Clients, args) -> int:
             raise CliError(f"--dimensions is required with --model {model!r} (the size of its vectors)", EXIT_USAGE, "DIMENSIONS_REQUIRED")
     if args.dimensions:
         dimensions = args.dimensions
+    return collection_pb2.EmbedderConfig(provider=provider, model=model, dimensions=dimensions)
+
+
+def collections_create(clients: Clients, args) -> int:
+    embedder = embedder_of(args)
     chunking = collection_pb2.ChunkingConfig()
     if args.chunk_size:
         chunking.max_characters = args.chunk_size
@@ -64,7 +70,7 @@ def collections_create(clients: Clients, args) -> int:
     collection = collection_pb2.Collection(
         name=args.name,
         description=args.description or "",
-        embedder=collection_pb2.EmbedderConfig(provider=provider, model=model, dimensions=dimensions),
+        embedder=embedder,
         chunking=chunking,
         max_attempts=args.max_attempts or 0,
     )
@@ -107,6 +113,69 @@ def collections_show(clients: Clients, args) -> int:
         render.print_json(render.to_dict(collection))
     else:
         render.out.print(render.collections_table([collection]))
+        if collection.generations:
+            render.out.print()
+            render.out.print(render.generations_table(collection.generations))
+    return EXIT_OK
+
+
+def collections_reindex(clients: Clients, args) -> int:
+    """Start a reindex (or retry its failed documents), follow it to the switch with a progress
+    bar (polling GetCollection), or cancel it."""
+    if args.cancel:
+        collection = clients.call(clients.documents.CancelReindex, document_service_pb2.CancelReindexRequest(name=args.name))
+        if args.json:
+            render.print_json(render.to_dict(collection))
+        else:
+            render.out.print(f"Cancelled the reindex of [bold]{escape(args.name)}[/]; it keeps its embedder "
+                             f"{escape(collection.embedder.model)}")
+        return EXIT_OK
+    collection = clients.call(
+        clients.documents.ReindexCollection,
+        document_service_pb2.ReindexCollectionRequest(name=args.name, embedder=embedder_of(args)),
+    )
+    target = collection.generations[-1]
+    if not args.json:
+        render.out.print(
+            f"Reindexing [bold]{escape(args.name)}[/] to {render.PROVIDER_NAMES.get(target.embedder.provider, '?')} "
+            f"{escape(target.embedder.model)} ({target.embedder.dimensions} dimensions), generation {target.number}; "
+            "search keeps answering from the current one until the switch"
+        )
+    if args.no_wait:
+        if args.json:
+            render.print_json(render.to_dict(collection))
+        return EXIT_OK
+    deadline = time.monotonic() + args.timeout if args.timeout else None
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} documents"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=render.err, disable=args.json or not render.err.is_terminal) as progress:
+        task = progress.add_task(f"generation {target.number}", total=max(target.documents_total, 1))
+        while True:
+            generation = next((g for g in collection.generations if g.number == target.number), None)
+            if generation is None or generation.state == collection_pb2.GENERATION_STATE_CANCELLED:
+                raise CliError(f"the reindex of {args.name!r} was cancelled", EXIT_FAILED, "REINDEX_CANCELLED")
+            if generation.state in (collection_pb2.GENERATION_STATE_ACTIVE, collection_pb2.GENERATION_STATE_RETIRED):
+                progress.update(task, total=max(generation.documents_ready, 1), completed=generation.documents_ready)
+                break
+            progress.update(task, total=max(generation.documents_total, 1), completed=generation.documents_ready)
+            if generation.documents_failed and not generation.documents_pending:
+                progress.stop()
+                for failure in generation.failures:
+                    render.err.print(f"  {escape(failure.filename)} ({failure.document_id}): {escape(failure.error_message)}")
+                raise CliError(
+                    f"{generation.documents_failed} document(s) could not be embedded; generation {generation.number} waits. "
+                    f"Run the same command again to retry them, or `sluice collections reindex {args.name} --cancel`",
+                    EXIT_FAILED, "REINDEX_FAILED_DOCUMENTS",
+                )
+            if deadline is not None and time.monotonic() > deadline:
+                raise CliError("timed out waiting for the switch (the reindex goes on)", EXIT_FAILED, "TIMEOUT")
+            time.sleep(0.5)
+            collection = clients.call(clients.documents.GetCollection, document_service_pb2.GetCollectionRequest(name=args.name))
+    if args.json:
+        render.print_json(render.to_dict(collection))
+    else:
+        render.out.print(f"Switched: [bold]{escape(args.name)}[/] now answers from generation {target.number} "
+                         f"({escape(target.embedder.model)})")
     return EXIT_OK
 
 

@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     # collections
-    coll = sub.add_parser("collections", help="create, list, show and delete collections", parents=[common])
+    coll = sub.add_parser("collections", help="create, list, show, reindex and delete collections", parents=[common])
     coll_sub = coll.add_subparsers(dest="collections_command", metavar="ACTION")
     coll_sub.required = True
     create = coll_sub.add_parser("create", help="create a collection", parents=[common])
@@ -89,9 +89,22 @@ def build_parser() -> argparse.ArgumentParser:
     create.set_defaults(handler=commands.collections_create)
     lst = coll_sub.add_parser("list", aliases=["ls"], help="list collections", parents=[common])
     lst.set_defaults(handler=commands.collections_list)
-    cshow = coll_sub.add_parser("show", help="show one collection", parents=[common])
+    cshow = coll_sub.add_parser("show", aliases=["get"], help="show one collection and its index generations",
+                                parents=[common])
     cshow.add_argument("name")
     cshow.set_defaults(handler=commands.collections_show)
+    reindex = coll_sub.add_parser(
+        "reindex", help="change a collection's embedder without downtime (progress bar until the switch)", parents=[common])
+    reindex.add_argument("name")
+    reindex.add_argument("--embedder", choices=sorted(commands.EMBEDDERS), default=commands.default_embedder(),
+                         help="the new embedder, as for `collections create`")
+    reindex.add_argument("--model", help="model name (default: all-MiniLM-L6-v2, hashing, text-embedding-3-small)")
+    reindex.add_argument("--dimensions", type=_positive, help="vector size (default: 384, 256, 1536)")
+    reindex.add_argument("--no-wait", action="store_true", help="return once started, without following it")
+    reindex.add_argument("--timeout", type=float, default=0, metavar="SECONDS",
+                         help="stop waiting after this long (exit 1; the reindex goes on); 0 waits forever")
+    reindex.add_argument("--cancel", action="store_true", help="cancel the reindex in progress (drops the new generation)")
+    reindex.set_defaults(handler=commands.collections_reindex)
     delete = coll_sub.add_parser("delete", aliases=["rm"], help="delete a collection", parents=[common])
     delete.add_argument("name")
     delete.add_argument("--force", action="store_true", help="also delete its documents")

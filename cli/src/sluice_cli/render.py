@@ -151,6 +151,22 @@ def collections_table(collections) -> Table:
     return table
 
 
+GENERATION_STATES = {1: "building", 2: "active", 3: "retired", 4: "cancelled"}
+
+
+def generations_table(generations) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("GENERATION", "STATE", "EMBEDDER", "MODEL", "DIM", "DOCS", "READY", "FAILED", "PENDING", "CREATED", "ACTIVATED"):
+        table.add_column(column, no_wrap=True)
+    for g in generations:
+        table.add_row(
+            str(g.number), GENERATION_STATES.get(g.state, "?"), PROVIDER_NAMES.get(g.embedder.provider, "?"),
+            escape(g.embedder.model), str(g.embedder.dimensions), str(g.documents_total), str(g.documents_ready),
+            str(g.documents_failed), str(g.documents_pending), timestamp(g.create_time), timestamp(g.activate_time),
+        )
+    return table
+
+
 def documents_table(documents, *, show_collection: bool = True) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("ID", no_wrap=True)

@@ -71,6 +71,8 @@ METHOD_ROLES: dict[str, frozenset[Role]] = {
     "/sluice.v1.DocumentService/GetCollection": _READ,
     "/sluice.v1.DocumentService/ListCollections": _READ,
     "/sluice.v1.DocumentService/DeleteCollection": _WRITE,
+    "/sluice.v1.DocumentService/ReindexCollection": _WRITE,
+    "/sluice.v1.DocumentService/CancelReindex": _WRITE,
     "/sluice.v1.DocumentService/UploadDocument": _WRITE,
     "/sluice.v1.DocumentService/GetDocument": _READ,
     "/sluice.v1.DocumentService/ListDocuments": _READ,

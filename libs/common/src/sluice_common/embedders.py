@@ -90,6 +90,11 @@ class EmbedderSettings(BaseSettings):
     local_embedder_backend: Literal["torch", "onnx-int8"] = "torch"
     # Hashing embedder batches (it is fast; this only bounds one thread hop).
     hashing_batch_size: int = 256
+    # The local models the workers can load, comma-separated (for example "all-MiniLM-L6-v2"):
+    # ingest-api refuses a collection or reindex naming any other. Empty: look on this machine
+    # (the embedded default, where ingest-api and the workers share one installation); set it
+    # where ingest-api runs without the models (its container image carries none).
+    installed_local_models: str = ""
 
 
 class EmbeddingError(Exception):
@@ -247,6 +252,41 @@ def resolve_model_dir(model: str, settings: EmbedderSettings) -> Path:
         code="EMBEDDER_MODEL_NOT_FOUND",
         retryable=False,
     )
+
+
+def installed_local_models(settings: EmbedderSettings | None = None) -> list[str]:
+    """The local models this machine can load: the configured model directory, else the packaged
+    all-MiniLM-L6-v2 when its package is installed."""
+    settings = settings or _default_settings()
+    if settings.installed_local_models.strip():
+        return [m.strip() for m in settings.installed_local_models.split(",") if m.strip()]
+    if settings.sentence_transformers_model_dir:
+        return [settings.sentence_transformers_model_dir]
+    try:
+        packaged_model_dir()
+    except ImportError:
+        return []
+    return [DEFAULT_LOCAL_MODEL]
+
+
+def check_local_model(model: str, settings: EmbedderSettings | None = None) -> None:
+    """ValueError, naming the installed models, when `model` (optionally with a ":torch" or
+    ":onnx-int8" backend suffix) cannot be found here (resolve_model_dir's rules)."""
+    settings = settings or _default_settings()
+    name, _ = split_backend(model, settings.local_embedder_backend)
+    if settings.installed_local_models.strip():
+        installed = installed_local_models(settings)
+        if name.lower() not in {m.lower() for m in installed}:
+            listed = ", ".join(repr(m) for m in installed)
+            raise ValueError(f"the local embedding model {model!r} is not installed; installed: {listed}")
+        return
+    try:
+        resolve_model_dir(name, settings)
+        if not settings.sentence_transformers_model_dir and name.lower() in _PACKAGED_MODELS:
+            packaged_model_dir()
+    except (EmbeddingError, ImportError):
+        installed = ", ".join(repr(m) for m in installed_local_models(settings)) or "none"
+        raise ValueError(f"the local embedding model {model!r} is not installed; installed: {installed}") from None
 
 
 def load_sentence_transformer(model_dir: Path):

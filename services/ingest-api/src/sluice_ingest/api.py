@@ -19,7 +19,7 @@ from sluice_common.reasons import Reason
 
 from .domain import DocumentStatus
 from .service import CollectionSpec, Heartbeat, IncomingChunk, IngestService, UploadMeta
-from .store import AttemptRow, ClaimedJob, CollectionEventRow, CollectionRow, DocumentRow
+from .store import AttemptRow, ClaimedJob, CollectionEventRow, CollectionRow, DocumentRow, GenerationRow
 from .tenants import ApiKeyRow, Quota, TenantRow, TenantStore
 from .uploads import Trailer
 
@@ -54,7 +54,7 @@ def document_status_from_proto(value: int) -> DocumentStatus | None:
         raise InvalidArgument(f"unknown document status {value}", reason=Reason.INVALID_STATUS) from None
 
 
-def embedder_to_proto(row: CollectionRow | ClaimedJob) -> collection_pb2.EmbedderConfig:
+def embedder_to_proto(row: CollectionRow | ClaimedJob | GenerationRow) -> collection_pb2.EmbedderConfig:
     return collection_pb2.EmbedderConfig(
         provider=PROVIDER_TO_PROTO[row.embedder_provider], model=row.embedder_model, dimensions=row.dimensions
     )
@@ -68,8 +68,34 @@ def chunking_to_proto(row: CollectionRow | ClaimedJob) -> collection_pb2.Chunkin
     )
 
 
+GENERATION_STATE_TO_PROTO = {name: collection_pb2.GenerationState.Value("GENERATION_STATE_" + name) for name in (
+    "BUILDING", "ACTIVE", "RETIRED", "CANCELLED")}
+JOB_KIND_TO_PROTO = {"INGEST": job_service_pb2.JOB_KIND_INGEST, "EMBED": job_service_pb2.JOB_KIND_EMBED}
+
+
+def generation_to_proto(row: GenerationRow) -> collection_pb2.CollectionGeneration:
+    return collection_pb2.CollectionGeneration(
+        number=row.number,
+        embedder=embedder_to_proto(row),
+        state=GENERATION_STATE_TO_PROTO[row.state],
+        documents_total=row.documents_total,
+        documents_ready=row.documents_ready,
+        documents_failed=row.documents_failed,
+        documents_pending=row.documents_pending,
+        create_time=timestamp(row.created_at),
+        activate_time=timestamp(row.activated_at),
+        end_time=timestamp(row.ended_at),
+        failures=[
+            collection_pb2.GenerationFailure(document_id=str(f.document_id), filename=f.filename,
+                                             error_code=f.error_code or "", error_message=f.error_message or "")
+            for f in row.failures
+        ],
+    )
+
+
 def collection_to_proto(row: CollectionRow) -> collection_pb2.Collection:
     return collection_pb2.Collection(
+        generations=[generation_to_proto(g) for g in row.generations],
         name=row.name,
         description=row.description,
         embedder=embedder_to_proto(row),
@@ -246,6 +272,18 @@ class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
         return document_service_pb2.DeleteCollectionResponse(deleted_documents=deleted)
 
     @grpc_errors
+    async def ReindexCollection(self, request, context):
+        e = request.embedder
+        row = await self.service.reindex_collection(
+            tenant(), request.name, PROVIDER_FROM_PROTO.get(e.provider, ""), e.model, e.dimensions
+        )
+        return collection_to_proto(row)
+
+    @grpc_errors
+    async def CancelReindex(self, request, context):
+        return collection_to_proto(await self.service.cancel_reindex(tenant(), request.name))
+
+    @grpc_errors
     async def UploadDocument(self, request_iterator, context):
         gate = self.service.uploads
         # TOO_MANY_UPLOADS before a message is read; UPLOAD_IDLE_TIMEOUT between any two messages.
@@ -347,6 +385,8 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 chunking=chunking_to_proto(job),
                 metadata=job.metadata,
                 trace_context=tracing.decode_trace_context(job.trace_context),
+                kind=JOB_KIND_TO_PROTO[job.job_kind],
+                generation=job.generation_number or 0,
             )
         )
 

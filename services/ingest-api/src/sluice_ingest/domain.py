@@ -37,6 +37,23 @@ class JobStatus(enum.StrEnum):
     FAILED = "FAILED"
 
 
+class GenerationState(enum.StrEnum):
+    """An index generation of a collection (DESIGN.md §8)."""
+
+    BUILDING = "BUILDING"
+    ACTIVE = "ACTIVE"
+    RETIRED = "RETIRED"
+    CANCELLED = "CANCELLED"
+
+
+class JobKind(enum.StrEnum):
+    # The pipeline that drives the document's state machine (one per document).
+    INGEST = "INGEST"
+    # Re-embed a READY document's chunk snapshot into a BUILDING generation; the document's
+    # status never changes (one per document and generation).
+    EMBED = "EMBED"
+
+
 class AttemptOutcome(enum.StrEnum):
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
@@ -87,6 +104,15 @@ JOB_TRANSITIONS: dict[tuple[JobStatus, JobStatus], str] = {
 }
 
 
+G = GenerationState
+
+GENERATION_TRANSITIONS: dict[tuple[GenerationState, GenerationState], str] = {
+    (G.BUILDING, G.ACTIVE): "the switch: every READY document has its chunks in the new generation",
+    (G.ACTIVE, G.RETIRED): "the switch: the generation replaced; its chunks and index are dropped after a grace period",
+    (G.BUILDING, G.CANCELLED): "CancelReindex: the new generation is dropped, the active one keeps serving",
+}
+
+
 class IllegalTransition(FailedPrecondition):
     default_reason = Reason.ILLEGAL_TRANSITION
 
@@ -122,6 +148,11 @@ def document_sources(target: DocumentStatus, narrowed: Iterable[DocumentStatus] 
 def job_sources(target: JobStatus, narrowed: Iterable[JobStatus] | None = None) -> list[str]:
     """The same for a job (JOB_TRANSITIONS)."""
     return _sources(JOB_TRANSITIONS, target, narrowed)
+
+
+def generation_sources(target: GenerationState, narrowed: Iterable[GenerationState] | None = None) -> list[str]:
+    """The same for an index generation (GENERATION_TRANSITIONS)."""
+    return _sources(GENERATION_TRANSITIONS, target, narrowed)
 
 
 def retry_delay_seconds(attempts: int, base: float, cap: float = 300.0) -> float:

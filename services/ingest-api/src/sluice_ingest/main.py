@@ -62,6 +62,7 @@ class IngestApp:
         self._gauges = asyncio.create_task(self._update_gauges())
         self.retention = EventRetention(self.store, s)
         self._retention = asyncio.create_task(self.retention.run(), name="event-retention")
+        self._sweeper = asyncio.create_task(self._sweep_generations())
         # jieba loads its dictionary on first use (~1 s): pay it now, not inside the first commit.
         from sluice_common.textsearch import search_terms
 
@@ -84,12 +85,23 @@ class IngestApp:
         self.hub.end_streams()
 
     async def close(self) -> None:
-        for task in (self._gauges, self._retention):
+        for task in (self._gauges, self._retention, self._sweeper):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.hub.stop()
         await self.pool.close()
+
+    async def _sweep_generations(self) -> None:
+        """Index generations: switch complete ones, drop retired ones after their grace period."""
+        while True:
+            try:
+                switched, dropped = await self.service.sweep_generations()
+                if switched or dropped:
+                    log.info("generations swept", extra={"switched": switched, "dropped": dropped})
+            except Exception as exc:  # noqa: BLE001 - the next sweep tries again
+                log.warning("generation sweep failed", extra={"error": str(exc)})
+            await asyncio.sleep(self.settings.generation_sweep_seconds)
 
     async def _update_gauges(self) -> None:
         while True:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from sluice_common import embedders
 from sluice_common.errors import InvalidArgument, NotFound, OutOfRange, Unavailable
 from sluice_common.names import document_id_of
 from sluice_common.reasons import Reason
@@ -163,21 +164,7 @@ class IngestService:
                 "collection name must be 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit",
                 reason=Reason.INVALID_COLLECTION_NAME,
             )
-        if spec.provider not in PROVIDERS:
-            raise InvalidArgument("collection.embedder.provider is required (HASHING, SENTENCE_TRANSFORMERS or OPENAI)",
-                                  reason=Reason.INVALID_EMBEDDER)
-        model, dimensions = spec.model, spec.dimensions
-        default_model, default_dimensions = DEFAULT_MODELS.get(spec.provider, ("", 0))
-        model = model or default_model
-        dimensions = dimensions or default_dimensions
-        if not model:
-            raise InvalidArgument("collection.embedder.model is required for an OpenAI-compatible embedder",
-                                  reason=Reason.INVALID_EMBEDDER)
-        if not 1 <= dimensions <= MAX_HNSW_DIMENSIONS:
-            raise InvalidArgument(f"collection.embedder.dimensions must be between 1 and {MAX_HNSW_DIMENSIONS}",
-                                  reason=Reason.INVALID_EMBEDDER)
-        if spec.provider == "sentence_transformers" and dimensions != 384:
-            raise InvalidArgument("the local model all-MiniLM-L6-v2 has 384 dimensions", reason=Reason.INVALID_EMBEDDER)
+        model, dimensions = self._embedder(spec.provider, spec.model, spec.dimensions, "collection.embedder")
         max_chars = spec.chunk_max_characters or s.default_chunk_max_characters
         new_after = spec.chunk_new_after_n_chars or min(s.default_chunk_new_after_n_chars, max_chars)
         overlap = spec.chunk_overlap or min(s.default_chunk_overlap, max_chars // 4)
@@ -195,6 +182,54 @@ class IngestService:
         return await self.store.create_collection(
             NewCollection(tenant_id, spec.name, spec.description, spec.provider, model, dimensions, max_chars, new_after, overlap, max_attempts)
         )
+
+    @staticmethod
+    def _embedder(provider: str, model: str, dimensions: int, field: str) -> tuple[str, int]:
+        """(model, dimensions) with the provider's defaults filled in; INVALID_ARGUMENT for a bad
+        embedder, EMBEDDER_MODEL_NOT_INSTALLED for a local model this machine does not have."""
+        if provider not in PROVIDERS:
+            raise InvalidArgument(f"{field}.provider is required (HASHING, SENTENCE_TRANSFORMERS or OPENAI)",
+                                  reason=Reason.INVALID_EMBEDDER)
+        default_model, default_dimensions = DEFAULT_MODELS.get(provider, ("", 0))
+        model = model or default_model
+        if not model:
+            raise InvalidArgument(f"{field}.model is required for an OpenAI-compatible embedder",
+                                  reason=Reason.INVALID_EMBEDDER)
+        if len(model) > 500:
+            raise InvalidArgument(f"{field}.model is longer than 500 characters", reason=Reason.INVALID_EMBEDDER)
+        if provider == "sentence_transformers":
+            try:
+                embedders.check_local_model(model)
+            except ValueError as exc:
+                raise InvalidArgument(str(exc), reason=Reason.EMBEDDER_MODEL_NOT_INSTALLED, model=model) from None
+            packaged = embedders.split_backend(model, "torch")[0].lower() in {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+            if packaged:
+                dimensions = dimensions or default_dimensions
+                if dimensions != default_dimensions:
+                    raise InvalidArgument(f"the local model all-MiniLM-L6-v2 has {default_dimensions} dimensions",
+                                          reason=Reason.INVALID_EMBEDDER)
+        else:
+            dimensions = dimensions or default_dimensions
+        if not 1 <= dimensions <= MAX_HNSW_DIMENSIONS:
+            raise InvalidArgument(f"{field}.dimensions must be between 1 and {MAX_HNSW_DIMENSIONS}",
+                                  reason=Reason.INVALID_EMBEDDER)
+        return model, dimensions
+
+    async def reindex_collection(self, tenant_id: int, name: str, provider: str, model: str, dimensions: int):
+        if not name:
+            raise InvalidArgument("collection name is required", reason=Reason.MISSING_COLLECTION)
+        model, dimensions = self._embedder(provider, model, dimensions, "embedder")
+        row = await self.store.reindex_collection(tenant_id, name, provider, model, dimensions)
+        log.info("reindex started", extra={"collection": name, "provider": provider, "model": model})
+        return row
+
+    async def cancel_reindex(self, tenant_id: int, name: str):
+        if not name:
+            raise InvalidArgument("collection name is required", reason=Reason.MISSING_COLLECTION)
+        return await self.store.cancel_reindex(tenant_id, name)
+
+    async def sweep_generations(self) -> tuple[int, int]:
+        return await self.store.sweep_generations(self.settings.retired_generation_grace_seconds)
 
     async def get_collection(self, tenant_id: int, name: str) -> dict[str, Any]:
         if not name:

@@ -46,3 +46,9 @@ class IngestSettings(CommonSettings):
     # While committed events wait for an older writer to finish (not readable yet), a watcher
     # reads again this often; otherwise it sleeps until notified.
     watch_recheck_seconds: float = 0.5
+    # Index generations (ReindexCollection): how often ingest-api looks for a complete BUILDING
+    # generation to switch (a safety net: an EMBED commit switches at once) and for retired ones to drop.
+    generation_sweep_seconds: float = 1.0
+    # How long a RETIRED generation's chunks and HNSW index stay after the switch, so a search that
+    # resolved it just before the switch still finds its rows.
+    retired_generation_grace_seconds: float = 30.0

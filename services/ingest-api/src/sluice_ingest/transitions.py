@@ -17,7 +17,15 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .domain import DocumentStatus, IllegalTransition, JobStatus, document_sources, job_sources
+from .domain import (
+    DocumentStatus,
+    GenerationState,
+    IllegalTransition,
+    JobStatus,
+    document_sources,
+    generation_sources,
+    job_sources,
+)
 
 
 class Expr:
@@ -39,19 +47,19 @@ _STATEMENTS: dict[tuple[str, tuple[tuple[str, str | None], ...]], sql.Composed] 
 
 
 def _update(
-    table: str, row_id: uuid.UUID, target: Any, sources: list[str], values: Mapping[str, Any]
+    table: str, row_id: Any, target: Any, sources: list[str], values: Mapping[str, Any], state_column: str = "status"
 ) -> tuple[sql.Composed, list[Any]]:
     shape = (table, tuple((column, value.text if isinstance(value, Expr) else None) for column, value in values.items()))
     statement = _STATEMENTS.get(shape)
     if statement is None:
-        assignments: list[sql.Composable] = [sql.SQL("status = %s")]
+        assignments: list[sql.Composable] = [sql.SQL("{} = %s").format(sql.Identifier(state_column))]
         for column, text in shape[1]:
             if text is not None:
                 assignments.append(sql.SQL("{} = ").format(sql.Identifier(column)) + sql.SQL(text))
             else:
                 assignments.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
-        statement = sql.SQL("UPDATE {} SET {} WHERE id = %s AND status = ANY(%s) RETURNING id").format(
-            sql.Identifier(table), sql.SQL(", ").join(assignments)
+        statement = sql.SQL("UPDATE {} SET {} WHERE id = %s AND {} = ANY(%s) RETURNING id").format(
+            sql.Identifier(table), sql.SQL(", ").join(assignments), sql.Identifier(state_column)
         )
         _STATEMENTS[shape] = statement
     params: list[Any] = [str(target)]
@@ -98,6 +106,24 @@ async def move_job(
         )
 
 
+async def move_generation(
+    conn: psycopg.AsyncConnection,
+    generation_id: int,
+    target: GenerationState,
+    values: Mapping[str, Any] | None = None,
+    *,
+    sources: Iterable[GenerationState] | None = None,
+) -> None:
+    """Move an index generation to `target` along an edge of GENERATION_TRANSITIONS."""
+    allowed = generation_sources(target, sources)
+    statement, params = _update("collection_generations", generation_id, target, allowed, dict(values or {}), "state")
+    if await (await conn.execute(statement, params)).fetchone() is None:
+        raise IllegalTransition(
+            f"generation {generation_id} cannot move to {target} (it is not in {', '.join(allowed)})",
+            target=target, generation_id=generation_id,
+        )
+
+
 RELEASED_LEASE = {"locked_at": None, "locked_by": None, "lease_token": None}
 
-__all__ = ["NOW", "RELEASED_LEASE", "Expr", "move_document", "move_job"]
+__all__ = ["NOW", "RELEASED_LEASE", "Expr", "move_document", "move_generation", "move_job"]

@@ -54,7 +54,7 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
                 limits=self._limits,
             )
             mode_label = query.mode.value
-            hits = await self._service.search(current_principal().tenant_id, query)
+            hits, collection = await self._service.search_generation(current_principal().tenant_id, query)
             outcome = "ok"
         except SluiceError as err:
             outcome = err.reason
@@ -69,7 +69,10 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
         if log.isEnabledFor(logging.DEBUG):
             log.debug("search", extra={"collection": query.collection, "mode": mode_label, "top_k": query.top_k,
                                        "hits": len(hits), "ms": round(elapsed * 1000, 2)})
-        return search_service_pb2.SearchResponse(hits=[_hit_pb(hit) for hit in hits], mode=_PROTO_MODES[query.mode])
+        return search_service_pb2.SearchResponse(
+            hits=[_hit_pb(hit) for hit in hits], mode=_PROTO_MODES[query.mode], generation=collection.generation,
+            embedder_model=collection.embedder_model,
+        )
 
 
 def _mode(value: int) -> Mode | None:

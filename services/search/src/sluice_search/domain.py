@@ -28,6 +28,10 @@ class Collection:
     embedder_model: str
     dimensions: int
     tenant_id: int = 0
+    # The ACTIVE index generation the collection resolved to: its id (the partial index's
+    # literal) and its number (returned with the answer).
+    generation_id: int = 0
+    generation: int = 0
 
 
 @dataclass(frozen=True)

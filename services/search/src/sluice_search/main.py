@@ -38,6 +38,7 @@ class SearchServer:
     pool: AsyncConnectionPool
     port: int
     service: SearchService
+    repository: SearchRepository
 
     async def start(self) -> None:
         await self.server.start()
@@ -46,6 +47,7 @@ class SearchServer:
     async def stop(self, grace: float | None = None) -> None:
         await serving.set_serving(self.health, SERVICE_NAMES, False)
         await self.server.stop(grace)
+        await self.repository.stop_listening()
         await self.pool.close()
 
 
@@ -64,6 +66,7 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         await pool.close()
         raise
     repository = SearchRepository(pool, collection_cache_seconds=settings.search_collection_cache_seconds)
+    await repository.start_listening(settings.read_database_url)
     service = SearchService(
         repository,
         embedder_factory=embedder_factory,
@@ -87,10 +90,11 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
             allow_plaintext=settings.allow_plaintext,
         )
     except Exception:
+        await repository.stop_listening()
         await pool.close()
         raise
     search_service_pb2_grpc.add_SearchServiceServicer_to_server(SearchServicer(service, limits), server)
-    return SearchServer(server, health_servicer, pool, port, service)
+    return SearchServer(server, health_servicer, pool, port, service, repository)
 
 
 async def serve(settings: SearchSettings) -> None:
@@ -101,6 +105,7 @@ async def serve(settings: SearchSettings) -> None:
         search.server, search.health, SERVICE_NAMES, settings.shutdown_grace_seconds, on_stop=None
     )
     warm.cancel()
+    await search.repository.stop_listening()
     await search.pool.close()
 
 

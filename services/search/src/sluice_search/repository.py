@@ -12,8 +12,8 @@ not per transaction: a connection remembers the tenant it was set to and is set 
 when the next query is another tenant's. Setting it in a transaction around every query cost
 0.37 ms of a 1.0 ms query (bench/search_bench.py); this way a query stays one round trip.
 
-Collection id, dimension and LIMIT are SQL literals (they come from our own table and from a
-validated integer), so the planner can match the per-collection partial HNSW index
+Generation id, dimension and LIMIT are SQL literals (they come from our own table and from a
+validated integer), so the planner can match the per-generation partial HNSW index
 (sluice_common.vector_index); everything a client sends is a bound parameter. Because the
 index's predicate is a literal in the text, a prepared statement's generic plan still matches
 the partial index (tests/search: test_partial_index_survives_a_generic_plan), so statements
@@ -23,6 +23,7 @@ are prepared after a few runs: planning is a fifth of a 3 ms query at 100k × 38
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -115,12 +116,63 @@ async def check_unprivileged(pool: AsyncConnectionPool) -> None:
         )
 
 
+COLLECTIONS_CHANNEL = "sluice_collections"
+
+
 class SearchRepository:
     def __init__(self, pool: AsyncConnectionPool, *, collection_cache_seconds: float = 5.0) -> None:
         self._pool = pool
         self._cache_seconds = collection_cache_seconds
         self._collections: dict[tuple[int, str], tuple[float, Collection]] = {}
         self._lock = asyncio.Lock()
+        self._listener: asyncio.Task | None = None
+
+    # ------------------------------------------------------------ cache invalidation
+
+    async def start_listening(self, url: str, *, timeout: float = 10.0) -> None:
+        """Drop cached collections as soon as one is created, deleted or switches generation:
+        ingest-api's triggers NOTIFY `sluice_collections` with `tenant:name` (migration 0009).
+        One LISTEN connection, reconnected with backoff; while it is down (or on a replica, where
+        LISTEN is not possible) the cache's short lifetime is the fallback."""
+        connected = asyncio.Event()
+        self._listener = asyncio.create_task(self._listen(url, connected), name="collections-listener")
+        try:
+            await asyncio.wait_for(connected.wait(), timeout=timeout)
+        except TimeoutError:
+            log.warning("collection notifications not available yet; the cache expires by age meanwhile")
+
+    async def stop_listening(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+
+    async def _listen(self, url: str, connected: asyncio.Event) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {COLLECTIONS_CHANNEL}")
+                    self._collections.clear()  # anything may have changed while we were not listening
+                    connected.set()
+                    backoff = 0.1
+                    async for note in conn.notifies():
+                        self.forget(note.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep listening through database restarts
+                log.warning("collection notification connection lost; reconnecting", extra={"error": str(exc)})
+                self._collections.clear()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def forget(self, payload: str) -> None:
+        """Drop the cached collection named by a `tenant:name` notification (everything if unreadable)."""
+        tenant, _, name = payload.partition(":")
+        try:
+            self._collections.pop((int(tenant), name), None)
+        except ValueError:
+            self._collections.clear()
 
     @asynccontextmanager
     async def _tenant_session(self, tenant_id: int) -> AsyncIterator[psycopg.AsyncConnection]:
@@ -132,18 +184,21 @@ class SearchRepository:
                 conn.sluice_tenant_id = tenant_id
             yield conn
 
-    async def get_collection(self, tenant_id: int, name: str) -> Collection | None:
-        """The tenant's collection named `name`, from a short-lived cache (immutable columns)."""
+    async def get_collection(self, tenant_id: int, name: str, *, fresh: bool = False) -> Collection | None:
+        """The tenant's collection named `name` resolved to its ACTIVE generation, from a cache
+        that LISTEN/NOTIFY invalidates (and that expires after a few seconds regardless);
+        `fresh` reads the database."""
         now = time.monotonic()
         key = (tenant_id, name)
         cached = self._collections.get(key)
-        if cached and now - cached[0] < self._cache_seconds:
+        if cached and not fresh and now - cached[0] < self._cache_seconds:
             return cached[1]
         async with self._tenant_session(tenant_id) as conn:
             row = await (
                 await conn.execute(
-                    "SELECT id, name, embedder_provider, embedder_model, dimensions, tenant_id FROM collections"
-                    " WHERE tenant_id = %s AND name = %s",
+                    "SELECT c.id, c.name, g.embedder_provider, g.embedder_model, g.dimensions, c.tenant_id, g.id, g.number"
+                    " FROM collections c JOIN collection_generations g ON g.collection_id = c.id AND g.state = 'ACTIVE'"
+                    " WHERE c.tenant_id = %s AND c.name = %s",
                     (tenant_id, name),
                 )
             ).fetchone()
@@ -194,9 +249,10 @@ class SearchRepository:
             "SELECT {cols}, ts_rank_cd(c.search_tsv, q.query, 32) AS rank"
             " FROM chunks c JOIN documents d ON d.id = c.document_id,"
             " to_tsquery('simple', %(q)s) AS q(query)"
-            " WHERE c.collection_id = {cid} AND c.tenant_id = {tid} AND d.status = 'READY' AND c.search_tsv @@ q.query"
+            " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY' AND c.search_tsv @@ q.query"
             "{where} ORDER BY rank DESC, c.id LIMIT {limit}"
-        ).format(cols=_HIT_COLUMNS, cid=sql.Literal(int(collection.id)), tid=sql.Literal(int(collection.tenant_id)),
+        ).format(cols=_HIT_COLUMNS, pred=vector_index.generation_predicate(collection.generation_id),
+                 tid=sql.Literal(int(collection.tenant_id)),
                  where=where, limit=sql.Literal(int(limit)))
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(query, params)).fetchall()
@@ -222,7 +278,7 @@ def vector_query(
     ).format(
         cols=_HIT_COLUMNS,
         distance=distance,
-        pred=vector_index.collection_predicate(collection.id),
+        pred=vector_index.generation_predicate(collection.generation_id),
         tid=sql.Literal(int(collection.tenant_id)),
         where=where,
         order=order,

@@ -15,7 +15,7 @@ from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery, check_di
 
 
 class Repository(Protocol):
-    async def get_collection(self, tenant_id: int, name: str) -> Collection | None: ...
+    async def get_collection(self, tenant_id: int, name: str, *, fresh: bool = False) -> Collection | None: ...
 
     async def vector_search(
         self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter
@@ -63,10 +63,32 @@ class SearchService:
 
     async def search(self, tenant_id: int, query: SearchQuery) -> list[Hit]:
         """Search the caller's tenant's collection (another tenant's answers NOT_FOUND)."""
-        collection = await self._repository.get_collection(tenant_id, query.collection)
+        hits, _ = await self.search_generation(tenant_id, query)
+        return hits
+
+    async def search_generation(self, tenant_id: int, query: SearchQuery) -> tuple[list[Hit], Collection]:
+        """The hits and the collection generation that answered.
+
+        The collection comes from a cache that notifications invalidate; an answer shorter than
+        top_k is the one a stale entry could have caused (a deleted or recreated collection, a
+        retired generation already dropped), so it is checked against the database and, if the
+        collection changed meanwhile, asked again once."""
+        collection = await self._resolve(tenant_id, query.collection, fresh=False)
+        hits = await self._search(collection, query)
+        if len(hits) < query.top_k:
+            current = await self._resolve(tenant_id, query.collection, fresh=True)
+            if (current.id, current.generation_id) != (collection.id, collection.generation_id):
+                collection = current
+                hits = await self._search(collection, query)
+        return hits, collection
+
+    async def _resolve(self, tenant_id: int, name: str, *, fresh: bool) -> Collection:
+        collection = await self._repository.get_collection(tenant_id, name, fresh=fresh)
         if collection is None:
-            raise NotFound(f"collection {query.collection!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND,
-                           collection=query.collection)
+            raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
+        return collection
+
+    async def _search(self, collection: Collection, query: SearchQuery) -> list[Hit]:
         if query.vector is not None:
             check_dimensions(query.vector, collection)
 

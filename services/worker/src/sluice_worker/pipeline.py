@@ -6,6 +6,10 @@ the `ParserPort` (the sandbox pool) and embeds through `sluice_common.embedders`
 
 Outcomes:
 * success: CompleteJob committed the chunks and the document is READY;
+
+An EMBED job (a reindex, DESIGN.md §8) runs the very same steps with the job's embedder (the new
+generation's): its snapshot is read (or the document parsed again when there is none), embedded
+and completed; ingest-api records its stage reports on the job and keeps the document READY.
 * `JobFailure` (`DocumentInvalid` permanent, `TransientFailure` retryable) or an
   `EmbeddingError`: reported once through FailJob;
 * `LeaseLost` or cancellation: nothing more is written (fencing, DESIGN §2).
@@ -128,7 +132,9 @@ class JobPipeline:
         """Process a claimed job. Never raises except CancelledError (the caller's decision).
 
         Traced as one span under the upload's trace (the context the job carries)."""
-        attributes = {"sluice.job_id": job.lease.job_id, "sluice.document_id": job.document_id, "sluice.attempt": job.attempt}
+        attributes = {"sluice.job_id": job.lease.job_id, "sluice.document_id": job.document_id, "sluice.attempt": job.attempt,
+                      # INGEST (1) or EMBED (2, a reindex): the same steps, ingest-api tells them apart.
+                      "sluice.job_kind": int(getattr(job, "kind", 0)), "sluice.generation": int(getattr(job, "generation", 0))}
         with tracing.job_span("sluice.worker.job", dict(getattr(job, "trace_context", {}) or {}), attributes) as span:
             result = await self._run_job(job)
             span.set_attribute("sluice.outcome", result.outcome)

@@ -1,10 +1,11 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -15,10 +16,23 @@ class EmbedderProvider(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EMBEDDER_PROVIDER_HASHING: _ClassVar[EmbedderProvider]
     EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS: _ClassVar[EmbedderProvider]
     EMBEDDER_PROVIDER_OPENAI: _ClassVar[EmbedderProvider]
+
+class GenerationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    GENERATION_STATE_UNSPECIFIED: _ClassVar[GenerationState]
+    GENERATION_STATE_BUILDING: _ClassVar[GenerationState]
+    GENERATION_STATE_ACTIVE: _ClassVar[GenerationState]
+    GENERATION_STATE_RETIRED: _ClassVar[GenerationState]
+    GENERATION_STATE_CANCELLED: _ClassVar[GenerationState]
 EMBEDDER_PROVIDER_UNSPECIFIED: EmbedderProvider
 EMBEDDER_PROVIDER_HASHING: EmbedderProvider
 EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS: EmbedderProvider
 EMBEDDER_PROVIDER_OPENAI: EmbedderProvider
+GENERATION_STATE_UNSPECIFIED: GenerationState
+GENERATION_STATE_BUILDING: GenerationState
+GENERATION_STATE_ACTIVE: GenerationState
+GENERATION_STATE_RETIRED: GenerationState
+GENERATION_STATE_CANCELLED: GenerationState
 
 class EmbedderConfig(_message.Message):
     __slots__ = ("provider", "model", "dimensions")
@@ -29,6 +43,44 @@ class EmbedderConfig(_message.Message):
     model: str
     dimensions: int
     def __init__(self, provider: _Optional[_Union[EmbedderProvider, str]] = ..., model: _Optional[str] = ..., dimensions: _Optional[int] = ...) -> None: ...
+
+class GenerationFailure(_message.Message):
+    __slots__ = ("document_id", "filename", "error_code", "error_message")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    filename: str
+    error_code: str
+    error_message: str
+    def __init__(self, document_id: _Optional[str] = ..., filename: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class CollectionGeneration(_message.Message):
+    __slots__ = ("number", "embedder", "state", "documents_total", "documents_ready", "documents_failed", "documents_pending", "create_time", "activate_time", "end_time", "failures")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_READY_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FAILED_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_PENDING_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    embedder: EmbedderConfig
+    state: GenerationState
+    documents_total: int
+    documents_ready: int
+    documents_failed: int
+    documents_pending: int
+    create_time: _timestamp_pb2.Timestamp
+    activate_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    failures: _containers.RepeatedCompositeFieldContainer[GenerationFailure]
+    def __init__(self, number: _Optional[int] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., state: _Optional[_Union[GenerationState, str]] = ..., documents_total: _Optional[int] = ..., documents_ready: _Optional[int] = ..., documents_failed: _Optional[int] = ..., documents_pending: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., activate_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failures: _Optional[_Iterable[_Union[GenerationFailure, _Mapping]]] = ...) -> None: ...
 
 class ChunkingConfig(_message.Message):
     __slots__ = ("max_characters", "new_after_n_chars", "overlap")
@@ -41,7 +93,7 @@ class ChunkingConfig(_message.Message):
     def __init__(self, max_characters: _Optional[int] = ..., new_after_n_chars: _Optional[int] = ..., overlap: _Optional[int] = ...) -> None: ...
 
 class Collection(_message.Message):
-    __slots__ = ("name", "description", "embedder", "chunking", "document_count", "ready_document_count", "create_time", "max_attempts")
+    __slots__ = ("name", "description", "embedder", "chunking", "document_count", "ready_document_count", "create_time", "max_attempts", "generations")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +102,7 @@ class Collection(_message.Message):
     READY_DOCUMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    GENERATIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     embedder: EmbedderConfig
@@ -58,4 +111,5 @@ class Collection(_message.Message):
     ready_document_count: int
     create_time: _timestamp_pb2.Timestamp
     max_attempts: int
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[ChunkingConfig, _Mapping]] = ..., document_count: _Optional[int] = ..., ready_document_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_attempts: _Optional[int] = ...) -> None: ...
+    generations: _containers.RepeatedCompositeFieldContainer[CollectionGeneration]
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[ChunkingConfig, _Mapping]] = ..., document_count: _Optional[int] = ..., ready_document_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_attempts: _Optional[int] = ..., generations: _Optional[_Iterable[_Union[CollectionGeneration, _Mapping]]] = ...) -> None: ...

@@ -59,6 +59,20 @@ class DeleteCollectionRequest(_message.Message):
     force: bool
     def __init__(self, name: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
 
+class ReindexCollectionRequest(_message.Message):
+    __slots__ = ("name", "embedder")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    embedder: _collection_pb2.EmbedderConfig
+    def __init__(self, name: _Optional[str] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ...) -> None: ...
+
+class CancelReindexRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
 class DeleteCollectionResponse(_message.Message):
     __slots__ = ("deleted_documents",)
     DELETED_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]

@@ -57,6 +57,16 @@ class DocumentServiceStub:
                 request_serializer=sluice_dot_v1_dot_document__service__pb2.DeleteCollectionRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_document__service__pb2.DeleteCollectionResponse.FromString,
                 _registered_method=True)
+        self.ReindexCollection = channel.unary_unary(
+                '/sluice.v1.DocumentService/ReindexCollection',
+                request_serializer=sluice_dot_v1_dot_document__service__pb2.ReindexCollectionRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_collection__pb2.Collection.FromString,
+                _registered_method=True)
+        self.CancelReindex = channel.unary_unary(
+                '/sluice.v1.DocumentService/CancelReindex',
+                request_serializer=sluice_dot_v1_dot_document__service__pb2.CancelReindexRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_collection__pb2.Collection.FromString,
+                _registered_method=True)
         self.UploadDocument = channel.stream_unary(
                 '/sluice.v1.DocumentService/UploadDocument',
                 request_serializer=sluice_dot_v1_dot_document__service__pb2.UploadDocumentRequest.SerializeToString,
@@ -125,7 +135,33 @@ class DocumentServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteCollection(self, request, context):
-        """DeleteCollection deletes a collection; with force, also its documents.
+        """DeleteCollection deletes a collection; with force, also its documents. A reindex in progress
+        goes with it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReindexCollection(self, request, context):
+        """ReindexCollection changes the collection's embedder without downtime: a new index generation
+        (BUILDING) is built from the chunk snapshots of the READY documents (parsed again only when
+        no snapshot exists) through the same leased jobs, while search keeps reading the ACTIVE
+        generation; documents uploaded, retried or reprocessed meanwhile are processed for both. When
+        every READY document is in the new generation, it becomes ACTIVE in one transaction and the
+        old one's chunks and index are dropped after a short grace period (see CollectionGeneration
+        for the switch policy and failed documents). Returns at once; GetCollection shows progress.
+        NOT_FOUND: no such collection. INVALID_ARGUMENT: a bad embedder (reason INVALID_EMBEDDER or
+        EMBEDDER_MODEL_NOT_INSTALLED). FAILED_PRECONDITION: REINDEX_IN_PROGRESS (another embedder is
+        being built, or nothing failed to retry), EMBEDDER_UNCHANGED (the collection already uses this
+        embedder). Called again with the embedder being built, it retries the failed documents.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelReindex(self, request, context):
+        """CancelReindex drops the BUILDING generation (its jobs, chunks and index); search never stopped
+        reading the ACTIVE one. FAILED_PRECONDITION with reason NO_REINDEX_IN_PROGRESS when none is.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -229,6 +265,16 @@ def add_DocumentServiceServicer_to_server(servicer, server):
                     servicer.DeleteCollection,
                     request_deserializer=sluice_dot_v1_dot_document__service__pb2.DeleteCollectionRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_document__service__pb2.DeleteCollectionResponse.SerializeToString,
+            ),
+            'ReindexCollection': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReindexCollection,
+                    request_deserializer=sluice_dot_v1_dot_document__service__pb2.ReindexCollectionRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_collection__pb2.Collection.SerializeToString,
+            ),
+            'CancelReindex': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelReindex,
+                    request_deserializer=sluice_dot_v1_dot_document__service__pb2.CancelReindexRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_collection__pb2.Collection.SerializeToString,
             ),
             'UploadDocument': grpc.stream_unary_rpc_method_handler(
                     servicer.UploadDocument,
@@ -380,6 +426,60 @@ class DocumentService:
             '/sluice.v1.DocumentService/DeleteCollection',
             sluice_dot_v1_dot_document__service__pb2.DeleteCollectionRequest.SerializeToString,
             sluice_dot_v1_dot_document__service__pb2.DeleteCollectionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReindexCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.DocumentService/ReindexCollection',
+            sluice_dot_v1_dot_document__service__pb2.ReindexCollectionRequest.SerializeToString,
+            sluice_dot_v1_dot_collection__pb2.Collection.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelReindex(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.DocumentService/CancelReindex',
+            sluice_dot_v1_dot_document__service__pb2.CancelReindexRequest.SerializeToString,
+            sluice_dot_v1_dot_collection__pb2.Collection.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,12 +4,22 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from sluice.v1 import collection_pb2 as _collection_pb2
 from sluice.v1 import document_pb2 as _document_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_KIND_UNSPECIFIED: _ClassVar[JobKind]
+    JOB_KIND_INGEST: _ClassVar[JobKind]
+    JOB_KIND_EMBED: _ClassVar[JobKind]
+JOB_KIND_UNSPECIFIED: JobKind
+JOB_KIND_INGEST: JobKind
+JOB_KIND_EMBED: JobKind
 
 class LeaseRef(_message.Message):
     __slots__ = ("job_id", "lease_token")
@@ -34,7 +44,7 @@ class ClaimJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("lease", "document_id", "collection", "filename", "mime_type", "content_sha256", "size_bytes", "attempt", "max_attempts", "lease_seconds", "embedder", "chunking", "metadata", "trace_context")
+    __slots__ = ("lease", "document_id", "collection", "filename", "mime_type", "content_sha256", "size_bytes", "attempt", "max_attempts", "lease_seconds", "embedder", "chunking", "metadata", "trace_context", "kind", "generation")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +73,8 @@ class Job(_message.Message):
     CHUNKING_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     lease: LeaseRef
     document_id: str
     collection: str
@@ -77,7 +89,9 @@ class Job(_message.Message):
     chunking: _collection_pb2.ChunkingConfig
     metadata: _containers.ScalarMap[str, str]
     trace_context: _containers.ScalarMap[str, str]
-    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., document_id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease_seconds: _Optional[float] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[_collection_pb2.ChunkingConfig, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    kind: JobKind
+    generation: int
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., document_id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease_seconds: _Optional[float] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[_collection_pb2.ChunkingConfig, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., kind: _Optional[_Union[JobKind, str]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class RenewLeaseRequest(_message.Message):
     __slots__ = ("lease",)

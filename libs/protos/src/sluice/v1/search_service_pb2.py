@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluice/v1/search_service.proto\x12\tsluice.v1\"\xb5\x01\n\x0cSearchFilter\x12\x37\n\x08metadata\x18\x01 \x03(\x0b\x32%.sluice.v1.SearchFilter.MetadataEntry\x12\x11\n\tfilenames\x18\x02 \x03(\t\x12\x12\n\nmime_types\x18\x03 \x03(\t\x12\x14\n\x0c\x64ocument_ids\x18\x04 \x03(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa5\x01\n\rSearchRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x14\n\x0cquery_vector\x18\x03 \x03(\x02\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12#\n\x04mode\x18\x05 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\'\n\x06\x66ilter\x18\x06 \x01(\x0b\x32\x17.sluice.v1.SearchFilter\"\'\n\tHighlight\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\"\xf5\x02\n\tSearchHit\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x13\n\x0b\x64ocument_id\x18\x04 \x01(\t\x12\x10\n\x08\x66ilename\x18\x05 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x06 \x01(\x05\x12\x13\n\x0bpage_number\x18\x07 \x01(\x05\x12\x14\n\x0c\x65lement_type\x18\x08 \x01(\t\x12(\n\nhighlights\x18\t \x03(\x0b\x32\x14.sluice.v1.Highlight\x12\x34\n\x08metadata\x18\n \x03(\x0b\x32\".sluice.v1.SearchHit.MetadataEntry\x12\x14\n\x0ctext_as_html\x18\x0b \x01(\t\x12\x13\n\x0btext_source\x18\x0c \x01(\t\x12\x16\n\x0eocr_confidence\x18\r \x01(\x02\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"Y\n\x0eSearchResponse\x12\"\n\x04hits\x18\x01 \x03(\x0b\x32\x14.sluice.v1.SearchHit\x12#\n\x04mode\x18\x02 \x01(\x0e\x32\x15.sluice.v1.SearchMode*r\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_VECTOR\x10\x01\x12\x17\n\x13SEARCH_MODE_KEYWORD\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03\x32N\n\rSearchService\x12=\n\x06Search\x12\x18.sluice.v1.SearchRequest\x1a\x19.sluice.v1.SearchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluice/v1/search_service.proto\x12\tsluice.v1\"\xb5\x01\n\x0cSearchFilter\x12\x37\n\x08metadata\x18\x01 \x03(\x0b\x32%.sluice.v1.SearchFilter.MetadataEntry\x12\x11\n\tfilenames\x18\x02 \x03(\t\x12\x12\n\nmime_types\x18\x03 \x03(\t\x12\x14\n\x0c\x64ocument_ids\x18\x04 \x03(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa5\x01\n\rSearchRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x14\n\x0cquery_vector\x18\x03 \x03(\x02\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12#\n\x04mode\x18\x05 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\'\n\x06\x66ilter\x18\x06 \x01(\x0b\x32\x17.sluice.v1.SearchFilter\"\'\n\tHighlight\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\"\xf5\x02\n\tSearchHit\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x13\n\x0b\x64ocument_id\x18\x04 \x01(\t\x12\x10\n\x08\x66ilename\x18\x05 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x06 \x01(\x05\x12\x13\n\x0bpage_number\x18\x07 \x01(\x05\x12\x14\n\x0c\x65lement_type\x18\x08 \x01(\t\x12(\n\nhighlights\x18\t \x03(\x0b\x32\x14.sluice.v1.Highlight\x12\x34\n\x08metadata\x18\n \x03(\x0b\x32\".sluice.v1.SearchHit.MetadataEntry\x12\x14\n\x0ctext_as_html\x18\x0b \x01(\t\x12\x13\n\x0btext_source\x18\x0c \x01(\t\x12\x16\n\x0eocr_confidence\x18\r \x01(\x02\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x85\x01\n\x0eSearchResponse\x12\"\n\x04hits\x18\x01 \x03(\x0b\x32\x14.sluice.v1.SearchHit\x12#\n\x04mode\x18\x02 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\x12\n\ngeneration\x18\x03 \x01(\x05\x12\x16\n\x0e\x65mbedder_model\x18\x04 \x01(\t*r\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_VECTOR\x10\x01\x12\x17\n\x13SEARCH_MODE_KEYWORD\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03\x32N\n\rSearchService\x12=\n\x06Search\x12\x18.sluice.v1.SearchRequest\x1a\x19.sluice.v1.SearchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,8 +35,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHFILTER_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_SEARCHHIT_METADATAENTRY']._loaded_options = None
   _globals['_SEARCHHIT_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_SEARCHMODE']._serialized_start=905
-  _globals['_SEARCHMODE']._serialized_end=1019
+  _globals['_SEARCHMODE']._serialized_start=950
+  _globals['_SEARCHMODE']._serialized_end=1064
   _globals['_SEARCHFILTER']._serialized_start=46
   _globals['_SEARCHFILTER']._serialized_end=227
   _globals['_SEARCHFILTER_METADATAENTRY']._serialized_start=180
@@ -49,8 +49,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHHIT']._serialized_end=812
   _globals['_SEARCHHIT_METADATAENTRY']._serialized_start=180
   _globals['_SEARCHHIT_METADATAENTRY']._serialized_end=227
-  _globals['_SEARCHRESPONSE']._serialized_start=814
-  _globals['_SEARCHRESPONSE']._serialized_end=903
-  _globals['_SEARCHSERVICE']._serialized_start=1021
-  _globals['_SEARCHSERVICE']._serialized_end=1099
+  _globals['_SEARCHRESPONSE']._serialized_start=815
+  _globals['_SEARCHRESPONSE']._serialized_end=948
+  _globals['_SEARCHSERVICE']._serialized_start=1066
+  _globals['_SEARCHSERVICE']._serialized_end=1144
 # @@protoc_insertion_point(module_scope)

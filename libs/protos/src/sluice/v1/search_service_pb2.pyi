@@ -99,9 +99,13 @@ class SearchHit(_message.Message):
     def __init__(self, chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., document_id: _Optional[str] = ..., filename: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[Highlight, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., text_as_html: _Optional[str] = ..., text_source: _Optional[str] = ..., ocr_confidence: _Optional[float] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("hits", "mode")
+    __slots__ = ("hits", "mode", "generation", "embedder_model")
     HITS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDER_MODEL_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
     mode: SearchMode
-    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., mode: _Optional[_Union[SearchMode, str]] = ...) -> None: ...
+    generation: int
+    embedder_model: str
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., generation: _Optional[int] = ..., embedder_model: _Optional[str] = ...) -> None: ...

@@ -15,11 +15,12 @@ from sluice_common.errors import (
 )
 from sluice_common.reasons import Reason
 
-from .common import COLLECTION_SELECT, StoreBase, _one
+from .common import COLLECTION_SELECT, _one
+from .generations import GenerationStore
 from .rows import CollectionRow, NewCollection
 
 
-class CollectionStore(StoreBase):
+class CollectionStore(GenerationStore):
     async def create_collection(self, new: NewCollection) -> CollectionRow:
         async with self.pool.connection() as conn, conn.transaction():
             await self._check_quota(conn, new.tenant_id, collections=1)
@@ -41,12 +42,15 @@ class CollectionStore(StoreBase):
                 raise InvalidArgument(f"invalid collection settings: {exc.diag.constraint_name}") from exc
             if row is None:
                 raise AlreadyExists(f"collection {new.name!r} already exists", reason=Reason.COLLECTION_EXISTS, collection=new.name)
-            await conn.execute(vector_index.create_index_sql(row["id"], new.dimensions))
-            return await self._collection(conn, new.tenant_id, new.name)
+            # Generation 1 (ACTIVE) was created by the collections trigger (migration 0009).
+            (generation_id,) = await _one(
+                conn, "SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'", (row["id"],)
+            )
+            await conn.execute(vector_index.create_index_sql(generation_id, new.dimensions))
+            return await self._with_generations(conn, await self._collection(conn, new.tenant_id, new.name))
 
     async def get_collection(self, tenant_id: int, name: str) -> CollectionRow:
-        async with self.pool.connection() as conn:
-            return await self._collection(conn, tenant_id, name)
+        return await self.collection_with_generations(tenant_id, name)
 
     async def collection_settings(self, tenant_id: int, name: str) -> CollectionRow:
         """The collection's own columns, without the document counts (cheap: for hot paths)."""
@@ -86,6 +90,11 @@ class CollectionStore(StoreBase):
                 " WHERE d.collection_id = %s FOR UPDATE OF j",
                 (collection_id,),
             )
+            generations = await (
+                await conn.execute("SELECT id FROM collection_generations WHERE collection_id = %s", (collection_id,))
+            ).fetchall()
+            # Every generation goes with it (a reindex in progress included); the trigger NOTIFYs search.
             await conn.execute("DELETE FROM collections WHERE id = %s", (collection_id,))
-            await conn.execute(vector_index.drop_index_sql(collection_id))
+            for (generation_id,) in generations:
+                await conn.execute(vector_index.drop_index_sql(generation_id))
             return int(count)

@@ -34,7 +34,7 @@ DOCUMENT_SELECT = """
            now() AS db_now
     FROM documents d
     JOIN collections c ON c.id = d.collection_id
-    JOIN ingestion_jobs j ON j.document_id = d.id
+    JOIN ingestion_jobs j ON j.document_id = d.id AND j.kind = 'INGEST'
 """
 
 COLLECTION_COLUMNS = """

@@ -23,6 +23,7 @@ from ..domain import (
     DocumentStatus as D,
     IllegalTransition,
     check_document_transition,
+    JobKind,
     JobStatus as J,
 )
 from ..transitions import NOW, RELEASED_LEASE, move_document, move_job
@@ -170,13 +171,15 @@ class DocumentStore(StoreBase):
     async def delete_document(self, tenant_id: int, document_id: uuid.UUID) -> bool:
         """Deletes the document with its content, job, attempts and chunks; True if a job was running."""
         async with self.pool.connection() as conn, conn.transaction():
-            job = await (
+            # Every job of the document (its INGEST job, EMBED jobs of a reindex) is locked first.
+            jobs = await (
                 await conn.execute(
-                    "SELECT j.status::text FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
+                    "SELECT j.status::text, j.kind::text FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
                     " WHERE j.document_id = %s AND d.tenant_id = %s FOR UPDATE OF j",
                     (document_id, tenant_id),
                 )
-            ).fetchone()
+            ).fetchall()
+            job = next((j for j in jobs if j[1] == JobKind.INGEST), None)
             if job is None:
                 raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
             await conn.execute("DELETE FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id))
@@ -187,13 +190,14 @@ class DocumentStore(StoreBase):
         job_from = J.FAILED if expected == D.FAILED else J.SUCCEEDED
         check_document_transition(expected, D.PENDING)
         async with self.pool.connection() as conn, conn.transaction():
-            job = await (
+            jobs = await (
                 await conn.execute(
-                    "SELECT j.id, j.status::text FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
+                    "SELECT j.id, j.status::text, j.kind::text FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
                     " WHERE j.document_id = %s AND d.tenant_id = %s FOR UPDATE OF j",
                     (document_id, tenant_id),
                 )
-            ).fetchone()
+            ).fetchall()
+            job = next((j for j in jobs if j[2] == JobKind.INGEST), None)
             if job is None:
                 raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
             try:
@@ -210,4 +214,6 @@ class DocumentStore(StoreBase):
                 ) from illegal
             await move_job(conn, job[0], J.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
                            sources=[job_from])
+            # It leaves READY: its EMBED jobs of a reindex go (its next commit adds a fresh one).
+            await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND document_id = %s", (document_id,))
             return await self._document(conn, document_id, tenant_id)

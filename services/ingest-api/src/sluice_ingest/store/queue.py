@@ -31,17 +31,20 @@ from ..domain import (
     retry_message,
     should_retry,
     DocumentStatus as D,
+    GenerationState,
+    JobKind,
     JobStatus as J,
 )
 from ..transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job
-from .common import FRESH_PROGRESS, NO_ERROR, StoreBase, _one
+from .common import FRESH_PROGRESS, NO_ERROR, _one
+from .generations import GenerationStore
 from .rows import ChunkRow, ClaimedJob, DocumentRow
 
 # Rules 6 and 8 in one statement; see PostgresStore.claim_job. Statuses are parameters taken
 # from the transition table (the claim is the PENDING→RUNNING and RUNNING→RUNNING edges).
 CLAIM_SQL = sql.SQL("""
 WITH exhausted AS (
-    SELECT id, document_id, lease_token FROM ingestion_jobs
+    SELECT id, document_id, lease_token, kind, generation_id FROM ingestion_jobs
     WHERE status = {running} AND attempts >= max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
     ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
 ), expired AS (
@@ -59,32 +62,41 @@ WITH exhausted AS (
 ), claimed AS (
     UPDATE ingestion_jobs j
     SET status = {running}, attempts = j.attempts + 1, locked_at = now(), locked_by = %(worker)s,
-        lease_token = gen_random_uuid(), updated_at = now()
+        lease_token = gen_random_uuid(), updated_at = now(), progress_stage = NULL, progress_done = 0, progress_total = 0,
+        -- An INGEST attempt embeds for the generation ACTIVE now; an EMBED job keeps its own.
+        generation_id = CASE WHEN j.kind = {ingest} THEN (
+            SELECT g.id FROM documents gd JOIN collection_generations g ON g.collection_id = gd.collection_id
+            WHERE gd.id = j.document_id AND g.state = {active}) ELSE j.generation_id END
     FROM candidate
     WHERE j.id = candidate.id AND j.status = ANY(%(sources)s)
-    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.lease_token, candidate.expired_token, j.trace_context
+    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.lease_token, candidate.expired_token, j.trace_context,
+              j.kind, j.generation_id
 ), attempt AS (
     INSERT INTO job_attempts (job_id, number, worker_id, lease_token)
     SELECT id, attempts, %(worker)s, lease_token FROM claimed
 )
 SELECT 'claimed' AS kind, c.id AS job_id, c.lease_token, c.attempts, c.max_attempts, c.expired_token,
        d.id AS document_id, d.filename, d.mime_type, d.content_sha256, d.size_bytes, d.metadata,
-       col.name AS collection, col.embedder_provider, col.embedder_model, col.dimensions,
-       col.chunk_max_characters, col.chunk_new_after_n_chars, col.chunk_overlap, c.trace_context
+       col.name AS collection, g.embedder_provider, g.embedder_model, g.dimensions,
+       col.chunk_max_characters, col.chunk_new_after_n_chars, col.chunk_overlap, c.trace_context,
+       c.kind::text AS job_kind, g.id AS generation_id, g.number AS generation_number
 FROM claimed c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id
+     JOIN collection_generations g ON g.id = c.generation_id
 UNION ALL
 SELECT 'exhausted', e.id, e.lease_token, NULL, NULL, NULL, e.document_id, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, e.kind::text, e.generation_id, NULL
 FROM exhausted e
 """).format(
     # Literals, not parameters: the partial indexes on status (0001) match only a literal,
     # also once the statement is prepared. Their values come from the job table's enum.
     running=sql.Literal(str(J.RUNNING)),
     pending=sql.Literal(str(J.PENDING)),
+    ingest=sql.Literal(str(JobKind.INGEST)),
+    active=sql.Literal(str(GenerationState.ACTIVE)),
 )
 
 
-class QueueStore(StoreBase):
+class QueueStore(GenerationStore):
     async def claim_job(self, worker_id: str) -> ClaimedJob | None:
         """Rules 6 and 8 in one statement (one round trip on the common path).
 
@@ -111,9 +123,12 @@ class QueueStore(StoreBase):
             if row.expired_token is not None:
                 metrics.LEASE_EXPIRIES.labels(outcome="reclaimed").inc()
                 # Taking over an expired lease: close the lost attempt; the document goes back to
-                # PENDING (rule 7's message) until the new worker reports its first stage.
+                # PENDING (rule 7's message) until the new worker reports its first stage. An
+                # EMBED job never moves its (READY) document.
                 await self._end_attempt(conn, row.expired_token, AttemptOutcome.LEASE_EXPIRED,
                                         "LEASE_EXPIRED", LEASE_EXPIRED_RETRYING, True)
+                if row.job_kind == JobKind.EMBED:
+                    return row
                 assert row.attempts is not None and row.max_attempts is not None  # a claimed row has them
                 await move_document(conn, row.document_id, D.PENDING, {
                     **FRESH_PROGRESS, "error_code": "LEASE_EXPIRED",
@@ -123,7 +138,13 @@ class QueueStore(StoreBase):
 
     async def _converge_exhausted(self, conn: psycopg.AsyncConnection, job: ClaimedJob) -> str:
         """Rule 8: an expired lease with no attempts left ends the job for good; returns the outcome.
-        (`job` is CLAIM_SQL's "exhausted" row: job_id, document_id, lease_token.)"""
+        (`job` is CLAIM_SQL's "exhausted" row: job_id, document_id, lease_token, job_kind.)
+        An EMBED job fails for its generation and leaves its document alone."""
+        if job.job_kind == JobKind.EMBED:
+            await move_job(conn, job.job_id, J.FAILED, RELEASED_LEASE)
+            await self._end_attempt(conn, job.lease_token, AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED",
+                                    LEASE_EXPIRED_EXHAUSTED, False)
+            return "failed"
         doc = await _one(conn, "SELECT status::text FROM documents WHERE id = %s FOR UPDATE", (job.document_id,))
         if doc[0] == D.READY:
             # The crash hit the window after the commit: the work is done.
@@ -164,7 +185,7 @@ class QueueStore(StoreBase):
             WITH job AS (
                 UPDATE ingestion_jobs SET locked_at = now()
                 WHERE id = %s AND lease_token = %s AND status = 'RUNNING'
-                RETURNING id, document_id, attempts, max_attempts, lease_token, locked_at
+                RETURNING id, document_id, attempts, max_attempts, lease_token, locked_at, kind::text AS kind, generation_id
             )
             SELECT job.*, d.status::text AS document_status, d.collection_id, d.tenant_id
             FROM job JOIN documents d ON d.id = job.document_id
@@ -179,6 +200,7 @@ class QueueStore(StoreBase):
                 raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
             raise LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
         job["document_status"] = D(job["document_status"])
+        job["kind"] = JobKind(job["kind"])
         return job
 
     async def renew_lease(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> dt.datetime | None:
@@ -208,7 +230,16 @@ class QueueStore(StoreBase):
         async with self.pool.connection() as conn, conn.transaction():
             job = await self._locked_lease(conn, job_id, lease_token)
             current = job["document_status"]
-            if current == stage:
+            if job["kind"] == JobKind.EMBED:
+                # An EMBED job's progress is its own: the READY document is not touched.
+                await conn.execute("SET LOCAL synchronous_commit = off")
+                await conn.execute(
+                    "UPDATE ingestion_jobs SET progress_stage = %s, progress_done = %s, progress_total = %s, updated_at = now()"
+                    " WHERE id = %s",
+                    (str(stage), done, total, job_id),
+                )
+                await conn.execute("UPDATE job_attempts SET stage = %s WHERE lease_token = %s", (str(stage), lease_token))
+            elif current == stage:
                 # A progress tick within a stage: losing the last ticks in a database crash is
                 # harmless, so it skips the WAL flush (the stage change itself stays durable).
                 await conn.execute("SET LOCAL synchronous_commit = off")
@@ -283,11 +314,12 @@ class QueueStore(StoreBase):
             return chunks
 
     async def collection_dimensions(self, job_id: uuid.UUID) -> int:
+        """The dimensions of the generation the job embeds for (its claim set it)."""
         async with self.pool.connection() as conn:
             row = await (
                 await conn.execute(
-                    "SELECT c.dimensions FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
-                    " JOIN collections c ON c.id = d.collection_id WHERE j.id = %s",
+                    "SELECT g.dimensions FROM ingestion_jobs j JOIN collection_generations g ON g.id = j.generation_id"
+                    " WHERE j.id = %s",
                     (job_id,),
                 )
             ).fetchone()
@@ -296,48 +328,119 @@ class QueueStore(StoreBase):
             return int(row[0])
 
     async def complete_job(self, job_id: uuid.UUID, lease_token: uuid.UUID, chunks: list[ChunkRow]) -> DocumentRow:
-        """Rule 1: replace the chunks, set READY and SUCCEEDED in one transaction (binary COPY)."""
+        """Rule 1: replace the chunks, set READY and SUCCEEDED in one transaction (binary COPY).
+
+        An INGEST job writes into the generation it was claimed for, which must still be the
+        ACTIVE one (locked FOR SHARE, so a switch waits for this commit or this commit sees the
+        switch); if a reindex is BUILDING, the same transaction adds the EMBED job that brings
+        the now READY document into the new generation. If the collection switched while the
+        job ran, the job is handed back (run again with the new embedder) and the call fails
+        with LEASE_NOT_HELD. An EMBED job writes into its BUILDING generation and leaves the
+        document READY; a second transaction then tries the switch."""
+        switched_under_us = False
         async with self.pool.connection() as conn, conn.transaction():
             job = await self._locked_lease(conn, job_id, lease_token)
-            if job["document_status"] != D.INDEXING:
-                raise FailedPrecondition(
-                    f"the document is {job['document_status']}; report INDEXING before completing",
-                    reason=Reason.STAGE_NOT_INDEXING,
-                )
-            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (job["document_id"],))
-            async with conn.cursor().copy(
-                "COPY chunks (document_id, tenant_id, collection_id, chunk_index, text, page_number, element_type,"
-                " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence)"
-                " FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(["uuid", "int8", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text", "text",
-                                "float4"])
-                for chunk in chunks:
-                    await copy.write_row(
-                        (
-                            job["document_id"],
-                            job["tenant_id"],
-                            job["collection_id"],
-                            chunk.index,
-                            chunk.text,
-                            chunk.page_number,
-                            chunk.element_type,
-                            chunk.section_title,
-                            chunk.text_as_html,
-                            chunk.embedding,
-                            chunk.search_terms,
-                            chunk.text_source,
-                            chunk.ocr_confidence,
-                        )
+            generation_id = job["generation_id"]
+            state = await (
+                await conn.execute("SELECT state::text FROM collection_generations WHERE id = %s FOR SHARE", (generation_id,))
+            ).fetchone()
+            if job["kind"] == JobKind.EMBED:
+                if state is None or state[0] != GenerationState.BUILDING:
+                    raise LeaseNotHeld("the generation this job builds is no longer being built", job_id=job_id)
+                if job["document_status"] != D.READY:
+                    raise FailedPrecondition(f"the document is {job['document_status']}, not READY",
+                                             reason=Reason.DOCUMENT_NOT_READY)
+                await conn.execute("DELETE FROM chunks WHERE document_id = %s AND generation_id = %s",
+                                   (job["document_id"], generation_id))
+                await self._copy_chunks(conn, job, chunks)
+                await move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
+                await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
+                document = await self._document(conn, job["document_id"])
+            elif state is None or state[0] != GenerationState.ACTIVE:
+                await self._hand_back(conn, job, job_id, lease_token)
+                switched_under_us = True
+            else:
+                if job["document_status"] != D.INDEXING:
+                    raise FailedPrecondition(
+                        f"the document is {job['document_status']}; report INDEXING before completing",
+                        reason=Reason.STAGE_NOT_INDEXING,
                     )
-            check_document_transition(D.INDEXING, D.READY)
-            await move_document(conn, job["document_id"], D.READY, {
-                **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(D.INDEXING), "progress_done": len(chunks),
-                "progress_total": len(chunks), "progress_unit": "chunks",
-            }, sources=[D.INDEXING])
-            await move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
-            await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
-            return await self._document(conn, job["document_id"])
+                # Every generation's chunks of the document are stale now (a BUILDING one gets a new EMBED job).
+                await conn.execute("DELETE FROM chunks WHERE document_id = %s", (job["document_id"],))
+                await self._copy_chunks(conn, job, chunks)
+                check_document_transition(D.INDEXING, D.READY)
+                await move_document(conn, job["document_id"], D.READY, {
+                    **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(D.INDEXING), "progress_done": len(chunks),
+                    "progress_total": len(chunks), "progress_unit": "chunks",
+                }, sources=[D.INDEXING])
+                await move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
+                await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
+                building = await (
+                    await conn.execute(
+                        "SELECT id FROM collection_generations WHERE collection_id = %s AND state = %s FOR SHARE",
+                        (job["collection_id"], str(GenerationState.BUILDING)),
+                    )
+                ).fetchone()
+                if building is not None:
+                    await self._add_embed_job(conn, job["document_id"], building[0])
+                document = await self._document(conn, job["document_id"])
+        if switched_under_us:
+            raise LeaseNotHeld("the collection switched to a new index generation while this job ran; it will run again",
+                               job_id=job_id)
+        if job["kind"] == JobKind.EMBED:
+            await self.try_switch(generation_id)
+        return document
+
+    async def _add_embed_job(self, conn: psycopg.AsyncConnection, document_id: uuid.UUID, generation_id: int) -> None:
+        """A fresh EMBED job of a READY document for a BUILDING generation (replacing an older one)."""
+        await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND document_id = %s AND generation_id = %s",
+                           (document_id, generation_id))
+        await conn.execute(
+            "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
+            " SELECT d.id, 'EMBED', %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
+            " WHERE d.id = %s",
+            (generation_id, document_id),
+        )
+
+    async def _hand_back(self, conn: psycopg.AsyncConnection, job: dict[str, Any], job_id: uuid.UUID,
+                         lease_token: uuid.UUID) -> None:
+        """The job is due again at once and the attempt is not charged (ReleaseJob, and an INGEST
+        commit that lost a switch)."""
+        if job["kind"] == JobKind.INGEST:
+            await move_document(conn, job["document_id"], D.PENDING, FRESH_PROGRESS, sources=IN_PROGRESS | {D.PENDING})
+        await move_job(conn, job_id, J.PENDING, {
+            "attempts": Expr("attempts - 1"), "available_at": NOW, **RELEASED_LEASE,
+        }, sources=[J.RUNNING])
+        await self._end_attempt(conn, lease_token, AttemptOutcome.RELEASED, None, None, None)
+
+    @staticmethod
+    async def _copy_chunks(conn: psycopg.AsyncConnection, job: dict[str, Any], chunks: list[ChunkRow]) -> None:
+        async with conn.cursor().copy(
+            "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, page_number, element_type,"
+            " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence)"
+            " FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["uuid", "int8", "int8", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text",
+                            "text", "float4"])
+            for chunk in chunks:
+                await copy.write_row(
+                    (
+                        job["document_id"],
+                        job["tenant_id"],
+                        job["collection_id"],
+                        job["generation_id"],
+                        chunk.index,
+                        chunk.text,
+                        chunk.page_number,
+                        chunk.element_type,
+                        chunk.section_title,
+                        chunk.text_as_html,
+                        chunk.embedding,
+                        chunk.search_terms,
+                        chunk.text_source,
+                        chunk.ocr_confidence,
+                    )
+                )
 
     async def fail_job(
         self, job_id: uuid.UUID, lease_token: uuid.UUID, retryable: bool, error_code: str, error_message: str
@@ -347,7 +450,18 @@ class QueueStore(StoreBase):
             job = await self._locked_lease(conn, job_id, lease_token)
             attempts, max_attempts = job["attempts"], job["max_attempts"]
             retry = should_retry(retryable, attempts, max_attempts)
-            if retry:
+            if job["kind"] == JobKind.EMBED:
+                # Only the job records it: the document stays READY in the active generation.
+                if retry:
+                    delay = retry_delay_seconds(attempts, self.policy.retry_delay_seconds, self.policy.max_retry_delay_seconds)
+                    await move_job(conn, job_id, J.PENDING, {
+                        "available_at": Expr("now() + make_interval(secs => %s)", delay), **RELEASED_LEASE,
+                    }, sources=[J.RUNNING])
+                else:
+                    if retryable:
+                        error_message = f"failed after {attempts} attempts: {error_message}"
+                    await move_job(conn, job_id, J.FAILED, RELEASED_LEASE)
+            elif retry:
                 delay = retry_delay_seconds(attempts, self.policy.retry_delay_seconds, self.policy.max_retry_delay_seconds)
                 await move_document(conn, job["document_id"], D.PENDING, {
                     "error_code": error_code, "error_message": retry_message(attempts, max_attempts, error_message),
@@ -369,11 +483,7 @@ class QueueStore(StoreBase):
         """A hand-back at shutdown: the job is due again at once and the attempt is not charged."""
         async with self.pool.connection() as conn, conn.transaction():
             job = await self._locked_lease(conn, job_id, lease_token)
-            await move_document(conn, job["document_id"], D.PENDING, FRESH_PROGRESS, sources=IN_PROGRESS | {D.PENDING})
-            await move_job(conn, job_id, J.PENDING, {
-                "attempts": Expr("attempts - 1"), "available_at": NOW, **RELEASED_LEASE,
-            }, sources=[J.RUNNING])
-            await self._end_attempt(conn, lease_token, AttemptOutcome.RELEASED, None, None, None)
+            await self._hand_back(conn, job, job_id, lease_token)
             return await self._document(conn, job["document_id"])
 
     async def _end_attempt(

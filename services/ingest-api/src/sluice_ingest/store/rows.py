@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -73,6 +73,38 @@ class JobPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class GenerationFailure:
+    """A document whose EMBED job failed for good in a BUILDING generation."""
+
+    document_id: uuid.UUID
+    filename: str
+    error_code: str | None
+    error_message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRow:
+    """An index generation of a collection with its progress (documents_*: for a BUILDING
+    generation, its EMBED jobs by outcome; for the ACTIVE one, the collection's documents)."""
+
+    id: int
+    number: int
+    embedder_provider: str
+    embedder_model: str
+    dimensions: int
+    state: str
+    created_at: dt.datetime
+    activated_at: dt.datetime | None
+    ended_at: dt.datetime | None
+    dropped_at: dt.datetime | None
+    documents_total: int = 0
+    documents_ready: int = 0
+    documents_failed: int = 0
+    documents_pending: int = 0
+    failures: tuple[GenerationFailure, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class CollectionRow:
     id: int
     tenant_id: int
@@ -88,6 +120,7 @@ class CollectionRow:
     created_at: dt.datetime
     document_count: int = 0
     ready_document_count: int = 0
+    generations: tuple[GenerationRow, ...] = field(default=())
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,3 +219,6 @@ class ClaimedJob:
     chunk_new_after_n_chars: int | None
     chunk_overlap: int | None
     trace_context: str | None
+    job_kind: str = "INGEST"
+    generation_id: int | None = None
+    generation_number: int | None = None

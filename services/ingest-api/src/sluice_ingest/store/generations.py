@@ -1,0 +1,352 @@
+"""Index generations (DESIGN.md §8): reindex, the switch, cancellation and the sweep that drops
+what a switch or a cancellation left behind.
+
+Locks, in the order every path takes them: job rows, then the document row, then generation
+rows (the ACTIVE one before the BUILDING one). An INGEST commit holds its generation FOR SHARE,
+so a switch (FOR UPDATE on both generations) never interleaves with it.
+
+The switch policy: a BUILDING generation becomes ACTIVE when every READY document of the
+collection has a SUCCEEDED EMBED job for it and no EMBED job of it is PENDING, RUNNING or
+FAILED. A FAILED EMBED job therefore holds the switch (READY ⇒ searchable after the switch)
+until the user retries the failed documents (ReindexCollection again with the same embedder)
+or cancels (CancelReindex).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import psycopg
+from psycopg.rows import class_row
+
+from sluice_common import vector_index
+from sluice_common.errors import FailedPrecondition, NotFound
+from sluice_common.reasons import Reason
+
+from ..domain import GenerationState as G, JobStatus as J
+from ..transitions import NOW, RELEASED_LEASE, move_generation, move_job
+from .common import StoreBase, _one
+from .rows import CollectionRow, GenerationFailure, GenerationRow
+
+log = logging.getLogger("sluice.ingest.generations")
+
+# Advisory lock class of a generation's index build (pg_advisory_lock(class, generation id)).
+INDEX_LOCK_CLASS = 90091
+
+GENERATION_SELECT = """
+    SELECT id, number, embedder_provider, embedder_model, dimensions, state::text AS state, created_at,
+           activated_at, ended_at, dropped_at
+    FROM collection_generations
+"""
+
+# A BUILDING generation that may switch: nothing left to embed or failed (cheap: the partial
+# index ingestion_jobs_embed_open holds only the unfinished EMBED jobs) ...
+_NOTHING_OPEN = """
+    NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.generation_id = g.id AND j.kind = 'EMBED' AND j.status <> 'SUCCEEDED')
+"""
+# ... and every READY document of the collection embedded into it (a scan of the collection:
+# asked only when the first holds).
+_ALL_READY_EMBEDDED = """
+    NOT EXISTS (
+        SELECT 1 FROM documents d WHERE d.collection_id = g.collection_id AND d.status = 'READY'
+        AND NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.kind = 'EMBED' AND j.generation_id = g.id
+                        AND j.document_id = d.id AND j.status = 'SUCCEEDED'))
+"""
+
+
+async def _complete(conn: psycopg.AsyncConnection, generation_id: int) -> bool:
+    for condition in (_NOTHING_OPEN, _ALL_READY_EMBEDDED):
+        row = await (
+            await conn.execute(
+                "SELECT 1 FROM collection_generations g WHERE g.id = %s AND g.state = 'BUILDING' AND" + condition,
+                (generation_id,),
+            )
+        ).fetchone()
+        if row is None:
+            return False
+    return True
+
+
+class GenerationStore(StoreBase):
+    async def _generations(self, conn: psycopg.AsyncConnection, collection_id: int) -> tuple[GenerationRow, ...]:
+        cur = conn.cursor(row_factory=class_row(GenerationRow))
+        await cur.execute(GENERATION_SELECT + " WHERE collection_id = %s ORDER BY number", (collection_id,))
+        rows = await cur.fetchall()
+        out = []
+        for row in rows:
+            if row.state == G.BUILDING:
+                total, ready, failed, pending = await _one(
+                    conn,
+                    "SELECT count(*), count(*) FILTER (WHERE status = 'SUCCEEDED'), count(*) FILTER (WHERE status = 'FAILED'),"
+                    " count(*) FILTER (WHERE status IN ('PENDING', 'RUNNING'))"
+                    " FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s",
+                    (row.id,),
+                )
+                failures = await (
+                    await conn.execute(
+                        "SELECT j.document_id, d.filename, a.error_code, a.error_message FROM ingestion_jobs j"
+                        " JOIN documents d ON d.id = j.document_id"
+                        " LEFT JOIN LATERAL (SELECT error_code, error_message FROM job_attempts WHERE job_id = j.id"
+                        "                    ORDER BY id DESC LIMIT 1) a ON true"
+                        " WHERE j.kind = 'EMBED' AND j.generation_id = %s AND j.status = 'FAILED'"
+                        " ORDER BY d.filename, d.id LIMIT 20",
+                        (row.id,),
+                    )
+                ).fetchall()
+                row = replace(row, documents_total=total, documents_ready=ready, documents_failed=failed,
+                              documents_pending=pending, failures=tuple(GenerationFailure(*f) for f in failures))
+            elif row.state == G.ACTIVE:
+                total, ready, failed = await _one(
+                    conn,
+                    "SELECT count(*), count(*) FILTER (WHERE status = 'READY'), count(*) FILTER (WHERE status = 'FAILED')"
+                    " FROM documents WHERE collection_id = %s",
+                    (collection_id,),
+                )
+                row = replace(row, documents_total=total, documents_ready=ready, documents_failed=failed,
+                              documents_pending=total - ready - failed)
+            out.append(row)
+        return tuple(out)
+
+    async def _with_generations(self, conn: psycopg.AsyncConnection, row: CollectionRow) -> CollectionRow:
+        return replace(row, generations=await self._generations(conn, row.id))
+
+    async def collection_with_generations(self, tenant_id: int, name: str) -> CollectionRow:
+        async with self.pool.connection() as conn, conn.transaction():
+            return await self._with_generations(conn, await self._collection(conn, tenant_id, name))
+
+    async def reindex_collection(
+        self, tenant_id: int, name: str, provider: str, model: str, dimensions: int
+    ) -> CollectionRow:
+        """A BUILDING generation with the new embedder and an EMBED job per READY document; or,
+        when a BUILDING generation with this embedder exists, fresh attempts for its failed jobs."""
+        async with self.pool.connection() as conn, conn.transaction():
+            row = await (
+                await conn.execute("SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR UPDATE", (tenant_id, name))
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
+            collection_id = row[0]
+            # The ACTIVE generation is locked before anything is read: a concurrent INGEST commit
+            # (FOR SHARE on it) either committed READY before (its document gets a job here) or
+            # waits and then sees the new BUILDING generation (it adds the job itself).
+            active = await _one(
+                conn,
+                "SELECT id, embedder_provider, embedder_model, dimensions FROM collection_generations"
+                " WHERE collection_id = %s AND state = 'ACTIVE' FOR UPDATE",
+                (collection_id,),
+            )
+            # Read without a lock: a BUILDING generation is locked only after its jobs (the order of
+            # EMBED commits and CancelReindex: jobs, then the generation).
+            building = await (
+                await conn.execute(
+                    "SELECT id, embedder_provider, embedder_model, dimensions FROM collection_generations"
+                    " WHERE collection_id = %s AND state = 'BUILDING'",
+                    (collection_id,),
+                )
+            ).fetchone()
+            wanted = (provider, model, dimensions)
+            if building is not None:
+                if tuple(building[1:]) != wanted:
+                    raise FailedPrecondition(
+                        f"collection {name!r} is already being reindexed to {building[1]}/{building[2]}; cancel it first",
+                        reason=Reason.REINDEX_IN_PROGRESS, collection=name,
+                    )
+                failed = await (
+                    await conn.execute(
+                        "SELECT id FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s AND status = 'FAILED'"
+                        " FOR UPDATE", (building[0],),
+                    )
+                ).fetchall()
+                still = await (
+                    await conn.execute("SELECT state::text FROM collection_generations WHERE id = %s FOR UPDATE",
+                                       (building[0],))
+                ).fetchone()
+                if still is None or still[0] != G.BUILDING:
+                    raise FailedPrecondition(f"the reindex of {name!r} was cancelled meanwhile; start it again",
+                                             reason=Reason.NO_REINDEX_IN_PROGRESS, collection=name)
+                if not failed:
+                    raise FailedPrecondition(
+                        f"collection {name!r} is already being reindexed to this embedder and no document failed",
+                        reason=Reason.REINDEX_IN_PROGRESS, collection=name,
+                    )
+                for (job_id,) in failed:
+                    await move_job(conn, job_id, J.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
+                                   sources=[J.FAILED])
+                generation_id = building[0]
+            else:
+                if tuple(active[1:]) == wanted:
+                    raise FailedPrecondition(
+                        f"collection {name!r} already uses {provider}/{model} with {dimensions} dimensions: nothing to reindex",
+                        reason=Reason.EMBEDDER_UNCHANGED, collection=name,
+                    )
+                (generation_id,) = await _one(
+                    conn,
+                    "INSERT INTO collection_generations (tenant_id, collection_id, number, embedder_provider, embedder_model,"
+                    " dimensions) SELECT %s, %s, max(number) + 1, %s, %s, %s FROM collection_generations"
+                    " WHERE collection_id = %s RETURNING id",
+                    (tenant_id, collection_id, provider, model, dimensions, collection_id),
+                )
+                await conn.execute(
+                    "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
+                    " SELECT d.id, 'EMBED', %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
+                    " WHERE d.collection_id = %s AND d.status = 'READY'",
+                    (generation_id, collection_id),
+                )
+        # Its HNSW index, built without blocking writes; then, with nothing READY to embed, it switches at once.
+        await self.ensure_index(generation_id)
+        await self.try_switch(generation_id)
+        return await self.collection_with_generations(tenant_id, name)
+
+    async def cancel_reindex(self, tenant_id: int, name: str) -> CollectionRow:
+        """The BUILDING generation is CANCELLED; its jobs, chunks and index are dropped."""
+        async with self.pool.connection() as conn, conn.transaction():
+            row = await (
+                await conn.execute(
+                    "SELECT g.id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
+                    " WHERE c.tenant_id = %s AND c.name = %s AND g.state = 'BUILDING'",
+                    (tenant_id, name),
+                )
+            ).fetchone()
+            if row is None:
+                await self._collection_settings(conn, tenant_id, name)  # NOT_FOUND for a missing collection
+                raise FailedPrecondition(f"collection {name!r} has no reindex in progress",
+                                         reason=Reason.NO_REINDEX_IN_PROGRESS, collection=name)
+            generation_id = row[0]
+            # Lock order: its jobs first (a running EMBED job's commit holds its job, then the generation).
+            await conn.execute("SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE",
+                               (generation_id,))
+            await move_generation(conn, generation_id, G.CANCELLED, {"ended_at": NOW, "dropped_at": NOW},
+                                  sources=[G.BUILDING])
+            await self._drop_generation(conn, generation_id)
+        log.info("reindex cancelled", extra={"generation_id": generation_id})
+        return await self.collection_with_generations(tenant_id, name)
+
+    async def _drop_generation(self, conn: psycopg.AsyncConnection, generation_id: int, *, index: bool = True) -> None:
+        """Its EMBED jobs (a worker on one learns at its next heartbeat), chunks and (`index`) HNSW index."""
+        await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s", (generation_id,))
+        await conn.execute("DELETE FROM chunks WHERE generation_id = %s", (generation_id,))
+        if index:
+            await conn.execute(vector_index.drop_index_sql(generation_id))
+
+    async def ensure_index(self, generation_id: int, *, wait: bool = True) -> bool:
+        """Build the BUILDING generation's partial HNSW index CONCURRENTLY (writes to chunks go on),
+        replacing an invalid one a failed build left. One builder per generation at a time
+        (advisory lock; `wait=False` skips a generation another process is building). True when
+        the index is valid."""
+        async with self.pool.connection() as conn:
+            if wait:
+                await conn.execute("SELECT pg_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
+            else:
+                (locked,) = await _one(conn, "SELECT pg_try_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
+                if not locked:
+                    return False
+            try:
+                row = await (await conn.execute(
+                    "SELECT dimensions, state::text FROM collection_generations WHERE id = %s", (generation_id,))).fetchone()
+                if row is None or row[1] != G.BUILDING:
+                    return False
+                state = await (await conn.execute(vector_index.index_state_sql(generation_id))).fetchone()
+                if state is not None and state[0]:
+                    return True
+                if state is not None:
+                    await conn.execute(vector_index.drop_index_sql(generation_id, concurrently=True))
+                await conn.execute(vector_index.create_index_sql(generation_id, row[0], concurrently=True))
+                return True
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
+
+    async def try_switch(self, generation_id: int) -> bool:
+        """The switch, in one transaction, if the BUILDING generation is complete: it becomes
+        ACTIVE, the ACTIVE one RETIRED, the collection's embedder columns follow, and the
+        generations' trigger NOTIFYs `sluice_collections`. True when it switched."""
+        async with self.pool.connection() as conn:
+            # Without locks first: every EMBED commit calls this after its own commit, so the last
+            # one to commit sees all the others; only a complete generation pays for the locks.
+            if not await _complete(conn, generation_id):
+                return False
+        async with self.pool.connection() as conn, conn.transaction():
+            row = await (
+                await conn.execute(
+                    "SELECT g.collection_id, a.id FROM collection_generations g"
+                    " JOIN collection_generations a ON a.collection_id = g.collection_id AND a.state = 'ACTIVE'"
+                    " WHERE g.id = %s AND g.state = 'BUILDING'",
+                    (generation_id,),
+                )
+            ).fetchone()
+            if row is None:
+                return False
+            collection_id, active_id = row
+            locked = await (
+                await conn.execute(
+                    "SELECT id FROM collection_generations WHERE id = ANY(%s) ORDER BY state = 'BUILDING', id FOR UPDATE",
+                    ([active_id, generation_id],),
+                )
+            ).fetchall()
+            if len(locked) != 2 or not await _complete(conn, generation_id):
+                return False
+            # Never switch search onto a generation without its index (the sweep builds a missing one).
+            index = await (await conn.execute(vector_index.index_state_sql(generation_id))).fetchone()
+            if index is None or not index[0]:
+                return False
+            await move_generation(conn, active_id, G.RETIRED, {"ended_at": NOW}, sources=[G.ACTIVE])
+            await move_generation(conn, generation_id, G.ACTIVE, {"activated_at": NOW}, sources=[G.BUILDING])
+            await conn.execute(
+                "UPDATE collections c SET embedder_provider = g.embedder_provider, embedder_model = g.embedder_model,"
+                " dimensions = g.dimensions FROM collection_generations g WHERE g.id = %s AND c.id = %s",
+                (generation_id, collection_id),
+            )
+        log.info("index generation switched", extra={"generation_id": generation_id, "retired": active_id})
+        return True
+
+    async def sweep_generations(self, grace_seconds: float) -> tuple[int, int]:
+        """The periodic safety net and clean-up: switch every BUILDING generation that is complete
+        (a deletion may have completed it), and drop the chunks and index of generations
+        RETIRED more than `grace_seconds` ago (a search that resolved the old generation just
+        before its switch still finds its rows meanwhile). Returns (switched, dropped)."""
+        async with self.pool.connection() as conn:
+            building = await (
+                await conn.execute("SELECT id FROM collection_generations g WHERE state = 'BUILDING' AND" + _NOTHING_OPEN)
+            ).fetchall()
+            over = await (
+                await conn.execute(
+                    "SELECT id FROM collection_generations WHERE state IN ('RETIRED', 'CANCELLED') AND dropped_at IS NULL"
+                    " AND ended_at <= now() - make_interval(secs => %s)",
+                    (grace_seconds,),
+                )
+            ).fetchall()
+        async with self.pool.connection() as conn:
+            unindexed = await (
+                await conn.execute(
+                    "SELECT g.id FROM collection_generations g LEFT JOIN pg_index i"
+                    " ON i.indexrelid = to_regclass(%s || g.id) WHERE g.state = 'BUILDING'"
+                    " AND NOT coalesce(i.indisvalid, false)",
+                    (vector_index.INDEX_PREFIX,),
+                )
+            ).fetchall()
+        for (generation_id,) in unindexed:
+            # A reindex whose process died before its index was built, or a failed build.
+            await self.ensure_index(generation_id, wait=False)
+        switched = 0
+        for (generation_id,) in building:
+            switched += await self.try_switch(generation_id)
+        for (generation_id,) in over:
+            # The index first, CONCURRENTLY (no lock on chunks that would stall every search), then
+            # the rows; a crash in between is repaired by the next sweep (both steps are idempotent).
+            async with self.pool.connection() as conn:
+                await conn.execute(vector_index.drop_index_sql(generation_id, concurrently=True))
+            async with self.pool.connection() as conn, conn.transaction():
+                await conn.execute("SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE",
+                                   (generation_id,))
+                row = await (
+                    await conn.execute(
+                        "UPDATE collection_generations SET dropped_at = now() WHERE id = %s AND dropped_at IS NULL RETURNING id",
+                        (generation_id,),
+                    )
+                ).fetchone()
+                if row is not None:
+                    await self._drop_generation(conn, generation_id, index=False)
+        return switched, len(over)
+
+
+__all__ = ["GenerationStore"]
