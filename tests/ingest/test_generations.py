@@ -462,9 +462,11 @@ def test_a_generation_never_switches_without_its_index_and_the_sweep_rebuilds_a_
     c.docs.ReindexCollection(ds.ReindexCollectionRequest(name="docs", embedder=hashing()))
     ids = generation_ids(database_url)
     with psycopg.connect(database_url, autocommit=True) as conn:
+        # Hold off the sweep's rebuild first: taking the lock after the drop can deadlock with a rebuild
+        # that started in between (CREATE INDEX CONCURRENTLY waits for this session's transaction).
+        conn.execute("SELECT pg_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, ids[2]))
         # As if ingest-api died between the reindex's commit and its index build (or the build failed).
         conn.execute(vector_index.drop_index_sql(ids[2]))
-        conn.execute("SELECT pg_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, ids[2]))  # hold off the sweep's rebuild
         job = c.claim()
         c.complete(job, ["indexed"], dimensions=16)
         assert states(collection(c))[1] == (2, G.GENERATION_STATE_BUILDING)  # complete, but no index yet

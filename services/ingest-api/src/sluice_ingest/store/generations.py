@@ -14,6 +14,7 @@ or cancels (CancelReindex).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import replace
 
@@ -233,14 +234,18 @@ class GenerationStore(StoreBase):
         """Build the BUILDING generation's partial HNSW index CONCURRENTLY (writes to chunks go on),
         replacing an invalid one a failed build left. One builder per generation at a time
         (advisory lock; `wait=False` skips a generation another process is building). True when
-        the index is valid."""
+        the index is valid.
+
+        Waiting polls the lock instead of blocking on it: a session blocked in pg_advisory_lock
+        is a transaction that the holder's CREATE INDEX CONCURRENTLY waits for, a deadlock."""
         async with self.pool.connection() as conn:
-            if wait:
-                await conn.execute("SELECT pg_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
-            else:
+            while True:
                 (locked,) = await _one(conn, "SELECT pg_try_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
-                if not locked:
+                if locked:
+                    break
+                if not wait:
                     return False
+                await asyncio.sleep(0.2)
             try:
                 row = await (await conn.execute(
                     "SELECT dimensions, state::text FROM collection_generations WHERE id = %s", (generation_id,))).fetchone()
