@@ -8,6 +8,7 @@ import logging
 
 from sluice.v1 import admin_service_pb2, admin_service_pb2_grpc
 from sluice.v1 import document_service_pb2, document_service_pb2_grpc, job_service_pb2, job_service_pb2_grpc
+from sluice.v1 import webhook_service_pb2, webhook_service_pb2_grpc
 from sluice_common.auth import AuthInterceptor, KeyDirectory, RateLimiter
 from sluice_common.db import open_pool
 from sluice_common.logs import configure_logging
@@ -22,6 +23,10 @@ from .service import IngestService
 from .settings import IngestSettings
 from .store import JobPolicy, PostgresStore
 from .tenants import TenantStore
+from .webhooks.api import WebhookServicer
+from .webhooks.dispatcher import Dispatcher
+from .webhooks.service import WebhookService
+from .webhooks.store import WebhookStore
 
 log = logging.getLogger("sluice.ingest")
 
@@ -29,6 +34,7 @@ SERVICE_NAMES = (
     document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"].full_name,
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+    webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"].full_name,
 )
 
 
@@ -58,6 +64,13 @@ class IngestApp:
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminServicer(TenantStore(self.pool), self.keys.forget), self.server
         )
+        webhook_service_pb2_grpc.add_WebhookServiceServicer_to_server(
+            WebhookServicer(WebhookService(WebhookStore(self.pool), s)), self.server
+        )
+        # Webhook deliveries: background tasks with their own pool, off the ingestion path.
+        self.dispatcher = Dispatcher(s) if s.webhooks_enabled else None
+        if self.dispatcher is not None:
+            await self.dispatcher.start()
         self._gauges = asyncio.create_task(self._update_gauges())
         # jieba loads its dictionary on first use (~1 s): pay it now, not inside the first commit.
         from sluice_common.textsearch import search_terms
@@ -75,6 +88,8 @@ class IngestApp:
         await self.close()
 
     async def close(self) -> None:
+        if self.dispatcher is not None:
+            await self.dispatcher.stop()
         self._gauges.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._gauges

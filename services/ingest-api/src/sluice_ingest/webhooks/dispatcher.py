@@ -1,0 +1,309 @@
+"""The webhook dispatcher: background asyncio tasks inside each ingest-api replica.
+
+A supervisor takes the leases of active subscriptions (FOR UPDATE SKIP LOCKED, see
+store.claim), renews them, and runs one task per subscription it holds; a replica that dies
+stops renewing and another takes its subscriptions once the lease expires (a replica that
+stops cleanly hands them back at once). Each subscription task:
+
+1. reads its collection's events log after its own cursor (EventStore.collection_events_after:
+   (txid, id) order, only what every writer has finished with), turns the events it wants into
+   delivery rows and moves its cursor past them, in one transaction (the outbox);
+2. sends the first pending delivery of each document that is due, a few at a time, so a
+   document's later event never goes before its earlier one was delivered or given up;
+3. sleeps until its collection's NOTIFY (`sluice_collection_events`), the next retry, or the
+   fallback poll.
+
+A slow or dead receiver only holds its own subscription's few requests: requests of all
+subscriptions share a global bound, each subscription a small one of its own. The dispatcher
+has its own connection pool and never touches document or job rows, so ingestion never waits
+for it. Events pruned from the log (retention) before a subscription read them are counted
+as a gap on the subscription and skipped: a lagging subscription never holds the log back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import os
+import random
+import socket
+import time
+import uuid
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from sluice_common.db import open_pool
+
+from .. import metrics
+from ..notify import Signal
+from ..settings import IngestSettings
+from ..store.events import EventStore
+from ..store.rows import JobPolicy
+from .events import EventType, payload, types_of_change
+from .sender import AttemptResult, Sender
+from .store import DeliveryRow, LeasedSubscription, LeaseLost, NewDelivery, WebhookStore
+
+log = logging.getLogger("sluice.ingest.webhooks")
+
+EVENTS_CHANNEL = "sluice_collection_events"
+CHANGED_CHANNEL = "sluice_webhooks_changed"
+NO_EVENT = 2**63 - 1  # the event id of a cursor that is not an event (the log's head)
+
+
+def retry_delay(failed_attempts: int, base: float, cap: float, rng: random.Random | None = None) -> float:
+    """Seconds before the next attempt after `failed_attempts` failures: base × 4^(n-1), capped,
+    with ±20 % jitter so the retries of many deliveries do not arrive together."""
+    delay = min(cap, base * 4 ** max(failed_attempts - 1, 0))
+    return float(delay * (rng or random).uniform(0.8, 1.2))
+
+
+class Dispatcher:
+    def __init__(self, settings: IngestSettings) -> None:
+        self.settings = settings
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.workers: dict[uuid.UUID, SubscriptionWorker] = {}
+        self._signals: dict[int, Signal] = {}
+        self._changed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._listening = asyncio.Event()
+
+    async def start(self) -> None:
+        s = self.settings
+        self.pool: AsyncConnectionPool = await open_pool(
+            s.database_url, min_size=1, max_size=s.webhook_pool_size, name="ingest-webhooks"
+        )
+        self.store = WebhookStore(self.pool)
+        self.events = EventStore(self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds))
+        self.sender = Sender(
+            allow_private=s.webhook_allow_private_networks, connect_timeout=s.webhook_connect_timeout_seconds,
+            total_timeout=s.webhook_timeout_seconds, max_connections=s.webhook_max_concurrent_requests,
+        )
+        self.requests = asyncio.Semaphore(s.webhook_max_concurrent_requests)
+        self._tasks = [
+            asyncio.create_task(self._listen(), name="webhooks-listen"),
+            asyncio.create_task(self._supervise(), name="webhooks-supervise"),
+        ]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._listening.wait(), timeout=10)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        workers = list(self.workers.values())
+        for worker in workers:
+            worker.task.cancel()
+        for task in [*self._tasks, *(w.task for w in workers)]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await self.store.release(self.owner, list(self.workers))  # hand over at once, not after the lease
+        self.workers.clear()
+        await self.sender.close()
+        await self.pool.close()
+
+    def signal(self, collection_id: int) -> Signal:
+        return self._signals.setdefault(collection_id, Signal())
+
+    async def _listen(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.settings.database_url, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+                    await conn.execute(f"LISTEN {CHANGED_CHANNEL}")
+                    self._listening.set()
+                    backoff = 0.1
+                    self._wake_all()  # anything may have happened while we were not listening
+                    async for note in conn.notifies():
+                        if note.channel == CHANGED_CHANNEL:
+                            self._changed.set()
+                        elif note.payload.isdigit() and int(note.payload) in self._signals:
+                            self._signals[int(note.payload)].fire()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep listening through database restarts
+                log.warning("webhook listener lost its connection; reconnecting", extra={"error": str(exc)})
+                self._wake_all()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _wake_all(self) -> None:
+        self._changed.set()
+        for signal in list(self._signals.values()):
+            signal.fire()
+
+    async def _supervise(self) -> None:
+        s = self.settings
+        tick = min(s.webhook_lease_seconds / 3, s.webhook_poll_seconds)
+        while True:
+            self._changed.clear()
+            try:
+                await self._tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the loop outlives a database outage
+                log.warning("webhook supervisor tick failed", extra={"error": str(exc)})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=tick)
+
+    async def _tick(self) -> None:
+        s = self.settings
+        held = {row.id: row for row in await self.store.renew(self.owner, list(self.workers), s.webhook_lease_seconds)}
+        for sub_id in [i for i in self.workers if i not in held]:
+            # Deleted, disabled, or taken over after we failed to renew in time: stop serving it.
+            self.workers.pop(sub_id).task.cancel()
+        for sub_id, row in held.items():
+            worker = self.workers[sub_id]
+            if worker.task.done():  # ended on an error or a lost race: serve it afresh
+                self.workers[sub_id] = SubscriptionWorker(self, row)
+            else:
+                worker.refresh(row)
+        room = s.webhook_max_subscriptions_per_replica - len(self.workers)
+        for row in await self.store.claim(self.owner, s.webhook_lease_seconds, room):
+            log.info("serving webhook", extra={"webhook_id": str(row.id), "collection": row.collection})
+            self.workers[row.id] = SubscriptionWorker(self, row)
+
+
+class SubscriptionWorker:
+    """One subscription's outbox and delivery loop (one asyncio task)."""
+
+    def __init__(self, dispatcher: Dispatcher, row: LeasedSubscription) -> None:
+        self.d = dispatcher
+        self.row = row
+        self.cursor = row.cursor
+        self.wanted = {EventType(t) for t in row.event_types}
+        self.task = asyncio.create_task(self.run(), name=f"webhook-{row.id}")
+
+    def refresh(self, row: LeasedSubscription) -> None:
+        self.row = row  # a rotated secret reaches the next attempt; the cursor is ours
+
+    async def run(self) -> None:
+        s = self.d.settings
+        failures = 0
+        woken = False
+        recheck = 0.0
+        while True:
+            wake = self.d.signal(self.row.collection_id).current()  # taken before the check: no lost wake-up
+            try:
+                pulled = await self.pull()
+                sent, next_due = await self.send_due()
+                failures = 0
+            except LeaseLost:
+                log.info("webhook lease lost", extra={"webhook_id": str(self.row.id)})
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a database outage must not end the subscription
+                failures += 1
+                log.warning("webhook dispatch failed; retrying", extra={"webhook_id": str(self.row.id), "error": str(exc)})
+                await asyncio.sleep(min(0.1 * 2**failures, 5.0))
+                continue
+            # Notified but nothing readable: a transaction older than the event's still runs (the
+            # log is read below the oldest running one). Look again soon, backing off to the poll.
+            if pulled:
+                recheck = 0.0
+            elif woken:
+                recheck = 0.02
+            elif recheck:
+                recheck = recheck * 2 if recheck * 2 < s.webhook_poll_seconds else 0.0
+            if sent:
+                woken = False
+                continue  # the next delivery of those documents may be due now
+            timeout = s.webhook_poll_seconds
+            if next_due is not None:
+                timeout = min(timeout, max(next_due, 0.0))
+            if recheck:
+                timeout = min(timeout, recheck)
+            woken = False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout=timeout)
+                woken = True
+
+    async def pull(self) -> int:
+        """Turn the subscription's new events into deliveries; how many events were read."""
+        batch_size = self.d.settings.webhook_event_batch
+        total = 0
+        while True:
+            rows = await self.d.events.collection_events_after(
+                self.row.tenant_id, self.row.collection_id, self.cursor, batch_size
+            )
+            if not rows:
+                return total
+            gaps = 0
+            if self.cursor.event_id != NO_EVENT and not await self.d.store.event_exists(self.cursor.event_id):
+                # Retention pruned the event we stopped after: what followed it may be gone too.
+                gaps = 1
+                metrics.WEBHOOK_EVENT_GAPS.inc()
+                log.warning("webhook cursor fell behind the events log's retention; events may be lost",
+                            extra={"webhook_id": str(self.row.id), "cursor": self.cursor.encode()})
+            previous = await self.d.store.previous_statuses([r.id for r in rows])
+            deliveries = []
+            for r in rows:
+                for event_type in types_of_change(r.status, previous.get(r.id), r.deleted):
+                    if event_type not in self.wanted:
+                        continue
+                    deliveries.append(NewDelivery(
+                        event_id=r.id, event_txid=r.txid, document_id=r.document_id, event_type=str(event_type),
+                        event_time=r.created_at,
+                        payload=payload(
+                            event_type, event_id=r.id, cursor=r.cursor, timestamp=r.created_at,
+                            document_id=str(r.document_id), collection=self.row.collection, filename=r.filename,
+                            status=r.status, error_code=r.error_code, error_message=r.error_message,
+                            chunk_count=r.chunk_count,
+                        ),
+                    ))
+            await self.d.store.append(self.d.owner, self.row.id, self.cursor, rows[-1].cursor, deliveries, gaps)
+            self.cursor = rows[-1].cursor
+            total += len(rows)
+            if len(rows) < batch_size:
+                return total
+
+    async def send_due(self) -> tuple[bool, float | None]:
+        due, next_due = await self.d.store.due(self.row.id, self.d.settings.webhook_max_in_flight_per_subscription)
+        if due:
+            await asyncio.gather(*(self.deliver(delivery) for delivery in due))
+        return bool(due), next_due
+
+    async def deliver(self, delivery: DeliveryRow) -> None:
+        s = self.d.settings
+        row = self.row
+        async with self.d.requests:
+            started = time.monotonic()
+            try:
+                result = await self.d.sender.post(row.url, row.secret, str(delivery.id), delivery.payload.encode())
+            except Exception as exc:  # noqa: BLE001 - a bug in one attempt is a failed attempt
+                result = AttemptResult(None, f"{type(exc).__name__}: {exc}"[:500])
+            metrics.WEBHOOK_ATTEMPT_SECONDS.observe(time.monotonic() - started)
+        attempts = delivery.attempts + 1
+        if result.delivered:
+            outcome = "delivered"
+            give_up = False
+            latency = (dt.datetime.now(dt.UTC) - delivery.event_time).total_seconds()
+            metrics.WEBHOOK_DELIVERY_LATENCY.observe(max(latency, 0.0))
+        elif result.gone:
+            outcome = "disabled"
+            give_up = True
+        else:
+            give_up = attempts >= s.webhook_max_attempts
+            outcome = "failed" if give_up else "retried"
+        error = result.error
+        if give_up and not result.gone:
+            error = f"gave up after {attempts} attempts: {error}"
+        recorded = await self.d.store.record_attempt(
+            self.d.owner, delivery, delivered=result.delivered, status_code=result.status_code, error=error,
+            give_up=give_up, retry_in=retry_delay(attempts, s.webhook_retry_base_seconds, s.webhook_retry_max_delay_seconds),
+        )
+        if not recorded:
+            raise LeaseLost(str(row.id))
+        metrics.WEBHOOK_DELIVERIES.labels(outcome=outcome).inc()
+        log.log(logging.INFO if result.delivered else logging.WARNING, "webhook attempt",
+                extra={"webhook_id": str(row.id), "delivery_id": str(delivery.id), "document_id": str(delivery.document_id),
+                       "outcome": outcome, "status_code": result.status_code, "error": result.error, "attempt": attempts})
+        if result.gone:
+            await self.d.store.disable(
+                self.d.owner, row.id, "the receiver answered 410 Gone: the subscription was disabled"
+            )
+            raise LeaseLost(str(row.id))
