@@ -31,29 +31,34 @@ class IngestSettings(CommonSettings):
     max_claim_wait_seconds: float = 60.0
     pool_max_size: int = 20
 
-    # Webhooks (docs/webhooks.md). The dispatcher runs inside every replica; off: no deliveries
-    # from this process (subscriptions can still be managed).
+    # Webhooks (docs/webhooks.md): run the delivery dispatcher in this process (subscriptions can
+    # be managed either way).
     webhooks_enabled: bool = True
     # Let webhook URLs reach private, loopback and link-local addresses (trusted networks, tests).
     webhook_allow_private_networks: bool = False
-    # The most subscriptions one collection may have.
+    # The most webhook subscriptions one collection may have.
     webhook_max_per_collection: int = 10
-    # Per request: connecting, and the whole request (resolution included).
+    # Seconds a webhook request may take to connect.
     webhook_connect_timeout_seconds: float = 5.0
+    # Seconds a whole webhook request may take (resolution, connection, answer).
     webhook_timeout_seconds: float = 15.0
-    # Attempts of one delivery before it is FAILED; the n-th retry waits base × 4^(n-1) (±20 %),
-    # capped: with the defaults 5 s, 20 s, 80 s, 5 min, 21 min, 85 min, 5.7 h, 6 h, 6 h (≈ 20 h).
+    # Attempts of one delivery before it is FAILED (with the retry defaults: about 20 hours).
     webhook_max_attempts: int = 10
+    # The n-th retry of a delivery waits base × 4^(n-1) seconds (±20 % jitter): 5 s, 20 s, 80 s…
     webhook_retry_base_seconds: float = 5.0
+    # ...capped at this many seconds.
     webhook_retry_max_delay_seconds: float = 6 * 3600.0
     # A replica serving a subscription renews its lease; another takes over once it expires.
     webhook_lease_seconds: float = 30.0
-    # Fallback poll of the events log (a NOTIFY wakes the dispatcher at once otherwise).
+    # Fallback poll of the events log (the collection's NOTIFY wakes deliveries at once).
     webhook_poll_seconds: float = 2.0
-    # Requests in flight: in all of this process, and per subscription.
+    # Webhook requests in flight in this process, over all subscriptions.
     webhook_max_concurrent_requests: int = 64
+    # Webhook requests in flight per subscription (each for a different document).
     webhook_max_in_flight_per_subscription: int = 4
+    # Subscriptions one replica serves at most.
     webhook_max_subscriptions_per_replica: int = 1000
-    # Events read from the log per batch, and the dispatcher's own connection pool.
+    # Events read from the log per batch by a subscription.
     webhook_event_batch: int = 200
+    # Connections of the dispatcher's own pool.
     webhook_pool_size: int = 4

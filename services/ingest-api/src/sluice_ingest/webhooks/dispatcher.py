@@ -175,25 +175,38 @@ class SubscriptionWorker:
         self.row = row
         self.cursor = row.cursor
         self.wanted = {EventType(t) for t in row.event_types}
+        # Requests in flight, by document: a document has at most one, and only its first pending delivery.
+        self.in_flight: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self.finished = Signal()  # fired when a request ends: the document's next delivery may go
+        self.lease_lost = False
         self.task = asyncio.create_task(self.run(), name=f"webhook-{row.id}")
 
     def refresh(self, row: LeasedSubscription) -> None:
         self.row = row  # a rotated secret reaches the next attempt; the cursor is ours
 
     async def run(self) -> None:
+        try:
+            await self._loop()
+        finally:
+            tasks = list(self.in_flight.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _loop(self) -> None:
         s = self.d.settings
         failures = 0
         woken = False
         recheck = 0.0
-        while True:
+        while not self.lease_lost:
             wake = self.d.signal(self.row.collection_id).current()  # taken before the check: no lost wake-up
+            finished = self.finished.current()
             try:
                 pulled = await self.pull()
-                sent, next_due = await self.send_due()
+                next_due = await self.send_due()
                 failures = 0
             except LeaseLost:
-                log.info("webhook lease lost", extra={"webhook_id": str(self.row.id)})
-                return
+                break
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a database outage must not end the subscription
@@ -209,18 +222,19 @@ class SubscriptionWorker:
                 recheck = 0.02
             elif recheck:
                 recheck = recheck * 2 if recheck * 2 < s.webhook_poll_seconds else 0.0
-            if sent:
-                woken = False
-                continue  # the next delivery of those documents may be due now
             timeout = s.webhook_poll_seconds
             if next_due is not None:
                 timeout = min(timeout, max(next_due, 0.0))
             if recheck:
                 timeout = min(timeout, recheck)
-            woken = False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=timeout)
-                woken = True
+            waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(finished.wait())]
+            try:
+                done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waits:
+                    waiter.cancel()
+            woken = waits[0] in done
+        log.info("webhook lease lost", extra={"webhook_id": str(self.row.id)})
 
     async def pull(self) -> int:
         """Turn the subscription's new events into deliveries; how many events were read."""
@@ -240,6 +254,11 @@ class SubscriptionWorker:
                 log.warning("webhook cursor fell behind the events log's retention; events may be lost",
                             extra={"webhook_id": str(self.row.id), "cursor": self.cursor.encode()})
             previous = await self.d.store.previous_statuses([r.id for r in rows])
+            # A deleted document's filename is gone with it: keep the one this subscription saw.
+            filenames = {r.document_id: r.filename for r in rows if r.filename is not None}
+            missing = {r.document_id for r in rows} - filenames.keys()
+            if missing:
+                filenames.update(await self.d.store.known_filenames(self.row.id, list(missing)))
             deliveries = []
             for r in rows:
                 for event_type in types_of_change(r.status, previous.get(r.id), r.deleted):
@@ -250,7 +269,7 @@ class SubscriptionWorker:
                         event_time=r.created_at,
                         payload=payload(
                             event_type, event_id=r.id, cursor=r.cursor, timestamp=r.created_at,
-                            document_id=str(r.document_id), collection=self.row.collection, filename=r.filename,
+                            document_id=str(r.document_id), collection=self.row.collection, filename=filenames.get(r.document_id),
                             status=r.status, error_code=r.error_code, error_message=r.error_message,
                             chunk_count=r.chunk_count,
                         ),
@@ -261,11 +280,30 @@ class SubscriptionWorker:
             if len(rows) < batch_size:
                 return total
 
-    async def send_due(self) -> tuple[bool, float | None]:
-        due, next_due = await self.d.store.due(self.row.id, self.d.settings.webhook_max_in_flight_per_subscription)
-        if due:
-            await asyncio.gather(*(self.deliver(delivery) for delivery in due))
-        return bool(due), next_due
+    async def send_due(self) -> float | None:
+        """Start the due first deliveries of documents with nothing in flight (up to the
+        subscription's bound); the seconds until the next one falls due."""
+        room = self.d.settings.webhook_max_in_flight_per_subscription - len(self.in_flight)
+        due, next_due = await self.d.store.due(self.row.id, max(room, 0), list(self.in_flight))
+        for delivery in due:
+            task = asyncio.create_task(self._attempt(delivery), name=f"webhook-delivery-{delivery.id}")
+            self.in_flight[delivery.document_id] = task
+        return next_due
+
+    async def _attempt(self, delivery: DeliveryRow) -> None:
+        try:
+            await self.deliver(delivery)
+        except LeaseLost:
+            self.lease_lost = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - unrecorded: the delivery stays PENDING and goes again
+            log.warning("webhook attempt not recorded", extra={"webhook_id": str(self.row.id),
+                                                              "delivery_id": str(delivery.id), "error": str(exc)})
+            await asyncio.sleep(1.0)
+        finally:
+            self.in_flight.pop(delivery.document_id, None)
+            self.finished.fire()
 
     async def deliver(self, delivery: DeliveryRow) -> None:
         s = self.d.settings

@@ -304,6 +304,19 @@ class WebhookStore:
             )).fetchall()
             return {int(r[0]): r[1] for r in rows}
 
+    async def known_filenames(self, subscription_id: uuid.UUID, document_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """Filenames of documents that are gone, from this subscription's earlier deliveries."""
+        async with self.pool.connection() as conn:
+            rows = await (await conn.execute(
+                """
+                SELECT DISTINCT ON (document_id) document_id, payload::jsonb -> 'data' ->> 'filename'
+                  FROM webhook_deliveries WHERE subscription_id = %s AND document_id = ANY(%s)
+                 ORDER BY document_id, seq DESC
+                """,
+                (subscription_id, list(document_ids)),
+            )).fetchall()
+            return {r[0]: r[1] for r in rows if r[1]}
+
     async def event_exists(self, event_id: int) -> bool:
         async with self.pool.connection() as conn:
             row = await (await conn.execute("SELECT 1 FROM document_events WHERE id = %s", (event_id,))).fetchone()
@@ -342,10 +355,13 @@ class WebhookStore:
                           body_of(d.payload).decode(), d.event_time) for d in deliveries],
                     )
 
-    async def due(self, subscription_id: uuid.UUID, limit: int) -> tuple[list[DeliveryRow], float | None]:
-        """The first pending delivery of each document, those due now (oldest first, at most
-        `limit`), and the seconds until the next head that is not due yet (None: nothing waits).
-        Only a document's first pending delivery is ever sent: in order per document."""
+    async def due(
+        self, subscription_id: uuid.UUID, limit: int, busy: Sequence[uuid.UUID] = ()
+    ) -> tuple[list[DeliveryRow], float | None]:
+        """The first pending delivery of each document not in `busy` (a request in flight), those
+        due now (oldest first, at most `limit`), and the seconds until the next head that is not
+        due yet (None: nothing waits). Only a document's first pending delivery is ever sent:
+        in order per document."""
         async with self.pool.connection() as conn:
             cur = conn.cursor(row_factory=class_row(DeliveryRow))
             await cur.execute(
@@ -356,9 +372,10 @@ class WebhookStore:
                      WHERE d.subscription_id = %(sub)s AND d.state = 'PENDING'
                      ORDER BY d.document_id, d.seq
                 )
-                SELECT * FROM heads d WHERE d.next_attempt_at <= now() ORDER BY d.seq LIMIT %(limit)s
+                SELECT * FROM heads d WHERE d.next_attempt_at <= now() AND NOT (d.document_id = ANY(%(busy)s))
+                 ORDER BY d.seq LIMIT %(limit)s
                 """,
-                {"sub": subscription_id, "limit": limit},
+                {"sub": subscription_id, "limit": limit, "busy": list(busy)},
             )
             rows = await cur.fetchall()
             wait = await (await conn.execute(
