@@ -49,6 +49,9 @@ class IngestApp:
         s = self.settings
         self.pool = await open_pool(s.database_url, max_size=s.pool_max_size, name="ingest-api")
         self.hub = NotificationHub(s.database_url)
+        # Webhook deliveries: background tasks with their own pool, off the ingestion path; they
+        # listen on the hub's connection, so they are built before it starts.
+        self.dispatcher = Dispatcher(s, self.hub) if s.webhooks_enabled else None
         await self.hub.start()
         self.store = PostgresStore(self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds))
         self.service = IngestService(self.store, self.hub, s)
@@ -67,8 +70,6 @@ class IngestApp:
         webhook_service_pb2_grpc.add_WebhookServiceServicer_to_server(
             WebhookServicer(WebhookService(WebhookStore(self.pool), s)), self.server
         )
-        # Webhook deliveries: background tasks with their own pool, off the ingestion path.
-        self.dispatcher = Dispatcher(s) if s.webhooks_enabled else None
         if self.dispatcher is not None:
             await self.dispatcher.start()
         self._gauges = asyncio.create_task(self._update_gauges())
@@ -88,8 +89,11 @@ class IngestApp:
         await self.close()
 
     async def close(self) -> None:
-        if self.dispatcher is not None:
-            await self.dispatcher.stop()
+        try:
+            if self.dispatcher is not None:
+                await self.dispatcher.stop()
+        except Exception as exc:  # noqa: BLE001 - the rest must close all the same
+            log.warning("webhook dispatcher did not stop cleanly", extra={"error": str(exc)})
         self._gauges.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._gauges

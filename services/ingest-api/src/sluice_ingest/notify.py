@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 import psycopg
 
@@ -42,6 +43,13 @@ class NotificationHub:
         self._watchers: dict[str, int] = defaultdict(int)
         self._task: asyncio.Task | None = None
         self._connected = asyncio.Event()
+        # Other channels on the same connection (webhooks): callback(payload), or callback(None)
+        # when notifications may have been missed (reconnect).
+        self._listeners: dict[str, list[Callable[[str | None], None]]] = defaultdict(list)
+
+    def listen(self, channel: str, callback: Callable[[str | None], None]) -> None:
+        """Also LISTEN on `channel` (call before start())."""
+        self._listeners[channel].append(callback)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="notification-hub")
@@ -68,6 +76,9 @@ class NotificationHub:
         self.jobs_available.fire()
         for signal in list(self._documents.values()):
             signal.fire()
+        for callbacks in list(self._listeners.values()):
+            for callback in callbacks:
+                callback(None)
 
     async def _run(self) -> None:
         backoff = 0.1
@@ -76,11 +87,15 @@ class NotificationHub:
                 async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {JOBS_CHANNEL}")
                     await conn.execute(f"LISTEN {DOCUMENTS_CHANNEL}")
+                    for channel in self._listeners:
+                        await conn.execute(f"LISTEN {channel}")
                     self._connected.set()
                     backoff = 0.1
                     # Anything may have changed while we were not listening.
                     self._wake_all()
                     async for note in conn.notifies():
+                        for callback in self._listeners.get(note.channel, ()):
+                            callback(note.payload)
                         if note.channel == JOBS_CHANNEL:
                             self.jobs_available.fire()
                         elif note.payload in self._documents:

@@ -32,13 +32,12 @@ import socket
 import time
 import uuid
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from sluice_common.db import open_pool
 
 from .. import metrics
-from ..notify import Signal
+from ..notify import NotificationHub, Signal
 from ..settings import IngestSettings
 from ..store.events import EventStore
 from ..store.rows import JobPolicy
@@ -61,14 +60,16 @@ def retry_delay(failed_attempts: int, base: float, cap: float, rng: random.Rando
 
 
 class Dispatcher:
-    def __init__(self, settings: IngestSettings) -> None:
+    def __init__(self, settings: IngestSettings, hub: NotificationHub) -> None:
+        """Build before `hub.start()`: the dispatcher listens on the hub's connection."""
         self.settings = settings
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.workers: dict[uuid.UUID, SubscriptionWorker] = {}
         self._signals: dict[int, Signal] = {}
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._listening = asyncio.Event()
+        hub.listen(EVENTS_CHANNEL, lambda payload: self._on_note(EVENTS_CHANNEL, payload))
+        hub.listen(CHANGED_CHANNEL, lambda payload: self._on_note(CHANGED_CHANNEL, payload))
 
     async def start(self) -> None:
         s = self.settings
@@ -82,53 +83,37 @@ class Dispatcher:
             total_timeout=s.webhook_timeout_seconds, max_connections=s.webhook_max_concurrent_requests,
         )
         self.requests = asyncio.Semaphore(s.webhook_max_concurrent_requests)
-        self._tasks = [
-            asyncio.create_task(self._listen(), name="webhooks-listen"),
-            asyncio.create_task(self._supervise(), name="webhooks-supervise"),
-        ]
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._listening.wait(), timeout=10)
+        self._tasks = [asyncio.create_task(self._supervise(), name="webhooks-supervise")]
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in self._tasks:  # the supervisor first: it starts no worker after this
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         workers = list(self.workers.values())
         for worker in workers:
             worker.task.cancel()
-        for task in [*self._tasks, *(w.task for w in workers)]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        with contextlib.suppress(Exception):
+        await asyncio.gather(*(w.task for w in workers), return_exceptions=True)
+        try:
             await self.store.release(self.owner, list(self.workers))  # hand over at once, not after the lease
-        self.workers.clear()
-        await self.sender.close()
-        await self.pool.close()
+        except Exception as exc:  # noqa: BLE001 - the lease then expires by itself
+            log.warning("webhook leases not released", extra={"error": str(exc)})
+        finally:
+            self.workers.clear()
+            with contextlib.suppress(Exception):
+                await self.sender.close()
+            await self.pool.close()
 
     def signal(self, collection_id: int) -> Signal:
         return self._signals.setdefault(collection_id, Signal())
 
-    async def _listen(self) -> None:
-        backoff = 0.1
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(self.settings.database_url, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
-                    await conn.execute(f"LISTEN {CHANGED_CHANNEL}")
-                    self._listening.set()
-                    backoff = 0.1
-                    self._wake_all()  # anything may have happened while we were not listening
-                    async for note in conn.notifies():
-                        if note.channel == CHANGED_CHANNEL:
-                            self._changed.set()
-                        elif note.payload.isdigit() and int(note.payload) in self._signals:
-                            self._signals[int(note.payload)].fire()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - keep listening through database restarts
-                log.warning("webhook listener lost its connection; reconnecting", extra={"error": str(exc)})
-                self._wake_all()
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+    def _on_note(self, channel: str, payload: str | None) -> None:
+        """A NOTIFY from the process's one LISTEN connection (notify.py); None: maybe missed some."""
+        if payload is None:
+            self._wake_all()
+        elif channel == CHANGED_CHANNEL:
+            self._changed.set()
+        elif payload.isdigit() and int(payload) in self._signals:
+            self._signals[int(payload)].fire()
 
     def _wake_all(self) -> None:
         self._changed.set()
