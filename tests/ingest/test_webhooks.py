@@ -394,6 +394,26 @@ def test_a_deleted_collection_stops_its_subscriptions(api):
         receiver.close()
 
 
+def test_old_finished_deliveries_are_pruned_and_pending_ones_kept(ingest_api_factory):
+    server = ingest_api_factory(**{**FAST, "webhook_delivery_retention_days": 1.0 / 86400,  # one second
+                                   "webhook_timeout_seconds": 60.0, "webhook_connect_timeout_seconds": 30.0})
+    api = Api(server.address)
+    api.create_collection()
+    receiver, silent = Receiver(), SilentListener()
+    try:
+        done = api.add_webhook(receiver.url, TERMINAL)
+        stuck = api.add_webhook(silent.url, TERMINAL)
+        api.ready()
+        wait_for(lambda: receiver.delivered())
+        assert len(api.deliveries(done.webhook.id)) == 1
+        wait_for(lambda: api.deliveries(done.webhook.id) == [])  # delivered, then older than the retention
+        assert [d.state for d in api.deliveries(stuck.webhook.id)] == [wh.WEBHOOK_DELIVERY_STATE_PENDING]
+    finally:
+        api.close()
+        receiver.close()
+        silent.close()
+
+
 # ---------------------------------------------------------------- the SSRF guard
 
 

@@ -62,3 +62,5 @@ class IngestSettings(CommonSettings):
     webhook_event_batch: int = 200
     # Connections of the dispatcher's own pool.
     webhook_pool_size: int = 4
+    # Delivered and failed deliveries are deleted after this many days (pending ones never).
+    webhook_delivery_retention_days: float = 7.0

@@ -68,6 +68,7 @@ class Dispatcher:
         self._signals: dict[int, Signal] = {}
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._next_prune = 0.0
         hub.listen(EVENTS_CHANNEL, lambda payload: self._on_note(EVENTS_CHANNEL, payload))
         hub.listen(CHANGED_CHANNEL, lambda payload: self._on_note(CHANGED_CHANNEL, payload))
 
@@ -146,6 +147,12 @@ class Dispatcher:
                 self.workers[sub_id] = SubscriptionWorker(self, row)
             else:
                 worker.refresh(row)
+        if time.monotonic() >= self._next_prune:
+            retention = s.webhook_delivery_retention_days * 86400
+            self._next_prune = time.monotonic() + min(60.0, retention)
+            pruned = await self.store.prune_deliveries(retention)
+            if pruned:
+                log.info("old webhook deliveries deleted", extra={"count": pruned})
         room = s.webhook_max_subscriptions_per_replica - len(self.workers)
         for row in await self.store.claim(self.owner, s.webhook_lease_seconds, room):
             log.info("serving webhook", extra={"webhook_id": str(row.id), "collection": row.collection})

@@ -23,6 +23,9 @@ from sluice_common.errors import InvalidArgument
 from . import guard, signing
 
 
+MAX_BODY_READ = 64 * 1024
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptResult:
     status_code: int | None  # None: no HTTP answer (refused, timed out, not allowed)
@@ -86,7 +89,17 @@ class Sender:
                 return AttemptResult(None, f"timed out ({type(exc).__name__})")
             except httpx.HTTPError as exc:
                 return AttemptResult(None, f"{type(exc).__name__}: {exc}"[:500])
-            await response.aclose()
+            try:
+                # Read a little of the body so the connection can be reused; never all of it.
+                read = 0
+                async for chunk in response.aiter_raw():
+                    read += len(chunk)
+                    if read > MAX_BODY_READ:
+                        break
+            except httpx.HTTPError:
+                pass  # the status is what counts
+            finally:
+                await response.aclose()
             code = response.status_code
             return AttemptResult(code, None if 200 <= code < 300 else f"HTTP {code} {response.reason_phrase}"[:500])
         return AttemptResult(None, last_error[:500])

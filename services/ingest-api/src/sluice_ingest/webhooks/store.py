@@ -356,38 +356,56 @@ class WebhookStore:
                     )
 
     async def due(
-        self, subscription_id: uuid.UUID, limit: int, busy: Sequence[uuid.UUID] = ()
+        self, subscription_id: uuid.UUID, limit: int, busy: Sequence[uuid.UUID] = (), window: int = 2000
     ) -> tuple[list[DeliveryRow], float | None]:
         """The first pending delivery of each document not in `busy` (a request in flight), those
-        due now (oldest first, at most `limit`), and the seconds until the next head that is not
-        due yet (None: nothing waits). Only a document's first pending delivery is ever sent:
-        in order per document."""
+        due now (oldest first, at most `limit`), and the seconds until the next one that is not due
+        yet (None: nothing waits). Only a document's first pending delivery is ever sent: in order
+        per document. Only the subscription's `window` oldest pending deliveries are looked at, so
+        a dead receiver's backlog costs a bounded scan (a document's first pending delivery is
+        older than its others, so it is in the window whenever one of them is)."""
         async with self.pool.connection() as conn:
             cur = conn.cursor(row_factory=class_row(DeliveryRow))
             await cur.execute(
                 """
-                WITH heads AS (
+                WITH oldest AS (
+                    SELECT * FROM webhook_deliveries
+                     WHERE subscription_id = %(sub)s AND state = 'PENDING' ORDER BY seq LIMIT %(window)s
+                ), heads AS (
                     SELECT DISTINCT ON (d.document_id)""" + DELIVERY_COLUMNS + """
-                      FROM webhook_deliveries d
-                     WHERE d.subscription_id = %(sub)s AND d.state = 'PENDING'
-                     ORDER BY d.document_id, d.seq
+                      FROM oldest d ORDER BY d.document_id, d.seq
                 )
                 SELECT * FROM heads d WHERE d.next_attempt_at <= now() AND NOT (d.document_id = ANY(%(busy)s))
                  ORDER BY d.seq LIMIT %(limit)s
                 """,
-                {"sub": subscription_id, "limit": limit, "busy": list(busy)},
+                {"sub": subscription_id, "limit": limit, "busy": list(busy), "window": window},
             )
             rows = await cur.fetchall()
             wait = await (await conn.execute(
                 """
                 SELECT extract(epoch FROM min(h.next_attempt_at) - now())::float8 FROM (
-                    SELECT DISTINCT ON (d.document_id) d.next_attempt_at FROM webhook_deliveries d
-                     WHERE d.subscription_id = %s AND d.state = 'PENDING' ORDER BY d.document_id, d.seq
+                    SELECT DISTINCT ON (d.document_id) d.next_attempt_at FROM (
+                        SELECT document_id, seq, next_attempt_at FROM webhook_deliveries
+                         WHERE subscription_id = %s AND state = 'PENDING' ORDER BY seq LIMIT %s
+                    ) d ORDER BY d.document_id, d.seq
                 ) h WHERE h.next_attempt_at > now()
                 """,
-                (subscription_id,),
+                (subscription_id, window),
             )).fetchone()
             return rows, (wait[0] if wait and wait[0] is not None else None)
+
+    async def prune_deliveries(self, older_than_seconds: float, batch: int = 1000) -> int:
+        """Delete delivered and failed deliveries older than the retention (a batch at a time)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                """
+                DELETE FROM webhook_deliveries WHERE seq IN (
+                    SELECT seq FROM webhook_deliveries
+                     WHERE state <> 'PENDING' AND created_at < now() - make_interval(secs => %s) LIMIT %s)
+                """,
+                (older_than_seconds, batch),
+            )
+            return cur.rowcount
 
     async def record_attempt(
         self, owner: str, delivery: DeliveryRow, *, delivered: bool, status_code: int | None, error: str | None,

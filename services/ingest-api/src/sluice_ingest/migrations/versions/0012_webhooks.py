@@ -62,9 +62,11 @@ def upgrade() -> None:
             created_at timestamptz NOT NULL DEFAULT now(),
             UNIQUE (subscription_id, event_id, event_type)
         );
-        -- The dispatcher's scan: a subscription's pending deliveries, oldest first per document.
-        CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (subscription_id, document_id, seq)
+        -- The dispatcher's scan: a subscription's oldest pending deliveries.
+        CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (subscription_id, seq)
             WHERE state = 'PENDING';
+        -- Retention of delivered and failed deliveries.
+        CREATE INDEX webhook_deliveries_done ON webhook_deliveries (created_at) WHERE state <> 'PENDING';
         CREATE INDEX webhook_deliveries_listing ON webhook_deliveries (subscription_id, seq DESC);
 
         -- Wakes dispatchers when a subscription is created (the events log wakes them otherwise).
