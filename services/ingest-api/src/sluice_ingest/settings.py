@@ -52,6 +52,9 @@ class IngestSettings(CommonSettings):
     webhook_lease_seconds: float = 30.0
     # Fallback poll of the events log (the collection's NOTIFY wakes deliveries at once).
     webhook_poll_seconds: float = 2.0
+    # After a collection's NOTIFY, wait this long for more events before reading the log (batches
+    # a burst into one read per subscription).
+    webhook_wake_coalesce_seconds: float = 0.005
     # Webhook requests in flight in this process, over all subscriptions.
     webhook_max_concurrent_requests: int = 64
     # Webhook requests in flight per subscription (each for a different document).

@@ -93,7 +93,8 @@ class Dispatcher:
         workers = list(self.workers.values())
         for worker in workers:
             worker.task.cancel()
-        await asyncio.gather(*(w.task for w in workers), return_exceptions=True)
+        if workers:  # bounded: a request stuck in a library's shielded clean-up must not hold the shutdown
+            await asyncio.wait([w.task for w in workers], timeout=5.0)
         try:
             await self.store.release(self.owner, list(self.workers))  # hand over at once, not after the lease
         except Exception as exc:  # noqa: BLE001 - the lease then expires by itself
@@ -101,7 +102,7 @@ class Dispatcher:
         finally:
             self.workers.clear()
             with contextlib.suppress(Exception):
-                await self.sender.close()
+                await asyncio.wait_for(self.sender.close(), timeout=5.0)
             await self.pool.close()
 
     def signal(self, collection_id: int) -> Signal:
@@ -190,12 +191,17 @@ class SubscriptionWorker:
         failures = 0
         woken = False
         recheck = 0.0
+        need_due = True  # look for due deliveries: at start, after a request ended, or on time
+        next_due_at: float | None = None
         while not self.lease_lost:
             wake = self.d.signal(self.row.collection_id).current()  # taken before the check: no lost wake-up
             finished = self.finished.current()
             try:
-                pulled = await self.pull()
-                next_due = await self.send_due()
+                pulled, added = await self.pull()
+                if added or need_due or (next_due_at is not None and time.monotonic() >= next_due_at):
+                    need_due = False
+                    next_due = await self.send_due()
+                    next_due_at = None if next_due is None else time.monotonic() + next_due
                 failures = 0
             except LeaseLost:
                 break
@@ -203,6 +209,7 @@ class SubscriptionWorker:
                 raise
             except Exception as exc:  # noqa: BLE001 - a database outage must not end the subscription
                 failures += 1
+                need_due = True
                 log.warning("webhook dispatch failed; retrying", extra={"webhook_id": str(self.row.id), "error": str(exc)})
                 await asyncio.sleep(min(0.1 * 2**failures, 5.0))
                 continue
@@ -215,8 +222,8 @@ class SubscriptionWorker:
             elif recheck:
                 recheck = recheck * 2 if recheck * 2 < s.webhook_poll_seconds else 0.0
             timeout = s.webhook_poll_seconds
-            if next_due is not None:
-                timeout = min(timeout, max(next_due, 0.0))
+            if next_due_at is not None:
+                timeout = min(timeout, max(next_due_at - time.monotonic(), 0.0))
             if recheck:
                 timeout = min(timeout, recheck)
             waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(finished.wait())]
@@ -226,18 +233,22 @@ class SubscriptionWorker:
                 for waiter in waits:
                     waiter.cancel()
             woken = waits[0] in done
+            if waits[1] in done or not done:
+                need_due = True  # a request ended, or the poll: the next deliveries may be due
+            if woken and s.webhook_wake_coalesce_seconds:
+                await asyncio.sleep(s.webhook_wake_coalesce_seconds)  # let a burst of events gather
         log.info("webhook lease lost", extra={"webhook_id": str(self.row.id)})
 
-    async def pull(self) -> int:
-        """Turn the subscription's new events into deliveries; how many events were read."""
+    async def pull(self) -> tuple[int, int]:
+        """Turn the subscription's new events into deliveries: (events read, deliveries added)."""
         batch_size = self.d.settings.webhook_event_batch
-        total = 0
+        total = added = 0
         while True:
             rows = await self.d.events.collection_events_after(
                 self.row.tenant_id, self.row.collection_id, self.cursor, batch_size
             )
             if not rows:
-                return total
+                return total, added
             gaps = 0
             if self.cursor.event_id != NO_EVENT and not await self.d.store.event_exists(self.cursor.event_id):
                 # Retention pruned the event we stopped after: what followed it may be gone too.
@@ -269,8 +280,9 @@ class SubscriptionWorker:
             await self.d.store.append(self.d.owner, self.row.id, self.cursor, rows[-1].cursor, deliveries, gaps)
             self.cursor = rows[-1].cursor
             total += len(rows)
+            added += len(deliveries)
             if len(rows) < batch_size:
-                return total
+                return total, added
 
     async def send_due(self) -> float | None:
         """Start the due first deliveries of documents with nothing in flight (up to the
