@@ -50,6 +50,8 @@ log = logging.getLogger("sluice.ingest.webhooks")
 EVENTS_CHANNEL = "sluice_collection_events"
 CHANGED_CHANNEL = "sluice_webhooks_changed"
 NO_EVENT = 2**63 - 1  # the event id of a cursor that is not an event (the log's head)
+# A cursor whose event is younger than this cannot have been pruned (retention keeps far longer).
+GAP_CHECK_AGE = 600.0
 
 
 def retry_delay(failed_attempts: int, base: float, cap: float, rng: random.Random | None = None) -> float:
@@ -167,6 +169,7 @@ class SubscriptionWorker:
         self.d = dispatcher
         self.row = row
         self.cursor = row.cursor
+        self.cursor_time: dt.datetime | None = None  # when the cursor's event was written, once known
         self.wanted = {EventType(t) for t in row.event_types}
         # Requests in flight, by document: a document has at most one, and only its first pending delivery.
         self.in_flight: dict[uuid.UUID, asyncio.Task[None]] = {}
@@ -250,7 +253,9 @@ class SubscriptionWorker:
             if not rows:
                 return total, added
             gaps = 0
-            if self.cursor.event_id != NO_EVENT and not await self.d.store.event_exists(self.cursor.event_id):
+            # Only a cursor that has not moved for a while can have fallen behind the retention.
+            stale = self.cursor_time is None or (dt.datetime.now(dt.UTC) - self.cursor_time).total_seconds() > GAP_CHECK_AGE
+            if stale and self.cursor.event_id != NO_EVENT and not await self.d.store.event_exists(self.cursor.event_id):
                 # Retention pruned the event we stopped after: what followed it may be gone too.
                 gaps = 1
                 metrics.WEBHOOK_EVENT_GAPS.inc()
@@ -279,6 +284,7 @@ class SubscriptionWorker:
                     ))
             await self.d.store.append(self.d.owner, self.row.id, self.cursor, rows[-1].cursor, deliveries, gaps)
             self.cursor = rows[-1].cursor
+            self.cursor_time = rows[-1].created_at
             total += len(rows)
             added += len(deliveries)
             if len(rows) < batch_size:

@@ -327,33 +327,38 @@ class WebhookStore:
         deliveries: Sequence[NewDelivery], lost_events: int = 0,
     ) -> None:
         """Move the subscription's cursor past a batch and write the batch's deliveries, in one
-        transaction; LeaseLost when the cursor moved under us or the lease is gone."""
-        async with self.pool.connection() as conn, conn.transaction():
+        statement (one round trip, atomic); LeaseLost when the cursor moved under us or the
+        lease is gone."""
+        async with self.pool.connection() as conn:
             row = await (await conn.execute(
                 """
-                UPDATE webhook_subscriptions SET cursor_txid = %(new_txid)s, cursor_event_id = %(new_id)s,
-                       lost_events = lost_events + %(lost)s
-                 WHERE id = %(subscription_id)s AND lease_owner = %(owner)s AND lease_expires_at > now()
-                   AND state = 'ACTIVE' AND cursor_txid = %(old_txid)s AND cursor_event_id = %(old_id)s
-                RETURNING id
+                WITH moved AS (
+                    UPDATE webhook_subscriptions SET cursor_txid = %(new_txid)s, cursor_event_id = %(new_id)s,
+                           lost_events = lost_events + %(lost)s
+                     WHERE id = %(subscription_id)s AND lease_owner = %(owner)s AND lease_expires_at > now()
+                       AND state = 'ACTIVE' AND cursor_txid = %(old_txid)s AND cursor_event_id = %(old_id)s
+                    RETURNING id
+                ), added AS (
+                    INSERT INTO webhook_deliveries (subscription_id, event_id, event_txid, document_id, event_type,
+                                                    payload, event_time)
+                    SELECT moved.id, x.event_id, x.event_txid, x.document_id, x.event_type, x.payload, x.event_time
+                      FROM moved, unnest(%(event_ids)s::bigint[], %(event_txids)s::bigint[], %(document_ids)s::uuid[],
+                                         %(event_types)s::text[], %(payloads)s::json[], %(event_times)s::timestamptz[])
+                           AS x(event_id, event_txid, document_id, event_type, payload, event_time)
+                    ON CONFLICT (subscription_id, event_id, event_type) DO NOTHING
+                    RETURNING 1
+                )
+                SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM added)
                 """,
                 {"new_txid": new.txid, "new_id": new.event_id, "lost": lost_events, "subscription_id": subscription_id,
-                 "owner": owner, "old_txid": old.txid, "old_id": old.event_id},
+                 "owner": owner, "old_txid": old.txid, "old_id": old.event_id,
+                 "event_ids": [d.event_id for d in deliveries], "event_txids": [d.event_txid for d in deliveries],
+                 "document_ids": [d.document_id for d in deliveries], "event_types": [d.event_type for d in deliveries],
+                 "payloads": [body_of(d.payload).decode() for d in deliveries],
+                 "event_times": [d.event_time for d in deliveries]},
             )).fetchone()
-            if row is None:
+            if row is None or row[0] == 0:
                 raise LeaseLost(str(subscription_id))
-            if deliveries:
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        """
-                        INSERT INTO webhook_deliveries (subscription_id, event_id, event_txid, document_id, event_type,
-                                                        payload, event_time)
-                        VALUES (%s, %s, %s, %s, %s, %s::json, %s)
-                        ON CONFLICT (subscription_id, event_id, event_type) DO NOTHING
-                        """,
-                        [(subscription_id, d.event_id, d.event_txid, d.document_id, d.event_type,
-                          body_of(d.payload).decode(), d.event_time) for d in deliveries],
-                    )
 
     async def due(
         self, subscription_id: uuid.UUID, limit: int, busy: Sequence[uuid.UUID] = (), window: int = 2000
@@ -373,7 +378,7 @@ class WebhookStore:
                      WHERE subscription_id = %(sub)s AND state = 'PENDING' ORDER BY seq LIMIT %(window)s
                 ), heads AS (
                     SELECT DISTINCT ON (d.document_id)""" + DELIVERY_COLUMNS + """
-                      FROM oldest d ORDER BY d.document_id, d.seq
+                      FROM oldest d ORDER BY d.document_id, d.event_id, d.seq
                 )
                 SELECT * FROM heads d WHERE d.next_attempt_at <= now() AND NOT (d.document_id = ANY(%(busy)s))
                  ORDER BY d.seq LIMIT %(limit)s
@@ -385,9 +390,9 @@ class WebhookStore:
                 """
                 SELECT extract(epoch FROM min(h.next_attempt_at) - now())::float8 FROM (
                     SELECT DISTINCT ON (d.document_id) d.next_attempt_at FROM (
-                        SELECT document_id, seq, next_attempt_at FROM webhook_deliveries
+                        SELECT document_id, event_id, seq, next_attempt_at FROM webhook_deliveries
                          WHERE subscription_id = %s AND state = 'PENDING' ORDER BY seq LIMIT %s
-                    ) d ORDER BY d.document_id, d.seq
+                    ) d ORDER BY d.document_id, d.event_id, d.seq
                 ) h WHERE h.next_attempt_at > now()
                 """,
                 (subscription_id, window),
