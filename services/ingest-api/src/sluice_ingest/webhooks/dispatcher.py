@@ -52,6 +52,8 @@ CHANGED_CHANNEL = "sluice_webhooks_changed"
 NO_EVENT = 2**63 - 1  # the event id of a cursor that is not an event (the log's head)
 # A cursor whose event is younger than this cannot have been pruned (retention keeps far longer).
 GAP_CHECK_AGE = 600.0
+# Due deliveries a scan takes beyond the free request slots (started as requests end).
+PREFETCH = 32
 
 
 def retry_delay(failed_attempts: int, base: float, cap: float, rng: random.Random | None = None) -> float:
@@ -174,6 +176,8 @@ class SubscriptionWorker:
         # Requests in flight, by document: a document has at most one, and only its first pending delivery.
         self.in_flight: dict[uuid.UUID, asyncio.Task[None]] = {}
         self.finished = Signal()  # fired when a request ends: the document's next delivery may go
+        self.ready: list[DeliveryRow] = []  # due first deliveries found by the last scan, not started yet
+        self.next_due: float | None = None
         self.lease_lost = False
         self.task = asyncio.create_task(self.run(), name=f"webhook-{row.id}")
 
@@ -213,6 +217,7 @@ class SubscriptionWorker:
             except Exception as exc:  # noqa: BLE001 - a database outage must not end the subscription
                 failures += 1
                 need_due = True
+                self.ready = []
                 log.warning("webhook dispatch failed; retrying", extra={"webhook_id": str(self.row.id), "error": str(exc)})
                 await asyncio.sleep(min(0.1 * 2**failures, 5.0))
                 continue
@@ -292,13 +297,18 @@ class SubscriptionWorker:
 
     async def send_due(self) -> float | None:
         """Start the due first deliveries of documents with nothing in flight (up to the
-        subscription's bound); the seconds until the next one falls due."""
+        subscription's bound); the seconds until the next one falls due. One scan finds a few
+        more than there is room for; they start as requests end, without another scan."""
         room = self.d.settings.webhook_max_in_flight_per_subscription - len(self.in_flight)
-        due, next_due = await self.d.store.due(self.row.id, max(room, 0), list(self.in_flight))
-        for delivery in due:
+        if room <= 0:
+            return self.next_due
+        if not self.ready:
+            self.ready, self.next_due = await self.d.store.due(self.row.id, room + PREFETCH, list(self.in_flight))
+        while self.ready and len(self.in_flight) < self.d.settings.webhook_max_in_flight_per_subscription:
+            delivery = self.ready.pop(0)
             task = asyncio.create_task(self._attempt(delivery), name=f"webhook-delivery-{delivery.id}")
             self.in_flight[delivery.document_id] = task
-        return next_due
+        return self.next_due
 
     async def _attempt(self, delivery: DeliveryRow) -> None:
         try:

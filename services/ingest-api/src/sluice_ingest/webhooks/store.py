@@ -361,7 +361,7 @@ class WebhookStore:
                 raise LeaseLost(str(subscription_id))
 
     async def due(
-        self, subscription_id: uuid.UUID, limit: int, busy: Sequence[uuid.UUID] = (), window: int = 2000
+        self, subscription_id: uuid.UUID, limit: int, busy: Sequence[uuid.UUID] = (), window: int = 1000
     ) -> tuple[list[DeliveryRow], float | None]:
         """The first pending delivery of each document not in `busy` (a request in flight), those
         due now (oldest first, at most `limit`), and the seconds until the next one that is not due
