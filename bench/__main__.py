@@ -1,5 +1,5 @@
 """`python -m bench [ingest|worker|search ...]` (`make bench`): run the benchmarks, each printing
-its table with the baseline beside every figure. With no name, all three run in turn; options
+its table with the baseline beside every figure. With no name, all of them run in turn; options
 after a single name go to that benchmark (`python -m bench search --queries 200`)."""
 
 import importlib
