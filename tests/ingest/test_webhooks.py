@@ -27,7 +27,7 @@ from sluice_ingest.webhooks.dispatcher import retry_delay
 from sluice_ingest.webhooks.events import EventType, types_of_change
 
 from .helpers import Clients
-from .webhook_receiver import Receipt, Receiver, SilentListener, refused_url, wait_for
+from .webhook_receiver import Receipt, Receiver, SilentListener, make_certificates, refused_url, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -412,6 +412,33 @@ def test_old_finished_deliveries_are_pruned_and_pending_ones_kept(ingest_api_fac
         api.close()
         receiver.close()
         silent.close()
+
+
+def test_https_goes_to_the_checked_address_with_the_urls_name_for_sni_and_the_certificate(ingest_api_factory, tmp_path):
+    """The request connects to the IP the guard checked, yet TLS speaks to the URL's host: SNI
+    and certificate verification use `localhost` (the certificate names no IP address), and the
+    Host header is the URL's. A URL naming the IP itself fails verification with that certificate."""
+    ca_file, server_tls = make_certificates(tmp_path, "localhost")
+    server = ingest_api_factory(**{**FAST, "webhook_tls_ca_file": ca_file})
+    api = Api(server.address)
+    api.create_collection()
+    by_name = Receiver(tls=server_tls, host="localhost")
+    by_ip = Receiver(tls=server_tls)
+    try:
+        named = api.add_webhook(by_name.url, TERMINAL)
+        literal = api.add_webhook(by_ip.url, TERMINAL)
+        api.ready()
+        receipt = wait_for(lambda: by_name.delivered())[0]
+        assert by_name.server_names[0] == "localhost"
+        assert receipt.headers["host"] == f"localhost:{by_name.port}"
+        assert VERIFY(named.secret, receipt.headers, receipt.body)
+        refused = wait_for(lambda: [d for d in api.deliveries(literal.webhook.id) if d.attempts >= 1])[0]
+        assert "certificate" in refused.last_error.lower() and refused.last_status_code == 0
+        assert by_ip.all() == []
+    finally:
+        api.close()
+        by_name.close()
+        by_ip.close()
 
 
 # ---------------------------------------------------------------- the SSRF guard

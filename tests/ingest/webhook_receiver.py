@@ -40,8 +40,12 @@ def always_ok(receipt: Receipt, seen: int) -> tuple[int, float]:
 class Receiver:
     """An HTTP server on 127.0.0.1 that records requests; `behaviour` decides each answer."""
 
-    def __init__(self, behaviour: Behaviour = always_ok) -> None:
+    def __init__(self, behaviour: Behaviour = always_ok, tls: tuple[str, str] | None = None,
+                 host: str = "127.0.0.1") -> None:
+        """`tls`: (certificate, key) PEM files to serve https; the names the clients asked for
+        (SNI) are kept in `server_names`."""
         self.behaviour = behaviour
+        self.server_names: list[str | None] = []
         self.receipts: list[Receipt] = []
         self.lock = threading.Lock()
         self._seen: dict[str, int] = {}
@@ -70,7 +74,16 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/hooks"
+        scheme = "http"
+        if tls is not None:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            context.sni_callback = lambda sock, name, ctx: self.server_names.append(name)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://{host}:{self.port}/hooks"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -99,6 +112,37 @@ class SilentListener:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def make_certificates(directory, dns_name: str = "localhost") -> tuple[str, tuple[str, str]]:
+    """A CA and a server certificate for `dns_name` only (no IP address in it): (ca file, (cert, key))."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    now = dt.datetime.now(dt.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("webhook test ca")).issuer_name(name("webhook test ca"))
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(ca_key, hashes.SHA256()))
+    cert = (x509.CertificateBuilder().subject_name(name(dns_name)).issuer_name(ca.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(dns_name)]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    ca_file, cert_file, key_file = directory / "ca.pem", directory / "server.pem", directory / "server.key"
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(ca_file), (str(cert_file), str(key_file))
 
 
 def refused_url() -> str:

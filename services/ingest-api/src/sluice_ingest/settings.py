@@ -55,6 +55,8 @@ class IngestSettings(CommonSettings):
     # After a collection's NOTIFY, wait this long for more events before reading the log (batches
     # a burst into one read per subscription).
     webhook_wake_coalesce_seconds: float = 0.005
+    # CA certificates (PEM) that https webhook receivers must chain to; empty: the usual public CAs.
+    webhook_tls_ca_file: str = ""
     # Webhook requests in flight in this process, over all subscriptions.
     webhook_max_concurrent_requests: int = 64
     # Webhook requests in flight per subscription (each for a different document).

@@ -86,6 +86,7 @@ class Dispatcher:
         self.sender = Sender(
             allow_private=s.webhook_allow_private_networks, connect_timeout=s.webhook_connect_timeout_seconds,
             total_timeout=s.webhook_timeout_seconds, max_connections=s.webhook_max_concurrent_requests,
+            ca_file=s.webhook_tls_ca_file,
         )
         self.requests = asyncio.Semaphore(s.webhook_max_concurrent_requests)
         self._tasks = [asyncio.create_task(self._supervise(), name="webhooks-supervise")]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import ssl
 import time
 from dataclasses import dataclass
 
@@ -41,10 +42,14 @@ class AttemptResult:
 
 
 class Sender:
-    def __init__(self, *, allow_private: bool, connect_timeout: float, total_timeout: float, max_connections: int) -> None:
+    def __init__(
+        self, *, allow_private: bool, connect_timeout: float, total_timeout: float, max_connections: int,
+        ca_file: str = "",
+    ) -> None:
         self.allow_private = allow_private
         self.total_timeout = total_timeout
         self.client = httpx.AsyncClient(
+            verify=ssl.create_default_context(cafile=ca_file) if ca_file else True,
             timeout=httpx.Timeout(total_timeout, connect=connect_timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             follow_redirects=False,
