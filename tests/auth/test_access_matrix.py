@@ -11,7 +11,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from google.protobuf import symbol_database
-from sluice.v1 import admin_service_pb2, document_service_pb2, job_service_pb2, search_service_pb2
+from sluice.v1 import admin_service_pb2, document_service_pb2, job_service_pb2, search_service_pb2, webhook_service_pb2
 
 import auth_keys
 from sluice_common.auth import METHOD_ROLES
@@ -51,6 +51,12 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "/sluice.v1.JobService/CompleteJob": WORKER,
     "/sluice.v1.JobService/FailJob": WORKER,
     "/sluice.v1.JobService/ReleaseJob": WORKER,
+    "/sluice.v1.WebhookService/CreateWebhook": WRITE,
+    "/sluice.v1.WebhookService/ListWebhooks": READ,
+    "/sluice.v1.WebhookService/GetWebhook": READ,
+    "/sluice.v1.WebhookService/DeleteWebhook": WRITE,
+    "/sluice.v1.WebhookService/ListWebhookDeliveries": READ,
+    "/sluice.v1.WebhookService/RotateWebhookSecret": WRITE,
     "/sluice.v1.AdminService/CreateTenant": ADMIN,
     "/sluice.v1.AdminService/ListTenants": ADMIN,
     "/sluice.v1.AdminService/CreateApiKey": ADMIN,
@@ -69,7 +75,7 @@ PRINCIPALS = [*UNAUTHENTICATED, "client of default", "client of b", "reader", "w
 ROLE_OF = {"client of default": "client", "client of b": "client", "reader": "reader", "worker": "worker",
            "admin": "admin"}
 
-FILES = (document_service_pb2, job_service_pb2, search_service_pb2, admin_service_pb2)
+FILES = (document_service_pb2, job_service_pb2, search_service_pb2, admin_service_pb2, webhook_service_pb2)
 
 
 def all_methods():

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import grpc
 
-from sluice.v1 import admin_service_pb2_grpc, document_service_pb2_grpc, search_service_pb2_grpc
+from sluice.v1 import admin_service_pb2_grpc, document_service_pb2_grpc, search_service_pb2_grpc, webhook_service_pb2_grpc
 
 from sluice_common.channels import key_for_role, keyed_channel
 from sluice_common.tls import ClientTLS
@@ -112,6 +112,10 @@ class Clients:
     @property
     def documents(self) -> document_service_pb2_grpc.DocumentServiceStub:
         return document_service_pb2_grpc.DocumentServiceStub(self._get_channel(self.ingest_address))
+
+    @property
+    def webhooks(self) -> webhook_service_pb2_grpc.WebhookServiceStub:
+        return webhook_service_pb2_grpc.WebhookServiceStub(self._get_channel(self.ingest_address))
 
     @property
     def search(self) -> search_service_pb2_grpc.SearchServiceStub:

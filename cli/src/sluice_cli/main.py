@@ -13,7 +13,7 @@ import sys
 
 import grpc
 
-from . import __version__, admin, commands, render
+from . import __version__, admin, commands, render, webhooks
 from .client import open_clients
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error
 from .upload import run_upload
@@ -160,6 +160,29 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("-k", "--top-k", dest="k", type=_positive, default=10, help="number of hits (default 10)")
     search.add_argument("--filter", action="append", type=_key_value, metavar="KEY=VALUE", help="metadata that must match (repeatable)")
     search.set_defaults(handler=commands.search)
+
+    # webhooks
+    hooks = sub.add_parser("webhooks", help="POST a collection's document events to a URL, signed", parents=[common])
+    hooks_sub = hooks.add_subparsers(dest="webhooks_command", metavar="ACTION")
+    hooks_sub.required = True
+    hadd = hooks_sub.add_parser("add", help="subscribe a URL; the signing secret is printed once", parents=[common])
+    hadd.add_argument("collection")
+    hadd.add_argument("url")
+    hadd.add_argument("--events", metavar="TYPE[,TYPE]",
+                      help=f"event types (default: all): {', '.join(webhooks.EVENT_TYPES)}")
+    hadd.add_argument("--description", help="a note for people")
+    hadd.set_defaults(handler=webhooks.add)
+    hls = hooks_sub.add_parser("list", aliases=["ls"], help="list webhooks", parents=[common])
+    hls.add_argument("--collection", "-c")
+    hls.set_defaults(handler=webhooks.ls)
+    hrm = hooks_sub.add_parser("delete", aliases=["rm"], help="delete a webhook and its pending deliveries", parents=[common])
+    hrm.add_argument("id")
+    hrm.set_defaults(handler=webhooks.rm)
+    hdel = hooks_sub.add_parser("deliveries", help="a webhook's deliveries, newest first", parents=[common])
+    hdel.add_argument("id")
+    hdel.add_argument("--failed", action="store_true", help="only the deliveries that were given up")
+    hdel.add_argument("--limit", type=_positive, default=50, help="at most this many (default 50)")
+    hdel.set_defaults(handler=webhooks.deliveries)
 
     # administration (admin keys)
     tenants = sub.add_parser("tenants", help="create and list tenants (admin key)", parents=[common])

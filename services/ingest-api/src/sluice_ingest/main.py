@@ -8,6 +8,7 @@ import logging
 
 from sluice.v1 import admin_service_pb2, admin_service_pb2_grpc
 from sluice.v1 import document_service_pb2, document_service_pb2_grpc, job_service_pb2, job_service_pb2_grpc
+from sluice.v1 import webhook_service_pb2, webhook_service_pb2_grpc
 from sluice_common.auth import AuthInterceptor, KeyDirectory, RateLimiter
 from sluice_common.db import open_pool
 from sluice_common.logs import configure_logging
@@ -23,6 +24,10 @@ from .service import IngestService
 from .settings import IngestSettings
 from .store import JobPolicy, PostgresStore
 from .tenants import TenantStore
+from .webhooks.api import WebhookServicer
+from .webhooks.dispatcher import Dispatcher
+from .webhooks.service import WebhookService
+from .webhooks.store import WebhookStore
 
 log = logging.getLogger("sluice.ingest")
 
@@ -30,6 +35,7 @@ SERVICE_NAMES = (
     document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"].full_name,
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+    webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"].full_name,
 )
 
 
@@ -44,6 +50,9 @@ class IngestApp:
         s = self.settings
         self.pool = await open_pool(s.database_url, max_size=s.pool_max_size, name="ingest-api")
         self.hub = NotificationHub(s.database_url)
+        # Webhook deliveries: background tasks with their own pool, off the ingestion path; they
+        # listen on the hub's connection, so they are built before it starts.
+        self.dispatcher = Dispatcher(s, self.hub) if s.webhooks_enabled else None
         await self.hub.start()
         self.store = PostgresStore(self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds))
         self.service = IngestService(self.store, self.hub, s)
@@ -59,6 +68,11 @@ class IngestApp:
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminServicer(TenantStore(self.pool), self.keys.forget), self.server
         )
+        webhook_service_pb2_grpc.add_WebhookServiceServicer_to_server(
+            WebhookServicer(WebhookService(WebhookStore(self.pool), s)), self.server
+        )
+        if self.dispatcher is not None:
+            await self.dispatcher.start()
         self._gauges = asyncio.create_task(self._update_gauges())
         self.retention = EventRetention(self.store, s)
         self._retention = asyncio.create_task(self.retention.run(), name="event-retention")
@@ -85,6 +99,11 @@ class IngestApp:
         self.hub.end_streams()
 
     async def close(self) -> None:
+        try:
+            if self.dispatcher is not None:
+                await self.dispatcher.stop()
+        except Exception as exc:  # noqa: BLE001 - the rest must close all the same
+            log.warning("webhook dispatcher did not stop cleanly", extra={"error": str(exc)})
         for task in (self._gauges, self._retention, self._sweeper):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

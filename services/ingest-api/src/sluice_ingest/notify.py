@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 import psycopg
 
@@ -48,6 +49,13 @@ class NotificationHub:
         self.stopping = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._connected = asyncio.Event()
+        # Other channels on the same connection (webhooks): callback(payload), or callback(None)
+        # when notifications may have been missed (reconnect).
+        self._listeners: dict[str, list[Callable[[str | None], None]]] = defaultdict(list)
+
+    def listen(self, channel: str, callback: Callable[[str | None], None]) -> None:
+        """Also LISTEN on `channel` (call before start())."""
+        self._listeners[channel].append(callback)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="notification-hub")
@@ -92,6 +100,9 @@ class NotificationHub:
         self.jobs_available.fire()
         for signal in [*self._documents.values(), *self._collections.values()]:
             signal.fire()
+        for callbacks in list(self._listeners.values()):
+            for callback in callbacks:
+                callback(None)
 
     async def _run(self) -> None:
         backoff = 0.1
@@ -101,11 +112,15 @@ class NotificationHub:
                     await conn.execute(f"LISTEN {JOBS_CHANNEL}")
                     await conn.execute(f"LISTEN {DOCUMENTS_CHANNEL}")
                     await conn.execute(f"LISTEN {COLLECTIONS_CHANNEL}")
+                    for channel in self._listeners.keys() - {JOBS_CHANNEL, DOCUMENTS_CHANNEL, COLLECTIONS_CHANNEL}:
+                        await conn.execute(f"LISTEN {channel}")
                     self._connected.set()
                     backoff = 0.1
                     # Anything may have changed while we were not listening.
                     self._wake_all()
                     async for note in conn.notifies():
+                        for callback in self._listeners.get(note.channel, ()):
+                            callback(note.payload)
                         if note.channel == JOBS_CHANNEL:
                             self.jobs_available.fire()
                         elif note.channel == COLLECTIONS_CHANNEL:

@@ -52,3 +52,42 @@ class IngestSettings(CommonSettings):
     # How long a RETIRED generation's chunks and HNSW index stay after the switch, so a search that
     # resolved it just before the switch still finds its rows.
     retired_generation_grace_seconds: float = 30.0
+
+    # Webhooks (docs/webhooks.md): run the delivery dispatcher in this process (subscriptions can
+    # be managed either way).
+    webhooks_enabled: bool = True
+    # Let webhook URLs reach private, loopback and link-local addresses (trusted networks, tests).
+    webhook_allow_private_networks: bool = False
+    # The most webhook subscriptions one collection may have.
+    webhook_max_per_collection: int = 10
+    # Seconds a webhook request may take to connect.
+    webhook_connect_timeout_seconds: float = 5.0
+    # Seconds a whole webhook request may take (resolution, connection, answer).
+    webhook_timeout_seconds: float = 15.0
+    # Attempts of one delivery before it is FAILED (with the retry defaults: about 20 hours).
+    webhook_max_attempts: int = 10
+    # The n-th retry of a delivery waits base × 4^(n-1) seconds (±20 % jitter): 5 s, 20 s, 80 s…
+    webhook_retry_base_seconds: float = 5.0
+    # ...capped at this many seconds.
+    webhook_retry_max_delay_seconds: float = 6 * 3600.0
+    # A replica serving a subscription renews its lease; another takes over once it expires.
+    webhook_lease_seconds: float = 30.0
+    # Fallback poll of the events log (the collection's NOTIFY wakes deliveries at once).
+    webhook_poll_seconds: float = 2.0
+    # After a collection's NOTIFY, wait this long for more events before reading the log (batches
+    # a burst into one read per subscription).
+    webhook_wake_coalesce_seconds: float = 0.005
+    # CA certificates (PEM) that https webhook receivers must chain to; empty: the usual public CAs.
+    webhook_tls_ca_file: str = ""
+    # Webhook requests in flight in this process, over all subscriptions.
+    webhook_max_concurrent_requests: int = 64
+    # Webhook requests in flight per subscription (each for a different document).
+    webhook_max_in_flight_per_subscription: int = 4
+    # Subscriptions one replica serves at most.
+    webhook_max_subscriptions_per_replica: int = 1000
+    # Events read from the log per batch by a subscription.
+    webhook_event_batch: int = 200
+    # Connections of the dispatcher's own pool.
+    webhook_pool_size: int = 4
+    # Delivered and failed deliveries are deleted after this many days (pending ones never).
+    webhook_delivery_retention_days: float = 7.0

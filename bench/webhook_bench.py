@@ -1,0 +1,266 @@
+"""Webhook delivery: throughput of a backlog, latency from the event's transaction to receipt,
+and what deliveries cost ingestion.
+
+Documents are driven to READY through the real JobService (no-op cycles: claim, 4 stages,
+complete) by 4 gRPC clients in the process of ingest-api; receivers are http.server threads in
+a process of their own, answering 200 at once.
+
+1. Backlog drain: N documents' events are written while no dispatcher runs; then one starts
+   and delivers them (`document.status_changed` + `document.ready`: 7 deliveries a document),
+   for 1 and for 4 subscriptions. Figure: deliveries/s.
+2. Live latency: the event's transaction (the payload's timestamp) to the receiver reading the
+   request, while documents are ingested; alone, and beside a receiver that never answers.
+3. Ingestion cycles/s with no subscription and with 4 live ones (the comparison: delivery must
+   not slow ingestion down).
+
+    .venv/bin/python -m bench.webhook_bench [--documents 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import shutil
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from sluice.v1 import collection_pb2, document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
+from sluice.v1 import document_service_pb2_grpc, job_service_pb2_grpc, webhook_service_pb2 as wh
+from sluice.v1 import webhook_service_pb2_grpc
+from sluice_common.channels import key_for_role, keyed_aio_channel
+from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from sluice_ingest.main import IngestApp
+from sluice_ingest.migrations import upgrade
+from sluice_ingest.settings import IngestSettings
+from sluice_ingest.tenants import bootstrap_keys
+
+STAGES = [D.DOCUMENT_STATUS_PARSING, D.DOCUMENT_STATUS_CHUNKING, D.DOCUMENT_STATUS_EMBEDDING, D.DOCUMENT_STATUS_INDEXING]
+CLIENTS = 4
+
+
+class Receiver:
+    """A receiver in this process (run inside `receiver_process`)."""
+
+    def __init__(self) -> None:
+        self.times: list[tuple[float, str]] = []  # (received, payload timestamp)
+        lock = threading.Lock()
+        receipts = self.times
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["content-length"]))
+                with lock:
+                    receipts.append((time.time(), json.loads(body)["timestamp"]))
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def latencies(self, start: int = 0) -> list[float]:
+        return [received - dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+                for received, stamp in self.times[start:]]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Receivers:
+    """`count` receivers in a process of their own (python -m bench.webhook_bench --receivers N), so
+    their HTTP parsing does not compete with ingest-api for this process's interpreter."""
+
+    def __init__(self, count: int) -> None:
+        import subprocess
+        import sys
+
+        self.count = count
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.webhook_bench", "--receivers", str(count)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.urls: list[str] = json.loads(self.proc.stdout.readline()) if count else []
+
+    def counts(self) -> list[int]:
+        self.proc.stdin.write("counts\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def latencies(self) -> list[float]:
+        self.proc.stdin.write("latencies\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(10)
+
+
+def receiver_process(count: int) -> None:
+    import sys
+
+    receivers = [Receiver() for _ in range(count)]
+    print(json.dumps([r.url for r in receivers]), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "counts":
+            print(json.dumps([len(r.times) for r in receivers]), flush=True)
+        elif line.strip() == "latencies":
+            print(json.dumps([x for r in receivers for x in r.latencies()]), flush=True)
+
+
+async def ingest(address: str, keys: dict[str, str], collection: str, count: int) -> float:
+    """Upload `count` documents and run each to READY with CLIENTS concurrent clients; cycles/s."""
+    async with keyed_aio_channel(address, key_for_role(keys)) as channel:
+        docs = document_service_pb2_grpc.DocumentServiceStub(channel)
+        jobs = job_service_pb2_grpc.JobServiceStub(channel)
+
+        async def one(worker: str, n: int) -> None:
+            for i in range(n):
+                content = f"{worker} {i} {time.time_ns()}".encode()
+
+                async def upload(content: bytes = content):
+                    yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection=collection, filename="a.txt"))
+                    yield ds.UploadDocumentRequest(data=content)
+                    yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
+                        size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
+                await docs.UploadDocument(upload())
+                job = (await jobs.ClaimJob(js.ClaimJobRequest(worker_id=worker, wait_seconds=1))).job
+                for stage in STAGES:
+                    await jobs.ReportStage(js.ReportStageRequest(lease=job.lease, stage=stage))
+
+                async def complete(job: js.Job = job):
+                    yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=job.lease, chunk_count=1))
+                    yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=[js.Chunk(index=0, text="x", embedding=[1.0] * 8)]))
+                await jobs.CompleteJob(complete())
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(f"w{c}", count // CLIENTS) for c in range(CLIENTS)))
+        return (count // CLIENTS * CLIENTS) / (time.perf_counter() - started)
+
+
+async def setup(address: str, keys: dict[str, str], collection: str, urls: list[str], types=()) -> None:
+    async with keyed_aio_channel(address, key_for_role(keys)) as channel:
+        await document_service_pb2_grpc.DocumentServiceStub(channel).CreateCollection(ds.CreateCollectionRequest(
+            collection=collection_pb2.Collection(name=collection, embedder=collection_pb2.EmbedderConfig(
+                provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=8))))
+        hooks = webhook_service_pb2_grpc.WebhookServiceStub(channel)
+        for url in urls:
+            await hooks.CreateWebhook(wh.CreateWebhookRequest(webhook=wh.Webhook(collection=collection, url=url,
+                                                                               event_types=list(types))))
+
+
+def settings(url: str, **overrides) -> IngestSettings:
+    return IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="ERROR", rate_limit_per_second=0,
+                          webhook_allow_private_networks=True, **overrides)
+
+
+async def started(s: IngestSettings) -> IngestApp:
+    app = IngestApp(s)
+    await app.start()
+    await app.serve()
+    return app
+
+
+async def wait_for(condition, timeout: float = 300) -> float:
+    start = time.perf_counter()
+    while not condition():
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError("deliveries did not all arrive")
+        await asyncio.sleep(0.01)
+    return time.perf_counter()
+
+
+async def drain(url: str, keys: dict[str, str], documents: int, subscriptions: int, name: str) -> tuple[int, float]:
+    receivers = Receivers(subscriptions)
+    quiet = await started(settings(url, webhooks_enabled=False))
+    address = f"127.0.0.1:{quiet.port}"
+    await setup(address, keys, name, receivers.urls)
+    await ingest(address, keys, name, documents)
+    await quiet.stop(0)
+    expected = documents // CLIENTS * CLIENTS * 7
+    begin = time.perf_counter()
+    app = await started(settings(url))
+    end = await wait_for(lambda: all(c >= expected for c in receivers.counts()))
+    await app.stop(0)
+    receivers.close()
+    return expected * subscriptions, expected * subscriptions / (end - begin)
+
+
+async def live(url: str, keys: dict[str, str], documents: int, subscriptions: int, dead: bool, name: str):
+    receivers = Receivers(subscriptions)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(128)
+    app = await started(settings(url, webhook_timeout_seconds=120, webhook_connect_timeout_seconds=60))
+    address = f"127.0.0.1:{app.port}"
+    urls = receivers.urls + ([f"http://127.0.0.1:{silent.getsockname()[1]}/"] if dead else [])
+    await setup(address, keys, name, urls, [wh.WEBHOOK_EVENT_TYPE_DOCUMENT_READY])
+    rate = await ingest(address, keys, name, documents)
+    expected = documents // CLIENTS * CLIENTS
+    await wait_for(lambda: all(c >= expected for c in receivers.counts()))
+    latencies = receivers.latencies()
+    await app.stop(0)
+    silent.close()
+    receivers.close()
+    return rate, latencies
+
+
+def ms(values: list[float], q: float) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.quantiles(values, n=100)[int(q) - 1] * 1000:.0f}" if q < 100 else f"{max(values) * 1000:.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--documents", type=int, default=300)
+    parser.add_argument("--receivers", type=int, help=argparse.SUPPRESS)  # the receivers' own process
+    args = parser.parse_args()
+    if args.receivers is not None:
+        receiver_process(args.receivers)
+        return
+    base = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
+    base.chmod(0o755)
+    server = EmbeddedPostgres(base / "data", cleanup="delete")
+    admin = server.start()
+    try:
+        ensure_database(admin, "bench")
+        url = database_uri(admin, "bench")
+        upgrade(url)
+        keys = bootstrap_keys(url)
+        n = args.documents
+        drains = [asyncio.run(drain(url, keys, n, subs, f"drain{subs}")) for subs in (1, 4)]
+        baseline, _ = asyncio.run(live(url, keys, n, 0, False, "nohooks"))
+        with_hooks, alone = asyncio.run(live(url, keys, n, 4, False, "live"))
+        with_dead, beside_dead = asyncio.run(live(url, keys, n, 1, True, "dead"))
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"\nwebhook backlog drain ({n} documents × 7 events, receivers answering 200 at once)")
+    for subs, (count, rate) in zip((1, 4), drains):
+        print(f"  {subs} subscription(s): {count} deliveries, {rate:.0f} deliveries/s")
+    print(f"\nlive: {n} documents ingested by {CLIENTS} clients, `document.ready` subscriptions")
+    print(f"{'case':<44} | {'ingest cycles/s':>15} | {'latency p50 ms':>14} | {'p95 ms':>6} | {'max ms':>6}")
+    print(f"{'no subscription (baseline)':<44} | {baseline:>15.1f} | {'-':>14} | {'-':>6} | {'-':>6}")
+    print(f"{'4 subscriptions':<44} | {with_hooks:>15.1f} | {ms(alone, 50):>14} | {ms(alone, 95):>6} | {ms(alone, 100):>6}")
+    print(f"{'1 subscription + 1 receiver never answering':<44} | {with_dead:>15.1f} | {ms(beside_dead, 50):>14} |"
+          f" {ms(beside_dead, 95):>6} | {ms(beside_dead, 100):>6}")
+    print("latency: the event's transaction (payload timestamp) to the receiver reading the request")
+
+
+if __name__ == "__main__":
+    main()

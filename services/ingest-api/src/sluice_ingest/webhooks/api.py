@@ -1,0 +1,116 @@
+"""The WebhookService servicer: convert, call one use case, convert back."""
+
+from __future__ import annotations
+
+from sluice.v1 import webhook_service_pb2 as wh, webhook_service_pb2_grpc
+from sluice_common.auth import current_principal
+from sluice_common.errors import InvalidArgument, grpc_errors
+from sluice_common.reasons import Reason
+
+from ..api import timestamp
+from ..domain import EventCursor
+from .events import EventType
+from .service import WebhookService
+from .store import DeliveryRow, SubscriptionRow
+
+# The proto enum of each event type: WEBHOOK_EVENT_TYPE_<NAME>.
+EVENT_TYPE_TO_PROTO = {t: wh.WebhookEventType.Value("WEBHOOK_EVENT_TYPE_" + t.name) for t in EventType}
+EVENT_TYPE_FROM_PROTO = {v: k for k, v in EVENT_TYPE_TO_PROTO.items()}
+
+
+def tenant() -> int:
+    return current_principal().tenant_id
+
+
+def event_types_from_proto(values) -> list[str]:
+    types = []
+    for value in values:
+        if value not in EVENT_TYPE_FROM_PROTO:
+            raise InvalidArgument(f"unknown webhook event type {value}", reason=Reason.INVALID_EVENT_TYPE)
+        types.append(str(EVENT_TYPE_FROM_PROTO[value]))
+    return types
+
+
+def delivery_state_from_proto(value: int) -> str | None:
+    if value == wh.WEBHOOK_DELIVERY_STATE_UNSPECIFIED:
+        return None
+    try:
+        return wh.WebhookDeliveryState.Name(value).removeprefix("WEBHOOK_DELIVERY_STATE_")
+    except ValueError:
+        raise InvalidArgument(f"unknown delivery state {value}", reason=Reason.INVALID_STATUS) from None
+
+
+def webhook_to_proto(row: SubscriptionRow) -> wh.Webhook:
+    return wh.Webhook(
+        id=str(row.id),
+        collection=row.collection,
+        url=row.url,
+        event_types=[EVENT_TYPE_TO_PROTO[EventType(t)] for t in row.event_types],
+        description=row.description,
+        state=wh.WebhookState.Value("WEBHOOK_STATE_" + row.state),
+        disabled_reason=row.disabled_reason or "",
+        create_time=timestamp(row.created_at),
+        pending_deliveries=row.pending_deliveries,
+        failed_deliveries=row.failed_deliveries,
+        lost_event_gaps=row.lost_events,
+    )
+
+
+def delivery_to_proto(row: DeliveryRow) -> wh.WebhookDelivery:
+    delivery = wh.WebhookDelivery(
+        id=str(row.id),
+        webhook_id=str(row.subscription_id),
+        event_type=row.event_type,
+        document_id=str(row.document_id),
+        cursor=EventCursor(row.event_txid, row.event_id).encode(),
+        state=wh.WebhookDeliveryState.Value("WEBHOOK_DELIVERY_STATE_" + row.state),
+        attempts=row.attempts,
+        last_status_code=row.last_status_code or 0,
+        last_error=row.last_error or "",
+        event_time=timestamp(row.event_time),
+        payload=row.payload,
+    )
+    if row.state == "PENDING":
+        delivery.next_attempt_time.CopyFrom(timestamp(row.next_attempt_at))
+    if row.delivered_at is not None:
+        delivery.delivered_time.CopyFrom(timestamp(row.delivered_at))
+    return delivery
+
+
+class WebhookServicer(webhook_service_pb2_grpc.WebhookServiceServicer):
+    def __init__(self, service: WebhookService) -> None:
+        self.service = service
+
+    @grpc_errors
+    async def CreateWebhook(self, request, context):
+        w = request.webhook
+        row, secret = await self.service.create(
+            tenant(), w.collection, w.url, event_types_from_proto(w.event_types), w.description
+        )
+        return wh.CreateWebhookResponse(webhook=webhook_to_proto(row), secret=secret)
+
+    @grpc_errors
+    async def ListWebhooks(self, request, context):
+        rows, token = await self.service.list_webhooks(tenant(), request.collection, request.page_size, request.page_token)
+        return wh.ListWebhooksResponse(webhooks=[webhook_to_proto(r) for r in rows], next_page_token=token)
+
+    @grpc_errors
+    async def GetWebhook(self, request, context):
+        return webhook_to_proto(await self.service.get(tenant(), request.id))
+
+    @grpc_errors
+    async def DeleteWebhook(self, request, context):
+        dropped = await self.service.delete(tenant(), request.id)
+        return wh.DeleteWebhookResponse(dropped_pending_deliveries=dropped)
+
+    @grpc_errors
+    async def ListWebhookDeliveries(self, request, context):
+        rows, token = await self.service.list_deliveries(
+            tenant(), request.webhook_id, delivery_state_from_proto(request.state), request.page_size, request.page_token
+        )
+        return wh.ListWebhookDeliveriesResponse(deliveries=[delivery_to_proto(r) for r in rows], next_page_token=token)
+
+    @grpc_errors
+    async def RotateWebhookSecret(self, request, context):
+        row, secret = await self.service.rotate_secret(tenant(), request.id)
+        return wh.CreateWebhookResponse(webhook=webhook_to_proto(row), secret=secret)
