@@ -134,6 +134,63 @@ def ingest_api_factory(database_url):
         server.stop()
 
 
+class RunningWebhooks:
+    """The sluice-webhooks dispatcher (WebhooksApp) in a thread of its own (its own event loop,
+    pool and LISTEN connection), as a separate process would run it."""
+
+    def __init__(self, settings) -> None:
+        import asyncio
+        import threading
+
+        from sluice_ingest.webhooks.main import WebhooksApp
+
+        self.settings = settings
+        self.app = WebhooksApp(settings)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="sluice-webhooks", daemon=True)
+        self.thread.start()
+        self._call(self._start())
+        self.address = f"127.0.0.1:{self.app.port}"
+
+    async def _start(self) -> None:
+        await self.app.start()
+        await self.app.serve()
+
+    def _call(self, coro, timeout: float = 60):
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        try:
+            self._call(self.app.stop(0))
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+@pytest.fixture
+def webhooks_factory(database_url):
+    """Start webhook dispatchers (sluice-webhooks' WebhooksApp) on the test's database:
+    `webhooks_factory(webhook_allow_private_networks=True)`."""
+    from sluice_ingest.settings import IngestSettings
+
+    running: list[RunningWebhooks] = []
+
+    def start(**overrides) -> RunningWebhooks:
+        settings = IngestSettings(database_url=database_url, **{**INGEST_TEST_DEFAULTS, "webhooks_bind": "127.0.0.1:0", **overrides})
+        dispatcher = RunningWebhooks(settings)
+        running.append(dispatcher)
+        return dispatcher
+
+    yield start
+    for dispatcher in running:
+        dispatcher.stop()
+
+
 @pytest.fixture
 def ingest_api(ingest_api_factory) -> RunningIngestApi:
     """An in-process ingest-api (lease 5 s, first retry after 0.05 s); `.address` is "127.0.0.1:PORT"."""

@@ -10,10 +10,13 @@ from ingest.webhook_receiver import Receiver, wait_for
 
 
 @pytest.fixture
-def ingest_api(ingest_api_factory):
-    """This module's ingest-api lets webhooks call the local receiver, and retries fast."""
-    return ingest_api_factory(webhook_allow_private_networks=True, webhook_retry_base_seconds=0.05,
-                              webhook_retry_max_delay_seconds=0.1, webhook_max_attempts=2, webhook_poll_seconds=0.3)
+def ingest_api(ingest_api_factory, webhooks_factory):
+    """This module's ingest-api, and a webhook dispatcher apart from it (sluice-webhooks'), let
+    webhooks call the local receiver, and retry fast."""
+    settings = dict(webhook_allow_private_networks=True, webhook_retry_base_seconds=0.05,
+                    webhook_retry_max_delay_seconds=0.1, webhook_max_attempts=2, webhook_poll_seconds=0.3)
+    webhooks_factory(**settings)
+    return ingest_api_factory(**settings)
 
 
 def test_add_list_deliveries_and_remove_from_the_cli(sluice, stack, tmp_path):

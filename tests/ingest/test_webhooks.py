@@ -1,10 +1,15 @@
 """Webhooks end to end: real PostgreSQL, real gRPC, real HTTP receivers on localhost.
 
 Documents are driven through the real JobService (claim, stages, complete or fail, delete);
-ingest-api's dispatcher reads the events log and POSTs to receivers that fail, answer slowly,
+the dispatcher reads the events log and POSTs to receivers that fail, answer slowly,
 never answer, or refuse, and every request's signature is checked with the verification code
 of docs/webhooks.md itself. No wall-clock assertion: the tests assert order and causality and
-print the figures (deliveries/s, latency from the event's transaction to receipt)."""
+print the figures (deliveries/s, latency from the event's transaction to receipt).
+
+The dispatcher runs as it is deployed by default: sluice-webhooks' WebhooksApp, apart from
+ingest-api (its own event loop, pool and LISTEN connection; `webhooks_factory`); one test runs
+it inside ingest-api too (SLUICE_WEBHOOKS_ENABLED=true), and test_webhook_process.py runs the
+real `sluice-webhooks` process."""
 
 from __future__ import annotations
 
@@ -171,8 +176,21 @@ def test_retry_delays_grow_to_about_a_day_in_total():
 
 
 @pytest.fixture
-def api(ingest_api_factory):
-    server = ingest_api_factory(**FAST)
+def delivering(ingest_api_factory, webhooks_factory):
+    """`delivering(**settings)`: an ingest-api and, apart from it, a webhook dispatcher, both with
+    these settings; returns the ingest-api."""
+
+    def start(**settings):
+        server = ingest_api_factory(**settings)
+        webhooks_factory(**settings)
+        return server
+
+    return start
+
+
+@pytest.fixture
+def api(delivering):
+    server = delivering(**FAST)
     client = Api(server.address)
     client.create_collection()
     yield client
@@ -260,8 +278,8 @@ def measure_healthy(api: Api, receiver: Receiver, count: int) -> tuple[list[D.Do
     return docs, latencies(receiver.delivered()[before:])
 
 
-def test_a_dead_receiver_delays_neither_other_subscriptions_nor_ingestion(ingest_api_factory):
-    server = ingest_api_factory(**{**FAST, "webhook_timeout_seconds": 60.0, "webhook_connect_timeout_seconds": 30.0})
+def test_a_dead_receiver_delays_neither_other_subscriptions_nor_ingestion(delivering):
+    server = delivering(**{**FAST, "webhook_timeout_seconds": 60.0, "webhook_connect_timeout_seconds": 30.0})
     api = Api(server.address)
     api.create_collection()
     healthy = Receiver()
@@ -340,10 +358,12 @@ def test_gone_disables_the_subscription(api):
         receiver.close()
 
 
-def test_two_replicas_never_deliver_twice_and_hand_over(ingest_api_factory):
-    first = ingest_api_factory(**FAST)
-    second = ingest_api_factory(**FAST)
-    api = Api(first.address)
+def test_two_replicas_never_deliver_twice_and_hand_over(ingest_api_factory, webhooks_factory):
+    """A sluice-webhooks dispatcher and one inside ingest-api (SLUICE_WEBHOOKS_ENABLED=true) share
+    the subscriptions through the leases; when the first stops, the other takes over."""
+    first = webhooks_factory(**FAST)
+    second = ingest_api_factory(**FAST, webhooks_enabled=True)
+    api = Api(second.address)
     api.create_collection()
     receivers = [Receiver() for _ in range(4)]
     try:
@@ -357,10 +377,9 @@ def test_two_replicas_never_deliver_twice_and_hand_over(ingest_api_factory):
         with psycopg.connect(first.settings.database_url) as conn:
             owners = dict(conn.execute("SELECT id::text, lease_owner FROM webhook_subscriptions").fetchall())
         assert set(owners) == {h.webhook.id for h in hooks} and all(owners.values())
-        # The replica serving the subscriptions stops: the other takes over and delivers the rest.
+        # One replica stops: the other takes over and delivers the rest.
         first.stop()
-        api2 = Api(second.address)
-        more = [api2.ready() for _ in range(5)]
+        more = [api.ready() for _ in range(5)]
         for r in receivers:
             wait_for(lambda r=r: len(r.delivered()) >= 20)
         time.sleep(0.5)
@@ -368,7 +387,6 @@ def test_two_replicas_never_deliver_twice_and_hand_over(ingest_api_factory):
             ids = [x.webhook_id for x in r.all()]
             assert len(ids) == len(set(ids)) == 20, "a delivery was sent twice"
             assert {x.payload["data"]["document_id"] for x in r.all()} == {d.id for d in docs + more}
-        api2.close()
     finally:
         api.close()
         for r in receivers:
@@ -394,8 +412,8 @@ def test_a_deleted_collection_stops_its_subscriptions(api):
         receiver.close()
 
 
-def test_old_finished_deliveries_are_pruned_and_pending_ones_kept(ingest_api_factory):
-    server = ingest_api_factory(**{**FAST, "webhook_delivery_retention_days": 1.0 / 86400,  # one second
+def test_old_finished_deliveries_are_pruned_and_pending_ones_kept(delivering):
+    server = delivering(**{**FAST, "webhook_delivery_retention_days": 1.0 / 86400,  # one second
                                    "webhook_timeout_seconds": 60.0, "webhook_connect_timeout_seconds": 30.0})
     api = Api(server.address)
     api.create_collection()
@@ -414,12 +432,12 @@ def test_old_finished_deliveries_are_pruned_and_pending_ones_kept(ingest_api_fac
         silent.close()
 
 
-def test_https_goes_to_the_checked_address_with_the_urls_name_for_sni_and_the_certificate(ingest_api_factory, tmp_path):
+def test_https_goes_to_the_checked_address_with_the_urls_name_for_sni_and_the_certificate(delivering, tmp_path):
     """The request connects to the IP the guard checked, yet TLS speaks to the URL's host: SNI
     and certificate verification use `localhost` (the certificate names no IP address), and the
     Host header is the URL's. A URL naming the IP itself fails verification with that certificate."""
     ca_file, server_tls = make_certificates(tmp_path, "localhost")
-    server = ingest_api_factory(**{**FAST, "webhook_tls_ca_file": ca_file})
+    server = delivering(**{**FAST, "webhook_tls_ca_file": ca_file})
     api = Api(server.address)
     api.create_collection()
     by_name = Receiver(tls=server_tls, host="localhost")
@@ -486,11 +504,11 @@ def test_malformed_urls_are_refused(ingest_api, url):
     api.close()
 
 
-def test_the_address_is_checked_again_at_delivery_time(ingest_api_factory):
+def test_the_address_is_checked_again_at_delivery_time(ingest_api_factory, webhooks_factory):
     """A subscription accepted where private networks were allowed (as after a DNS answer that
     changed) is refused by a dispatcher that does not allow them: nothing reaches the receiver."""
-    allowing = ingest_api_factory(**{**FAST, "webhooks_enabled": False})
-    ingest_api_factory(**{**FAST, "webhook_allow_private_networks": False})
+    allowing = ingest_api_factory(**FAST)  # no dispatcher inside (the default)
+    webhooks_factory(**{**FAST, "webhook_allow_private_networks": False})
     api = Api(allowing.address)
     api.create_collection()
     receiver = Receiver()
@@ -508,8 +526,8 @@ def test_the_address_is_checked_again_at_delivery_time(ingest_api_factory):
 # ---------------------------------------------------------------- the API
 
 
-def test_create_validates_and_lists_pages_and_rotates(ingest_api_factory):
-    server = ingest_api_factory(**{**FAST, "webhook_max_per_collection": 3})
+def test_create_validates_and_lists_pages_and_rotates(delivering):
+    server = delivering(**{**FAST, "webhook_max_per_collection": 3})
     api = Api(server.address)
     api.create_collection()
     receiver = Receiver()

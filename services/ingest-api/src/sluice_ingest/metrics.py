@@ -31,3 +31,6 @@ WEBHOOK_ATTEMPT_SECONDS = Histogram("sluice_webhook_attempt_seconds", "Duration 
 WEBHOOK_EVENT_GAPS = Counter(
     "sluice_webhook_event_gaps_total", "Times a subscription found events pruned from the log before it read them"
 )
+WEBHOOK_SUBSCRIPTIONS_HELD = Gauge(
+    "sluice_webhook_subscriptions_held", "Webhook subscriptions this process holds the lease of and delivers"
+)

@@ -39,8 +39,11 @@ class Signal:
 
 
 class NotificationHub:
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, *, streams: bool = True) -> None:
+        """`streams=False`: LISTEN only on the channels given to `listen()` (the sluice-webhooks
+        process, which serves no ClaimJob or Watch* call and needs no job or document notes)."""
         self.database_url = database_url
+        self._core = (JOBS_CHANNEL, DOCUMENTS_CHANNEL, COLLECTIONS_CHANNEL) if streams else ()
         self.jobs_available = Signal()
         self._documents: dict[str, Signal] = defaultdict(Signal)
         self._watchers: dict[str, int] = defaultdict(int)
@@ -109,10 +112,7 @@ class NotificationHub:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {JOBS_CHANNEL}")
-                    await conn.execute(f"LISTEN {DOCUMENTS_CHANNEL}")
-                    await conn.execute(f"LISTEN {COLLECTIONS_CHANNEL}")
-                    for channel in self._listeners.keys() - {JOBS_CHANNEL, DOCUMENTS_CHANNEL, COLLECTIONS_CHANNEL}:
+                    for channel in dict.fromkeys([*self._core, *self._listeners]):
                         await conn.execute(f"LISTEN {channel}")
                     self._connected.set()
                     backoff = 0.1

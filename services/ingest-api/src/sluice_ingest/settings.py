@@ -53,9 +53,12 @@ class IngestSettings(CommonSettings):
     # resolved it just before the switch still finds its rows.
     retired_generation_grace_seconds: float = 30.0
 
-    # Webhooks (docs/webhooks.md): run the delivery dispatcher in this process (subscriptions can
-    # be managed either way).
-    webhooks_enabled: bool = True
+    # Webhooks (docs/webhooks.md): delivery runs in its own process, `sluice-webhooks` (it reads
+    # these webhook_* settings too). True also runs the dispatcher inside ingest-api, sharing its
+    # CPU and event loop: for the smallest set-ups only. Subscriptions are managed either way.
+    webhooks_enabled: bool = False
+    # sluice-webhooks: where its gRPC health service (grpc.health.v1, nothing else) listens.
+    webhooks_bind: str = "localhost:50053"
     # Let webhook URLs reach private, loopback and link-local addresses (trusted networks, tests).
     webhook_allow_private_networks: bool = False
     # The most webhook subscriptions one collection may have.

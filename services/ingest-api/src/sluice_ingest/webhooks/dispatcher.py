@@ -1,4 +1,5 @@
-"""The webhook dispatcher: background asyncio tasks inside each ingest-api replica.
+"""The webhook dispatcher: background asyncio tasks of the `sluice-webhooks` process (main.py),
+or of an ingest-api replica with SLUICE_WEBHOOKS_ENABLED=true.
 
 A supervisor takes the leases of active subscriptions (FOR UPDATE SKIP LOCKED, see
 store.claim), renews them, and runs one task per subscription it holds; a replica that dies
@@ -106,6 +107,7 @@ class Dispatcher:
             log.warning("webhook leases not released", extra={"error": str(exc)})
         finally:
             self.workers.clear()
+            metrics.WEBHOOK_SUBSCRIPTIONS_HELD.set(0)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.sender.close(), timeout=5.0)
             await self.pool.close()
@@ -163,6 +165,7 @@ class Dispatcher:
         for row in await self.store.claim(self.owner, s.webhook_lease_seconds, room):
             log.info("serving webhook", extra={"webhook_id": str(row.id), "collection": row.collection})
             self.workers[row.id] = SubscriptionWorker(self, row)
+        metrics.WEBHOOK_SUBSCRIPTIONS_HELD.set(len(self.workers))
 
 
 class SubscriptionWorker:
