@@ -63,6 +63,7 @@ class DevStack:
             "SLUICE_DEV_HOST": "127.0.0.1",
             "SLUICE_DEV_INGEST_PORT": self.ingest.rsplit(":", 1)[1],
             "SLUICE_DEV_SEARCH_PORT": self.search.rsplit(":", 1)[1],
+            "SLUICE_DEV_WEBHOOKS_PORT": str(free_port()),
             "SLUICE_DEV_METRICS_PORT": str(free_port()),
             "SLUICE_DEV_WORKERS": "1",
             "SLUICE_SHUTDOWN_GRACE_SECONDS": "5",
@@ -274,8 +275,9 @@ def test_common_errors_against_the_real_services(stack, corpus, tmp_path):
 def test_metrics_endpoints_answer(stack):
     """Each service serves Prometheus metrics on the port sluice-dev printed for it."""
     urls = dict(re.findall(r"^  (\S+)\s.*metrics (http://\S+/metrics)$", stack.output, flags=re.M))
-    assert set(urls) == {"ingest-api", "search", "worker-1"}, stack.output
+    assert set(urls) == {"ingest-api", "search", "worker-1", "webhooks"}, stack.output
     expected = {
+        "webhooks": ["sluice_webhook_subscriptions_held", "sluice_webhook_attempts_total"],
         "ingest-api": ["sluice_jobs{", "sluice_job_claims_total"],
         "search": ["sluice_search_latency_seconds_bucket{", "sluice_search_requests_total{"],
         "worker-1": ["sluice_worker_jobs_claimed_total", "sluice_worker_stage_duration_seconds_bucket{"],

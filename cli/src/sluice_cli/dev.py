@@ -2,10 +2,11 @@
 
 Starts an embedded PostgreSQL with pgvector (data kept in $SLUICE_DEV_HOME/pg, default
 ./.sluice/pg), creates the database "sluice", applies the migrations, then runs ingest-api,
-search and $SLUICE_DEV_WORKERS workers as child processes with their logs in
-$SLUICE_DEV_HOME/logs. It waits until each gRPC service reports SERVING, prints where
-everything listens, and on Ctrl-C or SIGTERM stops the workers first (they hand their jobs
-back), then search and ingest-api (SIGTERM, wait, then SIGKILL), then PostgreSQL.
+search, the webhook dispatcher (`sluice-webhooks`) and $SLUICE_DEV_WORKERS workers as child
+processes with their logs in $SLUICE_DEV_HOME/logs. It waits until each gRPC service reports
+SERVING, prints where everything listens, and on Ctrl-C or SIGTERM stops the workers first
+(they hand their jobs back), then search and sluice-webhooks (it hands its subscriptions
+back), then ingest-api (SIGTERM, wait, then SIGKILL), then PostgreSQL.
 
 It supervises what it started; only Ctrl-C or SIGTERM stops everything:
 - A child that dies is restarted, the others keep running. The restart waits 0.5 s, doubling
@@ -27,8 +28,9 @@ Nothing is lost across a restart: jobs are leased in the database, so work a sto
 had in hand is claimed again on the next run.
 
 Environment (flags override): SLUICE_DEV_HOME, SLUICE_DEV_HOST, SLUICE_DEV_INGEST_PORT
-(50051), SLUICE_DEV_SEARCH_PORT (50052), SLUICE_DEV_WORKERS (1), SLUICE_DEV_METRICS_PORT
-(first Prometheus port, 9464; 0 disables metrics), SLUICE_DEV_STOP_TIMEOUT (seconds, 30),
+(50051), SLUICE_DEV_SEARCH_PORT (50052), SLUICE_DEV_WEBHOOKS_PORT (50053, sluice-webhooks'
+health service), SLUICE_DEV_WORKERS (1), SLUICE_DEV_METRICS_PORT (first Prometheus port, 9464;
+0 disables metrics), SLUICE_DEV_STOP_TIMEOUT (seconds, 30),
 SLUICE_DEV_READY_TIMEOUT (seconds, 180). Every other SLUICE_* variable reaches the services.
 """
 
@@ -82,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default=os.environ.get("SLUICE_DEV_HOST", "localhost"), help="interface to listen on (env SLUICE_DEV_HOST)")
     parser.add_argument("--ingest-port", type=int, default=_env_int("SLUICE_DEV_INGEST_PORT", 50051))
     parser.add_argument("--search-port", type=int, default=_env_int("SLUICE_DEV_SEARCH_PORT", 50052))
+    parser.add_argument("--webhooks-port", type=int, default=_env_int("SLUICE_DEV_WEBHOOKS_PORT", 50053),
+                        help="sluice-webhooks' health service (env SLUICE_DEV_WEBHOOKS_PORT)")
     parser.add_argument("--workers", type=int, default=_env_int("SLUICE_DEV_WORKERS", 1), help="worker processes (env SLUICE_DEV_WORKERS)")
     parser.add_argument("--metrics-port", type=int, default=_env_int("SLUICE_DEV_METRICS_PORT", 9464), help="first Prometheus port; 0 disables")
     parser.add_argument("--stop-timeout", type=float, default=_env_float("SLUICE_DEV_STOP_TIMEOUT", 30.0))
@@ -223,6 +227,7 @@ class DevRunner:
     metrics_port: int
     stop_timeout: float
     ready_timeout: float
+    webhooks_port: int = 50053
     children: list[Child] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)
     stop_signals: int = 0
@@ -266,7 +271,8 @@ class DevRunner:
     def start(self) -> int:
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "logs").mkdir(exist_ok=True)
-        for name, port, variable in (("ingest-api", self.ingest_port, "SLUICE_DEV_INGEST_PORT"), ("search", self.search_port, "SLUICE_DEV_SEARCH_PORT")):
+        for name, port, variable in (("ingest-api", self.ingest_port, "SLUICE_DEV_INGEST_PORT"), ("search", self.search_port, "SLUICE_DEV_SEARCH_PORT"),
+                                     ("sluice-webhooks", self.webhooks_port, "SLUICE_DEV_WEBHOOKS_PORT")):
             if port_in_use(self.host, port):
                 self.say(f"sluice-dev: port {port} for {name} is in use (another `make run`?); choose another with {variable}")
                 return 1
@@ -348,7 +354,7 @@ class DevRunner:
                 "XDG_RUNTIME_DIR": base.get("XDG_RUNTIME_DIR", "/tmp"),
             }
         )
-        metrics = pick_metrics_ports(self.metrics_port, 2 + self.workers, self.host)
+        metrics = pick_metrics_ports(self.metrics_port, 3 + self.workers, self.host)
         ingest_address = f"{self.host}:{self.ingest_port}"
         search_address = f"{self.host}:{self.search_port}"
         self.children = [
@@ -364,6 +370,13 @@ class DevRunner:
                 "SLUICE_METRICS_PORT": str(metrics[1 + n]),
             }
             self.children.append(Child(f"worker-{n}", "sluice_worker.main", "sluice-worker", env, logs / f"worker-{n}.log", "", metrics[1 + n]))
+        # Webhook delivery in a process of its own (ingest-api runs no dispatcher by default). Private
+        # and loopback receivers stay refused unless SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true is set.
+        webhooks_address = f"{self.host}:{self.webhooks_port}"
+        webhooks_metrics = metrics[2 + self.workers]
+        self.children.append(Child("webhooks", "sluice_ingest.webhooks.main", "sluice-webhooks",
+                                   {**base, "SLUICE_WEBHOOKS_BIND": webhooks_address, "SLUICE_METRICS_PORT": str(webhooks_metrics)},
+                                   logs / "webhooks.log", webhooks_address, webhooks_metrics))
         for child in self.children:
             self.spawn(child)
 
@@ -517,6 +530,8 @@ class DevRunner:
         self.say("Sluice is ready.")
         for child in self.children:
             listen = child.address or f"→ ingest-api {self.host}:{self.ingest_port}"
+            if child.name == "webhooks":
+                listen = f"{child.address} (health)"
             metrics = f"  metrics http://{self.host}:{child.metrics_port}/metrics" if child.metrics_port else ""
             self.say(f"  {child.name:<11} {listen:<28} pid {child.pid:<7} log {child.log_path}{metrics}")
         self.say(f"  {'postgres':<11} {self.home / 'pg'} (unix socket; URL in {self.home / 'database_url'})")
@@ -543,7 +558,7 @@ class DevRunner:
         # Workers first: they hand their jobs back while ingest-api still answers.
         groups = [
             [c for c in self.children if c.name.startswith("worker-")],
-            [c for c in self.children if c.name == "search"],
+            [c for c in self.children if c.name in ("search", "webhooks")],
             [c for c in self.children if c.name == "ingest-api"],
         ]
         for group in groups:
@@ -603,6 +618,7 @@ def main(argv: list[str] | None = None) -> None:
         host=args.host,
         ingest_port=args.ingest_port,
         search_port=args.search_port,
+        webhooks_port=args.webhooks_port,
         workers=args.workers,
         metrics_port=args.metrics_port,
         stop_timeout=args.stop_timeout,
