@@ -21,6 +21,8 @@ COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
 APP_SERVICES = ["migrate", "ingest-api", "search", "worker"]
 ONE_SHOT = ["bootstrap"]
+# Long-running services that run another service's image with their own console script.
+SAME_IMAGE = {"webhooks": "ingest-api"}
 PYPROJECT = {
     "migrate": ROOT / "services/ingest-api/pyproject.toml",
     "ingest-api": ROOT / "services/ingest-api/pyproject.toml",
@@ -47,7 +49,7 @@ def settings_fields(service: str) -> set[str]:
             fields |= {(prefix + name).upper() for name in cls.model_fields}
         return fields
 
-    if service == "migrate":
+    if service in ("migrate", "webhooks"):
         return names(IngestSettings)
     if service == "ingest-api":
         # CreateCollection/ReindexCollection check local models (sluice_common.embedders).
@@ -90,7 +92,7 @@ def final_stage(instructions):
 
 
 def test_services_and_start_order():
-    assert set(SERVICES) == {"postgres", *APP_SERVICES, *ONE_SHOT}
+    assert set(SERVICES) == {"postgres", *APP_SERVICES, *ONE_SHOT, *SAME_IMAGE}
     assert SERVICES["bootstrap"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert SERVICES["worker"]["depends_on"]["bootstrap"]["condition"] == "service_completed_successfully"
     depends = {name: SERVICES[name].get("depends_on", {}) for name in SERVICES}
@@ -98,6 +100,7 @@ def test_services_and_start_order():
     assert depends["ingest-api"]["migrate"]["condition"] == "service_completed_successfully"
     assert depends["search"]["migrate"]["condition"] == "service_completed_successfully"
     assert depends["worker"]["ingest-api"]["condition"] == "service_healthy"
+    assert depends["webhooks"]["migrate"]["condition"] == "service_completed_successfully"
     assert SERVICES["migrate"]["restart"] == "no"
 
 
@@ -149,13 +152,13 @@ def test_dockerignore_keeps_local_state_out_of_the_build_context():
                     assert source.split("/")[0] not in ignored, f"{source} is excluded by .dockerignore"
 
 
-@pytest.mark.parametrize("service", APP_SERVICES)
+@pytest.mark.parametrize("service", [*APP_SERVICES, *SAME_IMAGE])
 def test_environment_variables_are_ones_the_settings_read(service):
     env = environment(service)
     known = settings_fields(service)
     unknown = sorted(k for k in env if k.startswith("SLUICE_") and k not in known)
     assert not unknown, f"{service}: variables no settings class reads: {unknown}"
-    for keyword, rest in final_stage(dockerfile(service)):
+    for keyword, rest in final_stage(dockerfile(SAME_IMAGE.get(service, service))):
         if keyword == "ENV":
             for name in re.findall(r"(SLUICE_[A-Z0-9_]+)=", rest):
                 assert name in known, f"{service} Dockerfile ENV {name} is read by no settings class"
@@ -204,7 +207,7 @@ def test_workers_scale_with_replicas_and_outlast_their_own_grace():
 
 
 def test_metrics_port_is_set_for_every_long_running_service():
-    for service in ("ingest-api", "search", "worker"):
+    for service in ("ingest-api", "search", "worker", "webhooks"):
         assert environment(service)["SLUICE_METRICS_PORT"] == "9464"
 
 
@@ -248,3 +251,28 @@ def test_bootstrap_makes_the_keys_the_workers_read():
     assert worker["environment"]["SLUICE_API_KEY_FILE"] == f"{key_dir}/worker_key"
     assert any(v.startswith("keys:") for v in worker["volumes"]) and any(v.startswith("keys:") for v in bootstrap["volumes"])
     assert set(bootstrap["environment"]) - {"<<"} <= settings_fields("ingest-api")
+
+
+def test_webhooks_run_sluice_webhooks_from_ingest_apis_image_apart_from_ingest_api():
+    """Delivery is its own service (docs/webhooks.md): ingest-api's image with the `sluice-webhooks`
+    console script, health-checked on the port it binds, the SSRF guard on by default, and
+    ingest-api itself left without a dispatcher (SLUICE_WEBHOOKS_ENABLED defaults to false)."""
+    from sluice_ingest.settings import IngestSettings
+
+    webhooks = SERVICES["webhooks"]
+    assert webhooks["image"] == SERVICES["ingest-api"]["image"] and "build" not in webhooks
+    scripts = tomllib.loads(PYPROJECT["ingest-api"].read_text())["project"]["scripts"]
+    assert webhooks["entrypoint"] == ["sluice-webhooks"] and scripts["sluice-webhooks"] == "sluice_ingest.webhooks.main:main"
+    env = environment("webhooks")
+    assert env["SLUICE_DATABASE_URL"].startswith("postgresql://")
+    port = env["SLUICE_WEBHOOKS_BIND"].rsplit(":", 1)[1]
+    assert env["SLUICE_WEBHOOKS_BIND"] == f"0.0.0.0:{port}"
+    test = webhooks["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "/usr/local/bin/sluice-healthcheck"] and test[-2:] == ["grpc", f"localhost:{port}"]
+    assert env["SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS"] == "false"
+    assert environment("ingest-api")["SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS"] == "false"
+    assert "SLUICE_WEBHOOKS_ENABLED" not in environment("ingest-api")
+    assert IngestSettings.model_fields["webhooks_enabled"].default is False
+    assert float(webhooks["stop_grace_period"].rstrip("s")) > float(env["SLUICE_SHUTDOWN_GRACE_SECONDS"])
+    published = [interpolate(p) for p in webhooks["ports"]]
+    assert published == ["9466:9464"] and all(not p.endswith(f":{port}") for p in published)

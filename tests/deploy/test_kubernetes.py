@@ -36,6 +36,8 @@ KEDA_KINDS = {"ScaledObject", "TriggerAuthentication"}
 # The Deployment (or Job) a container belongs to, by image: the settings it reads.
 SERVICE_OF_IMAGE = {"sluice/ingest-api": "ingest-api", "sluice/search": "search", "sluice/worker": "worker", "sluice/migrate": "migrate"}
 GRPC_PORT = {"ingest-api": 50051, "search": 50052}
+# Deployments that run another service's image with a console script of their own.
+IMAGE_OF_DEPLOYMENT = {"webhooks": "ingest-api"}
 BIND_VARIABLE = {"ingest-api": "SLUICE_BIND", "search": "SLUICE_SEARCH_BIND"}
 # Secrets the operator creates (docs/operations.md) and the one the bootstrap Job writes.
 SECRETS = {
@@ -135,7 +137,7 @@ def environment(overlay: str, container: dict) -> dict[str, object]:
 def test_overlay_renders_every_part(overlay):
     kinds = {(o["kind"], o["metadata"]["name"]) for o in render(overlay)}
     for expected in [
-        ("Deployment", "ingest-api"), ("Deployment", "search"), ("Deployment", "worker"),
+        ("Deployment", "ingest-api"), ("Deployment", "search"), ("Deployment", "worker"), ("Deployment", "webhooks"),
         ("Service", "ingest-api"), ("Service", "search"),
         ("HorizontalPodAutoscaler", "ingest-api"), ("HorizontalPodAutoscaler", "search"),
         ("PodDisruptionBudget", "ingest-api"), ("PodDisruptionBudget", "search"), ("PodDisruptionBudget", "worker"),
@@ -333,6 +335,9 @@ def test_database_credentials_go_where_the_design_says(overlay):
     worker = env("worker")
     assert not any("DATABASE" in k for k in worker)
     assert worker["SLUICE_API_KEY_FILE"] == "/keys/worker_key"
+    # Webhook delivery writes delivery rows and leases: ingest-api's credentials, the same Secret.
+    assert secret_key(env("webhooks")["SLUICE_DATABASE_URL"]) == ("sluice-database", "database-url")
+    assert secret_key(env("webhooks", init=True)["SLUICE_DATABASE_URL"]) == ("sluice-database", "database-url")
 
 
 def test_bootstrap_job_writes_the_keys_the_workers_mount():
@@ -365,7 +370,8 @@ def test_images_are_the_services_own_with_one_tag(overlay):
         dockerfile = ROOT / "docker" / f"{service}.Dockerfile"
         assert dockerfile.is_file()
         if workload["kind"] == "Deployment" and container in pod_spec(workload)["containers"]:
-            assert service == workload["metadata"]["name"], f"{workload['metadata']['name']} runs the {service} image"
+            name = workload["metadata"]["name"]
+            assert service == IMAGE_OF_DEPLOYMENT.get(name, name), f"{name} runs the {service} image"
         assert ":" in container["image"].rsplit("/", 1)[-1], f"{container['image']} has no tag"
         tags.add(container["image"].rsplit(":", 1)[1])
     assert len(tags) == 1, f"{overlay}: images of different releases {tags}"
@@ -434,7 +440,7 @@ def test_every_pod_is_non_root_read_only_and_bounded(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_termination_grace_outlasts_each_services_own_grace(overlay):
-    for name in ("ingest-api", "search", "worker"):
+    for name in ("ingest-api", "search", "worker", "webhooks"):
         spec = pod_spec(one(overlay, "Deployment", name))
         [container] = spec["containers"]
         grace = float(environment(overlay, container)["SLUICE_SHUTDOWN_GRACE_SECONDS"])
@@ -498,3 +504,36 @@ def test_migration_wait_passes_at_head_and_waits_below_it(database_url, pg_admin
         assert done.returncode == expected, done.stderr
     with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE "{empty}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_webhooks_deployment_runs_sluice_webhooks_with_probes_and_metrics(overlay):
+    """Webhook delivery apart from ingest-api: its image with the `sluice-webhooks` command, one
+    replica (more share the subscriptions by lease), gRPC health probes on the port it binds,
+    metrics where Prometheus looks, the SSRF guard on, and no dispatcher inside ingest-api."""
+    deployment = one(overlay, "Deployment", "webhooks")
+    assert deployment["spec"]["replicas"] == 1
+    assert "webhooks" not in objects(overlay, "HorizontalPodAutoscaler")
+    spec = pod_spec(deployment)
+    [container] = spec["containers"]
+    assert image_name(container["image"]) == "sluice/ingest-api"
+    assert container["image"] == pod_spec(one(overlay, "Deployment", "ingest-api"))["containers"][0]["image"]
+    scripts = __import__("tomllib").loads((ROOT / "services/ingest-api/pyproject.toml").read_text())["project"]["scripts"]
+    assert container["command"] == ["sluice-webhooks"] and scripts["sluice-webhooks"] == "sluice_ingest.webhooks.main:main"
+    env = environment(overlay, container)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"health": 50053, "metrics": 9464}
+    assert env["SLUICE_WEBHOOKS_BIND"] == f"0.0.0.0:{ports['health']}"
+    assert str(ports["metrics"]) == env["SLUICE_METRICS_PORT"]
+    template = deployment["spec"]["template"]["metadata"]
+    assert template["annotations"]["prometheus.io/port"] == env["SLUICE_METRICS_PORT"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["grpc"]["port"] == ports["health"], probe
+        assert container[probe]["grpc"].get("service", "") == ""
+    assert env.get("SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS", "false") == "false"
+    # ingest-api leaves delivery to this Deployment.
+    ingest_env = environment(overlay, pod_spec(one(overlay, "Deployment", "ingest-api"))["containers"][0])
+    assert ingest_env.get("SLUICE_WEBHOOKS_ENABLED", "false") == "false"
+    # It waits for the schema like ingest-api.
+    [wait] = spec["initContainers"]
+    assert wait["command"][:3] == ["python", "-m", "sluice_ingest.migrations.wait"]
