@@ -13,7 +13,15 @@ a process of their own, answering 200 at once.
 3. Ingestion cycles/s with no subscription and with 4 live ones (the comparison: delivery must
    not slow ingestion down).
 
-    .venv/bin/python -m bench.webhook_bench [--documents 300]
+The dispatcher runs where --dispatcher says: `process` (the default deployment: the real
+`sluice-webhooks` process beside ingest-api) or `inprocess` (inside ingest-api,
+SLUICE_WEBHOOKS_ENABLED=true). `--compare RUNS` measures only (3), RUNS times for each placement
+(interleaved), and prints the medians and the ratio 4 subscriptions / none. On a 2-core machine
+the separate process still shares the CPU with ingest-api and the clients: what it removes is
+the sharing of one interpreter (GIL) and one event loop.
+
+    .venv/bin/python -m bench.webhook_bench [--documents 300] [--dispatcher process|inprocess]
+    .venv/bin/python -m bench.webhook_bench --compare 3
 """
 
 from __future__ import annotations
@@ -168,11 +176,61 @@ def settings(url: str, **overrides) -> IngestSettings:
                           webhook_allow_private_networks=True, **overrides)
 
 
-async def started(s: IngestSettings) -> IngestApp:
-    app = IngestApp(s)
+class Running:
+    """ingest-api in this process and the dispatcher where `dispatcher` says: "process" (the real
+    sluice-webhooks, a process of its own), "inprocess" (inside ingest-api) or "none"."""
+
+    def __init__(self, app: IngestApp, proc) -> None:
+        self.app = app
+        self.proc = proc
+        self.port = app.port
+
+    async def stop(self, grace: float = 0) -> None:
+        import signal
+
+        await self.app.stop(grace)
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(self.proc.wait, 30)
+
+
+def webhooks_process(s: IngestSettings):
+    """`sluice-webhooks` with the same settings (as SLUICE_* variables); returns once SERVING."""
+    import os
+    import subprocess
+    import sys
+
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    import grpc
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "SLUICE_WEBHOOKS_BIND": f"127.0.0.1:{port}", "SLUICE_METRICS_PORT": "0"}
+    for name in ("database_url", "log_json", "log_level", "webhook_allow_private_networks", "webhook_timeout_seconds",
+                 "webhook_connect_timeout_seconds"):
+        env[f"SLUICE_{name.upper()}"] = str(getattr(s, name))
+    proc = subprocess.Popen([sys.executable, "-c", "from sluice_ingest.webhooks.main import main; main()"], env=env)
+    deadline = time.monotonic() + 60
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        while True:
+            try:
+                status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                if status == health_pb2.HealthCheckResponse.SERVING:
+                    return proc
+            except grpc.RpcError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("sluice-webhooks did not start")
+            time.sleep(0.1)
+
+
+async def started(s: IngestSettings, dispatcher: str = "process") -> Running:
+    app = IngestApp(s.model_copy(update={"webhooks_enabled": dispatcher == "inprocess"}))
     await app.start()
     await app.serve()
-    return app
+    proc = await asyncio.to_thread(webhooks_process, s) if dispatcher == "process" else None
+    return Running(app, proc)
 
 
 async def wait_for(condition, timeout: float = 300) -> float:
@@ -184,28 +242,30 @@ async def wait_for(condition, timeout: float = 300) -> float:
     return time.perf_counter()
 
 
-async def drain(url: str, keys: dict[str, str], documents: int, subscriptions: int, name: str) -> tuple[int, float]:
+async def drain(url: str, keys: dict[str, str], documents: int, subscriptions: int, name: str,
+                dispatcher: str) -> tuple[int, float]:
     receivers = Receivers(subscriptions)
-    quiet = await started(settings(url, webhooks_enabled=False))
+    quiet = await started(settings(url), "none")
     address = f"127.0.0.1:{quiet.port}"
     await setup(address, keys, name, receivers.urls)
     await ingest(address, keys, name, documents)
     await quiet.stop(0)
     expected = documents // CLIENTS * CLIENTS * 7
     begin = time.perf_counter()
-    app = await started(settings(url))
+    app = await started(settings(url), dispatcher)
     end = await wait_for(lambda: all(c >= expected for c in receivers.counts()))
     await app.stop(0)
     receivers.close()
     return expected * subscriptions, expected * subscriptions / (end - begin)
 
 
-async def live(url: str, keys: dict[str, str], documents: int, subscriptions: int, dead: bool, name: str):
+async def live(url: str, keys: dict[str, str], documents: int, subscriptions: int, dead: bool, name: str,
+               dispatcher: str = "process"):
     receivers = Receivers(subscriptions)
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(128)
-    app = await started(settings(url, webhook_timeout_seconds=120, webhook_connect_timeout_seconds=60))
+    app = await started(settings(url, webhook_timeout_seconds=120, webhook_connect_timeout_seconds=60), dispatcher)
     address = f"127.0.0.1:{app.port}"
     urls = receivers.urls + ([f"http://127.0.0.1:{silent.getsockname()[1]}/"] if dead else [])
     await setup(address, keys, name, urls, [wh.WEBHOOK_EVENT_TYPE_DOCUMENT_READY])
@@ -225,9 +285,32 @@ def ms(values: list[float], q: float) -> str:
     return f"{statistics.quantiles(values, n=100)[int(q) - 1] * 1000:.0f}" if q < 100 else f"{max(values) * 1000:.0f}"
 
 
+def compare(url: str, keys: dict[str, str], n: int, runs: int) -> None:
+    """Ingestion cycles/s, no subscription vs 4 live ones, dispatcher inside ingest-api vs in
+    sluice-webhooks; the placements and cases interleaved run after run."""
+    rates: dict[tuple[str, int], list[float]] = {}
+    for run in range(runs):
+        for dispatcher in ("inprocess", "process"):
+            for subs in (0, 4):
+                rate, _ = asyncio.run(live(url, keys, n, subs, False, f"c{run}{dispatcher}{subs}", dispatcher))
+                rates.setdefault((dispatcher, subs), []).append(rate)
+                print(f"  run {run + 1}: dispatcher {dispatcher:<9} {subs} subscriptions: {rate:.1f} cycles/s", flush=True)
+    print(f"\ningestion, {n} documents by {CLIENTS} clients, `document.ready` subscriptions; median of {runs} runs")
+    print(f"{'dispatcher':<32} | {'0 subs cycles/s':>15} | {'4 subs cycles/s':>15} | {'4 / 0':>6} | runs (0 subs; 4 subs)")
+    for dispatcher, label in (("inprocess", "inside ingest-api (old)"), ("process", "sluice-webhooks process (new)")):
+        none, four = rates[(dispatcher, 0)], rates[(dispatcher, 4)]
+        print(f"{label:<32} | {statistics.median(none):>15.1f} | {statistics.median(four):>15.1f} |"
+              f" {statistics.median(four) / statistics.median(none):>6.2f} |"
+              f" {', '.join(f'{r:.0f}' for r in none)}; {', '.join(f'{r:.0f}' for r in four)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--documents", type=int, default=300)
+    parser.add_argument("--dispatcher", choices=["process", "inprocess"], default="process",
+                        help="where the dispatcher runs: sluice-webhooks (default) or inside ingest-api")
+    parser.add_argument("--compare", type=int, metavar="RUNS",
+                        help="only ingestion with 0 vs 4 subscriptions, RUNS times per placement; medians")
     parser.add_argument("--receivers", type=int, help=argparse.SUPPRESS)  # the receivers' own process
     args = parser.parse_args()
     if args.receivers is not None:
@@ -243,13 +326,18 @@ def main() -> None:
         upgrade(url)
         keys = bootstrap_keys(url)
         n = args.documents
-        drains = [asyncio.run(drain(url, keys, n, subs, f"drain{subs}")) for subs in (1, 4)]
-        baseline, _ = asyncio.run(live(url, keys, n, 0, False, "nohooks"))
-        with_hooks, alone = asyncio.run(live(url, keys, n, 4, False, "live"))
-        with_dead, beside_dead = asyncio.run(live(url, keys, n, 1, True, "dead"))
+        if args.compare:
+            compare(url, keys, n, args.compare)
+            return
+        d = args.dispatcher
+        drains = [asyncio.run(drain(url, keys, n, subs, f"drain{subs}", d)) for subs in (1, 4)]
+        baseline, _ = asyncio.run(live(url, keys, n, 0, False, "nohooks", d))
+        with_hooks, alone = asyncio.run(live(url, keys, n, 4, False, "live", d))
+        with_dead, beside_dead = asyncio.run(live(url, keys, n, 1, True, "dead", d))
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+    print(f"\ndispatcher: {'sluice-webhooks (own process)' if d == 'process' else 'inside ingest-api'}")
     print(f"\nwebhook backlog drain ({n} documents × 7 events, receivers answering 200 at once)")
     for subs, (count, rate) in zip((1, 4), drains):
         print(f"  {subs} subscription(s): {count} deliveries, {rate:.0f} deliveries/s")
