@@ -33,7 +33,7 @@ test: venv lint
 MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-api/src/sluice_ingest/transitions.py \
 	services/ingest-api/src/sluice_ingest/store services/ingest-api/src/sluice_ingest/ports.py services/ingest-api/src/sluice_ingest/retention.py libs/common/src/sluice_common/reasons.py \
 	libs/common/src/sluice_common/names.py libs/common/src/sluice_common/worker_errors.py \
-	$(addprefix services/ingest-api/src/sluice_ingest/webhooks/,events.py guard.py signing.py store.py sender.py dispatcher.py service.py)
+	$(addprefix services/ingest-api/src/sluice_ingest/webhooks/,events.py guard.py signing.py store.py sender.py dispatcher.py service.py main.py)
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy --strict --ignore-missing-imports --follow-imports=silent $(MYPY_STRICT)

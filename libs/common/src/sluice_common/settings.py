@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from .tls import ServerTLS
 
 
 class CommonSettings(BaseSettings):
@@ -36,7 +41,7 @@ class CommonSettings(BaseSettings):
     rate_limit_per_second: float = 100.0
     rate_limit_burst: float = 400.0
 
-    def server_tls(self):
+    def server_tls(self) -> ServerTLS:
         from .tls import ServerTLS
 
         return ServerTLS(self.tls_cert_file, self.tls_key_file, self.tls_client_ca_file)
