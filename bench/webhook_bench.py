@@ -184,12 +184,17 @@ class Running:
         self.app = app
         self.proc = proc
         self.port = app.port
+        self.dispatcher_cpu = 0.0  # CPU seconds the sluice-webhooks process used (user + system)
 
     async def stop(self, grace: float = 0) -> None:
         import signal
 
+        import psutil
+
         await self.app.stop(grace)
         if self.proc is not None:
+            times = psutil.Process(self.proc.pid).cpu_times()
+            self.dispatcher_cpu = times.user + times.system
             self.proc.send_signal(signal.SIGTERM)
             await asyncio.to_thread(self.proc.wait, 30)
 
@@ -276,7 +281,11 @@ async def live(url: str, keys: dict[str, str], documents: int, subscriptions: in
     await app.stop(0)
     silent.close()
     receivers.close()
+    CPU[name] = app.dispatcher_cpu
     return rate, latencies
+
+
+CPU: dict[str, float] = {}  # live run → CPU seconds of its sluice-webhooks process
 
 
 def ms(values: list[float], q: float) -> str:
@@ -294,7 +303,9 @@ def compare(url: str, keys: dict[str, str], n: int, runs: int) -> None:
             for subs in (0, 4):
                 rate, _ = asyncio.run(live(url, keys, n, subs, False, f"c{run}{dispatcher}{subs}", dispatcher))
                 rates.setdefault((dispatcher, subs), []).append(rate)
-                print(f"  run {run + 1}: dispatcher {dispatcher:<9} {subs} subscriptions: {rate:.1f} cycles/s", flush=True)
+                cpu = CPU.get(f"c{run}{dispatcher}{subs}", 0.0)
+                print(f"  run {run + 1}: dispatcher {dispatcher:<9} {subs} subscriptions: {rate:.1f} cycles/s"
+                      + (f" (sluice-webhooks used {cpu:.1f} CPU s)" if dispatcher == "process" else ""), flush=True)
     print(f"\ningestion, {n} documents by {CLIENTS} clients, `document.ready` subscriptions; median of {runs} runs")
     print(f"{'dispatcher':<32} | {'0 subs cycles/s':>15} | {'4 subs cycles/s':>15} | {'4 / 0':>6} | runs (0 subs; 4 subs)")
     for dispatcher, label in (("inprocess", "inside ingest-api (old)"), ("process", "sluice-webhooks process (new)")):
