@@ -50,7 +50,8 @@ class IngestApp:
         s = self.settings
         self.pool = await open_pool(s.database_url, max_size=s.pool_max_size, name="ingest-api")
         self.hub = NotificationHub(s.database_url)
-        # Webhook deliveries: background tasks with their own pool, off the ingestion path; they
+        # Webhook deliveries run in `sluice-webhooks` (webhooks/main.py); SLUICE_WEBHOOKS_ENABLED=true
+        # also runs them here, as background tasks with their own pool (the smallest set-ups). They
         # listen on the hub's connection, so they are built before it starts.
         self.dispatcher = Dispatcher(s, self.hub) if s.webhooks_enabled else None
         await self.hub.start()
