@@ -8,7 +8,8 @@ stops cleanly hands them back at once). Each subscription task:
 
 1. reads its collection's events log after its own cursor (EventStore.collection_events_after:
    (txid, id) order, only what every writer has finished with), turns the events it wants into
-   delivery rows and moves its cursor past them, in one transaction (the outbox);
+   delivery rows and moves its cursor past them, in one statement (the outbox); events that
+   make no delivery move the cursor in memory, written at the latest CURSOR_WRITE_SECONDS later;
 2. sends the first pending delivery of each document that is due, a few at a time, so a
    document's later event never goes before its earlier one was delivered or given up;
 3. sleeps until its collection's NOTIFY (`sluice_collection_events`), the next retry, or the
