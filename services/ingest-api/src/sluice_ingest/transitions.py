@@ -124,6 +124,21 @@ async def move_generation(
         )
 
 
+def document_move_sql(
+    target: str, values: Mapping[str, str], *, where: str, sources: str, returning: str = "id"
+) -> sql.Composed:
+    """The document move of DOCUMENT_TRANSITIONS as a fragment of a larger statement (a CTE of
+    ReportStage's single statement): `UPDATE documents SET status = <target>, … WHERE <where>
+    AND status = ANY(<sources>)`. `target`, the values and `sources` are SQL placeholders or
+    expressions of the caller's statement; the caller binds `sources` to document_sources(…)
+    and turns zero rows into IllegalTransition (as move_document does)."""
+    assignments = [sql.SQL("status = ") + sql.SQL(target)]
+    assignments += [sql.SQL("{} = ").format(sql.Identifier(column)) + sql.SQL(text) for column, text in values.items()]
+    return sql.SQL("UPDATE documents SET {} WHERE {} AND status = ANY({}) RETURNING {}").format(
+        sql.SQL(", ").join(assignments), sql.SQL(where), sql.SQL(sources), sql.SQL(returning)
+    )
+
+
 RELEASED_LEASE = {"locked_at": None, "locked_by": None, "lease_token": None}
 
-__all__ = ["NOW", "RELEASED_LEASE", "Expr", "move_document", "move_generation", "move_job"]
+__all__ = ["NOW", "RELEASED_LEASE", "Expr", "document_move_sql", "move_document", "move_generation", "move_job"]

@@ -25,7 +25,9 @@ from ..domain import (
     LEASE_EXPIRED_EXHAUSTED,
     LEASE_EXPIRED_RETRYING,
     AttemptOutcome,
+    IllegalTransition,
     check_document_transition,
+    document_sources,
     job_sources,
     retry_delay_seconds,
     retry_message,
@@ -35,7 +37,7 @@ from ..domain import (
     JobKind,
     JobStatus as J,
 )
-from ..transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job
+from ..transitions import NOW, RELEASED_LEASE, Expr, document_move_sql, move_document, move_job
 from .common import FRESH_PROGRESS, NO_ERROR, _one
 from .generations import GenerationStore
 from .rows import ChunkRow, ClaimedJob, DocumentRow
@@ -93,6 +95,52 @@ FROM exhausted e
     pending=sql.Literal(str(J.PENDING)),
     ingest=sql.Literal(str(JobKind.INGEST)),
     active=sql.Literal(str(GenerationState.ACTIVE)),
+)
+
+# ReportStage in one statement (QueueStore.report_stage). `job` fences: it matches only while
+# this lease holds the RUNNING job, renews the lease and, for an EMBED job, records the progress
+# on the job itself (an EMBED job never touches its READY document). `doc` locks an INGEST job's
+# document (job row first, then document: the lock order used everywhere). Then exactly one of
+# `tick` (the document is already in this stage: progress only) or `moved` (the stage change,
+# along DOCUMENT_TRANSITIONS: `sources` is document_sources(stage)) writes the document. The
+# attempt records its stage on a move (and on every EMBED report). A tick or an EMBED report
+# commits asynchronously: set_config(…, is_local) holds for this statement's own transaction.
+# Zero rows: the lease is not held. `moved` false on an INGEST job in another stage: illegal edge.
+REPORT_STAGE_SQL = sql.SQL("""
+WITH job AS (
+    UPDATE ingestion_jobs SET locked_at = now(),
+        progress_stage = CASE WHEN kind = {embed} THEN %(stage)s::document_status ELSE progress_stage END,
+        progress_done = CASE WHEN kind = {embed} THEN %(done)s ELSE progress_done END,
+        progress_total = CASE WHEN kind = {embed} THEN %(total)s ELSE progress_total END,
+        updated_at = CASE WHEN kind = {embed} THEN now() ELSE updated_at END
+    WHERE id = %(job)s AND lease_token = %(lease)s AND status = {running}
+    RETURNING id, document_id, kind, locked_at
+), doc AS (
+    SELECT d.id, d.status FROM documents d JOIN job ON d.id = job.document_id AND job.kind = {ingest}
+    FOR UPDATE OF d
+), tick AS (
+    UPDATE documents d SET progress_stage = %(stage)s::document_status, progress_done = %(done)s,
+        progress_total = %(total)s, progress_unit = %(unit)s, updated_at = now()
+    FROM doc WHERE d.id = doc.id AND doc.status = %(stage)s::document_status
+    RETURNING d.id
+), moved AS (
+    {move}
+), attempt AS (
+    UPDATE job_attempts SET stage = %(stage)s::document_status
+    WHERE lease_token = %(lease)s AND (EXISTS (SELECT 1 FROM moved) OR EXISTS (SELECT 1 FROM job WHERE kind = {embed}))
+)
+SELECT job.locked_at, job.kind::text, doc.status::text, EXISTS (SELECT 1 FROM moved) AS moved,
+       CASE WHEN NOT EXISTS (SELECT 1 FROM moved) THEN set_config('synchronous_commit', 'off', true) END
+FROM job LEFT JOIN doc ON true
+""").format(
+    running=sql.Literal(str(J.RUNNING)),
+    ingest=sql.Literal(str(JobKind.INGEST)),
+    embed=sql.Literal(str(JobKind.EMBED)),
+    move=document_move_sql("%(stage)s::document_status", {
+        "error_code": "NULL", "error_message": "NULL", "progress_stage": "%(stage)s::document_status",
+        "progress_done": "%(done)s", "progress_total": "%(total)s", "progress_unit": "%(unit)s", "updated_at": "now()",
+    }, where="id = (SELECT id FROM doc WHERE status <> %(stage)s::document_status)",
+        sources="%(sources)s::document_status[]"),
 )
 
 
@@ -195,10 +243,7 @@ class QueueStore(GenerationStore):
         )
         job = await cur.fetchone()
         if job is None:
-            exists = await (await conn.execute("SELECT 1 FROM ingestion_jobs WHERE id = %s", (job_id,))).fetchone()
-            if exists is None:
-                raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
-            raise LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
+            raise await self._lease_failure(conn, job_id)
         job["document_status"] = D(job["document_status"])
         job["kind"] = JobKind(job["kind"])
         return job
@@ -226,37 +271,37 @@ class QueueStore(GenerationStore):
     async def report_stage(
         self, job_id: uuid.UUID, lease_token: uuid.UUID, stage: D, done: int, total: int, unit: str
     ) -> dt.datetime:
-        """Rule 2 (status before action) and rule 4 (a new stage clears a stale error)."""
-        async with self.pool.connection() as conn, conn.transaction():
-            job = await self._locked_lease(conn, job_id, lease_token)
-            current = job["document_status"]
-            if job["kind"] == JobKind.EMBED:
-                # An EMBED job's progress is its own: the READY document is not touched.
-                await conn.execute("SET LOCAL synchronous_commit = off")
-                await conn.execute(
-                    "UPDATE ingestion_jobs SET progress_stage = %s, progress_done = %s, progress_total = %s, updated_at = now()"
-                    " WHERE id = %s",
-                    (str(stage), done, total, job_id),
-                )
-                await conn.execute("UPDATE job_attempts SET stage = %s WHERE lease_token = %s", (str(stage), lease_token))
-            elif current == stage:
-                # A progress tick within a stage: losing the last ticks in a database crash is
-                # harmless, so it skips the WAL flush (the stage change itself stays durable).
-                await conn.execute("SET LOCAL synchronous_commit = off")
-                await conn.execute(
-                    "UPDATE documents SET progress_stage = %s, progress_done = %s, progress_total = %s, progress_unit = %s,"
-                    " updated_at = now() WHERE id = %s",
-                    (str(stage), done, total, unit, job["document_id"]),
-                )
-            else:
-                check_document_transition(current, stage)
-                await move_document(conn, job["document_id"], stage, {
-                    **NO_ERROR, "progress_stage": str(stage), "progress_done": done, "progress_total": total,
-                    "progress_unit": unit,
-                }, sources=[current])
-                await conn.execute("UPDATE job_attempts SET stage = %s WHERE lease_token = %s", (str(stage), lease_token))
-            locked_at: dt.datetime = job["locked_at"]
-            return locked_at + dt.timedelta(seconds=self.policy.lease_seconds)
+        """Rule 2 (status before action) and rule 4 (a new stage clears a stale error).
+
+        One statement, one round trip, its own transaction (the pool's connections are in
+        autocommit): REPORT_STAGE_SQL fences and renews the lease, locks the document, moves it
+        along DOCUMENT_TRANSITIONS or records a tick, and marks the attempt's stage. A stage
+        change commits durably before this returns (rule 2); a tick, and an EMBED job's
+        progress, commit without waiting for the WAL flush. Only a failure costs a second look:
+        which of LEASE_NOT_HELD / JOB_NOT_FOUND, or the illegal edge."""
+        async with self.pool.connection() as conn:
+            row = await (await conn.execute(REPORT_STAGE_SQL, {
+                "job": job_id, "lease": lease_token, "stage": str(stage), "done": done, "total": total,
+                "unit": unit, "sources": document_sources(stage),
+            })).fetchone()
+            if row is None:
+                raise await self._lease_failure(conn, job_id)
+            locked_at, kind, current, moved, _ = row
+            if kind == JobKind.INGEST and current != stage and not moved:
+                # Nothing was written but the lease renewal: the edge is not in the table.
+                check_document_transition(D(current), stage)
+                raise IllegalTransition(  # pragma: no cover - check_document_transition raised
+                    f"a document cannot go from {current} to {stage}", current=current, target=stage)
+            expires: dt.datetime = locked_at + dt.timedelta(seconds=self.policy.lease_seconds)
+            return expires
+
+    @staticmethod
+    async def _lease_failure(conn: psycopg.AsyncConnection, job_id: uuid.UUID) -> Exception:
+        """Why a fenced write matched no job: the job is gone (JOB_NOT_FOUND) or another lease holds it."""
+        exists = await (await conn.execute("SELECT 1 FROM ingestion_jobs WHERE id = %s", (job_id,))).fetchone()
+        if exists is None:
+            return NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
+        return LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
 
     async def content_length(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> tuple[uuid.UUID, int]:
         async with self.pool.connection() as conn, conn.transaction():
