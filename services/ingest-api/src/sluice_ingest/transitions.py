@@ -71,6 +71,39 @@ def _update(
     return statement, [*params, row_id, sources]
 
 
+class PendingMove:
+    """A move sent but not yet confirmed (in pipeline mode its result arrives at the next sync):
+    `confirm()` raises IllegalTransition when no row matched."""
+
+    __slots__ = ("cursor", "message", "details")
+
+    def __init__(self, cursor: psycopg.AsyncCursor[Any], message: str, details: dict[str, Any]) -> None:
+        self.cursor = cursor
+        self.message = message
+        self.details = details
+
+    async def confirm(self) -> None:
+        if await self.cursor.fetchone() is None:
+            raise IllegalTransition(self.message, **self.details)
+
+
+async def send_move_document(
+    conn: psycopg.AsyncConnection,
+    document_id: uuid.UUID,
+    target: DocumentStatus,
+    values: Mapping[str, Any] | None = None,
+    *,
+    sources: Iterable[DocumentStatus] | None = None,
+) -> PendingMove:
+    """move_document without waiting for its row: several moves (and other statements) share
+    one round trip in pipeline mode; confirm() each afterwards."""
+    allowed = document_sources(target, sources)
+    statement, params = _update("documents", document_id, target, allowed, {**(values or {}), "updated_at": NOW})
+    return PendingMove(await conn.execute(statement, params),
+                       f"document {document_id} cannot move to {target} (it is not in {', '.join(allowed)})",
+                       {"target": target, "document_id": document_id})
+
+
 async def move_document(
     conn: psycopg.AsyncConnection,
     document_id: uuid.UUID,
@@ -80,13 +113,23 @@ async def move_document(
     sources: Iterable[DocumentStatus] | None = None,
 ) -> None:
     """Move a document to `target` along an edge of DOCUMENT_TRANSITIONS, setting `values`."""
-    allowed = document_sources(target, sources)
-    statement, params = _update("documents", document_id, target, allowed, {**(values or {}), "updated_at": NOW})
-    if await (await conn.execute(statement, params)).fetchone() is None:
-        raise IllegalTransition(
-            f"document {document_id} cannot move to {target} (it is not in {', '.join(allowed)})",
-            target=target, document_id=document_id,
-        )
+    await (await send_move_document(conn, document_id, target, values, sources=sources)).confirm()
+
+
+async def send_move_job(
+    conn: psycopg.AsyncConnection,
+    job_id: uuid.UUID,
+    target: JobStatus,
+    values: Mapping[str, Any] | None = None,
+    *,
+    sources: Iterable[JobStatus] | None = None,
+) -> PendingMove:
+    """move_job without waiting for its row (see send_move_document)."""
+    allowed = job_sources(target, sources)
+    statement, params = _update("ingestion_jobs", job_id, target, allowed, {**(values or {}), "updated_at": NOW})
+    return PendingMove(await conn.execute(statement, params),
+                       f"job {job_id} cannot move to {target} (it is not in {', '.join(allowed)})",
+                       {"target": target, "job_id": job_id})
 
 
 async def move_job(
@@ -98,12 +141,7 @@ async def move_job(
     sources: Iterable[JobStatus] | None = None,
 ) -> None:
     """Move a job to `target` along an edge of JOB_TRANSITIONS, setting `values`."""
-    allowed = job_sources(target, sources)
-    statement, params = _update("ingestion_jobs", job_id, target, allowed, {**(values or {}), "updated_at": NOW})
-    if await (await conn.execute(statement, params)).fetchone() is None:
-        raise IllegalTransition(
-            f"job {job_id} cannot move to {target} (it is not in {', '.join(allowed)})", target=target, job_id=job_id
-        )
+    await (await send_move_job(conn, job_id, target, values, sources=sources)).confirm()
 
 
 async def move_generation(
@@ -141,4 +179,5 @@ def document_move_sql(
 
 RELEASED_LEASE = {"locked_at": None, "locked_by": None, "lease_token": None}
 
-__all__ = ["NOW", "RELEASED_LEASE", "Expr", "document_move_sql", "move_document", "move_generation", "move_job"]
+__all__ = ["NOW", "RELEASED_LEASE", "Expr", "PendingMove", "document_move_sql", "move_document", "move_generation", "move_job",
+           "send_move_document", "send_move_job"]

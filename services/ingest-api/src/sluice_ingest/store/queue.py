@@ -37,7 +37,16 @@ from ..domain import (
     JobKind,
     JobStatus as J,
 )
-from ..transitions import NOW, RELEASED_LEASE, Expr, document_move_sql, move_document, move_job
+from ..transitions import (
+    NOW,
+    RELEASED_LEASE,
+    Expr,
+    document_move_sql,
+    move_document,
+    move_job,
+    send_move_document,
+    send_move_job,
+)
 from .common import FRESH_PROGRESS, NO_ERROR, _one
 from .generations import GenerationStore
 from .rows import ChunkRow, ClaimedJob, DocumentRow
@@ -141,6 +150,41 @@ FROM job LEFT JOIN doc ON true
         "progress_done": "%(done)s", "progress_total": "%(total)s", "progress_unit": "%(unit)s", "updated_at": "now()",
     }, where="id = (SELECT id FROM doc WHERE status <> %(stage)s::document_status)",
         sources="%(sources)s::document_status[]"),
+)
+
+
+# CompleteJob's first round trip: fence (and renew) the lease, lock the document and, FOR SHARE,
+# the generation the job writes into (job, document, generation: the lock order used
+# everywhere), and delete the chunks this commit replaces, only when complete_job's checks will
+# pass (an INGEST job into the ACTIVE generation of an INDEXING document: every generation's
+# chunks; an EMBED job into its BUILDING generation of a READY document: that generation's).
+COMPLETE_LOCK_SQL = sql.SQL("""
+WITH job AS (
+    UPDATE ingestion_jobs SET locked_at = now()
+    WHERE id = %(job)s AND lease_token = %(lease)s AND status = {running}
+    RETURNING id, document_id, attempts, max_attempts, lease_token, locked_at, kind, generation_id
+), locked AS (
+    SELECT job.id, job.document_id, job.attempts, job.max_attempts, job.lease_token, job.locked_at,
+           job.kind::text AS kind, job.generation_id, d.status::text AS document_status, d.collection_id, d.tenant_id,
+           g.state::text AS generation_state
+    FROM job JOIN documents d ON d.id = job.document_id JOIN collection_generations g ON g.id = job.generation_id
+    FOR UPDATE OF d FOR SHARE OF g
+), cleared AS (
+    DELETE FROM chunks c USING locked l
+    WHERE c.document_id = l.document_id AND (
+        (l.kind = {ingest} AND l.generation_state = {active} AND l.document_status = {indexing})
+        OR (l.kind = {embed} AND l.generation_state = {building} AND l.document_status = {ready}
+            AND c.generation_id = l.generation_id))
+)
+SELECT * FROM locked
+""").format(
+    running=sql.Literal(str(J.RUNNING)),
+    ingest=sql.Literal(str(JobKind.INGEST)),
+    embed=sql.Literal(str(JobKind.EMBED)),
+    active=sql.Literal(str(GenerationState.ACTIVE)),
+    building=sql.Literal(str(GenerationState.BUILDING)),
+    indexing=sql.Literal(str(D.INDEXING)),
+    ready=sql.Literal(str(D.READY)),
 )
 
 
@@ -384,24 +428,30 @@ class QueueStore(GenerationStore):
         document READY; a second transaction then tries the switch."""
         switched_under_us = False
         async with self.pool.connection() as conn, conn.transaction():
-            job = await self._locked_lease(conn, job_id, lease_token)
-            generation_id = job["generation_id"]
-            state = await (
-                await conn.execute("SELECT state::text FROM collection_generations WHERE id = %s FOR SHARE", (generation_id,))
-            ).fetchone()
+            # One round trip: fence, lock the document, lock the generation FOR SHARE and clear
+            # the chunks this commit replaces (only when the checks below will pass).
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(COMPLETE_LOCK_SQL, {"job": job_id, "lease": lease_token})
+            job = await cur.fetchone()
+            if job is None:
+                raise await self._lease_failure(conn, job_id)
+            job["document_status"] = D(job["document_status"])
+            job["kind"] = JobKind(job["kind"])
+            generation_id, state = job["generation_id"], job["generation_state"]
             if job["kind"] == JobKind.EMBED:
-                if state is None or state[0] != GenerationState.BUILDING:
+                if state != GenerationState.BUILDING:
                     raise LeaseNotHeld("the generation this job builds is no longer being built", job_id=job_id)
                 if job["document_status"] != D.READY:
                     raise FailedPrecondition(f"the document is {job['document_status']}, not READY",
                                              reason=Reason.DOCUMENT_NOT_READY)
-                await conn.execute("DELETE FROM chunks WHERE document_id = %s AND generation_id = %s",
-                                   (job["document_id"], generation_id))
                 await self._copy_chunks(conn, job, chunks)
-                await move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
-                await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
-                document = await self._document(conn, job["document_id"])
-            elif state is None or state[0] != GenerationState.ACTIVE:
+                async with conn.pipeline():
+                    moved = await send_move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
+                    await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
+                    document_cursor = await self._send_document(conn, job["document_id"])
+                    await moved.confirm()
+                    document = await self._fetch_document(document_cursor)
+            elif state != GenerationState.ACTIVE:
                 await self._hand_back(conn, job, job_id, lease_token)
                 switched_under_us = True
             else:
@@ -410,25 +460,31 @@ class QueueStore(GenerationStore):
                         f"the document is {job['document_status']}; report INDEXING before completing",
                         reason=Reason.STAGE_NOT_INDEXING,
                     )
-                # Every generation's chunks of the document are stale now (a BUILDING one gets a new EMBED job).
-                await conn.execute("DELETE FROM chunks WHERE document_id = %s", (job["document_id"],))
+                # Every generation's chunks of the document were stale (COMPLETE_LOCK_SQL cleared
+                # them; a BUILDING generation gets a new EMBED job).
                 await self._copy_chunks(conn, job, chunks)
                 check_document_transition(D.INDEXING, D.READY)
-                await move_document(conn, job["document_id"], D.READY, {
-                    **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(D.INDEXING), "progress_done": len(chunks),
-                    "progress_total": len(chunks), "progress_unit": "chunks",
-                }, sources=[D.INDEXING])
-                await move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
-                await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
-                building = await (
-                    await conn.execute(
+                # The rest shares one round trip (pipeline mode); each move is confirmed after.
+                async with conn.pipeline():
+                    moves = [
+                        await send_move_document(conn, job["document_id"], D.READY, {
+                            **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(D.INDEXING),
+                            "progress_done": len(chunks), "progress_total": len(chunks), "progress_unit": "chunks",
+                        }, sources=[D.INDEXING]),
+                        await send_move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE),
+                    ]
+                    await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
+                    building_cursor = await conn.execute(
                         "SELECT id FROM collection_generations WHERE collection_id = %s AND state = %s FOR SHARE",
                         (job["collection_id"], str(GenerationState.BUILDING)),
                     )
-                ).fetchone()
+                    document_cursor = await self._send_document(conn, job["document_id"])
+                    for move in moves:
+                        await move.confirm()
+                    building = await building_cursor.fetchone()
+                    document = await self._fetch_document(document_cursor)
                 if building is not None:
                     await self._add_embed_job(conn, job["document_id"], building[0])
-                document = await self._document(conn, job["document_id"])
         if switched_under_us:
             raise LeaseNotHeld("the collection switched to a new index generation while this job ran; it will run again",
                                job_id=job_id)
