@@ -43,12 +43,13 @@ NOW = Expr("now()")
 
 # Composed statements by shape (table, columns, expressions): a transition builds its SQL once,
 # not on every call (composing was a tenth of a cycle's Python time in bench/ingest_bench.py).
-_STATEMENTS: dict[tuple[str, tuple[tuple[str, str | None], ...]], sql.Composed] = {}
+# Rendered to bytes once, too: psycopg renders a Composed again on every execute.
+_STATEMENTS: dict[tuple[str, tuple[tuple[str, str | None], ...]], bytes] = {}
 
 
 def _update(
     table: str, row_id: Any, target: Any, sources: list[str], values: Mapping[str, Any], state_column: str = "status"
-) -> tuple[sql.Composed, list[Any]]:
+) -> tuple[bytes, list[Any]]:
     shape = (table, tuple((column, value.text if isinstance(value, Expr) else None) for column, value in values.items()))
     statement = _STATEMENTS.get(shape)
     if statement is None:
@@ -60,7 +61,7 @@ def _update(
                 assignments.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
         statement = sql.SQL("UPDATE {} SET {} WHERE id = %s AND {} = ANY(%s) RETURNING id").format(
             sql.Identifier(table), sql.SQL(", ").join(assignments), sql.Identifier(state_column)
-        )
+        ).as_bytes(None)
         _STATEMENTS[shape] = statement
     params: list[Any] = [str(target)]
     for value in values.values():

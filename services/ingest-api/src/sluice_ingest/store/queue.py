@@ -104,7 +104,7 @@ FROM exhausted e
     pending=sql.Literal(str(J.PENDING)),
     ingest=sql.Literal(str(JobKind.INGEST)),
     active=sql.Literal(str(GenerationState.ACTIVE)),
-)
+).as_bytes(None)  # rendered once (a Composed is rendered again on every execute), as the statements below
 
 # ReportStage in one statement (QueueStore.report_stage). `job` fences: it matches only while
 # this lease holds the RUNNING job, renews the lease and, for an EMBED job, records the progress
@@ -150,7 +150,7 @@ FROM job LEFT JOIN doc ON true
         "progress_done": "%(done)s", "progress_total": "%(total)s", "progress_unit": "%(unit)s", "updated_at": "now()",
     }, where="id = (SELECT id FROM doc WHERE status <> %(stage)s::document_status)",
         sources="%(sources)s::document_status[]"),
-)
+).as_bytes(None)
 
 
 # CompleteJob's first round trip: fence (and renew) the lease, lock the document and, FOR SHARE,
@@ -185,7 +185,7 @@ SELECT * FROM locked
     building=sql.Literal(str(GenerationState.BUILDING)),
     indexing=sql.Literal(str(D.INDEXING)),
     ready=sql.Literal(str(D.READY)),
-)
+).as_bytes(None)
 
 
 class QueueStore(GenerationStore):
