@@ -445,12 +445,12 @@ class QueueStore(GenerationStore):
                     raise FailedPrecondition(f"the document is {job['document_status']}, not READY",
                                              reason=Reason.DOCUMENT_NOT_READY)
                 await self._copy_chunks(conn, job, chunks)
-                async with conn.pipeline():
+                async with conn.pipeline():  # one round trip: the results are read after its sync
                     moved = await send_move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
                     await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
                     document_cursor = await self._send_document(conn, job["document_id"])
-                    await moved.confirm()
-                    document = await self._fetch_document(document_cursor)
+                await moved.confirm()
+                document = await self._fetch_document(document_cursor)
             elif state != GenerationState.ACTIVE:
                 await self._hand_back(conn, job, job_id, lease_token)
                 switched_under_us = True
@@ -464,7 +464,7 @@ class QueueStore(GenerationStore):
                 # them; a BUILDING generation gets a new EMBED job).
                 await self._copy_chunks(conn, job, chunks)
                 check_document_transition(D.INDEXING, D.READY)
-                # The rest shares one round trip (pipeline mode); each move is confirmed after.
+                # The rest shares one round trip (pipeline mode); each move is confirmed after the sync.
                 async with conn.pipeline():
                     moves = [
                         await send_move_document(conn, job["document_id"], D.READY, {
@@ -479,10 +479,11 @@ class QueueStore(GenerationStore):
                         (job["collection_id"], str(GenerationState.BUILDING)),
                     )
                     document_cursor = await self._send_document(conn, job["document_id"])
-                    for move in moves:
-                        await move.confirm()
-                    building = await building_cursor.fetchone()
-                    document = await self._fetch_document(document_cursor)
+                # The pipeline's sync has fetched every result (a failed move raises here, in the transaction).
+                for move in moves:
+                    await move.confirm()
+                building = await building_cursor.fetchone()
+                document = await self._fetch_document(document_cursor)
                 if building is not None:
                     await self._add_embed_job(conn, job["document_id"], building[0])
         if switched_under_us:
