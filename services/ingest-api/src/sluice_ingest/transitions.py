@@ -43,12 +43,13 @@ NOW = Expr("now()")
 
 # Composed statements by shape (table, columns, expressions): a transition builds its SQL once,
 # not on every call (composing was a tenth of a cycle's Python time in bench/ingest_bench.py).
-_STATEMENTS: dict[tuple[str, tuple[tuple[str, str | None], ...]], sql.Composed] = {}
+# Rendered to bytes once, too: psycopg renders a Composed again on every execute.
+_STATEMENTS: dict[tuple[str, tuple[tuple[str, str | None], ...]], bytes] = {}
 
 
 def _update(
     table: str, row_id: Any, target: Any, sources: list[str], values: Mapping[str, Any], state_column: str = "status"
-) -> tuple[sql.Composed, list[Any]]:
+) -> tuple[bytes, list[Any]]:
     shape = (table, tuple((column, value.text if isinstance(value, Expr) else None) for column, value in values.items()))
     statement = _STATEMENTS.get(shape)
     if statement is None:
@@ -60,7 +61,7 @@ def _update(
                 assignments.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
         statement = sql.SQL("UPDATE {} SET {} WHERE id = %s AND {} = ANY(%s) RETURNING id").format(
             sql.Identifier(table), sql.SQL(", ").join(assignments), sql.Identifier(state_column)
-        )
+        ).as_bytes(None)
         _STATEMENTS[shape] = statement
     params: list[Any] = [str(target)]
     for value in values.values():
@@ -69,6 +70,39 @@ def _update(
         else:
             params.append(value)
     return statement, [*params, row_id, sources]
+
+
+class PendingMove:
+    """A move sent but not yet confirmed (in pipeline mode its result arrives at the next sync):
+    `confirm()` raises IllegalTransition when no row matched."""
+
+    __slots__ = ("cursor", "message", "details")
+
+    def __init__(self, cursor: psycopg.AsyncCursor[Any], message: str, details: dict[str, Any]) -> None:
+        self.cursor = cursor
+        self.message = message
+        self.details = details
+
+    async def confirm(self) -> None:
+        if await self.cursor.fetchone() is None:
+            raise IllegalTransition(self.message, **self.details)
+
+
+async def send_move_document(
+    conn: psycopg.AsyncConnection,
+    document_id: uuid.UUID,
+    target: DocumentStatus,
+    values: Mapping[str, Any] | None = None,
+    *,
+    sources: Iterable[DocumentStatus] | None = None,
+) -> PendingMove:
+    """move_document without waiting for its row: several moves (and other statements) share
+    one round trip in pipeline mode; confirm() each afterwards."""
+    allowed = document_sources(target, sources)
+    statement, params = _update("documents", document_id, target, allowed, {**(values or {}), "updated_at": NOW})
+    return PendingMove(await conn.execute(statement, params),
+                       f"document {document_id} cannot move to {target} (it is not in {', '.join(allowed)})",
+                       {"target": target, "document_id": document_id})
 
 
 async def move_document(
@@ -80,13 +114,23 @@ async def move_document(
     sources: Iterable[DocumentStatus] | None = None,
 ) -> None:
     """Move a document to `target` along an edge of DOCUMENT_TRANSITIONS, setting `values`."""
-    allowed = document_sources(target, sources)
-    statement, params = _update("documents", document_id, target, allowed, {**(values or {}), "updated_at": NOW})
-    if await (await conn.execute(statement, params)).fetchone() is None:
-        raise IllegalTransition(
-            f"document {document_id} cannot move to {target} (it is not in {', '.join(allowed)})",
-            target=target, document_id=document_id,
-        )
+    await (await send_move_document(conn, document_id, target, values, sources=sources)).confirm()
+
+
+async def send_move_job(
+    conn: psycopg.AsyncConnection,
+    job_id: uuid.UUID,
+    target: JobStatus,
+    values: Mapping[str, Any] | None = None,
+    *,
+    sources: Iterable[JobStatus] | None = None,
+) -> PendingMove:
+    """move_job without waiting for its row (see send_move_document)."""
+    allowed = job_sources(target, sources)
+    statement, params = _update("ingestion_jobs", job_id, target, allowed, {**(values or {}), "updated_at": NOW})
+    return PendingMove(await conn.execute(statement, params),
+                       f"job {job_id} cannot move to {target} (it is not in {', '.join(allowed)})",
+                       {"target": target, "job_id": job_id})
 
 
 async def move_job(
@@ -98,12 +142,7 @@ async def move_job(
     sources: Iterable[JobStatus] | None = None,
 ) -> None:
     """Move a job to `target` along an edge of JOB_TRANSITIONS, setting `values`."""
-    allowed = job_sources(target, sources)
-    statement, params = _update("ingestion_jobs", job_id, target, allowed, {**(values or {}), "updated_at": NOW})
-    if await (await conn.execute(statement, params)).fetchone() is None:
-        raise IllegalTransition(
-            f"job {job_id} cannot move to {target} (it is not in {', '.join(allowed)})", target=target, job_id=job_id
-        )
+    await (await send_move_job(conn, job_id, target, values, sources=sources)).confirm()
 
 
 async def move_generation(
@@ -124,6 +163,22 @@ async def move_generation(
         )
 
 
+def document_move_sql(
+    target: str, values: Mapping[str, str], *, where: str, sources: str, returning: str = "id"
+) -> sql.Composed:
+    """The document move of DOCUMENT_TRANSITIONS as a fragment of a larger statement (a CTE of
+    ReportStage's single statement): `UPDATE documents SET status = <target>, … WHERE <where>
+    AND status = ANY(<sources>)`. `target`, the values and `sources` are SQL placeholders or
+    expressions of the caller's statement; the caller binds `sources` to document_sources(…)
+    and turns zero rows into IllegalTransition (as move_document does)."""
+    assignments = [sql.SQL("status = ") + sql.SQL(target)]
+    assignments += [sql.SQL("{} = ").format(sql.Identifier(column)) + sql.SQL(text) for column, text in values.items()]
+    return sql.SQL("UPDATE documents SET {} WHERE {} AND status = ANY({}) RETURNING {}").format(
+        sql.SQL(", ").join(assignments), sql.SQL(where), sql.SQL(sources), sql.SQL(returning)
+    )
+
+
 RELEASED_LEASE = {"locked_at": None, "locked_by": None, "lease_token": None}
 
-__all__ = ["NOW", "RELEASED_LEASE", "Expr", "move_document", "move_generation", "move_job"]
+__all__ = ["NOW", "RELEASED_LEASE", "Expr", "PendingMove", "document_move_sql", "move_document", "move_generation", "move_job",
+           "send_move_document", "send_move_job"]

@@ -79,6 +79,20 @@ class StoreBase:
             raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
         return row
 
+    @staticmethod
+    async def _send_document(conn: psycopg.AsyncConnection, document_id: uuid.UUID) -> psycopg.AsyncCursor[DocumentRow]:
+        """The document's select, sent (in pipeline mode: fetched at the next sync); see _fetch_document."""
+        cur = conn.cursor(row_factory=class_row(DocumentRow))
+        await cur.execute(DOCUMENT_SELECT + " WHERE d.id = %s", (document_id,))
+        return cur
+
+    @staticmethod
+    async def _fetch_document(cur: psycopg.AsyncCursor[DocumentRow]) -> DocumentRow:
+        row = await cur.fetchone()
+        if row is None:  # pragma: no cover - the caller holds the document's lock
+            raise NotFound("the document does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
+        return row
+
     async def _document_where(self, conn: psycopg.AsyncConnection, where: str, params: Sequence[Any]) -> DocumentRow | None:
         cur = conn.cursor(row_factory=class_row(DocumentRow))
         await cur.execute(DOCUMENT_SELECT + " WHERE " + where, params)

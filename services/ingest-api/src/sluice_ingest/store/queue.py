@@ -25,7 +25,9 @@ from ..domain import (
     LEASE_EXPIRED_EXHAUSTED,
     LEASE_EXPIRED_RETRYING,
     AttemptOutcome,
+    IllegalTransition,
     check_document_transition,
+    document_sources,
     job_sources,
     retry_delay_seconds,
     retry_message,
@@ -35,7 +37,16 @@ from ..domain import (
     JobKind,
     JobStatus as J,
 )
-from ..transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job
+from ..transitions import (
+    NOW,
+    RELEASED_LEASE,
+    Expr,
+    document_move_sql,
+    move_document,
+    move_job,
+    send_move_document,
+    send_move_job,
+)
 from .common import FRESH_PROGRESS, NO_ERROR, _one
 from .generations import GenerationStore
 from .rows import ChunkRow, ClaimedJob, DocumentRow
@@ -93,7 +104,88 @@ FROM exhausted e
     pending=sql.Literal(str(J.PENDING)),
     ingest=sql.Literal(str(JobKind.INGEST)),
     active=sql.Literal(str(GenerationState.ACTIVE)),
+).as_bytes(None)  # rendered once (a Composed is rendered again on every execute), as the statements below
+
+# ReportStage in one statement (QueueStore.report_stage). `job` fences: it matches only while
+# this lease holds the RUNNING job, renews the lease and, for an EMBED job, records the progress
+# on the job itself (an EMBED job never touches its READY document). `doc` locks an INGEST job's
+# document (job row first, then document: the lock order used everywhere). Then exactly one of
+# `tick` (the document is already in this stage: progress only) or `moved` (the stage change,
+# along DOCUMENT_TRANSITIONS: `sources` is document_sources(stage)) writes the document. The
+# attempt records its stage on a move (and on every EMBED report). A tick or an EMBED report
+# commits asynchronously: set_config(…, is_local) holds for this statement's own transaction.
+# Zero rows: the lease is not held. `moved` false on an INGEST job in another stage: illegal edge.
+REPORT_STAGE_SQL = sql.SQL("""
+WITH job AS (
+    UPDATE ingestion_jobs SET locked_at = now(),
+        progress_stage = CASE WHEN kind = {embed} THEN %(stage)s::document_status ELSE progress_stage END,
+        progress_done = CASE WHEN kind = {embed} THEN %(done)s ELSE progress_done END,
+        progress_total = CASE WHEN kind = {embed} THEN %(total)s ELSE progress_total END,
+        updated_at = CASE WHEN kind = {embed} THEN now() ELSE updated_at END
+    WHERE id = %(job)s AND lease_token = %(lease)s AND status = {running}
+    RETURNING id, document_id, kind, locked_at
+), doc AS (
+    SELECT d.id, d.status FROM documents d JOIN job ON d.id = job.document_id AND job.kind = {ingest}
+    FOR UPDATE OF d
+), tick AS (
+    UPDATE documents d SET progress_stage = %(stage)s::document_status, progress_done = %(done)s,
+        progress_total = %(total)s, progress_unit = %(unit)s, updated_at = now()
+    FROM doc WHERE d.id = doc.id AND doc.status = %(stage)s::document_status
+    RETURNING d.id
+), moved AS (
+    {move}
+), attempt AS (
+    UPDATE job_attempts SET stage = %(stage)s::document_status
+    WHERE lease_token = %(lease)s AND (EXISTS (SELECT 1 FROM moved) OR EXISTS (SELECT 1 FROM job WHERE kind = {embed}))
 )
+SELECT job.locked_at, job.kind::text, doc.status::text, EXISTS (SELECT 1 FROM moved) AS moved,
+       CASE WHEN NOT EXISTS (SELECT 1 FROM moved) THEN set_config('synchronous_commit', 'off', true) END
+FROM job LEFT JOIN doc ON true
+""").format(
+    running=sql.Literal(str(J.RUNNING)),
+    ingest=sql.Literal(str(JobKind.INGEST)),
+    embed=sql.Literal(str(JobKind.EMBED)),
+    move=document_move_sql("%(stage)s::document_status", {
+        "error_code": "NULL", "error_message": "NULL", "progress_stage": "%(stage)s::document_status",
+        "progress_done": "%(done)s", "progress_total": "%(total)s", "progress_unit": "%(unit)s", "updated_at": "now()",
+    }, where="id = (SELECT id FROM doc WHERE status <> %(stage)s::document_status)",
+        sources="%(sources)s::document_status[]"),
+).as_bytes(None)
+
+
+# CompleteJob's first round trip: fence (and renew) the lease, lock the document and, FOR SHARE,
+# the generation the job writes into (job, document, generation: the lock order used
+# everywhere), and delete the chunks this commit replaces, only when complete_job's checks will
+# pass (an INGEST job into the ACTIVE generation of an INDEXING document: every generation's
+# chunks; an EMBED job into its BUILDING generation of a READY document: that generation's).
+COMPLETE_LOCK_SQL = sql.SQL("""
+WITH job AS (
+    UPDATE ingestion_jobs SET locked_at = now()
+    WHERE id = %(job)s AND lease_token = %(lease)s AND status = {running}
+    RETURNING id, document_id, attempts, max_attempts, lease_token, locked_at, kind, generation_id
+), locked AS (
+    SELECT job.id, job.document_id, job.attempts, job.max_attempts, job.lease_token, job.locked_at,
+           job.kind::text AS kind, job.generation_id, d.status::text AS document_status, d.collection_id, d.tenant_id,
+           g.state::text AS generation_state
+    FROM job JOIN documents d ON d.id = job.document_id JOIN collection_generations g ON g.id = job.generation_id
+    FOR UPDATE OF d FOR SHARE OF g
+), cleared AS (
+    DELETE FROM chunks c USING locked l
+    WHERE c.document_id = l.document_id AND (
+        (l.kind = {ingest} AND l.generation_state = {active} AND l.document_status = {indexing})
+        OR (l.kind = {embed} AND l.generation_state = {building} AND l.document_status = {ready}
+            AND c.generation_id = l.generation_id))
+)
+SELECT * FROM locked
+""").format(
+    running=sql.Literal(str(J.RUNNING)),
+    ingest=sql.Literal(str(JobKind.INGEST)),
+    embed=sql.Literal(str(JobKind.EMBED)),
+    active=sql.Literal(str(GenerationState.ACTIVE)),
+    building=sql.Literal(str(GenerationState.BUILDING)),
+    indexing=sql.Literal(str(D.INDEXING)),
+    ready=sql.Literal(str(D.READY)),
+).as_bytes(None)
 
 
 class QueueStore(GenerationStore):
@@ -195,10 +287,7 @@ class QueueStore(GenerationStore):
         )
         job = await cur.fetchone()
         if job is None:
-            exists = await (await conn.execute("SELECT 1 FROM ingestion_jobs WHERE id = %s", (job_id,))).fetchone()
-            if exists is None:
-                raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
-            raise LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
+            raise await self._lease_failure(conn, job_id)
         job["document_status"] = D(job["document_status"])
         job["kind"] = JobKind(job["kind"])
         return job
@@ -226,37 +315,37 @@ class QueueStore(GenerationStore):
     async def report_stage(
         self, job_id: uuid.UUID, lease_token: uuid.UUID, stage: D, done: int, total: int, unit: str
     ) -> dt.datetime:
-        """Rule 2 (status before action) and rule 4 (a new stage clears a stale error)."""
-        async with self.pool.connection() as conn, conn.transaction():
-            job = await self._locked_lease(conn, job_id, lease_token)
-            current = job["document_status"]
-            if job["kind"] == JobKind.EMBED:
-                # An EMBED job's progress is its own: the READY document is not touched.
-                await conn.execute("SET LOCAL synchronous_commit = off")
-                await conn.execute(
-                    "UPDATE ingestion_jobs SET progress_stage = %s, progress_done = %s, progress_total = %s, updated_at = now()"
-                    " WHERE id = %s",
-                    (str(stage), done, total, job_id),
-                )
-                await conn.execute("UPDATE job_attempts SET stage = %s WHERE lease_token = %s", (str(stage), lease_token))
-            elif current == stage:
-                # A progress tick within a stage: losing the last ticks in a database crash is
-                # harmless, so it skips the WAL flush (the stage change itself stays durable).
-                await conn.execute("SET LOCAL synchronous_commit = off")
-                await conn.execute(
-                    "UPDATE documents SET progress_stage = %s, progress_done = %s, progress_total = %s, progress_unit = %s,"
-                    " updated_at = now() WHERE id = %s",
-                    (str(stage), done, total, unit, job["document_id"]),
-                )
-            else:
-                check_document_transition(current, stage)
-                await move_document(conn, job["document_id"], stage, {
-                    **NO_ERROR, "progress_stage": str(stage), "progress_done": done, "progress_total": total,
-                    "progress_unit": unit,
-                }, sources=[current])
-                await conn.execute("UPDATE job_attempts SET stage = %s WHERE lease_token = %s", (str(stage), lease_token))
-            locked_at: dt.datetime = job["locked_at"]
-            return locked_at + dt.timedelta(seconds=self.policy.lease_seconds)
+        """Rule 2 (status before action) and rule 4 (a new stage clears a stale error).
+
+        One statement, one round trip, its own transaction (the pool's connections are in
+        autocommit): REPORT_STAGE_SQL fences and renews the lease, locks the document, moves it
+        along DOCUMENT_TRANSITIONS or records a tick, and marks the attempt's stage. A stage
+        change commits durably before this returns (rule 2); a tick, and an EMBED job's
+        progress, commit without waiting for the WAL flush. Only a failure costs a second look:
+        which of LEASE_NOT_HELD / JOB_NOT_FOUND, or the illegal edge."""
+        async with self.pool.connection() as conn:
+            row = await (await conn.execute(REPORT_STAGE_SQL, {
+                "job": job_id, "lease": lease_token, "stage": str(stage), "done": done, "total": total,
+                "unit": unit, "sources": document_sources(stage),
+            })).fetchone()
+            if row is None:
+                raise await self._lease_failure(conn, job_id)
+            locked_at, kind, current, moved, _ = row
+            if kind == JobKind.INGEST and current != stage and not moved:
+                # Nothing was written but the lease renewal: the edge is not in the table.
+                check_document_transition(D(current), stage)
+                raise IllegalTransition(  # pragma: no cover - check_document_transition raised
+                    f"a document cannot go from {current} to {stage}", current=current, target=stage)
+            expires: dt.datetime = locked_at + dt.timedelta(seconds=self.policy.lease_seconds)
+            return expires
+
+    @staticmethod
+    async def _lease_failure(conn: psycopg.AsyncConnection, job_id: uuid.UUID) -> Exception:
+        """Why a fenced write matched no job: the job is gone (JOB_NOT_FOUND) or another lease holds it."""
+        exists = await (await conn.execute("SELECT 1 FROM ingestion_jobs WHERE id = %s", (job_id,))).fetchone()
+        if exists is None:
+            return NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
+        return LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
 
     async def content_length(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> tuple[uuid.UUID, int]:
         async with self.pool.connection() as conn, conn.transaction():
@@ -339,24 +428,30 @@ class QueueStore(GenerationStore):
         document READY; a second transaction then tries the switch."""
         switched_under_us = False
         async with self.pool.connection() as conn, conn.transaction():
-            job = await self._locked_lease(conn, job_id, lease_token)
-            generation_id = job["generation_id"]
-            state = await (
-                await conn.execute("SELECT state::text FROM collection_generations WHERE id = %s FOR SHARE", (generation_id,))
-            ).fetchone()
+            # One round trip: fence, lock the document, lock the generation FOR SHARE and clear
+            # the chunks this commit replaces (only when the checks below will pass).
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(COMPLETE_LOCK_SQL, {"job": job_id, "lease": lease_token})
+            job = await cur.fetchone()
+            if job is None:
+                raise await self._lease_failure(conn, job_id)
+            job["document_status"] = D(job["document_status"])
+            job["kind"] = JobKind(job["kind"])
+            generation_id, state = job["generation_id"], job["generation_state"]
             if job["kind"] == JobKind.EMBED:
-                if state is None or state[0] != GenerationState.BUILDING:
+                if state != GenerationState.BUILDING:
                     raise LeaseNotHeld("the generation this job builds is no longer being built", job_id=job_id)
                 if job["document_status"] != D.READY:
                     raise FailedPrecondition(f"the document is {job['document_status']}, not READY",
                                              reason=Reason.DOCUMENT_NOT_READY)
-                await conn.execute("DELETE FROM chunks WHERE document_id = %s AND generation_id = %s",
-                                   (job["document_id"], generation_id))
                 await self._copy_chunks(conn, job, chunks)
-                await move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
-                await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
-                document = await self._document(conn, job["document_id"])
-            elif state is None or state[0] != GenerationState.ACTIVE:
+                async with conn.pipeline():  # one round trip: the results are read after its sync
+                    moved = await send_move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
+                    await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
+                    document_cursor = await self._send_document(conn, job["document_id"])
+                await moved.confirm()
+                document = await self._fetch_document(document_cursor)
+            elif state != GenerationState.ACTIVE:
                 await self._hand_back(conn, job, job_id, lease_token)
                 switched_under_us = True
             else:
@@ -365,25 +460,32 @@ class QueueStore(GenerationStore):
                         f"the document is {job['document_status']}; report INDEXING before completing",
                         reason=Reason.STAGE_NOT_INDEXING,
                     )
-                # Every generation's chunks of the document are stale now (a BUILDING one gets a new EMBED job).
-                await conn.execute("DELETE FROM chunks WHERE document_id = %s", (job["document_id"],))
+                # Every generation's chunks of the document were stale (COMPLETE_LOCK_SQL cleared
+                # them; a BUILDING generation gets a new EMBED job).
                 await self._copy_chunks(conn, job, chunks)
                 check_document_transition(D.INDEXING, D.READY)
-                await move_document(conn, job["document_id"], D.READY, {
-                    **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(D.INDEXING), "progress_done": len(chunks),
-                    "progress_total": len(chunks), "progress_unit": "chunks",
-                }, sources=[D.INDEXING])
-                await move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE)
-                await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
-                building = await (
-                    await conn.execute(
+                # The rest shares one round trip (pipeline mode); each move is confirmed after the sync.
+                async with conn.pipeline():
+                    moves = [
+                        await send_move_document(conn, job["document_id"], D.READY, {
+                            **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(D.INDEXING),
+                            "progress_done": len(chunks), "progress_total": len(chunks), "progress_unit": "chunks",
+                        }, sources=[D.INDEXING]),
+                        await send_move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE),
+                    ]
+                    await self._end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED, None, None, None)
+                    building_cursor = await conn.execute(
                         "SELECT id FROM collection_generations WHERE collection_id = %s AND state = %s FOR SHARE",
                         (job["collection_id"], str(GenerationState.BUILDING)),
                     )
-                ).fetchone()
+                    document_cursor = await self._send_document(conn, job["document_id"])
+                # The pipeline's sync has fetched every result (a failed move raises here, in the transaction).
+                for move in moves:
+                    await move.confirm()
+                building = await building_cursor.fetchone()
+                document = await self._fetch_document(document_cursor)
                 if building is not None:
                     await self._add_embed_job(conn, job["document_id"], building[0])
-                document = await self._document(conn, job["document_id"])
         if switched_under_us:
             raise LeaseNotHeld("the collection switched to a new index generation while this job ran; it will run again",
                                job_id=job_id)

@@ -1,0 +1,90 @@
+"""ReportStage is one statement (store/queue.py REPORT_STAGE_SQL): what each of its outcomes
+writes, and that a refused report writes nothing a reader can see (no status, no attempt
+stage, no event), against PostgreSQL through gRPC."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from sluice.v1 import document_pb2 as D
+from sluice_common.errors import reason_of
+
+from .helpers import Clients
+from .test_rules import db
+
+
+@pytest.fixture
+def c(ingest_api):
+    clients = Clients(ingest_api.address)
+    clients.create_collection()
+    yield clients
+    clients.close()
+
+
+def snapshot(url, document_id):
+    """The document's status and progress, its attempts' stages and its event count."""
+    with db(url) as conn:
+        document = conn.execute(
+            "SELECT status::text, progress_stage::text, progress_done, progress_total, error_code FROM documents"
+            " WHERE id = %s", (document_id,)).fetchone()
+        stages = conn.execute(
+            "SELECT a.stage::text FROM job_attempts a JOIN ingestion_jobs j ON j.id = a.job_id"
+            " WHERE j.document_id = %s ORDER BY a.id", (document_id,)).fetchall()
+        events = conn.execute("SELECT count(*) FROM document_events WHERE document_id = %s", (document_id,)).fetchone()[0]
+    return document, [s[0] for s in stages], events
+
+
+def test_a_stage_change_moves_the_document_and_the_attempt_and_writes_one_event(c, database_url):
+    doc = c.upload()
+    job = c.claim()
+    _, _, events = snapshot(database_url, doc.id)
+    c.stage(job, D.DOCUMENT_STATUS_PARSING, 0, 3)
+    document, stages, after = snapshot(database_url, doc.id)
+    assert document == ("PARSING", "PARSING", 0, 3, None)
+    assert stages == ["PARSING"] and after == events + 1
+
+
+def test_a_tick_updates_progress_only(c, database_url):
+    doc = c.upload()
+    job = c.claim()
+    c.stage(job, D.DOCUMENT_STATUS_PARSING)
+    c.stage(job, D.DOCUMENT_STATUS_CHUNKING, 0, 10)
+    _, _, events = snapshot(database_url, doc.id)
+    c.stage(job, D.DOCUMENT_STATUS_CHUNKING, 4, 10)
+    document, stages, after = snapshot(database_url, doc.id)
+    assert document == ("CHUNKING", "CHUNKING", 4, 10, None)
+    assert stages == ["CHUNKING"] and after == events + 1
+
+
+def test_an_illegal_jump_writes_nothing(c, database_url):
+    doc = c.upload()
+    job = c.claim()
+    c.stage(job, D.DOCUMENT_STATUS_PARSING, 1, 2)
+    before = snapshot(database_url, doc.id)
+    for stage in (D.DOCUMENT_STATUS_EMBEDDING, D.DOCUMENT_STATUS_INDEXING):
+        with pytest.raises(grpc.RpcError) as err:
+            c.stage(job, stage)
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert reason_of(err.value) == "ILLEGAL_TRANSITION"
+    assert snapshot(database_url, doc.id) == before
+    c.stage(job, D.DOCUMENT_STATUS_CHUNKING)  # the lease still holds: the legal next stage goes through
+    assert c.get(doc.id).status == D.DOCUMENT_STATUS_CHUNKING
+
+
+def test_a_stolen_lease_and_a_deleted_job_are_told_apart_and_write_nothing(c, database_url):
+    doc = c.upload()
+    job = c.claim()
+    c.stage(job, D.DOCUMENT_STATUS_PARSING)
+    with db(database_url) as conn:  # another attempt took the job over
+        conn.execute("UPDATE ingestion_jobs SET lease_token = gen_random_uuid() WHERE id = %s", (job.lease.job_id,))
+    before = snapshot(database_url, doc.id)
+    with pytest.raises(grpc.RpcError) as err:
+        c.stage(job, D.DOCUMENT_STATUS_CHUNKING)
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and reason_of(err.value) == "LEASE_NOT_HELD"
+    assert snapshot(database_url, doc.id) == before
+    with db(database_url) as conn:
+        conn.execute("DELETE FROM documents WHERE id = %s", (doc.id,))
+    with pytest.raises(grpc.RpcError) as err:
+        c.stage(job, D.DOCUMENT_STATUS_CHUNKING)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND and reason_of(err.value) == "JOB_NOT_FOUND"
