@@ -13,7 +13,7 @@ def test_reindex_follows_to_the_switch_and_get_shows_generations(sluice, stack, 
     result = sluice("collections", "reindex", "docs", "--embedder", "hashing", "--model", "hashing-v2", "--dimensions", "32",
                     *stack.args)
     assert result.code == 0, result.err
-    assert "Reindexing docs to hashing hashing-v2 (32 dimensions), generation 2" in result.out
+    assert "Reindexing docs into generation 2 (hashing embedder hashing-v2, 32 dimensions)" in result.out
     assert "Switched: docs now answers from generation 2 (hashing-v2)" in result.out
     shown = sluice("collections", "get", "docs", *stack.args)
     assert "GENERATION" in shown.out and "retired" in shown.out and "active" in shown.out

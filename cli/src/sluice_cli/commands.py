@@ -137,8 +137,9 @@ def collections_reindex(clients: Clients, args) -> int:
     target = collection.generations[-1]
     if not args.json:
         render.out.print(
-            f"Reindexing [bold]{escape(args.name)}[/] to {render.PROVIDER_NAMES.get(target.embedder.provider, '?')} "
-            f"{escape(target.embedder.model)} ({target.embedder.dimensions} dimensions), generation {target.number}; "
+            f"Reindexing [bold]{escape(args.name)}[/] into generation {target.number} "
+            f"({render.PROVIDER_NAMES.get(target.embedder.provider, '?')} embedder {escape(target.embedder.model)}, "
+            f"{target.embedder.dimensions} dimensions); "
             "search keeps answering from the current one until the switch"
         )
     if args.no_wait:
