@@ -69,6 +69,16 @@ def database_url(pg_admin_uri, template_uri):
         conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
 
 
+def dump_tasks(loop) -> None:
+    """Print the stack of every task still running on `loop` (a hung shutdown's diagnosis)."""
+    import asyncio
+    import sys
+
+    for task in asyncio.all_tasks(loop):
+        print(f"--- task {task.get_name()} still running:", file=sys.stderr)
+        task.print_stack(file=sys.stderr)
+
+
 class RunningIngestApi:
     """An ingest-api serving in a thread of its own (its own event loop), on a free port."""
 
@@ -100,6 +110,9 @@ class RunningIngestApi:
             return  # already stopped (a test may stop it early, e.g. to simulate a crash)
         try:
             self._call(self.app.stop(0))
+        except TimeoutError:
+            dump_tasks(self.loop)  # where the stop hangs, for the failure report
+            raise
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
@@ -166,6 +179,9 @@ class RunningWebhooks:
             return
         try:
             self._call(self.app.stop(0))
+        except TimeoutError:
+            dump_tasks(self.loop)  # where the stop hangs, for the failure report
+            raise
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from sluice.v1 import admin_service_pb2, admin_service_pb2_grpc
@@ -15,6 +14,7 @@ from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
 from sluice_common.tracing import configure_tracing
 from sluice_common.serving import create_server, run_until_signal, set_serving
+from sluice_common.tasks import end_if_cancelled, pause
 
 from . import metrics
 from .api import AdminServicer, DocumentServicer, JobServicer
@@ -74,10 +74,10 @@ class IngestApp:
         )
         if self.dispatcher is not None:
             await self.dispatcher.start()
-        self._gauges = asyncio.create_task(self._update_gauges())
+        self._gauges = asyncio.create_task(self._update_gauges(), name="queue-gauges")
         self.retention = EventRetention(self.store, s)
         self._retention = asyncio.create_task(self.retention.run(), name="event-retention")
-        self._sweeper = asyncio.create_task(self._sweep_generations())
+        self._sweeper = asyncio.create_task(self._sweep_generations(), name="generation-sweeper")
         # jieba loads its dictionary on first use (~1 s): pay it now, not inside the first commit.
         from sluice_common.textsearch import search_terms
 
@@ -105,10 +105,12 @@ class IngestApp:
                 await self.dispatcher.stop()
         except Exception as exc:  # noqa: BLE001 - the rest must close all the same
             log.warning("webhook dispatcher did not stop cleanly", extra={"error": str(exc)})
-        for task in (self._gauges, self._retention, self._sweeper):
+        tasks = (self._gauges, self._retention, self._sweeper)
+        for task in tasks:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        _, running = await asyncio.wait(tasks, timeout=10)
+        for task in running:  # a loop that ignored its cancellation must not hold the shutdown
+            log.warning("background task did not stop", extra={"task": task.get_name()})
         await self.hub.stop()
         await self.pool.close()
 
@@ -120,8 +122,9 @@ class IngestApp:
                 if switched or dropped:
                     log.info("generations swept", extra={"switched": switched, "dropped": dropped})
             except Exception as exc:  # noqa: BLE001 - the next sweep tries again
+                end_if_cancelled(exc)
                 log.warning("generation sweep failed", extra={"error": str(exc)})
-            await asyncio.sleep(self.settings.generation_sweep_seconds)
+            await pause(self.settings.generation_sweep_seconds)
 
     async def _update_gauges(self) -> None:
         while True:
@@ -130,8 +133,9 @@ class IngestApp:
                 for status in ("PENDING", "RUNNING", "SUCCEEDED", "FAILED"):
                     metrics.QUEUE_DEPTH.labels(status=status).set(depth.get(status, 0))
             except Exception as exc:  # noqa: BLE001 - metrics must never take the server down
+                end_if_cancelled(exc)
                 log.warning("queue depth update failed", extra={"error": str(exc)})
-            await asyncio.sleep(15)
+            await pause(15)
 
 
 async def serve(settings: IngestSettings) -> None:

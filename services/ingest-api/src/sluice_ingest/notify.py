@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import psycopg
+from sluice_common.tasks import end_if_cancelled, pause
 
 log = logging.getLogger("sluice.ingest.notify")
 
@@ -131,7 +132,8 @@ class NotificationHub:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep listening through database restarts
+                end_if_cancelled(exc)
                 log.warning("notification connection lost; reconnecting", extra={"error": str(exc)})
                 self._wake_all()
-                await asyncio.sleep(backoff)
+                await pause(backoff)
                 backoff = min(backoff * 2, 5.0)

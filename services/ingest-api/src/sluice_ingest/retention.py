@@ -16,6 +16,7 @@ import asyncio
 import logging
 import uuid
 from typing import Protocol
+from sluice_common.tasks import end_if_cancelled, pause
 
 from . import metrics
 from .settings import IngestSettings
@@ -92,5 +93,6 @@ class EventRetention:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - pruning must never take the server down
+                end_if_cancelled(exc)
                 log.warning("events pruning failed", extra={"error": str(exc)})
-            await asyncio.sleep(self.settings.events_prune_interval_seconds)
+            await pause(self.settings.events_prune_interval_seconds)

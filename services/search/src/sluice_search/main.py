@@ -17,6 +17,7 @@ from sluice_common.embedders import get_embedder
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
 from sluice_common.tracing import configure_tracing
+from sluice_common.tasks import end_if_cancelled, pause
 
 from .api import SearchServicer
 from .domain import Limits
@@ -118,8 +119,9 @@ async def _warm_up(service: SearchService, interval: float = 5.0) -> None:
             if loaded:
                 log.info("embedders warmed up", extra={"embedders": loaded})
         except Exception as exc:  # noqa: BLE001 - warming is an optimisation; queries load lazily anyway
+            end_if_cancelled(exc)
             log.warning("embedder warm-up failed", extra={"error": str(exc)})
-        await asyncio.sleep(interval)
+        await pause(interval)
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from sluice_common import vector_index
 from sluice_common.db import check_if_idle, mark_returned
+from sluice_common.tasks import end_if_cancelled, pause
 
 from . import metrics
 from .domain import Collection, DocumentFilter, Hit
@@ -161,9 +162,10 @@ class SearchRepository:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep listening through database restarts
+                end_if_cancelled(exc)
                 log.warning("collection notification connection lost; reconnecting", extra={"error": str(exc)})
                 self._collections.clear()
-                await asyncio.sleep(backoff)
+                await pause(backoff)
                 backoff = min(backoff * 2, 5.0)
 
     def forget(self, payload: str) -> None:

@@ -37,6 +37,7 @@ import uuid
 from psycopg_pool import AsyncConnectionPool
 
 from sluice_common.db import open_pool
+from sluice_common.tasks import end_if_cancelled, pause
 
 from .. import metrics
 from ..domain import EventCursor
@@ -147,6 +148,7 @@ class Dispatcher:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the loop outlives a database outage
+                end_if_cancelled(exc)
                 log.warning("webhook supervisor tick failed", extra={"error": str(exc)})
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=tick)
@@ -229,11 +231,12 @@ class SubscriptionWorker:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a database outage must not end the subscription
+                end_if_cancelled(exc)
                 failures += 1
                 need_due = True
                 self.ready = []
                 log.warning("webhook dispatch failed; retrying", extra={"webhook_id": str(self.row.id), "error": str(exc)})
-                await asyncio.sleep(min(0.1 * 2**failures, 5.0))
+                await pause(min(0.1 * 2**failures, 5.0))
                 continue
             # Notified but nothing readable: a transaction older than the event's still runs (the
             # log is read below the oldest running one). Look again soon, backing off to the poll.
