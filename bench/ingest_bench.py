@@ -17,10 +17,8 @@ import argparse
 import asyncio
 import contextlib
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +28,8 @@ import psycopg
 from sluice.v1 import collection_pb2, document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
 from sluice.v1 import document_service_pb2_grpc, job_service_pb2_grpc
 from sluice_common.channels import keyed_aio_channel
-from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from bench.embedded import embedded_postgres
+from sluice_common.embedded_pg import database_uri, ensure_database
 from sluice_ingest.tenants import bootstrap_keys
 from sluice_ingest.domain import DocumentStatus
 from sluice_ingest.main import IngestApp
@@ -208,11 +207,7 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=300, help="claims timed for each queue size")
     parser.add_argument("--pgqueuer-jobs", type=int, default=3000)
     args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
-    base.chmod(0o755)
-    server = EmbeddedPostgres(base / "data", cleanup="delete")
-    admin = server.start()
-    try:
+    with embedded_postgres("sluice-bench-") as admin:
         ensure_database(admin, "bench_template")
         upgrade(database_uri(admin, "bench_template"))
         keys = bootstrap_keys(database_uri(admin, "bench_template"))
@@ -221,9 +216,6 @@ def main() -> None:
         ensure_database(admin, "pgqueuer")
         reference = {c: asyncio.run(pgqueuer_reference.jobs_per_second(database_uri(admin, "pgqueuer"), args.pgqueuer_jobs, c))
                      for c in CLIENTS}
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
     print(f"\nno-op claim→4 stages→complete cycles/s ({args.jobs} jobs, median of {args.repeats} runs, "
           f"{os.cpu_count()} cores; gRPC clients in up to 4 processes of their own)")
     header = (f"{'clients':>7} | {'gRPC cycles/s':>13} | {'in-process cycles/s':>19} | {'gRPC / in-process':>17} |"

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import psycopg
 
 from bench.ingest_bench import DIMS, add_collection, inprocess_client, seed
-from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from bench.embedded import embedded_postgres
+from sluice_common.embedded_pg import database_uri, ensure_database
 from sluice_ingest.main import IngestApp
 from sluice_ingest.migrations import upgrade
 from sluice_ingest.settings import IngestSettings
@@ -55,12 +53,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="sluice-notify-"))
-    base.chmod(0o755)
-    server = EmbeddedPostgres(base / "data", cleanup="delete")
-    admin = server.start()
     results: dict[tuple[str, int], list[float]] = {}
-    try:
+    with embedded_postgres("sluice-notify-") as admin:
         ensure_database(admin, "notify_template")
         upgrade(database_uri(admin, "notify_template"))
         for round_ in range(args.repeats):
@@ -77,9 +71,6 @@ def main() -> None:
                             conn.execute(f"ALTER DATABASE {name} SET search_path = public, pg_catalog")
                     rate = asyncio.run(cycles_per_second(url, clients, args.jobs))
                     results.setdefault((variant, clients), []).append(rate)
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
     print(f"\nin-process cycles/s, {args.jobs} jobs, median of {args.repeats} interleaved runs")
     print(f"{'clients':>7} | {'as shipped':>10} | {'pg_notify no-op':>15} | {'ratio':>6}")
     print("-" * 48)

@@ -13,17 +13,13 @@ import asyncio
 import cProfile
 import io
 import pstats
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
 from bench.ingest_bench import DIMS, add_collection, inprocess_client, seed
-from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from bench.embedded import embedded_postgres, migrated_database
 from sluice_ingest.main import IngestApp
-from sluice_ingest.migrations import upgrade
 from sluice_ingest.settings import IngestSettings
 
 
@@ -53,18 +49,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=400)
     args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="sluice-profile-"))
-    base.chmod(0o755)
-    server = EmbeddedPostgres(base / "data", cleanup="delete")
-    admin = server.start()
-    try:
-        ensure_database(admin, "profile")
-        url = database_uri(admin, "profile")
-        upgrade(url)
+    with embedded_postgres("sluice-profile-") as admin:
+        url = migrated_database(admin, "profile")
         asyncio.run(profile(url, args.jobs))
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import tempfile
-from pathlib import Path
 
 import numpy as np
 from psycopg import _connection_base, _pipeline_base, cursor_async
 
 from bench.ingest_bench import DIMS, add_collection, seed
-from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from bench.embedded import embedded_postgres, migrated_database
 from sluice_ingest.main import IngestApp
-from sluice_ingest.migrations import upgrade
 from sluice_ingest.settings import IngestSettings
 from sluice_ingest.domain import DocumentStatus
 from sluice_ingest.store import ChunkRow
@@ -112,18 +108,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=50)
     args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="sluice-round-trips-"))
-    base.chmod(0o755)
-    server = EmbeddedPostgres(base / "data", cleanup="delete")
-    admin = server.start()
-    try:
-        ensure_database(admin, "round_trips")
-        url = database_uri(admin, "round_trips")
-        upgrade(url)
+    with embedded_postgres("sluice-round-trips-") as admin:
+        url = migrated_database(admin, "round_trips")
         asyncio.run(run(url, args.jobs))
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

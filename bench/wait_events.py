@@ -11,17 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import shutil
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import psycopg
 
 from bench.ingest_bench import add_collection, seed
 from bench.notify_cost import SHADOW, cycles_per_second
-from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from bench.embedded import embedded_postgres
+from sluice_common.embedded_pg import database_uri, ensure_database
 from sluice_ingest.migrations import upgrade
 
 SAMPLE = """
@@ -49,11 +47,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--noop-notify", action="store_true", help="shadow pg_notify by a no-op (notify_cost's experiment)")
     args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="sluice-waits-"))
-    base.chmod(0o755)
-    server = EmbeddedPostgres(base / "data", cleanup="delete")
-    admin = server.start()
-    try:
+    with embedded_postgres("sluice-waits-") as admin:
         ensure_database(admin, "waits_template")
         upgrade(database_uri(admin, "waits_template"))
         for clients in (4, 32):
@@ -80,9 +74,6 @@ def main() -> None:
                   f"({total} samples of every backend)")
             for what, n in counts.most_common(10):
                 print(f"  {what:<48} {n / total:>6.1%}")
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

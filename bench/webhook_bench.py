@@ -31,22 +31,18 @@ import asyncio
 import datetime as dt
 import hashlib
 import json
-import shutil
 import socket
 import statistics
-import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 from sluice.v1 import collection_pb2, document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
 from sluice.v1 import document_service_pb2_grpc, job_service_pb2_grpc, webhook_service_pb2 as wh
 from sluice.v1 import webhook_service_pb2_grpc
 from sluice_common.channels import key_for_role, keyed_aio_channel
-from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from bench.embedded import embedded_postgres, migrated_database
 from sluice_ingest.main import IngestApp
-from sluice_ingest.migrations import upgrade
 from sluice_ingest.settings import IngestSettings
 from sluice_ingest.tenants import bootstrap_keys
 
@@ -327,14 +323,8 @@ def main() -> None:
     if args.receivers is not None:
         receiver_process(args.receivers)
         return
-    base = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
-    base.chmod(0o755)
-    server = EmbeddedPostgres(base / "data", cleanup="delete")
-    admin = server.start()
-    try:
-        ensure_database(admin, "bench")
-        url = database_uri(admin, "bench")
-        upgrade(url)
+    with embedded_postgres("sluice-bench-") as admin:
+        url = migrated_database(admin, "bench")
         keys = bootstrap_keys(url)
         n = args.documents
         if args.compare:
@@ -345,9 +335,6 @@ def main() -> None:
         baseline, _ = asyncio.run(live(url, keys, n, 0, False, "nohooks", d))
         with_hooks, alone = asyncio.run(live(url, keys, n, 4, False, "live", d))
         with_dead, beside_dead = asyncio.run(live(url, keys, n, 1, True, "dead", d))
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
     print(f"\ndispatcher: {'sluice-webhooks (own process)' if d == 'process' else 'inside ingest-api'}")
     print(f"\nwebhook backlog drain ({n} documents × 7 events, receivers answering 200 at once)")
     for subs, (count, rate) in zip((1, 4), drains):

@@ -79,19 +79,20 @@ def dump_tasks(loop) -> None:
         task.print_stack(file=sys.stderr)
 
 
-class RunningIngestApi:
-    """An ingest-api serving in a thread of its own (its own event loop), on a free port."""
+class RunningApp:
+    """A service app (`start()`, `serve()`, `stop(grace)`, `.port`) serving in a thread of its own
+    (its own event loop), on a free port."""
 
-    def __init__(self, settings) -> None:
+    thread_name = "app"
+
+    def __init__(self, app) -> None:
         import asyncio
         import threading
 
-        from sluice_ingest.main import IngestApp
-
-        self.settings = settings
-        self.app = IngestApp(settings)
+        self.app = app
+        self.settings = app.settings
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="ingest-api", daemon=True)
+        self.thread = threading.Thread(target=self.loop.run_forever, name=self.thread_name, daemon=True)
         self.thread.start()
         self._call(self._start())
         self.address = f"127.0.0.1:{self.app.port}"
@@ -117,6 +118,17 @@ class RunningIngestApi:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop.close()
+
+
+class RunningIngestApi(RunningApp):
+    """An ingest-api serving in a thread of its own."""
+
+    thread_name = "ingest-api"
+
+    def __init__(self, settings) -> None:
+        from sluice_ingest.main import IngestApp
+
+        super().__init__(IngestApp(settings))
 
 
 INGEST_TEST_DEFAULTS = {
@@ -147,45 +159,16 @@ def ingest_api_factory(database_url):
         server.stop()
 
 
-class RunningWebhooks:
+class RunningWebhooks(RunningApp):
     """The sluice-webhooks dispatcher (WebhooksApp) in a thread of its own (its own event loop,
     pool and LISTEN connection), as a separate process would run it."""
 
-    def __init__(self, settings) -> None:
-        import asyncio
-        import threading
+    thread_name = "sluice-webhooks"
 
+    def __init__(self, settings) -> None:
         from sluice_ingest.webhooks.main import WebhooksApp
 
-        self.settings = settings
-        self.app = WebhooksApp(settings)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="sluice-webhooks", daemon=True)
-        self.thread.start()
-        self._call(self._start())
-        self.address = f"127.0.0.1:{self.app.port}"
-
-    async def _start(self) -> None:
-        await self.app.start()
-        await self.app.serve()
-
-    def _call(self, coro, timeout: float = 60):
-        import asyncio
-
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def stop(self) -> None:
-        if self.loop.is_closed():
-            return
-        try:
-            self._call(self.app.stop(0))
-        except TimeoutError:
-            dump_tasks(self.loop)  # where the stop hangs, for the failure report
-            raise
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
+        super().__init__(WebhooksApp(settings))
 
 
 @pytest.fixture
