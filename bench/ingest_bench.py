@@ -41,10 +41,22 @@ from bench import pgqueuer_reference
 from bench.unauthenticated import without_key_check
 
 DIMS = 384
+# Cycles each client runs untimed before the measurement: every pooled connection's backend has
+# then loaded its catalog caches and planned (and psycopg prepared) the queue's statements, as in
+# a server that has been running. Without it, a run of 400 jobs at 32 clients (12 cycles each)
+# measured mostly 32 cold backends.
+WARMUP_CYCLES = 6
 CLIENTS = (1, 4, 16, 32)
 QUEUED = (1_000, 10_000, 100_000)
 EXPIRED = 10_000
 STAGES = [D.DOCUMENT_STATUS_PARSING, D.DOCUMENT_STATUS_CHUNKING, D.DOCUMENT_STATUS_EMBEDDING, D.DOCUMENT_STATUS_INDEXING]
+
+
+def vectors(seed: int, count: int = 512) -> np.ndarray:
+    """Distinct random vectors for a client's chunks. Identical vectors would measure something
+    else: pgvector's HNSW stores a duplicate with the element it equals, so every insert would
+    queue for that one element's page."""
+    return np.random.default_rng(seed).standard_normal((count, DIMS)).astype(np.float32)
 
 
 def seed(url: str, collection: str, count: int) -> None:
@@ -72,11 +84,19 @@ def add_collection(url: str, name: str = "bench") -> None:
         )
 
 
-async def grpc_client(address: str, worker: str, vector: list[float], key: str) -> int:
+async def grpc_client(address: str, worker: str, chunk_vectors: list[list[float]], key: str,
+                      warmed: asyncio.Event | None = None, go: asyncio.Event | None = None) -> int:
+    """Cycles through gRPC until the queue is empty; with `warmed`/`go`, first WARMUP_CYCLES
+    untimed cycles, then `warmed` is set and the timed ones wait for `go` (not counted)."""
     done = 0
     async with keyed_aio_channel(address, key) as channel:
         jobs = job_service_pb2_grpc.JobServiceStub(channel)
+        warming = warmed is not None and go is not None
         while True:
+            if warming and done == WARMUP_CYCLES:
+                warmed.set()
+                await go.wait()
+                warming, done = False, 0
             response = await jobs.ClaimJob(js.ClaimJobRequest(worker_id=worker))
             if not response.HasField("job"):
                 return done
@@ -84,7 +104,9 @@ async def grpc_client(address: str, worker: str, vector: list[float], key: str) 
             for stage in STAGES:
                 await jobs.ReportStage(js.ReportStageRequest(lease=lease, stage=stage))
 
-            async def stream(lease=lease):
+            vector = chunk_vectors[(done + (0 if warming else WARMUP_CYCLES)) % len(chunk_vectors)]
+
+            async def stream(lease=lease, vector=vector):
                 yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=lease, chunk_count=1))
                 yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=[js.Chunk(index=0, text="no-op", embedding=vector)]))
 
@@ -112,29 +134,52 @@ async def client_processes(address: str, key: str, clients: int) -> tuple[list[i
 
 
 async def _client_main(address: str, key: str, count: int, name: str) -> None:
-    vector = list(np.random.default_rng(0).standard_normal(DIMS).astype(np.float32))
+    go = asyncio.Event()
+    warmed = [asyncio.Event() for _ in range(count)]
+    clients = [asyncio.ensure_future(grpc_client(address, f"{name}-{i}", vectors(hash((name, i)) % 2**32).tolist(), key,
+                                                 warmed[i], go)) for i in range(count)]
+    for event in warmed:
+        await event.wait()
     print("ready", flush=True)
-    await asyncio.to_thread(sys.stdin.readline)  # the parent's go, once every process is ready
-    done = await asyncio.gather(*(grpc_client(address, f"{name}-{i}", vector, key) for i in range(count)))
+    await asyncio.to_thread(sys.stdin.readline)  # the parent's go, once every process is warm
+    go.set()
+    done = await asyncio.gather(*clients)
     print(sum(done), flush=True)
 
 
-async def inprocess_client(app: IngestApp, worker: str, vector: np.ndarray) -> int:
+async def inprocess_client(app: IngestApp, worker: str, limit: int | None = None) -> int:
+    """A worker's store calls without the work: claim, 4 stages, complete with one chunk; until
+    the queue is empty or `limit` cycles."""
     done = 0
     store = app.store
-    while True:
+    chunk_vectors = vectors(hash((worker, limit)) % 2**32)  # the warm-up's differ from the timed ones'
+    while limit is None or done < limit:
         job = await store.claim_job(worker)
         if job is None:
             return done
         for stage in (DocumentStatus.PARSING, DocumentStatus.CHUNKING, DocumentStatus.EMBEDDING, DocumentStatus.INDEXING):
             await store.report_stage(job.job_id, job.lease_token, stage, 0, 0, "")
+        vector = chunk_vectors[done % len(chunk_vectors)]
         await store.complete_job(job.job_id, job.lease_token, [ChunkRow(0, "no-op", 0, "", "", "", vector, "no op")])
         done += 1
+    return done
 
 
-async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> list[tuple[str, int, float, float]]:
+async def inprocess_cycles_per_second(app: IngestApp, clients: int, jobs: int, collection: str = "bench") -> float:
+    """Seed `jobs` cycles (plus the warm-up's) and run them with `clients` concurrent in-process
+    clients: WARMUP_CYCLES each untimed, then the rest timed."""
+    seed(app.settings.database_url, collection, jobs + clients * WARMUP_CYCLES)
+    warm = await asyncio.gather(*(inprocess_client(app, f"w{i}", WARMUP_CYCLES) for i in range(clients)))
+    assert sum(warm) == clients * WARMUP_CYCLES, warm
+    started = time.perf_counter()
+    counts = await asyncio.gather(*(inprocess_client(app, f"w{i}") for i in range(clients)))
+    elapsed = time.perf_counter() - started
+    assert sum(counts) == jobs, counts
+    return jobs / elapsed
+
+
+async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> list[tuple[str, int, float]]:
     results = []
-    vector = list(np.random.default_rng(0).standard_normal(DIMS).astype(np.float32))
     for round_ in range(repeats):
         for clients in CLIENTS:
             for mode in ("grpc", "grpc-noauth", "in-process"):
@@ -150,19 +195,17 @@ async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> 
                     await docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
                         name="bench", embedder=collection_pb2.EmbedderConfig(
                             provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, dimensions=DIMS))))
-                seed(url, "bench", jobs)
                 if mode.startswith("grpc"):
                     # The clients run in processes of their own (up to 4, the clients spread over
                     # them), so the server's process does only the server's work.
+                    seed(url, "bench", jobs + clients * WARMUP_CYCLES)
                     with without_key_check() if mode == "grpc-noauth" else contextlib.nullcontext():
                         counts, elapsed = await client_processes(f"127.0.0.1:{app.port}", keys["worker"], clients)
+                    assert sum(counts) == jobs, counts
+                    rate = jobs / elapsed
                 else:
-                    start = time.perf_counter()
-                    counts = await asyncio.gather(*(inprocess_client(app, f"w{i}", np.asarray(vector))
-                                                    for i in range(clients)))
-                    elapsed = time.perf_counter() - start
-                assert sum(counts) == jobs, counts
-                results.append((mode, clients, sum(counts) / elapsed, elapsed))
+                    rate = await inprocess_cycles_per_second(app, clients, jobs)
+                results.append((mode, clients, rate))
                 await app.stop(0)
     return results
 

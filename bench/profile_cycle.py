@@ -15,9 +15,8 @@ import io
 import pstats
 import time
 
-import numpy as np
 
-from bench.ingest_bench import DIMS, add_collection, inprocess_client, seed
+from bench.ingest_bench import add_collection, inprocess_client, seed
 from bench.embedded import embedded_postgres, migrated_database
 from sluice_ingest.main import IngestApp
 from sluice_ingest.settings import IngestSettings
@@ -29,11 +28,10 @@ async def profile(url: str, jobs: int) -> None:
     try:
         add_collection(url)
         seed(url, "bench", jobs)
-        vector = np.random.default_rng(0).standard_normal(DIMS).astype(np.float32)
         profiler = cProfile.Profile()
         wall, cpu = time.perf_counter(), time.process_time()
         profiler.enable()
-        done = await inprocess_client(app, "profile", vector)
+        done = await inprocess_client(app, "profile")
         profiler.disable()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         print(f"{done} cycles: {done / wall:.1f}/s, {wall / done * 1000:.2f} ms/cycle, "

@@ -3,7 +3,7 @@ pg_stat_activity every 5 ms, counting each backend of the bench database by stat
 event (CPU when active and not waiting). It is the profile behind "32 clients are slower than
 4": where the added time goes inside PostgreSQL.
 
-    .venv/bin/python -m bench.wait_events [--jobs 400]
+    .venv/bin/python -m bench.wait_events [--jobs 600] [--watched]
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import time
 
 import psycopg
 
-from bench.ingest_bench import add_collection, seed
-from bench.notify_cost import SHADOW, cycles_per_second
+from bench.notify_cost import cycles_per_second, prepare
 from bench.embedded import embedded_postgres
 from sluice_common.embedded_pg import database_uri, ensure_database
 from sluice_ingest.migrations import upgrade
@@ -44,22 +43,16 @@ def sample(url: str, database: str, stop: threading.Event, counts: collections.C
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=400)
-    parser.add_argument("--noop-notify", action="store_true", help="shadow pg_notify by a no-op (notify_cost's experiment)")
+    parser.add_argument("--jobs", type=int, default=600)
+    parser.add_argument("--watched", action="store_true",
+                        help="the collection watched: every event notifies (as every one did before migration 0014)")
     args = parser.parse_args()
     with embedded_postgres("sluice-waits-") as admin:
-        ensure_database(admin, "waits_template")
-        upgrade(database_uri(admin, "waits_template"))
+        ensure_database(admin, "notify_template")
+        upgrade(database_uri(admin, "notify_template"))
         for clients in (4, 32):
             name = f"waits_{clients}"
-            ensure_database(admin, name, template="waits_template")
-            url = database_uri(admin, name)
-            add_collection(url)
-            seed(url, "bench", args.jobs)
-            if args.noop_notify:
-                with psycopg.connect(url, autocommit=True) as conn:
-                    conn.execute(SHADOW)
-                    conn.execute(f"ALTER DATABASE {name} SET search_path = public, pg_catalog")
+            url = prepare(admin, name, args.watched)
             counts: collections.Counter[str] = collections.Counter()
             stop = threading.Event()
             sampler = threading.Thread(target=sample, args=(admin, name, stop, counts))

@@ -12,7 +12,7 @@ import pytest
 
 from sluice_common.errors import NotFound, OutOfRange
 from sluice_ingest.domain import EventCursor
-from sluice_ingest.notify import NotificationHub
+from sluice_ingest.notify import COLLECTIONS_CHANNEL, DOCUMENTS_CHANNEL, NotificationHub
 from sluice_ingest.ports import IngestStore
 from sluice_ingest.service import IngestService
 from sluice_ingest.settings import IngestSettings
@@ -126,13 +126,11 @@ async def test_watch_yields_the_document_then_each_event_until_ready(loops):
     await asyncio.sleep(0.05)
     assert seen == ["PENDING"]
     store.events += [event(1, "PARSING"), event(2, "CHUNKING")]
-    with hub.watch_document(str(DOC)) as signal:
-        signal.fire()
+    hub.deliver(DOCUMENTS_CHANNEL, str(DOC))
     await asyncio.sleep(0.05)
     assert seen == ["PENDING", "PARSING", "CHUNKING"]
     store.events += [event(3, "EMBEDDING"), event(4, "INDEXING"), event(5, "READY", "SUCCEEDED"), event(6, "PENDING")]
-    with hub.watch_document(str(DOC)) as signal:
-        signal.fire()
+    hub.deliver(DOCUMENTS_CHANNEL, str(DOC))
     await asyncio.wait_for(watching, 10)
     assert seen == ["PENDING", "PARSING", "CHUNKING", "EMBEDDING", "INDEXING", "READY"]  # ends at READY
 
@@ -142,8 +140,7 @@ async def test_watch_of_a_document_deleted_meanwhile_ends_with_not_found(loops):
     updates = service.watch_document(1, str(DOC))
     assert (await anext(updates)).status == "PENDING"
     store.document = None
-    with hub.watch_document(str(DOC)) as signal:
-        signal.fire()
+    hub.deliver(DOCUMENTS_CHANNEL, str(DOC))
     with pytest.raises(NotFound):
         await asyncio.wait_for(anext(updates), 10)
 
@@ -197,8 +194,7 @@ async def test_filtered_out_rows_move_the_cursor_and_a_heartbeat_carries_it():
     assert (await anext(stream)).id == 1
     reading = asyncio.ensure_future(anext(stream))
     await asyncio.sleep(0.05)
-    with hub.watch_collection(7) as signal:
-        signal.fire()
+    hub.deliver(COLLECTIONS_CHANNEL, "7")
     await asyncio.sleep(0.05)
     assert store.reads == [HEAD, EventCursor(505, 5)]  # the next read starts past the filtered rows
     hub.end_streams()

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import grpc
+import psycopg
 import pytest
 
 import auth_keys
@@ -565,6 +566,34 @@ def test_create_validates_and_lists_pages_and_rotates(delivering):
         with pytest.raises(grpc.RpcError) as err:
             api.hooks.DeleteWebhook(wh.DeleteWebhookRequest(id=created[1].webhook.id))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        receiver.close()
+        api.close()
+
+
+def test_a_subscription_registers_its_collection_and_is_woken_by_its_notifications(delivering, database_url):
+    """Events notify only collections someone listens to (migration 0014): the dispatcher
+    registers its subscriptions' collections. With the fallback poll an hour away, only the
+    notification can bring the delivery."""
+    from sluice_ingest.notify import COLLECTIONS_CHANNEL
+
+    server = delivering(**{**FAST, "webhook_poll_seconds": 3600.0})
+    api = Api(server.address)
+    api.create_collection()
+    receiver = Receiver()
+    try:
+        api.add_webhook(receiver.url, TERMINAL)
+        with psycopg.connect(database_url) as conn:
+            (collection_id,) = conn.execute("SELECT id FROM collections WHERE name = 'docs'").fetchone()
+
+        def listened() -> bool:
+            with psycopg.connect(database_url) as conn:
+                return conn.execute("SELECT count(*) FROM event_listeners WHERE channel = %s AND key = %s",
+                                    (COLLECTIONS_CHANNEL, str(collection_id))).fetchone()[0] == 1
+
+        wait_for(listened, timeout=30)
+        doc = api.ready()
+        wait_for(lambda: [r for r in receiver.delivered() if r.payload["data"]["document_id"] == doc.id], timeout=30)
     finally:
         receiver.close()
         api.close()

@@ -3,8 +3,17 @@
 ClaimJob long-polls wait on `jobs_available`; WatchDocument streams wait on their document's
 signal, WatchCollection streams on their collection's (`sluice_collection_events`, one per event
 and one when the collection is deleted). `stopping` is set when the server shuts down, so that
-long streams end at once instead of holding the drain. A waiter takes its signal *before* it checks the database, so a notification that
-arrives between the check and the wait is never lost.
+long streams end at once instead of holding the drain. A waiter takes its signal *before* it
+checks the database, so a notification that arrives between the check and the wait is never lost.
+
+The event triggers notify a document or a collection only when `event_listeners` says someone
+listens (migration 0014: every notifying commit takes one database-wide lock, which made the
+queue's transitions wait on each other). `Listeners` keeps this process's rows there: a watch
+registers its document or collection before its first read and keeps it while it waits. A
+transaction whose trigger ran just before a registration committed, and that commits just after
+the watcher's first read, is not notified: WatchDocument re-reads once soon after it starts,
+WatchCollection re-reads while writers older than its read are still running, and the webhook
+dispatcher polls.
 """
 
 from __future__ import annotations
@@ -12,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
-from collections.abc import Callable
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable
 
 import psycopg
 from sluice_common.tasks import end_if_cancelled, pause
@@ -23,6 +33,155 @@ log = logging.getLogger("sluice.ingest.notify")
 JOBS_CHANNEL = "sluice_jobs_available"
 DOCUMENTS_CHANNEL = "sluice_document_events"
 COLLECTIONS_CHANNEL = "sluice_collection_events"
+
+LISTENER_TTL_SECONDS = 60  # a registration nobody renews for this long is deleted by any process
+RENEW_SECONDS = 20.0
+# A key stays registered this long after its last waiter left, so that a client that watches,
+# stops and watches again (or one WatchDocument after another of a collection) registers once.
+LINGER_SECONDS = 5.0
+REGISTER_WAIT_SECONDS = 2.0  # a watch waits at most this long for its registration, then polls
+
+UPSERT = f"""
+    INSERT INTO event_listeners (channel, key, listener, expires_at)
+    SELECT c, k, %s, now() + interval '{LISTENER_TTL_SECONDS} seconds' FROM unnest(%s::text[], %s::text[]) AS t(c, k)
+    ON CONFLICT (channel, key, listener) DO UPDATE SET expires_at = EXCLUDED.expires_at
+"""
+DELETE = """
+    DELETE FROM event_listeners
+    WHERE listener = %s AND (channel, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+"""
+DELETE_STALE = "DELETE FROM event_listeners WHERE expires_at < now() OR (listener = %s AND NOT (channel || ':' || key) = ANY(%s))"
+DELETE_MINE = "DELETE FROM event_listeners WHERE listener = %s"
+
+Key = tuple[str, str]
+
+
+class Listeners:
+    """This process's rows in `event_listeners`: what its waiters wait for.
+
+    `hold(channel, key)` counts a waiter and, the first time, waits (briefly) until the key is
+    registered. One task writes the rows: new keys as they come, in one statement, released
+    keys after LINGER_SECONDS, and every RENEW_SECONDS all of them again (their expiry pushed
+    back, the rows of dead processes deleted). If the database is unreachable waiters go on
+    without (they poll) and the task registers everything again once it reconnects."""
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.id = uuid.uuid4()
+        self._holders: Counter[Key] = Counter()
+        self._released: dict[Key, float] = {}  # keys nobody holds any more, with when
+        self._registered: set[Key] = set()
+        self._done: asyncio.Future[None] | None = None  # resolved by the pass after it was created
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._conn: psycopg.AsyncConnection | None = None
+        self._renew_now = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="event-listeners")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._conn is not None:
+            with contextlib.suppress(Exception):  # the rows then expire by themselves
+                await asyncio.wait_for(self._conn.execute(DELETE_MINE, (self.id,)), timeout=2)
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+            self._conn = None
+
+    def registered(self) -> set[Key]:
+        return set(self._registered)
+
+    def refresh(self) -> None:
+        """Write every key again now (the database may have restarted: crash recovery empties an
+        unlogged table)."""
+        self._renew_now = True
+        self._wake.set()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, channel: str, key: str) -> AsyncIterator[None]:
+        k = (channel, key)
+        self._holders[k] += 1
+        self._released.pop(k, None)
+        try:
+            if self._task is not None and not self._task.done() and k not in self._registered:
+                if self._done is None or self._done.done():
+                    self._done = asyncio.get_running_loop().create_future()
+                done = self._done
+                self._wake.set()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(done), REGISTER_WAIT_SECONDS)
+            yield
+        finally:
+            self._holders[k] -= 1
+            if self._holders[k] <= 0:
+                del self._holders[k]
+                self._released[k] = asyncio.get_running_loop().time()
+                self._wake.set()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = 0.1
+        next_renew = 0.0
+        while True:
+            self._wake.clear()
+            done, self._done = self._done, None
+            now = loop.time()
+            for k, since in list(self._released.items()):
+                if now - since >= LINGER_SECONDS:
+                    del self._released[k]
+            wanted = set(self._holders) | set(self._released)
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = await psycopg.AsyncConnection.connect(self.database_url, autocommit=True)
+                    await self._conn.execute("SET synchronous_commit = off")
+                    self._registered = set()
+                    next_renew = 0.0
+                if now >= next_renew or self._renew_now:
+                    self._renew_now = False
+                    async with self._conn.transaction():
+                        await self._conn.execute(DELETE_STALE, (self.id, [f"{c}:{k}" for c, k in wanted]))
+                        await self._upsert(wanted)
+                    next_renew = now + RENEW_SECONDS
+                else:
+                    if added := wanted - self._registered:
+                        await self._upsert(added)
+                    if gone := self._registered - wanted:
+                        await self._conn.execute(DELETE, (self.id, [c for c, _ in gone], [k for _, k in gone]))
+                self._registered = wanted
+                backoff = 0.1
+            except Exception as exc:  # noqa: BLE001 - waiters poll meanwhile; everything is registered again
+                end_if_cancelled(exc)
+                log.warning("event listeners not registered; retrying", extra={"error": str(exc)})
+                if self._conn is not None:
+                    with contextlib.suppress(Exception):
+                        await self._conn.close()
+                self._conn = None
+                self._registered = set()
+                self._resolve(done)
+                await pause(backoff)
+                backoff = min(backoff * 2, 5.0)
+                self._wake.set()
+                continue
+            self._resolve(done)
+            timeout = next_renew - loop.time()
+            if self._released:
+                timeout = min(timeout, min(self._released.values()) + LINGER_SECONDS - loop.time())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(timeout, 0.0))
+
+    async def _upsert(self, keys: set[Key]) -> None:
+        assert self._conn is not None
+        if keys:
+            await self._conn.execute(UPSERT, (self.id, [c for c, _ in keys], [k for _, k in keys]))
+
+    @staticmethod
+    def _resolve(done: asyncio.Future[None] | None) -> None:
+        if done is not None and not done.done():
+            done.set_result(None)
 
 
 class Signal:
@@ -55,15 +214,17 @@ class NotificationHub:
         self._connected = asyncio.Event()
         # Other channels on the same connection (webhooks): callback(payload), or callback(None)
         # when notifications may have been missed (reconnect).
-        self._listeners: dict[str, list[Callable[[str | None], None]]] = defaultdict(list)
+        self._callbacks: dict[str, list[Callable[[str | None], None]]] = defaultdict(list)
+        self.listeners = Listeners(database_url)
 
     def listen(self, channel: str, callback: Callable[[str | None], None]) -> None:
         """Also LISTEN on `channel` (call before start())."""
-        self._listeners[channel].append(callback)
+        self._callbacks[channel].append(callback)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="notification-hub")
         await asyncio.wait_for(self._connected.wait(), timeout=30)
+        self.listeners.start()
 
     def end_streams(self) -> None:
         """Set `stopping` and wake every waiting stream (they check it and end)."""
@@ -72,39 +233,61 @@ class NotificationHub:
 
     async def stop(self) -> None:
         self.end_streams()
+        await self.listeners.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    @contextlib.contextmanager
-    def watch_document(self, document_id: str):
+    @contextlib.asynccontextmanager
+    async def watch_document(self, document_id: str) -> AsyncIterator[Signal]:
+        """The document's signal, its events registered as listened to while the block runs."""
         self._watchers[document_id] += 1
         try:
-            yield self._documents[document_id]
+            async with self.listeners.hold(DOCUMENTS_CHANNEL, document_id):
+                yield self._documents[document_id]
         finally:
             self._watchers[document_id] -= 1
             if self._watchers[document_id] <= 0:
                 self._watchers.pop(document_id, None)
                 self._documents.pop(document_id, None)
 
-    @contextlib.contextmanager
-    def watch_collection(self, collection_id: int):
+    @contextlib.asynccontextmanager
+    async def watch_collection(self, collection_id: int) -> AsyncIterator[Signal]:
+        """The collection's signal, its events registered as listened to while the block runs."""
         key = str(collection_id)
         self._collection_watchers[key] += 1
         try:
-            yield self._collections[key]
+            async with self.listeners.hold(COLLECTIONS_CHANNEL, key):
+                yield self._collections[key]
         finally:
             self._collection_watchers[key] -= 1
             if self._collection_watchers[key] <= 0:
                 self._collection_watchers.pop(key, None)
                 self._collections.pop(key, None)
 
+    def interest(self, channel: str, key: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Register `key`'s notifications on `channel` as listened to while the block runs (the
+        webhook dispatcher's subscriptions; it receives them through `listen()`)."""
+        return self.listeners.hold(channel, key)
+
+    def deliver(self, channel: str, payload: str) -> None:
+        """A notification arrived: wake whoever waits for it."""
+        for callback in self._callbacks.get(channel, ()):
+            callback(payload)
+        if channel == JOBS_CHANNEL:
+            self.jobs_available.fire()
+        elif channel == COLLECTIONS_CHANNEL:
+            if payload in self._collections:
+                self._collections[payload].fire()
+        elif channel == DOCUMENTS_CHANNEL and payload in self._documents:
+            self._documents[payload].fire()
+
     def _wake_all(self) -> None:
         self.jobs_available.fire()
         for signal in [*self._documents.values(), *self._collections.values()]:
             signal.fire()
-        for callbacks in list(self._listeners.values()):
+        for callbacks in list(self._callbacks.values()):
             for callback in callbacks:
                 callback(None)
 
@@ -113,22 +296,15 @@ class NotificationHub:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
-                    for channel in dict.fromkeys([*self._core, *self._listeners]):
+                    for channel in dict.fromkeys([*self._core, *self._callbacks]):
                         await conn.execute(f"LISTEN {channel}")
                     self._connected.set()
                     backoff = 0.1
                     # Anything may have changed while we were not listening.
+                    self.listeners.refresh()
                     self._wake_all()
                     async for note in conn.notifies():
-                        for callback in self._listeners.get(note.channel, ()):
-                            callback(note.payload)
-                        if note.channel == JOBS_CHANNEL:
-                            self.jobs_available.fire()
-                        elif note.channel == COLLECTIONS_CHANNEL:
-                            if note.payload in self._collections:
-                                self._collections[note.payload].fire()
-                        elif note.payload in self._documents:
-                            self._documents[note.payload].fire()
+                        self.deliver(note.channel, note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep listening through database restarts

@@ -51,6 +51,8 @@ EXTRA_TYPES = {
 }
 TERMINAL = {D.READY, D.FAILED}
 WATCH_WINDOW = 500  # log rows one WatchCollection read looks at
+FIRST_RECHECK_SECONDS = 1.0  # WatchDocument's first re-read, then one every RECHECK_SECONDS without news
+RECHECK_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -322,17 +324,21 @@ class IngestService:
     async def watch_document(self, tenant_id: int, document_id: str) -> AsyncIterator[dict[str, Any]]:
         """The document now, then its state after each committed change, until READY or FAILED."""
         doc_id = parse_id(document_id)
-        with self.hub.watch_document(str(doc_id)) as signal:
+        async with self.hub.watch_document(str(doc_id)) as signal:
             changed = signal.current()
             last_event = await self.store.latest_event_id(doc_id)
             document = await self.store.get_document(tenant_id, doc_id)
             yield document
             status = document.status
+            # The first re-check comes soon: a transaction that was committing while this watch
+            # registered may not have notified it (notify.py). Later ones are a safety net only.
+            recheck = FIRST_RECHECK_SECONDS
             while status not in TERMINAL:
                 try:
-                    await asyncio.wait_for(changed.wait(), timeout=30)
+                    await asyncio.wait_for(changed.wait(), timeout=recheck)
                 except TimeoutError:
-                    pass  # re-check: a safety net, not the mechanism
+                    pass
+                recheck = RECHECK_SECONDS
                 changed = signal.current()
                 events = await self.store.document_events_after(doc_id, last_event)
                 if not events:
@@ -378,54 +384,55 @@ class IngestService:
         loop = asyncio.get_running_loop()
         s = self.settings
         first = True
-        with self.hub.watch_collection(collection_id) as signal, metrics.COLLECTION_WATCHERS.track_inprogress():
-            last_sent = loop.time()
-            while True:
-                if self.hub.stopping.is_set():
-                    raise Unavailable("the server is shutting down; reconnect with the last cursor",
-                                      reason=Reason.SERVER_SHUTTING_DOWN, cursor=cursor.encode())
-                woken = signal.current()
-                page = await self.store.watch_page(tenant_id, collection_id, cursor, WATCH_WINDOW, status_names, terminal_only)
-                if not page.exists:
-                    raise NotFound(f"collection {collection!r} was deleted", reason=Reason.COLLECTION_NOT_FOUND,
-                                   collection=collection)
-                if page.horizon is not None and cursor < page.horizon:
-                    if start_from_oldest and replay_floor in (None, page.horizon):
-                        replay_floor = page.horizon
-                    else:
-                        oldest = page.horizon.encode()
-                        raise OutOfRange(
-                            f"cursor {cursor.encode()} is older than the retained events of collection {collection!r};"
-                            f" the oldest cursor to resume from is {oldest} (or start from now)",
-                            reason=Reason.EVENTS_CURSOR_EXPIRED, oldest_cursor=oldest, collection=collection,
-                        )
-                for row in page.events:
-                    yield row
-                metrics.COLLECTION_EVENTS_SENT.inc(len(page.events))
-                if page.read_to is not None:
-                    cursor = page.read_to
-                if page.events:
-                    last_sent = loop.time()
-                elif first:
-                    yield Heartbeat(cursor)  # the stream is open: here is where it starts
-                    last_sent = loop.time()
-                first = False
-                if page.full:
-                    continue
-                quiet_until = last_sent + s.watch_heartbeat_seconds
-                timeout = max(quiet_until - loop.time(), 0.0)
-                if page.waiting:
-                    timeout = min(timeout, s.watch_recheck_seconds)
-                stop = asyncio.ensure_future(self.hub.stopping.wait())
-                wake = asyncio.ensure_future(woken.wait())
-                try:
-                    await asyncio.wait((stop, wake), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    stop.cancel()
-                    wake.cancel()
-                if loop.time() >= quiet_until:
-                    yield Heartbeat(cursor)
-                    last_sent = loop.time()
+        async with self.hub.watch_collection(collection_id) as signal:
+            with metrics.COLLECTION_WATCHERS.track_inprogress():
+                last_sent = loop.time()
+                while True:
+                    if self.hub.stopping.is_set():
+                        raise Unavailable("the server is shutting down; reconnect with the last cursor",
+                                          reason=Reason.SERVER_SHUTTING_DOWN, cursor=cursor.encode())
+                    woken = signal.current()
+                    page = await self.store.watch_page(tenant_id, collection_id, cursor, WATCH_WINDOW, status_names, terminal_only)
+                    if not page.exists:
+                        raise NotFound(f"collection {collection!r} was deleted", reason=Reason.COLLECTION_NOT_FOUND,
+                                       collection=collection)
+                    if page.horizon is not None and cursor < page.horizon:
+                        if start_from_oldest and replay_floor in (None, page.horizon):
+                            replay_floor = page.horizon
+                        else:
+                            oldest = page.horizon.encode()
+                            raise OutOfRange(
+                                f"cursor {cursor.encode()} is older than the retained events of collection {collection!r};"
+                                f" the oldest cursor to resume from is {oldest} (or start from now)",
+                                reason=Reason.EVENTS_CURSOR_EXPIRED, oldest_cursor=oldest, collection=collection,
+                            )
+                    for row in page.events:
+                        yield row
+                    metrics.COLLECTION_EVENTS_SENT.inc(len(page.events))
+                    if page.read_to is not None:
+                        cursor = page.read_to
+                    if page.events:
+                        last_sent = loop.time()
+                    elif first:
+                        yield Heartbeat(cursor)  # the stream is open: here is where it starts
+                        last_sent = loop.time()
+                    first = False
+                    if page.full:
+                        continue
+                    quiet_until = last_sent + s.watch_heartbeat_seconds
+                    timeout = max(quiet_until - loop.time(), 0.0)
+                    if page.waiting:
+                        timeout = min(timeout, s.watch_recheck_seconds)
+                    stop = asyncio.ensure_future(self.hub.stopping.wait())
+                    wake = asyncio.ensure_future(woken.wait())
+                    try:
+                        await asyncio.wait((stop, wake), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        stop.cancel()
+                        wake.cancel()
+                    if loop.time() >= quiet_until:
+                        yield Heartbeat(cursor)
+                        last_sent = loop.time()
 
     # ------------------------------------------------------------ jobs
 

@@ -114,10 +114,14 @@ FROM exhausted e
 # along DOCUMENT_TRANSITIONS: `sources` is document_sources(stage)) writes the document. The
 # attempt records its stage on a move (and on every EMBED report). A tick or an EMBED report
 # commits asynchronously: set_config(…, is_local) holds for this statement's own transaction.
+# The lease is renewed only once a tenth of it has passed (`renew_after`): reports that follow
+# each other quickly then leave `locked_at`, an indexed column, unchanged, and PostgreSQL updates
+# the job row in place (HOT, migration 0015); the lease is never shorter than 0.9 of its length.
 # Zero rows: the lease is not held. `moved` false on an INGEST job in another stage: illegal edge.
 REPORT_STAGE_SQL = sql.SQL("""
 WITH job AS (
-    UPDATE ingestion_jobs SET locked_at = now(),
+    UPDATE ingestion_jobs
+    SET locked_at = CASE WHEN locked_at <= now() - make_interval(secs => %(renew_after)s) THEN now() ELSE locked_at END,
         progress_stage = CASE WHEN kind = {embed} THEN %(stage)s::document_status ELSE progress_stage END,
         progress_done = CASE WHEN kind = {embed} THEN %(done)s ELSE progress_done END,
         progress_total = CASE WHEN kind = {embed} THEN %(total)s ELSE progress_total END,
@@ -326,7 +330,7 @@ class QueueStore(GenerationStore):
         async with self.pool.connection() as conn:
             row = await (await conn.execute(REPORT_STAGE_SQL, {
                 "job": job_id, "lease": lease_token, "stage": str(stage), "done": done, "total": total,
-                "unit": unit, "sources": document_sources(stage),
+                "unit": unit, "sources": document_sources(stage), "renew_after": self.policy.lease_seconds / 10,
             })).fetchone()
             if row is None:
                 raise await self._lease_failure(conn, job_id)

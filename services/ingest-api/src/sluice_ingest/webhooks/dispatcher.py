@@ -12,8 +12,8 @@ stops cleanly hands them back at once). Each subscription task:
    make no delivery move the cursor in memory, written at the latest CURSOR_WRITE_SECONDS later;
 2. sends the first pending delivery of each document that is due, a few at a time, so a
    document's later event never goes before its earlier one was delivered or given up;
-3. sleeps until its collection's NOTIFY (`sluice_collection_events`), the next retry, or the
-   fallback poll.
+3. sleeps until its collection's NOTIFY (`sluice_collection_events`, sent because the task
+   registers the collection as listened to), the next retry, or the fallback poll.
 
 A slow or dead receiver only holds its own subscription's few requests: requests of all
 subscriptions share a global bound, each subscription a small one of its own. The dispatcher
@@ -77,6 +77,7 @@ class Dispatcher:
     def __init__(self, settings: IngestSettings, hub: NotificationHub) -> None:
         """Build before `hub.start()`: the dispatcher listens on the hub's connection."""
         self.settings = settings
+        self.hub = hub
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.workers: dict[uuid.UUID, SubscriptionWorker] = {}
         self._signals: dict[int, Signal] = {}
@@ -202,7 +203,9 @@ class SubscriptionWorker:
 
     async def run(self) -> None:
         try:
-            await self._loop()
+            # The collection's events notify only while someone is registered as listening (notify.py).
+            async with self.d.hub.interest(EVENTS_CHANNEL, str(self.row.collection_id)):
+                await self._loop()
         finally:
             tasks = list(self.in_flight.values())
             for task in tasks:
