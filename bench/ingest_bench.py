@@ -187,7 +187,7 @@ async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> 
                 ensure_database(admin_uri, name, template="bench_template")
                 url = database_uri(admin_uri, name)
                 app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False,
-                                               pool_max_size=clients + 4, rate_limit_per_second=0))
+                                               rate_limit_per_second=0))
                 await app.start()
                 await app.serve()
                 async with keyed_aio_channel(f"127.0.0.1:{app.port}", keys["client"]) as channel:

@@ -36,7 +36,7 @@ TOP = """
 async def cycles(url: str, clients: int, jobs: int) -> float:
     """Warm every client up (untimed, uncounted: the statistics are reset after), then run `jobs` cycles."""
     app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING",
-                                   pool_max_size=clients + 4, rate_limit_per_second=0))
+                                   rate_limit_per_second=0))
     await app.start()
     try:
         seed(url, "bench", jobs + clients * WARMUP_CYCLES)

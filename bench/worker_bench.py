@@ -4,7 +4,8 @@ Measured, each on the same machine in the same run:
 
 * end to end, 1 and 2 worker processes (`python -m sluice_worker.main`, concurrency 2 each)
   against an in-process ingest-api on the embedded PostgreSQL, hashing embedder: documents/s
-  and chunks/s from the first upload until every document is READY;
+  and chunks/s from the moment the uploaded documents are released to the warm workers until
+  every document is READY (the uploads, made before, are not timed);
 * beside each, the baseline: the same pipeline work in-process without gRPC or database
   (parse and chunk in the same sandboxes, hashing embeddings), with the same parallelism;
 * the local model (all-MiniLM-L6-v2 on the CPU): chunks/s over the same chunks, beside the
@@ -31,9 +32,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import itertools
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,15 +44,16 @@ import threading
 import time
 from pathlib import Path
 
-import grpc
 import psycopg
 from sluice.v1 import collection_pb2, document_service_pb2 as ds, document_service_pb2_grpc
 
+from sluice_common.channels import keyed_channel
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
 from sluice_common.embedders import get_embedder
 from sluice_ingest.main import IngestApp
 from sluice_ingest.migrations import upgrade
 from sluice_ingest.settings import IngestSettings
+from sluice_ingest.tenants import bootstrap_keys
 from sluice_worker.domain import ChunkingSettings
 from sluice_worker.parsing.sandbox import SandboxPool
 
@@ -127,10 +131,17 @@ def wait_ready(url: str, expected: int, timeout: float = 900) -> tuple[int, int]
             time.sleep(0.02)
 
 
-def start_workers(count: int, address: str, concurrency: int) -> list[subprocess.Popen]:
+RUNS = itertools.count()  # a fresh database per end-to-end run
+HOLD = ("UPDATE ingestion_jobs j SET available_at = 'infinity' FROM documents d JOIN collections c ON c.id = d.collection_id"
+        " WHERE d.id = j.document_id AND c.name <> 'warmup'")
+RELEASE = "UPDATE ingestion_jobs SET available_at = now() WHERE available_at = 'infinity'"
+
+
+def start_workers(count: int, address: str, concurrency: int, key: str) -> list[subprocess.Popen]:
     env = {
         **os.environ,
         "SLUICE_INGEST_ADDRESS": address,
+        "SLUICE_API_KEY": key,
         "SLUICE_WORKER_CONCURRENCY": str(concurrency),
         "SLUICE_CLAIM_WAIT_SECONDS": "2",
         "SLUICE_LOG_LEVEL": "WARNING",
@@ -149,26 +160,34 @@ def stop_workers(workers: list[subprocess.Popen]) -> None:
 
 
 def end_to_end(admin_uri: str, processes: int, copies: int, max_characters: int, concurrency: int) -> tuple[int, int, float]:
-    name = f"bench_worker_{processes}"
+    name = f"bench_worker_{processes}_{next(RUNS)}"
     ensure_database(admin_uri, name)
     url = database_uri(admin_uri, name)
     upgrade(url)
+    keys = bootstrap_keys(url)
     ingest = IngestInThread(IngestSettings(database_url=url, bind="127.0.0.1:0", lease_seconds=60, log_level="WARNING"))
-    channel = grpc.insecure_channel(ingest.address)
+    channel = keyed_channel(ingest.address, keys["client"])
     stub = document_service_pb2_grpc.DocumentServiceStub(channel)
-    workers = start_workers(processes, ingest.address, concurrency)
+    workers: list[subprocess.Popen] = []
     try:
+        # Everything is uploaded first and held (available_at in the future), so that the timing
+        # covers the workers' processing only, not the uploads (the bench's client and the server
+        # share this process); the warm-up documents stay due and start the workers' sandboxes.
         create_collection(stub, "warmup", max_characters)
         for i in range(processes * concurrency):
             upload(stub, "warmup", f"warmup-{i}.txt", f"Warm-up document {i}. It makes the workers ready.".encode())
-        wait_ready(url, processes * concurrency)
         contents = {n: (DOCUMENTS / n).read_bytes() for n in NAMES}
         for copy in range(copies):
             create_collection(stub, f"copy-{copy}", max_characters)
-        started = time.perf_counter()
-        for copy in range(copies):
             for n in NAMES:
                 upload(stub, f"copy-{copy}", n, contents[n])
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(HOLD)
+        workers = start_workers(processes, ingest.address, concurrency, keys["worker"])
+        wait_ready(url, processes * concurrency)
+        started = time.perf_counter()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(RELEASE)  # due now: the trigger wakes the workers' long-polls
         total = processes * concurrency + copies * len(NAMES)
         _, chunks = wait_ready(url, total)
         seconds = time.perf_counter() - started
@@ -398,6 +417,39 @@ async def ocr_table(pages: int) -> list[str]:
     return lines
 
 
+def pipeline_lines(args: argparse.Namespace) -> list[str]:
+    """One worker process end to end against the in-process pipeline, alternated round by round."""
+    workdir = Path(tempfile.mkdtemp(prefix="sluice-worker-bench-"))
+    pg = EmbeddedPostgres(workdir / "pg")
+    admin = pg.start()
+    worker_rates, baseline_rates = [], []
+    try:
+        for _ in range(args.rounds):
+            docs, _chunks, seconds = end_to_end(admin, 1, args.copies, args.max_characters, args.concurrency)
+            worker_rates.append(docs / seconds)
+
+            async def in_process():
+                pool = SandboxPool(args.concurrency, memory_limit_mb=2048)
+                await pool.warm()
+                try:
+                    return await baseline(args.copies, args.max_characters, args.concurrency, pool)
+                finally:
+                    await pool.close()
+
+            bdocs, _bchunks, bseconds, _ = asyncio.run(in_process())
+            baseline_rates.append(bdocs / bseconds)
+    finally:
+        pg.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    ratios = [w / b for w, b in zip(worker_rates, baseline_rates, strict=True)]
+    return [
+        f"\none worker process (concurrency {args.concurrency}) beside the in-process pipeline, {args.rounds} alternated rounds",
+        f"worker docs/s:      {', '.join(f'{r:.2f}' for r in worker_rates)}",
+        f"in-process docs/s:  {', '.join(f'{r:.2f}' for r in baseline_rates)}",
+        f"ratio per round:    {', '.join(f'{r:.2f}' for r in ratios)}  (median {statistics.median(ratios):.2f}; target >= 0.85)",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--copies", type=int, default=4, help="copies of the 11-document set (one collection each)")
@@ -407,6 +459,9 @@ def main() -> None:
     parser.add_argument("--only-ocr", action="store_true", help="measure OCR only")
     parser.add_argument("--only-embed", action="store_true", help="measure torch against ONNX int8 only")
     parser.add_argument("--only-remote", action="store_true", help="measure the remote embedder only")
+    parser.add_argument("--only-pipeline", action="store_true",
+                        help="one worker process end to end beside the in-process pipeline only (rounds alternated)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --only-pipeline")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.only_remote:
@@ -416,6 +471,9 @@ def main() -> None:
         texts = corpus_texts(args.max_characters) * 8
         print(f"\nLocal embedder — {os.cpu_count()} CPUs, {len(texts)} chunks of <= {args.max_characters} characters\n")
         print(embed_line(*asyncio.run(onnx_versus_torch(texts)), len(texts)))
+        return
+    if args.only_pipeline:
+        print("\n".join(pipeline_lines(args)))
         return
     ocr_lines = asyncio.run(ocr_table(args.ocr_pages))
     if args.only_ocr:

@@ -50,8 +50,30 @@ def test_upload_streams_content_and_reads_it_back(c):
     assert doc.name == f"collections/docs/documents/{doc.id}"
     job = c.claim()
     assert job.content_sha256 == doc.content_sha256 and job.embedder.dimensions == 8
+    assert job.content == b""  # more than 1 MiB: read with ReadDocumentContent
     data = b"".join(r.data for r in c.jobs.ReadDocumentContent(js.ReadDocumentContentRequest(lease=job.lease)))
     assert data == content
+
+
+def test_a_small_document_comes_with_its_claim_and_the_claim_lists_its_snapshots(c):
+    content = b"small enough to travel with the claim"
+    doc = c.upload(content=content)
+    job = c.claim()
+    assert job.content == content and job.size_bytes == len(content)
+    assert list(job.snapshot_versions) == []  # nothing saved yet: the worker skips ReadSnapshot
+
+    def snapshot():
+        yield js.SaveSnapshotRequest(header=js.SnapshotHeader(lease=job.lease, pipeline_version="v7", chunk_count=1))
+        yield js.SaveSnapshotRequest(chunks=js.ChunkBatch(chunks=[js.Chunk(index=0, text="a")]))
+
+    c.jobs.SaveSnapshot(snapshot())
+    c.fail(job, retryable=True)
+    deadline = time.monotonic() + 10
+    retry = None
+    while retry is None and time.monotonic() < deadline:
+        retry = c.claim()
+    assert retry is not None and retry.document_id == doc.id and retry.attempt == 2
+    assert list(retry.snapshot_versions) == ["v7"]
 
 
 def test_same_request_id_returns_the_same_document(c, database_url):

@@ -24,9 +24,11 @@ def test_the_store_writes_no_status_by_hand():
     by_hand = [(table, body) for table, body in updates if re.search(r"\bstatus\s*=", body)
                and "{running}" not in body]
     assert by_hand == [], f"status written outside move_document/move_job: {by_hand}"
-    # The claim statement's status values are parameters from the job table, never literals.
-    claim = STORE.split("CLAIM_SQL = ")[1].split('""")')[0]
-    assert "SET status = {running}" in claim and not re.search(r"status\s*=\s*'[A-Z]+'", claim)
+    # The claim statements' status values are parameters from the job table, never literals.
+    claims = [STORE.split(f"{name} = ")[1].split(".as_bytes(None)")[0] for name in ("CLAIM_SQL", "FAST_CLAIM_SQL")]
+    tail = STORE.split("CLAIM_TAIL = ")[1].split('"""\n\n')[0]
+    assert "SET status = {running}" in tail and all("CLAIM_TAIL" in claim for claim in claims)
+    assert not any(re.search(r"status\s*=\s*'[A-Z]+'", text) for text in [tail, *claims])
 
 
 def test_every_edge_the_store_names_exists():

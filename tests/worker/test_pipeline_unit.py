@@ -13,19 +13,20 @@ from sluice.v1 import collection_pb2, job_service_pb2
 
 from sluice_common.embedders import EmbeddingError
 from sluice_worker.domain import ChunkingSettings, ChunkRecord, DocumentInvalid, LeaseLost, ParseSummary, pipeline_version
-from sluice_worker.pipeline import JobPipeline
+from sluice_worker.pipeline import UNSTRUCTURED_VERSION, JobPipeline
 from sluice_worker.runner import Worker
 from sluice_worker.settings import WorkerSettings
 
 
-def make_job(lease_seconds: float = 30.0, job_id: str = "job-1") -> job_service_pb2.Job:
-    return job_service_pb2.Job(
+def make_job(lease_seconds: float = 30.0, job_id: str = "job-1", **fields) -> job_service_pb2.Job:
+    defaults = dict(
         lease=job_service_pb2.LeaseRef(job_id=job_id, lease_token="token-1"),
         document_id="doc-1", collection="c", filename="a.md", mime_type="text/markdown", size_bytes=10,
         attempt=1, max_attempts=3, lease_seconds=lease_seconds,
         embedder=collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="h", dimensions=4),
         chunking=collection_pb2.ChunkingConfig(max_characters=200, new_after_n_chars=150, overlap=0),
     )
+    return job_service_pb2.Job(**{**defaults, **fields})
 
 
 class FakePort:
@@ -135,8 +136,9 @@ async def test_status_is_reported_before_each_stage_with_progress():
     port = FakePort()
     result = await pipeline(port).run(make_job())
     assert result.outcome == "succeeded" and result.chunk_count == 5 and not result.snapshot_reused
+    # The claim listed no snapshot of this content: no ReadSnapshot call.
     assert names(port) == [
-        "read_snapshot", "PARSING", "read_content", "parse", "PARSING", "CHUNKING", "chunk", "save_snapshot",
+        "PARSING", "read_content", "parse", "PARSING", "CHUNKING", "chunk", "save_snapshot",
         "EMBEDDING", "EMBEDDING", "EMBEDDING", "EMBEDDING", "INDEXING", "complete",
     ]
     embedding = [c[2:] for c in port.calls if c[:2] == ("stage", Stage.EMBEDDING)]
@@ -145,11 +147,27 @@ async def test_status_is_reported_before_each_stage_with_progress():
     assert port.calls[-1] == ("complete", 5, [4] * 5)
 
 
+async def test_a_small_document_that_came_with_its_claim_is_not_read_again():
+    content = b"# Title\n\nSome text."
+    port = FakePort()
+    result = await pipeline(port).run(make_job(content=content, size_bytes=len(content)))
+    assert result.outcome == "succeeded"
+    assert "read_content" not in names(port) and "parse" in names(port)
+
+
 async def test_a_snapshot_skips_parsing_and_chunking():
     port = FakePort(snapshot=[ChunkRecord(0, "saved"), ChunkRecord(1, "chunks")])
-    result = await pipeline(port).run(make_job())
+    job = make_job()
+    version = pipeline_version(JobPipeline(port, None, WorkerSettings()).chunking_of(job), UNSTRUCTURED_VERSION)
+    result = await pipeline(port).run(make_job(snapshot_versions=["another-version", version]))
     assert result.snapshot_reused and result.outcome == "succeeded"
     assert names(port) == ["read_snapshot", "EMBEDDING", "EMBEDDING", "INDEXING", "complete"]
+
+
+async def test_a_snapshot_of_another_pipeline_version_is_not_asked_for():
+    port = FakePort(snapshot=[ChunkRecord(0, "saved")])
+    result = await pipeline(port).run(make_job(snapshot_versions=["another-version"]))
+    assert not result.snapshot_reused and "read_snapshot" not in names(port) and "parse" in names(port)
 
 
 @pytest.mark.parametrize("where", ["save_snapshot", "complete", "stage"])

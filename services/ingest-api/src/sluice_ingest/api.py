@@ -387,6 +387,8 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 trace_context=tracing.decode_trace_context(job.trace_context),
                 kind=JOB_KIND_TO_PROTO[job.job_kind],
                 generation=job.generation_number or 0,
+                content=job.content or b"",
+                snapshot_versions=job.snapshot_versions or [],
             )
         )
 

@@ -181,7 +181,8 @@ class JobPipeline:
         chunking = self.chunking_of(job)
         version = pipeline_version(chunking, UNSTRUCTURED_VERSION)
 
-        chunks = await self.port.read_snapshot(lease, version)
+        # The claim lists the snapshots saved for this content: most first attempts have none.
+        chunks = await self.port.read_snapshot(lease, version) if version in job.snapshot_versions else None
         reused = state.snapshot_reused = chunks is not None
         if reused:
             # A retry after EMBEDDING or INDEXING failed: no second parse (DESIGN §4.2).
@@ -248,7 +249,8 @@ class JobPipeline:
             raise DocumentInvalid(
                 DOCUMENT_TOO_LARGE, f"the file is {job.size_bytes // (1024 * 1024)} MB, more than the {settings.max_document_bytes // (1024 * 1024)} MB allowed"
             )
-        data = await self.port.read_document_content(job.lease)
+        # A small document came whole with its claim.
+        data = job.content if len(job.content) == job.size_bytes else await self.port.read_document_content(job.lease)
         if not data:
             raise DocumentInvalid("DOCUMENT_EMPTY", "the file is empty")
         return data, parsing, started

@@ -44,7 +44,7 @@ class ClaimJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("lease", "document_id", "collection", "filename", "mime_type", "content_sha256", "size_bytes", "attempt", "max_attempts", "lease_seconds", "embedder", "chunking", "metadata", "trace_context", "kind", "generation")
+    __slots__ = ("lease", "document_id", "collection", "filename", "mime_type", "content_sha256", "size_bytes", "attempt", "max_attempts", "lease_seconds", "embedder", "chunking", "metadata", "trace_context", "kind", "generation", "content", "snapshot_versions")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,8 @@ class Job(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     lease: LeaseRef
     document_id: str
     collection: str
@@ -91,7 +93,9 @@ class Job(_message.Message):
     trace_context: _containers.ScalarMap[str, str]
     kind: JobKind
     generation: int
-    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., document_id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease_seconds: _Optional[float] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[_collection_pb2.ChunkingConfig, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., kind: _Optional[_Union[JobKind, str]] = ..., generation: _Optional[int] = ...) -> None: ...
+    content: bytes
+    snapshot_versions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., document_id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease_seconds: _Optional[float] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[_collection_pb2.ChunkingConfig, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., kind: _Optional[_Union[JobKind, str]] = ..., generation: _Optional[int] = ..., content: _Optional[bytes] = ..., snapshot_versions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RenewLeaseRequest(_message.Message):
     __slots__ = ("lease",)

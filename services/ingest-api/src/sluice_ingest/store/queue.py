@@ -51,26 +51,14 @@ from .common import FRESH_PROGRESS, NO_ERROR, _one
 from .generations import GenerationStore
 from .rows import ChunkRow, ClaimedJob, DocumentRow
 
-# Rules 6 and 8 in one statement; see PostgresStore.claim_job. Statuses are parameters taken
-# from the transition table (the claim is the PENDING→RUNNING and RUNNING→RUNNING edges).
-CLAIM_SQL = sql.SQL("""
-WITH exhausted AS (
-    SELECT id, document_id, lease_token, kind, generation_id FROM ingestion_jobs
-    WHERE status = {running} AND attempts >= max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
-    ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
-), expired AS (
-    SELECT id, lease_token AS expired_token FROM ingestion_jobs
-    WHERE status = {running} AND attempts < max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
-      AND NOT EXISTS (SELECT 1 FROM exhausted)
-    ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
-), due AS (
-    SELECT id, NULL::uuid AS expired_token FROM ingestion_jobs
-    WHERE status = {pending} AND attempts < max_attempts AND available_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM exhausted) AND NOT EXISTS (SELECT 1 FROM expired)
-    ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
-), candidate AS (
-    SELECT * FROM expired UNION ALL SELECT * FROM due
-), claimed AS (
+# The claims (PostgresStore.claim_job). Statuses come from the transition table (the claim is the
+# PENDING→RUNNING and RUNNING→RUNNING edges).
+INLINE_CONTENT_BYTES = 1024 * 1024  # a document this small is sent with its claim (Job.content)
+
+# The claimed job's update, its attempt row and what the worker needs; shared by both claims.
+# `candidate` (id, expired_token) is the job to claim; `{others}` adds the claim's other rows.
+CLAIM_TAIL = """
+, claimed AS (
     UPDATE ingestion_jobs j
     SET status = {running}, attempts = j.attempts + 1, locked_at = now(), locked_by = %(worker)s,
         lease_token = gen_random_uuid(), updated_at = now(), progress_stage = NULL, progress_done = 0, progress_total = 0,
@@ -90,20 +78,74 @@ SELECT 'claimed' AS kind, c.id AS job_id, c.lease_token, c.attempts, c.max_attem
        d.id AS document_id, d.filename, d.mime_type, d.content_sha256, d.size_bytes, d.metadata,
        col.name AS collection, g.embedder_provider, g.embedder_model, g.dimensions,
        col.chunk_max_characters, col.chunk_new_after_n_chars, col.chunk_overlap, c.trace_context,
-       c.kind::text AS job_kind, g.id AS generation_id, g.number AS generation_number
+       c.kind::text AS job_kind, g.id AS generation_id, g.number AS generation_number,
+       -- A small document travels with its claim, and the snapshots saved for its content are
+       -- listed: a first attempt then makes neither ReadDocumentContent nor ReadSnapshot.
+       CASE WHEN d.size_bytes <= {inline} THEN (SELECT dc.content FROM document_contents dc WHERE dc.document_id = d.id)
+       END AS content,
+       ARRAY(SELECT s.pipeline_version FROM chunk_snapshots s
+             WHERE s.tenant_id = d.tenant_id AND s.content_sha256 = d.content_sha256) AS snapshot_versions
 FROM claimed c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id
      JOIN collection_generations g ON g.id = c.generation_id
 UNION ALL
+{others}
+"""
+
+# Rules 6 and 8 in one statement, in the caller's transaction (PostgresStore.claim_job): an
+# exhausted expired lease to converge, else an expired lease to take over, else a due job.
+CLAIM_SQL = sql.SQL("""
+WITH exhausted AS (
+    SELECT id, document_id, lease_token, kind, generation_id FROM ingestion_jobs
+    WHERE status = {running} AND attempts >= max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
+    ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
+), expired AS (
+    SELECT id, lease_token AS expired_token FROM ingestion_jobs
+    WHERE status = {running} AND attempts < max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
+      AND NOT EXISTS (SELECT 1 FROM exhausted)
+    ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT id, NULL::uuid AS expired_token FROM ingestion_jobs
+    WHERE status = {pending} AND attempts < max_attempts AND available_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM exhausted) AND NOT EXISTS (SELECT 1 FROM expired)
+    ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
+), candidate AS (
+    SELECT * FROM expired UNION ALL SELECT * FROM due
+)""" + CLAIM_TAIL.replace("{others}", """
 SELECT 'exhausted', e.id, e.lease_token, NULL, NULL, NULL, e.document_id, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, e.kind::text, e.generation_id, NULL
-FROM exhausted e
-""").format(
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, e.kind::text, e.generation_id, NULL, NULL, NULL
+FROM exhausted e""")).format(
     # Literals, not parameters: the partial indexes on status (0001) match only a literal,
     # also once the statement is prepared. Their values come from the job table's enum.
     running=sql.Literal(str(J.RUNNING)),
     pending=sql.Literal(str(J.PENDING)),
     ingest=sql.Literal(str(JobKind.INGEST)),
     active=sql.Literal(str(GenerationState.ACTIVE)),
+    inline=sql.Literal(INLINE_CONTENT_BYTES),
+).as_bytes(None)
+
+# The common claim, a statement of its own (autocommit: one round trip in all): the oldest due
+# job, unless some lease has expired. Then it claims nothing and returns one "overdue" row, and
+# the caller runs CLAIM_SQL in a transaction (which converges or takes over the expired lease
+# with the statements that go with it). The look for an expired lease takes no lock.
+FAST_CLAIM_SQL = sql.SQL("""
+WITH overdue AS (
+    SELECT 1 FROM ingestion_jobs
+    WHERE status = {running} AND locked_at <= now() - make_interval(secs => %(lease)s)
+    LIMIT 1
+), candidate AS (
+    SELECT id, NULL::uuid AS expired_token FROM ingestion_jobs
+    WHERE status = {pending} AND attempts < max_attempts AND available_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM overdue)
+    ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
+)""" + CLAIM_TAIL.replace("{others}", """
+SELECT 'overdue', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM overdue""")).format(
+    running=sql.Literal(str(J.RUNNING)),
+    pending=sql.Literal(str(J.PENDING)),
+    ingest=sql.Literal(str(JobKind.INGEST)),
+    active=sql.Literal(str(GenerationState.ACTIVE)),
+    inline=sql.Literal(INLINE_CONTENT_BYTES),
 ).as_bytes(None)  # rendered once (a Composed is rendered again on every execute), as the statements below
 
 # ReportStage in one statement (QueueStore.report_stage). `job` fences: it matches only while
@@ -194,21 +236,26 @@ SELECT * FROM locked
 
 class QueueStore(GenerationStore):
     async def claim_job(self, worker_id: str) -> ClaimedJob | None:
-        """Rules 6 and 8 in one statement (one round trip on the common path).
+        """Rules 6 and 8: one statement, one round trip, on the common path.
 
-        CLAIM_SQL first looks for an exhausted job whose lease expired (rule 8): if there is
-        one, it claims nothing and hands it back here to be converged, and this call returns
-        nothing. Otherwise it claims one job under the claim condition with FOR UPDATE SKIP
-        LOCKED (an expired lease first, then the oldest due PENDING job), writes the attempt
-        row and returns the job with its document and collection. Only the rare takeover of
+        FAST_CLAIM_SQL, in autocommit, claims the oldest due job with FOR UPDATE SKIP LOCKED,
+        writes the attempt row and returns the job with its document and collection, unless
+        some lease has expired. Then CLAIM_SQL runs in a transaction: it first looks for an
+        exhausted job whose lease expired (rule 8): if there is one, it claims nothing and hands
+        it back here to be converged, and this call returns nothing. Otherwise it claims under
+        the claim condition (an expired lease first, then the oldest due job); the takeover of
         an expired lease needs two more statements (close the lost attempt, move the document).
         """
+        params = {"worker": worker_id, "lease": self.policy.lease_seconds, "sources": job_sources(J.RUNNING)}
+        async with self.pool.connection() as conn:
+            cur = conn.cursor(row_factory=class_row(ClaimedJob))
+            await cur.execute(FAST_CLAIM_SQL, params)
+            row = await cur.fetchone()
+            if row is None or row.kind == "claimed":
+                return row
         async with self.pool.connection() as conn, conn.transaction():
             cur = conn.cursor(row_factory=class_row(ClaimedJob))
-            await cur.execute(CLAIM_SQL, {
-                "worker": worker_id, "lease": self.policy.lease_seconds,
-                "sources": job_sources(J.RUNNING),
-            })
+            await cur.execute(CLAIM_SQL, params)
             row = await cur.fetchone()
             if row is None:
                 return None

@@ -222,3 +222,5 @@ class ClaimedJob:
     job_kind: str = "INGEST"
     generation_id: int | None = None
     generation_number: int | None = None
+    content: bytes | None = None  # the whole document when it is small (INLINE_CONTENT_BYTES)
+    snapshot_versions: list[str] | None = None  # pipeline versions of the snapshots of its content
