@@ -121,7 +121,8 @@ class FakeEmbedder:
 
 
 def settings(**overrides) -> WorkerSettings:
-    return WorkerSettings(embed_batch_size=2, progress_interval_seconds=0, claim_wait_seconds=0.05, worker_concurrency=1, **overrides)
+    return WorkerSettings(**{"embed_batch_size": 2, "progress_interval_seconds": 0, "claim_wait_seconds": 0.05,
+                             "worker_concurrency": 1, **overrides})
 
 
 def pipeline(port, session=None, embedder=None) -> JobPipeline:
@@ -145,6 +146,15 @@ async def test_status_is_reported_before_each_stage_with_progress():
     assert embedding == [(0, 5, "chunks"), (2, 5, "chunks"), (4, 5, "chunks"), (5, 5, "chunks")]
     assert ("stage", Stage.PARSING, 1, 1, "pages") in port.calls
     assert port.calls[-1] == ("complete", 5, [4] * 5)
+
+
+async def test_a_quick_document_reports_each_stage_once():
+    # Progress goes at most every interval; the end of a stage is said by the next stage's report.
+    port = FakePort()
+    quick = JobPipeline(port, FakeParser(FakeSession(port)), settings(progress_interval_seconds=60),
+                        embedder_for=lambda _: FakeEmbedder())
+    assert (await quick.run(make_job())).outcome == "succeeded"
+    assert [c[1].name for c in port.calls if c[0] == "stage"] == ["PARSING", "CHUNKING", "EMBEDDING", "INDEXING"]
 
 
 async def test_a_small_document_that_came_with_its_claim_is_not_read_again():

@@ -83,7 +83,9 @@ class JobResult:
 
 
 class ProgressReporter:
-    """ReportStage with progress, at most every `interval` seconds (the last report always goes)."""
+    """ReportStage with progress, at most every `interval` seconds. No report is forced at the
+    end: the next stage's report follows at once and says the stage is over (a small document
+    makes two ReportStage calls fewer)."""
 
     def __init__(self, port: JobPort, lease, stage: Stage, total: int, unit: str, interval: float) -> None:
         self.port, self.lease, self.stage, self.total, self.unit, self.interval = port, lease, stage, total, unit, interval
@@ -98,7 +100,7 @@ class ProgressReporter:
         if total is not None:
             self.total = total
         now = time.monotonic()
-        if now - self._last >= self.interval or (self.total and done >= self.total):
+        if now - self._last >= self.interval:
             self._last = now
             await self.port.report_stage(self.lease, self.stage, done, self.total, self.unit)
 

@@ -199,6 +199,23 @@ FROM job LEFT JOIN doc ON true
 ).as_bytes(None)
 
 
+# SaveSnapshot in one statement: fence the lease (renewed as ReportStage renews it) and store the
+# chunk list under the content's hash and the pipeline version. No row: the lease is not held.
+SAVE_SNAPSHOT_SQL = sql.SQL("""
+WITH job AS (
+    UPDATE ingestion_jobs
+    SET locked_at = CASE WHEN locked_at <= now() - make_interval(secs => %(renew_after)s) THEN now() ELSE locked_at END
+    WHERE id = %(job)s AND lease_token = %(lease)s AND status = {running}
+    RETURNING document_id
+)
+INSERT INTO chunk_snapshots (tenant_id, content_sha256, pipeline_version, chunk_count, chunks)
+SELECT d.tenant_id, d.content_sha256, %(version)s, %(count)s, %(chunks)s FROM job JOIN documents d ON d.id = job.document_id
+ON CONFLICT (tenant_id, content_sha256, pipeline_version)
+DO UPDATE SET chunks = EXCLUDED.chunks, chunk_count = EXCLUDED.chunk_count, created_at = now()
+RETURNING 1
+""").format(running=sql.Literal(str(J.RUNNING))).as_bytes(None)
+
+
 # CompleteJob's first round trip: fence (and renew) the lease, lock the document and, FOR SHARE,
 # the generation the job writes into (job, document, generation: the lock order used
 # everywhere), and delete the chunks this commit replaces, only when complete_job's checks will
@@ -425,17 +442,14 @@ class QueueStore(GenerationStore):
     async def save_snapshot(
         self, job_id: uuid.UUID, lease_token: uuid.UUID, pipeline_version: str, chunks: list[dict[str, Any]]
     ) -> None:
-        async with self.pool.connection() as conn, conn.transaction():
-            job = await self._locked_lease(conn, job_id, lease_token)
-            await conn.execute(
-                """
-                INSERT INTO chunk_snapshots (tenant_id, content_sha256, pipeline_version, chunk_count, chunks)
-                SELECT tenant_id, content_sha256, %s, %s, %s FROM documents WHERE id = %s
-                ON CONFLICT (tenant_id, content_sha256, pipeline_version)
-                DO UPDATE SET chunks = EXCLUDED.chunks, chunk_count = EXCLUDED.chunk_count, created_at = now()
-                """,
-                (pipeline_version, len(chunks), json.dumps(chunks), job["document_id"]),
-            )
+        """One statement in its own transaction: fence the lease and store the content's chunk list."""
+        async with self.pool.connection() as conn:
+            row = await (await conn.execute(SAVE_SNAPSHOT_SQL, {
+                "job": job_id, "lease": lease_token, "renew_after": self.policy.lease_seconds / 10,
+                "version": pipeline_version, "count": len(chunks), "chunks": json.dumps(chunks),
+            })).fetchone()
+            if row is None:
+                raise await self._lease_failure(conn, job_id)
 
     async def read_snapshot(self, job_id: uuid.UUID, lease_token: uuid.UUID, pipeline_version: str) -> list[dict[str, Any]]:
         async with self.pool.connection() as conn, conn.transaction():
