@@ -15,6 +15,7 @@ import time
 
 import psutil
 
+from sluice_common import gctune
 from bench.embedded import embedded_postgres, migrated_database
 from bench.ingest_bench import WARMUP_CYCLES, add_collection, inprocess_client, seed
 from sluice_ingest.main import IngestApp
@@ -39,6 +40,7 @@ async def measure(url: str, clients: int, jobs: int, pool: int) -> tuple[float, 
     app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING",
                                    pool_max_size=pool, rate_limit_per_second=0))
     await app.start()
+    gctune.tune()  # as ingest-api's main does once started
     try:
         seed(url, "bench", jobs + clients * WARMUP_CYCLES)
         await asyncio.gather(*(inprocess_client(app, f"w{i}", WARMUP_CYCLES) for i in range(clients)))

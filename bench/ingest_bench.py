@@ -27,6 +27,7 @@ import psycopg
 
 from sluice.v1 import collection_pb2, document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
 from sluice.v1 import document_service_pb2_grpc, job_service_pb2_grpc
+from sluice_common import gctune
 from sluice_common.channels import keyed_aio_channel
 from bench.embedded import embedded_postgres
 from sluice_common.embedded_pg import database_uri, ensure_database
@@ -114,9 +115,10 @@ async def grpc_client(address: str, worker: str, chunk_vectors: list[list[float]
             done += 1
 
 
-async def client_processes(address: str, key: str, clients: int) -> tuple[list[int], float]:
-    """Run the gRPC clients in up to 4 processes; returns their cycle counts and the seconds
-    from the moment all were ready (imports done) until the last finished."""
+async def client_processes(address: str, key: str, clients: int) -> tuple[list[int], float, float]:
+    """Run the gRPC clients in up to 4 processes; returns their cycle counts, the seconds from
+    the moment all were ready (imports done, warmed up) until the last finished, and the CPU
+    seconds the client processes spent meanwhile."""
     processes = []
     per_process = [len(range(p, clients, min(clients, 4))) for p in range(min(clients, 4))]
     for p, count in enumerate(per_process):
@@ -130,7 +132,9 @@ async def client_processes(address: str, key: str, clients: int) -> tuple[list[i
         process.stdin.write(b"go\n")
         await process.stdin.drain()
     outputs = await asyncio.gather(*(process.communicate() for process in processes))
-    return [int(out.decode().strip() or 0) for out, _ in outputs], time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    counts, cpu = zip(*(out.decode().split() for out, _ in outputs), strict=True)
+    return [int(c) for c in counts], elapsed, sum(float(c) for c in cpu)
 
 
 async def _client_main(address: str, key: str, count: int, name: str) -> None:
@@ -140,11 +144,13 @@ async def _client_main(address: str, key: str, count: int, name: str) -> None:
                                                  warmed[i], go)) for i in range(count)]
     for event in warmed:
         await event.wait()
+    gctune.tune()  # as a worker process does once started
     print("ready", flush=True)
     await asyncio.to_thread(sys.stdin.readline)  # the parent's go, once every process is warm
+    cpu = time.process_time()
     go.set()
     done = await asyncio.gather(*clients)
-    print(sum(done), flush=True)
+    print(sum(done), time.process_time() - cpu, flush=True)
 
 
 async def inprocess_client(app: IngestApp, worker: str, limit: int | None = None) -> int:
@@ -178,7 +184,9 @@ async def inprocess_cycles_per_second(app: IngestApp, clients: int, jobs: int, c
     return jobs / elapsed
 
 
-async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> list[tuple[str, int, float]]:
+async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> list[tuple[str, int, float, float, float]]:
+    """(mode, clients, cycles/s, Python CPU s/cycle of this process (the server), of the gRPC
+    client processes) of every run."""
     results = []
     for round_ in range(repeats):
         for clients in CLIENTS:
@@ -190,6 +198,7 @@ async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> 
                                                rate_limit_per_second=0))
                 await app.start()
                 await app.serve()
+                gctune.tune()  # as ingest-api's main does once started (both modes)
                 async with keyed_aio_channel(f"127.0.0.1:{app.port}", keys["client"]) as channel:
                     docs = document_service_pb2_grpc.DocumentServiceStub(channel)
                     await docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
@@ -200,12 +209,16 @@ async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> 
                     # them), so the server's process does only the server's work.
                     seed(url, "bench", jobs + clients * WARMUP_CYCLES)
                     with without_key_check() if mode == "grpc-noauth" else contextlib.nullcontext():
-                        counts, elapsed = await client_processes(f"127.0.0.1:{app.port}", keys["worker"], clients)
+                        server_cpu = time.process_time()
+                        counts, elapsed, client_cpu = await client_processes(f"127.0.0.1:{app.port}", keys["worker"], clients)
+                        server_cpu = time.process_time() - server_cpu
                     assert sum(counts) == jobs, counts
-                    rate = jobs / elapsed
+                    rate, cpu = jobs / elapsed, (server_cpu / jobs, client_cpu / jobs)
                 else:
+                    cpu_before = time.process_time()
                     rate = await inprocess_cycles_per_second(app, clients, jobs)
-                results.append((mode, clients, rate))
+                    cpu = ((time.process_time() - cpu_before) / (jobs + clients * WARMUP_CYCLES), 0.0)
+                results.append((mode, clients, rate, *cpu))
                 await app.stop(0)
     return results
 
@@ -271,6 +284,14 @@ def main() -> None:
         p = statistics.median(r[2] for r in results if r[0] == "in-process" and r[1] == clients)
         print(f"{clients:>7} | {g:>13.1f} | {p:>19.1f} | {g / p:>16.2f}x | {n:>12.1f} | {n / g:>21.3f}x")
     print("target: auth cost ≤ 1.05× (time per cycle with authentication / without)")
+    print("\nPython CPU per cycle, ms (median): where gRPC's time goes; PostgreSQL's is the same in both modes")
+    print(f"{'clients':>7} | {'in-process (client+server)':>26} | {'gRPC server':>11} | {'gRPC clients':>12} | {'gRPC added':>10}")
+    print("-" * 80)
+    for clients in CLIENTS:
+        p = statistics.median(r[3] for r in results if r[0] == "in-process" and r[1] == clients) * 1000
+        server = statistics.median(r[3] for r in results if r[0] == "grpc" and r[1] == clients) * 1000
+        client = statistics.median(r[4] for r in results if r[0] == "grpc" and r[1] == clients) * 1000
+        print(f"{clients:>7} | {p:>26.2f} | {server:>11.2f} | {client:>12.2f} | {server + client - p:>10.2f}")
     if all(v is not None for v in reference.values()):
         print(f"\nreference: pgqueuer 1.6 no-op jobs on the same PostgreSQL ({args.pgqueuer_jobs} jobs; one job = one transition,"
               " one Sluice cycle = six)")

@@ -47,6 +47,7 @@ from pathlib import Path
 import psycopg
 from sluice.v1 import collection_pb2, document_service_pb2 as ds, document_service_pb2_grpc
 
+from sluice_common import gctune
 from sluice_common.channels import keyed_channel
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
 from sluice_common.embedders import get_embedder
@@ -431,6 +432,7 @@ def pipeline_lines(args: argparse.Namespace) -> list[str]:
             async def in_process():
                 pool = SandboxPool(args.concurrency, memory_limit_mb=2048)
                 await pool.warm()
+                gctune.tune()  # as the worker's main does once its sandboxes are warm
                 try:
                     return await baseline(args.copies, args.max_characters, args.concurrency, pool)
                 finally:

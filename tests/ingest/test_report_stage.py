@@ -4,6 +4,8 @@ stage, no event), against PostgreSQL through gRPC."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import grpc
 import pytest
 
@@ -88,3 +90,27 @@ def test_a_stolen_lease_and_a_deleted_job_are_told_apart_and_write_nothing(c, da
     with pytest.raises(grpc.RpcError) as err:
         c.stage(job, D.DOCUMENT_STATUS_CHUNKING)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND and reason_of(err.value) == "JOB_NOT_FOUND"
+
+
+def test_a_report_renews_the_lease_once_a_tenth_of_it_has_passed(c, database_url, ingest_api):
+    """Quick reports leave `locked_at` (an indexed column) as it is, so the job row is updated in
+    place; a lease is still never shorter than 0.9 of its length after a report."""
+    doc = c.upload()
+    job = c.claim()
+    lease = ingest_api.settings.lease_seconds
+
+    def locked_at():
+        with db(database_url) as conn:
+            return conn.execute("SELECT locked_at FROM ingestion_jobs WHERE document_id = %s", (doc.id,)).fetchone()[0]
+
+    claimed = locked_at()
+    first = c.stage(job, D.DOCUMENT_STATUS_PARSING)
+    assert locked_at() == claimed  # reported at once: not renewed
+    assert first.lease_expire_time.ToDatetime(tzinfo=claimed.tzinfo) == claimed + dt.timedelta(seconds=lease)
+    with db(database_url) as conn:  # as if a tenth of the lease had passed since the claim
+        conn.execute("UPDATE ingestion_jobs SET locked_at = locked_at - make_interval(secs => %s)"
+                     " WHERE document_id = %s", (lease / 10, doc.id))
+    aged = locked_at()
+    renewed = c.stage(job, D.DOCUMENT_STATUS_PARSING, 1, 3)
+    assert locked_at() > aged
+    assert renewed.lease_expire_time.ToDatetime(tzinfo=claimed.tzinfo) == locked_at() + dt.timedelta(seconds=lease)

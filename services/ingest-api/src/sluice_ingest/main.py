@@ -15,6 +15,7 @@ from sluice_common.metrics import start_metrics_server
 from sluice_common.tracing import configure_tracing
 from sluice_common.serving import create_server, run_until_signal, set_serving
 from sluice_common.tasks import end_if_cancelled, pause
+from sluice_common import gctune
 
 from . import metrics
 from .api import AdminServicer, DocumentServicer, JobServicer
@@ -141,6 +142,7 @@ class IngestApp:
 async def serve(settings: IngestSettings) -> None:
     app = IngestApp(settings)
     await app.start()
+    gctune.tune()
     log.info("ingest-api listening", extra={"bind": settings.bind, "port": app.port})
     await run_until_signal(app.server, app.health, SERVICE_NAMES, settings.shutdown_grace_seconds, on_stop=app.end_streams)
     await app.close()

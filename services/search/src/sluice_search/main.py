@@ -18,6 +18,7 @@ from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
 from sluice_common.tracing import configure_tracing
 from sluice_common.tasks import end_if_cancelled, pause
+from sluice_common import gctune
 
 from .api import SearchServicer
 from .domain import Limits
@@ -100,6 +101,7 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
 
 async def serve(settings: SearchSettings) -> None:
     search = await create_server(settings)
+    gctune.tune()
     log.info("search serving", extra={"bind": settings.bind, "port": search.port})
     warm = asyncio.create_task(_warm_up(search.service))
     await serving.run_until_signal(

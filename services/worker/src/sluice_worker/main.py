@@ -14,6 +14,7 @@ import signal
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
 from sluice_common.tracing import configure_tracing
+from sluice_common import gctune
 from sluice_worker.jobs_client import JobClient
 from sluice_worker.parsing.sandbox import SandboxPool
 from sluice_worker.pipeline import JobPipeline
@@ -46,6 +47,7 @@ async def serve(settings: WorkerSettings) -> None:
         extra={"worker_id": settings.worker_id, "ingest_address": settings.ingest_address, "concurrency": settings.worker_concurrency},
     )
     await pool.warm()
+    gctune.tune()
     log.info("worker started: claiming jobs")
     try:
         await worker.run()

@@ -25,6 +25,7 @@ from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
 from sluice_common.serving import create_server, run_until_signal, set_serving
 from sluice_common.tracing import configure_tracing
+from sluice_common import gctune
 
 from ..notify import NotificationHub
 from ..settings import IngestSettings
@@ -86,6 +87,7 @@ class WebhooksApp:
 async def serve(settings: IngestSettings) -> None:
     app = WebhooksApp(settings)
     await app.start()
+    gctune.tune()
     assert app.server is not None and app.health is not None
     log.info("sluice-webhooks serving", extra={"bind": settings.webhooks_bind, "port": app.port})
     # SIGTERM/SIGINT: NOT_SERVING, then the leases are handed back, then the health server stops.
