@@ -146,11 +146,17 @@ def test_one_document_is_one_trace_across_ingest_api_and_worker(database_url, tm
     assert batches and all(b["parent"] == stages["embedding"]["span_id"] for b in batches)
     # The worker's calls back to ingest-api: a client span in the worker under its stage, and
     # ingest-api's server span under that client span (context propagated over gRPC).
-    for method, stage in [("ReadDocumentContent", "parsing"), ("SaveSnapshot", "chunking"), ("CompleteJob", "indexing")]:
+    # (The document is small: it came with its claim, so there is no ReadDocumentContent call.)
+    assert not [s for s in in_trace if s["name"].endswith("/ReadDocumentContent")]
+    for method, stage in [("SaveSnapshot", "chunking"), ("CompleteJob", "indexing")]:
         client = only(f"/sluice.v1.JobService/{method}", "sluice-worker")
         server = only(f"/sluice.v1.JobService/{method}", "sluice-ingest-api")
         assert client["parent"] == stages[stage]["span_id"], method
         assert server["parent"] == client["span_id"], method
+    reports = [s for s in in_trace if s["name"] == "/sluice.v1.JobService/ReportStage"]
+    clients = {s["span_id"] for s in reports if s["service"] == "sluice-worker"}
+    assert {s["parent"] for s in reports if s["service"] == "sluice-worker"} == {stage["span_id"] for stage in stages.values()}
+    assert {s["parent"] for s in reports if s["service"] == "sluice-ingest-api"} == clients
     # No orphan: the upload is the one root, every other span has its parent in the trace.
     assert [s for s in in_trace if s["parent"] not in by_id] == [upload_span]
     # Long-polls, heartbeats and health checks are not traced.
