@@ -75,6 +75,40 @@ def test_a_cancelled_loop_ends_only_when_guarded(guarded):
     assert asyncio.run(scenario()) is guarded
 
 
+@pytest.mark.parametrize("guarded", [True, False])
+def test_a_cancellation_that_arrives_as_the_event_is_set_ends_the_loop_only_when_guarded(guarded):
+    """Python 3.11's wait_for returns normally when the cancellation and the event come together
+    (the Listeners task hung IngestApp.stop this way in a full test run)."""
+    from sluice_common.tasks import wait_event
+
+    async def scenario() -> bool:
+        event = asyncio.Event()
+        passes: list[int] = []
+
+        async def loop() -> None:
+            while len(passes) < 100:
+                passes.append(1)
+                if guarded:
+                    await wait_event(event, 3600)
+                else:
+                    await asyncio.wait_for(event.wait(), 3600)
+                event.clear()
+
+        task = asyncio.create_task(loop())
+        await asyncio.sleep(0.01)  # the loop waits on the event
+        event.set()
+        task.cancel()  # in the same turn of the event loop
+        await asyncio.wait([task], timeout=1.0)
+        if not task.done():  # still waiting, cancellation lost: end it the only way left
+            passes.extend([1] * 100)
+            event.set()
+            await asyncio.wait([task], timeout=1.0)
+            return False
+        return task.cancelled()
+
+    assert asyncio.run(scenario()) is guarded
+
+
 def test_the_background_loops_use_the_guard():
     from pathlib import Path
 

@@ -27,3 +27,16 @@ async def pause(seconds: float) -> None:
     if task is not None and task.cancelling():
         raise asyncio.CancelledError()
     await asyncio.sleep(seconds)
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """A background loop's wait for `event`, at most `timeout` seconds; True when it was set.
+    Python 3.11's `asyncio.wait_for` loses a cancellation that arrives just as the awaited event
+    is set (it returns normally; the task stays marked as cancelling): it is raised here."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+        woken = True
+    except TimeoutError:
+        woken = False
+    await pause(0)
+    return woken

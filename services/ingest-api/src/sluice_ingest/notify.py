@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable
 
 import psycopg
-from sluice_common.tasks import end_if_cancelled, pause
+from sluice_common.tasks import end_if_cancelled, pause, wait_event
 
 log = logging.getLogger("sluice.ingest.notify")
 
@@ -170,8 +170,7 @@ class Listeners:
             timeout = next_renew - loop.time()
             if self._released:
                 timeout = min(timeout, min(self._released.values()) + LINGER_SECONDS - loop.time())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(timeout, 0.0))
+            await wait_event(self._wake, max(timeout, 0.0))
 
     async def _upsert(self, keys: set[Key]) -> None:
         assert self._conn is not None

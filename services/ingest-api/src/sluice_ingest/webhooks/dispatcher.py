@@ -37,7 +37,7 @@ import uuid
 from psycopg_pool import AsyncConnectionPool
 
 from sluice_common.db import open_pool
-from sluice_common.tasks import end_if_cancelled, pause
+from sluice_common.tasks import end_if_cancelled, pause, wait_event
 
 from .. import metrics
 from ..domain import EventCursor
@@ -151,8 +151,7 @@ class Dispatcher:
             except Exception as exc:  # noqa: BLE001 - the loop outlives a database outage
                 end_if_cancelled(exc)
                 log.warning("webhook supervisor tick failed", extra={"error": str(exc)})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout=tick)
+            await wait_event(self._changed, tick)
 
     async def _tick(self) -> None:
         s = self.settings
