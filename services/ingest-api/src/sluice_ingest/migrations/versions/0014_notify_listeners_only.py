@@ -18,6 +18,10 @@ The table is UNLOGGED (no WAL for registrations; emptied by crash recovery, afte
 process registers again as it reconnects). `sluice_jobs_available` (once per new or retried
 job) and the rare collection and subscription channels still notify every time.
 
+While at it, the event function stamps its event's transaction and notifies the collection
+itself: the fill trigger, a second PL/pgSQL call for every event, runs only for events written
+otherwise (a deletion's last event).
+
 Revision ID: 0014
 """
 
@@ -29,23 +33,42 @@ branch_labels = None
 depends_on = None
 
 # The event functions' notifications, and what each becomes: the functions are rewritten from
-# their current definitions, so this migration changes nothing else in them.
-FUNCTIONS = ("sluice_record_document_event(uuid)", "sluice_on_document_change()", "sluice_event_fill()")
-REWRITES = (
-    ("pg_notify('sluice_document_events',", "sluice_notify_listened('sluice_document_events',"),
-    ("pg_notify('sluice_collection_events',", "sluice_notify_listened('sluice_collection_events',"),
-)
+# their current definitions, so this migration changes nothing else in them. The event function
+# also stamps its event's transaction and notifies the collection itself, so the fill trigger,
+# which did both for every event, now runs only for the other writers (a deletion's last event).
+REWRITES = {
+    "sluice_record_document_event(uuid)": (
+        ("pg_notify('sluice_document_events',", "sluice_notify_listened('sluice_document_events',"),
+        ("updated_at, collection_id, tenant_id)", "updated_at, collection_id, tenant_id, txid)"),
+        ("cur.updated_at, cur.collection_id, cur.tenant_id);",
+         "cur.updated_at, cur.collection_id, cur.tenant_id, pg_current_xact_id());\n"
+         "    PERFORM sluice_notify_listened('sluice_collection_events', cur.collection_id::text);"),
+    ),
+    "sluice_on_document_change()": (
+        ("pg_notify('sluice_document_events',", "sluice_notify_listened('sluice_document_events',"),
+    ),
+    "sluice_event_fill()": (
+        ("pg_notify('sluice_collection_events',", "sluice_notify_listened('sluice_collection_events',"),
+    ),
+}
+FILL_TRIGGER = """
+    DROP TRIGGER document_events_fill ON document_events;
+    CREATE TRIGGER document_events_fill BEFORE INSERT ON document_events
+        FOR EACH ROW {when} EXECUTE FUNCTION sluice_event_fill();
+"""
 
 
-def _rewrite(old_new: list[tuple[str, str]]) -> None:
+def _rewrite(undo: bool) -> None:
     conn = op.get_bind()
-    for function in FUNCTIONS:
+    for function, pairs in REWRITES.items():
         source = conn.exec_driver_sql(f"SELECT pg_get_functiondef('{function}'::regprocedure)").scalar_one()
         changed = source
-        for old, new in old_new:
+        for old, new in pairs:
+            if undo:
+                old, new = new, old
+            if old not in changed:
+                raise RuntimeError(f"{function} does not read as expected (no {old!r}): was it redefined?")
             changed = changed.replace(old, new)
-        if changed == source:
-            raise RuntimeError(f"{function} has no notification to rewrite: was it redefined?")
         conn.exec_driver_sql(changed)
 
 
@@ -70,11 +93,13 @@ def upgrade() -> None:
         END $$;
         """
     )
-    _rewrite(list(REWRITES))
+    _rewrite(undo=False)
+    op.execute(FILL_TRIGGER.format(when="WHEN (NEW.txid IS NULL)"))
 
 
 def downgrade() -> None:
-    _rewrite([(new, old) for old, new in REWRITES])
+    op.execute(FILL_TRIGGER.format(when=""))
+    _rewrite(undo=True)
     op.execute(
         """
         DROP FUNCTION sluice_notify_listened(text, text);
