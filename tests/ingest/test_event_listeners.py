@@ -176,3 +176,24 @@ def test_rows_of_a_dead_process_expire_and_a_stopped_one_leaves_none(ingest_api_
     api.stop()
     assert registered(database_url) == set()
     c.close()
+
+
+def test_a_watch_on_one_replica_is_woken_by_work_done_through_another(ingest_api_factory, database_url, monkeypatch):
+    """Registrations are in the database, not in a process: the replica that moves the document
+    notifies because the other one's watcher is registered."""
+    monkeypatch.setattr(service, "FIRST_RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(service, "RECHECK_SECONDS", 3600.0)
+    watching, working = Clients(ingest_api_factory().address), Clients(ingest_api_factory().address)
+    try:
+        watching.create_collection()
+        doc = watching.upload()
+        stream = watching.docs.WatchDocument(ds.WatchDocumentRequest(id=doc.id), timeout=60)
+        assert next(stream).document.status == D.DOCUMENT_STATUS_PENDING
+        job = working.claim()
+        working.run_to_indexing(job)
+        working.complete(job)
+        statuses = [event.document.status for event in stream]  # ends at READY, or times out
+        assert statuses[-1] == D.DOCUMENT_STATUS_READY and D.DOCUMENT_STATUS_INDEXING in statuses
+    finally:
+        watching.close()
+        working.close()
