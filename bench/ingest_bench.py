@@ -8,7 +8,7 @@ in the same run. gRPC runs with a worker key (authentication on, as deployed) an
 the key check replaced by a constant principal (bench/unauthenticated.py): their ratio is the
 cost of authentication.
 
-    .venv/bin/python -m bench.ingest_bench [--jobs 400]
+    .venv/bin/python -m bench.ingest_bench [--jobs 1000] [--claims 1000]
 """
 
 from __future__ import annotations
@@ -223,15 +223,16 @@ async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> 
     return results
 
 
-async def claim_latency(admin_uri: str, queued: int, claims: int) -> tuple[float, float]:
-    """p50 and p99 (ms) of single claims with `queued` due PENDING jobs and EXPIRED RUNNING
-    jobs whose leases expired (so the claims take over expired leases, the costlier path)."""
-    name = f"latency_{queued}"
-    ensure_database(admin_uri, name, template="bench_template")
-    url = database_uri(admin_uri, name)
-    app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING"))
-    await app.start()
-    try:
+async def claim_latencies(admin_uri: str, claims: int) -> dict[int, tuple[float, float]]:
+    """p50 and p99 (ms) of single claims for each queue size: QUEUED due PENDING jobs beside
+    EXPIRED RUNNING jobs whose leases expired (so the claims take over expired leases, the
+    costlier path). The queue sizes take turns, one claim each, so that a burst of noise on a
+    shared machine lands on all of them alike."""
+    apps = {}
+    for queued in QUEUED:
+        name = f"latency_{queued}"
+        ensure_database(admin_uri, name, template="bench_template")
+        url = database_uri(admin_uri, name)
         add_collection(url)
         seed(url, "bench", queued + EXPIRED)
         with psycopg.connect(url, autocommit=True) as conn:
@@ -240,38 +241,28 @@ async def claim_latency(admin_uri: str, queued: int, claims: int) -> tuple[float
                 " lease_token = gen_random_uuid(), locked_by = 'gone'"
                 " WHERE id IN (SELECT id FROM ingestion_jobs ORDER BY id LIMIT %s)", (EXPIRED,))
             conn.execute("VACUUM ANALYZE ingestion_jobs, documents")
-        seconds = []
+        apps[queued] = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING"))
+        await apps[queued].start()
+    try:
+        seconds: dict[int, list[float]] = {queued: [] for queued in QUEUED}
         for _ in range(claims):
-            started = time.perf_counter()
-            job = await app.store.claim_job("bench")
-            seconds.append(time.perf_counter() - started)
-            assert job is not None
-        ms = sorted(s * 1000 for s in seconds)
-        return statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
+            for queued, app in apps.items():
+                started = time.perf_counter()
+                job = await app.store.claim_job("bench")
+                seconds[queued].append(time.perf_counter() - started)
+                assert job is not None
+        result = {}
+        for queued, taken in seconds.items():
+            ms = sorted(s * 1000 for s in taken)
+            result[queued] = (statistics.median(ms), ms[int(len(ms) * 0.99) - 1])
+        return result
     finally:
-        await app.close()
+        for app in apps.values():
+            await app.close()
 
 
-def main() -> None:
-    if sys.argv[1:2] == ["--client"]:  # one process of gRPC clients (client_processes)
-        address, key, count, name = sys.argv[2:6]
-        asyncio.run(_client_main(address, key, int(count), name))
-        return
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=400)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--claims", type=int, default=300, help="claims timed for each queue size")
-    parser.add_argument("--pgqueuer-jobs", type=int, default=3000)
-    args = parser.parse_args()
-    with embedded_postgres("sluice-bench-") as admin:
-        ensure_database(admin, "bench_template")
-        upgrade(database_uri(admin, "bench_template"))
-        keys = bootstrap_keys(database_uri(admin, "bench_template"))
-        results = asyncio.run(run(admin, args.jobs, args.repeats, keys))
-        latencies = {queued: asyncio.run(claim_latency(admin, queued, args.claims)) for queued in QUEUED}
-        ensure_database(admin, "pgqueuer")
-        reference = {c: asyncio.run(pgqueuer_reference.jobs_per_second(database_uri(admin, "pgqueuer"), args.pgqueuer_jobs, c))
-                     for c in CLIENTS}
+def print_cycles(results: list[tuple[str, int, float, float, float]], reference: dict[int, float | None],
+                 args: argparse.Namespace) -> None:
     print(f"\nno-op claim→4 stages→complete cycles/s ({args.jobs} jobs, median of {args.repeats} runs, "
           f"{os.cpu_count()} cores; gRPC clients in up to 4 processes of their own)")
     header = (f"{'clients':>7} | {'gRPC cycles/s':>13} | {'in-process cycles/s':>19} | {'gRPC / in-process':>17} |"
@@ -302,7 +293,34 @@ def main() -> None:
             print(f"{clients:>7} | {reference[clients]:>15.0f} | {p * 6:>31.0f} | {p * 6 / reference[clients]:>5.2f}x")
     else:
         print("\n(pgqueuer is not installed: `pip install -r bench/requirements.txt` adds the reference column)")
-    print(f"\nclaim latency, in-process, {args.claims} claims one at a time, {EXPIRED:,} RUNNING jobs with expired leases beside the queue")
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--client"]:  # one process of gRPC clients (client_processes)
+        address, key, count, name = sys.argv[2:6]
+        asyncio.run(_client_main(address, key, int(count), name))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--claims", type=int, default=1000, help="claims timed for each queue size")
+    parser.add_argument("--pgqueuer-jobs", type=int, default=3000)
+    parser.add_argument("--only-latency", action="store_true", help="the claim latency table only")
+    args = parser.parse_args()
+    with embedded_postgres("sluice-bench-") as admin:
+        ensure_database(admin, "bench_template")
+        upgrade(database_uri(admin, "bench_template"))
+        keys = bootstrap_keys(database_uri(admin, "bench_template"))
+        results = [] if args.only_latency else asyncio.run(run(admin, args.jobs, args.repeats, keys))
+        latencies = asyncio.run(claim_latencies(admin, args.claims))
+        ensure_database(admin, "pgqueuer")
+        reference = {} if args.only_latency else {
+            c: asyncio.run(pgqueuer_reference.jobs_per_second(database_uri(admin, "pgqueuer"), args.pgqueuer_jobs, c))
+            for c in CLIENTS}
+    if not args.only_latency:
+        print_cycles(results, reference, args)
+    print(f"\nclaim latency, in-process, {args.claims} claims one at a time per queue size (the sizes taking turns),"
+          f" {EXPIRED:,} RUNNING jobs with expired leases beside the queue")
     print(f"{'queued':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'p99 / p99 at 1,000':>18}")
     print("-" * 50)
     for queued in QUEUED:

@@ -10,15 +10,7 @@ import pytest
 from sluice.v1 import document_pb2 as D, job_service_pb2 as js
 from sluice_common.errors import reason_of
 
-from .helpers import Clients, vector_for
-
-
-@pytest.fixture
-def c(ingest_api):
-    clients = Clients(ingest_api.address)
-    clients.create_collection()
-    yield clients
-    clients.close()
+from .helpers import vector_for
 
 
 def chunks_with_nul(field: str) -> list[js.Chunk]:

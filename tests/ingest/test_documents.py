@@ -16,14 +16,6 @@ from sluice_common.errors import reason_of
 from .helpers import Clients
 
 
-@pytest.fixture
-def c(ingest_api):
-    clients = Clients(ingest_api.address)
-    clients.create_collection()
-    yield clients
-    clients.close()
-
-
 def rows(url, table):
     with psycopg.connect(url) as conn:
         return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]

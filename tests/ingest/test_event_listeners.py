@@ -14,7 +14,6 @@ import time
 import uuid
 
 import psycopg
-import pytest
 
 from sluice.v1 import document_pb2 as D, document_service_pb2 as ds
 from sluice_ingest import notify, service
@@ -23,14 +22,6 @@ from .helpers import Clients
 
 DOCS = notify.DOCUMENTS_CHANNEL
 COLLECTIONS = notify.COLLECTIONS_CHANNEL
-
-
-@pytest.fixture
-def c(ingest_api):
-    clients = Clients(ingest_api.address)
-    clients.create_collection()
-    yield clients
-    clients.close()
 
 
 def notes_until_sentinel(listener: psycopg.Connection, url: str) -> list[tuple[str, str]]:

@@ -13,7 +13,6 @@ from sluice_ingest.domain import EventCursor
 from sluice_ingest.store.events import COLLECTION_EVENTS_SQL
 from sluice_common.errors import InvalidArgument
 
-from .helpers import Clients
 
 COPY_LAST_EVENT = """
     INSERT INTO document_events (document_id, status, progress_done, progress_total, progress_unit, chunk_count,
@@ -23,14 +22,6 @@ COPY_LAST_EVENT = """
       FROM document_events WHERE document_id = %s ORDER BY id DESC LIMIT 1
     RETURNING id
 """
-
-
-@pytest.fixture
-def c(ingest_api):
-    clients = Clients(ingest_api.address)
-    clients.create_collection()
-    yield clients
-    clients.close()
 
 
 def read(url: str, after: EventCursor, limit: int = 100) -> list[tuple[int, int, str, bool]]:

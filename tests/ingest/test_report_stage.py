@@ -12,16 +12,7 @@ import pytest
 from sluice.v1 import document_pb2 as D
 from sluice_common.errors import reason_of
 
-from .helpers import Clients
 from .test_rules import db
-
-
-@pytest.fixture
-def c(ingest_api):
-    clients = Clients(ingest_api.address)
-    clients.create_collection()
-    yield clients
-    clients.close()
 
 
 def snapshot(url, document_id):

@@ -12,14 +12,6 @@ from sluice_common.errors import reason_of
 from .helpers import Clients
 
 
-@pytest.fixture
-def c(ingest_api):
-    clients = Clients(ingest_api.address)
-    clients.create_collection()
-    yield clients
-    clients.close()
-
-
 def db(url):
     return psycopg.connect(url, autocommit=True)
 

@@ -92,9 +92,6 @@ class Listeners:
                 await self._conn.close()
             self._conn = None
 
-    def registered(self) -> set[Key]:
-        return set(self._registered)
-
     def refresh(self) -> None:
         """Write every key again now (the database may have restarted: crash recovery empties an
         unlogged table)."""
