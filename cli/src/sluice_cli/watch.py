@@ -55,12 +55,14 @@ def watch_collection(clients: Clients, args) -> int:
     cursor = args.cursor or ""
     connected_once = False
     failures = 0
+    call = None
     try:
         while True:
             if cursor:  # every connection after the first message resumes where the last one ended
                 request.after_cursor, request.start_from_oldest = cursor, False
             try:
-                for event in clients.documents.WatchCollection(request):
+                call = clients.documents.WatchCollection(request)
+                for event in call:
                     connected_once, failures = True, 0
                     cursor = event.cursor
                     if event.type == ds.COLLECTION_EVENT_TYPE_HEARTBEAT:
@@ -80,6 +82,8 @@ def watch_collection(clients: Clients, args) -> int:
                 render.err.print(escape(f"connection lost; reconnecting after cursor {cursor or '(start)'}"), soft_wrap=True)
                 time.sleep(min(MAX_BACKOFF_SECONDS, 0.2 * 2**failures))
     except KeyboardInterrupt:
+        if call is not None:
+            call.cancel()  # end the stream now: an open call can hold the process at exit
         hint = f"sluice watch --collection {args.collection} --cursor {cursor}" if cursor else "nothing received yet"
         render.err.print(escape(f"stopped; last cursor {cursor or '-'}; resume with: {hint}"), soft_wrap=True)
         return INTERRUPTED
