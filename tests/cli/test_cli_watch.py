@@ -39,11 +39,17 @@ class Lines:
         return line
 
 
+def interruptible() -> None:
+    """Ctrl-C as at a terminal. A shell starts background jobs with SIGINT ignored, and children
+    inherit that: a suite run as `… &` would otherwise send SIGINT to a CLI that never sees it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_watch(address: str, *args: str) -> subprocess.Popen:
     env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "sluice_cli.main", "watch", "--collection", "docs",
                              "--ingest-address", address, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=interruptible)
 
 
 def test_watch_a_collection_resumes_across_a_server_restart_and_prints_the_cursor_on_ctrl_c(ingest_api_factory):
