@@ -235,32 +235,26 @@ class NotificationHub:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    @contextlib.asynccontextmanager
-    async def watch_document(self, document_id: str) -> AsyncIterator[Signal]:
+    def watch_document(self, document_id: str) -> contextlib.AbstractAsyncContextManager[Signal]:
         """The document's signal, its events registered as listened to while the block runs."""
-        self._watchers[document_id] += 1
-        try:
-            async with self.listeners.hold(DOCUMENTS_CHANNEL, document_id):
-                yield self._documents[document_id]
-        finally:
-            self._watchers[document_id] -= 1
-            if self._watchers[document_id] <= 0:
-                self._watchers.pop(document_id, None)
-                self._documents.pop(document_id, None)
+        return self._watch(self._documents, self._watchers, DOCUMENTS_CHANNEL, document_id)
+
+    def watch_collection(self, collection_id: int) -> contextlib.AbstractAsyncContextManager[Signal]:
+        """The collection's signal, its events registered as listened to while the block runs."""
+        return self._watch(self._collections, self._collection_watchers, COLLECTIONS_CHANNEL, str(collection_id))
 
     @contextlib.asynccontextmanager
-    async def watch_collection(self, collection_id: int) -> AsyncIterator[Signal]:
-        """The collection's signal, its events registered as listened to while the block runs."""
-        key = str(collection_id)
-        self._collection_watchers[key] += 1
+    async def _watch(self, signals: dict[str, Signal], watchers: dict[str, int], channel: str,
+                     key: str) -> AsyncIterator[Signal]:
+        watchers[key] += 1
         try:
-            async with self.listeners.hold(COLLECTIONS_CHANNEL, key):
-                yield self._collections[key]
+            async with self.listeners.hold(channel, key):
+                yield signals[key]
         finally:
-            self._collection_watchers[key] -= 1
-            if self._collection_watchers[key] <= 0:
-                self._collection_watchers.pop(key, None)
-                self._collections.pop(key, None)
+            watchers[key] -= 1
+            if watchers[key] <= 0:
+                watchers.pop(key, None)
+                signals.pop(key, None)
 
     def interest(self, channel: str, key: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Register `key`'s notifications on `channel` as listened to while the block runs (the
