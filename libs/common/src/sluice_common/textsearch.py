@@ -39,6 +39,9 @@ STOP_WORDS = frozenset(
 )
 # Bounds that keep a hostile query cheap.
 MAX_QUERY_TERMS = 64
+# The dimension of the BM25 vectors: terms are hashed into 1..2^29 (migration 0016's
+# sluice_term_dim); the search service's query vectors have the same.
+TERM_DIMENSIONS = 2**29
 
 _lock = threading.Lock()
 _tokenizer = None
@@ -141,4 +144,4 @@ def highlight_spans(text: str, terms: Iterable[str]) -> list[tuple[int, int]]:
     return merged
 
 
-__all__ = ["MAX_QUERY_TERMS", "STOP_WORDS", "highlight_spans", "query_terms", "search_terms", "tsquery_text"]
+__all__ = ["MAX_QUERY_TERMS", "STOP_WORDS", "TERM_DIMENSIONS", "highlight_spans", "query_terms", "search_terms", "tsquery_text"]

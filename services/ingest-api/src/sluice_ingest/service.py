@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sluice_common import embedders
+from sluice_common import embedders, metadata as typed_metadata
 from sluice_common.errors import InvalidArgument, NotFound, OutOfRange, Unavailable
 from sluice_common.names import document_id_of
 from sluice_common.reasons import Reason
@@ -84,6 +84,8 @@ class UploadMeta:
     request_id: str = ""
     expected_size_bytes: int = 0
     expected_sha256: str = ""
+    # Typed entries, already converted to their stored JSON (sluice_common.metadata.from_proto).
+    typed_metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -231,7 +233,9 @@ class IngestService:
         return await self.store.cancel_reindex(tenant_id, name)
 
     async def sweep_generations(self) -> tuple[int, int]:
-        return await self.store.sweep_generations(self.settings.retired_generation_grace_seconds)
+        swept = await self.store.sweep_generations(self.settings.retired_generation_grace_seconds)
+        await self.store.compact_keyword_stats()
+        return swept
 
     async def get_collection(self, tenant_id: int, name: str) -> dict[str, Any]:
         if not name:
@@ -262,11 +266,10 @@ class IngestService:
         filename = safe_filename(meta.filename)
         if not filename:
             raise InvalidArgument("filename is required and must contain a visible name", reason=Reason.INVALID_FILENAME)
-        if len(meta.metadata) > 64:
-            raise InvalidArgument("at most 64 metadata entries are allowed", reason=Reason.INVALID_METADATA)
-        for key, value in meta.metadata.items():
-            if not 1 <= len(key) <= 64 or len(value) > 1024:
-                raise InvalidArgument("metadata keys must be 1-64 characters and values at most 1024", reason=Reason.INVALID_METADATA)
+        try:
+            document_metadata = typed_metadata.merge_upload(meta.metadata, meta.typed_metadata)
+        except typed_metadata.MetadataError as err:
+            raise InvalidArgument(str(err), reason=Reason.INVALID_METADATA) from None
         if len(meta.request_id) > 128:
             raise InvalidArgument("request_id is longer than 128 characters", reason=Reason.INVALID_REQUEST_ID)
         await self.store.collection_settings(tenant_id, meta.collection)  # fail fast, before the bytes arrive
@@ -279,7 +282,7 @@ class IngestService:
         try:
             mime_type = detect_mime_type(filename, meta.mime_type, content.head[:8])
             document, created = await self.store.create_document(
-                NewDocument(tenant_id, meta.collection, filename, mime_type, dict(meta.metadata), meta.request_id or None,
+                NewDocument(tenant_id, meta.collection, filename, mime_type, document_metadata, meta.request_id or None,
                             content, content.sha256)
             )
         finally:

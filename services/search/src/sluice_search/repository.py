@@ -33,15 +33,15 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from sluice_common import vector_index
+from sluice_common import textsearch, vector_index
 from sluice_common.db import check_if_idle, mark_returned
 from sluice_common.tasks import end_if_cancelled, pause
 
 from . import metrics
 from .domain import Collection, DocumentFilter, Hit
+from .filter_sql import filter_sql
 
 log = logging.getLogger("sluice.search.repository")
 
@@ -241,24 +241,53 @@ class SearchRepository:
         rows.sort(key=lambda r: (r[_SCORE], r[0]))
         return [_hit(r, 1.0 - float(r[_SCORE])) for r in rows]
 
-    async def keyword_search(self, collection: Collection, tsquery: str, limit: int, filter: DocumentFilter) -> list[Hit]:
-        """The `limit` READY chunks matching any query term, by cover density rank."""
+    async def keyword_search(self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter) -> list[Hit]:
+        """The `limit` READY chunks that contain any of `terms`, by BM25 score (docs/search.md).
+
+        One statement: the terms' document frequencies and the generation's chunk count come
+        from `keyword_stats` (migration 0016) and make the query's IDF vector; the GIN index on
+        `search_tsv` finds the chunks holding any term; each is scored by the inner product of
+        its stored BM25 vector with the IDF vector."""
+        tsquery = textsearch.tsquery_text(terms)
         if not tsquery:
             return []
-        where, params = _filter_sql(filter)
-        params["q"] = tsquery
-        query = sql.SQL(
-            "SELECT {cols}, ts_rank_cd(c.search_tsv, q.query, 32) AS rank"
-            " FROM chunks c JOIN documents d ON d.id = c.document_id,"
-            " to_tsquery('simple', %(q)s) AS q(query)"
-            " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY' AND c.search_tsv @@ q.query"
-            "{where} ORDER BY rank DESC, c.id LIMIT {limit}"
-        ).format(cols=_HIT_COLUMNS, pred=vector_index.generation_predicate(collection.generation_id),
-                 tid=sql.Literal(int(collection.tenant_id)),
-                 where=where, limit=sql.Literal(int(limit)))
+        query, params = keyword_query(collection, terms, tsquery, limit, filter)
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(query, params)).fetchall()
         return [_hit(r, float(r[_SCORE])) for r in rows]
+
+
+def keyword_query(
+    collection: Collection, terms: Sequence[str], tsquery: str, limit: int, filter: DocumentFilter
+) -> tuple[sql.Composed, dict]:
+    """The BM25 keyword query and its parameters."""
+    where, params = _filter_sql(filter)
+    params["q"] = tsquery
+    params["terms"] = ["", *terms]  # '' is the generation's row: its df is the chunk count
+    query = sql.SQL(
+        "WITH stats AS ("
+        " SELECT s.term, sum(s.df)::float8 AS df FROM keyword_stats s"
+        " WHERE s.generation_id = {gid} AND s.term = ANY(%(terms)s::text[]) GROUP BY s.term"
+        "), idf AS ("
+        " SELECT sluice_term_dim(t.term) AS dim, sum(ln(1 + (n.df - t.df + 0.5) / (t.df + 0.5))) AS idf"
+        " FROM stats t, stats n WHERE n.term = '' AND t.term <> '' AND t.df > 0 GROUP BY 1"
+        "), q AS ("
+        " SELECT ('{{' || string_agg(dim || ':' || idf::real, ',' ORDER BY dim) || '}}/{dims}')::sparsevec AS v FROM idf"
+        ")"
+        " SELECT {cols}, coalesce(-(c.search_bm25 <#> q.v), 0) AS rank"
+        " FROM q, chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY' AND c.search_tsv @@ to_tsquery('simple', %(q)s)"
+        "{where} ORDER BY rank DESC, c.id LIMIT {limit}"
+    ).format(
+        cols=_HIT_COLUMNS,
+        gid=sql.Literal(int(collection.generation_id)),
+        dims=sql.SQL(str(textsearch.TERM_DIMENSIONS)),
+        pred=vector_index.generation_predicate(collection.generation_id),
+        tid=sql.Literal(int(collection.tenant_id)),
+        where=where,
+        limit=sql.Literal(int(limit)),
+    )
+    return query, params
 
 
 def vector_query(
@@ -290,24 +319,9 @@ def vector_query(
 
 
 def _filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict]:
-    """The filter as AND-ed predicates on `documents d`, every value a bound parameter."""
-    parts: list[sql.Composable] = []
-    params: dict = {}
-    if filter.metadata:
-        parts.append(sql.SQL("d.metadata @> %(metadata)s"))
-        params["metadata"] = Jsonb(dict(filter.metadata))
-    if filter.filenames:
-        parts.append(sql.SQL("d.filename = ANY(%(filenames)s::text[])"))
-        params["filenames"] = list(filter.filenames)
-    if filter.mime_types:
-        parts.append(sql.SQL("d.mime_type = ANY(%(mime_types)s::text[])"))
-        params["mime_types"] = list(filter.mime_types)
-    if filter.document_ids:
-        parts.append(sql.SQL("d.id = ANY(%(document_ids)s::uuid[])"))
-        params["document_ids"] = list(filter.document_ids)
-    if not parts:
-        return sql.SQL(""), params
-    return sql.SQL(" AND ") + sql.SQL(" AND ").join(parts), params
+    """The filter as AND-ed predicates on `documents d` (" AND …", or empty), every value a
+    bound parameter named f_<n> (filter_sql.py)."""
+    return filter_sql(filter)
 
 
 def _hit(row: tuple, score: float) -> Hit:
@@ -322,7 +336,7 @@ def _hit(row: tuple, score: float) -> Hit:
         chunk_index=chunk_index,
         page_number=page_number,
         element_type=element_type,
-        metadata={str(k): v if isinstance(v, str) else str(v) for k, v in (metadata or {}).items()},
+        metadata=dict(metadata or {}),
         text_as_html=text_as_html or "",
         text_source=text_source or "",
         ocr_confidence=float(ocr_confidence or 0.0),

@@ -21,7 +21,9 @@ class Repository(Protocol):
         self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter
     ) -> list[Hit]: ...
 
-    async def keyword_search(self, collection: Collection, tsquery: str, limit: int, filter: DocumentFilter) -> list[Hit]: ...
+    async def keyword_search(
+        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter
+    ) -> list[Hit]: ...
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]: ...
 
@@ -97,16 +99,15 @@ class SearchService:
             return await self._repository.vector_search(collection, vector, query.top_k, query.filter)
 
         terms = textsearch.query_terms(query.text)
-        tsquery = textsearch.tsquery_text(terms)
         if query.mode is Mode.KEYWORD:
-            hits = await self._repository.keyword_search(collection, tsquery, query.top_k, query.filter)
+            hits = await self._repository.keyword_search(collection, terms, query.top_k, query.filter)
         else:
             # The query is embedded before any database work: no connection waits on a model.
             vector = query.vector or await self._embed(collection, query.text)
             candidates = max(query.top_k, self._hybrid_candidates)
             vector_hits, keyword_hits = await asyncio.gather(
                 self._repository.vector_search(collection, vector, candidates, query.filter),
-                self._repository.keyword_search(collection, tsquery, candidates, query.filter),
+                self._repository.keyword_search(collection, terms, candidates, query.filter),
             )
             hits = reciprocal_rank_fusion([vector_hits, keyword_hits], self._rrf_k, query.top_k)
         for hit in hits:

@@ -304,6 +304,22 @@ class GenerationStore(StoreBase):
         log.info("index generation switched", extra={"generation_id": generation_id, "retired": active_id})
         return True
 
+    async def compact_keyword_stats(self, min_statements: int = 32) -> int:
+        """Fold the BM25 statistics of every generation that gathered `min_statements` delta
+        statements since its last compaction (migration 0016); returns the rows removed."""
+        removed = 0
+        async with self.pool.connection() as conn:
+            due = await (
+                await conn.execute(
+                    "SELECT generation_id FROM keyword_stats WHERE term = '' GROUP BY generation_id HAVING count(*) >= %s",
+                    (min_statements,),
+                )
+            ).fetchall()
+            for (generation_id,) in due:
+                row = await (await conn.execute("SELECT sluice_compact_keyword_stats(%s)", (generation_id,))).fetchone()
+                removed += int(row[0]) if row else 0
+        return removed
+
     async def sweep_generations(self, grace_seconds: float) -> tuple[int, int]:
         """The periodic safety net and clean-up: switch every BUILDING generation that is complete
         (a deletion may have completed it), and drop the chunks and index of generations
