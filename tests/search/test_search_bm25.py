@@ -1,0 +1,198 @@
+"""KEYWORD is BM25 (docs/search.md): scores, statistics through writes and deletions, any-word
+matching, IDF, and writers that never wait on each other's statistics."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+
+import psycopg
+import pytest
+from sluice.v1 import search_service_pb2 as pb
+
+from sluice_common import textsearch
+
+from conftest import random_unit_vectors
+
+K1, B = 1.2, 0.75
+
+TEXTS = {
+    "pg.txt": [
+        "PostgreSQL keeps every row version until vacuum removes the dead ones.",
+        "Autovacuum runs vacuum and analyze on tables whose rows changed a lot.",
+    ],
+    "leases.txt": [
+        "A worker holds a lease on its job and renews the lease with heartbeats.",
+        "An expired lease lets another worker claim the job; the old worker can no longer write.",
+        "Lease tokens fence every write: a stale token changes nothing.",
+    ],
+    "chunking.txt": ["Documents are cut into chunks by title; each chunk is embedded and indexed."],
+    "zh.txt": ["全文检索需要分词。向量检索使用余弦距离。", "混合检索融合向量和关键词的结果。"],
+}
+
+
+def keyword(stub, query: str, top_k: int = 10):
+    return stub.Search(pb.SearchRequest(collection="bm25", query=query, mode=pb.SEARCH_MODE_KEYWORD, top_k=top_k))
+
+
+@pytest.fixture
+def corpus(seed):
+    cid = seed.collection("bm25", 8)
+    docs = {}
+    for name, texts in TEXTS.items():
+        docs[name] = seed.document(cid, name)
+        seed.chunks(cid, docs[name], texts, random_unit_vectors(len(texts), 8, seed=len(docs)))
+    # Every chunk's weights recomputed with the final average length (the UPDATE trigger), so that
+    # the reference below can use one avgdl.
+    seed.conn.execute("UPDATE chunks SET search_terms = search_terms WHERE collection_id = %s", (cid,))
+    return cid, docs
+
+
+def reference_scores(query: str) -> dict[str, float]:
+    """BM25 (Lucene's IDF, k1 1.2, b 0.75) of every chunk text, computed here from the texts."""
+    chunks = [text for texts in TEXTS.values() for text in texts]
+    tokens = [textsearch.search_terms(text).split() for text in chunks]
+    avgdl = sum(map(len, tokens)) / len(tokens)
+    df = Counter(term for words in tokens for term in set(words))
+    scores = {}
+    for text, words in zip(chunks, tokens, strict=True):
+        tf = Counter(words)
+        score = 0.0
+        for term in textsearch.query_terms(query):
+            if tf[term]:
+                idf = math.log(1 + (len(chunks) - df[term] + 0.5) / (df[term] + 0.5))
+                score += idf * tf[term] * (K1 + 1) / (tf[term] + K1 * (1 - B + B * len(words) / avgdl))
+        if score:
+            scores[text] = score
+    return scores
+
+
+@pytest.mark.parametrize("query", ["lease worker job", "vacuum rows", "the old worker", "向量检索", "lease nonexistentword"])
+async def test_keyword_scores_are_bm25(search_stub, corpus, query):
+    expected = reference_scores(query)
+    response = await keyword(search_stub, query)
+    got = {hit.text: hit.score for hit in response.hits}
+    assert set(got) == set(expected)
+    for text, score in expected.items():
+        assert got[text] == pytest.approx(score, rel=1e-4), text
+    assert [hit.score for hit in response.hits] == sorted(got.values(), reverse=True)
+
+
+async def test_any_word_matches_and_rare_words_weigh_more(search_stub, corpus):
+    # "fence" is in one chunk, "worker" in two: the chunk with the rarer word comes first even
+    # though the query's other words are in no chunk at all.
+    response = await keyword(search_stub, "fence worker zebra")
+    assert response.hits[0].text.startswith("Lease tokens fence")
+    assert {hit.filename for hit in response.hits} == {"leases.txt"}
+
+
+def live_stats(conn, generation_id: int) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT term, sum(df) FROM keyword_stats WHERE generation_id = %s GROUP BY term HAVING sum(df) <> 0",
+        (generation_id,),
+    ).fetchall()
+    return {term: int(df) for term, df in rows}
+
+
+def recomputed_stats(conn, generation_id: int) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT l.lexeme, count(*) FROM chunks c, unnest(c.search_tsv) l WHERE c.generation_id = %s GROUP BY 1",
+        (generation_id,),
+    ).fetchall()
+    stats = {term: int(df) for term, df in rows}
+    (n,) = conn.execute("SELECT count(*) FROM chunks WHERE generation_id = %s", (generation_id,)).fetchone()
+    if n:
+        stats[""] = n
+    return stats
+
+
+def test_statistics_follow_inserts_deletions_and_replacements(seed, corpus):
+    cid, docs = corpus
+    generation = seed.generation(cid)
+    conn = seed.conn
+    assert live_stats(conn, generation) == recomputed_stats(conn, generation)
+
+    seed.delete(docs["pg.txt"])  # a document deletion cascades to its chunks
+    assert "vacuum" not in live_stats(conn, generation)
+    assert live_stats(conn, generation) == recomputed_stats(conn, generation)
+
+    # A commit that replaces a document's chunks (as a reprocessing does), in one transaction.
+    with conn.transaction():
+        conn.execute("DELETE FROM chunks WHERE document_id = %s", (docs["leases.txt"],))
+        seed.chunks(cid, docs["leases.txt"], ["Leases now expire after thirty seconds."], random_unit_vectors(1, 8))
+    stats = live_stats(conn, generation)
+    assert stats == recomputed_stats(conn, generation)
+    assert "lease" not in stats
+    assert stats["leases"] == 1
+
+    (tokens,) = conn.execute(
+        "SELECT sum(tokens) FROM keyword_stats WHERE generation_id = %s AND term = ''", (generation,)
+    ).fetchone()
+    (length,) = conn.execute("SELECT sum(search_length) FROM chunks WHERE generation_id = %s", (generation,)).fetchone()
+    assert tokens == length
+
+    # Folding the deltas changes no figure and leaves one row per term.
+    (before,) = conn.execute("SELECT count(*) FROM keyword_stats WHERE generation_id = %s", (generation,)).fetchone()
+    (removed,) = conn.execute("SELECT sluice_compact_keyword_stats(%s)", (generation,)).fetchone()
+    assert removed > 0
+    (after,) = conn.execute("SELECT count(*) FROM keyword_stats WHERE generation_id = %s", (generation,)).fetchone()
+    assert after == before - removed
+    assert after == conn.execute(
+        "SELECT count(DISTINCT term) FROM keyword_stats WHERE generation_id = %s", (generation,)
+    ).fetchone()[0]
+    assert live_stats(conn, generation) == recomputed_stats(conn, generation)
+
+
+def test_a_retired_generation_keeps_no_statistics(seed, corpus):
+    cid, _ = corpus
+    generation = seed.generation(cid)
+    seed.conn.execute("UPDATE collection_generations SET state = 'RETIRED', ended_at = now() WHERE id = %s", (generation,))
+    seed.conn.execute("DELETE FROM chunks WHERE generation_id = %s", (generation,))
+    (rows,) = seed.conn.execute("SELECT count(*) FROM keyword_stats WHERE generation_id = %s", (generation,)).fetchone()
+    assert rows == 0
+
+
+def test_concurrent_commits_do_not_wait_on_common_terms(seed, corpus, database_url):
+    """Two writers insert chunks sharing every word, each in a transaction left open: the second
+    finishes while the first still holds its transaction (statistics are appended, not updated)."""
+    cid, _ = corpus
+    first_doc, second_doc = seed.document(cid, "a.txt"), seed.document(cid, "b.txt")
+    text = "lease worker job vacuum rows chunk"
+    holding = threading.Event()
+    release = threading.Event()
+    errors: list[BaseException] = []
+
+    def first_writer() -> None:
+        try:
+            with psycopg.connect(database_url) as conn, conn.transaction():
+                conn.execute(
+                    "INSERT INTO chunks (document_id, tenant_id, collection_id, chunk_index, text, embedding, search_terms)"
+                    " SELECT id, tenant_id, collection_id, 0, %s, %s::vector, %s FROM documents WHERE id = %s",
+                    (text, str([1.0] + [0.0] * 7), textsearch.search_terms(text), first_doc),
+                )
+                holding.set()
+                release.wait(30)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+            holding.set()
+
+    thread = threading.Thread(target=first_writer)
+    thread.start()
+    try:
+        assert holding.wait(30)
+        with psycopg.connect(database_url) as conn:
+            conn.execute("SET lock_timeout = '3s'")  # a wait on the first writer's rows would fail here
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO chunks (document_id, tenant_id, collection_id, chunk_index, text, embedding, search_terms)"
+                    " SELECT id, tenant_id, collection_id, 0, %s, %s::vector, %s FROM documents WHERE id = %s",
+                    (text, str([0.0, 1.0] + [0.0] * 6), textsearch.search_terms(text), second_doc),
+                )
+        assert thread.is_alive()  # the first transaction was still open all along
+    finally:
+        release.set()
+        thread.join(30)
+    assert not errors
+    generation = seed.generation(cid)
+    assert live_stats(seed.conn, generation) == recomputed_stats(seed.conn, generation)
