@@ -11,7 +11,7 @@ from google.protobuf import timestamp_pb2
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, document_service_pb2_grpc
 from sluice.v1 import admin_service_pb2 as admin_pb2, admin_service_pb2_grpc
 from sluice.v1 import job_service_pb2, job_service_pb2_grpc
-from sluice_common import tracing
+from sluice_common import metadata as typed_metadata, tracing
 from sluice_common.auth import Role, current_principal
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.names import document_name
@@ -128,7 +128,8 @@ def document_to_proto(row: DocumentRow, history: list[AttemptRow] | None = None)
         chunk_count=row.chunk_count,
         content_sha256=row.content_sha256,
         size_bytes=row.size_bytes,
-        metadata=row.metadata,
+        metadata=typed_metadata.text_map(row.metadata),
+        typed_metadata=typed_metadata.typed_map(row.metadata),
         job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row.job_status),
         create_time=timestamp(row.created_at),
         update_time=timestamp(row.updated_at),
@@ -224,6 +225,17 @@ def chunk_to_proto(chunk: IncomingChunk) -> job_service_pb2.Chunk:
     )
 
 
+def typed_metadata_of(values) -> dict:
+    """An upload's typed_metadata as stored JSON; INVALID_METADATA names the entry at fault."""
+    out = {}
+    for key, value in values.items():
+        try:
+            out[key] = typed_metadata.from_proto(value)
+        except typed_metadata.MetadataError as err:
+            raise InvalidArgument(f"typed_metadata[{key[:64]!r}]: {err}", reason=Reason.INVALID_METADATA) from None
+    return out
+
+
 def tenant() -> int:
     """The tenant every DocumentService query of this call is scoped to (the caller's)."""
     return current_principal().tenant_id
@@ -294,7 +306,7 @@ class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
                     raise InvalidArgument("the first message of an upload must carry metadata", reason=Reason.MISSING_METADATA)
                 m = first.metadata
                 meta = UploadMeta(m.collection, m.filename, m.mime_type, dict(m.metadata), m.request_id,
-                                  m.expected_size_bytes, m.expected_sha256)
+                                  m.expected_size_bytes, m.expected_sha256, typed_metadata_of(m.typed_metadata))
 
                 async def data():
                     async for message in messages:
@@ -383,7 +395,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 lease_seconds=self.lease_seconds,
                 embedder=embedder_to_proto(job),
                 chunking=chunking_to_proto(job),
-                metadata=job.metadata,
+                metadata=typed_metadata.text_map(job.metadata),
                 trace_context=tracing.decode_trace_context(job.trace_context),
                 kind=JOB_KIND_TO_PROTO[job.job_kind],
                 generation=job.generation_number or 0,

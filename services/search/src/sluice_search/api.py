@@ -7,12 +7,12 @@ import time
 
 from sluice.v1 import search_service_pb2, search_service_pb2_grpc
 
-from sluice_common import tracing
+from sluice_common import metadata as typed_metadata, tracing
 from sluice_common.auth import current_principal
 from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
 from sluice_common.reasons import Reason
 
-from . import metrics
+from . import filters, metrics
 from .domain import DocumentFilter, Hit, Limits, Mode, validate_query
 from .service import SearchService
 
@@ -45,12 +45,7 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
                 vector=request.query_vector,
                 top_k=request.top_k,
                 mode=_mode(request.mode),
-                filter=DocumentFilter(
-                    metadata=dict(request.filter.metadata),
-                    filenames=tuple(request.filter.filenames),
-                    mime_types=tuple(request.filter.mime_types),
-                    document_ids=tuple(request.filter.document_ids),
-                ),
+                filter=filter_of(request.filter, self._limits),
                 limits=self._limits,
             )
             mode_label = query.mode.value
@@ -75,6 +70,21 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
         )
 
 
+def filter_of(message: search_service_pb2.SearchFilter, limits: Limits) -> DocumentFilter:
+    """The request's filter; `where` and the time ranges are checked here (filters.py), the rest
+    by validate_query."""
+    return DocumentFilter(
+        metadata=dict(message.metadata),
+        filenames=tuple(message.filenames),
+        mime_types=tuple(message.mime_types),
+        document_ids=tuple(message.document_ids),
+        where=filters.parse_where(message.where, max_values=limits.max_filter_values,
+                                  max_depth=limits.max_filter_depth, max_conditions=limits.max_filter_conditions),
+        created=filters.parse_range(message.create_time, "filter.create_time"),
+        updated=filters.parse_range(message.update_time, "filter.update_time"),
+    )
+
+
 def _mode(value: int) -> Mode | None:
     if value not in _MODES:
         raise InvalidArgument(f"unknown search mode {value}", reason=Reason.INVALID_MODE)
@@ -92,7 +102,8 @@ def _hit_pb(hit: Hit) -> search_service_pb2.SearchHit:
         page_number=hit.page_number,
         element_type=hit.element_type,
         highlights=[search_service_pb2.Highlight(start=s, end=e) for s, e in hit.highlights],
-        metadata=hit.metadata,
+        metadata=typed_metadata.text_map(hit.metadata),
+        typed_metadata=typed_metadata.typed_map(hit.metadata),
         text_as_html=hit.text_as_html,
         text_source=hit.text_source,
         ocr_confidence=hit.ocr_confidence,

@@ -7,9 +7,12 @@ import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sluice_common.errors import InvalidArgument
 from sluice_common.reasons import Reason
+
+from .filters import Node, TimeRange
 
 DEFAULT_TOP_K = 10
 
@@ -36,12 +39,21 @@ class Collection:
 
 @dataclass(frozen=True)
 class DocumentFilter:
-    """Every non-empty field must match (AND); a list matches when any of its values does."""
+    """Every non-empty field must match (AND); a list matches when any of its values does.
+    `where` is a checked tree of typed conditions (filters.py); `created` / `updated` are time
+    ranges of the document's upload and last change."""
 
     metadata: dict[str, str] = field(default_factory=dict)
     filenames: tuple[str, ...] = ()
     mime_types: tuple[str, ...] = ()
     document_ids: tuple[str, ...] = ()
+    where: Node | None = None
+    created: TimeRange | None = None
+    updated: TimeRange | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.metadata or self.filenames or self.mime_types or self.document_ids or self.where
+                    or self.created or self.updated)
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ class Hit:
     chunk_index: int
     page_number: int
     element_type: str
-    metadata: dict[str, str]
+    metadata: dict[str, Any]  # stored JSON (sluice_common.metadata): text and typed forms are made from it
     highlights: list[tuple[int, int]] = field(default_factory=list)
     text_as_html: str = ""
     text_source: str = ""
@@ -81,6 +93,8 @@ class Limits:
     max_filter_values: int = 100
     max_key_characters: int = 256
     max_value_characters: int = 1024
+    max_filter_depth: int = 4
+    max_filter_conditions: int = 32
 
 
 def validate_query(
@@ -160,7 +174,8 @@ def validate_filter(filter: DocumentFilter, limits: Limits = Limits()) -> Docume
             ids.append(str(uuid.UUID(value)))
         except ValueError:
             raise InvalidArgument(f"filter.document_ids: {value[:80]!r} is not a document id (UUID)", reason=Reason.INVALID_FILTER) from None
-    return DocumentFilter(dict(filter.metadata), tuple(filter.filenames), tuple(filter.mime_types), tuple(dict.fromkeys(ids)))
+    return DocumentFilter(dict(filter.metadata), tuple(filter.filenames), tuple(filter.mime_types), tuple(dict.fromkeys(ids)),
+                          filter.where, filter.created, filter.updated)
 
 
 def _check_text(where: str, value: str) -> None:

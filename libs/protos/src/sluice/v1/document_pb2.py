@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18sluice/v1/document.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"_\n\x08Progress\x12(\n\x05stage\x18\x01 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x0c\n\x04\x64one\x18\x02 \x01(\x03\x12\r\n\x05total\x18\x03 \x01(\x03\x12\x0c\n\x04unit\x18\x04 \x01(\t\"\x9e\x02\n\x07\x41ttempt\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12(\n\x05stage\x18\x03 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12*\n\x07outcome\x18\x04 \x01(\x0e\x32\x19.sluice.v1.AttemptOutcome\x12\x12\n\nerror_code\x18\x05 \x01(\t\x12\x15\n\rerror_message\x18\x06 \x01(\t\x12\x11\n\tretryable\x18\x07 \x01(\x08\x12.\n\nstart_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa2\x05\n\x08\x44ocument\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x10\n\x08\x66ilename\x18\x04 \x01(\t\x12\x11\n\tmime_type\x18\x05 \x01(\t\x12)\n\x06status\x18\x06 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x15\n\rerror_message\x18\x07 \x01(\t\x12\x12\n\nerror_code\x18\x08 \x01(\t\x12%\n\x08progress\x18\t \x01(\x0b\x32\x13.sluice.v1.Progress\x12\x10\n\x08\x61ttempts\x18\n \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x0b \x01(\x05\x12\x13\n\x0b\x63hunk_count\x18\x0c \x01(\x05\x12\x16\n\x0e\x63ontent_sha256\x18\r \x01(\t\x12\x12\n\nsize_bytes\x18\x0e \x01(\x03\x12\x33\n\x08metadata\x18\x0f \x03(\x0b\x32!.sluice.v1.Document.MetadataEntry\x12\x31\n\njob_status\x18\x10 \x01(\x0e\x32\x1d.sluice.v1.IngestionJobStatus\x12/\n\x0b\x63reate_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x0f\x61ttempt_history\x18\x13 \x03(\x0b\x32\x12.sluice.v1.Attempt\x12\x35\n\x11next_attempt_time\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"H\n\rDocumentEvent\x12%\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x13.sluice.v1.Document\x12\x10\n\x08sequence\x18\x02 \x01(\x03*\xfd\x01\n\x0e\x44ocumentStatus\x12\x1f\n\x1b\x44OCUMENT_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x44OCUMENT_STATUS_PENDING\x10\x01\x12\x1b\n\x17\x44OCUMENT_STATUS_PARSING\x10\x02\x12\x1c\n\x18\x44OCUMENT_STATUS_CHUNKING\x10\x03\x12\x1d\n\x19\x44OCUMENT_STATUS_EMBEDDING\x10\x04\x12\x1c\n\x18\x44OCUMENT_STATUS_INDEXING\x10\x05\x12\x19\n\x15\x44OCUMENT_STATUS_READY\x10\x06\x12\x1a\n\x16\x44OCUMENT_STATUS_FAILED\x10\x07*\xc3\x01\n\x12IngestionJobStatus\x12$\n INGESTION_JOB_STATUS_UNSPECIFIED\x10\x00\x12 \n\x1cINGESTION_JOB_STATUS_PENDING\x10\x01\x12 \n\x1cINGESTION_JOB_STATUS_RUNNING\x10\x02\x12\"\n\x1eINGESTION_JOB_STATUS_SUCCEEDED\x10\x03\x12\x1f\n\x1bINGESTION_JOB_STATUS_FAILED\x10\x04*\x9b\x02\n\x0e\x41ttemptOutcome\x12\x1f\n\x1b\x41TTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41TTEMPT_OUTCOME_RUNNING\x10\x01\x12\x1d\n\x19\x41TTEMPT_OUTCOME_SUCCEEDED\x10\x02\x12%\n!ATTEMPT_OUTCOME_RETRYABLE_FAILURE\x10\x03\x12%\n!ATTEMPT_OUTCOME_PERMANENT_FAILURE\x10\x04\x12!\n\x1d\x41TTEMPT_OUTCOME_LEASE_EXPIRED\x10\x05\x12\x1c\n\x18\x41TTEMPT_OUTCOME_RELEASED\x10\x06\x12\x1d\n\x19\x41TTEMPT_OUTCOME_CANCELLED\x10\x07\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18sluice/v1/document.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"_\n\x08Progress\x12(\n\x05stage\x18\x01 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x0c\n\x04\x64one\x18\x02 \x01(\x03\x12\r\n\x05total\x18\x03 \x01(\x03\x12\x0c\n\x04unit\x18\x04 \x01(\t\"\x9e\x02\n\x07\x41ttempt\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12(\n\x05stage\x18\x03 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12*\n\x07outcome\x18\x04 \x01(\x0e\x32\x19.sluice.v1.AttemptOutcome\x12\x12\n\nerror_code\x18\x05 \x01(\t\x12\x15\n\rerror_message\x18\x06 \x01(\t\x12\x11\n\tretryable\x18\x07 \x01(\x08\x12.\n\nstart_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xb2\x06\n\x08\x44ocument\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x10\n\x08\x66ilename\x18\x04 \x01(\t\x12\x11\n\tmime_type\x18\x05 \x01(\t\x12)\n\x06status\x18\x06 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x15\n\rerror_message\x18\x07 \x01(\t\x12\x12\n\nerror_code\x18\x08 \x01(\t\x12%\n\x08progress\x18\t \x01(\x0b\x32\x13.sluice.v1.Progress\x12\x10\n\x08\x61ttempts\x18\n \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x0b \x01(\x05\x12\x13\n\x0b\x63hunk_count\x18\x0c \x01(\x05\x12\x16\n\x0e\x63ontent_sha256\x18\r \x01(\t\x12\x12\n\nsize_bytes\x18\x0e \x01(\x03\x12\x33\n\x08metadata\x18\x0f \x03(\x0b\x32!.sluice.v1.Document.MetadataEntry\x12\x31\n\njob_status\x18\x10 \x01(\x0e\x32\x1d.sluice.v1.IngestionJobStatus\x12/\n\x0b\x63reate_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x0f\x61ttempt_history\x18\x13 \x03(\x0b\x32\x12.sluice.v1.Attempt\x12\x35\n\x11next_attempt_time\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12>\n\x0etyped_metadata\x18\x15 \x03(\x0b\x32&.sluice.v1.Document.TypedMetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aN\n\x12TypedMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.sluice.v1.MetadataValue:\x02\x38\x01\"\x1c\n\nStringList\x12\x0e\n\x06values\x18\x01 \x03(\t\"\xc8\x01\n\rMetadataValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x16\n\x0cnumber_value\x18\x02 \x01(\x01H\x00\x12\x14\n\nbool_value\x18\x03 \x01(\x08H\x00\x12\x35\n\x0ftimestamp_value\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x12\x32\n\x11string_list_value\x18\x05 \x01(\x0b\x32\x15.sluice.v1.StringListH\x00\x42\x06\n\x04kind\"H\n\rDocumentEvent\x12%\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x13.sluice.v1.Document\x12\x10\n\x08sequence\x18\x02 \x01(\x03*\xfd\x01\n\x0e\x44ocumentStatus\x12\x1f\n\x1b\x44OCUMENT_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x44OCUMENT_STATUS_PENDING\x10\x01\x12\x1b\n\x17\x44OCUMENT_STATUS_PARSING\x10\x02\x12\x1c\n\x18\x44OCUMENT_STATUS_CHUNKING\x10\x03\x12\x1d\n\x19\x44OCUMENT_STATUS_EMBEDDING\x10\x04\x12\x1c\n\x18\x44OCUMENT_STATUS_INDEXING\x10\x05\x12\x19\n\x15\x44OCUMENT_STATUS_READY\x10\x06\x12\x1a\n\x16\x44OCUMENT_STATUS_FAILED\x10\x07*\xc3\x01\n\x12IngestionJobStatus\x12$\n INGESTION_JOB_STATUS_UNSPECIFIED\x10\x00\x12 \n\x1cINGESTION_JOB_STATUS_PENDING\x10\x01\x12 \n\x1cINGESTION_JOB_STATUS_RUNNING\x10\x02\x12\"\n\x1eINGESTION_JOB_STATUS_SUCCEEDED\x10\x03\x12\x1f\n\x1bINGESTION_JOB_STATUS_FAILED\x10\x04*\x9b\x02\n\x0e\x41ttemptOutcome\x12\x1f\n\x1b\x41TTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41TTEMPT_OUTCOME_RUNNING\x10\x01\x12\x1d\n\x19\x41TTEMPT_OUTCOME_SUCCEEDED\x10\x02\x12%\n!ATTEMPT_OUTCOME_RETRYABLE_FAILURE\x10\x03\x12%\n!ATTEMPT_OUTCOME_PERMANENT_FAILURE\x10\x04\x12!\n\x1d\x41TTEMPT_OUTCOME_LEASE_EXPIRED\x10\x05\x12\x1c\n\x18\x41TTEMPT_OUTCOME_RELEASED\x10\x06\x12\x1d\n\x19\x41TTEMPT_OUTCOME_CANCELLED\x10\x07\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,20 +34,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_DOCUMENT_METADATAENTRY']._loaded_options = None
   _globals['_DOCUMENT_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_DOCUMENTSTATUS']._serialized_start=1210
-  _globals['_DOCUMENTSTATUS']._serialized_end=1463
-  _globals['_INGESTIONJOBSTATUS']._serialized_start=1466
-  _globals['_INGESTIONJOBSTATUS']._serialized_end=1661
-  _globals['_ATTEMPTOUTCOME']._serialized_start=1664
-  _globals['_ATTEMPTOUTCOME']._serialized_end=1947
+  _globals['_DOCUMENT_TYPEDMETADATAENTRY']._loaded_options = None
+  _globals['_DOCUMENT_TYPEDMETADATAENTRY']._serialized_options = b'8\001'
+  _globals['_DOCUMENTSTATUS']._serialized_start=1587
+  _globals['_DOCUMENTSTATUS']._serialized_end=1840
+  _globals['_INGESTIONJOBSTATUS']._serialized_start=1843
+  _globals['_INGESTIONJOBSTATUS']._serialized_end=2038
+  _globals['_ATTEMPTOUTCOME']._serialized_start=2041
+  _globals['_ATTEMPTOUTCOME']._serialized_end=2324
   _globals['_PROGRESS']._serialized_start=72
   _globals['_PROGRESS']._serialized_end=167
   _globals['_ATTEMPT']._serialized_start=170
   _globals['_ATTEMPT']._serialized_end=456
   _globals['_DOCUMENT']._serialized_start=459
-  _globals['_DOCUMENT']._serialized_end=1133
-  _globals['_DOCUMENT_METADATAENTRY']._serialized_start=1086
-  _globals['_DOCUMENT_METADATAENTRY']._serialized_end=1133
-  _globals['_DOCUMENTEVENT']._serialized_start=1135
-  _globals['_DOCUMENTEVENT']._serialized_end=1207
+  _globals['_DOCUMENT']._serialized_end=1277
+  _globals['_DOCUMENT_METADATAENTRY']._serialized_start=1150
+  _globals['_DOCUMENT_METADATAENTRY']._serialized_end=1197
+  _globals['_DOCUMENT_TYPEDMETADATAENTRY']._serialized_start=1199
+  _globals['_DOCUMENT_TYPEDMETADATAENTRY']._serialized_end=1277
+  _globals['_STRINGLIST']._serialized_start=1279
+  _globals['_STRINGLIST']._serialized_end=1307
+  _globals['_METADATAVALUE']._serialized_start=1310
+  _globals['_METADATAVALUE']._serialized_end=1510
+  _globals['_DOCUMENTEVENT']._serialized_start=1512
+  _globals['_DOCUMENTEVENT']._serialized_end=1584
 # @@protoc_insertion_point(module_scope)

@@ -96,7 +96,7 @@ class Attempt(_message.Message):
     def __init__(self, number: _Optional[int] = ..., worker_id: _Optional[str] = ..., stage: _Optional[_Union[DocumentStatus, str]] = ..., outcome: _Optional[_Union[AttemptOutcome, str]] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., retryable: _Optional[bool] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Document(_message.Message):
-    __slots__ = ("name", "id", "collection", "filename", "mime_type", "status", "error_message", "error_code", "progress", "attempts", "max_attempts", "chunk_count", "content_sha256", "size_bytes", "metadata", "job_status", "create_time", "update_time", "attempt_history", "next_attempt_time")
+    __slots__ = ("name", "id", "collection", "filename", "mime_type", "status", "error_message", "error_code", "progress", "attempts", "max_attempts", "chunk_count", "content_sha256", "size_bytes", "metadata", "job_status", "create_time", "update_time", "attempt_history", "next_attempt_time", "typed_metadata")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +104,13 @@ class Document(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class TypedMetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: MetadataValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[MetadataValue, _Mapping]] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +131,7 @@ class Document(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_HISTORY_FIELD_NUMBER: _ClassVar[int]
     NEXT_ATTEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
+    TYPED_METADATA_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: str
     collection: str
@@ -144,7 +152,28 @@ class Document(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     attempt_history: _containers.RepeatedCompositeFieldContainer[Attempt]
     next_attempt_time: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error_message: _Optional[str] = ..., error_code: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., chunk_count: _Optional[int] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., job_status: _Optional[_Union[IngestionJobStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt_history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., next_attempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    typed_metadata: _containers.MessageMap[str, MetadataValue]
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error_message: _Optional[str] = ..., error_code: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., chunk_count: _Optional[int] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., job_status: _Optional[_Union[IngestionJobStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt_history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., next_attempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., typed_metadata: _Optional[_Mapping[str, MetadataValue]] = ...) -> None: ...
+
+class StringList(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class MetadataValue(_message.Message):
+    __slots__ = ("string_value", "number_value", "bool_value", "timestamp_value", "string_list_value")
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STRING_LIST_VALUE_FIELD_NUMBER: _ClassVar[int]
+    string_value: str
+    number_value: float
+    bool_value: bool
+    timestamp_value: _timestamp_pb2.Timestamp
+    string_list_value: StringList
+    def __init__(self, string_value: _Optional[str] = ..., number_value: _Optional[float] = ..., bool_value: _Optional[bool] = ..., timestamp_value: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., string_list_value: _Optional[_Union[StringList, _Mapping]] = ...) -> None: ...
 
 class DocumentEvent(_message.Message):
     __slots__ = ("document", "sequence")

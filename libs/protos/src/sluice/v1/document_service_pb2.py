@@ -27,7 +27,7 @@ from sluice.v1 import collection_pb2 as sluice_dot_v1_dot_collection__pb2
 from sluice.v1 import document_pb2 as sluice_dot_v1_dot_document__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n sluice/v1/document_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asluice/v1/collection.proto\x1a\x18sluice/v1/document.proto\"D\n\x17\x43reateCollectionRequest\x12)\n\ncollection\x18\x01 \x01(\x0b\x32\x15.sluice.v1.Collection\"$\n\x14GetCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"?\n\x16ListCollectionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"^\n\x17ListCollectionsResponse\x12*\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32\x15.sluice.v1.Collection\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"6\n\x17\x44\x65leteCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"U\n\x18ReindexCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\x08\x65mbedder\x18\x02 \x01(\x0b\x32\x19.sluice.v1.EmbedderConfig\"$\n\x14\x43\x61ncelReindexRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"5\n\x18\x44\x65leteCollectionResponse\x12\x19\n\x11\x64\x65leted_documents\x18\x01 \x01(\x03\"\x8f\x02\n\x16UploadDocumentMetadata\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x41\n\x08metadata\x18\x04 \x03(\x0b\x32/.sluice.v1.UploadDocumentMetadata.MetadataEntry\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x1b\n\x13\x65xpected_size_bytes\x18\x06 \x01(\x03\x12\x17\n\x0f\x65xpected_sha256\x18\x07 \x01(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x15UploadDocumentTrailer\x12\x12\n\nsize_bytes\x18\x01 \x01(\x03\x12\x0e\n\x06sha256\x18\x02 \x01(\t\"\x9e\x01\n\x15UploadDocumentRequest\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32!.sluice.v1.UploadDocumentMetadataH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x12\x33\n\x07trailer\x18\x03 \x01(\x0b\x32 .sluice.v1.UploadDocumentTrailerH\x00\x42\t\n\x07payload\" \n\x12GetDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"|\n\x14ListDocumentsRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12)\n\x06status\x18\x02 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"X\n\x15ListDocumentsResponse\x12&\n\tdocuments\x18\x01 \x03(\x0b\x32\x13.sluice.v1.Document\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"#\n\x15\x44\x65leteDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"7\n\x16\x44\x65leteDocumentResponse\x12\x1d\n\x15\x63\x61ncelled_running_job\x18\x01 \x01(\x08\"\"\n\x14RetryDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"&\n\x18ReprocessDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\"\n\x14WatchDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\xa1\x01\n\x16WatchCollectionRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\t\x12\x19\n\x11start_from_oldest\x18\x03 \x01(\x08\x12+\n\x08statuses\x18\x04 \x03(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x15\n\rterminal_only\x18\x05 \x01(\x08\"\xb9\x01\n\x0f\x43ollectionEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x02 \x01(\x03\x12,\n\x04type\x18\x03 \x01(\x0e\x32\x1e.sluice.v1.CollectionEventType\x12%\n\x08\x64ocument\x18\x04 \x01(\x0b\x32\x13.sluice.v1.Document\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xa7\x01\n\x13\x43ollectionEventType\x12%\n!COLLECTION_EVENT_TYPE_UNSPECIFIED\x10\x00\x12!\n\x1d\x43OLLECTION_EVENT_TYPE_CHANGED\x10\x01\x12!\n\x1d\x43OLLECTION_EVENT_TYPE_DELETED\x10\x02\x12#\n\x1f\x43OLLECTION_EVENT_TYPE_HEARTBEAT\x10\x03\x32\xeb\x08\n\x0f\x44ocumentService\x12M\n\x10\x43reateCollection\x12\".sluice.v1.CreateCollectionRequest\x1a\x15.sluice.v1.Collection\x12G\n\rGetCollection\x12\x1f.sluice.v1.GetCollectionRequest\x1a\x15.sluice.v1.Collection\x12X\n\x0fListCollections\x12!.sluice.v1.ListCollectionsRequest\x1a\".sluice.v1.ListCollectionsResponse\x12[\n\x10\x44\x65leteCollection\x12\".sluice.v1.DeleteCollectionRequest\x1a#.sluice.v1.DeleteCollectionResponse\x12O\n\x11ReindexCollection\x12#.sluice.v1.ReindexCollectionRequest\x1a\x15.sluice.v1.Collection\x12G\n\rCancelReindex\x12\x1f.sluice.v1.CancelReindexRequest\x1a\x15.sluice.v1.Collection\x12I\n\x0eUploadDocument\x12 .sluice.v1.UploadDocumentRequest\x1a\x13.sluice.v1.Document(\x01\x12\x41\n\x0bGetDocument\x12\x1d.sluice.v1.GetDocumentRequest\x1a\x13.sluice.v1.Document\x12R\n\rListDocuments\x12\x1f.sluice.v1.ListDocumentsRequest\x1a .sluice.v1.ListDocumentsResponse\x12U\n\x0e\x44\x65leteDocument\x12 .sluice.v1.DeleteDocumentRequest\x1a!.sluice.v1.DeleteDocumentResponse\x12\x45\n\rRetryDocument\x12\x1f.sluice.v1.RetryDocumentRequest\x1a\x13.sluice.v1.Document\x12M\n\x11ReprocessDocument\x12#.sluice.v1.ReprocessDocumentRequest\x1a\x13.sluice.v1.Document\x12L\n\rWatchDocument\x12\x1f.sluice.v1.WatchDocumentRequest\x1a\x18.sluice.v1.DocumentEvent0\x01\x12R\n\x0fWatchCollection\x12!.sluice.v1.WatchCollectionRequest\x1a\x1a.sluice.v1.CollectionEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n sluice/v1/document_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asluice/v1/collection.proto\x1a\x18sluice/v1/document.proto\"D\n\x17\x43reateCollectionRequest\x12)\n\ncollection\x18\x01 \x01(\x0b\x32\x15.sluice.v1.Collection\"$\n\x14GetCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"?\n\x16ListCollectionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"^\n\x17ListCollectionsResponse\x12*\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32\x15.sluice.v1.Collection\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"6\n\x17\x44\x65leteCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"U\n\x18ReindexCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\x08\x65mbedder\x18\x02 \x01(\x0b\x32\x19.sluice.v1.EmbedderConfig\"$\n\x14\x43\x61ncelReindexRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"5\n\x18\x44\x65leteCollectionResponse\x12\x19\n\x11\x64\x65leted_documents\x18\x01 \x01(\x03\"\xad\x03\n\x16UploadDocumentMetadata\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x41\n\x08metadata\x18\x04 \x03(\x0b\x32/.sluice.v1.UploadDocumentMetadata.MetadataEntry\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x1b\n\x13\x65xpected_size_bytes\x18\x06 \x01(\x03\x12\x17\n\x0f\x65xpected_sha256\x18\x07 \x01(\t\x12L\n\x0etyped_metadata\x18\x08 \x03(\x0b\x32\x34.sluice.v1.UploadDocumentMetadata.TypedMetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aN\n\x12TypedMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.sluice.v1.MetadataValue:\x02\x38\x01\";\n\x15UploadDocumentTrailer\x12\x12\n\nsize_bytes\x18\x01 \x01(\x03\x12\x0e\n\x06sha256\x18\x02 \x01(\t\"\x9e\x01\n\x15UploadDocumentRequest\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32!.sluice.v1.UploadDocumentMetadataH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x12\x33\n\x07trailer\x18\x03 \x01(\x0b\x32 .sluice.v1.UploadDocumentTrailerH\x00\x42\t\n\x07payload\" \n\x12GetDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"|\n\x14ListDocumentsRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12)\n\x06status\x18\x02 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"X\n\x15ListDocumentsResponse\x12&\n\tdocuments\x18\x01 \x03(\x0b\x32\x13.sluice.v1.Document\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"#\n\x15\x44\x65leteDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"7\n\x16\x44\x65leteDocumentResponse\x12\x1d\n\x15\x63\x61ncelled_running_job\x18\x01 \x01(\x08\"\"\n\x14RetryDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"&\n\x18ReprocessDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\"\n\x14WatchDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\xa1\x01\n\x16WatchCollectionRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\t\x12\x19\n\x11start_from_oldest\x18\x03 \x01(\x08\x12+\n\x08statuses\x18\x04 \x03(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x15\n\rterminal_only\x18\x05 \x01(\x08\"\xb9\x01\n\x0f\x43ollectionEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x02 \x01(\x03\x12,\n\x04type\x18\x03 \x01(\x0e\x32\x1e.sluice.v1.CollectionEventType\x12%\n\x08\x64ocument\x18\x04 \x01(\x0b\x32\x13.sluice.v1.Document\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xa7\x01\n\x13\x43ollectionEventType\x12%\n!COLLECTION_EVENT_TYPE_UNSPECIFIED\x10\x00\x12!\n\x1d\x43OLLECTION_EVENT_TYPE_CHANGED\x10\x01\x12!\n\x1d\x43OLLECTION_EVENT_TYPE_DELETED\x10\x02\x12#\n\x1f\x43OLLECTION_EVENT_TYPE_HEARTBEAT\x10\x03\x32\xeb\x08\n\x0f\x44ocumentService\x12M\n\x10\x43reateCollection\x12\".sluice.v1.CreateCollectionRequest\x1a\x15.sluice.v1.Collection\x12G\n\rGetCollection\x12\x1f.sluice.v1.GetCollectionRequest\x1a\x15.sluice.v1.Collection\x12X\n\x0fListCollections\x12!.sluice.v1.ListCollectionsRequest\x1a\".sluice.v1.ListCollectionsResponse\x12[\n\x10\x44\x65leteCollection\x12\".sluice.v1.DeleteCollectionRequest\x1a#.sluice.v1.DeleteCollectionResponse\x12O\n\x11ReindexCollection\x12#.sluice.v1.ReindexCollectionRequest\x1a\x15.sluice.v1.Collection\x12G\n\rCancelReindex\x12\x1f.sluice.v1.CancelReindexRequest\x1a\x15.sluice.v1.Collection\x12I\n\x0eUploadDocument\x12 .sluice.v1.UploadDocumentRequest\x1a\x13.sluice.v1.Document(\x01\x12\x41\n\x0bGetDocument\x12\x1d.sluice.v1.GetDocumentRequest\x1a\x13.sluice.v1.Document\x12R\n\rListDocuments\x12\x1f.sluice.v1.ListDocumentsRequest\x1a .sluice.v1.ListDocumentsResponse\x12U\n\x0e\x44\x65leteDocument\x12 .sluice.v1.DeleteDocumentRequest\x1a!.sluice.v1.DeleteDocumentResponse\x12\x45\n\rRetryDocument\x12\x1f.sluice.v1.RetryDocumentRequest\x1a\x13.sluice.v1.Document\x12M\n\x11ReprocessDocument\x12#.sluice.v1.ReprocessDocumentRequest\x1a\x13.sluice.v1.Document\x12L\n\rWatchDocument\x12\x1f.sluice.v1.WatchDocumentRequest\x1a\x18.sluice.v1.DocumentEvent0\x01\x12R\n\x0fWatchCollection\x12!.sluice.v1.WatchCollectionRequest\x1a\x1a.sluice.v1.CollectionEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,8 +36,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._loaded_options = None
   _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_COLLECTIONEVENTTYPE']._serialized_start=1944
-  _globals['_COLLECTIONEVENTTYPE']._serialized_end=2111
+  _globals['_UPLOADDOCUMENTMETADATA_TYPEDMETADATAENTRY']._loaded_options = None
+  _globals['_UPLOADDOCUMENTMETADATA_TYPEDMETADATAENTRY']._serialized_options = b'8\001'
+  _globals['_COLLECTIONEVENTTYPE']._serialized_start=2102
+  _globals['_COLLECTIONEVENTTYPE']._serialized_end=2269
   _globals['_CREATECOLLECTIONREQUEST']._serialized_start=134
   _globals['_CREATECOLLECTIONREQUEST']._serialized_end=202
   _globals['_GETCOLLECTIONREQUEST']._serialized_start=204
@@ -55,33 +57,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETECOLLECTIONRESPONSE']._serialized_start=584
   _globals['_DELETECOLLECTIONRESPONSE']._serialized_end=637
   _globals['_UPLOADDOCUMENTMETADATA']._serialized_start=640
-  _globals['_UPLOADDOCUMENTMETADATA']._serialized_end=911
-  _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._serialized_start=864
-  _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._serialized_end=911
-  _globals['_UPLOADDOCUMENTTRAILER']._serialized_start=913
-  _globals['_UPLOADDOCUMENTTRAILER']._serialized_end=972
-  _globals['_UPLOADDOCUMENTREQUEST']._serialized_start=975
-  _globals['_UPLOADDOCUMENTREQUEST']._serialized_end=1133
-  _globals['_GETDOCUMENTREQUEST']._serialized_start=1135
-  _globals['_GETDOCUMENTREQUEST']._serialized_end=1167
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1169
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1293
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1295
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1383
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1385
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1420
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1422
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1477
-  _globals['_RETRYDOCUMENTREQUEST']._serialized_start=1479
-  _globals['_RETRYDOCUMENTREQUEST']._serialized_end=1513
-  _globals['_REPROCESSDOCUMENTREQUEST']._serialized_start=1515
-  _globals['_REPROCESSDOCUMENTREQUEST']._serialized_end=1553
-  _globals['_WATCHDOCUMENTREQUEST']._serialized_start=1555
-  _globals['_WATCHDOCUMENTREQUEST']._serialized_end=1589
-  _globals['_WATCHCOLLECTIONREQUEST']._serialized_start=1592
-  _globals['_WATCHCOLLECTIONREQUEST']._serialized_end=1753
-  _globals['_COLLECTIONEVENT']._serialized_start=1756
-  _globals['_COLLECTIONEVENT']._serialized_end=1941
-  _globals['_DOCUMENTSERVICE']._serialized_start=2114
-  _globals['_DOCUMENTSERVICE']._serialized_end=3245
+  _globals['_UPLOADDOCUMENTMETADATA']._serialized_end=1069
+  _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._serialized_start=942
+  _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._serialized_end=989
+  _globals['_UPLOADDOCUMENTMETADATA_TYPEDMETADATAENTRY']._serialized_start=991
+  _globals['_UPLOADDOCUMENTMETADATA_TYPEDMETADATAENTRY']._serialized_end=1069
+  _globals['_UPLOADDOCUMENTTRAILER']._serialized_start=1071
+  _globals['_UPLOADDOCUMENTTRAILER']._serialized_end=1130
+  _globals['_UPLOADDOCUMENTREQUEST']._serialized_start=1133
+  _globals['_UPLOADDOCUMENTREQUEST']._serialized_end=1291
+  _globals['_GETDOCUMENTREQUEST']._serialized_start=1293
+  _globals['_GETDOCUMENTREQUEST']._serialized_end=1325
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1327
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1451
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1453
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1541
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1543
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1578
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1580
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1635
+  _globals['_RETRYDOCUMENTREQUEST']._serialized_start=1637
+  _globals['_RETRYDOCUMENTREQUEST']._serialized_end=1671
+  _globals['_REPROCESSDOCUMENTREQUEST']._serialized_start=1673
+  _globals['_REPROCESSDOCUMENTREQUEST']._serialized_end=1711
+  _globals['_WATCHDOCUMENTREQUEST']._serialized_start=1713
+  _globals['_WATCHDOCUMENTREQUEST']._serialized_end=1747
+  _globals['_WATCHCOLLECTIONREQUEST']._serialized_start=1750
+  _globals['_WATCHCOLLECTIONREQUEST']._serialized_end=1911
+  _globals['_COLLECTIONEVENT']._serialized_start=1914
+  _globals['_COLLECTIONEVENT']._serialized_end=2099
+  _globals['_DOCUMENTSERVICE']._serialized_start=2272
+  _globals['_DOCUMENTSERVICE']._serialized_end=3403
 # @@protoc_insertion_point(module_scope)

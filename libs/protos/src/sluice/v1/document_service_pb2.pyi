@@ -80,7 +80,7 @@ class DeleteCollectionResponse(_message.Message):
     def __init__(self, deleted_documents: _Optional[int] = ...) -> None: ...
 
 class UploadDocumentMetadata(_message.Message):
-    __slots__ = ("collection", "filename", "mime_type", "metadata", "request_id", "expected_size_bytes", "expected_sha256")
+    __slots__ = ("collection", "filename", "mime_type", "metadata", "request_id", "expected_size_bytes", "expected_sha256", "typed_metadata")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,13 @@ class UploadDocumentMetadata(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class TypedMetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _document_pb2.MetadataValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_document_pb2.MetadataValue, _Mapping]] = ...) -> None: ...
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +102,7 @@ class UploadDocumentMetadata(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_SHA256_FIELD_NUMBER: _ClassVar[int]
+    TYPED_METADATA_FIELD_NUMBER: _ClassVar[int]
     collection: str
     filename: str
     mime_type: str
@@ -102,7 +110,8 @@ class UploadDocumentMetadata(_message.Message):
     request_id: str
     expected_size_bytes: int
     expected_sha256: str
-    def __init__(self, collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., expected_size_bytes: _Optional[int] = ..., expected_sha256: _Optional[str] = ...) -> None: ...
+    typed_metadata: _containers.MessageMap[str, _document_pb2.MetadataValue]
+    def __init__(self, collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., expected_size_bytes: _Optional[int] = ..., expected_sha256: _Optional[str] = ..., typed_metadata: _Optional[_Mapping[str, _document_pb2.MetadataValue]] = ...) -> None: ...
 
 class UploadDocumentTrailer(_message.Message):
     __slots__ = ("size_bytes", "sha256")

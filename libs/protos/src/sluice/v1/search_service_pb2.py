@@ -22,9 +22,11 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from sluice.v1 import document_pb2 as sluice_dot_v1_dot_document__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluice/v1/search_service.proto\x12\tsluice.v1\"\xb5\x01\n\x0cSearchFilter\x12\x37\n\x08metadata\x18\x01 \x03(\x0b\x32%.sluice.v1.SearchFilter.MetadataEntry\x12\x11\n\tfilenames\x18\x02 \x03(\t\x12\x12\n\nmime_types\x18\x03 \x03(\t\x12\x14\n\x0c\x64ocument_ids\x18\x04 \x03(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa5\x01\n\rSearchRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x14\n\x0cquery_vector\x18\x03 \x03(\x02\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12#\n\x04mode\x18\x05 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\'\n\x06\x66ilter\x18\x06 \x01(\x0b\x32\x17.sluice.v1.SearchFilter\"\'\n\tHighlight\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\"\xf5\x02\n\tSearchHit\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x13\n\x0b\x64ocument_id\x18\x04 \x01(\t\x12\x10\n\x08\x66ilename\x18\x05 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x06 \x01(\x05\x12\x13\n\x0bpage_number\x18\x07 \x01(\x05\x12\x14\n\x0c\x65lement_type\x18\x08 \x01(\t\x12(\n\nhighlights\x18\t \x03(\x0b\x32\x14.sluice.v1.Highlight\x12\x34\n\x08metadata\x18\n \x03(\x0b\x32\".sluice.v1.SearchHit.MetadataEntry\x12\x14\n\x0ctext_as_html\x18\x0b \x01(\t\x12\x13\n\x0btext_source\x18\x0c \x01(\t\x12\x16\n\x0eocr_confidence\x18\r \x01(\x02\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x85\x01\n\x0eSearchResponse\x12\"\n\x04hits\x18\x01 \x03(\x0b\x32\x14.sluice.v1.SearchHit\x12#\n\x04mode\x18\x02 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\x12\n\ngeneration\x18\x03 \x01(\x05\x12\x16\n\x0e\x65mbedder_model\x18\x04 \x01(\t*r\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_VECTOR\x10\x01\x12\x17\n\x13SEARCH_MODE_KEYWORD\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03\x32N\n\rSearchService\x12=\n\x06Search\x12\x18.sluice.v1.SearchRequest\x1a\x19.sluice.v1.SearchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluice/v1/search_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18sluice/v1/document.proto\"\xb5\x02\n\x0cSearchFilter\x12\x37\n\x08metadata\x18\x01 \x03(\x0b\x32%.sluice.v1.SearchFilter.MetadataEntry\x12\x11\n\tfilenames\x18\x02 \x03(\t\x12\x12\n\nmime_types\x18\x03 \x03(\t\x12\x14\n\x0c\x64ocument_ids\x18\x04 \x03(\t\x12(\n\x05where\x18\x05 \x01(\x0b\x32\x19.sluice.v1.MetadataFilter\x12)\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x14.sluice.v1.TimeRange\x12)\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x14.sluice.v1.TimeRange\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9a\x01\n\x11MetadataCondition\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x02op\x18\x02 \x01(\x0e\x32\x19.sluice.v1.FilterOperator\x12\'\n\x05value\x18\x03 \x01(\x0b\x32\x18.sluice.v1.MetadataValue\x12(\n\x06values\x18\x04 \x03(\x0b\x32\x18.sluice.v1.MetadataValue\"@\n\x12MetadataFilterList\x12*\n\x07\x66ilters\x18\x01 \x03(\x0b\x32\x19.sluice.v1.MetadataFilter\"\xad\x01\n\x0eMetadataFilter\x12\x31\n\tcondition\x18\x01 \x01(\x0b\x32\x1c.sluice.v1.MetadataConditionH\x00\x12/\n\x06\x61ll_of\x18\x02 \x01(\x0b\x32\x1d.sluice.v1.MetadataFilterListH\x00\x12/\n\x06\x61ny_of\x18\x03 \x01(\x0b\x32\x1d.sluice.v1.MetadataFilterListH\x00\x42\x06\n\x04node\"i\n\tTimeRange\x12.\n\nstart_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa5\x01\n\rSearchRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x14\n\x0cquery_vector\x18\x03 \x03(\x02\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12#\n\x04mode\x18\x05 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\'\n\x06\x66ilter\x18\x06 \x01(\x0b\x32\x17.sluice.v1.SearchFilter\"\'\n\tHighlight\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\"\x86\x04\n\tSearchHit\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x13\n\x0b\x64ocument_id\x18\x04 \x01(\t\x12\x10\n\x08\x66ilename\x18\x05 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x06 \x01(\x05\x12\x13\n\x0bpage_number\x18\x07 \x01(\x05\x12\x14\n\x0c\x65lement_type\x18\x08 \x01(\t\x12(\n\nhighlights\x18\t \x03(\x0b\x32\x14.sluice.v1.Highlight\x12\x34\n\x08metadata\x18\n \x03(\x0b\x32\".sluice.v1.SearchHit.MetadataEntry\x12\x14\n\x0ctext_as_html\x18\x0b \x01(\t\x12\x13\n\x0btext_source\x18\x0c \x01(\t\x12\x16\n\x0eocr_confidence\x18\r \x01(\x02\x12?\n\x0etyped_metadata\x18\x0e \x03(\x0b\x32\'.sluice.v1.SearchHit.TypedMetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aN\n\x12TypedMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.sluice.v1.MetadataValue:\x02\x38\x01\"\x85\x01\n\x0eSearchResponse\x12\"\n\x04hits\x18\x01 \x03(\x0b\x32\x14.sluice.v1.SearchHit\x12#\n\x04mode\x18\x02 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\x12\n\ngeneration\x18\x03 \x01(\x05\x12\x16\n\x0e\x65mbedder_model\x18\x04 \x01(\t*r\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_VECTOR\x10\x01\x12\x17\n\x13SEARCH_MODE_KEYWORD\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03*\xb3\x02\n\x0e\x46ilterOperator\x12\x1f\n\x1b\x46ILTER_OPERATOR_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46ILTER_OPERATOR_EQ\x10\x01\x12\x16\n\x12\x46ILTER_OPERATOR_NE\x10\x02\x12\x16\n\x12\x46ILTER_OPERATOR_IN\x10\x03\x12\x1a\n\x16\x46ILTER_OPERATOR_NOT_IN\x10\x04\x12\x16\n\x12\x46ILTER_OPERATOR_GT\x10\x05\x12\x17\n\x13\x46ILTER_OPERATOR_GTE\x10\x06\x12\x16\n\x12\x46ILTER_OPERATOR_LT\x10\x07\x12\x17\n\x13\x46ILTER_OPERATOR_LTE\x10\x08\x12\x1a\n\x16\x46ILTER_OPERATOR_EXISTS\x10\t\x12\x1e\n\x1a\x46ILTER_OPERATOR_NOT_EXISTS\x10\n2N\n\rSearchService\x12=\n\x06Search\x12\x18.sluice.v1.SearchRequest\x1a\x19.sluice.v1.SearchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,22 +37,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHFILTER_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_SEARCHHIT_METADATAENTRY']._loaded_options = None
   _globals['_SEARCHHIT_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_SEARCHMODE']._serialized_start=950
-  _globals['_SEARCHMODE']._serialized_end=1064
-  _globals['_SEARCHFILTER']._serialized_start=46
-  _globals['_SEARCHFILTER']._serialized_end=227
-  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_start=180
-  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_end=227
-  _globals['_SEARCHREQUEST']._serialized_start=230
-  _globals['_SEARCHREQUEST']._serialized_end=395
-  _globals['_HIGHLIGHT']._serialized_start=397
-  _globals['_HIGHLIGHT']._serialized_end=436
-  _globals['_SEARCHHIT']._serialized_start=439
-  _globals['_SEARCHHIT']._serialized_end=812
-  _globals['_SEARCHHIT_METADATAENTRY']._serialized_start=180
-  _globals['_SEARCHHIT_METADATAENTRY']._serialized_end=227
-  _globals['_SEARCHRESPONSE']._serialized_start=815
-  _globals['_SEARCHRESPONSE']._serialized_end=948
-  _globals['_SEARCHSERVICE']._serialized_start=1066
-  _globals['_SEARCHSERVICE']._serialized_end=1144
+  _globals['_SEARCHHIT_TYPEDMETADATAENTRY']._loaded_options = None
+  _globals['_SEARCHHIT_TYPEDMETADATAENTRY']._serialized_options = b'8\001'
+  _globals['_SEARCHMODE']._serialized_start=1788
+  _globals['_SEARCHMODE']._serialized_end=1902
+  _globals['_FILTEROPERATOR']._serialized_start=1905
+  _globals['_FILTEROPERATOR']._serialized_end=2212
+  _globals['_SEARCHFILTER']._serialized_start=105
+  _globals['_SEARCHFILTER']._serialized_end=414
+  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_start=367
+  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_end=414
+  _globals['_METADATACONDITION']._serialized_start=417
+  _globals['_METADATACONDITION']._serialized_end=571
+  _globals['_METADATAFILTERLIST']._serialized_start=573
+  _globals['_METADATAFILTERLIST']._serialized_end=637
+  _globals['_METADATAFILTER']._serialized_start=640
+  _globals['_METADATAFILTER']._serialized_end=813
+  _globals['_TIMERANGE']._serialized_start=815
+  _globals['_TIMERANGE']._serialized_end=920
+  _globals['_SEARCHREQUEST']._serialized_start=923
+  _globals['_SEARCHREQUEST']._serialized_end=1088
+  _globals['_HIGHLIGHT']._serialized_start=1090
+  _globals['_HIGHLIGHT']._serialized_end=1129
+  _globals['_SEARCHHIT']._serialized_start=1132
+  _globals['_SEARCHHIT']._serialized_end=1650
+  _globals['_SEARCHHIT_METADATAENTRY']._serialized_start=367
+  _globals['_SEARCHHIT_METADATAENTRY']._serialized_end=414
+  _globals['_SEARCHHIT_TYPEDMETADATAENTRY']._serialized_start=1572
+  _globals['_SEARCHHIT_TYPEDMETADATAENTRY']._serialized_end=1650
+  _globals['_SEARCHRESPONSE']._serialized_start=1653
+  _globals['_SEARCHRESPONSE']._serialized_end=1786
+  _globals['_SEARCHSERVICE']._serialized_start=2214
+  _globals['_SEARCHSERVICE']._serialized_end=2292
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,7 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from sluice.v1 import document_pb2 as _document_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -13,13 +17,38 @@ class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEARCH_MODE_VECTOR: _ClassVar[SearchMode]
     SEARCH_MODE_KEYWORD: _ClassVar[SearchMode]
     SEARCH_MODE_HYBRID: _ClassVar[SearchMode]
+
+class FilterOperator(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FILTER_OPERATOR_UNSPECIFIED: _ClassVar[FilterOperator]
+    FILTER_OPERATOR_EQ: _ClassVar[FilterOperator]
+    FILTER_OPERATOR_NE: _ClassVar[FilterOperator]
+    FILTER_OPERATOR_IN: _ClassVar[FilterOperator]
+    FILTER_OPERATOR_NOT_IN: _ClassVar[FilterOperator]
+    FILTER_OPERATOR_GT: _ClassVar[FilterOperator]
+    FILTER_OPERATOR_GTE: _ClassVar[FilterOperator]
+    FILTER_OPERATOR_LT: _ClassVar[FilterOperator]
+    FILTER_OPERATOR_LTE: _ClassVar[FilterOperator]
+    FILTER_OPERATOR_EXISTS: _ClassVar[FilterOperator]
+    FILTER_OPERATOR_NOT_EXISTS: _ClassVar[FilterOperator]
 SEARCH_MODE_UNSPECIFIED: SearchMode
 SEARCH_MODE_VECTOR: SearchMode
 SEARCH_MODE_KEYWORD: SearchMode
 SEARCH_MODE_HYBRID: SearchMode
+FILTER_OPERATOR_UNSPECIFIED: FilterOperator
+FILTER_OPERATOR_EQ: FilterOperator
+FILTER_OPERATOR_NE: FilterOperator
+FILTER_OPERATOR_IN: FilterOperator
+FILTER_OPERATOR_NOT_IN: FilterOperator
+FILTER_OPERATOR_GT: FilterOperator
+FILTER_OPERATOR_GTE: FilterOperator
+FILTER_OPERATOR_LT: FilterOperator
+FILTER_OPERATOR_LTE: FilterOperator
+FILTER_OPERATOR_EXISTS: FilterOperator
+FILTER_OPERATOR_NOT_EXISTS: FilterOperator
 
 class SearchFilter(_message.Message):
-    __slots__ = ("metadata", "filenames", "mime_types", "document_ids")
+    __slots__ = ("metadata", "filenames", "mime_types", "document_ids", "where", "create_time", "update_time")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -31,11 +60,53 @@ class SearchFilter(_message.Message):
     FILENAMES_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPES_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    WHERE_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     metadata: _containers.ScalarMap[str, str]
     filenames: _containers.RepeatedScalarFieldContainer[str]
     mime_types: _containers.RepeatedScalarFieldContainer[str]
     document_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, metadata: _Optional[_Mapping[str, str]] = ..., filenames: _Optional[_Iterable[str]] = ..., mime_types: _Optional[_Iterable[str]] = ..., document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    where: MetadataFilter
+    create_time: TimeRange
+    update_time: TimeRange
+    def __init__(self, metadata: _Optional[_Mapping[str, str]] = ..., filenames: _Optional[_Iterable[str]] = ..., mime_types: _Optional[_Iterable[str]] = ..., document_ids: _Optional[_Iterable[str]] = ..., where: _Optional[_Union[MetadataFilter, _Mapping]] = ..., create_time: _Optional[_Union[TimeRange, _Mapping]] = ..., update_time: _Optional[_Union[TimeRange, _Mapping]] = ...) -> None: ...
+
+class MetadataCondition(_message.Message):
+    __slots__ = ("key", "op", "value", "values")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    op: FilterOperator
+    value: _document_pb2.MetadataValue
+    values: _containers.RepeatedCompositeFieldContainer[_document_pb2.MetadataValue]
+    def __init__(self, key: _Optional[str] = ..., op: _Optional[_Union[FilterOperator, str]] = ..., value: _Optional[_Union[_document_pb2.MetadataValue, _Mapping]] = ..., values: _Optional[_Iterable[_Union[_document_pb2.MetadataValue, _Mapping]]] = ...) -> None: ...
+
+class MetadataFilterList(_message.Message):
+    __slots__ = ("filters",)
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    filters: _containers.RepeatedCompositeFieldContainer[MetadataFilter]
+    def __init__(self, filters: _Optional[_Iterable[_Union[MetadataFilter, _Mapping]]] = ...) -> None: ...
+
+class MetadataFilter(_message.Message):
+    __slots__ = ("condition", "all_of", "any_of")
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    ALL_OF_FIELD_NUMBER: _ClassVar[int]
+    ANY_OF_FIELD_NUMBER: _ClassVar[int]
+    condition: MetadataCondition
+    all_of: MetadataFilterList
+    any_of: MetadataFilterList
+    def __init__(self, condition: _Optional[_Union[MetadataCondition, _Mapping]] = ..., all_of: _Optional[_Union[MetadataFilterList, _Mapping]] = ..., any_of: _Optional[_Union[MetadataFilterList, _Mapping]] = ...) -> None: ...
+
+class TimeRange(_message.Message):
+    __slots__ = ("start_time", "end_time")
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("collection", "query", "query_vector", "top_k", "mode", "filter")
@@ -62,7 +133,7 @@ class Highlight(_message.Message):
     def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("chunk_id", "text", "score", "document_id", "filename", "chunk_index", "page_number", "element_type", "highlights", "metadata", "text_as_html", "text_source", "ocr_confidence")
+    __slots__ = ("chunk_id", "text", "score", "document_id", "filename", "chunk_index", "page_number", "element_type", "highlights", "metadata", "text_as_html", "text_source", "ocr_confidence", "typed_metadata")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +141,13 @@ class SearchHit(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class TypedMetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _document_pb2.MetadataValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_document_pb2.MetadataValue, _Mapping]] = ...) -> None: ...
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +161,7 @@ class SearchHit(_message.Message):
     TEXT_AS_HTML_FIELD_NUMBER: _ClassVar[int]
     TEXT_SOURCE_FIELD_NUMBER: _ClassVar[int]
     OCR_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    TYPED_METADATA_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     text: str
     score: float
@@ -96,7 +175,8 @@ class SearchHit(_message.Message):
     text_as_html: str
     text_source: str
     ocr_confidence: float
-    def __init__(self, chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., document_id: _Optional[str] = ..., filename: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[Highlight, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., text_as_html: _Optional[str] = ..., text_source: _Optional[str] = ..., ocr_confidence: _Optional[float] = ...) -> None: ...
+    typed_metadata: _containers.MessageMap[str, _document_pb2.MetadataValue]
+    def __init__(self, chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., document_id: _Optional[str] = ..., filename: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[Highlight, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., text_as_html: _Optional[str] = ..., text_source: _Optional[str] = ..., ocr_confidence: _Optional[float] = ..., typed_metadata: _Optional[_Mapping[str, _document_pb2.MetadataValue]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("hits", "mode", "generation", "embedder_model")

@@ -7,7 +7,7 @@ import uuid
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,7 +40,7 @@ class NewDocument:
     collection: str
     filename: str
     mime_type: str
-    metadata: dict[str, str]
+    metadata: dict[str, Any]
     request_id: str | None
     content: UploadedContent
     content_sha256: str
@@ -141,7 +141,7 @@ class DocumentRow:
     progress_unit: str
     content_sha256: str
     size_bytes: int
-    metadata: dict[str, str]
+    metadata: dict[str, Any]
     request_id: str | None
     chunk_count: int
     created_at: dt.datetime
@@ -210,7 +210,7 @@ class ClaimedJob:
     mime_type: str | None
     content_sha256: str | None
     size_bytes: int | None
-    metadata: dict[str, str] | None
+    metadata: dict[str, Any] | None
     collection: str | None
     embedder_provider: str | None
     embedder_model: str | None
