@@ -476,7 +476,7 @@ def git_commit() -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench.retrieval_bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", choices=[*SETS, "all"], default="en", help="eval set (default en)")
+    parser.add_argument("--set", choices=[*SETS, "all"], default="all", help="eval set (default all)")
     parser.add_argument("--db-dir", type=Path, help="keep PostgreSQL's data here and reuse an ingested collection")
     parser.add_argument("--model", default="all-MiniLM-L6-v2", help="local model of the collection (default all-MiniLM-L6-v2)")
     parser.add_argument("--dimensions", type=int, default=384, help="the model's vector size (default 384)")
