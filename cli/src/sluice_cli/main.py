@@ -13,7 +13,7 @@ import sys
 
 import grpc
 
-from . import __version__, admin, commands, render, webhooks
+from . import __version__, admin, commands, evaluate, render, webhooks
 from .client import open_clients
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error
 from .upload import run_upload
@@ -160,6 +160,19 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("-k", "--top-k", dest="k", type=_positive, default=10, help="number of hits (default 10)")
     search.add_argument("--filter", action="append", type=_key_value, metavar="KEY=VALUE", help="metadata that must match (repeatable)")
     search.set_defaults(handler=commands.search)
+
+    ev = sub.add_parser("eval", help="score a collection's search on a query set (hit@k, MRR@10, nDCG@10 per mode)",
+                        parents=[common])
+    ev.add_argument("queries", metavar="QUERIES.jsonl",
+                    help='one JSON object a line: {"id", "query", "relevant": [file name, document id or metadata '
+                         'source, ...]} (docs/evaluation.md)')
+    ev.add_argument("--collection", "-c", required=True)
+    ev.add_argument("--modes", default=evaluate.DEFAULT_MODES, metavar="M1,M2",
+                    help=f"search modes to score (default {evaluate.DEFAULT_MODES})")
+    ev.add_argument("-k", "--top-k", dest="k", type=_positive, default=10, help="hits asked for per query (default 10)")
+    ev.add_argument("--fail-under", type=float, metavar="MRR",
+                    help="exit 1 when a mode's MRR@10 is below this (a quality gate for scripts)")
+    ev.set_defaults(handler=evaluate.run_eval)
 
     # webhooks
     hooks = sub.add_parser("webhooks", help="POST a collection's document events to a URL, signed", parents=[common])
