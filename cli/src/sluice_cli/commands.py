@@ -22,9 +22,11 @@ from .watch import watch_collection
 
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
-# --embedder choices and what each means; `local` is the default (works offline).
+# --embedder choices and what each means; `local` is the default (works offline). Its model and
+# size are left to the server (sluice_common.embedders.DEFAULT_LOCAL_MODEL), which also knows the
+# size of every named local model (LOCAL_MODELS here, so that --dimensions is not asked for).
 EMBEDDERS = {
-    "local": (collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, "all-MiniLM-L6-v2", 384),
+    "local": (collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, "", 0),
     "hashing": (collection_pb2.EMBEDDER_PROVIDER_HASHING, "hashing", 256),
     "openai": (collection_pb2.EMBEDDER_PROVIDER_OPENAI, "text-embedding-3-small", 1536),
 }
@@ -46,12 +48,23 @@ def default_embedder() -> str:
 # ------------------------------------------------------------------ collections
 
 
+# The local models that packages carry (both 384 dimensions), named with or without a backend
+# suffix (":torch", ":onnx-int8", ":onnx-fp32"); docs/embedders.md.
+LOCAL_MODELS = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "multilingual-e5-small", "intfloat/multilingual-e5-small"}
+
+
+def local_model_name(model: str) -> str:
+    name, _, backend = model.rpartition(":")
+    return (name if name and backend in ("torch", "onnx-int8", "onnx-fp32") else model).lower()
+
+
 def embedder_of(args) -> collection_pb2.EmbedderConfig:
     """--embedder, --model and --dimensions as an EmbedderConfig (create and reindex)."""
     provider, model, dimensions = EMBEDDERS[args.embedder]
     if args.model:
         model = args.model
-        if args.embedder != "hashing" and not args.dimensions and model != EMBEDDERS[args.embedder][1]:
+        named = args.embedder == "local" and local_model_name(model) in LOCAL_MODELS
+        if args.embedder != "hashing" and not args.dimensions and model != EMBEDDERS[args.embedder][1] and not named:
             raise CliError(f"--dimensions is required with --model {model!r} (the size of its vectors)", EXIT_USAGE, "DIMENSIONS_REQUIRED")
     if args.dimensions:
         dimensions = args.dimensions

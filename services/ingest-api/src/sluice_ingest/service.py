@@ -35,7 +35,9 @@ COLLECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 ERROR_CODE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 MIME_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
 PROVIDERS = {"hashing", "sentence_transformers", "openai"}
-DEFAULT_MODELS = {"hashing": ("hashing-v1", 256), "sentence_transformers": ("all-MiniLM-L6-v2", 384)}
+# The local default is embedders.DEFAULT_LOCAL_MODEL (docs/embedders.md says why that one).
+DEFAULT_MODELS = {"hashing": ("hashing-v1", 256),
+                  "sentence_transformers": (embedders.DEFAULT_LOCAL_MODEL, embedders.DEFAULT_LOCAL_DIMENSIONS)}
 MAX_HNSW_DIMENSIONS = 2000  # pgvector's HNSW limit for the vector type
 CONTENT_SLICE = 1024 * 1024
 EXTRA_TYPES = {
@@ -206,12 +208,11 @@ class IngestService:
                 embedders.check_local_model(model)
             except ValueError as exc:
                 raise InvalidArgument(str(exc), reason=Reason.EMBEDDER_MODEL_NOT_INSTALLED, model=model) from None
-            packaged = embedders.split_backend(model, "torch")[0].lower() in {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+            packaged = embedders.local_model_dimensions(model)  # a named model's size, None for a directory
             if packaged:
-                dimensions = dimensions or default_dimensions
-                if dimensions != default_dimensions:
-                    raise InvalidArgument(f"the local model all-MiniLM-L6-v2 has {default_dimensions} dimensions",
-                                          reason=Reason.INVALID_EMBEDDER)
+                dimensions = dimensions or packaged
+                if dimensions != packaged:
+                    raise InvalidArgument(f"the local model {model} has {packaged} dimensions", reason=Reason.INVALID_EMBEDDER)
         else:
             dimensions = dimensions or default_dimensions
         if not 1 <= dimensions <= MAX_HNSW_DIMENSIONS:
