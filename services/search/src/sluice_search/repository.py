@@ -35,11 +35,11 @@ from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from sluice_common import textsearch, vector_index
+from sluice_common import vector_index
 from sluice_common.db import check_if_idle, mark_returned
 from sluice_common.tasks import end_if_cancelled, pause
 
-from . import metrics
+from . import keyword, metrics
 from .domain import Collection, DocumentFilter, Hit
 from .filter_sql import filter_sql
 
@@ -49,9 +49,9 @@ _SET_TENANT = "SELECT set_config('sluice.tenant_id', %s, false)"
 
 _HIT_COLUMNS = sql.SQL(
     "c.id, c.text, d.id::text, d.filename, c.chunk_index, c.page_number, c.element_type, d.metadata,"
-    " c.text_as_html, c.text_source, c.ocr_confidence"
+    " c.text_as_html, c.text_source, c.ocr_confidence, c.boxes"
 )
-_SCORE = 11  # the column after _HIT_COLUMNS
+_SCORE = 12  # the column after _HIT_COLUMNS
 
 
 async def open_read_pool(
@@ -121,9 +121,11 @@ COLLECTIONS_CHANNEL = "sluice_collections"
 
 
 class SearchRepository:
-    def __init__(self, pool: AsyncConnectionPool, *, collection_cache_seconds: float = 5.0) -> None:
+    def __init__(self, pool: AsyncConnectionPool, *, collection_cache_seconds: float = 5.0,
+                 exact_filter_max_chunks: int = 2000) -> None:
         self._pool = pool
         self._cache_seconds = collection_cache_seconds
+        self._exact_filter_max_chunks = exact_filter_max_chunks
         self._collections: dict[tuple[int, str], tuple[float, Collection]] = {}
         self._lock = asyncio.Lock()
         self._listener: asyncio.Task | None = None
@@ -198,7 +200,8 @@ class SearchRepository:
         async with self._tenant_session(tenant_id) as conn:
             row = await (
                 await conn.execute(
-                    "SELECT c.id, c.name, g.embedder_provider, g.embedder_model, g.dimensions, c.tenant_id, g.id, g.number"
+                    "SELECT c.id, c.name, g.embedder_provider, g.embedder_model, g.dimensions, c.tenant_id, g.id, g.number,"
+                    " c.chunk_overlap"
                     " FROM collections c JOIN collection_generations g ON g.collection_id = c.id AND g.state = 'ACTIVE'"
                     " WHERE c.tenant_id = %s AND c.name = %s",
                     (tenant_id, name),
@@ -225,12 +228,26 @@ class SearchRepository:
     ) -> list[Hit]:
         """The `limit` READY chunks nearest to `vector` by cosine distance, best first.
 
-        First through the collection's partial HNSW index with an iterative scan; if that
-        comes back short (the filter or the READY join rejected more than the scan budget),
-        an exact scan answers, so the result is always min(limit, matching READY chunks).
+        A selective filter (its READY documents hold at most `exact_filter_max_chunks` chunks)
+        is answered exactly from those documents' chunks: the documents come from the filter
+        (the GIN index on their metadata serves EQ, IN and EXISTS), their chunks from the
+        (document, generation, index) key, and no graph walk has to pass over the chunks the
+        filter rejects (docs/search.md, "Filters"). Otherwise, through the collection's partial
+        HNSW index with an iterative scan; if that comes back short (the filter or the READY
+        join rejected more than the scan budget), an exact scan answers, so the result is
+        always min(limit, matching READY chunks).
         """
-        indexed, params = vector_query(collection, vector, limit, filter)
         async with self._tenant_session(collection.tenant_id) as conn:
+            if filter and self._exact_filter_max_chunks > 0:
+                documents = await self._selective_documents(conn, collection, filter)
+                if documents is not None:
+                    if not documents:
+                        return []
+                    exact, params = vector_query(collection, vector, limit, filter, exact=True, documents=documents)
+                    rows = await (await conn.execute(exact, params)).fetchall()
+                    rows.sort(key=lambda r: (r[_SCORE], r[0]))
+                    return [_hit(r, 1.0 - float(r[_SCORE])) for r in rows]
+            indexed, params = vector_query(collection, vector, limit, filter)
             rows = await (await conn.execute(indexed, params)).fetchall()
             if len(rows) < limit:
                 exact, params = vector_query(collection, vector, limit, filter, exact=True)
@@ -241,60 +258,69 @@ class SearchRepository:
         rows.sort(key=lambda r: (r[_SCORE], r[0]))
         return [_hit(r, 1.0 - float(r[_SCORE])) for r in rows]
 
-    async def keyword_search(self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter) -> list[Hit]:
-        """The `limit` READY chunks that contain any of `terms`, by BM25 score (docs/search.md).
+    async def _selective_documents(
+        self, conn: psycopg.AsyncConnection, collection: Collection, filter: DocumentFilter
+    ) -> list[str] | None:
+        """The READY documents the filter selects when they hold at most exact_filter_max_chunks
+        chunks between them; None when they hold more (or more documents match than that)."""
+        query, params = selective_documents_query(collection, filter, self._exact_filter_max_chunks)
+        rows = await (await conn.execute(query, params)).fetchall()
+        if len(rows) > self._exact_filter_max_chunks or sum(count for _, count in rows) > self._exact_filter_max_chunks:
+            return None
+        return [document_id for document_id, _ in rows]
 
-        One statement: the terms' document frequencies and the generation's chunk count come
-        from `keyword_stats` (migration 0016) and make the query's IDF vector; the GIN index on
-        `search_tsv` finds the chunks holding any term; each is scored by the inner product of
-        its stored BM25 vector with the IDF vector."""
-        tsquery = textsearch.tsquery_text(terms)
-        if not tsquery:
-            return []
-        query, params = keyword_query(collection, terms, tsquery, limit, filter)
+    async def chunk_texts(self, collection: Collection, windows: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int], str]:
+        """The texts of the chunks in each (document, first, last chunk index) window, of READY
+        documents, from the collection's generation (context.py), keyed by (document, index)."""
+        if not windows:
+            return {}
+        query = sql.SQL(
+            "SELECT c.document_id::text, c.chunk_index, c.text"
+            " FROM unnest(%(documents)s::uuid[], %(firsts)s::int[], %(lasts)s::int[]) AS w(document_id, first, last)"
+            " JOIN chunks c ON c.document_id = w.document_id AND c.chunk_index BETWEEN w.first AND w.last"
+            " JOIN documents d ON d.id = c.document_id"
+            " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY'"
+        ).format(pred=vector_index.generation_predicate(collection.generation_id), tid=sql.Literal(int(collection.tenant_id)))
+        params = {"documents": [w[0] for w in windows], "firsts": [w[1] for w in windows], "lasts": [w[2] for w in windows]}
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(query, params)).fetchall()
+        return {(document_id, index): text for document_id, index, text in rows}
+
+    async def keyword_search(self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter) -> list[Hit]:
+        """The `limit` READY chunks that contain any of `terms`, by BM25 score (keyword.py)."""
+        where, params = _filter_sql(filter)
+        head = sql.SQL(
+            "SELECT {cols}, -(c.search_bm25 <#> q.v) AS rank FROM q, chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY'"
+        ).format(cols=_HIT_COLUMNS, pred=vector_index.generation_predicate(collection.generation_id),
+                 tid=sql.Literal(int(collection.tenant_id)))
+        async with self._tenant_session(collection.tenant_id) as conn:
+            rows = await keyword.search(conn, collection.generation_id, terms, limit, head, where, params, _SCORE)
         return [_hit(r, float(r[_SCORE])) for r in rows]
 
 
-def keyword_query(
-    collection: Collection, terms: Sequence[str], tsquery: str, limit: int, filter: DocumentFilter
-) -> tuple[sql.Composed, dict]:
-    """The BM25 keyword query and its parameters."""
+def selective_documents_query(collection: Collection, filter: DocumentFilter, max_chunks: int) -> tuple[sql.Composed, dict]:
+    """The ids and chunk counts of the READY documents the filter selects, at most max_chunks + 1
+    of them (each has a chunk at least, so more documents than that are too many chunks)."""
     where, params = _filter_sql(filter)
-    params["q"] = tsquery
-    params["terms"] = ["", *terms]  # '' is the generation's row: its df is the chunk count
     query = sql.SQL(
-        "WITH stats AS ("
-        " SELECT s.term, sum(s.df)::float8 AS df FROM keyword_stats s"
-        " WHERE s.generation_id = {gid} AND s.term = ANY(%(terms)s::text[]) GROUP BY s.term"
-        "), idf AS ("
-        " SELECT sluice_term_dim(t.term) AS dim, sum(ln(1 + (n.df - t.df + 0.5) / (t.df + 0.5))) AS idf"
-        " FROM stats t, stats n WHERE n.term = '' AND t.term <> '' AND t.df > 0 GROUP BY 1"
-        "), q AS ("
-        " SELECT ('{{' || string_agg(dim || ':' || idf::real, ',' ORDER BY dim) || '}}/{dims}')::sparsevec AS v FROM idf"
-        ")"
-        " SELECT {cols}, coalesce(-(c.search_bm25 <#> q.v), 0) AS rank"
-        " FROM q, chunks c JOIN documents d ON d.id = c.document_id"
-        " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY' AND c.search_tsv @@ to_tsquery('simple', %(q)s)"
-        "{where} ORDER BY rank DESC, c.id LIMIT {limit}"
-    ).format(
-        cols=_HIT_COLUMNS,
-        gid=sql.Literal(int(collection.generation_id)),
-        dims=sql.SQL(str(textsearch.TERM_DIMENSIONS)),
-        pred=vector_index.generation_predicate(collection.generation_id),
-        tid=sql.Literal(int(collection.tenant_id)),
-        where=where,
-        limit=sql.Literal(int(limit)),
-    )
+        "SELECT d.id::text, d.chunk_count FROM documents d"
+        " WHERE d.collection_id = {cid} AND d.tenant_id = {tid} AND d.status = 'READY'{where} LIMIT {limit}"
+    ).format(cid=sql.Literal(int(collection.id)), tid=sql.Literal(int(collection.tenant_id)), where=where,
+             limit=sql.Literal(int(max_chunks) + 1))
     return query, params
 
 
 def vector_query(
-    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, *, exact: bool = False
+    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, *, exact: bool = False,
+    documents: Sequence[str] | None = None,
 ) -> tuple[sql.Composed, dict]:
-    """The vector query and its parameters: through the partial HNSW index, or exact."""
+    """The vector query and its parameters: through the partial HNSW index, or exact; exact
+    over the chunks of `documents` only when they are given (the filter still applies)."""
     where, params = _filter_sql(filter)
+    if documents is not None:
+        where = sql.SQL("{} AND c.document_id = ANY(%(documents)s::uuid[])").format(where)
+        params["documents"] = list(documents)
     params["v"] = np.asarray(vector, dtype=np.float32)
     distance = sql.SQL("{expr} <=> %(v)s::vector({dim})").format(
         expr=vector_index.embedding_expr(collection.dimensions), dim=sql.Literal(int(collection.dimensions))
@@ -326,7 +352,7 @@ def _filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict]:
 
 def _hit(row: tuple, score: float) -> Hit:
     chunk_id, text, document_id, filename, chunk_index, page_number, element_type, metadata = row[:8]
-    text_as_html, text_source, ocr_confidence = row[8:_SCORE]
+    text_as_html, text_source, ocr_confidence, boxes = row[8:_SCORE]
     return Hit(
         chunk_id=chunk_id,
         text=text,
@@ -340,6 +366,7 @@ def _hit(row: tuple, score: float) -> Hit:
         text_as_html=text_as_html or "",
         text_source=text_source or "",
         ocr_confidence=float(ocr_confidence or 0.0),
+        boxes=list(boxes or ()),
     )
 
 
