@@ -1,11 +1,11 @@
-"""The search domain: queries, filters, hits, their validation and rank fusion. Pure Python."""
+"""The search domain: queries, filters, hits and their validation. Pure Python (fusion: fusion.py)."""
 
 from __future__ import annotations
 
 import enum
 import math
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,8 @@ class Collection:
     # literal) and its number (returned with the answer).
     generation_id: int = 0
     generation: int = 0
+    # ChunkingConfig.overlap: how much text neighbouring chunks may share (context.py).
+    chunk_overlap: int = 0
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,16 @@ class DocumentFilter:
 
 
 @dataclass(frozen=True)
+class ContextOptions:
+    """What to do with the first stage's hits (context.py): a threshold on its score, a cap per
+    document, and how many neighbouring chunks to join into each hit's context."""
+
+    neighbor_chunks: int = 0
+    max_hits_per_document: int = 0
+    min_score: float | None = None
+
+
+@dataclass(frozen=True)
 class SearchQuery:
     """A validated request; `vector` is None when the text is to be embedded."""
 
@@ -66,6 +78,7 @@ class SearchQuery:
     top_k: int
     mode: Mode
     filter: DocumentFilter
+    context: ContextOptions = ContextOptions()
 
 
 @dataclass
@@ -83,6 +96,13 @@ class Hit:
     text_as_html: str = ""
     text_source: str = ""
     ocr_confidence: float = 0.0
+    # [{"page", "left", "top", "right", "bottom"}] as the worker found them (chunks.boxes).
+    boxes: list[dict[str, Any]] = field(default_factory=list)
+    # The mode's score, kept when a reranker replaces `score`.
+    first_stage_score: float = 0.0
+    context: str = ""
+    context_first_chunk_index: int = 0
+    context_last_chunk_index: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,6 +115,7 @@ class Limits:
     max_value_characters: int = 1024
     max_filter_depth: int = 4
     max_filter_conditions: int = 32
+    max_neighbor_chunks: int = 5
 
 
 def validate_query(
@@ -106,6 +127,7 @@ def validate_query(
     mode: Mode | None,
     filter: DocumentFilter,
     limits: Limits = Limits(),
+    context: ContextOptions = ContextOptions(),
 ) -> SearchQuery:
     """Check a request before any IO; every refusal says what is wrong (INVALID_ARGUMENT)."""
     if not collection:
@@ -136,7 +158,20 @@ def validate_query(
             raise InvalidArgument("query_vector contains NaN or infinity", reason=Reason.INVALID_VECTOR)
         if not any(checked_vector):
             raise InvalidArgument("query_vector is all zeros; cosine distance to it is undefined", reason=Reason.INVALID_VECTOR)
-    return SearchQuery(collection, text, checked_vector, top_k, mode, validate_filter(filter, limits))
+    return SearchQuery(collection, text, checked_vector, top_k, mode, validate_filter(filter, limits),
+                       validate_context(context, limits))
+
+
+def validate_context(options: ContextOptions, limits: Limits = Limits()) -> ContextOptions:
+    if not 0 <= options.neighbor_chunks <= limits.max_neighbor_chunks:
+        raise InvalidArgument(f"neighbor_chunks must be between 0 and {limits.max_neighbor_chunks}; got {options.neighbor_chunks}",
+                              reason=Reason.INVALID_CONTEXT)
+    if not 0 <= options.max_hits_per_document <= limits.max_top_k:
+        raise InvalidArgument(f"max_hits_per_document must be between 0 (no limit) and {limits.max_top_k}; got "
+                              f"{options.max_hits_per_document}", reason=Reason.INVALID_CONTEXT)
+    if options.min_score is not None and not math.isfinite(options.min_score):
+        raise InvalidArgument("min_score must be a finite number", reason=Reason.INVALID_CONTEXT)
+    return options
 
 
 def validate_filter(filter: DocumentFilter, limits: Limits = Limits()) -> DocumentFilter:
@@ -191,24 +226,3 @@ def check_dimensions(vector: Sequence[float], collection: Collection) -> None:
             f"has {collection.dimensions}",
             reason=Reason.VECTOR_DIMENSION_MISMATCH,
         )
-
-
-def reciprocal_rank_fusion(ranked_lists: Iterable[Sequence[Hit]], k: int, top_k: int) -> list[Hit]:
-    """Merge best-first lists by score Σ 1/(k + rank), rank from 1; ties keep first-seen order."""
-    fused: dict[int, Hit] = {}
-    scores: dict[int, float] = {}
-    for hits in ranked_lists:
-        for rank, hit in enumerate(hits, start=1):
-            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (k + rank)
-            if hit.chunk_id in fused:
-                # Keep the highlights a keyword list found.
-                fused[hit.chunk_id].highlights = fused[hit.chunk_id].highlights or hit.highlights
-            else:
-                fused[hit.chunk_id] = Hit(**{**hit.__dict__, "highlights": list(hit.highlights)})
-    order = sorted(fused, key=lambda cid: -scores[cid])  # stable: first-seen wins ties
-    result = []
-    for cid in order[:top_k]:
-        hit = fused[cid]
-        hit.score = scores[cid]
-        result.append(hit)
-    return result

@@ -67,19 +67,24 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
     except SystemExit:
         await pool.close()
         raise
-    repository = SearchRepository(pool, collection_cache_seconds=settings.search_collection_cache_seconds)
+    repository = SearchRepository(pool, collection_cache_seconds=settings.search_collection_cache_seconds,
+                                  exact_filter_max_chunks=settings.search_exact_filter_max_chunks)
     await repository.start_listening(settings.read_database_url)
     service = SearchService(
         repository,
         embedder_factory=embedder_factory,
         hybrid_candidates=settings.search_hybrid_candidates,
         rrf_k=settings.search_rrf_k,
+        fusion_method=settings.search_fusion,
+        vector_weight=settings.search_hybrid_vector_weight,
     )
     limits = Limits(
         max_top_k=settings.search_max_top_k,
         max_query_characters=settings.search_max_query_characters,
         max_filter_keys=settings.search_max_filter_keys,
         max_filter_values=settings.search_max_filter_values,
+        max_filter_depth=settings.search_max_filter_depth,
+        max_filter_conditions=settings.search_max_filter_conditions,
     )
     try:
         auth = AuthInterceptor(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -11,7 +12,8 @@ from sluice_common.embedders import Embedder, EmbeddingError, get_embedder
 from sluice_common.errors import FailedPrecondition, NotFound, Unavailable
 from sluice_common.reasons import Reason
 
-from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery, check_dimensions, reciprocal_rank_fusion
+from . import context, fusion
+from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery, check_dimensions
 
 
 class Repository(Protocol):
@@ -27,6 +29,8 @@ class Repository(Protocol):
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]: ...
 
+    async def chunk_texts(self, collection: Collection, windows: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int], str]: ...
+
 
 EmbedderFactory = Callable[[str, str, int], Embedder]
 
@@ -39,11 +43,15 @@ class SearchService:
         embedder_factory: EmbedderFactory = get_embedder,
         hybrid_candidates: int = 50,
         rrf_k: int = 60,
+        fusion_method: str = "rrf",
+        vector_weight: float = 0.5,
     ) -> None:
         self._repository = repository
         self._embedder_factory = embedder_factory
         self._hybrid_candidates = hybrid_candidates
         self._rrf_k = rrf_k
+        self._fusion_method = fusion_method
+        self._vector_weight = vector_weight
         self._warmed: set[tuple[str, str, int]] = set()
         self._segmenter_warm = False
 
@@ -75,14 +83,26 @@ class SearchService:
         top_k is the one a stale entry could have caused (a deleted or recreated collection, a
         retired generation already dropped), so it is checked against the database and, if the
         collection changed meanwhile, asked again once."""
+        # The first stage may be asked for more than top_k: what follows it can drop hits (context.py).
+        first = dataclasses.replace(query, top_k=context.candidates(query.top_k, query.context))
         collection = await self._resolve(tenant_id, query.collection, fresh=False)
-        hits = await self._search(collection, query)
-        if len(hits) < query.top_k:
+        hits = await self._search(collection, first)
+        if len(hits) < first.top_k:
             current = await self._resolve(tenant_id, query.collection, fresh=True)
             if (current.id, current.generation_id) != (collection.id, collection.generation_id):
                 collection = current
-                hits = await self._search(collection, query)
-        return hits, collection
+                hits = await self._search(collection, first)
+        return await self._finish(collection, query, hits), collection
+
+    async def _finish(self, collection: Collection, query: SearchQuery, hits: list[Hit]) -> list[Hit]:
+        """After the first stage: the threshold, the cap per document, top_k, the neighbours."""
+        for hit in hits:
+            hit.first_stage_score = hit.score
+        hits = context.select(hits, query.top_k, query.context)
+        if query.context.neighbor_chunks and hits:
+            texts = await self._repository.chunk_texts(collection, context.windows(hits, query.context.neighbor_chunks))
+            context.attach(hits, query.context.neighbor_chunks, texts, collection.chunk_overlap)
+        return hits
 
     async def _resolve(self, tenant_id: int, name: str, *, fresh: bool) -> Collection:
         collection = await self._repository.get_collection(tenant_id, name, fresh=fresh)
@@ -109,10 +129,17 @@ class SearchService:
                 self._repository.vector_search(collection, vector, candidates, query.filter),
                 self._repository.keyword_search(collection, terms, candidates, query.filter),
             )
-            hits = reciprocal_rank_fusion([vector_hits, keyword_hits], self._rrf_k, query.top_k)
+            hits = self._fuse(vector_hits, keyword_hits, query.top_k)
         for hit in hits:
             hit.highlights = textsearch.highlight_spans(hit.text, terms)
         return hits
+
+    def _fuse(self, vector_hits: list[Hit], keyword_hits: list[Hit], top_k: int) -> list[Hit]:
+        weights = (self._vector_weight, 1.0 - self._vector_weight)
+        if self._fusion_method == "relative_score":
+            return fusion.relative_score([vector_hits, keyword_hits], weights, top_k)
+        # Weights around 1 each, so that rrf_k keeps its usual meaning.
+        return fusion.reciprocal_rank([vector_hits, keyword_hits], [2 * w for w in weights], self._rrf_k, top_k)
 
     async def _embed(self, collection: Collection, text: str) -> list[float]:
         try:

@@ -11,6 +11,10 @@ session it opens is read-only whatever the role (`default_transaction_read_only 
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field
+
 from sluice_common.settings import CommonSettings
 
 
@@ -31,11 +35,23 @@ class SearchSettings(CommonSettings):
     search_hybrid_candidates: int = 50
     # Reciprocal rank fusion constant (Cormack, Clarke & Büttcher 2009).
     search_rrf_k: int = 60
+    # How HYBRID fuses its two lists: "rrf" (ranks) or "relative_score" (min-max normalised
+    # scores); fusion.py, and docs/search.md for the measurements behind the default.
+    search_fusion: Literal["rrf", "relative_score"] = "rrf"
+    # The vector list's share of the fusion (the keyword list has the rest), 0 to 1.
+    search_hybrid_vector_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     # Bounds on a request.
     search_max_top_k: int = 100
     search_max_query_characters: int = 4096
     search_max_filter_keys: int = 16
     search_max_filter_values: int = 100
+    # A filter's `where` tree: most levels of all_of / any_of, and most conditions in all.
+    search_max_filter_depth: int = 4
+    search_max_filter_conditions: int = 32
+    # A VECTOR search whose filter selects documents holding at most this many chunks is
+    # answered exactly from them instead of walking the HNSW graph past the rejected chunks
+    # (0 = always walk the graph). bench/search_bench.py measures both sides of it.
+    search_exact_filter_max_chunks: int = 2000
     # A search statement running longer is cancelled (milliseconds; 0 = no limit).
     search_statement_timeout_ms: int = 10000
 

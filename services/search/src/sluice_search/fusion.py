@@ -1,0 +1,61 @@
+"""HYBRID: how the vector and keyword lists become one (docs/search.md, "Fusion"). Pure Python.
+
+Two functions, both over best-first lists of hits from the same generation:
+
+- `reciprocal_rank`: Σ wᵢ / (k + rankᵢ) (Cormack, Clarke & Büttcher 2009). Only ranks count,
+  so a list's scale never matters, but neither does how far ahead its first hit is.
+- `relative_score`: each list's scores rescaled to 0…1 by its own best and worst candidate
+  (min-max), then Σ wᵢ · scoreᵢ, a hit missing from a list adding 0 for it (the convex
+  combination that Bruch, Gai & Ingber 2023 found to beat RRF once its weight is tuned;
+  Weaviate's "relativeScoreFusion"). A clear winner in one list stays a clear winner.
+
+Which one HYBRID uses, and with what weights, was chosen by measurement on the eval sets
+(bench/retrieval_bench.py; the figures are in docs/search.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .domain import Hit
+
+
+def _fused(lists: Sequence[Sequence[Hit]], scores: dict[int, float], top_k: int) -> list[Hit]:
+    first: dict[int, Hit] = {}
+    for hits in lists:
+        for hit in hits:
+            if hit.chunk_id in first:
+                first[hit.chunk_id].highlights = first[hit.chunk_id].highlights or hit.highlights
+            else:
+                first[hit.chunk_id] = Hit(**{**hit.__dict__, "highlights": list(hit.highlights)})
+    order = sorted(first, key=lambda cid: -scores[cid])  # stable: the first list seen wins ties
+    fused = []
+    for cid in order[:top_k]:
+        hit = first[cid]
+        hit.score = scores[cid]
+        fused.append(hit)
+    return fused
+
+
+def reciprocal_rank(lists: Sequence[Sequence[Hit]], weights: Sequence[float], k: float, top_k: int) -> list[Hit]:
+    """Σ weight / (k + rank), rank from 1."""
+    scores: dict[int, float] = {}
+    for hits, weight in zip(lists, weights, strict=True):
+        for rank, hit in enumerate(hits, start=1):
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight / (k + rank)
+    return _fused(lists, scores, top_k)
+
+
+def relative_score(lists: Sequence[Sequence[Hit]], weights: Sequence[float], top_k: int) -> list[Hit]:
+    """Σ weight · (score − worst) / (best − worst) over each list's candidates."""
+    scores: dict[int, float] = {}
+    for hits, weight in zip(lists, weights, strict=True):
+        if not hits:
+            continue
+        best = max(h.score for h in hits)
+        worst = min(h.score for h in hits)
+        spread = best - worst
+        for hit in hits:
+            normalised = (hit.score - worst) / spread if spread > 0 else 1.0
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight * normalised
+    return _fused(lists, scores, top_k)
