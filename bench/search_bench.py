@@ -16,6 +16,15 @@ by a constant principal (bench/unauthenticated.py), queried alternately with the
 raw SQL is timed bare (as the owner) and as search's role on a session set to the tenant, under
 row-level security. Their ratios are the cost of authentication and of tenant scoping.
 
+Filters, in the same run (`--filter-selectivity`, 0.01 by default): every document carries
+metadata {"group": "rare" | "common", "n": <a permutation of 0..documents-1>}; "rare" marks that
+fraction of the READY documents. The same queries run unfiltered, with `where` group EQ "rare"
+(served by the GIN index on documents.metadata) and with the range n LT <fraction × documents>
+(served by no index), through search as shipped (a selective filter is answered exactly from
+its documents' chunks) and through a second search process that always walks the HNSW graph
+(SLUICE_SEARCH_EXACT_FILTER_MAX_CHUNKS=0); beside them the raw SQL of both plans, and recall@10
+against numpy over the filtered READY chunks.
+
 --data latent (default) draws vectors from a 16-dimensional latent space projected to
 `--dimensions` plus noise: like real sentence embeddings, whose intrinsic dimension is low.
 --data isotropic draws them uniformly from the sphere: the worst case of every graph index
@@ -25,6 +34,7 @@ row-level security. Their ratios are the cost of authentication and of tenant sc
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -61,11 +71,23 @@ def make_vectors(n: int, dimensions: int, kind: str, rng: np.random.Generator, b
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generator) -> tuple[int, np.ndarray]:
-    """One collection, documents of 100 chunks; returns (collection id, READY row numbers)."""
+def document_metadata(documents: int, ready: np.ndarray, selectivity: float, rng: np.random.Generator) -> list[dict]:
+    """{"group": "rare" | "common", "n": …} per document: `selectivity` of the READY ones are rare;
+    n is a permutation, so "n < selectivity × documents" selects that fraction of all documents."""
+    ready_documents = np.flatnonzero(ready)
+    rare = set(rng.choice(ready_documents, max(1, round(selectivity * documents)), replace=False).tolist()) if selectivity else set()
+    order = rng.permutation(documents)
+    return [{"group": "rare" if d in rare else "common", "n": int(order[d])} for d in range(documents)]
+
+
+def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generator,
+         selectivity: float = 0.0) -> tuple[int, int, np.ndarray, list[dict]]:
+    """One collection, documents of 100 chunks; returns (collection id, generation id, READY row
+    numbers, each document's metadata)."""
     n, dimensions = vectors.shape
     documents = (n + DOC_CHUNKS - 1) // DOC_CHUNKS
     ready = rng.random(documents) >= not_ready
+    metadata = document_metadata(documents, ready, selectivity, rng)
     with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
         cid = conn.execute(
@@ -80,12 +102,14 @@ def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generat
         ids = [uuid.uuid4() for _ in range(documents)]
         with conn.cursor().copy(
             "COPY documents (id, tenant_id, collection_id, filename, mime_type, status, content_sha256, size_bytes,"
-            " error_message) FROM STDIN"
+            " error_message, metadata, chunk_count) FROM STDIN"
         ) as copy:
             for d, doc in enumerate(ids):
                 status = "READY" if ready[d] else ("PENDING", "EMBEDDING", "FAILED")[d % 3]
                 error = "bench" if status == "FAILED" else None
-                copy.write_row((doc, TENANT_ID, cid, f"doc-{d}.txt", "text/plain", status, f"{d:064x}", 1, error))
+                chunk_count = min(DOC_CHUNKS, n - d * DOC_CHUNKS) if status == "READY" else 0
+                copy.write_row((doc, TENANT_ID, cid, f"doc-{d}.txt", "text/plain", status, f"{d:064x}", 1, error,
+                                json.dumps(metadata[d]), chunk_count))
         started = time.perf_counter()
         with conn.cursor().copy(
             "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, embedding) FROM STDIN"
@@ -102,7 +126,7 @@ def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generat
         print(f"built HNSW index in {time.perf_counter() - started:.1f} s", flush=True)
         conn.execute("VACUUM ANALYZE chunks, documents")
     ready_rows = np.flatnonzero(np.repeat(ready, DOC_CHUNKS)[:n])
-    return cid, gid, ready_rows
+    return cid, gid, ready_rows, metadata
 
 
 def free_port() -> int:
@@ -111,10 +135,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_search(url: str, ef_search: int, *, unauthenticated: bool = False) -> tuple[subprocess.Popen, str]:
+def start_search(url: str, ef_search: int, *, unauthenticated: bool = False, **settings: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {
         **os.environ,
+        **{f"SLUICE_{name.upper()}": value for name, value in settings.items()},
         "SLUICE_SEARCH_DATABASE_URL": url,
         "SLUICE_SEARCH_BIND": f"127.0.0.1:{port}",
         "SLUICE_SEARCH_HNSW_EF_SEARCH": str(ef_search),
@@ -172,7 +197,7 @@ def run(args: argparse.Namespace) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE ROLE sluice_search LOGIN IN ROLE sluice_search_reader")
         reader_url = user_uri(url, "sluice_search")
-        cid, gid, ready_rows = load(url, vectors, args.not_ready, rng)
+        cid, gid, ready_rows, metadata = load(url, vectors, args.not_ready, rng, args.filter_selectivity)
 
         started = time.perf_counter()
         truth = []
@@ -206,6 +231,9 @@ def run(args: argparse.Namespace) -> None:
             print(f"{r['ef']:>9} | {r['grpc'][0]:>11.2f}ms {r['noauth'][0]:>6.2f}ms {r['grpc'][0] / r['noauth'][0]:>8.3f}x |"
                   f" {r['sql_tenant'][0]:>12.2f}ms {r['sql'][0]:>5.2f}ms {r['sql_tenant'][0] / r['sql'][0]:>11.3f}x")
         print("target: auth cost ≤ 1.05× (gRPC p50 with authentication / without)")
+        if args.filter_selectivity:
+            print()
+            report_filters(measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows, metadata, args), args)
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -290,6 +318,114 @@ def measure(url, reader_url, key, cid, gid, queries, truth, ef, args) -> dict:
     return result
 
 
+def filter_cases(metadata: list[dict], selectivity: float):
+    """(name, where filter, predicate on a document's metadata) of the filters measured."""
+    from sluice.v1 import document_pb2
+
+    bound = selectivity * len(metadata)
+    eq = pb.MetadataFilter(condition=pb.MetadataCondition(
+        key="group", op=pb.FILTER_OPERATOR_EQ, value=document_pb2.MetadataValue(string_value="rare")))
+    lt = pb.MetadataFilter(condition=pb.MetadataCondition(
+        key="n", op=pb.FILTER_OPERATOR_LT, value=document_pb2.MetadataValue(number_value=bound)))
+    return [("group EQ rare (GIN)", eq, lambda m: m["group"] == "rare"), (f"n LT {bound:g} (no index)", lt, lambda m: m["n"] < bound)]
+
+
+def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows, metadata, args) -> dict:
+    """Unfiltered and filtered VECTOR queries, alternating, through search as shipped and through
+    one that always walks the graph; the raw SQL of both plans; recall against numpy."""
+    from sluice_search import api
+    from sluice_search.domain import Collection, Limits
+    from sluice_search.repository import selective_documents_query, vector_query
+
+    ef = args.ef_search[0]
+    queries = queries[: args.filter_queries]
+    cases = filter_cases(metadata, args.filter_selectivity)
+    truths = {}
+    for name, _, predicate in cases:
+        rows = np.array([r for r in ready_rows if predicate(metadata[r // DOC_CHUNKS])])
+        scores = queries @ vectors[rows].T
+        truths[name] = [{int(rows[i]) + 1 for i in np.argsort(-s)[:10]} for s in scores]
+        print(f"filter {name}: {len(rows):,} READY chunks ({len(rows) / len(ready_rows):.2%})", flush=True)
+    shipped, shipped_address = start_search(reader_url, ef)
+    graph, graph_address = start_search(reader_url, ef, search_exact_filter_max_chunks="0")
+    auth = (("authorization", f"Bearer {key}"),)
+    seconds: dict[str, list[float]] = {}
+    recalls: dict[str, list[float]] = {}
+    try:
+        stubs = {"shipped": search_service_pb2_grpc.SearchServiceStub(grpc.insecure_channel(shipped_address)),
+                 "graph": search_service_pb2_grpc.SearchServiceStub(grpc.insecure_channel(graph_address))}
+        plans = [("unfiltered", "shipped", None, None)] + [
+            (f"{name} / {server}", server, where, name) for name, where, _ in cases for server in ("shipped", "graph")]
+        for query in queries[: args.warmup]:
+            for _, server, where, _ in plans:
+                stubs[server].Search(request(query, where), metadata=auth)
+        for n, query in enumerate(queries):
+            order = plans if n % 2 == 0 else plans[::-1]
+            for label, server, where, case in order:
+                started = time.perf_counter()
+                response = stubs[server].Search(request(query, where), metadata=auth)
+                seconds.setdefault(label, []).append(time.perf_counter() - started)
+                if case is not None:
+                    found = {int(h.chunk_id) for h in response.hits}
+                    recalls.setdefault(label, []).append(len(found & truths[case][n]) / 10)
+    finally:
+        for process in (shipped, graph):
+            process.terminate()
+            process.wait(30)
+
+    # The raw SQL of each plan, as search's role under row-level security, prepared as the pool does.
+    collection = Collection(cid, "bench", "hashing", "bench", args.dimensions, tenant_id=TENANT_ID, generation_id=gid)
+    sql_seconds: dict[str, list[float]] = {}
+    with psycopg.connect(reader_url, autocommit=True, prepare_threshold=5) as conn:
+        register_vector(conn)
+        conn.execute("SET default_transaction_read_only = on")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+        conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(TENANT_ID),))
+        for name, where, _ in cases:
+            document_filter = api.filter_of(pb.SearchFilter(where=where), Limits())
+            for n, query in enumerate(list(queries[: args.warmup]) + list(queries)):
+                # As shipped: the documents of the filter, then the exact scan of their chunks.
+                started = time.perf_counter()
+                statement, params = selective_documents_query(collection, document_filter, 2000)
+                documents = [d for d, _ in conn.execute(statement, params).fetchall()]
+                statement, params = vector_query(collection, query, 10, document_filter, exact=True, documents=documents)
+                conn.execute(statement, params).fetchall()
+                middle = time.perf_counter()
+                # The graph walk with the filter applied to each visited chunk.
+                statement, params = vector_query(collection, query, 10, document_filter)
+                conn.execute(statement, params).fetchall()
+                if n >= args.warmup:
+                    sql_seconds.setdefault(f"{name} / shipped", []).append(middle - started)
+                    sql_seconds.setdefault(f"{name} / graph", []).append(time.perf_counter() - middle)
+        for n, query in enumerate(list(queries[: args.warmup]) + list(queries)):
+            statement, params = vector_query(collection, query, 10, api.filter_of(pb.SearchFilter(), Limits()))
+            started = time.perf_counter()
+            conn.execute(statement, params).fetchall()
+            if n >= args.warmup:
+                sql_seconds.setdefault("unfiltered", []).append(time.perf_counter() - started)
+    return {"grpc": {k: percentiles(v) for k, v in seconds.items()}, "sql": {k: percentiles(v) for k, v in sql_seconds.items()},
+            "recall": {k: float(np.mean(v)) for k, v in recalls.items()}, "queries": len(queries), "ef": ef}
+
+
+def request(query: np.ndarray, where) -> pb.SearchRequest:
+    search_filter = pb.SearchFilter(where=where) if where is not None else None
+    return pb.SearchRequest(collection="bench", query_vector=query.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR,
+                            filter=search_filter)
+
+
+def report_filters(result: dict, args) -> None:
+    print(f"filters: {result['queries']} VECTOR queries, top_k=10, ef_search={result['ef']}, alternating;"
+          " shipped = exact over a selective filter's documents, graph = HNSW walk with the filter")
+    header = f"{'query':<34} | {'gRPC p50':>9} {'gRPC p95':>9} | {'SQL p50':>8} | {'recall@10':>9}"
+    print(header)
+    print("-" * len(header))
+    for label, (p50, p95) in result["grpc"].items():
+        sql50 = result["sql"].get(label, (float("nan"),))[0]
+        recall = result["recall"].get(label)
+        print(f"{label:<34} | {p50:>7.2f}ms {p95:>7.2f}ms | {sql50:>6.2f}ms | {'' if recall is None else f'{recall:.3f}':>9}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=100_000)
@@ -300,6 +436,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", choices=["latent", "isotropic"], default="latent")
     parser.add_argument("--ef-search", type=lambda s: [int(x) for x in s.split(",")], default=[40, 64, 100])
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--filter-selectivity", type=float, default=0.01, help="fraction of READY documents a filter selects (0: no filter runs)")
+    parser.add_argument("--filter-queries", type=int, default=300)
     run(parser.parse_args(argv))
 
 

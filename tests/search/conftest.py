@@ -70,6 +70,8 @@ class Seeder:
             for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
                 copy.write_row((uuid.UUID(document_id), tenant_id, collection_id, start_index + i, text, 1, "NarrativeText",
                                 np.asarray(vector, dtype=np.float32), textsearch.search_terms(text)))
+        # As ingest-api's commit leaves it (search reads it to plan filtered queries).
+        self.conn.execute("UPDATE documents SET chunk_count = chunk_count + %s WHERE id = %s", (len(texts), document_id))
 
     def set_status(self, document_id: str, status: str) -> None:
         error = "failed for a test" if status == "FAILED" else None

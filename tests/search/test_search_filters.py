@@ -7,15 +7,19 @@ from __future__ import annotations
 import datetime as dt
 import random
 
+import auth_keys
 import grpc
+import numpy as np
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 from sluice.v1 import document_pb2
 from sluice.v1 import search_service_pb2 as pb
+from sluice.v1 import search_service_pb2_grpc
 
 from sluice_common import metadata as md
 from sluice_common.embedders import get_embedder
 from sluice_common.errors import error_info
+from sluice_search.main import create_server
 
 DIM = 64
 VECTOR, KEYWORD, HYBRID = pb.SEARCH_MODE_VECTOR, pb.SEARCH_MODE_KEYWORD, pb.SEARCH_MODE_HYBRID
@@ -346,7 +350,30 @@ def random_filter(rng: random.Random, depth: int = 1) -> pb.MetadataFilter:
     return cond(key, op, random_value(rng, kind))
 
 
-async def test_random_filters_match_the_reference(search_stub, seed):
+@pytest.fixture
+async def stub_with(search_settings):
+    """Search servers with other settings (for the two plans of a filtered VECTOR search)."""
+    servers, channels = [], []
+
+    async def start(**overrides):
+        server = await create_server(search_settings.model_copy(update=overrides))
+        await server.start()
+        servers.append(server)
+        channels.append(auth_keys.aio_channel(f"127.0.0.1:{server.port}"))
+        return search_service_pb2_grpc.SearchServiceStub(channels[-1])
+
+    yield start
+    for channel in channels:
+        await channel.close()
+    for server in servers:
+        await server.stop(0)
+
+
+@pytest.mark.parametrize("exact_filter_max_chunks", [0, 2000], ids=["graph", "exact-when-selective"])
+async def test_random_filters_match_the_reference(stub_with, seed, exact_filter_max_chunks):
+    """Both plans of a filtered VECTOR search (the HNSW walk, and the exact scan of a selective
+    filter's documents) and KEYWORD agree with the reference on random trees."""
+    stub = await stub_with(search_exact_filter_max_chunks=exact_filter_max_chunks)
     rng = random.Random(18)
     cid = seed.collection("typed", DIM)
     metas = {}
@@ -354,12 +381,46 @@ async def test_random_filters_match_the_reference(search_stub, seed):
         meta = random_meta(rng)
         name = f"doc-{i}.txt"
         doc = seed.document(cid, name, metadata={k: stored(v) for k, v in meta.items()})
-        seed.chunks(cid, doc, [f"river report {i}"], embed([f"river report {i}"]))
+        seed.chunks(cid, doc, [f"river report {i}", f"second river part {i}"], embed([f"river report {i}", f"second river part {i}"]))
         metas[name] = meta
     checked = 0
-    for _ in range(60):
+    for n in range(60):
         where = random_filter(rng)
         expected = {name for name, meta in metas.items() if reference(meta, where)}
-        assert await names(search_stub, where) == expected, where
+        mode = KEYWORD if n % 4 == 3 else VECTOR
+        assert await names(stub, where, mode=mode) == expected, where
         checked += bool(expected) and expected != set(metas)
     assert checked > 20  # most trees select something, but not everything
+
+
+async def test_selective_and_broad_filters_return_the_exact_top_k(stub_with, seed):
+    """Around the threshold: a filter whose documents hold at most exact_filter_max_chunks chunks
+    is answered exactly from them; a broader one walks the graph; both give the true top_k."""
+    stub = await stub_with(search_exact_filter_max_chunks=30)
+    cid = seed.collection("typed", DIM)
+    texts = {}
+    for d in range(20):
+        doc = seed.document(cid, f"doc-{d}.txt", metadata={"group": "few" if d < 3 else "many", "d": d})
+        chunk_texts = [f"river {d} part {i} report {(d * 7 + i) % 13}" for i in range(10)]
+        seed.chunks(cid, doc, chunk_texts, embed(chunk_texts))
+        texts[doc] = chunk_texts
+    query = "river report 5"
+    q = np.asarray(embed([query])[0])
+
+    def truth(doc_numbers, k):
+        scored = [(float(q @ np.asarray(v)), t) for d, chunk_texts in enumerate(texts.values()) if d in doc_numbers
+                  for t, v in zip(chunk_texts, embed(chunk_texts))]
+        return sorted(scored, key=lambda x: -x[0])[:k]
+
+    for where, docs, exact in ((cond("group", "EQ", "few"), range(3), True),  # 30 chunks: exact
+                               (cond("d", "LT", 4), range(4), False),  # 40 chunks: the graph
+                               (cond("group", "EQ", "many"), range(3, 20), False)):
+        response = await stub.Search(pb.SearchRequest(collection="typed", query=query, mode=VECTOR, top_k=12,
+                                                      filter=pb.SearchFilter(where=where)))
+        expected = truth(set(docs), 12)
+        assert len(response.hits) == 12
+        assert {h.filename for h in response.hits} <= {f"doc-{d}.txt" for d in docs}
+        if exact:
+            assert [round(h.score, 5) for h in response.hits] == [round(score, 5) for score, _ in expected]
+        else:  # an approximate walk: nearly all as close as the true 12th (scores tie often here)
+            assert sum(h.score >= expected[-1][0] - 1e-6 for h in response.hits) >= 10

@@ -196,6 +196,28 @@ def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
             )
 
 
+MAX_CHUNK_BOXES = 64
+
+
+def boxes_from_proto(chunk: job_service_pb2.Chunk) -> list[dict]:
+    """A chunk's element boxes as stored (chunks.boxes), checked: a page from 1, edges within
+    the page (0 to 1, rounded to 4 places), left ≤ right and top ≤ bottom, at most 64."""
+    if len(chunk.boxes) > MAX_CHUNK_BOXES:
+        raise InvalidArgument(f"chunk {chunk.index} has {len(chunk.boxes)} boxes; at most {MAX_CHUNK_BOXES} are allowed",
+                              reason=Reason.INVALID_CHUNK, chunk_index=chunk.index)
+    boxes = []
+    for box in chunk.boxes:
+        edges = [box.left, box.top, box.right, box.bottom]
+        if box.page_number < 1 or not all(0.0 <= v <= 1.0 for v in edges) or box.left > box.right or box.top > box.bottom:
+            raise InvalidArgument(
+                f"chunk {chunk.index} has a box outside its page (page {box.page_number}, edges {edges}); pages count from 1 "
+                "and edges are fractions of the page, 0 to 1, left ≤ right, top ≤ bottom",
+                reason=Reason.INVALID_CHUNK, chunk_index=chunk.index)
+        boxes.append({"page": box.page_number, "left": round(box.left, 4), "top": round(box.top, 4),
+                      "right": round(box.right, 4), "bottom": round(box.bottom, 4)})
+    return boxes
+
+
 def chunk_from_proto(chunk: job_service_pb2.Chunk) -> IncomingChunk:
     check_chunk_storable(chunk)
     return IncomingChunk(
@@ -207,6 +229,7 @@ def chunk_from_proto(chunk: job_service_pb2.Chunk) -> IncomingChunk:
         text_as_html=chunk.text_as_html,
         text_source=chunk.text_source,
         ocr_confidence=chunk.ocr_confidence or None,
+        boxes=boxes_from_proto(chunk),
         # float32 at once: a list of Python floats costs 8x the memory for a large document.
         embedding=np.asarray(chunk.embedding, dtype=np.float32),
     )
@@ -222,6 +245,8 @@ def chunk_to_proto(chunk: IncomingChunk) -> job_service_pb2.Chunk:
         text_as_html=chunk.text_as_html,
         text_source=chunk.text_source,
         ocr_confidence=chunk.ocr_confidence or 0.0,
+        boxes=[document_pb2.BoundingBox(page_number=b["page"], left=b["left"], top=b["top"], right=b["right"],
+                                        bottom=b["bottom"]) for b in chunk.boxes],
     )
 
 

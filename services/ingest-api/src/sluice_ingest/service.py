@@ -101,6 +101,8 @@ class IncomingChunk:
     embedding: np.ndarray | list[float] = field(default_factory=list)
     text_source: str = ""
     ocr_confidence: float | None = None
+    # {"page", "left", "top", "right", "bottom"} per element (Chunk.boxes), checked by api.py.
+    boxes: list[dict[str, Any]] = field(default_factory=list)
 
 
 def parse_id(value: str, what: str = "document") -> uuid.UUID:
@@ -538,7 +540,7 @@ class IngestService:
                 raise InvalidArgument(f"chunk {chunk.index} has a vector with NaN or infinity", reason=Reason.INVALID_VECTOR)
             rows.append(ChunkRow(chunk.index, chunk.text.replace("\x00", ""), chunk.page_number, chunk.element_type,
                                  chunk.section_title, chunk.text_as_html, vector, search_terms(chunk.text),
-                                 chunk.text_source, chunk.ocr_confidence))
+                                 chunk.text_source, chunk.ocr_confidence, chunk.boxes))
         return rows
 
     async def fail_job(self, job_id: str, lease_token: str, retryable: bool, error_code: str, error_message: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from sluice.v1 import search_service_pb2, search_service_pb2_grpc
+from sluice.v1 import document_pb2, search_service_pb2, search_service_pb2_grpc
 
 from sluice_common import metadata as typed_metadata, tracing
 from sluice_common.auth import current_principal
@@ -13,7 +13,7 @@ from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
 from sluice_common.reasons import Reason
 
 from . import filters, metrics
-from .domain import DocumentFilter, Hit, Limits, Mode, validate_query
+from .domain import ContextOptions, DocumentFilter, Hit, Limits, Mode, validate_query
 from .service import SearchService
 
 # stdlib logger: a disabled level costs one comparison (structlog's formatter renders JSON).
@@ -47,6 +47,11 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
                 mode=_mode(request.mode),
                 filter=filter_of(request.filter, self._limits),
                 limits=self._limits,
+                context=ContextOptions(
+                    neighbor_chunks=request.neighbor_chunks,
+                    max_hits_per_document=request.max_hits_per_document,
+                    min_score=request.min_score if request.HasField("min_score") else None,
+                ),
             )
             mode_label = query.mode.value
             hits, collection = await self._service.search_generation(current_principal().tenant_id, query)
@@ -107,4 +112,10 @@ def _hit_pb(hit: Hit) -> search_service_pb2.SearchHit:
         text_as_html=hit.text_as_html,
         text_source=hit.text_source,
         ocr_confidence=hit.ocr_confidence,
+        boxes=[document_pb2.BoundingBox(page_number=int(box.get("page", 0)), left=box.get("left", 0.0), top=box.get("top", 0.0),
+                                        right=box.get("right", 0.0), bottom=box.get("bottom", 0.0)) for box in hit.boxes],
+        first_stage_score=hit.first_stage_score,
+        context=hit.context,
+        context_first_chunk_index=hit.context_first_chunk_index,
+        context_last_chunk_index=hit.context_last_chunk_index,
     )

@@ -45,8 +45,9 @@ class SearchSettings(CommonSettings):
     search_max_query_characters: int = 4096
     search_max_filter_keys: int = 16
     search_max_filter_values: int = 100
-    # A filter's `where` tree: most levels of all_of / any_of, and most conditions in all.
+    # Most levels of all_of / any_of in a filter's `where` tree.
     search_max_filter_depth: int = 4
+    # Most conditions in a filter's `where` tree.
     search_max_filter_conditions: int = 32
     # A VECTOR search whose filter selects documents holding at most this many chunks is
     # answered exactly from them instead of walking the HNSW graph past the rejected chunks

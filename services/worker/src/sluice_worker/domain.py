@@ -15,7 +15,7 @@ from sluice_common.worker_errors import WorkerErrorCode
 
 # Bump when parsing or chunking changes what chunks a document yields: snapshots made by
 # another version are then ignored (they are keyed by content hash and pipeline version).
-PIPELINE_REVISION = "6"
+PIPELINE_REVISION = "7"  # 7: chunks carry their elements' boxes
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,10 @@ class ChunkRecord:
     # OCR'd text the recognizer's mean confidence over its characters (0..1), else None.
     text_source: str = ""
     ocr_confidence: float | None = None
+    # Where the chunk's elements lie on their pages: {"page", "left", "top", "right", "bottom"}
+    # in fractions of the page from its top-left corner (parsing/chunking.py); empty when the
+    # parser gave no coordinates (formats without pages).
+    boxes: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

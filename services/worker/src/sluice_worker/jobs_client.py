@@ -76,6 +76,8 @@ def chunk_to_proto(chunk: ChunkRecord) -> job_service_pb2.Chunk:
         text_as_html=chunk.text_as_html,
         text_source=chunk.text_source,
         ocr_confidence=chunk.ocr_confidence or 0.0,
+        boxes=[document_pb2.BoundingBox(page_number=b["page"], left=b["left"], top=b["top"], right=b["right"], bottom=b["bottom"])
+               for b in chunk.boxes],
     )
 
 
@@ -89,6 +91,8 @@ def chunk_from_proto(chunk: job_service_pb2.Chunk) -> ChunkRecord:
         text_as_html=chunk.text_as_html,
         text_source=chunk.text_source,
         ocr_confidence=chunk.ocr_confidence or None,
+        boxes=[{"page": b.page_number, "left": round(b.left, 4), "top": round(b.top, 4), "right": round(b.right, 4),
+                "bottom": round(b.bottom, 4)} for b in chunk.boxes],
     )
 
 

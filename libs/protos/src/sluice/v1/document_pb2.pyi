@@ -182,3 +182,17 @@ class DocumentEvent(_message.Message):
     document: Document
     sequence: int
     def __init__(self, document: _Optional[_Union[Document, _Mapping]] = ..., sequence: _Optional[int] = ...) -> None: ...
+
+class BoundingBox(_message.Message):
+    __slots__ = ("page_number", "left", "top", "right", "bottom")
+    PAGE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    TOP_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    BOTTOM_FIELD_NUMBER: _ClassVar[int]
+    page_number: int
+    left: float
+    top: float
+    right: float
+    bottom: float
+    def __init__(self, page_number: _Optional[int] = ..., left: _Optional[float] = ..., top: _Optional[float] = ..., right: _Optional[float] = ..., bottom: _Optional[float] = ...) -> None: ...

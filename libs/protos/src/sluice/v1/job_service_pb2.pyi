@@ -144,7 +144,7 @@ class ReadDocumentContentResponse(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class Chunk(_message.Message):
-    __slots__ = ("index", "text", "page_number", "element_type", "section_title", "embedding", "text_as_html", "text_source", "ocr_confidence")
+    __slots__ = ("index", "text", "page_number", "element_type", "section_title", "embedding", "text_as_html", "text_source", "ocr_confidence", "boxes")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PAGE_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +154,7 @@ class Chunk(_message.Message):
     TEXT_AS_HTML_FIELD_NUMBER: _ClassVar[int]
     TEXT_SOURCE_FIELD_NUMBER: _ClassVar[int]
     OCR_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    BOXES_FIELD_NUMBER: _ClassVar[int]
     index: int
     text: str
     page_number: int
@@ -163,7 +164,8 @@ class Chunk(_message.Message):
     text_as_html: str
     text_source: str
     ocr_confidence: float
-    def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., section_title: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., text_as_html: _Optional[str] = ..., text_source: _Optional[str] = ..., ocr_confidence: _Optional[float] = ...) -> None: ...
+    boxes: _containers.RepeatedCompositeFieldContainer[_document_pb2.BoundingBox]
+    def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., section_title: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., text_as_html: _Optional[str] = ..., text_source: _Optional[str] = ..., ocr_confidence: _Optional[float] = ..., boxes: _Optional[_Iterable[_Union[_document_pb2.BoundingBox, _Mapping]]] = ...) -> None: ...
 
 class SnapshotHeader(_message.Message):
     __slots__ = ("lease", "pipeline_version", "chunk_count")

@@ -109,20 +109,26 @@ class TimeRange(_message.Message):
     def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("collection", "query", "query_vector", "top_k", "mode", "filter")
+    __slots__ = ("collection", "query", "query_vector", "top_k", "mode", "filter", "neighbor_chunks", "max_hits_per_document", "min_score")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
+    NEIGHBOR_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    MAX_HITS_PER_DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
     collection: str
     query: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     top_k: int
     mode: SearchMode
     filter: SearchFilter
-    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ...) -> None: ...
+    neighbor_chunks: int
+    max_hits_per_document: int
+    min_score: float
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., neighbor_chunks: _Optional[int] = ..., max_hits_per_document: _Optional[int] = ..., min_score: _Optional[float] = ...) -> None: ...
 
 class Highlight(_message.Message):
     __slots__ = ("start", "end")
@@ -133,7 +139,7 @@ class Highlight(_message.Message):
     def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("chunk_id", "text", "score", "document_id", "filename", "chunk_index", "page_number", "element_type", "highlights", "metadata", "text_as_html", "text_source", "ocr_confidence", "typed_metadata")
+    __slots__ = ("chunk_id", "text", "score", "document_id", "filename", "chunk_index", "page_number", "element_type", "highlights", "metadata", "text_as_html", "text_source", "ocr_confidence", "typed_metadata", "context", "context_first_chunk_index", "context_last_chunk_index", "boxes", "first_stage_score")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +168,11 @@ class SearchHit(_message.Message):
     TEXT_SOURCE_FIELD_NUMBER: _ClassVar[int]
     OCR_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     TYPED_METADATA_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIRST_CHUNK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_LAST_CHUNK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    BOXES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_STAGE_SCORE_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     text: str
     score: float
@@ -176,7 +187,12 @@ class SearchHit(_message.Message):
     text_source: str
     ocr_confidence: float
     typed_metadata: _containers.MessageMap[str, _document_pb2.MetadataValue]
-    def __init__(self, chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., document_id: _Optional[str] = ..., filename: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[Highlight, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., text_as_html: _Optional[str] = ..., text_source: _Optional[str] = ..., ocr_confidence: _Optional[float] = ..., typed_metadata: _Optional[_Mapping[str, _document_pb2.MetadataValue]] = ...) -> None: ...
+    context: str
+    context_first_chunk_index: int
+    context_last_chunk_index: int
+    boxes: _containers.RepeatedCompositeFieldContainer[_document_pb2.BoundingBox]
+    first_stage_score: float
+    def __init__(self, chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., document_id: _Optional[str] = ..., filename: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[Highlight, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., text_as_html: _Optional[str] = ..., text_source: _Optional[str] = ..., ocr_confidence: _Optional[float] = ..., typed_metadata: _Optional[_Mapping[str, _document_pb2.MetadataValue]] = ..., context: _Optional[str] = ..., context_first_chunk_index: _Optional[int] = ..., context_last_chunk_index: _Optional[int] = ..., boxes: _Optional[_Iterable[_Union[_document_pb2.BoundingBox, _Mapping]]] = ..., first_stage_score: _Optional[float] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("hits", "mode", "generation", "embedder_model")

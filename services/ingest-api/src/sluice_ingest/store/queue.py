@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.rows import class_row, dict_row
+from psycopg.types.json import Jsonb
 
 from sluice_common.errors import (
     FailedPrecondition,
@@ -584,11 +585,11 @@ class QueueStore(GenerationStore):
     async def _copy_chunks(conn: psycopg.AsyncConnection, job: dict[str, Any], chunks: list[ChunkRow]) -> None:
         async with conn.cursor().copy(
             "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, page_number, element_type,"
-            " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence)"
+            " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence, boxes)"
             " FROM STDIN WITH (FORMAT BINARY)"
         ) as copy:
             copy.set_types(["uuid", "int8", "int8", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text",
-                            "text", "float4"])
+                            "text", "float4", "jsonb"])
             for chunk in chunks:
                 await copy.write_row(
                     (
@@ -606,6 +607,7 @@ class QueueStore(GenerationStore):
                         chunk.search_terms,
                         chunk.text_source,
                         chunk.ocr_confidence,
+                        Jsonb(chunk.boxes),
                     )
                 )
 

@@ -58,6 +58,7 @@ class ChunkRow:
     search_terms: str = ""
     text_source: str = ""
     ocr_confidence: float | None = None
+    boxes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,11 @@ chunk_by_title to cut.
 
 Tables never go through chunk_by_title (it would cut a long one at any character): each
 becomes chunks of its own, split between rows with the header repeated (tables.py).
+
+Each chunk keeps where its elements lie on their pages (`ChunkRecord.boxes`), from the
+elements' `metadata.coordinates` (unstructured's CoordinatesMetadata; parsing/pdf.py and ocr.py
+set it for PDF text boxes, tables and OCR paragraphs), as fractions of the page from its
+top-left corner: one box per element, at most MAX_BOXES.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from sluice_worker.parsing.tables import split_table
 
 _BOUNDARY = re.compile(r"[。！？；!?][」』）”’\"')]*|[.;](?=\s)|\n+")
 _TABLE_TYPES = {"Table", "TableChunk"}
+MAX_BOXES = 64
 
 
 def split_sentences(text: str) -> list[str]:
@@ -113,6 +119,7 @@ def chunk_elements(elements: list, settings: ChunkingSettings, max_chunks: int) 
                     element_type="Table",
                     section_title=section[:500],
                     text_as_html=part.html,
+                    boxes=element_boxes([element]),
                     **_provenance([element]),
                 )
             )
@@ -156,10 +163,45 @@ def _chunk_text(elements: list, settings: ChunkingSettings, records: list[ChunkR
                 page_number=int(chunk.metadata.page_number or 0),
                 element_type=_main_type(chunk, originals),
                 section_title=chunk_section[:500],
+                boxes=element_boxes(originals),
                 **_provenance(originals or [chunk]),
             )
         )
     return section
+
+
+def element_boxes(elements: list) -> list[dict]:
+    """The elements' boxes, in fractions of their pages from the top-left corner, in order
+    (an element split into several chunks gives its whole box to each)."""
+    boxes: list[dict] = []
+    for element in elements:
+        box = element_box(element)
+        if box is not None and box not in boxes:
+            boxes.append(box)
+        if len(boxes) == MAX_BOXES:
+            break
+    return boxes
+
+
+def element_box(element) -> dict | None:
+    metadata = element.metadata
+    coordinates = getattr(metadata, "coordinates", None)
+    page = getattr(metadata, "page_number", None)
+    system = getattr(coordinates, "system", None)
+    points = getattr(coordinates, "points", None)
+    if not page or system is None or not points or not system.width or not system.height:
+        return None
+    xs = [float(x) for x, _ in points]
+    ys = [float(y) for _, y in points]
+    top, bottom = min(ys) / system.height, max(ys) / system.height
+    if system.orientation.name == "CARTESIAN":  # y grows upwards (PDF points)
+        top, bottom = 1.0 - bottom, 1.0 - top
+
+    def clamp(value: float) -> float:
+        return round(min(1.0, max(0.0, value)), 4)
+
+    return {"page": int(page), "left": clamp(min(xs) / system.width), "top": clamp(top),
+            "right": clamp(max(xs) / system.width), "bottom": clamp(bottom)}
 
 
 def _provenance(originals: list) -> dict:

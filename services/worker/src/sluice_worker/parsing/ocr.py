@@ -53,6 +53,7 @@ class OcrLine:
     top: float
     bottom: float
     left: float
+    right: float = 0.0
 
 
 def recognize(image) -> list[OcrLine]:
@@ -69,7 +70,7 @@ def recognize(image) -> list[OcrLine]:
             continue
         ys = [point[1] for point in box]
         xs = [point[0] for point in box]
-        lines.append(OcrLine(text, float(score), min(ys), max(ys), min(xs)))
+        lines.append(OcrLine(text, float(score), min(ys), max(ys), min(xs), max(xs)))
     lines.sort(key=lambda line: (round(line.top / 8), line.left))
     return lines
 
@@ -85,9 +86,9 @@ def _join(left: str, right: str) -> str:
     return f"{left} {right}"
 
 
-def paragraphs(lines: list[OcrLine]) -> list[tuple[str, float]]:
+def paragraphs(lines: list[OcrLine]) -> list[tuple[str, float, tuple[float, float, float, float]]]:
     """Lines grouped into paragraphs (a gap taller than half a line starts a new one), each with
-    its character-weighted mean confidence."""
+    its character-weighted mean confidence and its box (left, top, right, bottom, in pixels)."""
     if not lines:
         return []
     height = statistics.median(line.bottom - line.top for line in lines) or 1.0
@@ -103,19 +104,25 @@ def paragraphs(lines: list[OcrLine]) -> list[tuple[str, float]]:
         for line in group[1:]:
             text = _join(text, line.text)
         characters = sum(len(line.text) for line in group)
-        out.append((text, sum(line.confidence * len(line.text) for line in group) / characters))
+        box = (min(line.left for line in group), min(line.top for line in group),
+               max(line.right for line in group), max(line.bottom for line in group))
+        out.append((text, sum(line.confidence * len(line.text) for line in group) / characters, box))
     return out
 
 
 def page_elements(image, *, page_number: int, filename: str, filetype: str) -> list:
     """unstructured elements for one page image, tagged as OCR text."""
-    from unstructured.documents.elements import ElementMetadata
+    from unstructured.documents.coordinates import PixelSpace
+    from unstructured.documents.elements import CoordinatesMetadata, ElementMetadata
     from unstructured.partition.text import element_from_text
 
     elements = []
-    for text, confidence in paragraphs(recognize(image)):
+    for text, confidence, (left, top, right, bottom) in paragraphs(recognize(image)):
         element = element_from_text(text)
-        element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype=filetype)
+        coordinates = CoordinatesMetadata(points=((left, top), (left, bottom), (right, bottom), (right, top)),
+                                          system=PixelSpace(width=image.width, height=image.height))
+        element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype=filetype,
+                                           coordinates=coordinates)
         element.metadata.text_source = OCR
         element.metadata.ocr_confidence = round(confidence, 4)
         elements.append(element)

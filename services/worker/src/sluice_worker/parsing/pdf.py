@@ -96,18 +96,19 @@ def partition_pdf_fast(
                 if inside is not None:
                     if inside not in placed:
                         placed.add(inside)
-                        elements.append(tables[inside].element(page_number, filename))
+                        elements.append(tables[inside].element(page_number, filename, layout.width, layout.height))
                     continue
                 text = clean_extra_whitespace(clean_ligatures(_join_lines(box.get_text())))
                 if not text:
                     continue
                 element = element_from_text(text)
-                element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype="application/pdf")
+                element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype="application/pdf",
+                                                   coordinates=pdf_coordinates(box.bbox, layout.width, layout.height))
                 element.metadata.text_source = ocr.TEXT_LAYER
                 elements.append(element)
             for i, table in enumerate(tables):  # a table none of whose cells was a text box
                 if i not in placed:
-                    elements.append(table.element(page_number, filename))
+                    elements.append(table.element(page_number, filename, layout.width, layout.height))
             done = page_number
             if progress is not None:
                 progress(done, pages, "pages")
@@ -141,7 +142,7 @@ class PageTable:
         y = (bbox[1] + bbox[3]) / 2
         return self.x0 <= x <= self.x1 and self.y0 <= y <= self.y1
 
-    def element(self, page_number: int, filename: str):
+    def element(self, page_number: int, filename: str, page_width: float = 0.0, page_height: float = 0.0):
         """A unstructured Table element with the table as HTML, as the other formats give it
         (parsing/tables.py turns it into Markdown chunks, split between rows)."""
         from html import escape
@@ -154,10 +155,23 @@ class PageTable:
             "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in self.rows
         ) + "</table>"
         text = "\n".join(" ".join(cell for cell in row if cell) for row in self.rows)
-        element = Table(text=text, metadata=ElementMetadata(page_number=page_number, filename=filename,
-                                                            filetype="application/pdf", text_as_html=html))
+        element = Table(text=text, metadata=ElementMetadata(
+            page_number=page_number, filename=filename, filetype="application/pdf", text_as_html=html,
+            coordinates=pdf_coordinates((self.x0, self.y0, self.x1, self.y1), page_width, page_height)))
         element.metadata.text_source = ocr.TEXT_LAYER
         return element
+
+
+def pdf_coordinates(bbox: tuple[float, float, float, float], width: float, height: float):
+    """A pdfminer box (x0, y0, x1, y1 in points, origin at the bottom left) as unstructured's
+    CoordinatesMetadata on the page's PointSpace; None when the page size is unknown."""
+    from unstructured.documents.coordinates import PointSpace
+    from unstructured.documents.elements import CoordinatesMetadata
+
+    if not width or not height:
+        return None
+    x0, y0, x1, y1 = (float(v) for v in bbox)
+    return CoordinatesMetadata(points=((x0, y1), (x0, y0), (x1, y0), (x1, y1)), system=PointSpace(width=width, height=height))
 
 
 def page_tables(plumber, page_number: int, page_height: float) -> list[PageTable]:
