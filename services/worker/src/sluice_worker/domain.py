@@ -15,7 +15,7 @@ from sluice_common.worker_errors import WorkerErrorCode
 
 # Bump when parsing or chunking changes what chunks a document yields: snapshots made by
 # another version are then ignored (they are keyed by content hash and pipeline version).
-PIPELINE_REVISION = "7"  # 7: chunks carry their elements' boxes
+PIPELINE_REVISION = "8"  # 7: chunks carry their elements' boxes; 8: OCR detects at 150 dpi, spaCy budget per document
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from opentelemetry import trace
 
 from sluice_common import tracing
 from sluice_common.embedders import Embedder, EmbeddingError, get_embedder, provider_name
+from sluice_common.worker_errors import client_message
 from sluice_worker import metrics
 from sluice_worker.domain import (
     DOCUMENT_TOO_LARGE,
@@ -166,10 +167,13 @@ class JobPipeline:
 
     async def _fail(self, lease, retryable: bool, code: str, message: str, state: JobResult) -> JobResult:
         metrics.JOBS_FAILED.labels(error_code=code, retryable=str(retryable).lower()).inc()
+        # The log keeps the whole message for the operator; the document's owner gets it without
+        # server internals (paths, tracebacks, object addresses, SQL, secrets): every failure
+        # passes here, so this is the one place that cleans it.
         log.info("job failed", extra={"error_code": code, "retryable": retryable, "error_message": message})
         state.error_code = code
         try:
-            await self.port.fail_job(lease, retryable=retryable, error_code=code, error_message=message)
+            await self.port.fail_job(lease, retryable=retryable, error_code=code, error_message=client_message(message))
             state.outcome = "failed"
         except LeaseLost:
             state.outcome = "abandoned"
@@ -269,7 +273,9 @@ class JobPipeline:
             data, job.filename, job.mime_type, limits, timeout=settings.parse_timeout_seconds, progress=on_progress
         )
         metrics.STAGE_SECONDS.labels(stage=Stage.PARSING.name).observe(time.monotonic() - started)
-        log.info("parsed", extra={"elements": summary.elements, "pages": summary.pages, "characters": summary.characters})
+        peak = getattr(session, "peak_resident_bytes", 0)
+        log.info("parsed", extra={"elements": summary.elements, "pages": summary.pages, "characters": summary.characters,
+                                  "peak_resident_mb": peak // 2**20})
         return summary
 
     async def _embed(self, job, chunks: list[ChunkRecord]) -> list[list[float]]:

@@ -42,7 +42,8 @@ def _get_engine():
     if _engine is None:
         from rapidocr_onnxruntime import RapidOCR
 
-        _engine = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+        # One line per recognizer call: batches are padded to their widest line (ocr_page.py).
+        _engine = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1, rec_batch_num=1)
     return _engine
 
 
@@ -58,13 +59,13 @@ class OcrLine:
 
 def recognize(image) -> list[OcrLine]:
     """The text lines of a Pillow image, top to bottom."""
-    import numpy as np
+    from sluice_worker.parsing.ocr_page import read_page
 
     # No angle classifier: it turned whole upright lines upside down and lost them (to "S"); a
-    # few degrees of skew are handled by detection.
-    result, _ = _get_engine()(np.asarray(image.convert("RGB")), use_cls=False)
+    # few degrees of skew are handled by detection. Detection at the resolution it needs, in
+    # bounded memory; recognition at the page's own (ocr_page.py).
     lines = []
-    for box, text, score in result or []:
+    for box, text, score in read_page(_get_engine(), image):
         text = (text or "").strip()
         if not text:
             continue
@@ -171,7 +172,10 @@ def partition_image(data: bytes, *, filename: str, max_pages: int, max_pixels: i
                 progress(page_number, pages, "pages")
     except DocumentInvalid:
         raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
+    except UnidentifiedImageError as exc:
+        # Pillow's message names its own stream object ("<_io.BytesIO object at 0x…>").
+        raise DocumentInvalid(DOCUMENT_CORRUPT, "the file is not an image that can be read (its content is damaged or of another kind)") from exc
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise DocumentInvalid(DOCUMENT_CORRUPT, f"the image is damaged and cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from exc
     return elements, pages
 

@@ -16,7 +16,8 @@ from sluice_worker.domain import (
     ParseSummary,
     storable_text,
 )
-from sluice_worker.parsing import formats, xmltrees
+from sluice_worker.parsing import formats, heuristics, xmltrees
+from sluice_worker.parsing.resources import out_of_memory
 from sluice_worker.parsing.text import decode_text
 
 Progress = Callable[[int, int, str], None]
@@ -30,27 +31,11 @@ class ParseLimits:
     max_page_pixels: int = 40_000_000
 
 
-# unstructured tells titles from paragraphs by running spaCy over an element's text, up to
-# 1,000,000 characters of it: for one long paragraph that took ~20 s and more than 2 GB (the
-# sandbox's limit). The first 20,000 characters decide the type as well.
-_HEURISTICS_MAX_CHARS = 20_000
-
-
-def _bound_text_heuristics() -> None:
-    import contextlib
-
-    with contextlib.suppress(ImportError, AttributeError):  # private API: at worst, the slow path
-        from unstructured.nlp.tokenize import _get_nlp
-
-        nlp = _get_nlp()
-        nlp.max_length = min(nlp.max_length, _HEURISTICS_MAX_CHARS)
-
-
 def partition_document(
     data: bytes, filename: str, mime_type: str, limits: ParseLimits, progress: Progress | None = None
 ) -> tuple[list, ParseSummary]:
     fmt = formats.detect_format(data, filename, mime_type)
-    _bound_text_heuristics()
+    heuristics.begin_document()
     if fmt in (formats.DOCX, formats.PPTX, formats.EPUB, formats.XLSX):
         formats.check_zip_bomb(data, limits.max_unzipped_bytes)
     pages = 0
@@ -72,16 +57,18 @@ def partition_document(
     except (DocumentInvalid, MemoryError):
         raise
     except Exception as exc:  # noqa: BLE001
+        if out_of_memory(exc):
+            raise  # a resource failure, not damage: the sandbox reports PARSE_MEMORY_LIMIT
         limit = _xml_limit_failure(exc, formats.FORMAT_NAMES[fmt])
         if limit is not None:
             raise limit from exc
         # The parsers are deterministic: an exception on these bytes comes back on every
         # retry, so it is the document's fault (damaged or not what its name says).
         raise DocumentInvalid(
-            DOCUMENT_CORRUPT,
-            f"the file could not be read as {formats.FORMAT_NAMES[fmt]} ({type(exc).__name__}: {str(exc)[:200]})",
+            DOCUMENT_CORRUPT, f"the file could not be read as {formats.FORMAT_NAMES[fmt]} ({exception_summary(exc)})"
         ) from exc
     elements = _clean(elements)
+    heuristics.apply_document_languages(elements)
     if not pages:
         pages = max((e.metadata.page_number or 0 for e in elements), default=0)
         if pages > limits.max_pages:
@@ -153,8 +140,17 @@ def _about(count: int) -> str:
     return f"{count:,} characters" if count != 1 else "1 character"
 
 
+def exception_summary(exc: BaseException) -> str:
+    """The kind of error and the first line of what it says, for a failure's message (which
+    worker_errors.client_message then cleans of server internals)."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
+
+
 def _partition_other(fmt: str, data: bytes, filename: str) -> list:
-    common = {"metadata_filename": filename}
+    # languages=[""]: no language detection per element; heuristics.apply_document_languages
+    # detects them once for the document.
+    common = {"metadata_filename": filename, "languages": [""]}
     # libxml2's own limits would silently cut long texts and deep nesting (see xmltrees).
     xmltrees.use_huge_trees()
     if fmt == formats.DOCX:
@@ -206,7 +202,7 @@ def _partition_email(data: bytes, filename: str) -> list:
     from unstructured.documents.elements import ElementMetadata, Title
     from unstructured.partition.email import partition_email
 
-    elements = partition_email(file=io.BytesIO(data), metadata_filename=filename)
+    elements = partition_email(file=io.BytesIO(data), metadata_filename=filename, languages=[""])
     subject = next((e.metadata.subject for e in elements if getattr(e.metadata, "subject", None)), None)
     if subject is None:
         import email
