@@ -24,6 +24,7 @@ from .commands import MODES
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
 
 DEFAULT_MODES = "vector,keyword,hybrid"
+WARM_UP_SECONDS = 120.0
 TITLES = {"hit@1": "hit@1", "hit@3": "hit@3", "hit@10": "hit@10", "mrr@10": "MRR@10", "ndcg@10": "nDCG@10"}
 
 
@@ -43,6 +44,16 @@ def run_eval(clients: Clients, args) -> int:
     except QuerySetError as error:
         raise CliError(f"query set {error}", EXIT_USAGE, "QUERY_SET_INVALID") from None
     results: dict[str, dict] = {}
+    # Warm-up, not counted: the first search of a collection on a local model loads the model in
+    # search (seconds, more on a busy machine), which would otherwise time out or skew the p50.
+    for mode in modes:
+        warm_up = search_service_pb2.SearchRequest(collection=args.collection, query=queries[0].query, top_k=args.k,
+                                                   mode=MODES[mode])
+        try:
+            clients.call(clients.search.Search, warm_up, service="search", timeout=max(WARM_UP_SECONDS, clients.timeout))
+        except CliError as error:
+            error.message = f"query {queries[0].id!r} ({mode}): {error.message}"
+            raise
     with Progress(TextColumn("{task.description}"), BarColumn(bar_width=30), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=render.err, transient=True, disable=args.json or not render.err.is_terminal) as progress:
         for mode in modes:
