@@ -254,14 +254,21 @@ def run_modes(address: str, key: str, collection: str, queries: list[Query], mod
                         timeout=300)
         for mode in modes:
             value = MODES[mode]
-            ranked, latencies = {}, {}
+            ranked, latencies, errors = {}, {}, {}
             for query in queries:
                 request = pb.SearchRequest(collection=collection, query=query.query, top_k=TOP_K, mode=value)
                 started = time.perf_counter()
-                response = stub.Search(request, timeout=60)
+                try:
+                    response = stub.Search(request, timeout=60)
+                except grpc.RpcError as error:  # counted as a miss, and reported
+                    errors[query.id] = f"{error.code().name}: {error.details()}"
+                    continue
                 latencies[query.id] = time.perf_counter() - started
                 ranked[query.id] = list(response.hits)
-            results[mode] = {"ranked": ranked, "latencies": latencies}
+            if errors:
+                first = next(iter(errors.items()))
+                print(f"  {mode}: {len(errors)} queries failed (counted as misses), e.g. {first[0]!r}: {first[1]}", flush=True)
+            results[mode] = {"ranked": ranked, "latencies": latencies, "errors": errors}
     finally:
         channel.close()
     return results
@@ -434,6 +441,7 @@ def run_set(admin: str, evalset: EvalSet, args, logs: Path, cache_dir: Path | No
         "stored_vs_exact_cosine": runs["exact-ST"]["stored_vs_exact_cosine"],
         "checked_chunks": runs["exact-ST"]["checked_chunks"],
         "first_relevant_rank": {name: first_ranks(evalset.queries, run["ranked"]) for name, run in runs.items()},
+        "errors": {name: run["errors"] for name, run in runs.items() if run.get("errors")},
     }
 
 
@@ -461,6 +469,8 @@ def print_table(result: dict) -> None:
         row = result["rows"][name]
         p50 = f"{row['p50_ms']:>9.1f}" if row["p50_ms"] is not None else f"{'—':>9}"
         print(f"{name:<17}" + "".join(f"{row[key]:>9.3f}" for _, key in COLUMNS) + p50)
+    for name, errors in result["errors"].items():
+        print(f"{name}: {len(errors)} queries failed and count as misses: {', '.join(list(errors)[:5])}")
     if result["ratios"]:
         print("MRR@10 ratios: " + ", ".join(f"{name} {value:.2f}×" for name, value in result["ratios"].items()))
     print("(bm25s and exact-ST latencies are in-process, without gRPC; the model's vectors vs those stored:"
