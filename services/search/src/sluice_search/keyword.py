@@ -68,34 +68,59 @@ def enough(order: Sequence[str], taken: int, weights: dict[str, float], threshol
     return taken
 
 
+# Without a document filter, the best `limit` × OVERFETCH candidates are ranked on the chunks
+# alone, and only they are joined to their documents (READY) and read whole: a query with
+# thousands of candidates then reads no text and no document for most of them. If fewer than
+# `limit` of them are READY, the query runs again with the join inside.
+OVERFETCH = 4
+
+
 def scoring_query(
-    head: sql.Composable, where: sql.Composable, params: dict, candidates: Sequence[str], weights: dict[str, float],
-    limit: int,
+    chunk_scope: sql.Composable, columns: sql.Composable, where: sql.Composable, params: dict,
+    candidates: Sequence[str], weights: dict[str, float], limit: int, *, join_first: bool,
 ) -> tuple[sql.Composed, dict]:
-    """Score the chunks holding any `candidates` term with every weighted term. `head` is the
-    FROM/WHERE of the caller's chunk query (chunks c, documents d, READY, tenant, generation)."""
+    """Score the chunks holding any `candidates` term with every weighted term.
+
+    `chunk_scope` restricts `chunks c` (generation, tenant); `columns` are the hit's columns
+    over `c` and `d`; `where` the filter's predicates on `documents d` (empty for none)."""
     params = {
         **params,
         "kw_terms": list(weights),
         "kw_weights": [weights[t] for t in weights],
         "kw_match": textsearch.tsquery_text(candidates),
     }
-    query = sql.SQL(
+    vector = sql.SQL(
         "WITH q AS ("
         " SELECT ('{{' || string_agg(dim || ':' || w, ',' ORDER BY dim) || '}}/{dims}')::sparsevec AS v"
         " FROM (SELECT sluice_term_dim(t) AS dim, sum(w)::real AS w"
-        " FROM unnest(%(kw_terms)s::text[], %(kw_weights)s::float8[]) AS x(t, w) GROUP BY 1) s"
-        ") {head} AND c.search_tsv @@ to_tsquery('simple', %(kw_match)s){where}"
-        " ORDER BY rank DESC, c.id LIMIT {limit}"
-    ).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS)), head=head, where=where, limit=sql.Literal(int(limit)))
-    return query, params
+        " FROM unnest(%(kw_terms)s::text[], %(kw_weights)s::float8[]) AS x(t, w) GROUP BY 1) s)"
+    ).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS)))
+    match = sql.SQL("{scope} AND c.search_tsv @@ to_tsquery('simple', %(kw_match)s)").format(scope=chunk_scope)
+    if join_first:
+        query = sql.SQL(
+            "{vector} SELECT {columns}, -(c.search_bm25 <#> q.v) AS rank"
+            " FROM q, chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE {match} AND d.status = 'READY'{where} ORDER BY rank DESC, c.id LIMIT {limit}"
+        )
+    else:
+        query = sql.SQL(
+            "{vector}, best AS ("
+            " SELECT c.id, -(c.search_bm25 <#> q.v) AS rank FROM q, chunks c"
+            " WHERE {match} ORDER BY rank DESC, c.id LIMIT {overfetch})"
+            " SELECT {columns}, best.rank FROM best JOIN chunks c ON c.id = best.id"
+            " JOIN documents d ON d.id = c.document_id"
+            " WHERE d.status = 'READY'{where} ORDER BY best.rank DESC, c.id LIMIT {limit}"
+        )
+    return query.format(vector=vector, columns=columns, match=match, where=where, limit=sql.Literal(int(limit)),
+                        overfetch=sql.Literal(int(limit) * OVERFETCH)), params
 
 
 async def search(
-    conn: psycopg.AsyncConnection, generation_id: int, terms: Sequence[str], limit: int, head: sql.Composable,
-    where: sql.Composable, params: dict, score_column: int,
+    conn: psycopg.AsyncConnection, generation_id: int, terms: Sequence[str], limit: int, chunk_scope: sql.Composable,
+    columns: sql.Composable, where: sql.Composable, params: dict, score_column: int,
 ) -> list[tuple]:
-    """The best `limit` rows of `head` by BM25, best first (see the module's docstring)."""
+    """The best `limit` READY chunks by BM25, best first, as rows of `columns` + the score (see
+    the module's docstring and scoring_query)."""
     terms = [t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t])]
     if not terms:
         return []
@@ -107,9 +132,16 @@ async def search(
     weights = {t: idf(chunks, dfs[t]) for t in terms if t in dfs}
     order = candidate_rounds(weights, dfs)
     taken = first_candidates(order, dfs)
+    # A filter narrows the documents: then the join comes first (see OVERFETCH).
+    join_first = not (isinstance(where, sql.SQL) and not where.as_string(None))
     while True:
-        query, query_params = scoring_query(head, where, params, order[:taken], weights, limit)
+        query, query_params = scoring_query(chunk_scope, columns, where, params, order[:taken], weights, limit,
+                                            join_first=join_first)
         found = await (await conn.execute(query, query_params)).fetchall()
+        if len(found) < limit and not join_first:
+            # Fewer READY chunks among the best than wanted: maybe others further down are.
+            join_first = True
+            continue
         threshold = float(found[limit - 1][score_column]) if len(found) >= limit else 0.0
         needed = enough(order, taken, weights, threshold)
         if needed <= taken:

@@ -37,6 +37,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from sluice_common import vector_index
 from sluice_common.db import check_if_idle, mark_returned
+from sluice_common.reranking import RerankerSpec
 from sluice_common.tasks import end_if_cancelled, pause
 
 from . import keyword, metrics
@@ -83,6 +84,10 @@ async def open_read_pool(
         await conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(int(ef_search))))
         await conn.execute(sql.SQL("SET hnsw.max_scan_tuples = {}").format(sql.Literal(int(max_scan_tuples))))
         await conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(int(statement_timeout_ms))))
+        # Pages of an index are as cheap to reach as the table's (SSD, or a cache that holds
+        # them). At the default 4, the planner scanned every chunk for a KEYWORD query rather
+        # than the GIN index's few thousand, and paid for every row's tsvector (keyword.py).
+        await conn.execute("SET random_page_cost = 1.1")
 
     pool = AsyncConnectionPool(
         url,
@@ -201,7 +206,7 @@ class SearchRepository:
             row = await (
                 await conn.execute(
                     "SELECT c.id, c.name, g.embedder_provider, g.embedder_model, g.dimensions, c.tenant_id, g.id, g.number,"
-                    " c.chunk_overlap"
+                    " c.chunk_overlap, c.reranker"
                     " FROM collections c JOIN collection_generations g ON g.collection_id = c.id AND g.state = 'ACTIVE'"
                     " WHERE c.tenant_id = %s AND c.name = %s",
                     (tenant_id, name),
@@ -210,7 +215,7 @@ class SearchRepository:
         if row is None:
             self._collections.pop(key, None)
             return None
-        collection = Collection(*row)
+        collection = Collection(*row[:-1], reranker=RerankerSpec.from_json(row[-1]))
         if len(self._collections) > 10_000:
             self._collections.clear()
         self._collections[key] = (now, collection)
@@ -239,14 +244,13 @@ class SearchRepository:
         """
         async with self._tenant_session(collection.tenant_id) as conn:
             if filter and self._exact_filter_max_chunks > 0:
-                documents = await self._selective_documents(conn, collection, filter)
-                if documents is not None:
-                    if not documents:
-                        return []
-                    exact, params = vector_query(collection, vector, limit, filter, exact=True, documents=documents)
-                    rows = await (await conn.execute(exact, params)).fetchall()
-                    rows.sort(key=lambda r: (r[_SCORE], r[0]))
-                    return [_hit(r, 1.0 - float(r[_SCORE])) for r in rows]
+                query, params = selective_vector_query(collection, vector, limit, filter, self._exact_filter_max_chunks)
+                rows = await (await conn.execute(query, params)).fetchall()
+                documents, chunks = rows[0][:2]
+                if documents <= self._exact_filter_max_chunks and chunks <= self._exact_filter_max_chunks:
+                    hits = [row[2:] for row in rows if row[2] is not None]
+                    hits.sort(key=lambda r: (r[_SCORE], r[0]))
+                    return [_hit(r, 1.0 - float(r[_SCORE])) for r in hits]
             indexed, params = vector_query(collection, vector, limit, filter)
             rows = await (await conn.execute(indexed, params)).fetchall()
             if len(rows) < limit:
@@ -257,17 +261,6 @@ class SearchRepository:
         # relaxed_order: the index hands rows back nearly sorted; the final order is exact.
         rows.sort(key=lambda r: (r[_SCORE], r[0]))
         return [_hit(r, 1.0 - float(r[_SCORE])) for r in rows]
-
-    async def _selective_documents(
-        self, conn: psycopg.AsyncConnection, collection: Collection, filter: DocumentFilter
-    ) -> list[str] | None:
-        """The READY documents the filter selects when they hold at most exact_filter_max_chunks
-        chunks between them; None when they hold more (or more documents match than that)."""
-        query, params = selective_documents_query(collection, filter, self._exact_filter_max_chunks)
-        rows = await (await conn.execute(query, params)).fetchall()
-        if len(rows) > self._exact_filter_max_chunks or sum(count for _, count in rows) > self._exact_filter_max_chunks:
-            return None
-        return [document_id for document_id, _ in rows]
 
     async def chunk_texts(self, collection: Collection, windows: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int], str]:
         """The texts of the chunks in each (document, first, last chunk index) window, of READY
@@ -289,38 +282,57 @@ class SearchRepository:
     async def keyword_search(self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter) -> list[Hit]:
         """The `limit` READY chunks that contain any of `terms`, by BM25 score (keyword.py)."""
         where, params = _filter_sql(filter)
-        head = sql.SQL(
-            "SELECT {cols}, -(c.search_bm25 <#> q.v) AS rank FROM q, chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY'"
-        ).format(cols=_HIT_COLUMNS, pred=vector_index.generation_predicate(collection.generation_id),
-                 tid=sql.Literal(int(collection.tenant_id)))
+        scope = sql.SQL("{pred} AND c.tenant_id = {tid}").format(
+            pred=vector_index.generation_predicate(collection.generation_id), tid=sql.Literal(int(collection.tenant_id))
+        )
         async with self._tenant_session(collection.tenant_id) as conn:
-            rows = await keyword.search(conn, collection.generation_id, terms, limit, head, where, params, _SCORE)
+            rows = await keyword.search(conn, collection.generation_id, terms, limit, scope, _HIT_COLUMNS, where, params,
+                                        _SCORE)
         return [_hit(r, float(r[_SCORE])) for r in rows]
 
 
-def selective_documents_query(collection: Collection, filter: DocumentFilter, max_chunks: int) -> tuple[sql.Composed, dict]:
-    """The ids and chunk counts of the READY documents the filter selects, at most max_chunks + 1
-    of them (each has a chunk at least, so more documents than that are too many chunks)."""
+def selective_vector_query(
+    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, max_chunks: int
+) -> tuple[sql.Composed, dict]:
+    """One statement for a filtered VECTOR search: the READY documents the filter selects (at
+    most max_chunks + 1 of them) and, when they hold at most max_chunks chunks, the `limit`
+    nearest of those chunks, scored exactly. Every row starts with (documents, chunks) found;
+    when there are too many, one row of NULL hits says so and the caller walks the graph."""
     where, params = _filter_sql(filter)
+    params["v"] = np.asarray(vector, dtype=np.float32)
+    distance = sql.SQL("{expr} <=> %(v)s::vector({dim})").format(
+        expr=vector_index.embedding_expr(collection.dimensions), dim=sql.Literal(int(collection.dimensions))
+    )
     query = sql.SQL(
-        "SELECT d.id::text, d.chunk_count FROM documents d"
-        " WHERE d.collection_id = {cid} AND d.tenant_id = {tid} AND d.status = 'READY'{where} LIMIT {limit}"
-    ).format(cid=sql.Literal(int(collection.id)), tid=sql.Literal(int(collection.tenant_id)), where=where,
-             limit=sql.Literal(int(max_chunks) + 1))
+        "WITH m AS MATERIALIZED ("
+        " SELECT d.id, d.chunk_count FROM documents d"
+        " WHERE d.collection_id = {cid} AND d.tenant_id = {tid} AND d.status = 'READY'{where} LIMIT {cap_plus_one}"
+        "), t AS (SELECT count(*) AS documents, coalesce(sum(m.chunk_count), 0) AS chunks FROM m)"
+        " SELECT t.documents, t.chunks, h.* FROM t LEFT JOIN LATERAL ("
+        " SELECT {cols}, {distance} AS distance FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE t.documents <= {cap} AND t.chunks <= {cap} AND c.document_id = ANY(ARRAY(SELECT m.id FROM m))"
+        " AND {pred} AND c.tenant_id = {tid} AND d.status = 'READY'{where}"
+        " ORDER BY ({distance}) + 0, c.id LIMIT {limit}"
+        ") h ON true"
+    ).format(
+        cid=sql.Literal(int(collection.id)),
+        tid=sql.Literal(int(collection.tenant_id)),
+        where=where,
+        cap=sql.Literal(int(max_chunks)),
+        cap_plus_one=sql.Literal(int(max_chunks) + 1),
+        cols=_HIT_COLUMNS,
+        distance=distance,
+        pred=vector_index.generation_predicate(collection.generation_id),
+        limit=sql.Literal(int(limit)),
+    )
     return query, params
 
 
 def vector_query(
-    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, *, exact: bool = False,
-    documents: Sequence[str] | None = None,
+    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, *, exact: bool = False
 ) -> tuple[sql.Composed, dict]:
-    """The vector query and its parameters: through the partial HNSW index, or exact; exact
-    over the chunks of `documents` only when they are given (the filter still applies)."""
+    """The vector query and its parameters: through the partial HNSW index, or exact."""
     where, params = _filter_sql(filter)
-    if documents is not None:
-        where = sql.SQL("{} AND c.document_id = ANY(%(documents)s::uuid[])").format(where)
-        params["documents"] = list(documents)
     params["v"] = np.asarray(vector, dtype=np.float32)
     distance = sql.SQL("{expr} <=> %(v)s::vector({dim})").format(
         expr=vector_index.embedding_expr(collection.dimensions), dim=sql.Literal(int(collection.dimensions))

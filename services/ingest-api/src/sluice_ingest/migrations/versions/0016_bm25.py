@@ -88,6 +88,9 @@ def upgrade() -> None:
 
         ALTER TABLE chunks ADD COLUMN search_length integer NOT NULL DEFAULT 0,
                            ADD COLUMN search_bm25 sparsevec;
+        -- Kept in the row when it fits (the text and vectors go to TOAST first): every keyword
+        -- candidate reads it, and a TOAST fetch per candidate was most of a query's time.
+        ALTER TABLE chunks ALTER COLUMN search_bm25 SET STORAGE MAIN;
 
         -- Before a chunk is stored: its length and BM25 vector, with its generation's average
         -- length so far. Named to run after chunks_active_generation, which fills generation_id.
