@@ -25,6 +25,12 @@ its documents' chunks) and through a second search process that always walks the
 (SLUICE_SEARCH_EXACT_FILTER_MAX_CHUNKS=0); beside them the raw SQL of both plans, and recall@10
 against numpy over the filtered READY chunks.
 
+Reranking, in the same run (`--rerank-queries`, 300 by default): the same VECTOR queries (a
+query vector, plus a text for the reranker) with a TEI-style rerank server in this process that
+answers after a set delay: no reranking, reranking the top 50 with a fast server (APPLIED),
+and with a server slower than the time budget (TIMED_OUT: answered in first-stage order when
+the budget runs out). It measures what the budget guarantees, not a model's quality.
+
 --data latent (default) draws vectors from a 16-dimensional latent space projected to
 `--dimensions` plus noise: like real sentence embeddings, whose intrinsic dimension is low.
 --data isotropic draws them uniformly from the sphere: the worst case of every graph index
@@ -234,6 +240,9 @@ def run(args: argparse.Namespace) -> None:
         if args.filter_selectivity:
             print()
             report_filters(measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows, metadata, args), args)
+        if args.rerank_queries:
+            print()
+            measure_rerank(reader_url, key, queries, args)
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -335,7 +344,7 @@ def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows
     one that always walks the graph; the raw SQL of both plans; recall against numpy."""
     from sluice_search import api
     from sluice_search.domain import Collection, Limits
-    from sluice_search.repository import selective_documents_query, vector_query
+    from sluice_search.repository import selective_vector_query, vector_query
 
     ef = args.ef_search[0]
     queries = queries[: args.filter_queries]
@@ -385,11 +394,9 @@ def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows
         for name, where, _ in cases:
             document_filter = api.filter_of(pb.SearchFilter(where=where), Limits())
             for n, query in enumerate(list(queries[: args.warmup]) + list(queries)):
-                # As shipped: the documents of the filter, then the exact scan of their chunks.
+                # As shipped: one statement, the filter's documents and the exact scan of their chunks.
                 started = time.perf_counter()
-                statement, params = selective_documents_query(collection, document_filter, 2000)
-                documents = [d for d, _ in conn.execute(statement, params).fetchall()]
-                statement, params = vector_query(collection, query, 10, document_filter, exact=True, documents=documents)
+                statement, params = selective_vector_query(collection, query, 10, document_filter, 2000)
                 conn.execute(statement, params).fetchall()
                 middle = time.perf_counter()
                 # The graph walk with the filter applied to each visited chunk.
@@ -406,6 +413,92 @@ def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows
                 sql_seconds.setdefault("unfiltered", []).append(time.perf_counter() - started)
     return {"grpc": {k: percentiles(v) for k, v in seconds.items()}, "sql": {k: percentiles(v) for k, v in sql_seconds.items()},
             "recall": {k: float(np.mean(v)) for k, v in recalls.items()}, "queries": len(queries), "ef": ef}
+
+
+class RerankServer:
+    """A TEI-style /rerank endpoint answering after `delay` seconds (scores: the texts' order)."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.delay = 0.0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                if outer.delay:
+                    time.sleep(outer.delay)
+                data = json.dumps([{"index": i, "score": 1.0 / (1 + i)} for i in reversed(range(len(body["texts"])))]).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # a client whose budget ran out
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address) -> None:
+                pass
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def measure_rerank(reader_url, key, queries, args) -> None:
+    """gRPC p50 without reranking, with a reranker that answers in --rerank-fast-ms, and with one
+    slower than the --rerank-budget-ms budget; the statuses seen."""
+    from sluice.v1 import collection_pb2
+
+    reranker = RerankServer()
+    process, address = start_search(reader_url, args.ef_search[0], rerank_allowed_urls=reranker.url + "/")
+    auth = (("authorization", f"Bearer {key}"),)
+    stub = search_service_pb2_grpc.SearchServiceStub(grpc.insecure_channel(address))
+    config = collection_pb2.RerankerConfig(provider=collection_pb2.RERANKER_PROVIDER_TEI, base_url=reranker.url,
+                                           candidates=50, timeout_ms=args.rerank_budget_ms)
+    plans = [("no reranking", None, 0.0), (f"rerank 50, server {args.rerank_fast_ms} ms", config, args.rerank_fast_ms / 1000),
+             (f"rerank 50, server {args.rerank_slow_ms} ms", config, args.rerank_slow_ms / 1000)]
+    seconds: dict[str, list[float]] = {}
+    statuses: dict[str, dict[str, int]] = {}
+    try:
+        for label, config_, delay in plans:
+            reranker.delay = delay
+            for n, query in enumerate(queries[: args.warmup + args.rerank_queries]):
+                request_ = pb.SearchRequest(collection="bench", query="bench query text", query_vector=query.tolist(), top_k=10,
+                                            mode=pb.SEARCH_MODE_VECTOR)
+                if config_ is not None:
+                    request_.rerank.reranker.CopyFrom(config_)
+                started = time.perf_counter()
+                response = stub.Search(request_, metadata=auth)
+                if n >= args.warmup:
+                    seconds.setdefault(label, []).append(time.perf_counter() - started)
+                    status = pb.RerankStatus.Name(response.rerank.status).removeprefix("RERANK_STATUS_")
+                    statuses.setdefault(label, {}).setdefault(status, 0)
+                    statuses[label][status] += 1
+    finally:
+        process.terminate()
+        process.wait(30)
+        reranker.close()
+    print(f"reranking: {args.rerank_queries} VECTOR queries, top_k=10, 50 candidates, time budget {args.rerank_budget_ms} ms,"
+          " a TEI-style server in this process answering after a set delay")
+    header = f"{'plan':<30} | {'gRPC p50':>9} {'gRPC p95':>9} | statuses"
+    print(header)
+    print("-" * len(header))
+    for label, values in seconds.items():
+        p50, p95 = percentiles(values)
+        print(f"{label:<30} | {p50:>7.2f}ms {p95:>7.2f}ms | {statuses[label]}")
 
 
 def request(query: np.ndarray, where) -> pb.SearchRequest:
@@ -438,6 +531,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--filter-selectivity", type=float, default=0.01, help="fraction of READY documents a filter selects (0: no filter runs)")
     parser.add_argument("--filter-queries", type=int, default=300)
+    parser.add_argument("--rerank-queries", type=int, default=300, help="0: no reranking runs")
+    parser.add_argument("--rerank-budget-ms", type=int, default=200)
+    parser.add_argument("--rerank-fast-ms", type=int, default=20)
+    parser.add_argument("--rerank-slow-ms", type=int, default=1000)
     run(parser.parse_args(argv))
 
 

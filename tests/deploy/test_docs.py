@@ -20,6 +20,7 @@ def test_configuration_doc_is_generated_from_the_current_settings():
 
 def test_every_settings_field_is_documented():
     from sluice_common.embedders import EmbedderSettings
+    from sluice_common.reranking import RerankSettings
     from sluice_common.settings import CommonSettings
     from sluice_ingest.settings import IngestSettings
     from sluice_search.settings import SearchSettings
@@ -28,7 +29,7 @@ def test_every_settings_field_is_documented():
     text = (ROOT / "docs" / "configuration.md").read_text()
     missing = [
         f"SLUICE_{name.upper()}"
-        for cls in (CommonSettings, IngestSettings, SearchSettings, WorkerSettings, EmbedderSettings)
+        for cls in (CommonSettings, IngestSettings, SearchSettings, WorkerSettings, EmbedderSettings, RerankSettings)
         for name in cls.model_fields
         if f"`SLUICE_{name.upper()}`" not in text
     ]

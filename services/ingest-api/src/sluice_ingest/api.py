@@ -11,7 +11,7 @@ from google.protobuf import timestamp_pb2
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, document_service_pb2_grpc
 from sluice.v1 import admin_service_pb2 as admin_pb2, admin_service_pb2_grpc
 from sluice.v1 import job_service_pb2, job_service_pb2_grpc
-from sluice_common import metadata as typed_metadata, tracing
+from sluice_common import metadata as typed_metadata, reranking, tracing
 from sluice_common.auth import Role, current_principal
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.names import document_name
@@ -104,6 +104,7 @@ def collection_to_proto(row: CollectionRow) -> collection_pb2.Collection:
         ready_document_count=row.ready_document_count,
         create_time=timestamp(row.created_at),
         max_attempts=row.max_attempts,
+        reranker=reranking.to_proto(reranking.RerankerSpec.from_json(row.reranker)),
     )
 
 
@@ -250,6 +251,16 @@ def chunk_to_proto(chunk: IncomingChunk) -> job_service_pb2.Chunk:
     )
 
 
+def reranker_of(config: collection_pb2.RerankerConfig) -> dict | None:
+    """A collection's default reranker, checked against the same rules as search's (the operator's
+    SLUICE_RERANK_ALLOWED_URLS, read here too); INVALID_RERANKER says what is wrong."""
+    try:
+        spec = reranking.from_proto(config, allowed_urls=reranking.RerankSettings().allowed_urls())
+    except reranking.RerankerInvalid as err:
+        raise InvalidArgument(f"collection.{err}", reason=Reason.INVALID_RERANKER) from None
+    return spec.to_json() if spec else None
+
+
 def typed_metadata_of(values) -> dict:
     """An upload's typed_metadata as stored JSON; INVALID_METADATA names the entry at fault."""
     out = {}
@@ -289,6 +300,7 @@ class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
             chunk_new_after_n_chars=c.chunking.new_after_n_chars,
             chunk_overlap=c.chunking.overlap,
             max_attempts=c.max_attempts,
+            reranker=reranker_of(c.reranker),
         )
         return collection_to_proto(await self.service.create_collection(tenant(), spec))
 

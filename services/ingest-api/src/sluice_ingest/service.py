@@ -75,6 +75,8 @@ class CollectionSpec:
     chunk_new_after_n_chars: int = 0
     chunk_overlap: int = 0
     max_attempts: int = 0
+    # The default reranker, checked (sluice_common.reranking.RerankerSpec.to_json); None for none.
+    reranker: dict[str, Any] | None = None
 
 
 @dataclass
@@ -188,7 +190,8 @@ class IngestService:
         if len(spec.description) > 2000:
             raise InvalidArgument("description is longer than 2000 characters", reason=Reason.INVALID_DESCRIPTION)
         return await self.store.create_collection(
-            NewCollection(tenant_id, spec.name, spec.description, spec.provider, model, dimensions, max_chars, new_after, overlap, max_attempts)
+            NewCollection(tenant_id, spec.name, spec.description, spec.provider, model, dimensions, max_chars, new_after, overlap, max_attempts,
+                          spec.reranker)
         )
 
     @staticmethod

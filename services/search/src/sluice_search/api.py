@@ -7,13 +7,13 @@ import time
 
 from sluice.v1 import document_pb2, search_service_pb2, search_service_pb2_grpc
 
-from sluice_common import metadata as typed_metadata, tracing
+from sluice_common import metadata as typed_metadata, reranking, tracing
 from sluice_common.auth import current_principal
 from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
 from sluice_common.reasons import Reason
 
-from . import filters, metrics
-from .domain import ContextOptions, DocumentFilter, Hit, Limits, Mode, validate_query
+from . import filters, metrics, rerank
+from .domain import ContextOptions, DocumentFilter, Hit, Limits, Mode, RerankRequest, validate_query
 from .service import SearchService
 
 # stdlib logger: a disabled level costs one comparison (structlog's formatter renders JSON).
@@ -52,9 +52,10 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
                     max_hits_per_document=request.max_hits_per_document,
                     min_score=request.min_score if request.HasField("min_score") else None,
                 ),
+                rerank=rerank_request_of(request.rerank) if request.HasField("rerank") else None,
             )
             mode_label = query.mode.value
-            hits, collection = await self._service.search_generation(current_principal().tenant_id, query)
+            hits, collection, reranked = await self._service.answer(current_principal().tenant_id, query)
             outcome = "ok"
         except SluiceError as err:
             outcome = err.reason
@@ -72,6 +73,11 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
         return search_service_pb2.SearchResponse(
             hits=[_hit_pb(hit) for hit in hits], mode=_PROTO_MODES[query.mode], generation=collection.generation,
             embedder_model=collection.embedder_model,
+            rerank=search_service_pb2.RerankInfo(
+                status=_RERANK_STATUS[reranked.status], message=reranked.message,
+                provider=reranking.provider_proto(reranked.provider), model=reranked.model,
+                candidates=reranked.candidates, elapsed_ms=round(reranked.elapsed_ms, 3),
+            ),
         )
 
 
@@ -88,6 +94,30 @@ def filter_of(message: search_service_pb2.SearchFilter, limits: Limits) -> Docum
         created=filters.parse_range(message.create_time, "filter.create_time"),
         updated=filters.parse_range(message.update_time, "filter.update_time"),
     )
+
+
+_RERANK_STATUS = {
+    rerank.NOT_ASKED: search_service_pb2.RERANK_STATUS_UNSPECIFIED,
+    rerank.APPLIED: search_service_pb2.RERANK_STATUS_APPLIED,
+    rerank.FAILED: search_service_pb2.RERANK_STATUS_FAILED,
+    rerank.TIMED_OUT: search_service_pb2.RERANK_STATUS_TIMED_OUT,
+    rerank.SKIPPED: search_service_pb2.RERANK_STATUS_SKIPPED,
+}
+
+
+def rerank_request_of(message: search_service_pb2.SearchRerank) -> RerankRequest:
+    """The request's reranking, checked against search's own SLUICE_RERANK_ALLOWED_URLS."""
+    config = message.reranker
+    try:
+        spec = reranking.from_proto(config, allowed_urls=reranking.RerankSettings().allowed_urls())
+        if spec is None and not 0 <= config.candidates <= reranking.MAX_CANDIDATES:
+            raise reranking.RerankerInvalid(f"reranker.candidates must be between 0 and {reranking.MAX_CANDIDATES}")
+        if spec is None and not 0 <= config.timeout_ms <= reranking.MAX_TIMEOUT_MS:
+            raise reranking.RerankerInvalid(f"reranker.timeout_ms must be between 0 and {reranking.MAX_TIMEOUT_MS}")
+    except reranking.RerankerInvalid as err:
+        raise InvalidArgument(f"rerank.{err}", reason=Reason.INVALID_RERANKER) from None
+    return RerankRequest(disabled=message.disabled, spec=spec, candidates=config.candidates, timeout_ms=config.timeout_ms,
+                         min_score=message.min_score if message.HasField("min_score") else None)
 
 
 def _mode(value: int) -> Mode | None:
@@ -115,6 +145,7 @@ def _hit_pb(hit: Hit) -> search_service_pb2.SearchHit:
         boxes=[document_pb2.BoundingBox(page_number=int(box.get("page", 0)), left=box.get("left", 0.0), top=box.get("top", 0.0),
                                         right=box.get("right", 0.0), bottom=box.get("bottom", 0.0)) for box in hit.boxes],
         first_stage_score=hit.first_stage_score,
+        rerank_score=hit.rerank_score,
         context=hit.context,
         context_first_chunk_index=hit.context_first_chunk_index,
         context_last_chunk_index=hit.context_last_chunk_index,

@@ -11,6 +11,7 @@ from typing import Any
 
 from sluice_common.errors import InvalidArgument
 from sluice_common.reasons import Reason
+from sluice_common.reranking import RerankerSpec
 
 from .filters import Node, TimeRange
 
@@ -37,6 +38,8 @@ class Collection:
     generation: int = 0
     # ChunkingConfig.overlap: how much text neighbouring chunks may share (context.py).
     chunk_overlap: int = 0
+    # The collection's default reranker (collections.reranker), None for none.
+    reranker: RerankerSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,18 @@ class ContextOptions:
 
 
 @dataclass(frozen=True)
+class RerankRequest:
+    """A request's reranking: off, its own reranker (`spec`), or the collection's with other
+    candidates / timeout_ms; and a threshold on the reranker's scores."""
+
+    disabled: bool = False
+    spec: RerankerSpec | None = None
+    candidates: int = 0
+    timeout_ms: int = 0
+    min_score: float | None = None
+
+
+@dataclass(frozen=True)
 class SearchQuery:
     """A validated request; `vector` is None when the text is to be embedded."""
 
@@ -79,6 +94,7 @@ class SearchQuery:
     mode: Mode
     filter: DocumentFilter
     context: ContextOptions = ContextOptions()
+    rerank: RerankRequest | None = None
 
 
 @dataclass
@@ -100,6 +116,7 @@ class Hit:
     boxes: list[dict[str, Any]] = field(default_factory=list)
     # The mode's score, kept when a reranker replaces `score`.
     first_stage_score: float = 0.0
+    rerank_score: float = 0.0
     context: str = ""
     context_first_chunk_index: int = 0
     context_last_chunk_index: int = 0
@@ -128,6 +145,7 @@ def validate_query(
     filter: DocumentFilter,
     limits: Limits = Limits(),
     context: ContextOptions = ContextOptions(),
+    rerank: RerankRequest | None = None,
 ) -> SearchQuery:
     """Check a request before any IO; every refusal says what is wrong (INVALID_ARGUMENT)."""
     if not collection:
@@ -158,8 +176,10 @@ def validate_query(
             raise InvalidArgument("query_vector contains NaN or infinity", reason=Reason.INVALID_VECTOR)
         if not any(checked_vector):
             raise InvalidArgument("query_vector is all zeros; cosine distance to it is undefined", reason=Reason.INVALID_VECTOR)
+    if rerank is not None and rerank.min_score is not None and not math.isfinite(rerank.min_score):
+        raise InvalidArgument("rerank.min_score must be a finite number", reason=Reason.INVALID_RERANKER)
     return SearchQuery(collection, text, checked_vector, top_k, mode, validate_filter(filter, limits),
-                       validate_context(context, limits))
+                       validate_context(context, limits), rerank)
 
 
 def validate_context(options: ContextOptions, limits: Limits = Limits()) -> ContextOptions:

@@ -20,9 +20,12 @@ from sluice_common.tracing import configure_tracing
 from sluice_common.tasks import end_if_cancelled, pause
 from sluice_common import gctune
 
+from sluice_common.reranking import RerankSettings
+
 from .api import SearchServicer
 from .domain import Limits
 from .repository import SearchRepository, check_unprivileged, open_read_pool
+from .rerank import Rerankers
 from .service import SearchService
 from .settings import SearchSettings
 
@@ -50,6 +53,7 @@ class SearchServer:
         await serving.set_serving(self.health, SERVICE_NAMES, False)
         await self.server.stop(grace)
         await self.repository.stop_listening()
+        await self.service.close()
         await self.pool.close()
 
 
@@ -77,6 +81,7 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         rrf_k=settings.search_rrf_k,
         fusion_method=settings.search_fusion,
         vector_weight=settings.search_hybrid_vector_weight,
+        rerankers=Rerankers(RerankSettings()),
     )
     limits = Limits(
         max_top_k=settings.search_max_top_k,
@@ -114,6 +119,7 @@ async def serve(settings: SearchSettings) -> None:
     )
     warm.cancel()
     await search.repository.stop_listening()
+    await search.service.close()
     await search.pool.close()
 
 

@@ -12,7 +12,7 @@ from sluice_common.embedders import Embedder, EmbeddingError, get_embedder
 from sluice_common.errors import FailedPrecondition, NotFound, Unavailable
 from sluice_common.reasons import Reason
 
-from . import context, fusion
+from . import context, fusion, rerank
 from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery, check_dimensions
 
 
@@ -45,8 +45,10 @@ class SearchService:
         rrf_k: int = 60,
         fusion_method: str = "rrf",
         vector_weight: float = 0.5,
+        rerankers: rerank.Rerankers | None = None,
     ) -> None:
         self._repository = repository
+        self._rerankers = rerankers or rerank.Rerankers()
         self._embedder_factory = embedder_factory
         self._hybrid_candidates = hybrid_candidates
         self._rrf_k = rrf_k
@@ -54,6 +56,9 @@ class SearchService:
         self._vector_weight = vector_weight
         self._warmed: set[tuple[str, str, int]] = set()
         self._segmenter_warm = False
+
+    async def close(self) -> None:
+        await self._rerankers.close()
 
     async def warm_up(self) -> int:
         """Load every embedder the collections use that is not loaded yet, so that no query
@@ -77,32 +82,50 @@ class SearchService:
         return hits
 
     async def search_generation(self, tenant_id: int, query: SearchQuery) -> tuple[list[Hit], Collection]:
-        """The hits and the collection generation that answered.
+        hits, collection, _ = await self.answer(tenant_id, query)
+        return hits, collection
+
+    async def answer(self, tenant_id: int, query: SearchQuery) -> tuple[list[Hit], Collection, rerank.RerankOutcome]:
+        """The hits, the collection generation that answered, and what reranking did.
 
         The collection comes from a cache that notifications invalidate; an answer shorter than
         top_k is the one a stale entry could have caused (a deleted or recreated collection, a
         retired generation already dropped), so it is checked against the database and, if the
         collection changed meanwhile, asked again once."""
-        # The first stage may be asked for more than top_k: what follows it can drop hits (context.py).
-        first = dataclasses.replace(query, top_k=context.candidates(query.top_k, query.context))
         collection = await self._resolve(tenant_id, query.collection, fresh=False)
+        reranker = rerank.choose(collection.reranker, query.rerank)
+        # The first stage may be asked for more than top_k: what follows it can drop hits or
+        # reorder them (context.py, rerank.py).
+        first = dataclasses.replace(query, top_k=context.candidates(
+            query.top_k, query.context, reranker.candidates if reranker else 0))
         hits = await self._search(collection, first)
         if len(hits) < first.top_k:
             current = await self._resolve(tenant_id, query.collection, fresh=True)
             if (current.id, current.generation_id) != (collection.id, collection.generation_id):
                 collection = current
                 hits = await self._search(collection, first)
-        return await self._finish(collection, query, hits), collection
+        hits, outcome = await self._finish(collection, query, hits, reranker)
+        return hits, collection, outcome
 
-    async def _finish(self, collection: Collection, query: SearchQuery, hits: list[Hit]) -> list[Hit]:
-        """After the first stage: the threshold, the cap per document, top_k, the neighbours."""
+    async def _finish(self, collection: Collection, query: SearchQuery, hits: list[Hit],
+                      reranker: rerank.RerankerSpec | None) -> tuple[list[Hit], rerank.RerankOutcome]:
+        """After the first stage: the threshold, the reranker, the cap per document, top_k, the
+        neighbours (context.py, rerank.py)."""
         for hit in hits:
             hit.first_stage_score = hit.score
+        outcome = rerank.RerankOutcome()
+        if reranker is not None:
+            passed = context.select(hits, len(hits), dataclasses.replace(query.context, max_hits_per_document=0))
+            candidates = passed[: max(reranker.candidates, query.top_k)]
+            hits, outcome = await self._rerankers.rerank(reranker, query.text, candidates)
+            threshold = query.rerank.min_score if query.rerank is not None else None
+            if outcome.status == rerank.APPLIED and threshold is not None:
+                hits = [hit for hit in hits if hit.rerank_score >= threshold]
         hits = context.select(hits, query.top_k, query.context)
         if query.context.neighbor_chunks and hits:
             texts = await self._repository.chunk_texts(collection, context.windows(hits, query.context.neighbor_chunks))
             context.attach(hits, query.context.neighbor_chunks, texts, collection.chunk_overlap)
-        return hits
+        return hits, outcome
 
     async def _resolve(self, tenant_id: int, name: str, *, fresh: bool) -> Collection:
         collection = await self._repository.get_collection(tenant_id, name, fresh=fresh)

@@ -24,6 +24,14 @@ class GenerationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GENERATION_STATE_ACTIVE: _ClassVar[GenerationState]
     GENERATION_STATE_RETIRED: _ClassVar[GenerationState]
     GENERATION_STATE_CANCELLED: _ClassVar[GenerationState]
+
+class RerankerProvider(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RERANKER_PROVIDER_UNSPECIFIED: _ClassVar[RerankerProvider]
+    RERANKER_PROVIDER_COHERE: _ClassVar[RerankerProvider]
+    RERANKER_PROVIDER_JINA: _ClassVar[RerankerProvider]
+    RERANKER_PROVIDER_TEI: _ClassVar[RerankerProvider]
+    RERANKER_PROVIDER_CROSS_ENCODER: _ClassVar[RerankerProvider]
 EMBEDDER_PROVIDER_UNSPECIFIED: EmbedderProvider
 EMBEDDER_PROVIDER_HASHING: EmbedderProvider
 EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS: EmbedderProvider
@@ -33,6 +41,11 @@ GENERATION_STATE_BUILDING: GenerationState
 GENERATION_STATE_ACTIVE: GenerationState
 GENERATION_STATE_RETIRED: GenerationState
 GENERATION_STATE_CANCELLED: GenerationState
+RERANKER_PROVIDER_UNSPECIFIED: RerankerProvider
+RERANKER_PROVIDER_COHERE: RerankerProvider
+RERANKER_PROVIDER_JINA: RerankerProvider
+RERANKER_PROVIDER_TEI: RerankerProvider
+RERANKER_PROVIDER_CROSS_ENCODER: RerankerProvider
 
 class EmbedderConfig(_message.Message):
     __slots__ = ("provider", "model", "dimensions")
@@ -93,7 +106,7 @@ class ChunkingConfig(_message.Message):
     def __init__(self, max_characters: _Optional[int] = ..., new_after_n_chars: _Optional[int] = ..., overlap: _Optional[int] = ...) -> None: ...
 
 class Collection(_message.Message):
-    __slots__ = ("name", "description", "embedder", "chunking", "document_count", "ready_document_count", "create_time", "max_attempts", "generations")
+    __slots__ = ("name", "description", "embedder", "chunking", "document_count", "ready_document_count", "create_time", "max_attempts", "generations", "reranker")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +116,7 @@ class Collection(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     GENERATIONS_FIELD_NUMBER: _ClassVar[int]
+    RERANKER_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     embedder: EmbedderConfig
@@ -112,4 +126,21 @@ class Collection(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     max_attempts: int
     generations: _containers.RepeatedCompositeFieldContainer[CollectionGeneration]
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[ChunkingConfig, _Mapping]] = ..., document_count: _Optional[int] = ..., ready_document_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_attempts: _Optional[int] = ..., generations: _Optional[_Iterable[_Union[CollectionGeneration, _Mapping]]] = ...) -> None: ...
+    reranker: RerankerConfig
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[ChunkingConfig, _Mapping]] = ..., document_count: _Optional[int] = ..., ready_document_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_attempts: _Optional[int] = ..., generations: _Optional[_Iterable[_Union[CollectionGeneration, _Mapping]]] = ..., reranker: _Optional[_Union[RerankerConfig, _Mapping]] = ...) -> None: ...
+
+class RerankerConfig(_message.Message):
+    __slots__ = ("provider", "model", "base_url", "api_key_env", "candidates", "timeout_ms")
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    BASE_URL_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_ENV_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    provider: RerankerProvider
+    model: str
+    base_url: str
+    api_key_env: str
+    candidates: int
+    timeout_ms: int
+    def __init__(self, provider: _Optional[_Union[RerankerProvider, str]] = ..., model: _Optional[str] = ..., base_url: _Optional[str] = ..., api_key_env: _Optional[str] = ..., candidates: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...

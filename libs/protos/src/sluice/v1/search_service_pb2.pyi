@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from sluice.v1 import collection_pb2 as _collection_pb2
 from sluice.v1 import document_pb2 as _document_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -31,6 +32,14 @@ class FilterOperator(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FILTER_OPERATOR_LTE: _ClassVar[FilterOperator]
     FILTER_OPERATOR_EXISTS: _ClassVar[FilterOperator]
     FILTER_OPERATOR_NOT_EXISTS: _ClassVar[FilterOperator]
+
+class RerankStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RERANK_STATUS_UNSPECIFIED: _ClassVar[RerankStatus]
+    RERANK_STATUS_APPLIED: _ClassVar[RerankStatus]
+    RERANK_STATUS_FAILED: _ClassVar[RerankStatus]
+    RERANK_STATUS_TIMED_OUT: _ClassVar[RerankStatus]
+    RERANK_STATUS_SKIPPED: _ClassVar[RerankStatus]
 SEARCH_MODE_UNSPECIFIED: SearchMode
 SEARCH_MODE_VECTOR: SearchMode
 SEARCH_MODE_KEYWORD: SearchMode
@@ -46,6 +55,11 @@ FILTER_OPERATOR_LT: FilterOperator
 FILTER_OPERATOR_LTE: FilterOperator
 FILTER_OPERATOR_EXISTS: FilterOperator
 FILTER_OPERATOR_NOT_EXISTS: FilterOperator
+RERANK_STATUS_UNSPECIFIED: RerankStatus
+RERANK_STATUS_APPLIED: RerankStatus
+RERANK_STATUS_FAILED: RerankStatus
+RERANK_STATUS_TIMED_OUT: RerankStatus
+RERANK_STATUS_SKIPPED: RerankStatus
 
 class SearchFilter(_message.Message):
     __slots__ = ("metadata", "filenames", "mime_types", "document_ids", "where", "create_time", "update_time")
@@ -109,7 +123,7 @@ class TimeRange(_message.Message):
     def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("collection", "query", "query_vector", "top_k", "mode", "filter", "neighbor_chunks", "max_hits_per_document", "min_score")
+    __slots__ = ("collection", "query", "query_vector", "top_k", "mode", "filter", "neighbor_chunks", "max_hits_per_document", "min_score", "rerank")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
@@ -119,6 +133,7 @@ class SearchRequest(_message.Message):
     NEIGHBOR_CHUNKS_FIELD_NUMBER: _ClassVar[int]
     MAX_HITS_PER_DOCUMENT_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    RERANK_FIELD_NUMBER: _ClassVar[int]
     collection: str
     query: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
@@ -128,7 +143,34 @@ class SearchRequest(_message.Message):
     neighbor_chunks: int
     max_hits_per_document: int
     min_score: float
-    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., neighbor_chunks: _Optional[int] = ..., max_hits_per_document: _Optional[int] = ..., min_score: _Optional[float] = ...) -> None: ...
+    rerank: SearchRerank
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., neighbor_chunks: _Optional[int] = ..., max_hits_per_document: _Optional[int] = ..., min_score: _Optional[float] = ..., rerank: _Optional[_Union[SearchRerank, _Mapping]] = ...) -> None: ...
+
+class SearchRerank(_message.Message):
+    __slots__ = ("disabled", "reranker", "min_score")
+    DISABLED_FIELD_NUMBER: _ClassVar[int]
+    RERANKER_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    disabled: bool
+    reranker: _collection_pb2.RerankerConfig
+    min_score: float
+    def __init__(self, disabled: _Optional[bool] = ..., reranker: _Optional[_Union[_collection_pb2.RerankerConfig, _Mapping]] = ..., min_score: _Optional[float] = ...) -> None: ...
+
+class RerankInfo(_message.Message):
+    __slots__ = ("status", "message", "provider", "model", "candidates", "elapsed_ms")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_MS_FIELD_NUMBER: _ClassVar[int]
+    status: RerankStatus
+    message: str
+    provider: _collection_pb2.RerankerProvider
+    model: str
+    candidates: int
+    elapsed_ms: float
+    def __init__(self, status: _Optional[_Union[RerankStatus, str]] = ..., message: _Optional[str] = ..., provider: _Optional[_Union[_collection_pb2.RerankerProvider, str]] = ..., model: _Optional[str] = ..., candidates: _Optional[int] = ..., elapsed_ms: _Optional[float] = ...) -> None: ...
 
 class Highlight(_message.Message):
     __slots__ = ("start", "end")
@@ -139,7 +181,7 @@ class Highlight(_message.Message):
     def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("chunk_id", "text", "score", "document_id", "filename", "chunk_index", "page_number", "element_type", "highlights", "metadata", "text_as_html", "text_source", "ocr_confidence", "typed_metadata", "context", "context_first_chunk_index", "context_last_chunk_index", "boxes", "first_stage_score")
+    __slots__ = ("chunk_id", "text", "score", "document_id", "filename", "chunk_index", "page_number", "element_type", "highlights", "metadata", "text_as_html", "text_source", "ocr_confidence", "typed_metadata", "context", "context_first_chunk_index", "context_last_chunk_index", "boxes", "first_stage_score", "rerank_score")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +215,7 @@ class SearchHit(_message.Message):
     CONTEXT_LAST_CHUNK_INDEX_FIELD_NUMBER: _ClassVar[int]
     BOXES_FIELD_NUMBER: _ClassVar[int]
     FIRST_STAGE_SCORE_FIELD_NUMBER: _ClassVar[int]
+    RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     text: str
     score: float
@@ -192,16 +235,19 @@ class SearchHit(_message.Message):
     context_last_chunk_index: int
     boxes: _containers.RepeatedCompositeFieldContainer[_document_pb2.BoundingBox]
     first_stage_score: float
-    def __init__(self, chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., document_id: _Optional[str] = ..., filename: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[Highlight, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., text_as_html: _Optional[str] = ..., text_source: _Optional[str] = ..., ocr_confidence: _Optional[float] = ..., typed_metadata: _Optional[_Mapping[str, _document_pb2.MetadataValue]] = ..., context: _Optional[str] = ..., context_first_chunk_index: _Optional[int] = ..., context_last_chunk_index: _Optional[int] = ..., boxes: _Optional[_Iterable[_Union[_document_pb2.BoundingBox, _Mapping]]] = ..., first_stage_score: _Optional[float] = ...) -> None: ...
+    rerank_score: float
+    def __init__(self, chunk_id: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., document_id: _Optional[str] = ..., filename: _Optional[str] = ..., chunk_index: _Optional[int] = ..., page_number: _Optional[int] = ..., element_type: _Optional[str] = ..., highlights: _Optional[_Iterable[_Union[Highlight, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., text_as_html: _Optional[str] = ..., text_source: _Optional[str] = ..., ocr_confidence: _Optional[float] = ..., typed_metadata: _Optional[_Mapping[str, _document_pb2.MetadataValue]] = ..., context: _Optional[str] = ..., context_first_chunk_index: _Optional[int] = ..., context_last_chunk_index: _Optional[int] = ..., boxes: _Optional[_Iterable[_Union[_document_pb2.BoundingBox, _Mapping]]] = ..., first_stage_score: _Optional[float] = ..., rerank_score: _Optional[float] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("hits", "mode", "generation", "embedder_model")
+    __slots__ = ("hits", "mode", "generation", "embedder_model", "rerank")
     HITS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_MODEL_FIELD_NUMBER: _ClassVar[int]
+    RERANK_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
     mode: SearchMode
     generation: int
     embedder_model: str
-    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., generation: _Optional[int] = ..., embedder_model: _Optional[str] = ...) -> None: ...
+    rerank: RerankInfo
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., generation: _Optional[int] = ..., embedder_model: _Optional[str] = ..., rerank: _Optional[_Union[RerankInfo, _Mapping]] = ...) -> None: ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import psycopg
 from psycopg.rows import class_row, dict_row
+from psycopg.types.json import Jsonb
 
 from sluice_common import vector_index
 from sluice_common.errors import (
@@ -29,13 +30,13 @@ class CollectionStore(GenerationStore):
                     await conn.cursor(row_factory=dict_row).execute(
                         """
                         INSERT INTO collections (tenant_id, name, description, embedder_provider, embedder_model, dimensions,
-                            chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)
+                            chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts, reranker)
                         VALUES (%(tenant_id)s, %(name)s, %(description)s, %(embedder_provider)s, %(embedder_model)s, %(dimensions)s,
-                            %(chunk_max_characters)s, %(chunk_new_after_n_chars)s, %(chunk_overlap)s, %(max_attempts)s)
+                            %(chunk_max_characters)s, %(chunk_new_after_n_chars)s, %(chunk_overlap)s, %(max_attempts)s, %(reranker)s)
                         ON CONFLICT (tenant_id, name) DO NOTHING
                         RETURNING id
                         """,
-                        new.__dict__,
+                        {**new.__dict__, "reranker": Jsonb(new.reranker) if new.reranker else None},
                     )
                 ).fetchone()
             except psycopg.errors.CheckViolation as exc:

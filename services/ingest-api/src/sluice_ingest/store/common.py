@@ -39,7 +39,7 @@ DOCUMENT_SELECT = """
 
 COLLECTION_COLUMNS = """
     c.id, c.tenant_id, c.name, c.description, c.embedder_provider, c.embedder_model, c.dimensions,
-    c.chunk_max_characters, c.chunk_new_after_n_chars, c.chunk_overlap, c.max_attempts, c.created_at
+    c.chunk_max_characters, c.chunk_new_after_n_chars, c.chunk_overlap, c.max_attempts, c.created_at, c.reranker
 """
 
 COLLECTION_SELECT = "SELECT" + COLLECTION_COLUMNS + """,

@@ -24,6 +24,7 @@ class NewCollection:
     chunk_new_after_n_chars: int
     chunk_overlap: int
     max_attempts: int
+    reranker: dict[str, Any] | None = None
 
 
 class UploadedContent(Protocol):
@@ -122,6 +123,7 @@ class CollectionRow:
     document_count: int = 0
     ready_document_count: int = 0
     generations: tuple[GenerationRow, ...] = field(default=())
+    reranker: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
