@@ -14,7 +14,7 @@ from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, search
 
 from sluice_common.names import document_id_of
 
-from . import render
+from . import render, typed
 from .client import Clients
 from .errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError
 from .upload import follow
@@ -390,16 +390,35 @@ def search(clients: Clients, args) -> int:
     for item in args.filter or []:
         key, _, value = item.partition("=")
         request.filter.metadata[key] = value
+    try:
+        where = typed.where(args.where or [])
+    except ValueError as err:
+        raise CliError(f"--where: {err}", EXIT_USAGE, "INVALID_ARGUMENT") from None
+    if where is not None:
+        request.filter.where.CopyFrom(where)
+    request.neighbor_chunks = args.neighbors
+    request.max_hits_per_document = args.max_per_document
+    if args.min_score is not None:
+        request.min_score = args.min_score
+    if args.no_rerank:
+        request.rerank.disabled = True
     started = time.monotonic()
     response = clients.call(clients.search.Search, request, service="search")
     elapsed_ms = (time.monotonic() - started) * 1000
     if args.json:
-        render.print_json({"mode": render.mode_name(response.mode), "hits": [render.to_dict(h) for h in response.hits]})
+        render.print_json({"mode": render.mode_name(response.mode), "hits": [render.to_dict(h) for h in response.hits],
+                           "rerank": render.to_dict(response.rerank)})
         return EXIT_OK
+    status = search_service_pb2.RerankStatus.Name(response.rerank.status).removeprefix("RERANK_STATUS_")
+    if status not in ("UNSPECIFIED", "APPLIED"):
+        render.err.print(Text(f"rerank {status.lower().replace('_', ' ')}: {response.rerank.message}", style="yellow"))
     if not response.hits:
         render.out.print(f"No matches in {escape(args.collection)} (only READY documents are searched).")
         return EXIT_OK
-    render.print_hits(render.out, response.hits)
-    render.out.print(Text(f"{len(response.hits)} hit(s), {render.mode_name(response.mode).lower()} search, {elapsed_ms:.0f} ms", style="dim"))
+    render.print_hits(render.out, response.hits, context=args.neighbors > 0)
+    reranker = response.rerank.model or collection_pb2.RerankerProvider.Name(response.rerank.provider).removeprefix("RERANKER_PROVIDER_").lower()
+    reranked = f", reranked by {reranker}" if status == "APPLIED" else ""
+    render.out.print(Text(f"{len(response.hits)} hit(s), {render.mode_name(response.mode).lower()} search{reranked}, {elapsed_ms:.0f} ms",
+                          style="dim"))
     return EXIT_OK
 

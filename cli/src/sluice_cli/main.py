@@ -13,7 +13,7 @@ import sys
 
 import grpc
 
-from . import __version__, admin, commands, evaluate, render, webhooks
+from . import __version__, admin, commands, evaluate, render, typed, webhooks
 from .client import open_clients
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error
 from .upload import run_upload
@@ -118,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--no-wait", action="store_true", help="return once uploaded, without following processing")
     up.add_argument("--timeout", type=float, default=0, metavar="SECONDS", help="stop waiting after this long (exit 1); 0 waits forever")
     up.add_argument("--metadata", "-m", action="append", type=_key_value, metavar="KEY=VALUE", help="metadata for every uploaded document (repeatable)")
+    up.add_argument("--typed", action="append", type=_key_value, metavar="KEY=VALUE",
+                    help="typed metadata (repeatable): true/false, numbers, ISO dates and [a,b] lists keep their type; quote to keep text")
     up.set_defaults(handler=_upload)
 
     # ls
@@ -160,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--mode", choices=sorted(commands.MODES), help="default: hybrid")
     search.add_argument("-k", "--top-k", dest="k", type=_positive, default=10, help="number of hits (default 10)")
     search.add_argument("--filter", action="append", type=_key_value, metavar="KEY=VALUE", help="metadata that must match (repeatable)")
+    search.add_argument("--where", action="append", metavar="CONDITION",
+                        help="a typed metadata condition, all must hold (repeatable): 'year>=2024', 'lang in en,de', 'draft=false', "
+                             "'published<2025-01-01', 'tags exists'")
+    search.add_argument("--neighbors", type=int, default=0, metavar="N", help="join N chunks before and after each hit as its context (0-5)")
+    search.add_argument("--max-per-document", type=int, default=0, metavar="K", help="at most K hits from one document")
+    search.add_argument("--min-score", type=float, metavar="S", help="drop hits whose first-stage score is below S")
+    search.add_argument("--no-rerank", action="store_true", help="do not rerank, even if the collection has a reranker")
     search.set_defaults(handler=commands.search)
 
     ev = sub.add_parser("eval", help="score a collection's search on a query set (hit@k, MRR@10, nDCG@10 per mode)",
@@ -230,7 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _upload(clients, args) -> int:
     metadata = dict(item.split("=", 1) for item in (args.metadata or []))
-    return run_upload(clients, args.paths, args.collection, wait=not args.no_wait, timeout=args.timeout, as_json=args.json, metadata=metadata)
+    typed_values = {key: typed.value(text, lists=True) for key, text in (item.split("=", 1) for item in (args.typed or []))}
+    return run_upload(clients, args.paths, args.collection, wait=not args.no_wait, timeout=args.timeout, as_json=args.json, metadata=metadata,
+                      typed_metadata=typed_values)
 
 
 def report_error(error: CliError, as_json: bool) -> None:

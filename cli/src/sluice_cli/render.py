@@ -302,8 +302,9 @@ def _flat(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
-def print_hits(console: Console, hits) -> None:
-    """One block per hit: rank, document, page, score, then the matching text."""
+def print_hits(console: Console, hits, *, context: bool = False) -> None:
+    """One block per hit: rank, document, page, score, then the matching text (or, with
+    `context`, the hit's chunk joined with its neighbours)."""
     for rank, hit in enumerate(hits, 1):
         header = Text(f"{rank:>2}. ", style="bold") + Text(hit.filename, style="bold cyan")
         if hit.page_number:
@@ -311,7 +312,11 @@ def print_hits(console: Console, hits) -> None:
         header += Text(f"  score {hit.score:.4f}", style="green")
         header += Text(f"  {hit.document_id} #{hit.chunk_index}", style="dim")
         console.print(header, soft_wrap=True)
-        console.print(Padding(snippet(hit, width=320), (0, 0, 0, 4)))
+        if context and hit.context:
+            shown = hit.context if len(hit.context) <= 1200 else hit.context[:1200] + "…"
+            console.print(Padding(Text(shown), (0, 0, 0, 4)))
+        else:
+            console.print(Padding(snippet(hit, width=320), (0, 0, 0, 4)))
 
 
 def chunks_label(count: int) -> str:

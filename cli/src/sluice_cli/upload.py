@@ -62,6 +62,7 @@ class UploadJob:
     wait: bool
     deadline: float | None
     metadata: dict[str, str] = field(default_factory=dict)
+    typed_metadata: dict = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
     calls: set = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -73,13 +74,14 @@ class UploadJob:
                 call.cancel()
 
 
-def run_upload(clients: Clients, paths: list[str], collection: str, *, wait: bool, timeout: float, as_json: bool, metadata: dict[str, str]) -> int:
+def run_upload(clients: Clients, paths: list[str], collection: str, *, wait: bool, timeout: float, as_json: bool, metadata: dict[str, str],
+               typed_metadata: dict | None = None) -> int:
     # The collection first: an unknown name is exit 3 before anything is read or sent.
     clients.call(clients.documents.GetCollection, document_service_pb2.GetCollectionRequest(name=collection))
     candidates = find_files(paths)
     if not candidates:
         raise CliError("nothing to upload: the given folders hold no files (hidden files are skipped)", EXIT_USAGE, "NO_FILES")
-    job = UploadJob(clients, collection, wait, time.monotonic() + timeout if timeout > 0 else None, metadata)
+    job = UploadJob(clients, collection, wait, time.monotonic() + timeout if timeout > 0 else None, metadata, typed_metadata or {})
     reporter: Reporter
     if as_json:
         reporter = Reporter()
@@ -145,6 +147,7 @@ def upload_one(job: UploadJob, candidate: Candidate, reporter: Reporter) -> Outc
         filename=path.name,
         mime_type=guess_mime_type(path),
         metadata=job.metadata,
+        typed_metadata=job.typed_metadata,
         request_id=request_id(job.collection, path, sha256),
         expected_size_bytes=size,
         expected_sha256=sha256,
