@@ -99,7 +99,7 @@ class SearchService:
         first = dataclasses.replace(query, top_k=context.candidates(
             query.top_k, query.context, reranker.candidates if reranker else 0))
         hits = await self._search(collection, first)
-        if len(hits) < first.top_k:
+        if len(hits) < query.top_k:  # short of what was asked (the candidates may be many more)
             current = await self._resolve(tenant_id, query.collection, fresh=True)
             if (current.id, current.generation_id) != (collection.id, collection.generation_id):
                 collection = current
