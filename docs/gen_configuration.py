@@ -84,7 +84,7 @@ FALLBACK = {
     "SLUICE_OPENAI_TIMEOUT_SECONDS": "Deadline of one embeddings request.",
     "SLUICE_EMBED_RETRY_AFTER_MAX_SECONDS": "Longest Retry-After honoured inside one embed call.",
     "SLUICE_SENTENCE_TRANSFORMERS_BATCH_SIZE": "Texts per forward pass of the local model.",
-    "SLUICE_PARSE_MEMORY_LIMIT_MB": "Memory limit of the parsing sandbox process.",
+    "SLUICE_PARSE_MEMORY_LIMIT_MB": "Resident memory (RSS) allowed to each parse sandbox and the processes it starts, in MB; past it the document fails `PARSE_MEMORY_LIMIT` (operations.md, Parsing limits).",
     "SLUICE_MAX_PAGES": "A document with more pages fails permanently.",
     "SLUICE_MAX_CHUNKS": "A document with more chunks fails permanently.",
 }

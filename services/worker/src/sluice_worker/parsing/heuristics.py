@@ -7,8 +7,8 @@ of elements, not with the size of the file:
   finds more than one language (any manual with a few Chinese or French lines), langdetect
   again on every element. A 10 MB HTML manual of 115,000 short paragraphs spent 99 % of its
   parse there (15-18 ms a paragraph) and ran past the parse time limit. Here the partitioners
-  are told to skip it (`languages=[""]`), and the document's languages are detected once, on a
-  sample drawn from the whole document (`apply_document_languages`), and set on every element.
+  are told to skip it (`languages=[""]`), and the document's languages are detected once, on
+  elements drawn from the whole document (`apply_document_languages`), and set on every element.
   Sluice reads no element's language (keyword search segments Chinese by its characters,
   sluice_common.textsearch), so this changes nothing downstream but the time.
 * **Title or paragraph** (`is_possible_narrative_text`, `is_possible_title`): spaCy's tagger
@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import random
 import re
+from collections import Counter
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -37,9 +38,9 @@ SPACY_MAX_CHARACTERS = 200_000
 # unstructured hands spaCy up to 1,000,000 characters of one element: for one long paragraph
 # that took ~20 s and more than 2 GB. The first 20,000 characters decide the type as well.
 HEURISTICS_MAX_CHARS = 20_000
-# Language detection reads this much of the document, taken from across it.
-LANGUAGE_SAMPLE_CHARS = 8_000
-LANGUAGE_SAMPLE_ELEMENTS = 64
+# Languages are detected on this many elements of a document (this many characters of each).
+LANGUAGE_SAMPLE_ELEMENTS = 32
+LANGUAGE_SAMPLE_CHARS = 1_000
 
 
 class _Budget:
@@ -135,8 +136,12 @@ class RuleDoc:
 
 
 def apply_document_languages(elements: list) -> None:
-    """Detect the document's languages once, on text drawn from across it, and set them on
-    every element (unstructured would have run langdetect per element)."""
+    """Detect the document's languages once, from elements drawn across it, and set them on
+    every element (unstructured would have run langdetect on every element).
+
+    Each sampled element is detected on its own (one language of a short Chinese paragraph
+    among long English ones is lost in a joined sample); the document's languages are those of
+    at least two samples, or of the only one, most frequent first."""
     from unstructured.partition.common.lang import detect_languages
 
     texts = [e.text for e in elements if getattr(e, "text", "")]
@@ -145,12 +150,9 @@ def apply_document_languages(elements: list) -> None:
     # Elements drawn at random (seeded by the document, so it reads alike every time): a fixed
     # stride would see only one language of a manual whose languages take turns.
     chosen = sorted(random.Random(len(texts)).sample(range(len(texts)), min(len(texts), LANGUAGE_SAMPLE_ELEMENTS)))
-    sample, size = [], 0
+    counts: Counter[str] = Counter()
     for index in chosen:
-        sample.append(texts[index][: LANGUAGE_SAMPLE_CHARS // 8])
-        size += len(sample[-1])
-        if size >= LANGUAGE_SAMPLE_CHARS:
-            break
-    languages = detect_languages(" ".join(sample))
+        counts.update((detect_languages(texts[index][:LANGUAGE_SAMPLE_CHARS]) or [])[:1])
+    languages = [language for language, count in counts.most_common() if count >= 2 or len(counts) == 1] or None
     for element in elements:
         element.metadata.languages = languages

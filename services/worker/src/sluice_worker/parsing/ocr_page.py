@@ -16,8 +16,11 @@ So a page is read in two steps:
 2. **Recognition** of each line cut from the full-resolution page, one line at a time (in
    batches of six, the recognizer padded every line to the widest and took 2-3 times the CPU).
 
-Measured on a 1,700 × 2,200 page of 38 lines of Chinese (2 cores, shared): peak resident
-memory of the OCR 0.85 → 0.46 GB, CPU 41 → 22 s, the same text.
+Measured on a 1,700 × 2,200 page of 38 lines of Chinese (2 cores, shared; one process that
+loads the models and reads the page): peak resident memory 677 → 511-545 MB, CPU 41 → 20-25 s
+(detection 8 → 2.7 s), the same text. In a sandbox that has parsed other documents the peak
+stays near 0.9 GB (the sandbox's own ~0.3 GB besides), and its address space near 1.6 GB:
+what made that page readable is the memory limit measuring resident memory (sandbox.py).
 """
 
 from __future__ import annotations
