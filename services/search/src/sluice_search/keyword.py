@@ -30,9 +30,13 @@ MAX_WEIGHT = K1 + 1
 # (always at least the rarest term).
 FIRST_CANDIDATES = 1000
 
+# The query's words as the index holds them (stemmed by the same text search configuration,
+# migration 0016), each with its document frequency, and the generation's chunk count ('').
 STATS_SQL = (
-    b"SELECT term, sum(df)::float8 FROM keyword_stats WHERE generation_id = %(generation)s"
-    b" AND term = ANY(%(terms)s::text[]) GROUP BY term"
+    b"SELECT s.term, sum(s.df)::float8 FROM keyword_stats s"
+    b" WHERE s.generation_id = %(generation)s AND s.term = ANY(ARRAY("
+    b"SELECT l.lexeme FROM unnest(to_tsvector('sluice_text', %(text)s)) l) || ''::text)"
+    b" GROUP BY s.term"
 )
 
 
@@ -124,12 +128,14 @@ async def search(
     terms = [t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t])]
     if not terms:
         return []
-    rows = await (await conn.execute(STATS_SQL, {"generation": generation_id, "terms": ["", *terms]})).fetchall()
+    # From here on, terms are the index's (stemmed) lexemes, matched with the 'simple'
+    # configuration, which keeps them as they are.
+    rows = await (await conn.execute(STATS_SQL, {"generation": generation_id, "text": " ".join(terms)})).fetchall()
     dfs = {term: df for term, df in rows if df > 0}
     chunks = dfs.pop("", 0.0)
     if not dfs or chunks <= 0:
         return []
-    weights = {t: idf(chunks, dfs[t]) for t in terms if t in dfs}
+    weights = {t: idf(chunks, df) for t, df in sorted(dfs.items())}
     order = candidate_rounds(weights, dfs)
     taken = first_candidates(order, dfs)
     # A filter narrows the documents: then the join comes first (see OVERFETCH).

@@ -1,5 +1,9 @@
 """KEYWORD ranked by BM25 inside PostgreSQL (docs/search.md, "Keyword ranking").
 
+Words are stemmed now: `search_tsv` is `to_tsvector('sluice_text', search_terms)`, a copy of
+'simple' whose words go through the English Snowball stemmer ("settings" and "setting" meet);
+measured on the English eval set, +0.015 MRR@10 for KEYWORD.
+
 Each chunk carries its BM25 document vector, `search_bm25`: a pgvector `sparsevec` with, for
 every distinct term, the term's saturated, length-normalised frequency
 
@@ -41,6 +45,14 @@ def upgrade() -> None:
         f"""
         SET CONSTRAINTS ALL IMMEDIATE;
 
+        -- Words are stemmed (English Snowball, which leaves other scripts as they are), and no
+        -- stop word is dropped from the index: queries drop theirs (sluice_common.textsearch).
+        CREATE TEXT SEARCH DICTIONARY sluice_english_stem (TEMPLATE = snowball, Language = english);
+        CREATE TEXT SEARCH CONFIGURATION sluice_text (COPY = simple);
+        ALTER TEXT SEARCH CONFIGURATION sluice_text
+            ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part WITH sluice_english_stem;
+        ALTER TABLE chunks ALTER COLUMN search_tsv SET EXPRESSION AS (to_tsvector('sluice_text', search_terms));
+
         CREATE FUNCTION sluice_term_dim(term text) RETURNS integer
             LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
             RETURN (('x' || left(md5(term), 8))::bit(32)::integer & {TERM_DIMENSIONS - 1}) + 1;
@@ -53,7 +65,7 @@ def upgrade() -> None:
         BEGIN ATOMIC
             WITH t AS (
                 SELECT sluice_term_dim(l.lexeme) AS dim, coalesce(array_length(l.positions, 1), 1) AS tf
-                FROM unnest(to_tsvector('simple', terms)) AS l
+                FROM unnest(to_tsvector('sluice_text', terms)) AS l
             ), len AS (
                 SELECT sum(tf)::double precision AS dl FROM t
             ), w AS (
@@ -68,7 +80,7 @@ def upgrade() -> None:
         CREATE FUNCTION sluice_term_count(terms text) RETURNS integer
             LANGUAGE sql IMMUTABLE PARALLEL SAFE
             RETURN (SELECT coalesce(sum(coalesce(array_length(l.positions, 1), 1)), 0)
-                    FROM unnest(to_tsvector('simple', terms)) AS l);
+                    FROM unnest(to_tsvector('sluice_text', terms)) AS l);
 
         CREATE TABLE keyword_stats (
             tenant_id     bigint NOT NULL,
@@ -213,5 +225,8 @@ def downgrade() -> None:
         DROP FUNCTION sluice_term_count(text);
         DROP FUNCTION sluice_bm25_vector(text, double precision, double precision, double precision);
         DROP FUNCTION sluice_term_dim(text);
+        ALTER TABLE chunks ALTER COLUMN search_tsv SET EXPRESSION AS (to_tsvector('simple', search_terms));
+        DROP TEXT SEARCH CONFIGURATION sluice_text;
+        DROP TEXT SEARCH DICTIONARY sluice_english_stem;
         """
     )
