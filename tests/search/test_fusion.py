@@ -45,3 +45,15 @@ def test_fusion_keeps_the_keyword_highlights_and_copies_hits():
     fused = fusion.relative_score([vector, keyword], [0.5, 0.5], 10)
     assert fused[0].highlights == [(0, 5)]
     assert vector[0].score == 0.9  # inputs untouched
+
+
+def test_english_only_models_and_foreign_scripts():
+    from sluice_search.domain import Collection
+
+    minilm = Collection(1, "c", "sentence_transformers", "all-MiniLM-L6-v2:onnx-int8", 384)
+    e5 = Collection(1, "c", "sentence_transformers", "multilingual-e5-small", 384)
+    assert fusion.english_only(minilm) and not fusion.english_only(e5)
+    assert fusion.mostly_non_latin("全文检索怎么用")
+    assert fusion.mostly_non_latin("如何配置 HNSW 索引的参数")  # Han letters outnumber the Latin ones
+    assert not fusion.mostly_non_latin("configure the HNSW index, café")
+    assert not fusion.mostly_non_latin("1234 ???")

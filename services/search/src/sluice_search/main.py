@@ -81,6 +81,7 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         rrf_k=settings.search_rrf_k,
         fusion_method=settings.search_fusion,
         vector_weight=settings.search_hybrid_vector_weight,
+        foreign_vector_weight=settings.search_hybrid_foreign_vector_weight,
         rerankers=Rerankers(RerankSettings()),
     )
     limits = Limits(

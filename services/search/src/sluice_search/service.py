@@ -43,8 +43,9 @@ class SearchService:
         embedder_factory: EmbedderFactory = get_embedder,
         hybrid_candidates: int = 50,
         rrf_k: int = 60,
-        fusion_method: str = "rrf",
+        fusion_method: str = "relative_score",
         vector_weight: float = 0.5,
+        foreign_vector_weight: float = 0.1,
         rerankers: rerank.Rerankers | None = None,
     ) -> None:
         self._repository = repository
@@ -54,6 +55,7 @@ class SearchService:
         self._rrf_k = rrf_k
         self._fusion_method = fusion_method
         self._vector_weight = vector_weight
+        self._foreign_vector_weight = foreign_vector_weight
         self._warmed: set[tuple[str, str, int]] = set()
         self._segmenter_warm = False
 
@@ -152,13 +154,20 @@ class SearchService:
                 self._repository.vector_search(collection, vector, candidates, query.filter),
                 self._repository.keyword_search(collection, terms, candidates, query.filter),
             )
-            hits = self._fuse(vector_hits, keyword_hits, query.top_k)
+            hits = self._fuse(vector_hits, keyword_hits, query.top_k, self._vector_share(collection, query.text))
         for hit in hits:
             hit.highlights = textsearch.highlight_spans(hit.text, terms)
         return hits
 
-    def _fuse(self, vector_hits: list[Hit], keyword_hits: list[Hit], top_k: int) -> list[Hit]:
-        weights = (self._vector_weight, 1.0 - self._vector_weight)
+    def _vector_share(self, collection: Collection, text: str) -> float:
+        """The vector list's weight in HYBRID: the configured one, except for a query in another
+        script than Latin against an English-only model, whose vectors are noise (fusion.py)."""
+        if fusion.english_only(collection) and fusion.mostly_non_latin(text):
+            return min(self._vector_weight, self._foreign_vector_weight)
+        return self._vector_weight
+
+    def _fuse(self, vector_hits: list[Hit], keyword_hits: list[Hit], top_k: int, vector_weight: float) -> list[Hit]:
+        weights = (vector_weight, 1.0 - vector_weight)
         if self._fusion_method == "relative_score":
             return fusion.relative_score([vector_hits, keyword_hits], weights, top_k)
         # Weights around 1 each, so that rrf_k keeps its usual meaning.

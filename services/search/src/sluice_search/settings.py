@@ -37,9 +37,12 @@ class SearchSettings(CommonSettings):
     search_rrf_k: int = 60
     # How HYBRID fuses its two lists: "rrf" (ranks) or "relative_score" (min-max normalised
     # scores); fusion.py, and docs/search.md for the measurements behind the default.
-    search_fusion: Literal["rrf", "relative_score"] = "rrf"
+    search_fusion: Literal["rrf", "relative_score"] = "relative_score"
     # The vector list's share of the fusion (the keyword list has the rest), 0 to 1.
     search_hybrid_vector_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    # The same for a query written mostly in another script than Latin, against a collection
+    # whose local model knows English only (its vectors of such a query are noise).
+    search_hybrid_foreign_vector_weight: float = Field(default=0.1, ge=0.0, le=1.0)
     # Bounds on a request.
     search_max_top_k: int = 100
     search_max_query_characters: int = 4096
