@@ -194,3 +194,21 @@ async def test_worker_and_search_round_trip(ingest_api, database_url, sandbox_po
         channel.close()
         search.stop()
         await docs.close()
+
+
+def test_the_cli_asks_no_dimensions_for_a_named_local_model():
+    import argparse
+
+    from sluice_cli.commands import embedder_of
+    from sluice_cli.errors import CliError
+
+    def config(model, dimensions=None):
+        return embedder_of(argparse.Namespace(embedder="local", model=model, dimensions=dimensions))
+
+    # The server fills the size of a named model, and its default model when none is named.
+    assert (config("multilingual-e5-small").model, config("multilingual-e5-small").dimensions) == ("multilingual-e5-small", 0)
+    assert config("multilingual-e5-small:onnx-int8").dimensions == 0
+    assert (config(None).model, config(None).dimensions) == ("", 0)
+    with pytest.raises(CliError):
+        config("/models/my-own")  # a model directory: its size must be given
+    assert config("/models/my-own", 768).dimensions == 768
