@@ -341,12 +341,20 @@ def exact_reference(url: str, collection: str, queries: list[Query], args, cache
     of chunks again costs as much as the ingestion did, so by default the vectors Sluice stored
     are used after checking, on a seeded sample of EXACT_CHECK chunks embedded again here, that
     they are what the model gives (mean cosine printed); `--exact-reembed` embeds every chunk
-    again (cached in --db-dir)."""
+    again (cached in --db-dir). With --db-dir the whole result is cached too, keyed by the chunks,
+    the model and the queries: it does not depend on search's settings, so a rerun for a ranking
+    change does not embed anything again."""
     import asyncio
 
     from sluice_common.embedders import get_embedder
 
     filenames, texts, stored = stored_chunks(url, collection)
+    key = hashlib.sha256("\x00".join([*filenames, *texts, args.model, str(args.exact_reembed),
+                                       *(f"{q.id}\x01{q.query}" for q in queries)]).encode()).hexdigest()[:16]
+    result_cache = cache_dir / f"exact-result-{slug(args.model)}-{key}.json" if cache_dir else None
+    if result_cache is not None and result_cache.is_file():
+        cached = json.loads(result_cache.read_text())
+        return {**cached, "ranked": {q: [Hit(filename=f) for f in names] for q, names in cached["ranked"].items()}}
     stored /= np.linalg.norm(stored, axis=1, keepdims=True)
     embedder = get_embedder("sentence_transformers", args.model, args.dimensions)
     loop = asyncio.new_event_loop()
@@ -382,8 +390,11 @@ def exact_reference(url: str, collection: str, queries: list[Query], args, cache
             ranked[query.id] = [Hit(filename=filenames[i]) for i in order]
     finally:
         loop.close()
-    return {"ranked": ranked, "latencies": latencies, "chunks": len(texts), "stored_vs_exact_cosine": agreement,
-            "checked_chunks": len(sample)}
+    result = {"ranked": ranked, "latencies": latencies, "chunks": len(texts), "stored_vs_exact_cosine": agreement,
+              "checked_chunks": len(sample)}
+    if result_cache is not None:
+        result_cache.write_text(json.dumps({**result, "ranked": {q: [h.filename for h in hits] for q, hits in ranked.items()}}))
+    return result
 
 
 # ------------------------------------------------------------------ one set
