@@ -41,6 +41,7 @@ LEAKY = [
     "the embedder refused the key slk_k3v9x0p2m4aa_Zm9vYmFyYmF6cXV4 (Bearer sk-proj-abcdefghijklmnop1234)",
     "provider said: api_key=abc123secret, password: 'hunter2'",
     "C:\\Users\\operator\\sluice\\data\\file.docx is locked",
+    "could not load file:///opt/sluice/models/rapidocr/det.onnx",
 ]
 # Messages that are fine as they are.
 CLEAN = [

@@ -95,6 +95,7 @@ _KEY_VALUE = re.compile(
 # An absolute path (two segments at least: /tmp/x, C:\\x\\y) not inside a URL or a word, or any
 # path that names a source or library file (site-packages/x/y.py).
 _PATH = re.compile(r"(?<![\w./:~-])(?:~|[A-Za-z]:)?(?:[\\/][\w.@+~-]+){2,}[\\/]?")
+_FILE_URL = re.compile(r"(?i)\bfile:/+[^\s'\")]*")
 _SOURCE_PATH = re.compile(r"(?:[\w.@+~-]+[\\/])+[\w.-]+\.(?:py|pyc|pyx|pxd|so|dll|dylib|c|cc|cpp|h|hpp)\b")
 _SPACES = re.compile(r"[ \t]{2,}")
 
@@ -112,6 +113,7 @@ def client_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     for secret in _SECRETS:
         text = secret.sub(WITHHELD, text)
     text = _KEY_VALUE.sub(lambda m: m.group(1) + m.group(2) + WITHHELD, text)
+    text = _FILE_URL.sub(WITHHELD, text)
     text = _SOURCE_PATH.sub(WITHHELD, text)
     text = _PATH.sub(WITHHELD, text)
     text = _SPACES.sub(" ", " ".join(text.split("\n"))).strip().rstrip(":,;").strip()
@@ -139,7 +141,7 @@ def _balance(text: str) -> str:
 _FINDINGS: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
     ("a traceback", (re.compile(r"Traceback \(most recent call last\)|File \"[^\"]*\", line \d+"),)),
     ("an object address", (re.compile(r"\bat 0x[0-9a-fA-F]+|\b0x[0-9a-fA-F]{6,}\b"),)),
-    ("a filesystem path", (_PATH, _SOURCE_PATH)),
+    ("a filesystem path", (_PATH, _SOURCE_PATH, _FILE_URL)),
     ("SQL", (_SQL,)),
     ("a secret", (*_SECRETS, _PEM, _KEY_VALUE, _URL_USER)),
 )
