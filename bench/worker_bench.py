@@ -503,7 +503,8 @@ def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 
 def corpus_texts(max_characters: int) -> list[str]:
     """Chunk-sized pieces of the text fixtures (for the embedder comparison on its own)."""
     texts = []
-    for path in sorted((REPO / "tests" / "search" / "fixtures" / "corpus").iterdir()) + sorted(DOCUMENTS.glob("*.md")):
+    samples = REPO / "tests" / "fixtures" / "evalsets"  # real documents (docs/evaluation.md)
+    for path in sorted((samples / "en" / "docs").iterdir()) + sorted((samples / "zh" / "docs").iterdir()) + sorted(DOCUMENTS.glob("*.md")):
         text = path.read_text(errors="replace")
         texts.extend(text[i : i + max_characters] for i in range(0, len(text), max_characters))
     return texts

