@@ -214,3 +214,13 @@ def test_the_cli_asks_no_dimensions_for_a_named_local_model():
     with pytest.raises(CliError):
         config("/models/my-own")  # a model directory: its size must be given
     assert config("/models/my-own", 768).dimensions == 768
+
+
+def test_length_batches_pad_little_and_keep_every_text_once():
+    lengths = [300, 12, 250, 14, 260, 13, 480, 90, 255, 15]
+    batches = multilingual_e5.length_batches(lengths, batch_size=3)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    assert all(len(batch) <= 3 for batch in batches)
+    for batch in batches:  # sorted within a batch, and its longest within 1.25x (+16 tokens) of its shortest
+        sizes = [lengths[i] for i in batch]
+        assert sizes == sorted(sizes) and sizes[-1] <= max(sizes[0] * 1.25, sizes[0] + 16)

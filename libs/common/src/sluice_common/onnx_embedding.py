@@ -141,10 +141,10 @@ class OnnxSentenceEncoder:
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(texts)
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)
-        # Similar lengths batched together: less padding (sentence-transformers does the same).
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), batch_size):
-            indexes = order[start : start + batch_size]
+        # Similar lengths batched together: less padding (sluice_common.multilingual_e5.length_batches).
+        from sluice_common.multilingual_e5 import length_batches
+
+        for indexes in length_batches([len(e.ids) for e in encodings], batch_size):
             width = max(len(encodings[i].ids) for i in indexes)
             ids = np.zeros((len(indexes), width), dtype=np.int64)
             mask = np.zeros((len(indexes), width), dtype=np.int64)
