@@ -124,4 +124,4 @@ async def test_eval_set_samples_stay_above_their_floors(ingest_api, sandbox_pool
     if losing and HYBRID_MUST_NOT_LOSE:
         pytest.fail("; ".join(losing) + f"\n{report}")
     if losing:
-        pytest.xfail("HYBRID loses to its better input until the new fusion lands (issue 18): " + "; ".join(losing))
+        pytest.xfail("HYBRID trails its better input on this sample (see HYBRID_MUST_NOT_LOSE): " + "; ".join(losing))
