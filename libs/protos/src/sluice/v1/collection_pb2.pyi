@@ -25,6 +25,13 @@ class GenerationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GENERATION_STATE_RETIRED: _ClassVar[GenerationState]
     GENERATION_STATE_CANCELLED: _ClassVar[GenerationState]
 
+class EvaluationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVALUATION_STATE_UNSPECIFIED: _ClassVar[EvaluationState]
+    EVALUATION_STATE_PENDING: _ClassVar[EvaluationState]
+    EVALUATION_STATE_PASSED: _ClassVar[EvaluationState]
+    EVALUATION_STATE_FAILED: _ClassVar[EvaluationState]
+
 class RerankerProvider(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     RERANKER_PROVIDER_UNSPECIFIED: _ClassVar[RerankerProvider]
@@ -41,6 +48,10 @@ GENERATION_STATE_BUILDING: GenerationState
 GENERATION_STATE_ACTIVE: GenerationState
 GENERATION_STATE_RETIRED: GenerationState
 GENERATION_STATE_CANCELLED: GenerationState
+EVALUATION_STATE_UNSPECIFIED: EvaluationState
+EVALUATION_STATE_PENDING: EvaluationState
+EVALUATION_STATE_PASSED: EvaluationState
+EVALUATION_STATE_FAILED: EvaluationState
 RERANKER_PROVIDER_UNSPECIFIED: RerankerProvider
 RERANKER_PROVIDER_COHERE: RerankerProvider
 RERANKER_PROVIDER_JINA: RerankerProvider
@@ -70,7 +81,7 @@ class GenerationFailure(_message.Message):
     def __init__(self, document_id: _Optional[str] = ..., filename: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class CollectionGeneration(_message.Message):
-    __slots__ = ("number", "embedder", "state", "documents_total", "documents_ready", "documents_failed", "documents_pending", "create_time", "activate_time", "end_time", "failures")
+    __slots__ = ("number", "embedder", "state", "documents_total", "documents_ready", "documents_failed", "documents_pending", "create_time", "activate_time", "end_time", "failures", "evaluation")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +93,7 @@ class CollectionGeneration(_message.Message):
     ACTIVATE_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_FIELD_NUMBER: _ClassVar[int]
     number: int
     embedder: EmbedderConfig
     state: GenerationState
@@ -93,7 +105,28 @@ class CollectionGeneration(_message.Message):
     activate_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
     failures: _containers.RepeatedCompositeFieldContainer[GenerationFailure]
-    def __init__(self, number: _Optional[int] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., state: _Optional[_Union[GenerationState, str]] = ..., documents_total: _Optional[int] = ..., documents_ready: _Optional[int] = ..., documents_failed: _Optional[int] = ..., documents_pending: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., activate_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failures: _Optional[_Iterable[_Union[GenerationFailure, _Mapping]]] = ...) -> None: ...
+    evaluation: GenerationEvaluation
+    def __init__(self, number: _Optional[int] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., state: _Optional[_Union[GenerationState, str]] = ..., documents_total: _Optional[int] = ..., documents_ready: _Optional[int] = ..., documents_failed: _Optional[int] = ..., documents_pending: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., activate_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failures: _Optional[_Iterable[_Union[GenerationFailure, _Mapping]]] = ..., evaluation: _Optional[_Union[GenerationEvaluation, _Mapping]] = ...) -> None: ...
+
+class GenerationEvaluation(_message.Message):
+    __slots__ = ("state", "metric", "active_score", "candidate_score", "queries", "min_ratio", "evaluate_time", "active_generation")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_SCORE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_SCORE_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    MIN_RATIO_FIELD_NUMBER: _ClassVar[int]
+    EVALUATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    state: EvaluationState
+    metric: str
+    active_score: float
+    candidate_score: float
+    queries: int
+    min_ratio: float
+    evaluate_time: _timestamp_pb2.Timestamp
+    active_generation: int
+    def __init__(self, state: _Optional[_Union[EvaluationState, str]] = ..., metric: _Optional[str] = ..., active_score: _Optional[float] = ..., candidate_score: _Optional[float] = ..., queries: _Optional[int] = ..., min_ratio: _Optional[float] = ..., evaluate_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., active_generation: _Optional[int] = ...) -> None: ...
 
 class ChunkingConfig(_message.Message):
     __slots__ = ("max_characters", "new_after_n_chars", "overlap")

@@ -60,12 +60,26 @@ class DeleteCollectionRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class ReindexCollectionRequest(_message.Message):
-    __slots__ = ("name", "embedder")
+    __slots__ = ("name", "embedder", "eval_queries", "min_ratio")
     NAME_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    EVAL_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    MIN_RATIO_FIELD_NUMBER: _ClassVar[int]
     name: str
     embedder: _collection_pb2.EmbedderConfig
-    def __init__(self, name: _Optional[str] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ...) -> None: ...
+    eval_queries: _containers.RepeatedCompositeFieldContainer[EvalQuery]
+    min_ratio: float
+    def __init__(self, name: _Optional[str] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ..., eval_queries: _Optional[_Iterable[_Union[EvalQuery, _Mapping]]] = ..., min_ratio: _Optional[float] = ...) -> None: ...
+
+class EvalQuery(_message.Message):
+    __slots__ = ("query", "relevant", "id")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    RELEVANT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    relevant: _containers.RepeatedScalarFieldContainer[str]
+    id: str
+    def __init__(self, query: _Optional[str] = ..., relevant: _Optional[_Iterable[str]] = ..., id: _Optional[str] = ...) -> None: ...
 
 class CancelReindexRequest(_message.Message):
     __slots__ = ("name",)

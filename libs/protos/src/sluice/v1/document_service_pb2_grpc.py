@@ -154,6 +154,9 @@ class DocumentServiceServicer:
         EMBEDDER_MODEL_NOT_INSTALLED). FAILED_PRECONDITION: REINDEX_IN_PROGRESS (another embedder is
         being built, or nothing failed to retry), EMBEDDER_UNCHANGED (the collection already uses this
         embedder). Called again with the embedder being built, it retries the failed documents.
+        With eval_queries, the switch waits for search's verdict on them and a generation that scores
+        lower is CANCELLED instead (docs/search.md, "Reindexing with a quality gate"); a bad eval set
+        is INVALID_ARGUMENT with reason INVALID_EVAL_SET.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
