@@ -104,10 +104,16 @@ def upload_messages(document: corpus.Document, request_id: str,
 # ---------------------------------------------------------------- the system under test
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on 127.0.0.1 (all held open together while they are chosen)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 class DevSystem:
@@ -115,12 +121,14 @@ class DevSystem:
 
     def __init__(self, home: Path, workers: int, extra_env: dict[str, str]) -> None:
         self.home = home
-        self.ingest = f"127.0.0.1:{free_port()}"
-        self.search = f"127.0.0.1:{free_port()}"
+        # Free ports for every listener sluice-dev starts (Prometheus is off), so that a run
+        # beside `make run` on its default ports does not collide with it.
+        self.ingest, self.search, self.webhooks = (f"127.0.0.1:{port}" for port in free_ports(3))
         env = {
             **os.environ,
             "SLUICE_DEV_HOME": str(home), "SLUICE_DEV_HOST": "127.0.0.1",
             "SLUICE_DEV_INGEST_PORT": self.ingest.rsplit(":", 1)[1], "SLUICE_DEV_SEARCH_PORT": self.search.rsplit(":", 1)[1],
+            "SLUICE_DEV_WEBHOOKS_PORT": self.webhooks.rsplit(":", 1)[1],
             "SLUICE_DEV_METRICS_PORT": "0", "SLUICE_DEV_WORKERS": str(workers), "SLUICE_DEV_STOP_TIMEOUT": "20",
             **extra_env,
         }
