@@ -13,7 +13,7 @@ from sluice.v1 import admin_service_pb2 as admin_pb2, document_service_pb2 as ds
 from sluice.v1 import search_service_pb2 as ss, search_service_pb2_grpc
 
 import auth_keys
-from sluice_common.auth import RateLimiter, parse_key
+from sluice_common.auth import RateLimiter, describe_wait, parse_key
 from sluice_common.channels import keyed_channel
 from sluice_common.errors import reason_of
 
@@ -110,7 +110,11 @@ def test_the_rate_limit_answers_resource_exhausted_with_retry_info_and_writes_no
     status = rpc_status.from_call(err.value)
     retry = error_details_pb2.RetryInfo()
     assert any(d.Unpack(retry) for d in status.details)
-    assert 0 < retry.retry_delay.ToTimedelta().total_seconds() <= 2.0
+    wait = retry.retry_delay.ToTimedelta().total_seconds()
+    assert 0 < wait <= 2.0
+    # The message names the same wait, readably, and the limit; ErrorInfo carries the limit.
+    assert f"retry in {describe_wait(wait)}" in err.value.details() and "0.00" not in err.value.details()
+    assert "limit 0.5 a second" in err.value.details()
     assert counts(database_url) == before
     # The limit is per key: another key of the same tenant is not limited by this one.
     other = document_service_pb2_grpc.DocumentServiceStub(
@@ -127,3 +131,27 @@ def test_token_bucket_refills_at_its_rate():
     assert limiter.take("k") == 0
     assert limiter.take("other") == 0
     assert RateLimiter(0, 0).take("k") == 0  # disabled
+
+
+def test_calls_refused_together_are_told_different_waits_one_token_apart():
+    """The wait is never ~0 (the old hint said "retry in 0.00 s" when the next token was almost
+    there) and a crowd refused at once is spread over the rate, not sent back all together."""
+    now = [0.0]
+    limiter = RateLimiter(100.0, 10.0, clock=lambda: now[0])
+    assert all(limiter.take("k") == 0 for _ in range(10))
+    now[0] += 0.0099  # 0.99 of a token: the next one is 0.1 ms away
+    waits = [limiter.take("k") for _ in range(5)]
+    assert waits[0] == pytest.approx(0.01)  # at least one token interval (10 ms), not 0.1 ms
+    assert all(b - a == pytest.approx(0.01) for a, b in zip(waits, waits[1:], strict=False))
+    # Coming back when told, each gets a token in turn.
+    now[0] += waits[0]
+    assert limiter.take("k") == 0
+    # A wait is capped at refilling the whole bucket (10 tokens: 100 ms), however many were refused.
+    assert max(limiter.take("k") for _ in range(50)) == pytest.approx(0.1)
+    # A slow limit names the time to the next token (2 s at 0.5 a second).
+    slow = RateLimiter(0.5, 1.0, clock=lambda: now[0])
+    assert slow.take("k") == 0 and slow.take("k") == pytest.approx(2.0)
+
+
+def test_waits_read_as_people_read_them():
+    assert describe_wait(0.0001) == "1 ms" and describe_wait(0.04) == "40 ms" and describe_wait(1.5) == "1.5 s"
