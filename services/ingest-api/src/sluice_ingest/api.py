@@ -18,8 +18,9 @@ from sluice_common.names import document_name
 from sluice_common.reasons import Reason
 
 from .domain import DocumentStatus
-from .service import CollectionSpec, Heartbeat, IncomingChunk, IngestService, UploadMeta
+from .service import CollectionSpec, EvalQueryIn, Heartbeat, IncomingChunk, IngestService, UploadMeta
 from .store import AttemptRow, ClaimedJob, CollectionEventRow, CollectionRow, DocumentRow, GenerationRow
+from .store.rows import GenerationEvaluationRow
 from .tenants import ApiKeyRow, Quota, TenantRow, TenantStore
 from .uploads import Trailer
 
@@ -90,6 +91,17 @@ def generation_to_proto(row: GenerationRow) -> collection_pb2.CollectionGenerati
                                              error_code=f.error_code or "", error_message=f.error_message or "")
             for f in row.failures
         ],
+        evaluation=evaluation_to_proto(row.evaluation) if row.evaluation is not None else None,
+    )
+
+
+def evaluation_to_proto(row: GenerationEvaluationRow) -> collection_pb2.GenerationEvaluation:
+    state = (collection_pb2.EVALUATION_STATE_PENDING if row.passed is None
+             else collection_pb2.EVALUATION_STATE_PASSED if row.passed else collection_pb2.EVALUATION_STATE_FAILED)
+    return collection_pb2.GenerationEvaluation(
+        state=state, metric=row.metric, active_score=row.active_score, candidate_score=row.candidate_score,
+        queries=row.queries, min_ratio=row.min_ratio, evaluate_time=timestamp(row.evaluated_at),
+        active_generation=row.active_generation,
     )
 
 
@@ -324,7 +336,8 @@ class DocumentServicer(document_service_pb2_grpc.DocumentServiceServicer):
     async def ReindexCollection(self, request, context):
         e = request.embedder
         row = await self.service.reindex_collection(
-            tenant(), request.name, PROVIDER_FROM_PROTO.get(e.provider, ""), e.model, e.dimensions
+            tenant(), request.name, PROVIDER_FROM_PROTO.get(e.provider, ""), e.model, e.dimensions,
+            [EvalQueryIn(q.query, tuple(q.relevant), q.id) for q in request.eval_queries], request.min_ratio,
         )
         return collection_to_proto(row)
 

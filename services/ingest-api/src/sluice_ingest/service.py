@@ -52,9 +52,63 @@ EXTRA_TYPES = {
     ".pdf": "application/pdf",
 }
 TERMINAL = {D.READY, D.FAILED}
+# A reindex's eval set (docs/search.md, "Reindexing with a quality gate"): search runs every query
+# twice (the ACTIVE and the new generation), so its size bounds the gate's work.
+MAX_EVAL_QUERIES = 1000
+MAX_EVAL_QUERY_CHARACTERS = 4096  # search's default SLUICE_SEARCH_MAX_QUERY_CHARACTERS
+MAX_EVAL_RELEVANT = 100
+MAX_EVAL_LABEL_CHARACTERS = 1024
+MAX_EVAL_ID_CHARACTERS = 200
 WATCH_WINDOW = 500  # log rows one WatchCollection read looks at
 FIRST_RECHECK_SECONDS = 1.0  # WatchDocument's first re-read, then one every RECHECK_SECONDS without news
 RECHECK_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class EvalQueryIn:
+    """One query of a reindex's eval set as the client sent it (ReindexCollectionRequest.eval_queries)."""
+
+    query: str
+    relevant: tuple[str, ...]
+    id: str = ""
+
+
+def eval_set_of(queries: list[EvalQueryIn], min_ratio: float) -> tuple[list[dict] | None, float]:
+    """The eval set as stored (collection_generations.eval_set) and its ratio, or (None, 1.0)
+    for a reindex without one; INVALID_ARGUMENT / INVALID_EVAL_SET naming the first fault."""
+    def bad(message: str) -> InvalidArgument:
+        return InvalidArgument(message, reason=Reason.INVALID_EVAL_SET)
+
+    if min_ratio != min_ratio or not 0.0 <= min_ratio <= 2.0:  # NaN, negative, above 2
+        raise bad("min_ratio must be in (0, 2], or 0 for the default 1.0")
+    if not queries:
+        if min_ratio:
+            raise bad("min_ratio needs eval_queries")
+        return None, 1.0
+    if len(queries) > MAX_EVAL_QUERIES:
+        raise bad(f"eval_queries has {len(queries)} queries; at most {MAX_EVAL_QUERIES}")
+    seen: dict[str, int] = {}
+    stored = []
+    for i, q in enumerate(queries):
+        where = f"eval_queries[{i}]" + (f" ({q.id!r})" if q.id else "")
+        if len(q.id) > MAX_EVAL_ID_CHARACTERS:
+            raise bad(f"eval_queries[{i}].id is longer than {MAX_EVAL_ID_CHARACTERS} characters")
+        if q.id and q.id in seen:
+            raise bad(f"{where}: id repeats eval_queries[{seen[q.id]}]")
+        seen.setdefault(q.id, i)
+        if not q.query.strip():
+            raise bad(f"{where}: query must be non-empty text")
+        if len(q.query) > MAX_EVAL_QUERY_CHARACTERS:
+            raise bad(f"{where}: query is longer than {MAX_EVAL_QUERY_CHARACTERS} characters")
+        if not q.relevant:
+            raise bad(f"{where}: relevant must name at least one document")
+        if len(q.relevant) > MAX_EVAL_RELEVANT:
+            raise bad(f"{where}: relevant has {len(q.relevant)} entries; at most {MAX_EVAL_RELEVANT}")
+        for label in q.relevant:
+            if not label.strip() or len(label) > MAX_EVAL_LABEL_CHARACTERS:
+                raise bad(f"{where}: each relevant entry must be 1 to {MAX_EVAL_LABEL_CHARACTERS} characters of text")
+        stored.append({"id": q.id, "query": q.query, "relevant": list(dict.fromkeys(q.relevant))})
+    return stored, min_ratio or 1.0
 
 
 @dataclass(frozen=True)
@@ -225,12 +279,15 @@ class IngestService:
                                   reason=Reason.INVALID_EMBEDDER)
         return model, dimensions
 
-    async def reindex_collection(self, tenant_id: int, name: str, provider: str, model: str, dimensions: int):
+    async def reindex_collection(self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
+                                 eval_queries: list[EvalQueryIn] | None = None, min_ratio: float = 0.0):
         if not name:
             raise InvalidArgument("collection name is required", reason=Reason.MISSING_COLLECTION)
         model, dimensions = self._embedder(provider, model, dimensions, "embedder")
-        row = await self.store.reindex_collection(tenant_id, name, provider, model, dimensions)
-        log.info("reindex started", extra={"collection": name, "provider": provider, "model": model})
+        eval_set, ratio = eval_set_of(eval_queries or [], min_ratio)
+        row = await self.store.reindex_collection(tenant_id, name, provider, model, dimensions, eval_set, ratio)
+        log.info("reindex started", extra={"collection": name, "provider": provider, "model": model,
+                                           "eval_queries": len(eval_set or ()), "min_ratio": ratio if eval_set else None})
         return row
 
     async def cancel_reindex(self, tenant_id: int, name: str):

@@ -24,6 +24,7 @@ from sluice_common.reranking import RerankSettings
 
 from .api import SearchServicer
 from .domain import Limits
+from .eval_gate import EvalGate
 from .repository import SearchRepository, check_unprivileged, open_read_pool
 from .rerank import Rerankers
 from .service import SearchService
@@ -44,13 +45,19 @@ class SearchServer:
     port: int
     service: SearchService
     repository: SearchRepository
+    # The reindex quality gate (eval_gate.py); None when SLUICE_SEARCH_EVAL_GATE_ENABLED is off.
+    gate: EvalGate | None = None
 
     async def start(self) -> None:
         await self.server.start()
         await serving.set_serving(self.health, SERVICE_NAMES, True)
+        if self.gate is not None:
+            self.gate.start()
 
     async def stop(self, grace: float | None = None) -> None:
         await serving.set_serving(self.health, SERVICE_NAMES, False)
+        if self.gate is not None:
+            await self.gate.stop()
         await self.server.stop(grace)
         await self.repository.stop_listening()
         await self.service.close()
@@ -107,7 +114,11 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         await pool.close()
         raise
     search_service_pb2_grpc.add_SearchServiceServicer_to_server(SearchServicer(service, limits), server)
-    return SearchServer(server, health_servicer, pool, port, service, repository)
+    gate = None
+    if settings.search_eval_gate_enabled:
+        gate = EvalGate(service, repository, settings.eval_gate_database_url,
+                        poll_seconds=settings.search_eval_gate_poll_seconds)
+    return SearchServer(server, health_servicer, pool, port, service, repository, gate)
 
 
 async def serve(settings: SearchSettings) -> None:
@@ -115,8 +126,11 @@ async def serve(settings: SearchSettings) -> None:
     gctune.tune()
     log.info("search serving", extra={"bind": settings.bind, "port": search.port})
     warm = asyncio.create_task(_warm_up(search.service))
+    if search.gate is not None:
+        search.gate.start()
     await serving.run_until_signal(
-        search.server, search.health, SERVICE_NAMES, settings.shutdown_grace_seconds, on_stop=None
+        search.server, search.health, SERVICE_NAMES, settings.shutdown_grace_seconds,
+        on_stop=search.gate.stop if search.gate is not None else None,
     )
     warm.cancel()
     await search.repository.stop_listening()

@@ -1,10 +1,10 @@
 """SQL adapter: collection lookup and the vector and keyword queries, read-only.
 
-Every query joins `documents` and keeps `d.status = 'READY'` in its WHERE clause (DESIGN.md
-§1 rule 3): a document being ingested, reprocessed, failed or deleted is invisible to the
+Every query joins `documents` and keeps `d.status = 'READY'` in its WHERE clause (rule 3
+of docs/architecture.md#the-rules): a document being ingested, reprocessed, failed or deleted is invisible to the
 very next query, with no cache in between. Only the collection lookup is cached, briefly.
 
-Tenancy twice (DESIGN.md §7): every query names the caller's tenant in its SQL, and runs on a
+Tenancy twice (docs/architecture.md#tenancy-and-access): every query names the caller's tenant in its SQL, and runs on a
 session whose `sluice.tenant_id` is that tenant, which PostgreSQL's row-level security
 policies for search's role filter on (migration 0004), so even a query that forgot the tenant
 cannot cross it, and a session that set none sees nothing. The setting is made per session,
@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import numpy as np
@@ -134,6 +134,7 @@ class SearchRepository:
         self._collections: dict[tuple[int, str], tuple[float, Collection]] = {}
         self._lock = asyncio.Lock()
         self._listener: asyncio.Task | None = None
+        self._notify_hooks: list[Callable[[str], None]] = []
 
     # ------------------------------------------------------------ cache invalidation
 
@@ -166,6 +167,8 @@ class SearchRepository:
                     backoff = 0.1
                     async for note in conn.notifies():
                         self.forget(note.payload)
+                        for hook in self._notify_hooks:
+                            hook(note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep listening through database restarts
@@ -174,6 +177,11 @@ class SearchRepository:
                 self._collections.clear()
                 await pause(backoff)
                 backoff = min(backoff * 2, 5.0)
+
+    def on_collection_notify(self, hook: Callable[[str], None]) -> None:
+        """Call `hook(payload)` on every `sluice_collections` notification too (the reindex
+        quality gate wakes on them: eval_gate.py)."""
+        self._notify_hooks.append(hook)
 
     def forget(self, payload: str) -> None:
         """Drop the cached collection named by a `tenant:name` notification (everything if unreadable)."""
@@ -220,6 +228,24 @@ class SearchRepository:
             self._collections.clear()
         self._collections[key] = (now, collection)
         return collection
+
+    async def generation_collection(self, tenant_id: int, name: str, generation_id: int) -> Collection | None:
+        """The tenant's collection resolved to one given generation (ACTIVE or BUILDING), never
+        cached: the reindex quality gate searches both sides of a reindex through it
+        (eval_gate.py). None when the collection or the generation is gone."""
+        async with self._tenant_session(tenant_id) as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT c.id, c.name, g.embedder_provider, g.embedder_model, g.dimensions, c.tenant_id, g.id, g.number,"
+                    " c.chunk_overlap, c.reranker"
+                    " FROM collections c JOIN collection_generations g ON g.collection_id = c.id"
+                    " WHERE c.tenant_id = %s AND c.name = %s AND g.id = %s AND g.state IN ('ACTIVE', 'BUILDING')",
+                    (tenant_id, name, generation_id),
+                )
+            ).fetchone()
+        if row is None:
+            return None
+        return Collection(*row[:-1], reranker=RerankerSpec.from_json(row[-1]))
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]:
         """Every tenant's embedders, for warm-up: a SECURITY DEFINER function shows search these

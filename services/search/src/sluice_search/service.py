@@ -109,6 +109,16 @@ class SearchService:
         hits, outcome = await self._finish(collection, query, hits, reranker)
         return hits, collection, outcome
 
+    async def search_collection(self, collection: Collection, query: SearchQuery) -> list[Hit]:
+        """The hits of `query` on this very collection object, whichever generation it names, by
+        the path `answer` takes but without the collection's reranker: the reindex quality gate
+        compares two generations with it (eval_gate.py), and the reranker, the same on both
+        sides, would only add its cost and its time budget's randomness."""
+        hits = await self._search(collection, dataclasses.replace(query, top_k=context.candidates(
+            query.top_k, query.context, 0)))
+        hits, _ = await self._finish(collection, query, hits, None)
+        return hits
+
     async def _finish(self, collection: Collection, query: SearchQuery, hits: list[Hit],
                       reranker: rerank.RerankerSpec | None) -> tuple[list[Hit], rerank.RerankOutcome]:
         """After the first stage: the threshold, the reranker, the cap per document, top_k, the

@@ -58,6 +58,17 @@ class SearchSettings(CommonSettings):
     search_exact_filter_max_chunks: int = 2000
     # A search statement running longer is cancelled (milliseconds; 0 = no limit).
     search_statement_timeout_ms: int = 10000
+    # The reindex quality gate (eval_gate.py; docs/search.md, "Reindexing with a quality gate"):
+    # this instance measures reindexes started with an eval set and records the verdicts. It
+    # writes one row per verdict, so it must reach the primary: an instance reading a replica
+    # turns it off or names the primary in SLUICE_SEARCH_EVAL_GATE_DATABASE_URL.
+    search_eval_gate_enabled: bool = True
+    # The database the gate lists generations, takes its lock and records verdicts on (as the
+    # search role); empty means the search database URL.
+    search_eval_gate_database_url: str = ""
+    # Seconds between the gate's looks for generations awaiting a verdict, besides waking on
+    # every `sluice_collections` notification.
+    search_eval_gate_poll_seconds: float = Field(default=5.0, gt=0.0)
 
     @property
     def bind(self) -> str:
@@ -66,3 +77,7 @@ class SearchSettings(CommonSettings):
     @property
     def read_database_url(self) -> str:
         return self.search_database_url or self.database_url
+
+    @property
+    def eval_gate_database_url(self) -> str:
+        return self.search_eval_gate_database_url or self.read_database_url

@@ -1,4 +1,4 @@
-"""Index generations (DESIGN.md §8): reindex, the switch, cancellation and the sweep that drops
+"""Index generations (docs/architecture.md#index-generations): reindex, the switch, cancellation and the sweep that drops
 what a switch or a cancellation left behind.
 
 Locks, in the order every path takes them: job rows, then the document row, then generation
@@ -10,12 +10,19 @@ collection has a SUCCEEDED EMBED job for it and no EMBED job of it is PENDING, R
 FAILED. A FAILED EMBED job therefore holds the switch (READY ⇒ searchable after the switch)
 until the user retries the failed documents (ReindexCollection again with the same embedder)
 or cancels (CancelReindex).
+
+The quality gate (docs/search.md, "Reindexing with a quality gate"): a generation reindexed
+with an eval set also waits, once complete, for search's verdict (generation_evaluations,
+migration 0018). PASSED switches as above; FAILED moves it BUILDING → CANCELLED (the edge
+CancelReindex takes) and drops it like a cancellation, keeping the verdict.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import math
 from dataclasses import replace
 
 import psycopg
@@ -28,7 +35,7 @@ from sluice_common.reasons import Reason
 from ..domain import GenerationState as G, JobStatus as J
 from ..transitions import NOW, RELEASED_LEASE, move_generation, move_job
 from .common import StoreBase, _one
-from .rows import CollectionRow, GenerationFailure, GenerationRow
+from .rows import CollectionRow, GenerationEvaluationRow, GenerationFailure, GenerationRow
 
 log = logging.getLogger("sluice.ingest.generations")
 
@@ -42,31 +49,29 @@ GENERATION_SELECT = """
 """
 
 # A BUILDING generation that may switch: nothing left to embed or failed (cheap: the partial
-# index ingestion_jobs_embed_open holds only the unfinished EMBED jobs) ...
+# index ingestion_jobs_embed_open holds only the unfinished EMBED jobs) and every READY document
+# of the collection embedded into it: sluice_generation_complete (migration 0018), the one
+# definition that search's listing of generations awaiting a verdict uses too. The sweep lists
+# candidates by the first, cheap half.
 _NOTHING_OPEN = """
     NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.generation_id = g.id AND j.kind = 'EMBED' AND j.status <> 'SUCCEEDED')
-"""
-# ... and every READY document of the collection embedded into it (a scan of the collection:
-# asked only when the first holds).
-_ALL_READY_EMBEDDED = """
-    NOT EXISTS (
-        SELECT 1 FROM documents d WHERE d.collection_id = g.collection_id AND d.status = 'READY'
-        AND NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.kind = 'EMBED' AND j.generation_id = g.id
-                        AND j.document_id = d.id AND j.status = 'SUCCEEDED'))
 """
 
 
 async def _complete(conn: psycopg.AsyncConnection, generation_id: int) -> bool:
-    for condition in (_NOTHING_OPEN, _ALL_READY_EMBEDDED):
-        row = await (
-            await conn.execute(
-                "SELECT 1 FROM collection_generations g WHERE g.id = %s AND g.state = 'BUILDING' AND" + condition,
-                (generation_id,),
-            )
-        ).fetchone()
-        if row is None:
-            return False
-    return True
+    (complete,) = await _one(conn, "SELECT sluice_generation_complete(%s)", (generation_id,))
+    return bool(complete)
+
+
+def _eval_set_json(eval_set: list[dict] | None) -> str | None:
+    return None if eval_set is None else json.dumps(eval_set, ensure_ascii=False)
+
+
+def _same_gate(stored: tuple[object, object], eval_set: list[dict], min_ratio: float) -> bool:
+    """Is the gate a retrying call gives the one stored (the ratio is a `real` there)?"""
+    stored_set, stored_ratio = stored
+    return (stored_set == eval_set and stored_ratio is not None
+            and math.isclose(float(stored_ratio), min_ratio, rel_tol=1e-6))
 
 
 class GenerationStore(StoreBase):
@@ -107,7 +112,30 @@ class GenerationStore(StoreBase):
                 row = replace(row, documents_total=total, documents_ready=ready, documents_failed=failed,
                               documents_pending=total - ready - failed)
             out.append(row)
-        return tuple(out)
+        return await self._with_evaluations(conn, collection_id, out)
+
+    async def _with_evaluations(self, conn: psycopg.AsyncConnection, collection_id: int,
+                                rows: list[GenerationRow]) -> tuple[GenerationRow, ...]:
+        """The gate of every generation reindexed with an eval set, with its verdict if any."""
+        gates = await (
+            await conn.execute(
+                "SELECT g.id, jsonb_array_length(g.eval_set), g.eval_min_ratio, e.passed, e.metric, e.active_generation,"
+                " e.active_score, e.candidate_score, e.evaluated_at FROM collection_generations g"
+                " LEFT JOIN generation_evaluations e ON e.generation_id = g.id"
+                " WHERE g.collection_id = %s AND g.eval_set IS NOT NULL",
+                (collection_id,),
+            )
+        ).fetchall()
+        if not gates:
+            return tuple(rows)
+        by_id = {}
+        for gid, queries, min_ratio, passed, metric, active_generation, active_score, candidate_score, at in gates:
+            if passed is None:
+                by_id[gid] = GenerationEvaluationRow(queries, float(min_ratio))
+            else:
+                by_id[gid] = GenerationEvaluationRow(queries, float(min_ratio), passed, metric, active_generation,
+                                                     active_score, candidate_score, at)
+        return tuple(replace(row, evaluation=by_id[row.id]) if row.id in by_id else row for row in rows)
 
     async def _with_generations(self, conn: psycopg.AsyncConnection, row: CollectionRow) -> CollectionRow:
         return replace(row, generations=await self._generations(conn, row.id))
@@ -117,10 +145,15 @@ class GenerationStore(StoreBase):
             return await self._with_generations(conn, await self._collection(conn, tenant_id, name))
 
     async def reindex_collection(
-        self, tenant_id: int, name: str, provider: str, model: str, dimensions: int
+        self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
+        eval_set: list[dict] | None = None, min_ratio: float = 1.0,
     ) -> CollectionRow:
         """A BUILDING generation with the new embedder and an EMBED job per READY document; or,
-        when a BUILDING generation with this embedder exists, fresh attempts for its failed jobs."""
+        when a BUILDING generation with this embedder exists, fresh attempts for its failed jobs.
+
+        `eval_set` (checked by the service: [{"query", "relevant", "id"}, ...]) gates the switch
+        on search's verdict (module docstring); it is fixed when the generation is created: a
+        retrying call may repeat it or leave it out, not change it."""
         async with self.pool.connection() as conn, conn.transaction():
             row = await (
                 await conn.execute("SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR UPDATE", (tenant_id, name))
@@ -160,12 +193,18 @@ class GenerationStore(StoreBase):
                     )
                 ).fetchall()
                 still = await (
-                    await conn.execute("SELECT state::text FROM collection_generations WHERE id = %s FOR UPDATE",
-                                       (building[0],))
+                    await conn.execute("SELECT state::text, eval_set, eval_min_ratio FROM collection_generations"
+                                       " WHERE id = %s FOR UPDATE", (building[0],))
                 ).fetchone()
                 if still is None or still[0] != G.BUILDING:
                     raise FailedPrecondition(f"the reindex of {name!r} was cancelled meanwhile; start it again",
                                              reason=Reason.NO_REINDEX_IN_PROGRESS, collection=name)
+                if eval_set is not None and not _same_gate((still[1], still[2]), eval_set, min_ratio):
+                    raise FailedPrecondition(
+                        f"the reindex of {name!r} in progress has another eval set (or none): an eval set is fixed"
+                        " when the reindex starts; cancel it and start again to change it",
+                        reason=Reason.REINDEX_IN_PROGRESS, collection=name,
+                    )
                 if not failed:
                     raise FailedPrecondition(
                         f"collection {name!r} is already being reindexed to this embedder and no document failed",
@@ -184,9 +223,10 @@ class GenerationStore(StoreBase):
                 (generation_id,) = await _one(
                     conn,
                     "INSERT INTO collection_generations (tenant_id, collection_id, number, embedder_provider, embedder_model,"
-                    " dimensions) SELECT %s, %s, max(number) + 1, %s, %s, %s FROM collection_generations"
-                    " WHERE collection_id = %s RETURNING id",
-                    (tenant_id, collection_id, provider, model, dimensions, collection_id),
+                    " dimensions, eval_set, eval_min_ratio) SELECT %s, %s, max(number) + 1, %s, %s, %s, %s::jsonb, %s"
+                    " FROM collection_generations WHERE collection_id = %s RETURNING id",
+                    (tenant_id, collection_id, provider, model, dimensions, _eval_set_json(eval_set),
+                     None if eval_set is None else min_ratio, collection_id),
                 )
                 await conn.execute(
                     "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
@@ -261,15 +301,37 @@ class GenerationStore(StoreBase):
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
 
-    async def try_switch(self, generation_id: int) -> bool:
+    async def try_switch(self, generation_id: int, *, announce: bool = True) -> bool:
         """The switch, in one transaction, if the BUILDING generation is complete: it becomes
         ACTIVE, the ACTIVE one RETIRED, the collection's embedder columns follow, and the
-        generations' trigger NOTIFYs `sluice_collections`. True when it switched."""
+        generations' trigger NOTIFYs `sluice_collections`. True when it switched.
+
+        A gated generation (reindexed with an eval set) switches only with a PASSED verdict; with
+        none yet, `announce` NOTIFYs `sluice_collections` so that search's gate measures it now
+        rather than at its next poll; with a FAILED one it is cancelled (`_refuse`)."""
         async with self.pool.connection() as conn:
             # Without locks first: every EMBED commit calls this after its own commit, so the last
             # one to commit sees all the others; only a complete generation pays for the locks.
             if not await _complete(conn, generation_id):
                 return False
+            gate = await (
+                await conn.execute(
+                    "SELECT g.eval_set IS NOT NULL, e.passed, c.tenant_id::text || ':' || c.name"
+                    " FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
+                    " LEFT JOIN generation_evaluations e ON e.generation_id = g.id WHERE g.id = %s",
+                    (generation_id,),
+                )
+            ).fetchone()
+            if gate is None:
+                return False
+            gated, passed, channel_payload = gate
+            if gated and passed is None:
+                if announce:
+                    await conn.execute("SELECT pg_notify('sluice_collections', %s)", (channel_payload,))
+                return False
+        if gated and passed is False:
+            await self._refuse(generation_id)
+            return False
         async with self.pool.connection() as conn, conn.transaction():
             row = await (
                 await conn.execute(
@@ -303,6 +365,36 @@ class GenerationStore(StoreBase):
             )
         log.info("index generation switched", extra={"generation_id": generation_id, "retired": active_id})
         return True
+
+    async def _refuse(self, generation_id: int) -> None:
+        """A complete generation whose eval set scored lower than the ACTIVE one (FAILED verdict):
+        BUILDING → CANCELLED and dropped as CancelReindex drops it, the verdict kept; the ACTIVE
+        generation never stopped serving."""
+        async with self.pool.connection() as conn, conn.transaction():
+            # Lock order: its jobs first, then the generation (as cancel_reindex).
+            await conn.execute("SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE",
+                               (generation_id,))
+            row = await (
+                await conn.execute(
+                    "SELECT g.state::text, c.name, e.active_generation, e.active_score, e.candidate_score, e.min_ratio,"
+                    " e.queries FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
+                    " JOIN generation_evaluations e ON e.generation_id = g.id WHERE g.id = %s FOR UPDATE OF g",
+                    (generation_id,),
+                )
+            ).fetchone()
+            if row is None or row[0] != G.BUILDING:
+                return  # cancelled, or refused by another caller, meanwhile
+            await move_generation(conn, generation_id, G.CANCELLED, {"ended_at": NOW, "dropped_at": NOW},
+                                  sources=[G.BUILDING])
+            await self._drop_generation(conn, generation_id)
+        _, collection, active_generation, active_score, candidate_score, min_ratio, queries = row
+        log.warning(
+            "reindex refused by its eval set: the new generation scored lower than the active one",
+            extra={"generation_id": generation_id, "collection": collection, "active_generation": active_generation,
+                   "metric": "mrr@10", "active_score": round(active_score, 4),
+                   "candidate_score": round(candidate_score, 4), "min_ratio": round(float(min_ratio), 4),
+                   "queries": queries},
+        )
 
     async def compact_keyword_stats(self, min_statements: int = 32) -> int:
         """Fold the BM25 statistics of every generation that gathered `min_statements` delta
@@ -350,7 +442,9 @@ class GenerationStore(StoreBase):
             await self.ensure_index(generation_id, wait=False)
         switched = 0
         for (generation_id,) in building:
-            switched += await self.try_switch(generation_id)
+            # No announcement from here: search's gate polls on its own, and a NOTIFY every sweep
+            # would drop the collection from search's cache every second.
+            switched += await self.try_switch(generation_id, announce=False)
         for (generation_id,) in over:
             # The index first, CONCURRENTLY (no lock on chunks that would stall every search), then
             # the rows; a crash in between is repaired by the next sweep (both steps are idempotent).

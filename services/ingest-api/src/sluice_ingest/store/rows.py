@@ -85,6 +85,21 @@ class GenerationFailure:
 
 
 @dataclass(frozen=True, slots=True)
+class GenerationEvaluationRow:
+    """The quality gate of a generation reindexed with an eval set (migration 0018): `passed` is
+    None while no verdict is recorded (PENDING)."""
+
+    queries: int
+    min_ratio: float
+    passed: bool | None = None
+    metric: str = "mrr@10"
+    active_generation: int = 0
+    active_score: float = 0.0
+    candidate_score: float = 0.0
+    evaluated_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationRow:
     """An index generation of a collection with its progress (documents_*: for a BUILDING
     generation, its EMBED jobs by outcome; for the ACTIVE one, the collection's documents)."""
@@ -104,6 +119,7 @@ class GenerationRow:
     documents_failed: int = 0
     documents_pending: int = 0
     failures: tuple[GenerationFailure, ...] = ()
+    evaluation: GenerationEvaluationRow | None = None
 
 
 @dataclass(frozen=True, slots=True)
