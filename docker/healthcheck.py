@@ -4,49 +4,47 @@
     sluice-healthcheck grpc HOST:PORT [SERVICE]   # grpc.health.v1 Check must say SERVING
     sluice-healthcheck http URL                    # GET must answer 2xx (e.g. /metrics)
 
-Exit code 0 when healthy, 1 otherwise, with one line on stderr saying why.
+Exit code 0 when healthy, 1 otherwise, with one line on stderr saying why; 2 on a usage error.
+
+The probe reaches the service as its clients do (docs/operations.md, "Health"): over TLS when
+it is given a CA (`--ca-file`, default $SLUICE_TLS_CA_FILE), presenting a client certificate
+when the service requires mutual TLS (`--cert`/`--key`, default $SLUICE_TLS_CLIENT_CERT_FILE
+and $SLUICE_TLS_CLIENT_KEY_FILE). `--server-name` is the name to check the server's
+certificate against when it does not cover HOST (gRPC only).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
-import urllib.request
 
-TIMEOUT_SECONDS = 3.0
-
-
-def check_grpc(address: str, service: str = "") -> str:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    with grpc.insecure_channel(address) as channel:
-        try:
-            response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=TIMEOUT_SECONDS)
-        except grpc.RpcError as error:
-            return f"{address}: {error.code().name}"
-    if response.status != health_pb2.HealthCheckResponse.SERVING:
-        return f"{address}: {health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)}"
-    return ""
+from sluice_common.health_probe import check_grpc, check_http
+from sluice_common.tls import ClientTLS
 
 
-def check_http(url: str) -> str:
-    try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as response:  # noqa: S310 - local URL from the image
-            if 200 <= response.status < 300:
-                return ""
-            return f"{url}: HTTP {response.status}"
-    except OSError as error:
-        return f"{url}: {error}"
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sluice-healthcheck", description=__doc__.split("\n\n")[0])
+    parser.add_argument("kind", choices=("grpc", "http"))
+    parser.add_argument("target", help="HOST:PORT (grpc) or URL (http)")
+    parser.add_argument("service", nargs="?", default="", help="grpc: the service name to ask about (default: the whole server)")
+    parser.add_argument("--ca-file", default=os.environ.get("SLUICE_TLS_CA_FILE", ""), help="CA of the server's certificate; TLS when set")
+    parser.add_argument("--cert", default=os.environ.get("SLUICE_TLS_CLIENT_CERT_FILE", ""), help="client certificate (mutual TLS)")
+    parser.add_argument("--key", default=os.environ.get("SLUICE_TLS_CLIENT_KEY_FILE", ""), help="its private key")
+    parser.add_argument("--server-name", default="", help="grpc: name the server's certificate must carry, if not HOST")
+    return parser
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) >= 2 and argv[0] == "grpc":
-        problem = check_grpc(argv[1], argv[2] if len(argv) > 2 else "")
-    elif len(argv) == 2 and argv[0] == "http":
-        problem = check_http(argv[1])
-    else:
-        print("usage:\n" + "\n".join(__doc__.strip().splitlines()[2:4]), file=sys.stderr)
+    args = build_parser().parse_args(argv)
+    tls = ClientTLS(args.ca_file, args.cert, args.key)
+    if args.kind == "grpc":
+        problem = check_grpc(args.target, tls, args.service, server_name=args.server_name)
+    elif args.service:
+        print("sluice-healthcheck: http takes one URL", file=sys.stderr)
         return 2
+    else:
+        problem = check_http(args.target, tls)
     if problem:
         print(f"unhealthy: {problem}", file=sys.stderr)
         return 1

@@ -22,6 +22,14 @@ class CommonSettings(BaseSettings):
     log_json: bool = True
     # Port of the Prometheus /metrics endpoint; 0 disables it.
     metrics_port: int = 0
+    # Interface of /metrics; empty: the host the service's gRPC server binds (a worker, which binds
+    # none: every interface).
+    metrics_host: str = ""
+    # HTTPS for /metrics: a certificate and key (PEM files); both empty serves plain HTTP.
+    metrics_tls_cert_file: str = ""
+    metrics_tls_key_file: str = ""
+    # A CA whose client certificates /metrics requires (Prometheus' tls_config cert_file and key_file).
+    metrics_tls_client_ca_file: str = ""
     # Seconds a shutting-down server gives in-flight calls before cancelling them.
     shutdown_grace_seconds: float = 10.0
 
@@ -33,7 +41,8 @@ class CommonSettings(BaseSettings):
     tls_client_ca_file: str = ""
     # Serve plaintext on a non-loopback address (a trusted network only).
     allow_plaintext: bool = False
-    # gRPC server reflection (for grpcurl and friends); health checks are always open.
+    # gRPC server reflection (for grpcurl and friends). Health checks need no API key, but come
+    # through the server's TLS: under mutual TLS a probe presents a client certificate too.
     reflection_enabled: bool = True
     # Seconds an API-key lookup is reused; a revoked key is refused within this time (keep ≤ 1).
     auth_cache_seconds: float = 0.5

@@ -152,7 +152,7 @@ def main() -> None:
     settings = IngestSettings()
     configure_logging("ingest-api", settings.log_level, settings.log_json)
     configure_tracing("ingest-api")  # OTLP export only when OTEL_EXPORTER_OTLP_ENDPOINT is set
-    start_metrics_server(settings.metrics_port)
+    start_metrics_server(settings, settings.bind)
     asyncio.run(serve(settings))
 
 

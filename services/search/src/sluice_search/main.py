@@ -156,7 +156,7 @@ def main() -> None:
     settings = SearchSettings()
     configure_logging("search", settings.log_level, settings.log_json)
     configure_tracing("search")  # OTLP export only when OTEL_EXPORTER_OTLP_ENDPOINT is set
-    start_metrics_server(settings.metrics_port)
+    start_metrics_server(settings, settings.bind)
     asyncio.run(serve(settings))
 
 

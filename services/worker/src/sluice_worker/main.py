@@ -65,7 +65,7 @@ def main() -> None:
     settings = WorkerSettings()
     configure_logging("worker", settings.log_level, settings.log_json)
     configure_tracing("worker")  # OTLP export only when OTEL_EXPORTER_OTLP_ENDPOINT is set
-    start_metrics_server(settings.metrics_port)
+    start_metrics_server(settings)  # no gRPC bind: every interface unless SLUICE_METRICS_HOST
     asyncio.run(serve(settings))
 
 

@@ -100,7 +100,7 @@ def main() -> None:
     settings = IngestSettings()
     configure_logging("webhooks", settings.log_level, settings.log_json)
     configure_tracing("webhooks")  # OTLP export only when OTEL_EXPORTER_OTLP_ENDPOINT is set
-    start_metrics_server(settings.metrics_port)
+    start_metrics_server(settings, settings.webhooks_bind)
     asyncio.run(serve(settings))
 
 

