@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip -q --disable-pip-version-check
 PACKAGES := -e libs/protos -e libs/common -e libs/spacy-model-alias \
 	-e services/ingest-api -e services/worker -e services/search -e cli
 
-.PHONY: venv test lint run chaos protos protos-check lint-protos bench clean
+.PHONY: venv test test-fast lint run chaos protos protos-check lint-protos bench clean
 
 venv: $(VENV)/.installed
 
@@ -29,6 +29,14 @@ $(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproje
 test: venv lint
 	$(PY) scripts/gen_protos.py --check
 	$(PY) -m pytest
+
+# The fast subset (docs/contributing.md#the-fast-subset): pure Python, the documentation and
+# repository checks, and a few quick tests against the real database; under a minute.
+FAST_TESTS := tests/ingest/test_domain.py tests/ingest/test_uploads.py tests/ingest/test_service_loops.py \
+	tests/worker/test_pipeline_unit.py tests/search/test_fusion.py tests/test_vocabulary.py tests/test_repository.py \
+	tests/test_background_tasks.py tests/deploy/test_docs.py tests/ingest/test_transitions.py tests/ingest/test_chunk_text.py
+test-fast: venv
+	$(PY) -m pytest -q $(FAST_TESTS)
 
 # ruff (ruff.toml), mypy --strict on the domain and store modules, and the layer contracts of
 # import-linter (.importlinter: services independent, domains pure, the worker's pipeline

@@ -1,4 +1,4 @@
-"""The public contract: generated code is current and the names DESIGN.md §3 binds exist."""
+"""The public contract: generated code is current and the names docs/architecture.md#the-public-contract binds exist."""
 
 import subprocess
 import sys

@@ -169,7 +169,7 @@ def test_required_configuration_is_present():
     assert environment("ingest-api")["SLUICE_DATABASE_URL"].startswith("postgresql://")
     # search reads through its own read-only role.
     assert environment("search")["SLUICE_SEARCH_DATABASE_URL"].startswith("postgresql://sluice_search:")
-    # Workers hold no database credentials (DESIGN §2); they only know ingest-api.
+    # Workers hold no database credentials (docs/architecture.md#services); they only know ingest-api.
     worker = environment("worker")
     assert not any("DATABASE_URL" in k for k in worker)
     assert worker["SLUICE_INGEST_ADDRESS"] == "ingest-api:50051"

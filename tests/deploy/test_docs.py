@@ -57,3 +57,60 @@ def test_readme_python_example_is_valid_python():
 def test_readme_mentions_every_cli_command():
     for command in ("collections create", "upload", "sluice ls", "sluice watch", "sluice show", "sluice retry", "sluice rm", "sluice search", "--json"):
         assert command in README, command
+
+
+def test_state_machine_tables_are_generated_from_the_transition_tables():
+    result = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_state_machines.py"), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, "docs/architecture.md is stale: run `.venv/bin/python docs/gen_state_machines.py`\n" + result.stderr
+
+
+# A move written in prose: `PENDING → PARSING → CHUNKING`, `PENDING|RUNNING → FAILED`.
+MOVE_CHAIN = re.compile(r"\b[A-Z]{3,}(?:\|[A-Z]{3,})*(?:\s*(?:→|->)\s*[A-Z]{3,}(?:\|[A-Z]{3,})*)+\b")
+
+
+def moves_named_in(text: str) -> list[tuple[str, list[list[str]]]]:
+    """Every chain of state names joined by arrows, with its paragraph (for context)."""
+    found = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        for chain in MOVE_CHAIN.findall(paragraph):
+            steps = [step.split("|") for step in re.split(r"\s*(?:→|->)\s*", chain)]
+            found.append((paragraph, steps))
+    return found
+
+
+def test_every_move_the_docs_name_is_an_edge_of_its_transition_table():
+    from sluice_ingest import domain
+
+    tables = {
+        "document": {(str(a), str(b)) for a, b in domain.DOCUMENT_TRANSITIONS},
+        "job": {(str(a), str(b)) for a, b in domain.JOB_TRANSITIONS},
+        "generation": {(str(a), str(b)) for a, b in domain.GENERATION_TRANSITIONS},
+    }
+    states = {name: {s for edge in edges for s in edge} for name, edges in tables.items()}
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("services/*/README.md"))]
+    wrong, checked = [], 0
+    for page in pages:
+        for paragraph, steps in moves_named_in(page.read_text()):
+            named = {s for step in steps for s in step}
+            machines = [name for name, known in states.items() if named <= known]
+            if not machines:
+                continue  # not a chain of one machine's states (another enum, an acronym)
+            if len(machines) > 1:  # only states the document and the job share: the paragraph says which
+                said = [name for name in machines if re.search(rf"\b{name}s?\b", paragraph, re.I)]
+                machines = said if len(said) == 1 else machines
+            for source_step, target_step in zip(steps, steps[1:]):
+                for source in source_step:
+                    for target in target_step:
+                        checked += 1
+                        if not any((source, target) in tables[name] for name in machines):
+                            wrong.append(f"{page.relative_to(ROOT)}: {source} → {target} is no edge of the {'/'.join(machines)} table")
+    assert checked > 10, "the scan found no moves: it is broken"
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_move_scan_catches_a_job_failing_while_pending():
+    (paragraph, steps), = moves_named_in("When attempts run out, the job goes `PENDING|RUNNING → FAILED`.")
+    assert steps == [["PENDING", "RUNNING"], ["FAILED"]]
+    from sluice_ingest.domain import JOB_TRANSITIONS, JobStatus
+
+    assert (JobStatus.PENDING, JobStatus.FAILED) not in JOB_TRANSITIONS  # what the old architecture.md said

@@ -331,7 +331,7 @@ def test_database_credentials_go_where_the_design_says(overlay):
     search = env("search")
     assert secret_key(search["SLUICE_SEARCH_DATABASE_URL"]) == ("sluice-database", "search-database-url")
     assert "SLUICE_DATABASE_URL" not in search
-    # Workers hold no database credentials (DESIGN §2): ingest-api's address and a worker key.
+    # Workers hold no database credentials (docs/architecture.md#services): ingest-api's address and a worker key.
     worker = env("worker")
     assert not any("DATABASE" in k for k in worker)
     assert worker["SLUICE_API_KEY_FILE"] == "/keys/worker_key"

@@ -6,13 +6,17 @@ import pytest
 
 from sluice_ingest.domain import (
     DOCUMENT_TRANSITIONS,
+    GENERATION_TRANSITIONS,
     JOB_TRANSITIONS,
     DocumentStatus,
+    GenerationState,
     IllegalTransition,
     JobStatus,
     check_document_transition,
+    check_generation_transition,
     check_job_transition,
     document_sources,
+    generation_sources,
     job_sources,
     retry_delay_seconds,
     retry_message,
@@ -41,11 +45,30 @@ def test_job_table_walked_exhaustively(current, target):
     else:
         with pytest.raises(IllegalTransition):
             check_job_transition(current, target)
+        assert str(current) not in job_sources(target)
+
+
+@pytest.mark.parametrize("current,target", list(itertools.product(GenerationState, GenerationState)))
+def test_generation_table_walked_exhaustively(current, target):
+    if (current, target) in GENERATION_TRANSITIONS:
+        assert check_generation_transition(current, target) == target
+        assert str(current) in generation_sources(target)
+    else:
+        with pytest.raises(IllegalTransition):
+            check_generation_transition(current, target)
+        assert str(current) not in generation_sources(target)
 
 
 def test_every_edge_says_why():
-    for table in (DOCUMENT_TRANSITIONS, JOB_TRANSITIONS):
+    for table in (DOCUMENT_TRANSITIONS, JOB_TRANSITIONS, GENERATION_TRANSITIONS):
         assert all(len(reason) > 10 for reason in table.values())
+
+
+def test_a_generation_switches_once_and_ends_for_good():
+    # Only a BUILDING generation becomes ACTIVE (the switch), and RETIRED and CANCELLED are final:
+    # a dropped generation's chunks and index never serve again.
+    assert [a for (a, b) in GENERATION_TRANSITIONS if b == GenerationState.ACTIVE] == [GenerationState.BUILDING]
+    assert not [b for (a, b) in GENERATION_TRANSITIONS if a in (GenerationState.RETIRED, GenerationState.CANCELLED)]
 
 
 def test_ready_is_reached_only_from_indexing():

@@ -1,4 +1,4 @@
-"""DESIGN.md §1, rule by rule, through real gRPC against a real PostgreSQL."""
+"""The rules of docs/architecture.md#the-rules, one by one, through real gRPC against a real PostgreSQL."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The filtered-HNSW trap (DESIGN.md §5): most chunks belong to documents that are not READY,
+"""The filtered-HNSW trap (docs/architecture.md#search): most chunks belong to documents that are not READY,
 and VECTOR search must still return exactly top_k READY hits with recall@10 ≥ 0.95."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""READY visibility while real ingestion runs (DESIGN.md §1 rule 3), through the real APIs.
+"""READY visibility while real ingestion runs (rule 3 of docs/architecture.md#the-rules), through the real APIs.
 
 ingest-api runs in-process (the `ingest_api` fixture); this test is its worker, driving
 JobService (ClaimJob → ReportStage ×4 → CompleteJob) with real gRPC calls, while searchers

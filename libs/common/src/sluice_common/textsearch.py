@@ -1,6 +1,6 @@
 """Word segmentation for keyword search, shared by the index side and the query side.
 
-PostgreSQL's full-text parser does not segment Chinese, so the application does (DESIGN.md §5):
+PostgreSQL's full-text parser does not segment Chinese, so the application does (docs/search.md#keyword-ranking-bm25-inside-postgresql):
 ingest-api stores `search_terms(text)` in `chunks.search_terms`, and the generated column
 `search_tsv = to_tsvector('simple', search_terms)` turns those words into lexemes unchanged.
 The search service builds its `tsquery` and its highlights with the same segmenter, so the

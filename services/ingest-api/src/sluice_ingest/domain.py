@@ -1,10 +1,12 @@
-"""The two state machines of the spec (DESIGN.md §1), as pure Python.
+"""The state machines of docs/architecture.md#the-state-machines, as pure Python.
 
 Each edge of a transition table carries the reason it exists. `check_*_transition` is the
 one function that applies a table; SQL enforces the same tables with conditional UPDATEs
-whose `WHERE status = ANY(...)` lists come from `document_sources` / `job_sources`
-(procrastinate's style, applied in transitions.py), so a
-lost race or an illegal move changes zero rows instead of corrupting state.
+whose `WHERE status = ANY(...)` lists come from `document_sources` / `job_sources` /
+`generation_sources` (procrastinate's style, applied in transitions.py), so a lost race or an
+illegal move changes zero rows instead of corrupting state. "Rule N" in a reason is rule N of
+docs/architecture.md#the-rules; the tables there are generated from these
+(docs/gen_state_machines.py).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class JobStatus(enum.StrEnum):
 
 
 class GenerationState(enum.StrEnum):
-    """An index generation of a collection (DESIGN.md §8)."""
+    """An index generation of a collection (docs/architecture.md#index-generations)."""
 
     BUILDING = "BUILDING"
     ACTIVE = "ACTIVE"
@@ -126,6 +128,12 @@ def check_document_transition(current: DocumentStatus, target: DocumentStatus) -
 def check_job_transition(current: JobStatus, target: JobStatus) -> JobStatus:
     if (current, target) not in JOB_TRANSITIONS:
         raise IllegalTransition(f"a job cannot go from {current} to {target}", current=current, target=target)
+    return target
+
+
+def check_generation_transition(current: GenerationState, target: GenerationState) -> GenerationState:
+    if (current, target) not in GENERATION_TRANSITIONS:
+        raise IllegalTransition(f"an index generation cannot go from {current} to {target}", current=current, target=target)
     return target
 
 

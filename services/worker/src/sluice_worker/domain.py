@@ -183,6 +183,6 @@ PARSER_LIMIT = WorkerErrorCode.PARSER_LIMIT.value
 PARSER_LOST_TEXT = WorkerErrorCode.PARSER_LOST_TEXT.value
 INTERNAL = WorkerErrorCode.WORKER_INTERNAL_ERROR.value
 # ingest-api refused a JobService call about the job's data (permanent) or failed on it with
-# an internal error (retryable: the job's bounded retry, DESIGN §1 rule 7, applies).
+# an internal error (retryable: the job's bounded retry, rule 7 of docs/architecture.md#the-rules, applies).
 INGEST_REJECTED = WorkerErrorCode.INGEST_REJECTED.value
 INGEST_ERROR = WorkerErrorCode.INGEST_ERROR.value

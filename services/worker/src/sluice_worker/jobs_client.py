@@ -141,7 +141,7 @@ class JobClient:
         self.rpc_timeout = rpc_timeout
         self.stream_timeout = stream_timeout
         self.retries = retries
-        # The worker key is JobService's only credential (DESIGN §7).
+        # The worker key is JobService's only credential (docs/architecture.md#tenancy-and-access).
         self._channel = keyed_aio_channel(
             address,
             api_key,

@@ -7,12 +7,12 @@ the `ParserPort` (the sandbox pool) and embeds through `sluice_common.embedders`
 Outcomes:
 * success: CompleteJob committed the chunks and the document is READY;
 
-An EMBED job (a reindex, DESIGN.md §8) runs the very same steps with the job's embedder (the new
+An EMBED job (a reindex, docs/architecture.md#index-generations) runs the very same steps with the job's embedder (the new
 generation's): its snapshot is read (or the document parsed again when there is none), embedded
 and completed; ingest-api records its stage reports on the job and keeps the document READY.
 * `JobFailure` (`DocumentInvalid` permanent, `TransientFailure` retryable) or an
   `EmbeddingError`: reported once through FailJob;
-* `LeaseLost` or cancellation: nothing more is written (fencing, DESIGN §2).
+* `LeaseLost` or cancellation: nothing more is written (docs/architecture.md#fencing).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class ProgressReporter:
         self._last = time.monotonic()
 
     async def start(self) -> None:
-        # Status before action (DESIGN §1 rule 2): written before the stage's work begins.
+        # Status before action (rule 2, docs/architecture.md#the-rules): written before the stage's work begins.
         await self.port.report_stage(self.lease, self.stage, 0, self.total, self.unit)
         self._last = time.monotonic()
 
@@ -191,7 +191,7 @@ class JobPipeline:
         chunks = await self.port.read_snapshot(lease, version) if version in job.snapshot_versions else None
         reused = state.snapshot_reused = chunks is not None
         if reused:
-            # A retry after EMBEDDING or INDEXING failed: no second parse (DESIGN §4.2).
+            # A retry after EMBEDDING or INDEXING failed: no second parse (docs/architecture.md#the-pipeline-inside-a-worker).
             metrics.SNAPSHOTS_REUSED.inc()
             log.info("resuming from the chunk snapshot", extra={"chunks": len(chunks), "pipeline_version": version})
         else:

@@ -16,7 +16,7 @@ def _default_worker_id() -> str:
 
 
 class WorkerSettings(CommonSettings, EmbedderSettings):
-    # ingest-api's JobService; the worker has no database credentials (DESIGN §2).
+    # ingest-api's JobService; the worker has no database credentials (docs/architecture.md#services).
     ingest_address: str = "localhost:50051"
     # A worker-role API key: JobService accepts nothing else.
     api_key: str = ""
@@ -37,7 +37,7 @@ class WorkerSettings(CommonSettings, EmbedderSettings):
     claim_error_backoff_seconds: float = 2.0
     # Deadline of one unary JobService call.
     rpc_timeout_seconds: float = 30.0
-    # Heartbeat: RenewLease every lease_seconds / heartbeat_divisor (a third, DESIGN §1 rule 6).
+    # Heartbeat: RenewLease every lease_seconds / heartbeat_divisor (a third; rule 6 of docs/architecture.md#the-rules).
     heartbeat_divisor: float = 3.0
     # SIGTERM: in-flight jobs get this long to finish, then they are handed back (ReleaseJob).
     shutdown_grace_seconds: float = 20.0

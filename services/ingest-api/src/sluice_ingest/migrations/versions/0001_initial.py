@@ -1,6 +1,6 @@
 """Initial schema: collections, documents, content, jobs, attempts, snapshots, chunks.
 
-Invariants live here where PostgreSQL can hold them (STYLE.md): enum types for the two state
+Invariants live here where PostgreSQL can hold them (docs/contributing.md#code): enum types for the two state
 machines, CHECKs that tie columns to states, unique indexes for idempotency and dedup.
 
 Revision ID: 0001
