@@ -16,7 +16,7 @@ from sluice_common.errors import (
 )
 from sluice_common.reasons import Reason
 
-from .common import COLLECTION_SELECT, _one
+from .common import COLLECTION_SELECT, one_row as _one
 from .generations import GenerationStore
 from .rows import CollectionRow, NewCollection
 

@@ -53,7 +53,7 @@ COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
 
 COPY_TRAILER = struct.pack("!h", -1)
 
-async def _one(conn: psycopg.AsyncConnection, query: Any, params: Any = None) -> Any:
+async def one_row(conn: psycopg.AsyncConnection, query: Any, params: Any = None) -> Any:
     """The one row of a statement that always returns one (an aggregate, a locked row)."""
     row = await (await conn.execute(query, params)).fetchone()
     if row is None:  # pragma: no cover - a broken invariant, not a user error
@@ -119,14 +119,14 @@ class StoreBase:
             return
         await conn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
         if collections and max_collections is not None:
-            (count,) = await _one(conn, "SELECT count(*) FROM collections WHERE tenant_id = %s", (tenant_id,))
+            (count,) = await one_row(conn, "SELECT count(*) FROM collections WHERE tenant_id = %s", (tenant_id,))
             if count + collections > max_collections:
                 raise ResourceExhausted(
                     f"the tenant's quota of {max_collections} collections is used up", reason=Reason.QUOTA_EXCEEDED,
                     quota="collections", limit=max_collections,
                 )
         if (documents and max_documents is not None) or (stored_bytes and max_bytes is not None):
-            count, total = await _one(
+            count, total = await one_row(
                 conn, "SELECT count(*), coalesce(sum(size_bytes), 0) FROM documents WHERE tenant_id = %s", (tenant_id,)
             )
             if max_documents is not None and count + documents > max_documents:

@@ -27,7 +27,7 @@ from ..domain import (
     JobStatus as J,
 )
 from ..transitions import NOW, RELEASED_LEASE, move_document, move_job
-from .common import COPY_SIGNATURE, COPY_TRAILER, DOCUMENT_SELECT, FRESH_PROGRESS, NO_ERROR, StoreBase, _one
+from .common import COPY_SIGNATURE, COPY_TRAILER, DOCUMENT_SELECT, FRESH_PROGRESS, NO_ERROR, StoreBase, one_row as _one
 from .rows import AttemptRow, DocumentRow, EventRow, NewDocument, UploadedContent
 
 

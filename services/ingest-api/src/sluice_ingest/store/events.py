@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from psycopg.rows import class_row
 
 from ..domain import EventCursor
-from .common import StoreBase, _one
+from .common import StoreBase, one_row as _one
 
 # Every row's position is compared as a row value against the cursor; the index
 # document_events_collection_order (collection_id, txid, id) serves the scan.

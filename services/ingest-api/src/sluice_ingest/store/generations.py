@@ -34,7 +34,7 @@ from sluice_common.reasons import Reason
 
 from ..domain import GenerationState as G, JobStatus as J
 from ..transitions import NOW, RELEASED_LEASE, move_generation, move_job
-from .common import StoreBase, _one
+from .common import StoreBase, one_row as _one
 from .rows import CollectionRow, GenerationEvaluationRow, GenerationFailure, GenerationRow
 
 log = logging.getLogger("sluice.ingest.generations")
