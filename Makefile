@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip -q --disable-pip-version-check
-PACKAGES := -e libs/protos -e libs/common -e libs/spacy-model-alias \
+PACKAGES := -e libs/protos -e libs/common -e libs/spacy-model-alias -e clients/python \
 	-e services/ingest-api -e services/worker -e services/search -e cli
 
 .PHONY: venv test test-fast lint run chaos protos protos-check lint-protos bench clean

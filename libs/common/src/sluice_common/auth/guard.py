@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from prometheus_client import Counter
+
 from ..errors import PermissionDenied, RateLimited, Unauthenticated
 from ..reasons import Reason
 from .access import METHOD_ROLES, Role
@@ -13,6 +15,8 @@ from .principal import Principal
 from .rate_limit import RateLimiter, describe_wait
 
 TENANT_HEADER = "x-sluice-tenant"
+RATE_LIMITED_CALLS = Counter("sluice_rate_limited_calls_total",
+                             "Calls refused by the per-key rate limit (RESOURCE_EXHAUSTED, RATE_LIMITED)")
 
 
 def bearer_key(metadata: Iterable[tuple[str, str | bytes]] | None) -> tuple[str | None, str | None]:
@@ -58,6 +62,7 @@ class Guard:
         if principal.role != Role.WORKER:  # the worker fleet is paced by its leases, not by a budget
             wait = self.limiter.take(principal.key_id)
             if wait > 0:
+                RATE_LIMITED_CALLS.inc()
                 raise RateLimited(
                     f"too many calls with this API key (limit {self.limiter.rate:g} a second); retry in {describe_wait(wait)}",
                     retry_after=wait, limit_per_second=f"{self.limiter.rate:g}", burst=f"{self.limiter.burst:g}",

@@ -1,0 +1,93 @@
+"""The Python client of Sluice: upload documents, follow their processing, search them.
+
+    from sluice_client import Client
+
+    client = Client("localhost:50051", search_address="localhost:50052", api_key=KEY)
+    client.collections.create("docs")
+    doc = client.documents.upload("docs", "report.pdf")
+    doc = client.documents.wait(doc.id)
+    for hit in client.search("docs", "how do leases expire", top_k=5):
+        print(hit.filename, hit.text)
+
+`AsyncClient` is the same in asyncio. Without arguments both read SLUICE_INGEST_ADDRESS,
+SLUICE_SEARCH_ADDRESS, SLUICE_API_KEY (or the credentials file of `make run`) and the
+SLUICE_TLS_* files (config.py). docs/clients.md is the guide.
+"""
+
+from __future__ import annotations
+
+from .aio import AsyncClient
+from .client import Client, DocumentTracker, UploadResult
+from .config import TLS
+from .errors import (
+    AlreadyExists,
+    ConfigError,
+    ConnectionFailed,
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    RateLimited,
+    ResourceExhausted,
+    SluiceError,
+    TLSError,
+    Unauthenticated,
+    Unavailable,
+    UploadSourceError,
+    WaitTimeout,
+)
+from .retry import RetryPolicy
+from .types import (
+    ApiKey,
+    Collection,
+    CollectionEvent,
+    Document,
+    DocumentStatus,
+    Embedder,
+    Hit,
+    Progress,
+    SearchMode,
+    SearchResults,
+    Tenant,
+    Webhook,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "TLS",
+    "AlreadyExists",
+    "ApiKey",
+    "AsyncClient",
+    "Client",
+    "Collection",
+    "CollectionEvent",
+    "ConfigError",
+    "ConnectionFailed",
+    "DeadlineExceeded",
+    "Document",
+    "DocumentStatus",
+    "DocumentTracker",
+    "Embedder",
+    "FailedPrecondition",
+    "Hit",
+    "InvalidArgument",
+    "NotFound",
+    "PermissionDenied",
+    "Progress",
+    "RateLimited",
+    "ResourceExhausted",
+    "RetryPolicy",
+    "SearchMode",
+    "SearchResults",
+    "SluiceError",
+    "TLSError",
+    "Tenant",
+    "Unauthenticated",
+    "Unavailable",
+    "UploadResult",
+    "UploadSourceError",
+    "WaitTimeout",
+    "Webhook",
+]

@@ -1,0 +1,209 @@
+"""What the sync and the asyncio client share: settings, call metadata, requests, tracking state."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import config
+from .errors import SluiceError
+from .filters import where as where_filter
+from .protos import collection_pb2, document_pb2, document_service_pb2, search_service_pb2
+from .retry import Pacer, RetryPolicy
+from .types import Document, DocumentStatus, Embedder, SearchMode
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+TENANT_HEADER = "x-sluice-tenant"
+PAGE_SIZE = 1000  # the largest page the servers give
+# Targets that name their resolver get per-call balancing over every address (Kubernetes
+# headless Services); a plain host:port keeps gRPC's pick_first.
+_BALANCED_SCHEMES = ("dns:", "ipv4:", "ipv6:")
+# The provider of each Embedder name.
+_PROVIDERS = {
+    Embedder.HASHING: collection_pb2.EMBEDDER_PROVIDER_HASHING,
+    Embedder.LOCAL: collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS,
+    Embedder.OPENAI: collection_pb2.EMBEDDER_PROVIDER_OPENAI,
+    Embedder.UNSPECIFIED: collection_pb2.EMBEDDER_PROVIDER_UNSPECIFIED,
+}
+
+
+class Settings:
+    """A client's resolved configuration (config.py says where each value comes from)."""
+
+    def __init__(self, address: str | None, *, search_address: str | None, api_key: str | None, tls: config.TLS | None,
+                 ca_file: str | None, cert_file: str | None, key_file: str | None, tenant: str | None, timeout: float,
+                 retry: RetryPolicy | None, max_calls_per_second: float | None, channel_options: Iterable[tuple[str, Any]] | None,
+                 request_id_prefix: str) -> None:
+        self.ingest_address = config.ingest_address(address)
+        self.search_address = config.search_address(search_address)
+        self.keys = config.resolve_keys(api_key)
+        self.tls = tls or config.TLS.resolve(ca_file, cert_file, key_file)
+        self.tenant = tenant if tenant is not None else os.environ.get("SLUICE_TENANT", "")
+        self.policy = dataclasses.replace(retry, timeout=timeout) if retry else RetryPolicy(timeout=timeout)
+        self.pacer = Pacer(max_calls_per_second)
+        self.request_id_prefix = request_id_prefix
+        self.extra_options = list(channel_options or ())
+        extra = ((TENANT_HEADER, self.tenant),) if self.tenant else ()
+        self.metadata = (("authorization", f"Bearer {self.keys.client}"),) + extra if self.keys.client else extra
+        self.admin_metadata = (("authorization", f"Bearer {self.keys.admin}"),) + extra if self.keys.admin else extra
+
+    def channel_options(self, address: str) -> list[tuple[str, Any]]:
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            # Fail fast when nothing listens: the SDK retries by itself, with its own backoff.
+            ("grpc.initial_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 1000),
+            *self.extra_options,
+        ]
+        chosen = any(name in ("grpc.lb_policy_name", "grpc.service_config") for name, _ in options)
+        if address.startswith(_BALANCED_SCHEMES) and not chosen:
+            options.append(("grpc.lb_policy_name", "round_robin"))
+        return options
+
+
+# ------------------------------------------------------------------ requests
+
+
+def embedder_config(embedder: Embedder | str | None, model: str, dimensions: int) -> collection_pb2.EmbedderConfig:
+    return collection_pb2.EmbedderConfig(provider=_PROVIDERS[Embedder.of(embedder)], model=model or "",
+                                         dimensions=dimensions or 0)
+
+
+def create_collection_request(name: str, *, embedder: Embedder | str | None, model: str, dimensions: int,
+                              chunk_size: int | None, overlap: int | None, max_attempts: int | None, description: str,
+                              reranker: collection_pb2.RerankerConfig | None) -> document_service_pb2.CreateCollectionRequest:
+    chunking = collection_pb2.ChunkingConfig()
+    if chunk_size:
+        chunking.max_characters = chunk_size
+        # unstructured closes a chunk softly at new_after_n_chars, hard at max_characters.
+        chunking.new_after_n_chars = max(1, chunk_size * 2 // 3)
+    if overlap is not None:
+        chunking.overlap = overlap
+    collection = collection_pb2.Collection(name=name, description=description or "",
+                                           embedder=embedder_config(embedder, model, dimensions), chunking=chunking,
+                                           max_attempts=max_attempts or 0)
+    if reranker is not None:
+        collection.reranker.CopyFrom(reranker)
+    return document_service_pb2.CreateCollectionRequest(collection=collection)
+
+
+def search_request(collection: str, query: str, *, top_k: int, mode: SearchMode | str | None,
+                   filter: Mapping[str, str] | None, where: Any, filenames: Iterable[str] | None,
+                   document_ids: Iterable[str] | None, neighbors: int, max_per_document: int, min_score: float | None,
+                   rerank: bool | None, query_vector: Iterable[float] | None) -> search_service_pb2.SearchRequest:
+    request = search_service_pb2.SearchRequest(collection=collection, query=query or "", top_k=top_k,
+                                               mode=SearchMode.of(mode).value)
+    if query_vector is not None:
+        request.query_vector.extend(query_vector)
+    if filter:
+        request.filter.metadata.update(filter)
+    if filenames:
+        request.filter.filenames.extend(filenames)
+    if document_ids:
+        request.filter.document_ids.extend(document_ids)
+    condition = where_filter(where)
+    if condition is not None:
+        request.filter.where.CopyFrom(condition)
+    if neighbors:
+        request.neighbor_chunks = neighbors
+    if max_per_document:
+        request.max_hits_per_document = max_per_document
+    if min_score is not None:
+        request.min_score = min_score
+    if rerank is False:
+        request.rerank.disabled = True
+    return request
+
+
+def list_documents_request(collection: str | None, status: DocumentStatus | str | int | None, page_size: int,
+                           page_token: str) -> document_service_pb2.ListDocumentsRequest:
+    return document_service_pb2.ListDocumentsRequest(collection=collection or "", status=DocumentStatus.of(status).value,
+                                                     page_size=page_size, page_token=page_token)
+
+
+# ------------------------------------------------------------------ many documents at once
+
+
+def _newer(known: Document | None, other: Document) -> Document:
+    """The later of two states of one document (the one received last when the times tie)."""
+    if known is None or known.update_time is None or other.update_time is None:
+        return other
+    return known if other.update_time < known.update_time else other
+
+
+def deleted(document: Document) -> Document:
+    """A tracked document that was deleted meanwhile: FAILED here, with the reason (client side)."""
+    raw = document_pb2.Document()
+    raw.CopyFrom(document.raw)
+    raw.status = document_pb2.DOCUMENT_STATUS_FAILED
+    raw.error_code = "DELETED"
+    raw.error_message = "the document was deleted while it was being waited for"
+    return Document.from_proto(raw)
+
+
+class TrackedDocuments:
+    """The states of the documents a bulk job waits for, fed by collection events, upload answers
+    and listings in whatever order they arrive. Not thread-safe: its owner locks."""
+
+    # Events of documents nobody tracks yet are kept (an upload's answer can arrive after the
+    # events of its document), up to this many.
+    MAX_UNCLAIMED = 200_000
+
+    def __init__(self) -> None:
+        self.documents: dict[str, Document] = {}
+        self._unclaimed: dict[str, Document] = {}
+
+    def track(self, document: Document) -> Document:
+        state = _newer(self._unclaimed.pop(document.id, None), document)
+        state = _newer(self.documents.get(document.id), state)
+        self.documents[document.id] = state
+        return state
+
+    def apply(self, document: Document) -> Document | None:
+        """A state from an event or a listing; the new state when it changes a tracked document."""
+        known = self.documents.get(document.id)
+        if known is None:
+            if len(self._unclaimed) >= self.MAX_UNCLAIMED:
+                self._unclaimed.clear()
+            self._unclaimed[document.id] = _newer(self._unclaimed.get(document.id), document)
+            return None
+        state = _newer(known, document)
+        if state is known or state.raw == known.raw:
+            return None
+        self.documents[document.id] = state
+        return state
+
+    def remove(self, document: Document) -> Document | None:
+        """A deletion event: the tracked document ends (as deleted)."""
+        self._unclaimed.pop(document.id, None)
+        known = self.documents.get(document.id)
+        if known is None or known.done:
+            return None
+        state = deleted(known)
+        self.documents[document.id] = state
+        return state
+
+    def pending(self) -> list[Document]:
+        return [d for d in self.documents.values() if not d.done]
+
+    @property
+    def all_done(self) -> bool:
+        return all(d.done for d in self.documents.values())
+
+
+def timeout_error(documents: list[Document]) -> SluiceError:
+    from .errors import WaitTimeout
+
+    waiting = [d for d in documents if not d.done]
+    if len(waiting) == 1:
+        d = waiting[0]
+        message = f"timed out waiting for {d.filename or d.id} (still {d.status.name})"
+    else:
+        message = f"timed out waiting for {len(waiting)} documents (still processing on the server)"
+    return WaitTimeout(message, documents=documents)
+
+
+__all__ = ["PAGE_SIZE", "Settings", "TrackedDocuments"]

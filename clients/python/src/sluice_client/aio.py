@@ -1,0 +1,540 @@
+"""The asyncio client: `AsyncClient`, the same surface as `Client` for collections, documents and
+search, with coroutines and async iterators.
+
+    async with AsyncClient() as client:
+        doc = await client.documents.upload("docs", "report.pdf")
+        doc = await client.documents.wait(doc.id)
+        for hit in await client.search("docs", "how do leases expire", top_k=5):
+            print(hit.filename, hit.text)
+
+Retries, pacing, errors and the upload rules are those of the sync client (retry.py, errors.py,
+uploads.py). Create and use it inside one event loop. Webhooks and administration are in the
+sync client only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import grpc
+
+from . import _core, uploads
+from .client import INGEST, RECONNECT_WINDOW_SECONDS, SEARCH, UploadResult
+from .errors import (
+    AlreadyExists,
+    OutOfRange,
+    RateLimited,
+    SluiceError,
+    TLSError,
+    Unavailable,
+    UploadSourceError,
+    WaitTimeout,
+    from_rpc_error,
+)
+from .protos import collection_pb2, document_pb2, document_service_pb2, document_service_pb2_grpc, search_service_pb2_grpc
+from .retry import RetryPolicy
+from .types import Collection, CollectionEvent, Document, DocumentStatus, Embedder, SearchMode, SearchResults
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """`Client` for asyncio (see `Client` for the arguments)."""
+
+    def __init__(self, address: str | None = None, *, search_address: str | None = None, api_key: str | None = None,
+                 ca_file: str | None = None, cert_file: str | None = None, key_file: str | None = None,
+                 tls: Any = None, tenant: str | None = None, timeout: float = 30.0, retry: RetryPolicy | None = None,
+                 max_calls_per_second: float | None = None, channel_options: Iterable[tuple[str, Any]] | None = None,
+                 interceptors: Iterable[Any] | None = None, request_id_prefix: str = "py-") -> None:
+        self.settings = _core.Settings(address, search_address=search_address, api_key=api_key, tls=tls, ca_file=ca_file,
+                                       cert_file=cert_file, key_file=key_file, tenant=tenant, timeout=timeout, retry=retry,
+                                       max_calls_per_second=max_calls_per_second, channel_options=channel_options,
+                                       request_id_prefix=request_id_prefix)
+        self._interceptors = list(interceptors or ())
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[str, Any] = {}
+        self.collections = AsyncCollections(self)
+        self.documents = AsyncDocuments(self)
+
+    @property
+    def ingest_address(self) -> str:
+        return self.settings.ingest_address
+
+    @property
+    def search_address(self) -> str:
+        return self.settings.search_address
+
+    def _stub(self, service: str) -> Any:
+        stub = self._stubs.get(service)
+        if stub is None:
+            address = self.search_address if service == SEARCH else self.ingest_address
+            channel = self._channels.get(address)
+            if channel is None:
+                options, tls = self.settings.channel_options(address), self.settings.tls
+                interceptors = self._interceptors or None
+                channel = (grpc.aio.secure_channel(address, tls.credentials(), options=options, interceptors=interceptors)
+                           if tls.enabled else grpc.aio.insecure_channel(address, options=options, interceptors=interceptors))
+                self._channels[address] = channel
+            stub = (search_service_pb2_grpc.SearchServiceStub(channel) if service == SEARCH
+                    else document_service_pb2_grpc.DocumentServiceStub(channel))
+            self._stubs[service] = stub
+        return stub
+
+    def _error(self, error: grpc.RpcError, service: str) -> SluiceError:
+        address = self.search_address if service == SEARCH else self.ingest_address
+        return from_rpc_error(error, service=service, address=address, tls=self.settings.tls.enabled)
+
+    async def _invoke(self, attempt: Callable[[float], Awaitable[T]], *, service: str = INGEST, timeout: float | None = None,
+                      translate: Callable[[SluiceError], SluiceError] | None = None) -> T:
+        policy, pacer = self.settings.policy, self.settings.pacer
+        deadline = time.monotonic() + (timeout or policy.timeout)
+        failures = 0
+        while True:
+            delay = pacer.reserve()
+            if delay > 0:
+                await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            try:
+                return await attempt(max(0.001, deadline - time.monotonic()))
+            except grpc.RpcError as rpc_error:
+                error = self._error(rpc_error, service)
+            if translate is not None:
+                error = translate(error)
+            wait = policy.next_wait(error, failures, deadline - time.monotonic())
+            if wait is None:
+                raise error from None
+            if isinstance(error, RateLimited):
+                pacer.refused(error)
+            else:
+                failures += 1
+            await asyncio.sleep(wait)
+
+    async def _unary(self, service: str, method: str, request: Any, *, timeout: float | None = None) -> Any:
+        call = getattr(self._stub(service), method)
+        metadata = self.settings.metadata
+        return await self._invoke(lambda seconds: call(request, timeout=seconds, metadata=metadata), service=service,
+                                  timeout=timeout)
+
+    async def search(self, collection: str, query: str = "", *, top_k: int = 10, mode: SearchMode | str | None = None,
+                     filter: Mapping[str, str] | None = None, where: Any = None, filenames: Iterable[str] | None = None,
+                     document_ids: Iterable[str] | None = None, neighbors: int = 0, max_per_document: int = 0,
+                     min_score: float | None = None, rerank: bool | None = None,
+                     query_vector: Iterable[float] | None = None, timeout: float | None = None) -> SearchResults:
+        """See Client.search."""
+        request = _core.search_request(collection, query, top_k=top_k, mode=mode, filter=filter, where=where,
+                                       filenames=filenames, document_ids=document_ids, neighbors=neighbors,
+                                       max_per_document=max_per_document, min_score=min_score, rerank=rerank,
+                                       query_vector=query_vector)
+        return SearchResults(await self._unary(SEARCH, "Search", request, timeout=timeout))
+
+    async def close(self) -> None:
+        channels, self._channels = list(self._channels.values()), {}
+        self._stubs.clear()
+        for channel in channels:
+            await channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncCollections:
+    """See Collections."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(self, name: str, *, embedder: Embedder | str = Embedder.LOCAL, model: str = "", dimensions: int = 0,
+                     chunk_size: int | None = None, overlap: int | None = None, max_attempts: int | None = None,
+                     description: str = "", reranker: collection_pb2.RerankerConfig | None = None,
+                     exist_ok: bool = False, timeout: float | None = None) -> Collection:
+        request = _core.create_collection_request(name, embedder=embedder, model=model, dimensions=dimensions,
+                                                  chunk_size=chunk_size, overlap=overlap, max_attempts=max_attempts,
+                                                  description=description, reranker=reranker)
+        try:
+            return Collection.from_proto(await self._client._unary(INGEST, "CreateCollection", request, timeout=timeout))
+        except AlreadyExists:
+            if not exist_ok:
+                raise
+            return await self.get(name, timeout=timeout)
+
+    async def get(self, name: str, *, timeout: float | None = None) -> Collection:
+        request = document_service_pb2.GetCollectionRequest(name=name)
+        return Collection.from_proto(await self._client._unary(INGEST, "GetCollection", request, timeout=timeout))
+
+    async def list(self, *, page_size: int = _core.PAGE_SIZE) -> AsyncIterator[Collection]:
+        token = ""
+        while True:
+            page = await self._client._unary(INGEST, "ListCollections",
+                                             document_service_pb2.ListCollectionsRequest(page_size=page_size, page_token=token))
+            for collection in page.collections:
+                yield Collection.from_proto(collection)
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def delete(self, name: str, *, force: bool = False, timeout: float | None = None) -> int:
+        request = document_service_pb2.DeleteCollectionRequest(name=name, force=force)
+        return (await self._client._unary(INGEST, "DeleteCollection", request, timeout=timeout)).deleted_documents
+
+    async def watch(self, name: str, *, cursor: str = "", from_start: bool = False,
+                    statuses: Iterable[DocumentStatus | str] = (), terminal_only: bool = False,
+                    heartbeats: bool = False) -> AsyncIterator[CollectionEvent]:
+        """See Collections.watch: resumes after the last cursor when the connection drops."""
+        client = self._client
+        policy = client.settings.policy
+        request = document_service_pb2.WatchCollectionRequest(
+            collection=name, after_cursor=cursor, start_from_oldest=from_start and not cursor,
+            statuses=[DocumentStatus.of(s).value for s in statuses], terminal_only=terminal_only)
+        connected, failures, away_since = False, 0, None
+        while True:
+            if cursor:
+                request.after_cursor, request.start_from_oldest = cursor, False
+            await asyncio.sleep(client.settings.pacer.reserve())
+            call = client._stub(INGEST).WatchCollection(request, metadata=client.settings.metadata)
+            try:
+                async for message in call:
+                    connected, failures, away_since = True, 0, None
+                    cursor = message.cursor
+                    if message.type == document_service_pb2.COLLECTION_EVENT_TYPE_HEARTBEAT and not heartbeats:
+                        continue
+                    yield CollectionEvent.from_proto(message)
+                await asyncio.sleep(0.2)
+                continue
+            except grpc.RpcError as rpc_error:
+                error = client._error(rpc_error, INGEST)
+            finally:
+                call.cancel()
+            if isinstance(error, RateLimited) and error.retry_after is not None:
+                client.settings.pacer.refused(error)
+                await asyncio.sleep(error.retry_after)
+                continue
+            away_since = away_since or time.monotonic()
+            if (not isinstance(error, Unavailable) or isinstance(error, TLSError)
+                    or (not connected and failures + 1 >= policy.attempts)
+                    or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS):
+                raise error from None
+            await asyncio.sleep(policy.backoff(failures))
+            failures += 1
+
+
+async def _messages(prepared: uploads.PreparedUpload, metadata: document_service_pb2.UploadDocumentMetadata):
+    """The upload stream, its file read in a thread so the event loop never waits on the disk."""
+    stream = prepared.messages(metadata)
+    while True:
+        message = await asyncio.to_thread(next, stream, None)
+        if message is None:
+            return
+        yield message
+
+
+class AsyncDocuments:
+    """See Documents."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def upload(self, collection: str, source: uploads.Source, *, filename: str | None = None,
+                     mime_type: str | None = None, metadata: Mapping[str, str] | None = None,
+                     typed_metadata: Mapping[str, Any] | None = None, request_id: str | None = None,
+                     timeout: float | None = None) -> Document:
+        """See Documents.upload."""
+        client = self._client
+        prepared = await asyncio.to_thread(uploads.prepare, source, filename)
+        message = uploads.metadata_message(
+            collection, prepared, mime_type=mime_type, metadata=metadata, typed_metadata=typed_metadata,
+            request_id_value=request_id or uploads.request_id(collection, prepared.identity, prepared.sha256,
+                                                               client.settings.request_id_prefix))
+        call = client._stub(INGEST).UploadDocument
+
+        def translate(error: SluiceError) -> SluiceError:
+            if prepared.read_failure:
+                return UploadSourceError(prepared.read_failure[0], reason="SOURCE_CHANGED")
+            return error
+
+        response = await client._invoke(
+            lambda seconds: call(_messages(prepared, message), timeout=seconds, metadata=client.settings.metadata),
+            timeout=timeout or max(60.0, prepared.size / (1024 * 1024)), translate=translate)
+        return Document.from_proto(response)
+
+    async def upload_many(self, collection: str, sources: Iterable[uploads.Source], *, concurrency: int = 4,
+                          metadata: Mapping[str, str] | None = None,
+                          typed_metadata: Mapping[str, Any] | None = None) -> AsyncIterator[UploadResult]:
+        """See Documents.upload_many: results as they finish, `concurrency` uploads at a time."""
+        queue: asyncio.Queue[UploadResult] = asyncio.Queue()
+        sources = list(sources)
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(source: Any) -> None:
+            async with gate:
+                try:
+                    result = UploadResult(source, await self.upload(collection, source, metadata=metadata,
+                                                                    typed_metadata=typed_metadata))
+                except SluiceError as error:
+                    result = UploadResult(source, error=error)
+            await queue.put(result)
+
+        tasks = [asyncio.ensure_future(one(source)) for source in sources]
+        try:
+            for _ in sources:
+                yield await queue.get()
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def upload_folder(self, collection: str, *paths: str | os.PathLike, concurrency: int = 4, wait: bool = True,
+                            timeout: float | None = None, metadata: Mapping[str, str] | None = None,
+                            typed_metadata: Mapping[str, Any] | None = None,
+                            on_change: Callable[[Document], None] | None = None) -> list[UploadResult]:
+        """See Documents.upload_folder."""
+        files = uploads.find_files(list(paths))
+        results: dict[Any, UploadResult] = {}
+        tracker = self.tracker(collection, on_change=on_change) if wait else None
+        try:
+            if tracker is not None:
+                await tracker.start()
+            async for result in self.upload_many(collection, files, concurrency=concurrency, metadata=metadata,
+                                                 typed_metadata=typed_metadata):
+                results[result.source] = result
+                if tracker is not None and result.document is not None:
+                    result.document = tracker.track(result.document)
+            if tracker is not None:
+                try:
+                    final = {d.id: d for d in await tracker.wait(timeout)}
+                except WaitTimeout as error:
+                    final = {d.id: d for d in error.documents}
+                for result in results.values():
+                    if result.document is not None:
+                        result.document = final.get(result.document.id, result.document)
+        finally:
+            if tracker is not None:
+                await tracker.close()
+        return [results[f] for f in files]
+
+    async def get(self, document_id: str, *, timeout: float | None = None) -> Document:
+        request = document_service_pb2.GetDocumentRequest(id=document_id)
+        return Document.from_proto(await self._client._unary(INGEST, "GetDocument", request, timeout=timeout))
+
+    async def list(self, collection: str | None = None, *, status: DocumentStatus | str | None = None,
+                   page_size: int = _core.PAGE_SIZE, limit: int | None = None) -> AsyncIterator[Document]:
+        token, count = "", 0
+        while True:
+            size = page_size if not limit else min(page_size, limit - count)
+            page = await self._client._unary(INGEST, "ListDocuments",
+                                             _core.list_documents_request(collection, status, size, token))
+            for document in page.documents:
+                yield Document.from_proto(document)
+                count += 1
+                if limit and count >= limit:
+                    return
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def delete(self, document_id: str, *, timeout: float | None = None) -> bool:
+        request = document_service_pb2.DeleteDocumentRequest(id=document_id)
+        return (await self._client._unary(INGEST, "DeleteDocument", request, timeout=timeout)).cancelled_running_job
+
+    async def retry(self, document_id: str, *, timeout: float | None = None) -> Document:
+        request = document_service_pb2.RetryDocumentRequest(id=document_id)
+        return Document.from_proto(await self._client._unary(INGEST, "RetryDocument", request, timeout=timeout))
+
+    async def reprocess(self, document_id: str, *, timeout: float | None = None) -> Document:
+        request = document_service_pb2.ReprocessDocumentRequest(id=document_id)
+        return Document.from_proto(await self._client._unary(INGEST, "ReprocessDocument", request, timeout=timeout))
+
+    async def watch(self, document_id: str, *, timeout: float | None = None) -> AsyncIterator[Document]:
+        """See Documents.watch."""
+        client = self._client
+        policy = client.settings.policy
+        deadline = time.monotonic() + timeout if timeout else None
+        last: Document | None = None
+        failures = 0
+        while last is None or not last.done:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise _core.timeout_error([last or Document.from_proto(document_pb2.Document(id=document_id))])
+            await asyncio.sleep(client.settings.pacer.reserve())
+            call = client._stub(INGEST).WatchDocument(document_service_pb2.WatchDocumentRequest(id=document_id),
+                                                      timeout=remaining, metadata=client.settings.metadata)
+            try:
+                async for event in call:
+                    failures = 0
+                    state = Document.from_proto(event.document)
+                    if last is None or state.raw != last.raw:
+                        last = state
+                        yield state
+                    if state.done:
+                        return
+                await asyncio.sleep(0.2)
+                continue
+            except grpc.RpcError as rpc_error:
+                if rpc_error.code() == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
+                    continue
+                error = client._error(rpc_error, INGEST)
+            finally:
+                call.cancel()
+            wait = policy.next_wait(error, failures, (deadline - time.monotonic()) if deadline else RECONNECT_WINDOW_SECONDS)
+            if wait is None:
+                raise error from None
+            if isinstance(error, RateLimited):
+                client.settings.pacer.refused(error)
+            else:
+                failures += 1
+            await asyncio.sleep(wait)
+
+    async def wait(self, document_id: str, *, timeout: float | None = None) -> Document:
+        """The document once READY or FAILED (WaitTimeout after `timeout` seconds)."""
+        last = None
+        async for state in self.watch(document_id, timeout=timeout):
+            last = state
+        assert last is not None
+        return last
+
+    async def wait_all(self, documents: Iterable[Document], *, timeout: float | None = None) -> list[Document]:
+        """See Documents.wait_all."""
+        documents = list(documents)
+        deadline = time.monotonic() + timeout if timeout else None
+        final: dict[str, Document] = {}
+        for collection in dict.fromkeys(d.collection for d in documents):
+            tracker = self.tracker(collection)
+            try:
+                await tracker.start()
+                for document in documents:
+                    if document.collection == collection:
+                        tracker.track(document)
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                final.update((d.id, d) for d in await tracker.wait(remaining))
+            finally:
+                await tracker.close()
+        return [final.get(d.id, d) for d in documents]
+
+    def tracker(self, collection: str, *, on_change: Callable[[Document], None] | None = None) -> AsyncDocumentTracker:
+        return AsyncDocumentTracker(self._client, collection, on_change=on_change)
+
+
+class AsyncDocumentTracker:
+    """DocumentTracker for asyncio: one WatchCollection stream followed by a task."""
+
+    QUIET_RELIST_SECONDS = 60.0
+
+    def __init__(self, client: AsyncClient, collection: str, *, on_change: Callable[[Document], None] | None = None) -> None:
+        self._client = client
+        self.collection = collection
+        self._on_change = on_change
+        self._state = _core.TrackedDocuments()
+        self._changed = asyncio.Event()
+        self._opened = asyncio.Event()
+        self._error: SluiceError | None = None
+        self._task: asyncio.Task | None = None
+        self._needs_relist = False
+        self._last_change = time.monotonic()
+
+    async def start(self) -> AsyncDocumentTracker:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._follow())
+        while not self._opened.is_set():
+            if self._error is not None:
+                raise self._error
+            await asyncio.sleep(0.02)
+        return self
+
+    def track(self, document: Document) -> Document:
+        state = self._state.track(document)
+        self._changed.set()
+        return state
+
+    async def wait(self, timeout: float | None = None) -> list[Document]:
+        deadline = time.monotonic() + timeout if timeout else None
+        while not self._state.all_done:
+            if self._error is not None:
+                raise self._error
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise _core.timeout_error(list(self._state.documents.values()))
+            if self._needs_relist or time.monotonic() - self._last_change > self.QUIET_RELIST_SECONDS:
+                self._needs_relist = False
+                self._last_change = time.monotonic()
+                async for document in self._client.documents.list(self.collection):
+                    self._apply(self._state.apply(document))
+                continue
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(1.0, remaining) if remaining is not None else 1.0)
+            except TimeoutError:
+                pass
+        return list(self._state.documents.values())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing: its outcome no longer matters
+                pass
+
+    async def __aenter__(self) -> AsyncDocumentTracker:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _apply(self, state: Document | None) -> None:
+        if state is None:
+            return
+        self._last_change = time.monotonic()
+        self._changed.set()
+        if self._on_change is not None:
+            self._on_change(state)
+
+    async def _follow(self) -> None:
+        client = self._client
+        policy = client.settings.policy
+        cursor, failures, away_since = "", 0, None
+        while True:
+            request = document_service_pb2.WatchCollectionRequest(collection=self.collection, after_cursor=cursor)
+            await asyncio.sleep(client.settings.pacer.reserve())
+            call = client._stub(INGEST).WatchCollection(request, metadata=client.settings.metadata)
+            try:
+                async for event in call:
+                    failures, away_since = 0, None
+                    cursor = event.cursor
+                    self._opened.set()
+                    if event.type == document_service_pb2.COLLECTION_EVENT_TYPE_HEARTBEAT:
+                        continue
+                    document = Document.from_proto(event.document)
+                    if event.type == document_service_pb2.COLLECTION_EVENT_TYPE_DELETED:
+                        self._apply(self._state.remove(document))
+                    else:
+                        self._apply(self._state.apply(document))
+                await asyncio.sleep(0.2)
+                continue
+            except grpc.RpcError as rpc_error:
+                error = client._error(rpc_error, INGEST)
+            finally:
+                call.cancel()
+            if isinstance(error, OutOfRange):
+                cursor, self._needs_relist = "", True
+                self._changed.set()
+                continue
+            if isinstance(error, RateLimited) and error.retry_after is not None:
+                client.settings.pacer.refused(error)
+                await asyncio.sleep(error.retry_after)
+                continue
+            away_since = away_since or time.monotonic()
+            if (not isinstance(error, Unavailable) or isinstance(error, TLSError)
+                    or (not self._opened.is_set() and failures + 1 >= policy.attempts)
+                    or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS):
+                self._error = error
+                self._changed.set()
+                return
+            await asyncio.sleep(policy.backoff(failures))
+            failures += 1
+
+
+__all__ = ["AsyncClient", "AsyncCollections", "AsyncDocumentTracker", "AsyncDocuments"]

@@ -1,0 +1,844 @@
+"""The synchronous client: `Client`, with `collections`, `documents`, `webhooks`, `admin` and `search`.
+
+    client = Client("localhost:50051", search_address="localhost:50052", api_key=KEY)
+    client.collections.create("docs")
+    doc = client.documents.wait(client.documents.upload("docs", "report.pdf").id)
+    for hit in client.search("docs", "how do leases expire", top_k=5):
+        print(hit.filename, hit.text)
+
+Every call retries what can heal (retry.py) within its deadline (`timeout`, 30 s unless given)
+and raises a SluiceError (errors.py) otherwise. A Client is safe to share between threads;
+close it (or use it as a context manager) to close its connections. docs/clients.md.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+
+from . import _core, uploads
+from .errors import (
+    AlreadyExists,
+    OutOfRange,
+    RateLimited,
+    SluiceError,
+    TLSError,
+    Unavailable,
+    UploadSourceError,
+    from_rpc_error,
+)
+from .protos import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    collection_pb2,
+    document_service_pb2,
+    document_service_pb2_grpc,
+    search_service_pb2_grpc,
+    webhook_service_pb2,
+    webhook_service_pb2_grpc,
+)
+from .retry import RetryPolicy
+from .types import (
+    ApiKey,
+    Collection,
+    CollectionEvent,
+    Document,
+    DocumentStatus,
+    Embedder,
+    NewApiKey,
+    NewWebhook,
+    SearchMode,
+    SearchResults,
+    Tenant,
+    Webhook,
+    WebhookDelivery,
+    WEBHOOK_EVENT_TYPES,
+)
+
+T = TypeVar("T")
+INGEST, SEARCH = "ingest-api", "search"
+ROLES = {"admin": admin_service_pb2.API_KEY_ROLE_ADMIN, "client": admin_service_pb2.API_KEY_ROLE_CLIENT,
+         "reader": admin_service_pb2.API_KEY_ROLE_READER, "worker": admin_service_pb2.API_KEY_ROLE_WORKER}
+# A watch that has connected once reconnects until the server has been away this long.
+RECONNECT_WINDOW_SECONDS = 300.0
+
+
+class Client:
+    """A connection to Sluice's ingest-api and search (config.py: where each setting comes from).
+
+    `timeout` is each call's deadline in seconds, retries included; `max_calls_per_second`
+    paces the client from the start (otherwise it paces itself once the server reports its
+    limit); `wrap_channel` may wrap each channel (e.g. with interceptors for tracing)."""
+
+    def __init__(self, address: str | None = None, *, search_address: str | None = None, api_key: str | None = None,
+                 ca_file: str | None = None, cert_file: str | None = None, key_file: str | None = None,
+                 tls: Any = None, tenant: str | None = None, timeout: float = 30.0, retry: RetryPolicy | None = None,
+                 max_calls_per_second: float | None = None, channel_options: Iterable[tuple[str, Any]] | None = None,
+                 wrap_channel: Callable[[grpc.Channel], grpc.Channel] | None = None, request_id_prefix: str = "py-") -> None:
+        self.settings = _core.Settings(address, search_address=search_address, api_key=api_key, tls=tls, ca_file=ca_file,
+                                       cert_file=cert_file, key_file=key_file, tenant=tenant, timeout=timeout, retry=retry,
+                                       max_calls_per_second=max_calls_per_second, channel_options=channel_options,
+                                       request_id_prefix=request_id_prefix)
+        self._wrap = wrap_channel
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[str, Any] = {}
+        self.collections = Collections(self)
+        self.documents = Documents(self)
+        self.webhooks = Webhooks(self)
+        self.admin = Admin(self)
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def ingest_address(self) -> str:
+        return self.settings.ingest_address
+
+    @property
+    def search_address(self) -> str:
+        return self.settings.search_address
+
+    def _channel(self, address: str) -> grpc.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            with self._lock:
+                channel = self._channels.get(address)
+                if channel is None:
+                    options = self.settings.channel_options(address)
+                    tls = self.settings.tls
+                    channel = (grpc.secure_channel(address, tls.credentials(), options=options) if tls.enabled
+                               else grpc.insecure_channel(address, options=options))
+                    if self._wrap is not None:
+                        channel = self._wrap(channel)
+                    self._channels[address] = channel
+        return channel
+
+    def _stub(self, name: str) -> Any:
+        stub = self._stubs.get(name)
+        if stub is None:
+            if name == SEARCH:
+                stub = search_service_pb2_grpc.SearchServiceStub(self._channel(self.search_address))
+            elif name == "admin":
+                stub = admin_service_pb2_grpc.AdminServiceStub(self._channel(self.ingest_address))
+            elif name == "webhooks":
+                stub = webhook_service_pb2_grpc.WebhookServiceStub(self._channel(self.ingest_address))
+            else:
+                stub = document_service_pb2_grpc.DocumentServiceStub(self._channel(self.ingest_address))
+            self._stubs[name] = stub
+        return stub
+
+    def _error(self, error: grpc.RpcError, service: str) -> SluiceError:
+        address = self.search_address if service == SEARCH else self.ingest_address
+        return from_rpc_error(error, service=service, address=address, tls=self.settings.tls.enabled)
+
+    def _invoke(self, attempt: Callable[[float], T], *, service: str = INGEST, timeout: float | None = None,
+                translate: Callable[[SluiceError], SluiceError] | None = None) -> T:
+        """Run `attempt(seconds_left)` until it succeeds, retrying as RetryPolicy says, within the deadline."""
+        policy, pacer = self.settings.policy, self.settings.pacer
+        deadline = time.monotonic() + (timeout or policy.timeout)
+        failures = 0
+        while True:
+            delay = pacer.reserve()
+            if delay > 0:
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            try:
+                return attempt(max(0.001, deadline - time.monotonic()))
+            except grpc.RpcError as rpc_error:
+                error = self._error(rpc_error, service)
+            if translate is not None:
+                error = translate(error)
+            wait = policy.next_wait(error, failures, deadline - time.monotonic())
+            if wait is None:
+                raise error from None
+            if isinstance(error, RateLimited):
+                pacer.refused(error)
+            else:
+                failures += 1
+            time.sleep(wait)
+
+    def _unary(self, service: str, method: str, request: Any, *, timeout: float | None = None, admin: bool = False) -> Any:
+        stub_name = "admin" if admin else service
+        call = getattr(self._stub(stub_name), method)
+        metadata = self.settings.admin_metadata if admin else self.settings.metadata
+        return self._invoke(lambda seconds: call(request, timeout=seconds, metadata=metadata),
+                            service=INGEST if service in ("admin", "webhooks") else service, timeout=timeout)
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, collection: str, query: str = "", *, top_k: int = 10, mode: SearchMode | str | None = None,
+               filter: Mapping[str, str] | None = None, where: Any = None, filenames: Iterable[str] | None = None,
+               document_ids: Iterable[str] | None = None, neighbors: int = 0, max_per_document: int = 0,
+               min_score: float | None = None, rerank: bool | None = None, query_vector: Iterable[float] | None = None,
+               timeout: float | None = None) -> SearchResults:
+        """The chunks of READY documents that best match `query`, best first.
+
+        `mode`: "hybrid" (the default for text), "vector" or "keyword". `filter`: metadata that
+        must be equal; `where`: typed conditions ("year>=2024", "lang in en,de"; filters.py);
+        `neighbors`: join N chunks around each hit into `hit.context`; `rerank=False`: skip the
+        collection's reranker."""
+        request = _core.search_request(collection, query, top_k=top_k, mode=mode, filter=filter, where=where,
+                                       filenames=filenames, document_ids=document_ids, neighbors=neighbors,
+                                       max_per_document=max_per_document, min_score=min_score, rerank=rerank,
+                                       query_vector=query_vector)
+        return SearchResults(self._unary(SEARCH, "Search", request, timeout=timeout))
+
+    # ------------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """Close the connections; calls still running end with CANCELLED."""
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+            self._stubs.clear()
+        for channel in channels:
+            channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.ingest_address!r}, search_address={self.search_address!r})"
+
+
+# ---------------------------------------------------------------------- collections
+
+
+class Collections:
+    """Create, read, list, reindex, delete and watch collections."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, name: str, *, embedder: Embedder | str = Embedder.LOCAL, model: str = "", dimensions: int = 0,
+               chunk_size: int | None = None, overlap: int | None = None, max_attempts: int | None = None,
+               description: str = "", reranker: collection_pb2.RerankerConfig | None = None,
+               exist_ok: bool = False, timeout: float | None = None) -> Collection:
+        """A new collection; its embedder is fixed at creation (change it later with `reindex`).
+        `embedder`: "local" (offline, the default), "hashing" (tests) or "openai"; model and
+        dimensions default to the server's. AlreadyExists when the name is taken, unless
+        `exist_ok` (then the existing collection, whatever its settings)."""
+        request = _core.create_collection_request(name, embedder=embedder, model=model, dimensions=dimensions,
+                                                  chunk_size=chunk_size, overlap=overlap, max_attempts=max_attempts,
+                                                  description=description, reranker=reranker)
+        try:
+            return Collection.from_proto(self._client._unary(INGEST, "CreateCollection", request, timeout=timeout))
+        except AlreadyExists:
+            if not exist_ok:
+                raise
+            return self.get(name, timeout=timeout)
+
+    def get(self, name: str, *, timeout: float | None = None) -> Collection:
+        request = document_service_pb2.GetCollectionRequest(name=name)
+        return Collection.from_proto(self._client._unary(INGEST, "GetCollection", request, timeout=timeout))
+
+    def list(self, *, page_size: int = _core.PAGE_SIZE) -> Iterator[Collection]:
+        """Every collection, in name order, fetched a page at a time as you iterate."""
+        token = ""
+        while True:
+            page = self._client._unary(INGEST, "ListCollections",
+                                       document_service_pb2.ListCollectionsRequest(page_size=page_size, page_token=token))
+            for collection in page.collections:
+                yield Collection.from_proto(collection)
+            token = page.next_page_token
+            if not token:
+                return
+
+    def delete(self, name: str, *, force: bool = False, timeout: float | None = None) -> int:
+        """Delete a collection (with `force`, also its documents); returns the documents deleted."""
+        request = document_service_pb2.DeleteCollectionRequest(name=name, force=force)
+        return self._client._unary(INGEST, "DeleteCollection", request, timeout=timeout).deleted_documents
+
+    def reindex(self, name: str, *, embedder: Embedder | str = Embedder.LOCAL, model: str = "", dimensions: int = 0,
+                timeout: float | None = None) -> Collection:
+        """Start building a new index generation with another embedder (search keeps answering
+        from the current one until the switch); `get(name).generations` shows its progress."""
+        request = document_service_pb2.ReindexCollectionRequest(name=name, embedder=_core.embedder_config(embedder, model, dimensions))
+        return Collection.from_proto(self._client._unary(INGEST, "ReindexCollection", request, timeout=timeout))
+
+    def cancel_reindex(self, name: str, *, timeout: float | None = None) -> Collection:
+        request = document_service_pb2.CancelReindexRequest(name=name)
+        return Collection.from_proto(self._client._unary(INGEST, "CancelReindex", request, timeout=timeout))
+
+    def watch(self, name: str, *, cursor: str = "", from_start: bool = False,
+              statuses: Iterable[DocumentStatus | str] = (), terminal_only: bool = False, heartbeats: bool = False,
+              on_reconnect: Callable[[str, SluiceError], None] | None = None) -> CollectionWatch:
+        """Every document event of the collection, as an iterator that resumes by itself.
+
+        It starts now (or after `cursor`, or with the oldest retained event); when the
+        connection drops it reconnects after the last cursor received, so nothing is missed or
+        seen twice (`on_reconnect(cursor, error)` hears of it). `.cursor` is where to resume
+        later; `.close()` ends it."""
+        return CollectionWatch(self._client, name, cursor=cursor, from_start=from_start, statuses=statuses,
+                               terminal_only=terminal_only, heartbeats=heartbeats, on_reconnect=on_reconnect)
+
+
+class CollectionWatch(Iterator[CollectionEvent]):
+    """The iterator of `Collections.watch`."""
+
+    def __init__(self, client: Client, collection: str, *, cursor: str, from_start: bool,
+                 statuses: Iterable[DocumentStatus | str], terminal_only: bool, heartbeats: bool,
+                 on_reconnect: Callable[[str, SluiceError], None] | None) -> None:
+        self._client = client
+        self._request = document_service_pb2.WatchCollectionRequest(
+            collection=collection, after_cursor=cursor, start_from_oldest=from_start and not cursor,
+            statuses=[DocumentStatus.of(s).value for s in statuses], terminal_only=terminal_only)
+        self.cursor = cursor
+        self._heartbeats = heartbeats
+        self._on_reconnect = on_reconnect
+        self._call: Any = None
+        self._closed = False
+        self._events = self._run()
+
+    def __next__(self) -> CollectionEvent:
+        return next(self._events)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+
+    def __enter__(self) -> CollectionWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self) -> Iterator[CollectionEvent]:
+        client = self._client
+        policy = client.settings.policy
+        stub = client._stub(INGEST)
+        connected = False
+        failures = 0
+        away_since: float | None = None
+        while not self._closed:
+            if self.cursor:  # every connection after a message resumes where the last one ended
+                self._request.after_cursor, self._request.start_from_oldest = self.cursor, False
+            time.sleep(client.settings.pacer.reserve())
+            try:
+                self._call = stub.WatchCollection(self._request, metadata=client.settings.metadata)
+                for message in self._call:
+                    connected, failures, away_since = True, 0, None
+                    self.cursor = message.cursor
+                    if message.type == document_service_pb2.COLLECTION_EVENT_TYPE_HEARTBEAT and not self._heartbeats:
+                        continue
+                    yield CollectionEvent.from_proto(message)
+                if not connected:
+                    raise Unavailable("ingest-api ended the stream before sending anything", reason="STREAM_ENDED")
+                time.sleep(0.2)  # ended without an error (a proxy closed it): reconnect, not too fast
+                continue
+            except grpc.RpcError as rpc_error:
+                if self._closed:
+                    return
+                error = client._error(rpc_error, INGEST)
+            if isinstance(error, RateLimited) and error.retry_after is not None:
+                client.settings.pacer.refused(error)
+                time.sleep(error.retry_after)
+                continue
+            if not isinstance(error, Unavailable) or isinstance(error, TLSError):
+                raise error from None
+            away_since = away_since or time.monotonic()
+            if (not connected and failures + 1 >= policy.attempts) or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS:
+                raise error from None
+            if connected and self._on_reconnect is not None:
+                self._on_reconnect(self.cursor, error)
+            time.sleep(policy.backoff(failures))
+            failures += 1
+
+
+# ---------------------------------------------------------------------- documents
+
+
+@dataclass
+class UploadResult:
+    """One source of `upload_many` / `upload_folder`: its document, or why it has none."""
+
+    source: Any
+    document: Document | None = None
+    error: SluiceError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.document is not None and not self.document.failed
+
+
+class Documents:
+    """Upload, read, list, retry, delete and follow documents."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def upload(self, collection: str, source: uploads.Source, *, filename: str | None = None,
+               mime_type: str | None = None, metadata: Mapping[str, str] | None = None,
+               typed_metadata: Mapping[str, Any] | None = None, request_id: str | None = None,
+               timeout: float | None = None) -> Document:
+        """Upload a file (path, bytes or binary file object) into a collection; returns the
+        document, PENDING (or the existing one, when the collection already holds these bytes).
+
+        The size and SHA-256 go first and the trailer last, so the server stores the bytes only
+        if they arrived whole; `request_id` (by default stable for collection, file and
+        content) makes a retried upload return the same document, never a second one.
+        `typed_metadata` values keep their Python type (numbers, booleans, datetimes, lists)."""
+        prepared = uploads.prepare(source, filename)
+        client = self._client
+        message = uploads.metadata_message(
+            collection, prepared, mime_type=mime_type, metadata=metadata, typed_metadata=typed_metadata,
+            request_id_value=request_id or uploads.request_id(collection, prepared.identity, prepared.sha256,
+                                                               client.settings.request_id_prefix))
+        call = client._stub(INGEST).UploadDocument
+        metadata_ = client.settings.metadata
+
+        def translate(error: SluiceError) -> SluiceError:
+            if prepared.read_failure:  # our side failed: nothing was stored, and a retry would fail the same way
+                return UploadSourceError(prepared.read_failure[0], reason="SOURCE_CHANGED")
+            return error
+
+        response = client._invoke(lambda seconds: call(prepared.messages(message), timeout=seconds, metadata=metadata_),
+                                  timeout=timeout or max(60.0, prepared.size / (1024 * 1024)), translate=translate)
+        return Document.from_proto(response)
+
+    def upload_many(self, collection: str, sources: Iterable[uploads.Source], *, concurrency: int = 4,
+                    metadata: Mapping[str, str] | None = None, typed_metadata: Mapping[str, Any] | None = None,
+                    on_start: Callable[[Any], None] | None = None) -> Iterator[UploadResult]:
+        """Upload sources `concurrency` at a time; yields each result as it finishes (not in order).
+        A source that fails is a result with `error`; the others go on."""
+        sources = list(sources)
+        if not sources:
+            return
+
+        def one(source: Any) -> UploadResult:
+            if on_start is not None:
+                on_start(source)
+            try:
+                return UploadResult(source, self.upload(collection, source, metadata=metadata, typed_metadata=typed_metadata))
+            except SluiceError as error:
+                return UploadResult(source, error=error)
+
+        pool = ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(sources))), thread_name_prefix="sluice-upload")
+        try:
+            futures = [pool.submit(one, source) for source in sources]
+            for future in as_completed(futures):
+                yield future.result()
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def upload_folder(self, collection: str, *paths: str | os.PathLike, concurrency: int = 4, wait: bool = True,
+                      timeout: float | None = None, metadata: Mapping[str, str] | None = None,
+                      typed_metadata: Mapping[str, Any] | None = None,
+                      on_change: Callable[[Document], None] | None = None) -> list[UploadResult]:
+        """Upload files and folders (recursively, hidden files skipped), `concurrency` at a time,
+        and with `wait` follow every document to READY or FAILED through one watch of the
+        collection (not one per file). Results are in file order; after `timeout` seconds the
+        documents still processing are returned as they are (check `.document.done`)."""
+        files = uploads.find_files(list(paths))
+        results: dict[Any, UploadResult] = {}
+        tracker = self.tracker(collection, on_change=on_change) if wait else None
+        try:
+            if tracker is not None:
+                tracker.start()
+            for result in self.upload_many(collection, files, concurrency=concurrency, metadata=metadata,
+                                           typed_metadata=typed_metadata):
+                results[result.source] = result
+                if tracker is not None and result.document is not None:
+                    result.document = tracker.track(result.document)
+            if tracker is not None:
+                from .errors import WaitTimeout
+
+                try:
+                    final = {d.id: d for d in tracker.wait(timeout)}
+                except WaitTimeout as error:
+                    final = {d.id: d for d in error.documents}
+                for result in results.values():
+                    if result.document is not None:
+                        result.document = final.get(result.document.id, result.document)
+        finally:
+            if tracker is not None:
+                tracker.close()
+        return [results[f] for f in files]
+
+    def get(self, document_id: str, *, timeout: float | None = None) -> Document:
+        """One document, with its attempt history."""
+        request = document_service_pb2.GetDocumentRequest(id=document_id)
+        return Document.from_proto(self._client._unary(INGEST, "GetDocument", request, timeout=timeout))
+
+    def list(self, collection: str | None = None, *, status: DocumentStatus | str | None = None,
+             page_size: int = _core.PAGE_SIZE, limit: int | None = None) -> Iterator[Document]:
+        """Documents, newest first, optionally of one collection and status; fetched a page at a
+        time as you iterate, at most `limit`."""
+        token, count = "", 0
+        while True:
+            size = page_size if not limit else min(page_size, limit - count)
+            page = self._client._unary(INGEST, "ListDocuments", _core.list_documents_request(collection, status, size, token))
+            for document in page.documents:
+                yield Document.from_proto(document)
+                count += 1
+                if limit and count >= limit:
+                    return
+            token = page.next_page_token
+            if not token:
+                return
+
+    def delete(self, document_id: str, *, timeout: float | None = None) -> bool:
+        """Delete a document, its content and chunks; True when a running job was cancelled."""
+        request = document_service_pb2.DeleteDocumentRequest(id=document_id)
+        return self._client._unary(INGEST, "DeleteDocument", request, timeout=timeout).cancelled_running_job
+
+    def retry(self, document_id: str, *, timeout: float | None = None) -> Document:
+        """Process a FAILED document again (PENDING, with fresh attempts)."""
+        request = document_service_pb2.RetryDocumentRequest(id=document_id)
+        return Document.from_proto(self._client._unary(INGEST, "RetryDocument", request, timeout=timeout))
+
+    def reprocess(self, document_id: str, *, timeout: float | None = None) -> Document:
+        """Process a READY document again; it leaves search until READY again."""
+        request = document_service_pb2.ReprocessDocumentRequest(id=document_id)
+        return Document.from_proto(self._client._unary(INGEST, "ReprocessDocument", request, timeout=timeout))
+
+    def watch(self, document_id: str, *, timeout: float | None = None) -> Iterator[Document]:
+        """The document now, then each change, until READY or FAILED (pushed by the server).
+        A dropped connection is reopened and the watch goes on; after `timeout` seconds,
+        WaitTimeout (its `documents` hold the last state)."""
+        client = self._client
+        policy = client.settings.policy
+        stub = client._stub(INGEST)
+        deadline = time.monotonic() + timeout if timeout else None
+        last: Document | None = None
+        failures = 0
+        while last is None or not last.done:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise _core.timeout_error([last] if last else [_unknown(document_id)]) from None
+            time.sleep(client.settings.pacer.reserve())
+            try:
+                for event in stub.WatchDocument(document_service_pb2.WatchDocumentRequest(id=document_id), timeout=remaining,
+                                                metadata=client.settings.metadata):
+                    failures = 0
+                    state = Document.from_proto(event.document)
+                    if last is None or state.raw != last.raw:
+                        last = state
+                        yield state
+                    if state.done:
+                        return
+                time.sleep(0.2)  # ended before READY or FAILED (a proxy closed it): reconnect, not in a busy loop
+                continue
+            except grpc.RpcError as rpc_error:
+                if rpc_error.code() == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
+                    continue  # the loop reports the timeout
+                error = client._error(rpc_error, INGEST)
+            wait = policy.next_wait(error, failures, (deadline - time.monotonic()) if deadline else RECONNECT_WINDOW_SECONDS)
+            if wait is None:
+                raise error from None
+            if isinstance(error, RateLimited):
+                client.settings.pacer.refused(error)
+            else:
+                failures += 1
+            time.sleep(wait)
+
+    def wait(self, document_id: str, *, timeout: float | None = None,
+             on_change: Callable[[Document], None] | None = None) -> Document:
+        """The document once READY or FAILED (WaitTimeout after `timeout` seconds)."""
+        last = None
+        for state in self.watch(document_id, timeout=timeout):
+            last = state
+            if on_change is not None:
+                on_change(state)
+        assert last is not None
+        return last
+
+    def wait_all(self, documents: Iterable[Document], *, timeout: float | None = None,
+                 on_change: Callable[[Document], None] | None = None) -> list[Document]:
+        """Many documents once each is READY or FAILED, followed through one watch per
+        collection rather than one per document; WaitTimeout after `timeout` seconds."""
+        documents = list(documents)
+        by_collection: dict[str, list[Document]] = {}
+        for document in documents:
+            by_collection.setdefault(document.collection, []).append(document)
+        deadline = time.monotonic() + timeout if timeout else None
+        final: dict[str, Document] = {}
+        for collection, members in by_collection.items():
+            with self.tracker(collection, on_change=on_change) as tracker:
+                for document in members:
+                    tracker.track(document)
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                final.update((d.id, d) for d in tracker.wait(remaining))
+        return [final.get(d.id, d) for d in documents]
+
+    def tracker(self, collection: str, *, on_change: Callable[[Document], None] | None = None) -> DocumentTracker:
+        """A follower of many documents of one collection through one WatchCollection stream
+        (see DocumentTracker); use it as a context manager."""
+        return DocumentTracker(self._client, collection, on_change=on_change)
+
+
+def _unknown(document_id: str) -> Document:
+    from .protos import document_pb2
+
+    return Document.from_proto(document_pb2.Document(id=document_id))
+
+
+class DocumentTracker:
+    """Follows many documents of one collection to READY or FAILED through one WatchCollection
+    stream, so a bulk job costs one call however many documents it waits for.
+
+    Open it (`start()`, or `with`) before uploading, so that no event is missed; `track()` each
+    uploaded document; `wait()` returns them once every one is READY or FAILED. The stream
+    resumes after its last cursor when the connection drops; when the server no longer holds
+    that cursor, or nothing has moved for a while, a listing of the collection (one call per
+    1,000 documents) brings every state up to date. `on_change(document)` hears of every change
+    of a tracked document (from the tracker's thread)."""
+
+    QUIET_RELIST_SECONDS = 60.0
+
+    def __init__(self, client: Client, collection: str, *, on_change: Callable[[Document], None] | None = None) -> None:
+        self._client = client
+        self.collection = collection
+        self._on_change = on_change
+        self._state = _core.TrackedDocuments()
+        self._lock = threading.Condition()
+        self._opened = threading.Event()
+        self._stopping = threading.Event()
+        self._error: SluiceError | None = None
+        self._call: Any = None
+        self._thread: threading.Thread | None = None
+        self._needs_relist = False
+        self._last_change = time.monotonic()
+
+    def start(self) -> DocumentTracker:
+        """Open the stream; returns once the server has confirmed where it starts."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._follow, name="sluice-tracker", daemon=True)
+            self._thread.start()
+        while not self._opened.wait(0.1):
+            if self._error is not None:
+                raise self._error
+        return self
+
+    def track(self, document: Document) -> Document:
+        """Follow this document too; returns its newest known state."""
+        with self._lock:
+            state = self._state.track(document)
+            self._lock.notify_all()
+        return state
+
+    @property
+    def documents(self) -> list[Document]:
+        with self._lock:
+            return list(self._state.documents.values())
+
+    def wait(self, timeout: float | None = None) -> list[Document]:
+        """Every tracked document once READY or FAILED, in the order they were tracked.
+        WaitTimeout after `timeout` seconds (with their states then); the stream's error if it failed for good."""
+        deadline = time.monotonic() + timeout if timeout else None
+        with self._lock:
+            while not self._state.all_done:
+                if self._error is not None:
+                    raise self._error
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise _core.timeout_error(list(self._state.documents.values()))
+                quiet = time.monotonic() - self._last_change
+                if self._needs_relist or quiet > self.QUIET_RELIST_SECONDS:
+                    self._needs_relist = False
+                    self._last_change = time.monotonic()
+                    self._lock.release()
+                    try:
+                        self._relist()
+                    finally:
+                        self._lock.acquire()
+                    continue
+                self._lock.wait(min(1.0, remaining) if remaining is not None else 1.0)
+            return list(self._state.documents.values())
+
+    def close(self) -> None:
+        self._stopping.set()
+        if self._call is not None:
+            self._call.cancel()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def __enter__(self) -> DocumentTracker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ inside
+
+    def _changed(self, states: list[Document]) -> None:
+        if states:
+            self._last_change = time.monotonic()
+            self._lock.notify_all()
+
+    def _relist(self) -> None:
+        """Bring every tracked state up to date from a listing of the collection."""
+        changed = []
+        for document in self._client.documents.list(self.collection):
+            with self._lock:
+                state = self._state.apply(document)
+                if state is not None:
+                    changed.append(state)
+                    self._changed([state])
+        self._notify(changed)
+
+    def _notify(self, states: list[Document]) -> None:
+        if self._on_change is not None:
+            for state in states:
+                self._on_change(state)
+
+    def _follow(self) -> None:
+        client = self._client
+        policy = client.settings.policy
+        stub = client._stub(INGEST)
+        cursor = ""
+        failures = 0
+        away_since: float | None = None
+        while not self._stopping.is_set():
+            request = document_service_pb2.WatchCollectionRequest(collection=self.collection, after_cursor=cursor)
+            time.sleep(client.settings.pacer.reserve())
+            try:
+                self._call = stub.WatchCollection(request, metadata=client.settings.metadata)
+                for event in self._call:
+                    failures, away_since = 0, None
+                    cursor = event.cursor
+                    self._opened.set()
+                    if event.type == document_service_pb2.COLLECTION_EVENT_TYPE_HEARTBEAT:
+                        continue
+                    document = Document.from_proto(event.document)
+                    with self._lock:
+                        if event.type == document_service_pb2.COLLECTION_EVENT_TYPE_DELETED:
+                            state = self._state.remove(document)
+                        else:
+                            state = self._state.apply(document)
+                        self._changed([state] if state else [])
+                    if state is not None:
+                        self._notify([state])
+                time.sleep(0.2)  # ended without an error (a proxy closed it): reconnect after the cursor
+                continue
+            except grpc.RpcError as rpc_error:
+                if self._stopping.is_set():
+                    return
+                error = client._error(rpc_error, INGEST)
+            if isinstance(error, OutOfRange):  # the cursor is older than the retained events: start over, relist
+                cursor = ""
+                with self._lock:
+                    self._needs_relist = True
+                    self._lock.notify_all()
+                continue
+            if isinstance(error, RateLimited) and error.retry_after is not None:
+                client.settings.pacer.refused(error)
+                time.sleep(error.retry_after)
+                continue
+            away_since = away_since or time.monotonic()
+            opened = self._opened.is_set()
+            if (not isinstance(error, Unavailable) or isinstance(error, TLSError)
+                    or (not opened and failures + 1 >= policy.attempts)
+                    or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS):
+                with self._lock:
+                    self._error = error
+                    self._lock.notify_all()
+                return
+            time.sleep(policy.backoff(failures))
+            failures += 1
+
+
+# ---------------------------------------------------------------------- webhooks and administration
+
+
+class Webhooks:
+    """Signed POSTs of a collection's document events to a URL (docs/webhooks.md)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def _call(self, method: str, request: Any) -> Any:
+        return self._client._unary("webhooks", method, request)
+
+    def create(self, collection: str, url: str, *, event_types: Iterable[str] = (), description: str = "") -> NewWebhook:
+        """Subscribe `url` to the collection's events (all, or `event_types` such as "document.ready");
+        the signing secret is returned this once."""
+        unknown = [t for t in event_types if t not in WEBHOOK_EVENT_TYPES]
+        if unknown:
+            raise ValueError(f"unknown event type {unknown[0]!r}; choose from {', '.join(WEBHOOK_EVENT_TYPES)}")
+        webhook = webhook_service_pb2.Webhook(collection=collection, url=url, description=description,
+                                              event_types=[WEBHOOK_EVENT_TYPES[t] for t in event_types])
+        response = self._call("CreateWebhook", webhook_service_pb2.CreateWebhookRequest(webhook=webhook))
+        return NewWebhook(Webhook.from_proto(response.webhook), response.secret)
+
+    def get(self, webhook_id: str) -> Webhook:
+        return Webhook.from_proto(self._call("GetWebhook", webhook_service_pb2.GetWebhookRequest(id=webhook_id)))
+
+    def list(self, collection: str | None = None) -> Iterator[Webhook]:
+        token = ""
+        while True:
+            page = self._call("ListWebhooks", webhook_service_pb2.ListWebhooksRequest(collection=collection or "",
+                                                                                    page_size=200, page_token=token))
+            yield from (Webhook.from_proto(w) for w in page.webhooks)
+            token = page.next_page_token
+            if not token:
+                return
+
+    def delete(self, webhook_id: str) -> int:
+        """Delete a webhook; returns the pending deliveries dropped with it."""
+        return self._call("DeleteWebhook", webhook_service_pb2.DeleteWebhookRequest(id=webhook_id)).dropped_pending_deliveries
+
+    def rotate_secret(self, webhook_id: str) -> NewWebhook:
+        response = self._call("RotateWebhookSecret", webhook_service_pb2.RotateWebhookSecretRequest(id=webhook_id))
+        return NewWebhook(Webhook.from_proto(response.webhook), response.secret)
+
+    def deliveries(self, webhook_id: str, *, failed: bool = False, limit: int = 50) -> list[WebhookDelivery]:
+        """A webhook's deliveries, newest first (with `failed`, only those given up)."""
+        state = webhook_service_pb2.WEBHOOK_DELIVERY_STATE_FAILED if failed else 0
+        rows: list[WebhookDelivery] = []
+        token = ""
+        while len(rows) < limit:
+            page = self._call("ListWebhookDeliveries", webhook_service_pb2.ListWebhookDeliveriesRequest(
+                webhook_id=webhook_id, state=state, page_size=min(limit - len(rows), 1000), page_token=token))
+            rows.extend(WebhookDelivery.from_proto(d) for d in page.deliveries)
+            token = page.next_page_token
+            if not token:
+                break
+        return rows
+
+
+class Admin:
+    """Tenants and API keys (an admin key: the credentials file's, or `api_key`)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def _call(self, method: str, request: Any) -> Any:
+        return self._client._unary("admin", method, request, admin=True)
+
+    def create_tenant(self, name: str, *, max_documents: int = 0, max_stored_bytes: int = 0,
+                      max_collections: int = 0) -> Tenant:
+        """A tenant with quotas (0 = unlimited)."""
+        quota = admin_service_pb2.TenantQuota(max_documents=max_documents, max_stored_bytes=max_stored_bytes,
+                                              max_collections=max_collections)
+        tenant = admin_service_pb2.Tenant(name=name, quota=quota)
+        return Tenant.from_proto(self._call("CreateTenant", admin_service_pb2.CreateTenantRequest(tenant=tenant)))
+
+    def list_tenants(self) -> list[Tenant]:
+        return [Tenant.from_proto(t) for t in self._call("ListTenants", admin_service_pb2.ListTenantsRequest()).tenants]
+
+    def create_key(self, tenant: str, role: str, *, name: str = "") -> NewApiKey:
+        """A key of `tenant` with `role` (admin, client, reader, worker); its secret is returned this once."""
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; choose from {', '.join(ROLES)}")
+        response = self._call("CreateApiKey", admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role], name=name))
+        return NewApiKey(ApiKey.from_proto(response.api_key), response.secret)
+
+    def list_keys(self, tenant: str = "") -> list[ApiKey]:
+        return [ApiKey.from_proto(k) for k in self._call("ListApiKeys", admin_service_pb2.ListApiKeysRequest(tenant=tenant)).api_keys]
+
+    def revoke_key(self, key: str) -> ApiKey:
+        """Revoke a key by id or prefix (slk_<id>_): refused by every process within a second."""
+        return ApiKey.from_proto(self._call("RevokeApiKey", admin_service_pb2.RevokeApiKeyRequest(id=key)))
+
+
+__all__ = ["Admin", "Client", "CollectionWatch", "Collections", "DocumentTracker", "Documents", "UploadResult", "Webhooks"]
