@@ -1,0 +1,113 @@
+"""What many tests need, written once: free ports, waiting for an outcome, checking a gRPC error.
+
+Import them as `from helpers import free_port, wait_for, expect_error` (tests/ is on the path
+of every test; see docs/contributing.md, "Test helpers"). Keep this module small and free of
+fixtures: fixtures live in the conftest.py files.
+
+- `free_port()` / `free_ports(n)`: ports nobody listens on, for anything a test starts that
+  cannot bind port 0 itself (a subprocess told its port, sluice-dev). Never a fixed port: the
+  suite must pass beside `make run` on its default ports.
+- `wait_for(condition)`: poll until `condition()` is truthy and return that value, or fail
+  with `what` after `timeout`. The timeout is a safety net, never an assertion on speed.
+  `wait_for_async` is the same inside an event loop (the condition may be a coroutine function).
+- `wait_serving(address)`: until a gRPC server's health service answers SERVING.
+- `expect_error(call, code, reason)`: the call fails with that status code (and ErrorInfo
+  reason), and its message carries no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on 127.0.0.1 (all held open together while they are chosen)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 right now (the kernel's choice, so never one `make run` holds)."""
+    return free_ports(1)[0]
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 60.0, *, interval: float = 0.05, what: str = "") -> Any:
+    """Poll `condition()` until it returns something truthy, and return it; fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout:g} s waiting for {what or _describe(condition)}")
+        time.sleep(interval)
+
+
+async def wait_for_async(condition: Callable[[], Any], timeout: float = 60.0, *, interval: float = 0.05,
+                         what: str = "") -> Any:
+    """`wait_for` inside an event loop: `condition` may be a plain or a coroutine function."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout:g} s waiting for {what or _describe(condition)}")
+        await asyncio.sleep(interval)
+
+
+def _describe(condition: Callable[[], Any]) -> str:
+    try:
+        return inspect.getsource(condition).strip()
+    except (OSError, TypeError):
+        return repr(condition)
+
+
+def wait_serving(address: str, timeout: float = 30.0, credentials: grpc.ChannelCredentials | None = None) -> None:
+    """Until the gRPC health service at `address` answers SERVING (plaintext unless `credentials`)."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    serving = health_pb2.HealthCheckResponse.SERVING
+    channel = grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
+    with channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+
+        def answers_serving() -> bool:
+            try:
+                return stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == serving
+            except grpc.RpcError:
+                return False  # not listening yet, or still starting
+
+        wait_for(answers_serving, timeout, interval=0.1, what=f"{address} to report SERVING")
+
+
+def expect_error(call: Callable[[], Any], code: grpc.StatusCode, reason: str | None = None) -> grpc.RpcError:
+    """`call()` fails with status `code` (and ErrorInfo `reason` when given); the error is returned.
+
+    Whatever the code, the message is one a client may see: no Python traceback in it."""
+    from sluice_common.errors import reason_of
+
+    with pytest.raises(grpc.RpcError) as raised:
+        call()
+    error = raised.value
+    assert error.code() == code, f"{error.code()}: {error.details()}"
+    if reason:
+        assert reason_of(error) == reason, f"{reason_of(error)}: {error.details()}"
+    assert "Traceback" not in (error.details() or ""), error.details()
+    return error
