@@ -40,7 +40,7 @@ MEANINGS: dict[str, dict[str, tuple[str, str]]] = {
         "BUILDING": ("being embedded from the chunk snapshots; search does not read it", ""),
         "ACTIVE": ("the generation search reads; exactly one per collection", ""),
         "RETIRED": ("replaced by a switch; dropped after a grace period", ""),
-        "CANCELLED": ("a reindex given up (CancelReindex); dropped", ""),
+        "CANCELLED": ("a reindex given up (CancelReindex) or refused by its eval set; dropped", ""),
     },
 }
 

@@ -109,9 +109,11 @@ JOB_TRANSITIONS: dict[tuple[JobStatus, JobStatus], str] = {
 G = GenerationState
 
 GENERATION_TRANSITIONS: dict[tuple[GenerationState, GenerationState], str] = {
-    (G.BUILDING, G.ACTIVE): "the switch: every READY document has its chunks in the new generation",
+    (G.BUILDING, G.ACTIVE): "the switch: every READY document has its chunks in the new generation (and, with an eval"
+                            " set, search's verdict PASSED)",
     (G.ACTIVE, G.RETIRED): "the switch: the generation replaced; its chunks and index are dropped after a grace period",
-    (G.BUILDING, G.CANCELLED): "CancelReindex: the new generation is dropped, the active one keeps serving",
+    (G.BUILDING, G.CANCELLED): "CancelReindex, or the quality gate's FAILED verdict (the new generation scored lower on"
+                               " the reindex's eval set): the new generation is dropped, the active one keeps serving",
 }
 
 
