@@ -1,60 +1,16 @@
-"""TLS on the real servers, with certificates made here with `cryptography`."""
+"""TLS on the real servers, with certificates made by the test (tests/certificates.py)."""
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
-
 import grpc
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from sluice.v1 import document_service_pb2 as ds, document_service_pb2_grpc
 
 import auth_keys
+from certificates import issue, make_ca
 from sluice_common.channels import keyed_channel
 from sluice_common.tls import ClientTLS, ServerTLS, check_plaintext_allowed
 from sluice_worker.jobs_client import JobClient
-
-
-def _name(common: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-
-def _write(path, key, cert):
-    path.with_suffix(".key").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    path.with_suffix(".pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return str(path.with_suffix(".pem")), str(path.with_suffix(".key"))
-
-
-def make_ca(directory, name):
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name)).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_file, _ = _write(directory / name, key, cert)
-    return key, cert, cert_file
-
-
-def issue(directory, name, ca_key, ca_cert, *, server: bool):
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.UTC)
-    builder = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1)))
-    if server:
-        builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-    else:
-        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-    return _write(directory / name, key, builder.sign(ca_key, hashes.SHA256()))
 
 
 @pytest.fixture
