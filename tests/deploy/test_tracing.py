@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from sluice.v1 import document_pb2 as D
 
-from ingest.test_process import free_port, wait_serving
+from helpers import free_port, wait_serving
 from worker.e2e import Docs, WorkerProcess
 
 

@@ -11,7 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sluice.v1 import collection_pb2, document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
-from sluice_common.errors import reason_of
+from helpers import expect_error, wait_for
 
 from .helpers import Clients
 
@@ -19,16 +19,6 @@ from .helpers import Clients
 def rows(url, table):
     with psycopg.connect(url) as conn:
         return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-
-
-def expect_error(call, code, reason=None):
-    with pytest.raises(grpc.RpcError) as err:
-        call()
-    assert err.value.code() == code, err.value.details()
-    if reason:
-        assert reason_of(err.value) == reason
-    assert "Traceback" not in err.value.details()
-    return err.value
 
 
 # ---------------------------------------------------------------- upload
@@ -60,11 +50,8 @@ def test_a_small_document_comes_with_its_claim_and_the_claim_lists_its_snapshots
 
     c.jobs.SaveSnapshot(snapshot())
     c.fail(job, retryable=True)
-    deadline = time.monotonic() + 10
-    retry = None
-    while retry is None and time.monotonic() < deadline:
-        retry = c.claim()
-    assert retry is not None and retry.document_id == doc.id and retry.attempt == 2
+    retry = wait_for(c.claim, 10, interval=0.01, what="the retry to be due")
+    assert retry.document_id == doc.id and retry.attempt == 2
     assert list(retry.snapshot_versions) == ["v7"]
 
 

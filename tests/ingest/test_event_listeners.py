@@ -10,12 +10,12 @@ leaves nothing behind."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import psycopg
 
 from sluice.v1 import document_pb2 as D, document_service_pb2 as ds
+from helpers import wait_for
 from sluice_ingest import notify, service
 
 from .helpers import Clients
@@ -53,15 +53,6 @@ def registered(url: str) -> set[tuple[str, str]]:
 def collection_id(url: str, name: str = "docs") -> str:
     with psycopg.connect(url) as conn:
         return str(conn.execute("SELECT id FROM collections WHERE name = %s", (name,)).fetchone()[0])
-
-
-def wait_for(condition, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def test_transitions_notify_only_what_a_listener_row_names(c, database_url):

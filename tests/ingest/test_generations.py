@@ -1,4 +1,4 @@
-"""Index generations (DESIGN.md §8, issue 13): ReindexCollection, the switch, cancellation,
+"""Index generations (docs/architecture.md#index-generations, issue 13): ReindexCollection, the switch, cancellation,
 EMBED jobs through the same leased JobService path (fencing, retries, rule 8), and what happens
 to documents uploaded, deleted or retried during a reindex. Real PostgreSQL and gRPC; the
 worker is played by hand through JobService so each step is observable."""
@@ -16,7 +16,7 @@ from alembic import command
 
 from sluice.v1 import collection_pb2, document_service_pb2 as ds, job_service_pb2 as js
 from sluice_common import vector_index
-from sluice_common.errors import reason_of
+from helpers import expect_error, wait_for
 from sluice_ingest.migrations import alembic_config
 from sluice_ingest.store.generations import INDEX_LOCK_CLASS
 
@@ -24,15 +24,6 @@ from .helpers import D, Clients
 
 G = collection_pb2
 FAST = {"generation_sweep_seconds": 0.05, "retired_generation_grace_seconds": 0.3}
-
-
-def expect_error(call, code, reason=None):
-    with pytest.raises(grpc.RpcError) as err:
-        call()
-    assert err.value.code() == code, err.value.details()
-    if reason:
-        assert reason_of(err.value) == reason, err.value.details()
-    return err.value
 
 
 def hashing(model: str = "hashing-v2", dimensions: int = 16) -> collection_pb2.EmbedderConfig:
@@ -81,16 +72,6 @@ def hnsw_indexes(url: str) -> set[str]:
 def generation_ids(url: str) -> dict[int, int]:
     with psycopg.connect(url) as conn:
         return dict(conn.execute("SELECT number, id FROM collection_generations").fetchall())
-
-
-def wait_for(predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 def test_reindex_embeds_snapshots_into_a_new_generation_and_switches(ingest_api_factory, database_url):

@@ -5,36 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from helpers import free_port, wait_serving
 
 from .helpers import Clients
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_serving(address: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while True:
-            try:
-                if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{address} never became SERVING")
-            time.sleep(0.1)
 
 
 def test_process_serves_and_stops_cleanly_on_sigterm(database_url, tmp_path):

@@ -16,16 +16,16 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import grpc
 import pytest
 
+from helpers import expect_error, wait_for
 from sluice.v1 import document_service_pb2 as ds, job_service_pb2 as js
 from sluice_common.errors import reason_of
 
 from .helpers import Clients, upload_messages
-from .test_documents import expect_error, rows
+from .test_documents import rows
 
 TABLES = ("documents", "document_contents", "ingestion_jobs")
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -49,15 +49,6 @@ def spool_files(spool_dir) -> list[str]:
         if target.startswith(str(spool_dir)):
             found.append(target)
     return found
-
-
-def wait_until(condition, what: str, timeout: float = 60.0) -> None:
-    """A bounded wait for an outcome (the bound is a safety net, not an assertion on time)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting: {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -235,7 +226,7 @@ def test_clients_killed_mid_stream_store_nothing_and_can_upload_again(c, api, da
     try:
         for process in processes:
             assert process.stdout.readline().strip() == "streaming"
-        wait_until(lambda: active_uploads(api) == 20, "all 20 streams are being received")
+        wait_for(lambda: active_uploads(api) == 20, what="all 20 streams are being received")
         assert spool_files(api.spool), "the streams are spooled to files"
         for process in processes:
             process.send_signal(signal.SIGKILL)
@@ -247,7 +238,7 @@ def test_clients_killed_mid_stream_store_nothing_and_can_upload_again(c, api, da
                 process.kill()
                 process.wait()
             process.stdout.close()
-    wait_until(lambda: active_uploads(api) == 0, "the server noticed every killed client")
+    wait_for(lambda: active_uploads(api) == 0, what="the server noticed every killed client")
     assert stored(database_url) == NOTHING
     assert spool_files(api.spool) == []  # every spool file closed (they were never linked in the directory)
     assert list(api.spool.iterdir()) == []
@@ -316,7 +307,7 @@ def test_concurrent_upload_limit_answers_resource_exhausted(ingest_api_factory, 
     c = Clients(api.address)
     c.create_collection()
     held = [HeldUpload(c, os.urandom(10_000)) for _ in range(2)]
-    wait_until(lambda: active_uploads(api) == 2, "both held uploads admitted")
+    wait_for(lambda: active_uploads(api) == 2, what="both held uploads admitted")
     err = expect_error(lambda: c.upload(), grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_UPLOADS")
     assert "try again" in err.details()
     documents = [h.finish() for h in held]

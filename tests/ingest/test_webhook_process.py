@@ -15,11 +15,11 @@ from pathlib import Path
 
 import psycopg
 
+from helpers import free_ports, wait_for, wait_serving
 from sluice.v1 import webhook_service_pb2 as wh
 
-from .test_process import free_port, wait_serving
 from .test_webhooks import TERMINAL, VERIFY, Api
-from .webhook_receiver import Receiver, wait_for
+from .webhook_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE_SECONDS = 120  # far longer than the test: a take-over can only come from the hand-back
@@ -38,7 +38,7 @@ def command() -> list[str]:
 
 class Process:
     def __init__(self, database_url: str, log: Path) -> None:
-        self.health_port, self.metrics_port = free_port(), free_port()
+        self.health_port, self.metrics_port = free_ports(2)
         env = {**os.environ, "SLUICE_DATABASE_URL": database_url, "SLUICE_WEBHOOKS_BIND": f"127.0.0.1:{self.health_port}",
                "SLUICE_METRICS_PORT": str(self.metrics_port), "SLUICE_LOG_JSON": "true", "SLUICE_LOG_LEVEL": "INFO",
                "SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true", "SLUICE_WEBHOOK_POLL_SECONDS": "0.3",

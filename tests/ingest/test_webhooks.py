@@ -24,6 +24,7 @@ import psycopg
 import pytest
 
 import auth_keys
+from helpers import wait_for
 from sluice.v1 import document_pb2 as D, document_service_pb2 as ds
 from sluice.v1 import webhook_service_pb2 as wh, webhook_service_pb2_grpc
 from sluice_common.channels import keyed_channel
@@ -33,7 +34,7 @@ from sluice_ingest.webhooks.dispatcher import retry_delay
 from sluice_ingest.webhooks.events import EventType, types_of_change
 
 from .helpers import Clients
-from .webhook_receiver import Receipt, Receiver, SilentListener, make_certificates, refused_url, wait_for
+from .webhook_receiver import Receipt, Receiver, SilentListener, make_certificates, refused_url
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+# wait_for is re-exported for tests that still import it from here (tests/cli); new code
+# imports it from helpers.
+from helpers import free_port, wait_for  # noqa: F401
+
 
 @dataclass
 class Receipt:
@@ -146,21 +150,5 @@ def make_certificates(directory, dns_name: str = "localhost") -> tuple[str, tupl
 
 
 def refused_url() -> str:
-    """A URL whose port refuses connections (bound, then closed)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"http://127.0.0.1:{port}/hooks"
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 60.0, interval: float = 0.02) -> Any:
-    """Poll until `condition()` is truthy (its value is returned); fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
+    """A URL whose port refuses connections (free: nobody listens on it)."""
+    return f"http://127.0.0.1:{free_port()}/hooks"

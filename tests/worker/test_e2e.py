@@ -3,19 +3,17 @@
 
 from __future__ import annotations
 
-import auth_keys
-
 import asyncio
 import json
 import signal
-import socket
-import time
 import urllib.request
 
 import grpc
 import pytest
 from sluice.v1 import collection_pb2, document_pb2
 
+import auth_keys
+from helpers import free_port, wait_for_async
 from sluice_common.errors import reason_of
 from sluice_worker.domain import ChunkRecord, LeaseLost
 from sluice_worker.jobs_client import JobClient
@@ -27,12 +25,6 @@ from .test_parsing import docx_bomb
 
 D = document_pb2
 OPENAI = collection_pb2.EMBEDDER_PROVIDER_OPENAI
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 GOOD = [
     "report.pdf", "handbook.docx", "architecture.pptx", "retrieval.html", "operations.md", "chinese.md",
@@ -286,10 +278,9 @@ async def test_sigterm_cancels_an_idle_long_poll(ingest_api, tmp_path):
     # Nothing to do: the worker sits in a 60 s ClaimJob long-poll. SIGTERM must not wait it out.
     worker = WorkerProcess(ingest_api.address, tmp_path / "idle.log", SLUICE_CLAIM_WAIT_SECONDS="60")
     try:
-        deadline = time.monotonic() + 60
-        while "worker started: claiming jobs" not in worker.log():
-            assert time.monotonic() < deadline and worker.process.poll() is None, worker.log()
-            await asyncio.sleep(0.1)
+        await wait_for_async(lambda: "worker started: claiming jobs" in worker.log() or worker.process.poll() is not None,
+                             what="the worker to start claiming")
+        assert worker.process.poll() is None, worker.log()
         await asyncio.sleep(1.0)  # inside the long-poll now
         worker.signal(signal.SIGTERM)
         assert await worker.wait_exit(30) == 0  # well before the 60 s poll would have ended

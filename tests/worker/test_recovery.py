@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import psycopg
 from sluice.v1 import document_pb2 as D
 
+from helpers import free_port
+
 from .e2e import Docs, WorkerProcess
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_worker_rides_out_an_ingest_api_restart(ingest_api_factory, database_url, tmp_path):
