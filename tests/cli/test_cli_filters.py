@@ -9,6 +9,7 @@ import json
 import pytest
 
 from sluice_cli import typed
+from sluice_client.protos import search_service_pb2
 
 from .test_cli import create, upload
 
@@ -39,7 +40,7 @@ def test_values_are_typed_by_their_form():
 )
 def test_conditions_are_read(text, op, values):
     condition = typed.condition(text).condition
-    assert condition.op == typed.search_service_pb2.FilterOperator.Value(f"FILTER_OPERATOR_{op}")
+    assert condition.op == search_service_pb2.FilterOperator.Value(f"FILTER_OPERATOR_{op}")
     got = [condition.value] if condition.HasField("value") else list(condition.values)
     assert [getattr(v, v.WhichOneof("kind")) for v in got] == values
 

@@ -5,18 +5,12 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from sluice.v1 import admin_service_pb2 as admin_pb2
+from sluice_client import Client
+from sluice_client.client import ROLES
 
 from . import render
-from .client import Clients
 from .errors import EXIT_OK
 
-ROLES = {
-    "admin": admin_pb2.API_KEY_ROLE_ADMIN,
-    "client": admin_pb2.API_KEY_ROLE_CLIENT,
-    "reader": admin_pb2.API_KEY_ROLE_READER,
-    "worker": admin_pb2.API_KEY_ROLE_WORKER,
-}
 ROLE_NAMES = {v: k for k, v in ROLES.items()}
 
 
@@ -24,13 +18,9 @@ def _limit(value: int) -> str:
     return str(value) if value else "unlimited"
 
 
-def tenants_create(clients: Clients, args) -> int:
-    tenant = admin_pb2.Tenant(
-        name=args.name,
-        quota=admin_pb2.TenantQuota(max_documents=args.max_documents, max_stored_bytes=args.max_bytes,
-                                    max_collections=args.max_collections),
-    )
-    created = clients.call(clients.admin.CreateTenant, admin_pb2.CreateTenantRequest(tenant=tenant))
+def tenants_create(client: Client, args) -> int:
+    created = client.admin.create_tenant(args.name, max_documents=args.max_documents, max_stored_bytes=args.max_bytes,
+                                         max_collections=args.max_collections).raw
     if args.json:
         render.print_json(render.to_dict(created))
     else:
@@ -39,8 +29,8 @@ def tenants_create(clients: Clients, args) -> int:
     return EXIT_OK
 
 
-def tenants_list(clients: Clients, args) -> int:
-    tenants = clients.call(clients.admin.ListTenants, admin_pb2.ListTenantsRequest()).tenants
+def tenants_list(client: Client, args) -> int:
+    tenants = [t.raw for t in client.admin.list_tenants()]
     if args.json:
         render.print_json({"tenants": [render.to_dict(t) for t in tenants]})
         return EXIT_OK
@@ -56,21 +46,20 @@ def tenants_list(clients: Clients, args) -> int:
     return EXIT_OK
 
 
-def keys_create(clients: Clients, args) -> int:
-    request = admin_pb2.CreateApiKeyRequest(tenant=args.key_tenant, role=ROLES[args.role], name=args.name)
-    response = clients.call(clients.admin.CreateApiKey, request)
+def keys_create(client: Client, args) -> int:
+    response = client.admin.create_key(args.key_tenant, args.role, name=args.name)
     if args.json:
-        render.print_json({"api_key": render.to_dict(response.api_key), "secret": response.secret})
+        render.print_json({"api_key": render.to_dict(response.key.raw), "secret": response.secret})
     else:
         render.out.print(f"Created a {args.role} key of tenant [bold]{escape(args.key_tenant)}[/] "
-                         f"({response.api_key.prefix}…). It is shown this once; keep it secret:")
+                         f"({response.key.prefix}…). It is shown this once; keep it secret:")
         # The key on its own line, unstyled, for copying.
         render.out.print(response.secret, markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK
 
 
-def keys_list(clients: Clients, args) -> int:
-    keys = clients.call(clients.admin.ListApiKeys, admin_pb2.ListApiKeysRequest(tenant=args.key_tenant)).api_keys
+def keys_list(client: Client, args) -> int:
+    keys = [k.raw for k in client.admin.list_keys(args.key_tenant)]
     if args.json:
         render.print_json({"api_keys": [render.to_dict(k) for k in keys]})
         return EXIT_OK
@@ -85,8 +74,8 @@ def keys_list(clients: Clients, args) -> int:
     return EXIT_OK
 
 
-def keys_revoke(clients: Clients, args) -> int:
-    key = clients.call(clients.admin.RevokeApiKey, admin_pb2.RevokeApiKeyRequest(id=args.key))
+def keys_revoke(client: Client, args) -> int:
+    key = client.admin.revoke_key(args.key).raw
     if args.json:
         render.print_json(render.to_dict(key))
     else:

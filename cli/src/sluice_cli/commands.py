@@ -6,18 +6,16 @@ import os
 import re
 import time
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
-
-from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, search_service_pb2
+from sluice_client import Client, Document, DocumentStatus, WaitTimeout
+from sluice_client.protos import collection_pb2, search_service_pb2
 
 from sluice_common.names import document_id_of
 
-from . import render, typed
-from .client import Clients
-from .errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError
-from .upload import follow
+from . import render
+from .errors import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, from_sdk_error
 from .watch import watch_collection
 
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -58,9 +56,9 @@ def local_model_name(model: str) -> str:
     return (name if name and backend in ("torch", "onnx-int8", "onnx-fp32") else model).lower()
 
 
-def embedder_of(args) -> collection_pb2.EmbedderConfig:
-    """--embedder, --model and --dimensions as an EmbedderConfig (create and reindex)."""
-    provider, model, dimensions = EMBEDDERS[args.embedder]
+def embedder_of(args) -> tuple[str, str, int]:
+    """--embedder, --model and --dimensions as (embedder, model, dimensions) (create and reindex)."""
+    _, model, dimensions = EMBEDDERS[args.embedder]
     if args.model:
         model = args.model
         named = args.embedder == "local" and local_model_name(model) in LOCAL_MODELS
@@ -68,49 +66,27 @@ def embedder_of(args) -> collection_pb2.EmbedderConfig:
             raise CliError(f"--dimensions is required with --model {model!r} (the size of its vectors)", EXIT_USAGE, "DIMENSIONS_REQUIRED")
     if args.dimensions:
         dimensions = args.dimensions
-    return collection_pb2.EmbedderConfig(provider=provider, model=model, dimensions=dimensions)
+    return args.embedder, model, dimensions
 
 
-def collections_create(clients: Clients, args) -> int:
-    embedder = embedder_of(args)
-    chunking = collection_pb2.ChunkingConfig()
-    if args.chunk_size:
-        chunking.max_characters = args.chunk_size
-        # unstructured closes a chunk softly at new_after_n_chars, hard at max_characters.
-        chunking.new_after_n_chars = max(1, args.chunk_size * 2 // 3)
-    if args.overlap is not None:
-        chunking.overlap = args.overlap
-    collection = collection_pb2.Collection(
-        name=args.name,
-        description=args.description or "",
-        embedder=embedder,
-        chunking=chunking,
-        max_attempts=args.max_attempts or 0,
-    )
-    created = clients.call(clients.documents.CreateCollection, document_service_pb2.CreateCollectionRequest(collection=collection))
+def collections_create(client: Client, args) -> int:
+    embedder, model, dimensions = embedder_of(args)
+    created = client.collections.create(args.name, embedder=embedder, model=model, dimensions=dimensions,
+                                        chunk_size=args.chunk_size, overlap=args.overlap, max_attempts=args.max_attempts,
+                                        description=args.description or "")
     if args.json:
-        render.print_json(render.to_dict(created))
+        render.print_json(render.to_dict(created.raw))
     else:
         render.out.print(
             f"Created collection [bold]{escape(created.name)}[/] "
-            f"({render.PROVIDER_NAMES.get(created.embedder.provider, '?')} embedder {escape(created.embedder.model)}, "
+            f"({render.PROVIDER_NAMES.get(created.raw.embedder.provider, '?')} embedder {escape(created.embedder.model)}, "
             f"{created.embedder.dimensions} dimensions)"
         )
     return EXIT_OK
 
 
-def list_all_collections(clients: Clients) -> list[collection_pb2.Collection]:
-    collections, token = [], ""
-    while True:
-        page = clients.call(clients.documents.ListCollections, document_service_pb2.ListCollectionsRequest(page_size=1000, page_token=token))
-        collections.extend(page.collections)
-        token = page.next_page_token
-        if not token:
-            return collections
-
-
-def collections_list(clients: Clients, args) -> int:
-    collections = list_all_collections(clients)
+def collections_list(client: Client, args) -> int:
+    collections = [c.raw for c in client.collections.list()]
     if args.json:
         render.print_json({"collections": [render.to_dict(c) for c in collections]})
     elif not collections:
@@ -120,8 +96,8 @@ def collections_list(clients: Clients, args) -> int:
     return EXIT_OK
 
 
-def collections_show(clients: Clients, args) -> int:
-    collection = clients.call(clients.documents.GetCollection, document_service_pb2.GetCollectionRequest(name=args.name))
+def collections_show(client: Client, args) -> int:
+    collection = client.collections.get(args.name).raw
     if args.json:
         render.print_json(render.to_dict(collection))
     else:
@@ -132,21 +108,19 @@ def collections_show(clients: Clients, args) -> int:
     return EXIT_OK
 
 
-def collections_reindex(clients: Clients, args) -> int:
+def collections_reindex(client: Client, args) -> int:
     """Start a reindex (or retry its failed documents), follow it to the switch with a progress
     bar (polling GetCollection), or cancel it."""
     if args.cancel:
-        collection = clients.call(clients.documents.CancelReindex, document_service_pb2.CancelReindexRequest(name=args.name))
+        collection = client.collections.cancel_reindex(args.name).raw
         if args.json:
             render.print_json(render.to_dict(collection))
         else:
             render.out.print(f"Cancelled the reindex of [bold]{escape(args.name)}[/]; it keeps its embedder "
                              f"{escape(collection.embedder.model)}")
         return EXIT_OK
-    collection = clients.call(
-        clients.documents.ReindexCollection,
-        document_service_pb2.ReindexCollectionRequest(name=args.name, embedder=embedder_of(args)),
-    )
+    embedder, model, dimensions = embedder_of(args)
+    collection = client.collections.reindex(args.name, embedder=embedder, model=model, dimensions=dimensions).raw
     target = collection.generations[-1]
     if not args.json:
         render.out.print(
@@ -184,7 +158,7 @@ def collections_reindex(clients: Clients, args) -> int:
             if deadline is not None and time.monotonic() > deadline:
                 raise CliError("timed out waiting for the switch (the reindex goes on)", EXIT_FAILED, "TIMEOUT")
             time.sleep(0.5)
-            collection = clients.call(clients.documents.GetCollection, document_service_pb2.GetCollectionRequest(name=args.name))
+            collection = client.collections.get(args.name).raw
     if args.json:
         render.print_json(render.to_dict(collection))
     else:
@@ -193,39 +167,19 @@ def collections_reindex(clients: Clients, args) -> int:
     return EXIT_OK
 
 
-def collections_delete(clients: Clients, args) -> int:
-    response = clients.call(clients.documents.DeleteCollection, document_service_pb2.DeleteCollectionRequest(name=args.name, force=args.force))
+def collections_delete(client: Client, args) -> int:
+    deleted = client.collections.delete(args.name, force=args.force)
     if args.json:
-        render.print_json({"name": args.name, **render.to_dict(response)})
+        render.print_json({"name": args.name, "deleted_documents": str(deleted)})  # int64 as in the contract's JSON
     else:
-        render.out.print(f"Deleted collection [bold]{escape(args.name)}[/] and {response.deleted_documents} document(s)")
+        render.out.print(f"Deleted collection [bold]{escape(args.name)}[/] and {deleted} document(s)")
     return EXIT_OK
 
 
 # ------------------------------------------------------------------ documents
 
 
-def list_documents(clients: Clients, collection: str = "", status: int = 0, limit: int = 0):
-    """Every matching document, following next_page_token (newest first)."""
-    token = ""
-    count = 0
-    while True:
-        size = 1000 if not limit else min(1000, limit - count)
-        page = clients.call(
-            clients.documents.ListDocuments,
-            document_service_pb2.ListDocumentsRequest(collection=collection, status=status, page_size=size, page_token=token),
-        )
-        for doc in page.documents:
-            yield doc
-            count += 1
-            if limit and count >= limit:
-                return
-        token = page.next_page_token
-        if not token:
-            return
-
-
-def resolve_document_id(clients: Clients, ref: str, collection: str = "") -> str:
+def resolve_document_id(client: Client, ref: str, collection: str = "") -> str:
     """A document id from an id, a resource name, a unique id prefix or a unique file name."""
     ref = document_id_of(ref)
     if UUID.match(ref):
@@ -233,7 +187,7 @@ def resolve_document_id(clients: Clients, ref: str, collection: str = "") -> str
     if not ref:
         raise CliError("a document id is required", EXIT_USAGE, "INVALID_ARGUMENT")
     by_prefix, by_name = [], []
-    for doc in list_documents(clients, collection):
+    for doc in client.documents.list(collection or None):
         if len(ref) >= 4 and doc.id.startswith(ref.lower()):
             by_prefix.append(doc)
         if doc.filename == ref:
@@ -247,14 +201,8 @@ def resolve_document_id(clients: Clients, ref: str, collection: str = "") -> str
     return matches[0].id
 
 
-def parse_status(value: str | None) -> int:
-    if not value:
-        return document_pb2.DOCUMENT_STATUS_UNSPECIFIED
-    return document_pb2.DocumentStatus.Value("DOCUMENT_STATUS_" + value.upper())
-
-
-def ls(clients: Clients, args) -> int:
-    documents = list(list_documents(clients, args.collection or "", parse_status(args.status), args.limit or 0))
+def ls(client: Client, args) -> int:
+    documents = [d.raw for d in client.documents.list(args.collection or None, status=args.status, limit=args.limit or None)]
     if args.json:
         render.print_json({"documents": [render.to_dict(d) for d in documents]})
         return EXIT_OK
@@ -269,12 +217,8 @@ def ls(clients: Clients, args) -> int:
     return EXIT_OK
 
 
-def get_document(clients: Clients, doc_id: str) -> document_pb2.Document:
-    return clients.call(clients.documents.GetDocument, document_service_pb2.GetDocumentRequest(id=doc_id))
-
-
-def show(clients: Clients, args) -> int:
-    doc = get_document(clients, resolve_document_id(clients, args.document, args.collection or ""))
+def show(client: Client, args) -> int:
+    doc = client.documents.get(resolve_document_id(client, args.document, args.collection or "")).raw
     if args.json:
         render.print_json(render.to_dict(doc))
     else:
@@ -283,32 +227,43 @@ def show(clients: Clients, args) -> int:
     return EXIT_OK
 
 
-def watch(clients: Clients, args) -> int:
+def watch(client: Client, args) -> int:
     collection_options = args.cursor or args.from_start or args.status or args.terminal
     if args.document is None:
         if not args.collection:
             raise CliError("give a document to follow, or --collection to follow every event of a collection", EXIT_USAGE, "MISSING_ARGUMENT")
-        return watch_collection(clients, args)
+        return watch_collection(client, args)
     if collection_options:
         raise CliError("--cursor, --from-start, --status and --terminal are for a collection: leave out DOC", EXIT_USAGE, "INVALID_ARGUMENT")
-    doc = get_document(clients, resolve_document_id(clients, args.document, args.collection or ""))
-    deadline = time.monotonic() + args.timeout if args.timeout and args.timeout > 0 else None
-    return watch_document(clients, doc, deadline, as_json=args.json)
+    doc = client.documents.get(resolve_document_id(client, args.document, args.collection or ""))
+    return watch_document(client, doc, args.timeout if args.timeout and args.timeout > 0 else None, as_json=args.json)
 
 
-def watch_document(clients: Clients, doc: document_pb2.Document, deadline: float | None, *, as_json: bool) -> int:
+def _follow(client: Client, doc: Document, timeout: float | None, on_change) -> Document:
+    """The document once READY or FAILED, telling `on_change` of each state on the way."""
+    try:
+        for state in client.documents.watch(doc.id, timeout=timeout):
+            doc = state
+            on_change(state)
+    except WaitTimeout as error:
+        error.message = f"timed out waiting for {doc.filename or doc.id} (still {doc.status.name})"
+        raise from_sdk_error(error) from None
+    return doc
+
+
+def watch_document(client: Client, doc: Document, timeout: float | None, *, as_json: bool) -> int:
     """Follow one document to READY or FAILED; exit 0 when READY, 1 when FAILED."""
     if as_json:
-        render.print_json_line(render.to_dict(doc))
-        last = [render.to_dict(doc)]
+        last = [render.to_dict(doc.raw)]
+        render.print_json_line(last[0])
 
-        def emit(d):
-            value = render.to_dict(d)
+        def emit(d: Document) -> None:
+            value = render.to_dict(d.raw)
             if value != last[0]:
                 render.print_json_line(value)
                 last[0] = value
 
-        doc = follow(clients, doc, deadline, emit)
+        doc = _follow(client, doc, timeout, emit)
     elif render.err.is_terminal:
         with Progress(
             TextColumn("{task.description}"),
@@ -321,52 +276,53 @@ def watch_document(clients: Clients, doc: document_pb2.Document, deadline: float
         ) as progress:
             task = progress.add_task(escape(doc.filename), total=1000, status="", detail="")
 
-            def show_progress(d):
-                name = render.status_name(d.status)
-                progress.update(task, completed=int(render.fraction_done(d) * 1000), status=f"[{render.STATUS_STYLE.get(name, 'cyan')}]{name}", detail=escape(render.progress_text(d) or d.error_message[:60]))
+            def show_progress(d: Document) -> None:
+                name = d.status.name
+                progress.update(task, completed=int(render.fraction_done(d.raw) * 1000),
+                                status=f"[{render.STATUS_STYLE.get(name, 'cyan')}]{name}",
+                                detail=escape(render.progress_text(d.raw) or d.error_message[:60]))
 
             show_progress(doc)
-            doc = follow(clients, doc, deadline, show_progress)
+            doc = _follow(client, doc, timeout, show_progress)
     else:
         last_line = [""]
 
-        def print_change(d):
-            line = f"{render.status_name(d.status)} {render.progress_text(d)}".strip()
+        def print_change(d: Document) -> None:
+            line = f"{d.status.name} {render.progress_text(d.raw)}".strip()
             if line != last_line[0]:
                 render.err.print(escape(f"{d.filename}: {line}"), soft_wrap=True)
                 last_line[0] = line
 
         print_change(doc)
-        doc = follow(clients, doc, deadline, print_change)
+        doc = _follow(client, doc, timeout, print_change)
     if not as_json:
-        if doc.status == document_pb2.DOCUMENT_STATUS_READY:
+        if doc.ready:
             render.out.print(Text("✓ ", style="green") + Text(f"{doc.filename} READY ({render.chunks_label(doc.chunk_count)}) {doc.id}"))
         else:
             render.out.print(Text("✗ ", style="red") + Text(f"{doc.filename} FAILED: {doc.error_message}" + (f" [{doc.error_code}]" if doc.error_code else "")))
-    return EXIT_OK if doc.status == document_pb2.DOCUMENT_STATUS_READY else EXIT_FAILED
+    return EXIT_OK if doc.status is DocumentStatus.READY else EXIT_FAILED
 
 
-def retry(clients: Clients, args) -> int:
-    doc_id = resolve_document_id(clients, args.document, args.collection or "")
-    doc = clients.call(clients.documents.RetryDocument, document_service_pb2.RetryDocumentRequest(id=doc_id))
+def retry(client: Client, args) -> int:
+    doc = client.documents.retry(resolve_document_id(client, args.document, args.collection or ""))
     if args.wait:
-        return watch_document(clients, doc, None, as_json=args.json)
+        return watch_document(client, doc, None, as_json=args.json)
     if args.json:
-        render.print_json(render.to_dict(doc))
+        render.print_json(render.to_dict(doc.raw))
     else:
-        render.out.print(f"{escape(doc.filename)} ({doc.id}) is {render.status_name(doc.status)} again; follow with `sluice watch {doc.id}`")
+        render.out.print(f"{escape(doc.filename)} ({doc.id}) is {doc.status.name} again; follow with `sluice watch {doc.id}`")
     return EXIT_OK
 
 
-def rm(clients: Clients, args) -> int:
+def rm(client: Client, args) -> int:
     results = []
     try:
         for ref in args.documents:
-            doc_id = resolve_document_id(clients, ref, args.collection or "")
-            response = clients.call(clients.documents.DeleteDocument, document_service_pb2.DeleteDocumentRequest(id=doc_id))
-            results.append({"id": doc_id, "cancelled_running_job": response.cancelled_running_job})
+            doc_id = resolve_document_id(client, ref, args.collection or "")
+            cancelled = client.documents.delete(doc_id)
+            results.append({"id": doc_id, "cancelled_running_job": cancelled})
             if not args.json:
-                extra = " (its running job was cancelled)" if response.cancelled_running_job else ""
+                extra = " (its running job was cancelled)" if cancelled else ""
                 render.out.print(f"Deleted {doc_id}{extra}")
     finally:
         # Even when a later reference fails, scripts learn what was already deleted.
@@ -378,38 +334,28 @@ def rm(clients: Clients, args) -> int:
 # ------------------------------------------------------------------ search
 
 
-def search(clients: Clients, args) -> int:
+def search(client: Client, args) -> int:
     if not args.query.strip():
         raise CliError("the query is empty", EXIT_USAGE, "INVALID_ARGUMENT")
-    request = search_service_pb2.SearchRequest(
-        collection=args.collection,
-        query=args.query,
-        top_k=args.k,
-        mode=MODES[args.mode] if args.mode else search_service_pb2.SEARCH_MODE_UNSPECIFIED,
-    )
-    for item in args.filter or []:
-        key, _, value = item.partition("=")
-        request.filter.metadata[key] = value
+    filters = dict(item.partition("=")[::2] for item in args.filter or [])
     try:
-        where = typed.where(args.where or [])
+        from sluice_client.filters import where
+
+        conditions = where(args.where or [])
     except ValueError as err:
         raise CliError(f"--where: {err}", EXIT_USAGE, "INVALID_ARGUMENT") from None
-    if where is not None:
-        request.filter.where.CopyFrom(where)
-    request.neighbor_chunks = args.neighbors
-    request.max_hits_per_document = args.max_per_document
-    if args.min_score is not None:
-        request.min_score = args.min_score
-    if args.no_rerank:
-        request.rerank.disabled = True
     started = time.monotonic()
-    response = clients.call(clients.search.Search, request, service="search")
+    results = client.search(args.collection, args.query, top_k=args.k, mode=MODES[args.mode] if args.mode else None,
+                            filter=filters, where=conditions, neighbors=args.neighbors,
+                            max_per_document=args.max_per_document, min_score=args.min_score,
+                            rerank=False if args.no_rerank else None)
     elapsed_ms = (time.monotonic() - started) * 1000
+    response = results.raw
     if args.json:
         render.print_json({"mode": render.mode_name(response.mode), "hits": [render.to_dict(h) for h in response.hits],
                            "rerank": render.to_dict(response.rerank)})
         return EXIT_OK
-    status = search_service_pb2.RerankStatus.Name(response.rerank.status).removeprefix("RERANK_STATUS_")
+    status = results.rerank_status
     if status not in ("UNSPECIFIED", "APPLIED"):
         render.err.print(Text(f"rerank {status.lower().replace('_', ' ')}: {response.rerank.message}", style="yellow"))
     if not response.hits:
@@ -421,4 +367,3 @@ def search(clients: Clients, args) -> int:
     render.out.print(Text(f"{len(response.hits)} hit(s), {render.mode_name(response.mode).lower()} search{reranked}, {elapsed_ms:.0f} ms",
                           style="dim"))
     return EXIT_OK
-

@@ -6,14 +6,13 @@ Scripts rely on these codes (docs/cli.md):
     1  the operation failed (a document FAILED, an upload was refused, ...)
     2  usage error or invalid argument
     3  not found (collection, document)
-    4  server unavailable (not running, unreachable, timed out)
+    4  server unavailable (not running, unreachable, a TLS handshake that failed, timed out)
 """
 
 from __future__ import annotations
 
 import grpc
-
-from sluice_common.errors import error_info
+from sluice_client import errors as sdk
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -41,37 +40,31 @@ class CliError(Exception):
         self.reason = reason
 
 
-def exit_code_of(error: grpc.RpcError) -> int:
-    code = error.code() if hasattr(error, "code") else None
-    return _EXIT_BY_CODE.get(code, EXIT_FAILED)
+def from_sdk_error(error: sdk.SluiceError) -> CliError:
+    """A CliError with the server's reason and message, or what failed on the way to the server."""
+    if isinstance(error, sdk.ConfigError):
+        return CliError(error.message, EXIT_USAGE, error.reason)
+    if isinstance(error, sdk.TLSError):
+        return CliError(error.message, EXIT_UNAVAILABLE, error.reason)
+    if isinstance(error, sdk.ConnectionFailed):
+        message = error.message
+        if error.reason == "UNAVAILABLE":  # nothing answered: the likely cause, and the fix
+            message = f"cannot reach {error.service} at {error.address} (is it running? start everything with `make run`)"
+        return CliError(message, EXIT_UNAVAILABLE, error.reason)
+    if isinstance(error, sdk.WaitTimeout):
+        return CliError(error.message, EXIT_FAILED, "TIMEOUT")
+    if error.code is None:  # the SDK's own checks (a file that cannot be read, …)
+        return CliError(error.message, EXIT_FAILED, error.reason)
+    if error.code is grpc.StatusCode.DEADLINE_EXCEEDED and error.reason == "DEADLINE_EXCEEDED":
+        return CliError(error.message, EXIT_UNAVAILABLE, error.reason)
+    if error.code is grpc.StatusCode.UNAUTHENTICATED:
+        hint = ("give a key with --api-key or SLUICE_API_KEY, or run from the folder where `make run` wrote "
+                ".sluice/credentials")
+        return CliError(f"{error.message.strip() or 'not authenticated'}: {hint} [{error.reason}]", EXIT_FAILED, error.reason)
+    return CliError(f"{error.message.strip() or 'no details given'} [{error.reason}]",
+                    _EXIT_BY_CODE.get(error.code, EXIT_FAILED), error.reason)
 
 
 def from_rpc_error(error: grpc.RpcError, *, service: str, address: str) -> CliError:
-    """A CliError with the server's ErrorInfo reason and message, or a hint when unreachable."""
-    code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
-    exit_code = _EXIT_BY_CODE.get(code, EXIT_FAILED)
-    info = None
-    try:
-        info = error_info(error)
-    except Exception:  # noqa: BLE001 - malformed trailers must not hide the real error
-        info = None
-    reason = info.reason if info else ""
-    details = (error.details() if hasattr(error, "details") else "") or ""
-    if info is None and code is grpc.StatusCode.UNAVAILABLE:
-        # Transport failure: grpc's own text ("failed to connect to all addresses; ...") is noise.
-        return CliError(
-            f"cannot reach {service} at {address} (is it running? start everything with `make run`)",
-            EXIT_UNAVAILABLE,
-            "UNAVAILABLE",
-        )
-    if info is None and code is grpc.StatusCode.DEADLINE_EXCEEDED:
-        return CliError(f"{service} at {address} did not answer in time", EXIT_UNAVAILABLE, "DEADLINE_EXCEEDED")
-    if code is grpc.StatusCode.UNAUTHENTICATED:
-        hint = ("give a key with --api-key or SLUICE_API_KEY, or run from the folder where `make run` wrote "
-                ".sluice/credentials")
-        return CliError(f"{details.strip() or 'not authenticated'}: {hint} [{reason or 'UNAUTHENTICATED'}]",
-                        EXIT_FAILED, reason or "UNAUTHENTICATED")
-    if not reason:
-        reason = code.name if code is not None else "UNKNOWN"
-    message = details.strip() or "no details given"
-    return CliError(f"{message} [{reason}]", exit_code, reason)
+    """A raw gRPC failure (a call made outside the SDK) as a CliError."""
+    return from_sdk_error(sdk.from_rpc_error(error, service=service, address=address))

@@ -14,14 +14,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sluice.v1 import search_service_pb2
+from sluice_client import Client, SluiceError
 
 from sluice_common.evaluation import METRICS, QuerySetError, evaluate, load_queries
 
 from . import render
-from .client import Clients
 from .commands import MODES
-from .errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
+from .errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, from_sdk_error
 
 DEFAULT_MODES = "vector,keyword,hybrid"
 WARM_UP_SECONDS = 120.0
@@ -37,7 +36,7 @@ def parse_modes(value: str) -> list[str]:
     return list(dict.fromkeys(modes))
 
 
-def run_eval(clients: Clients, args) -> int:
+def run_eval(client: Client, args) -> int:
     modes = parse_modes(args.modes)
     try:
         queries = load_queries(args.queries)
@@ -47,27 +46,25 @@ def run_eval(clients: Clients, args) -> int:
     # Warm-up, not counted: the first search of a collection on a local model loads the model in
     # search (seconds, more on a busy machine), which would otherwise time out or skew the p50.
     for mode in modes:
-        warm_up = search_service_pb2.SearchRequest(collection=args.collection, query=queries[0].query, top_k=args.k,
-                                                   mode=MODES[mode])
         try:
-            clients.call(clients.search.Search, warm_up, service="search", timeout=max(WARM_UP_SECONDS, clients.timeout))
-        except CliError as error:
-            error.message = f"query {queries[0].id!r} ({mode}): {error.message}"
-            raise
+            client.search(args.collection, queries[0].query, top_k=args.k, mode=MODES[mode], timeout=WARM_UP_SECONDS)
+        except SluiceError as error:
+            failure = from_sdk_error(error)
+            failure.message = f"query {queries[0].id!r} ({mode}): {failure.message}"
+            raise failure from None
     with Progress(TextColumn("{task.description}"), BarColumn(bar_width=30), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=render.err, transient=True, disable=args.json or not render.err.is_terminal) as progress:
         for mode in modes:
             task = progress.add_task(mode, total=len(queries))
             ranked, latencies = {}, {}
             for query in queries:
-                request = search_service_pb2.SearchRequest(collection=args.collection, query=query.query,
-                                                           top_k=args.k, mode=MODES[mode])
                 started = time.perf_counter()
                 try:
-                    response = clients.call(clients.search.Search, request, service="search")
-                except CliError as error:
-                    error.message = f"query {query.id!r} ({mode}): {error.message}"
-                    raise
+                    response = client.search(args.collection, query.query, top_k=args.k, mode=MODES[mode]).raw
+                except SluiceError as error:
+                    failure = from_sdk_error(error)
+                    failure.message = f"query {query.id!r} ({mode}): {failure.message}"
+                    raise failure from None
                 latencies[query.id] = time.perf_counter() - started
                 ranked[query.id] = response.hits
                 progress.advance(task)

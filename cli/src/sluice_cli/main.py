@@ -12,17 +12,19 @@ import json
 import sys
 
 import grpc
+from sluice_client import SluiceError
 
 from . import __version__, admin, commands, evaluate, render, typed, webhooks
-from .client import open_clients
-from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error
+from .client import open_client
+from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error, from_sdk_error
 from .upload import run_upload
 
 EPILOG = """exit codes: 0 ok, 1 operation failed (e.g. a document FAILED), 2 usage error or invalid
-argument, 3 not found, 4 server unavailable.
+argument, 3 not found, 4 server unavailable (not running, unreachable, TLS handshake failed).
 environment: SLUICE_INGEST_ADDRESS (default localhost:50051), SLUICE_SEARCH_ADDRESS
 (default localhost:50052), SLUICE_API_KEY (else the keys in .sluice/credentials, written by
-`make run`), SLUICE_TLS_CA_FILE."""
+`make run`), SLUICE_TLS_CA_FILE, SLUICE_TLS_CLIENT_CERT_FILE and SLUICE_TLS_CLIENT_KEY_FILE
+(mutual TLS), SLUICE_TENANT."""
 
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
@@ -34,6 +36,10 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
     parent.add_argument("--search-address", metavar="HOST:PORT", help="search address (env SLUICE_SEARCH_ADDRESS)", **suppress)
     parent.add_argument("--api-key", metavar="KEY", help="API key for every call (env SLUICE_API_KEY; default: .sluice/credentials)", **suppress)
     parent.add_argument("--ca-file", metavar="PEM", help="CA of the servers' TLS certificates (env SLUICE_TLS_CA_FILE)", **suppress)
+    parent.add_argument("--tls-cert", metavar="PEM", help="client certificate for mutual TLS (env SLUICE_TLS_CLIENT_CERT_FILE)",
+                        **suppress)
+    parent.add_argument("--tls-key", metavar="PEM", help="the client certificate's key (env SLUICE_TLS_CLIENT_KEY_FILE)",
+                        **suppress)
     parent.add_argument("--as-tenant", metavar="NAME", help="act for this tenant (admin keys; env SLUICE_TENANT)", **suppress)
     return parent
 
@@ -237,10 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _upload(clients, args) -> int:
+def _upload(client, args) -> int:
     metadata = dict(item.split("=", 1) for item in (args.metadata or []))
     typed_values = {key: typed.value(text, lists=True) for key, text in (item.split("=", 1) for item in (args.typed or []))}
-    return run_upload(clients, args.paths, args.collection, wait=not args.no_wait, timeout=args.timeout, as_json=args.json, metadata=metadata,
+    return run_upload(client, args.paths, args.collection, wait=not args.no_wait, timeout=args.timeout, as_json=args.json, metadata=metadata,
                       typed_metadata=typed_values)
 
 
@@ -259,13 +265,18 @@ def run(argv: list[str] | None = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     as_json = getattr(args, "json", False)
     try:
-        with open_clients(getattr(args, "ingest_address", None), getattr(args, "search_address", None),
-                          api_key=getattr(args, "api_key", None), ca_file=getattr(args, "ca_file", None),
-                          tenant=getattr(args, "as_tenant", None)) as clients:
-            return args.handler(clients, args)
+        with open_client(getattr(args, "ingest_address", None), getattr(args, "search_address", None),
+                         api_key=getattr(args, "api_key", None), ca_file=getattr(args, "ca_file", None),
+                         cert_file=getattr(args, "tls_cert", None), key_file=getattr(args, "tls_key", None),
+                         tenant=getattr(args, "as_tenant", None)) as client:
+            return args.handler(client, args)
     except CliError as error:
         report_error(error, as_json)
         return error.exit_code
+    except SluiceError as error:
+        failure = from_sdk_error(error)
+        report_error(failure, as_json)
+        return failure.exit_code
     except grpc.RpcError as error:  # a call outside Clients.call: still one readable line
         report_error(from_rpc_error(error, service="sluice", address="?"), as_json)
         return EXIT_FAILED

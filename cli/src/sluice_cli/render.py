@@ -16,7 +16,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from sluice.v1 import collection_pb2, document_pb2, search_service_pb2
+from sluice_client.protos import collection_pb2, document_pb2, search_service_pb2
 
 
 def _make_console(stderr: bool) -> Console:

@@ -5,24 +5,17 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from sluice.v1 import webhook_service_pb2 as wh
+from sluice_client import Client
+from sluice_client.protos import webhook_service_pb2 as wh
+from sluice_client.types import WEBHOOK_EVENT_TYPES as EVENT_TYPES, webhook_event_name as _wire_name
+
 from sluice_common.reasons import Reason
 
 from . import render
-from .client import Clients
 from .errors import EXIT_OK, EXIT_USAGE, CliError
 
 
-def _wire_name(value: int) -> str:
-    """WEBHOOK_EVENT_TYPE_DOCUMENT_READY → document.ready (the payload's `type`)."""
-    kind, _, what = wh.WebhookEventType.Name(value).removeprefix("WEBHOOK_EVENT_TYPE_").lower().partition("_")
-    return f"{kind}.{what}"
-
-
-EVENT_TYPES = {_wire_name(v): v for v in wh.WebhookEventType.values() if v != wh.WEBHOOK_EVENT_TYPE_UNSPECIFIED}
-
-
-def event_types(text: str | None) -> list[int]:
+def event_types(text: str | None) -> list[str]:
     if not text:
         return []
     chosen = []
@@ -30,7 +23,7 @@ def event_types(text: str | None) -> list[int]:
         if name not in EVENT_TYPES:
             raise CliError(f"unknown event type {name!r}; choose from {', '.join(EVENT_TYPES)}", EXIT_USAGE,
                            Reason.INVALID_EVENT_TYPE)
-        chosen.append(EVENT_TYPES[name])
+        chosen.append(name)
     return chosen
 
 
@@ -42,29 +35,21 @@ def _delivery_state(value: int) -> str:
     return wh.WebhookDeliveryState.Name(value).removeprefix("WEBHOOK_DELIVERY_STATE_").lower()
 
 
-def add(clients: Clients, args) -> int:
-    webhook = wh.Webhook(collection=args.collection, url=args.url, event_types=event_types(args.events),
-                         description=args.description or "")
-    response = clients.call(clients.webhooks.CreateWebhook, wh.CreateWebhookRequest(webhook=webhook))
+def add(client: Client, args) -> int:
+    response = client.webhooks.create(args.collection, args.url, event_types=event_types(args.events),
+                                      description=args.description or "")
     if args.json:
-        render.print_json({"webhook": render.to_dict(response.webhook), "secret": response.secret})
+        render.print_json({"webhook": render.to_dict(response.webhook.raw), "secret": response.secret})
         return EXIT_OK
-    w = response.webhook
+    w = response.webhook.raw
     render.out.print(f"Created webhook [bold]{w.id}[/] on collection {escape(w.collection)} → {escape(w.url)} "
                      f"({', '.join(_wire_name(t) for t in w.event_types)}). Its signing secret is shown this once:")
     render.out.print(response.secret, markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK
 
 
-def ls(clients: Clients, args) -> int:
-    webhooks, token = [], ""
-    while True:
-        page = clients.call(clients.webhooks.ListWebhooks,
-                            wh.ListWebhooksRequest(collection=args.collection or "", page_size=200, page_token=token))
-        webhooks.extend(page.webhooks)
-        token = page.next_page_token
-        if not token:
-            break
+def ls(client: Client, args) -> int:
+    webhooks = [w.raw for w in client.webhooks.list(args.collection or None)]
     if args.json:
         render.print_json({"webhooks": [render.to_dict(w) for w in webhooks]})
         return EXIT_OK
@@ -79,26 +64,17 @@ def ls(clients: Clients, args) -> int:
     return EXIT_OK
 
 
-def rm(clients: Clients, args) -> int:
-    response = clients.call(clients.webhooks.DeleteWebhook, wh.DeleteWebhookRequest(id=args.id))
+def rm(client: Client, args) -> int:
+    dropped = client.webhooks.delete(args.id)
     if args.json:
-        render.print_json({"deleted": args.id, **render.to_dict(response)})
+        render.print_json({"deleted": args.id, "dropped_pending_deliveries": str(dropped)})  # int64 as in the contract's JSON
     else:
-        dropped = response.dropped_pending_deliveries
         render.out.print(f"Deleted webhook {args.id}" + (f"; {dropped} pending deliveries dropped." if dropped else "."))
     return EXIT_OK
 
 
-def deliveries(clients: Clients, args) -> int:
-    state = wh.WEBHOOK_DELIVERY_STATE_FAILED if args.failed else wh.WEBHOOK_DELIVERY_STATE_UNSPECIFIED
-    rows, token = [], ""
-    while len(rows) < args.limit:
-        page = clients.call(clients.webhooks.ListWebhookDeliveries, wh.ListWebhookDeliveriesRequest(
-            webhook_id=args.id, state=state, page_size=min(args.limit - len(rows), 1000), page_token=token))
-        rows.extend(page.deliveries)
-        token = page.next_page_token
-        if not token:
-            break
+def deliveries(client: Client, args) -> int:
+    rows = [d.raw for d in client.webhooks.deliveries(args.id, failed=args.failed, limit=args.limit)]
     if args.json:
         render.print_json({"deliveries": [render.to_dict(d) for d in rows]})
         return EXIT_OK

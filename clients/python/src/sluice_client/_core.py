@@ -127,11 +127,33 @@ def list_documents_request(collection: str | None, status: DocumentStatus | str 
 # ------------------------------------------------------------------ many documents at once
 
 
+# What a collection event says of a document: its state, not its description (no metadata,
+# size, hash or create_time).
+_STATE_FIELDS = ("status", "error_message", "error_code", "attempts", "max_attempts", "chunk_count", "job_status")
+_STATE_MESSAGES = ("progress", "update_time", "next_attempt_time")
+
+
 def _newer(known: Document | None, other: Document) -> Document:
-    """The later of two states of one document (the one received last when the times tie)."""
-    if known is None or known.update_time is None or other.update_time is None:
+    """The later of two states of one document (the one received last when the times tie); a
+    later state from an event keeps the description of the fuller earlier one."""
+    if known is None:
         return other
-    return known if other.update_time < known.update_time else other
+    if known.update_time is not None and other.update_time is not None and other.update_time < known.update_time:
+        newer, base = known, other
+    else:
+        newer, base = other, known
+    if newer.raw.HasField("create_time") or not base.raw.HasField("create_time"):
+        return newer
+    raw = document_pb2.Document()
+    raw.CopyFrom(base.raw)
+    for name in _STATE_FIELDS:
+        setattr(raw, name, getattr(newer.raw, name))
+    for name in _STATE_MESSAGES:
+        if newer.raw.HasField(name):
+            getattr(raw, name).CopyFrom(getattr(newer.raw, name))
+        else:
+            raw.ClearField(name)
+    return Document.from_proto(raw)
 
 
 def deleted(document: Document) -> Document:
