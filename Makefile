@@ -43,7 +43,7 @@ test-fast: venv
 # apart from its gRPC client, the CLI importing no service).
 MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-api/src/sluice_ingest/transitions.py \
 	services/ingest-api/src/sluice_ingest/store services/ingest-api/src/sluice_ingest/ports.py services/ingest-api/src/sluice_ingest/retention.py libs/common/src/sluice_common/reasons.py \
-	libs/common/src/sluice_common/names.py libs/common/src/sluice_common/worker_errors.py \
+	libs/common/src/sluice_common/names.py libs/common/src/sluice_common/worker_errors.py libs/common/src/sluice_common/embedders \
 	$(addprefix services/ingest-api/src/sluice_ingest/webhooks/,events.py guard.py signing.py store.py sender.py dispatcher.py service.py main.py)
 lint: venv
 	$(VENV)/bin/ruff check .

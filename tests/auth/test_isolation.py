@@ -241,7 +241,7 @@ def test_every_code_the_worker_reports_is_registered():
     from sluice_common.worker_errors import REGISTERED
 
     root = Path(__file__).resolve().parents[2]
-    sources = [*root.glob("services/worker/src/sluice_worker/**/*.py"), root / "libs/common/src/sluice_common/embedders.py"]
+    sources = [*root.glob("services/worker/src/sluice_worker/**/*.py"), *root.glob("libs/common/src/sluice_common/embedders/*.py")]
     codes = set()
     for path in sources:
         text = path.read_text()
