@@ -1,3 +1,4 @@
+# ruff: noqa: E402 - GRPC_VERBOSITY must be set before grpc is imported
 """`sluice`: the command-line client of Sluice.
 
 Exit codes (scripts may rely on them): 0 ok, 1 operation failed, 2 usage error or invalid
@@ -6,6 +7,13 @@ with --json), never a traceback.
 """
 
 from __future__ import annotations
+
+import os
+
+# gRPC core logs a failed TLS handshake or a refused connection at INFO on stderr, around the
+# CLI's own one-line error that says what failed; only its errors are shown (unless
+# GRPC_VERBOSITY is set).
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import argparse
 import json
