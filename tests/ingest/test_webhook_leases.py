@@ -11,7 +11,7 @@ import pytest
 
 from sluice_common.db import open_pool
 from sluice_ingest.domain import EventCursor
-from sluice_ingest.webhooks.store import LeaseLost, WebhookStore
+from sluice_ingest.webhooks.store import SubscriptionLeaseLost, WebhookStore
 
 from .helpers import Clients
 
@@ -60,7 +60,7 @@ def test_replicas_claiming_at_once_split_the_subscriptions_and_take_over_expired
             # ...and the dead one's late writes are fenced off.
             assert await replicas[0].renew("replica-0", [row.id for row in held], 0.5) == []
             row = held[0]
-            with pytest.raises(LeaseLost):  # a write without the lease does not go through
+            with pytest.raises(SubscriptionLeaseLost):  # a write without the lease does not go through
                 await replicas[0].append("replica-0", row.id, row.cursor, EventCursor(row.cursor_txid, 1), [])
             await replicas[1].append("replica-1", row.id, row.cursor, EventCursor(row.cursor_txid, 1), [])
         finally:

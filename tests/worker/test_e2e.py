@@ -15,7 +15,7 @@ from sluice.v1 import collection_pb2, document_pb2
 import auth_keys
 from helpers import free_port, wait_for_async
 from sluice_common.errors import reason_of
-from sluice_worker.domain import ChunkRecord, LeaseLost
+from sluice_worker.domain import ChunkRecord, JobLeaseLost
 from sluice_worker.jobs_client import JobClient
 from sluice_worker.pipeline import JobPipeline
 
@@ -206,7 +206,7 @@ async def test_a_stale_worker_cannot_write_chunks(ingest_api_factory, sandbox_po
         settings = worker_settings(ingest.address)
         stale = await JobPipeline(stale_client, sandbox_pool, settings).run(stale_job)
         assert stale.outcome == "abandoned"
-        with pytest.raises(LeaseLost):
+        with pytest.raises(JobLeaseLost):
             await stale_client.complete_job(stale_job.lease, [ChunkRecord(0, "forged", embedding=[0.125] * 64)], 10)
         assert chunk_rows(database_url, document.id) == []
 

@@ -12,7 +12,7 @@ import pytest
 from sluice.v1 import collection_pb2, job_service_pb2
 
 from sluice_common.embedders import EmbeddingError
-from sluice_worker.domain import ChunkingSettings, ChunkRecord, DocumentInvalid, LeaseLost, ParseSummary, pipeline_version
+from sluice_worker.domain import ChunkingSettings, ChunkRecord, DocumentInvalid, JobLeaseLost, ParseSummary, pipeline_version
 from sluice_worker.pipeline import UNSTRUCTURED_VERSION, JobPipeline
 from sluice_worker.runner import Worker
 from sluice_worker.settings import WorkerSettings
@@ -42,7 +42,7 @@ class FakePort:
     def _record(self, *call) -> None:
         self.calls.append(call)
         if self.fail_on == call[0]:
-            raise LeaseLost(call[0])
+            raise JobLeaseLost(call[0])
 
     async def report_stage(self, lease, stage, done=0, total=0, unit=""):
         assert isinstance(stage, Stage), f"stages are reported with the proto enum, not {stage!r}"

@@ -159,7 +159,7 @@ class IngestUnavailable(Exception):
     its lease, which another attempt takes over."""
 
 
-class LeaseLost(Exception):
+class JobLeaseLost(Exception):
     """The lease is no longer ours (expired and taken over, job gone, or cancelled): stop and
     write nothing more."""
 

@@ -1,7 +1,7 @@
 """The gRPC adapter for ingest-api's JobService: the worker's only way to the data.
 
 Every call is translated into the worker's terms: a refused lease (FAILED_PRECONDITION with
-reason LEASE_NOT_HELD) or a vanished job (NOT_FOUND) becomes `LeaseLost`; ingest-api being
+reason LEASE_NOT_HELD) or a vanished job (NOT_FOUND) becomes `JobLeaseLost`; ingest-api being
 briefly unreachable is retried a few times and then becomes `IngestUnavailable`.
 
 Any other answer to a call about the job's data (ReportStage, ReadDocumentContent,
@@ -32,7 +32,7 @@ from sluice_worker.domain import (
     DataRefused,
     IngestUnavailable,
     JobFailure,
-    LeaseLost,
+    JobLeaseLost,
     Stage,
     TransientFailure,
 )
@@ -169,9 +169,9 @@ class JobClient:
                 code = err.code()
                 reason = reason_of(err)
                 if code == grpc.StatusCode.FAILED_PRECONDITION and reason == Reason.LEASE_NOT_HELD:
-                    raise LeaseLost(f"{name}: lease not held") from err
+                    raise JobLeaseLost(f"{name}: lease not held") from err
                 if code == grpc.StatusCode.NOT_FOUND and (reason in _JOB_GONE_REASONS or not about_job_data):
-                    raise LeaseLost(f"{name}: job not found") from err
+                    raise JobLeaseLost(f"{name}: job not found") from err
                 if code == grpc.StatusCode.CANCELLED:
                     raise IngestUnavailable(f"{name}: call cancelled") from err
                 if retry and code in _RETRYABLE_CODES and number < self.retries:

@@ -12,7 +12,7 @@ generation's): its snapshot is read (or the document parsed again when there is 
 and completed; ingest-api records its stage reports on the job and keeps the document READY.
 * `JobFailure` (`DocumentInvalid` permanent, `TransientFailure` retryable) or an
   `EmbeddingError`: reported once through FailJob;
-* `LeaseLost` or cancellation: nothing more is written (docs/architecture.md#fencing).
+* `JobLeaseLost` or cancellation: nothing more is written (docs/architecture.md#fencing).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from sluice_worker.domain import (
     IngestUnavailable,
     Stage,
     JobFailure,
-    LeaseLost,
+    JobLeaseLost,
     ParseSummary,
     TransientFailure,
     pipeline_version,
@@ -148,7 +148,7 @@ class JobPipeline:
         state = JobResult("running")
         try:
             return await self._run(job, state)
-        except LeaseLost as exc:
+        except JobLeaseLost as exc:
             log.info("lease lost, abandoning the job", extra={"detail": str(exc)})
             metrics.JOBS_ABANDONED.labels(reason="lease_lost").inc()
             state.outcome = "abandoned"
@@ -175,7 +175,7 @@ class JobPipeline:
         try:
             await self.port.fail_job(lease, retryable=retryable, error_code=code, error_message=client_message(message))
             state.outcome = "failed"
-        except LeaseLost:
+        except JobLeaseLost:
             state.outcome = "abandoned"
         except Exception:  # noqa: BLE001 - the lease will expire and the job be retried
             log.warning("could not report the failure", exc_info=True)

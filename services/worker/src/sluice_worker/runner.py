@@ -21,7 +21,7 @@ import structlog
 
 from sluice_common import tracing
 from sluice_worker import metrics
-from sluice_worker.domain import LeaseLost
+from sluice_worker.domain import JobLeaseLost
 from sluice_worker.jobs_client import IngestUnavailable, JobClient
 from sluice_worker.pipeline import JobPipeline, JobResult
 from sluice_worker.settings import WorkerSettings
@@ -161,7 +161,7 @@ class Worker:
             await asyncio.sleep(interval)
             try:
                 cancelled = await self.client.renew_lease(job.lease)
-            except LeaseLost:
+            except JobLeaseLost:
                 self._stop_job(active, "lease_lost")
                 return
             except IngestUnavailable as exc:
@@ -186,7 +186,7 @@ class Worker:
             await self.client.release_job(job.lease)
             metrics.JOBS_RELEASED.inc()
             log.info("job handed back", extra={"job_id": job.lease.job_id})
-        except (LeaseLost, IngestUnavailable) as exc:
+        except (JobLeaseLost, IngestUnavailable) as exc:
             log.info("could not hand the job back; its lease will expire", extra={"detail": str(exc)})
 
     async def _drain(self) -> None:

@@ -47,7 +47,7 @@ from ..store.events import EventStore
 from ..store.rows import JobPolicy
 from .events import EventType, payload, types_of_change
 from .sender import AttemptResult, Sender
-from .store import DeliveryRow, LeasedSubscription, LeaseLost, NewDelivery, WebhookStore
+from .store import DeliveryRow, LeasedSubscription, NewDelivery, SubscriptionLeaseLost, WebhookStore
 
 log = logging.getLogger("sluice.ingest.webhooks")
 
@@ -228,7 +228,7 @@ class SubscriptionWorker:
                     next_due = await self.send_due()
                     next_due_at = None if next_due is None else time.monotonic() + next_due
                 failures = 0
-            except LeaseLost:
+            except SubscriptionLeaseLost:
                 break
             except asyncio.CancelledError:
                 raise
@@ -352,7 +352,7 @@ class SubscriptionWorker:
     async def _attempt(self, delivery: DeliveryRow) -> None:
         try:
             await self.deliver(delivery)
-        except LeaseLost:
+        except SubscriptionLeaseLost:
             self.lease_lost = True
         except asyncio.CancelledError:
             raise
@@ -394,7 +394,7 @@ class SubscriptionWorker:
             give_up=give_up, retry_in=retry_delay(attempts, s.webhook_retry_base_seconds, s.webhook_retry_max_delay_seconds),
         )
         if not recorded:
-            raise LeaseLost(str(row.id))
+            raise SubscriptionLeaseLost(str(row.id))
         metrics.WEBHOOK_DELIVERIES.labels(outcome=outcome).inc()
         log.log(logging.INFO if result.delivered else logging.WARNING, "webhook attempt",
                 extra={"webhook_id": str(row.id), "delivery_id": str(delivery.id), "document_id": str(delivery.document_id),
@@ -403,4 +403,4 @@ class SubscriptionWorker:
             await self.d.store.disable(
                 self.d.owner, row.id, "the receiver answered 410 Gone: the subscription was disabled"
             )
-            raise LeaseLost(str(row.id))
+            raise SubscriptionLeaseLost(str(row.id))

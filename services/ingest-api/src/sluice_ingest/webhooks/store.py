@@ -113,7 +113,7 @@ class NewDelivery:
     event_time: dt.datetime
 
 
-class LeaseLost(Exception):
+class SubscriptionLeaseLost(Exception):
     """The subscription is no longer this replica's (taken over, deleted or disabled)."""
 
 
@@ -327,7 +327,7 @@ class WebhookStore:
         deliveries: Sequence[NewDelivery], lost_events: int = 0,
     ) -> None:
         """Move the subscription's cursor past a batch and write the batch's deliveries, in one
-        statement (one round trip, atomic); LeaseLost when the cursor moved under us or the
+        statement (one round trip, atomic); SubscriptionLeaseLost when the cursor moved under us or the
         lease is gone."""
         async with self.pool.connection() as conn:
             row = await (await conn.execute(
@@ -358,7 +358,7 @@ class WebhookStore:
                  "event_times": [d.event_time for d in deliveries]},
             )).fetchone()
             if row is None or row[0] == 0:
-                raise LeaseLost(str(subscription_id))
+                raise SubscriptionLeaseLost(str(subscription_id))
 
     async def due(
         self, subscription_id: uuid.UUID, limit: int, busy: Sequence[uuid.UUID] = (), window: int = 1000
