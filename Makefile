@@ -31,10 +31,10 @@ test: venv lint
 	$(PY) -m pytest
 
 # The fast subset (docs/contributing.md#the-fast-subset): pure Python, the documentation and
-# repository checks, and a few quick tests against the real database; under a minute.
+# repository checks, and the transition moves against the real database; under a minute.
 FAST_TESTS := tests/ingest/test_domain.py tests/ingest/test_uploads.py tests/ingest/test_service_loops.py \
 	tests/worker/test_pipeline_unit.py tests/search/test_fusion.py tests/test_vocabulary.py tests/test_repository.py \
-	tests/test_background_tasks.py tests/deploy/test_docs.py tests/ingest/test_transitions.py tests/ingest/test_chunk_text.py
+	tests/test_background_tasks.py tests/deploy/test_docs.py tests/ingest/test_transitions.py
 test-fast: venv
 	$(PY) -m pytest -q $(FAST_TESTS)
 

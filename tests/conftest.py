@@ -59,14 +59,63 @@ def search_database_url(database_url) -> str:
     return search_url(database_url)
 
 
+class DatabaseCopies:
+    """Copies of the migrated template, each made while the test before it runs.
+
+    A copy takes a second or more on a busy machine, and hundreds of tests each want one: made
+    ahead in a thread, it is ready when asked for. A finished test's copy is dropped at its
+    teardown, before the next test starts: dropped in the background while the next test ran,
+    a LISTEN/NOTIFY test (test_event_listeners: WatchCollection) lost its notification."""
+
+    AHEAD = 1
+
+    def __init__(self, admin_uri: str) -> None:
+        import collections
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.admin_uri = admin_uri
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="test-databases")
+        self.ready: collections.deque = collections.deque()
+
+    def _create(self) -> str:
+        name = f"t_{os.getpid()}_{next(_counter)}"
+        with psycopg.connect(self.admin_uri, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                psycopg.sql.Identifier(name), psycopg.sql.Identifier(TEMPLATE)))
+        return name
+
+    def _drop(self, name: str) -> None:
+        with psycopg.connect(self.admin_uri, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
+
+    def take(self) -> str:
+        """The name of a fresh copy of the template (made now if none is waiting)."""
+        while len(self.ready) < self.AHEAD + 1:
+            self.ready.append(self.executor.submit(self._create))
+        return self.ready.popleft().result(timeout=300)
+
+    def drop(self, name: str) -> None:
+        self.executor.submit(self._drop, name).result(timeout=300)
+
+    def close(self) -> None:
+        for waiting in self.ready:
+            self.executor.submit(self._drop, waiting.result(timeout=300))
+        self.executor.shutdown(wait=True)
+
+
+@pytest.fixture(scope="session")
+def database_copies(pg_admin_uri, template_uri):
+    databases = DatabaseCopies(pg_admin_uri)
+    yield databases
+    databases.close()
+
+
 @pytest.fixture
-def database_url(pg_admin_uri, template_uri):
+def database_url(pg_admin_uri, database_copies):
     """A freshly migrated, empty database of its own for one test."""
-    name = f"t_{os.getpid()}_{next(_counter)}"
-    ensure_database(pg_admin_uri, name, template=TEMPLATE)
+    name = database_copies.take()
     yield database_uri(pg_admin_uri, name)
-    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
-        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
+    database_copies.drop(name)
 
 
 def dump_tasks(loop) -> None:
