@@ -6,8 +6,9 @@ that die, while the others keep running.
   HEALTHY_RESET_SECONDS. Each death and restart is printed and marked in the child's log file
   ("===== sluice-dev: …").
 - Crash loops at start end with a clear message instead of looping silently: until a child
-  has proved healthy once (a service reported SERVING; a worker stayed up
-  WORKER_PROVEN_SECONDS), it has START_ATTEMPTS starts; when the last dies too, the supervisor
+  has proved healthy once (a service reported SERVING; a worker logged WORKER_STARTED, or
+  stayed up WORKER_PROVEN_SECONDS under a log level that hides that line), it has
+  START_ATTEMPTS starts; when the last dies too, the supervisor
   prints the end of its log and gives up (sluice-dev then stops everything and exits 1). A
   child that was healthy once is restarted for as long as sluice-dev runs (a dependency may
   come back).
@@ -31,7 +32,11 @@ LOG_TAIL_LINES = 30
 RESTART_FIRST_DELAY = 0.5
 RESTART_MAX_DELAY = 30.0
 HEALTHY_RESET_SECONDS = 30.0  # a child up this long gets the first delay again
-WORKER_PROVEN_SECONDS = 5.0  # a worker up this long has proved its setup works
+# A worker has proved its setup works once it logs this (sluice_worker.main: settings read, client
+# built, parse sandboxes warm). Not a time: on a busy machine a worker with a bad setting can take
+# longer than any short delay just to import its libraries and fail.
+WORKER_STARTED = "worker started: claiming jobs"
+WORKER_PROVEN_SECONDS = 60.0  # ...or stayed up this long (SLUICE_LOG_LEVEL=WARNING hides the line)
 START_ATTEMPTS = 3  # starts allowed before a child has proved healthy once
 
 
@@ -51,6 +56,18 @@ class Child:
     restarts: int = 0
     delay: float = RESTART_FIRST_DELAY
     restart_at: float | None = None  # set while dead and waiting for its restart
+    log_start: int = 0  # where its log file ended when it was last started
+
+    def logged_since_start(self, text: str) -> bool:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self.log_start)
+                return text.encode() in log.read()
+        except OSError:
+            return False
+
+    def worker_proven(self, now: float) -> bool:
+        return not self.address and (now - self.started_at >= WORKER_PROVEN_SECONDS or self.logged_since_start(WORKER_STARTED))
 
     @property
     def pid(self) -> int | None:
@@ -113,6 +130,7 @@ class Supervisor:
 
     def spawn(self, child: Child, why: str = "starting") -> None:
         with open(child.log_path, "ab") as log:
+            child.log_start = log.tell()
             log.write(f"\n===== sluice-dev: {why} {child.name} at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
             log.flush()
             script = Path(sys.executable).parent / child.script
@@ -141,13 +159,14 @@ class Supervisor:
                     self.spawn(child, why=f"restarting (restart {child.restarts})")
                 continue
             if child.alive():
-                up = now - child.started_at
-                if not child.proven and not child.address and up >= WORKER_PROVEN_SECONDS:
+                if not child.proven and child.worker_proven(now):
                     child.proven = True
-                if up >= HEALTHY_RESET_SECONDS:
+                if now - child.started_at >= HEALTHY_RESET_SECONDS:
                     child.delay = RESTART_FIRST_DELAY
                 continue
             exit_text = describe_exit(child.process.returncode if child.process else None)
+            if not child.proven and child.worker_proven(now):
+                child.proven = True  # it got going before it died: restart it as long as it takes
             if not child.proven:
                 child.failed_starts += 1
                 if child.failed_starts >= START_ATTEMPTS:
