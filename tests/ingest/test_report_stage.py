@@ -1,4 +1,4 @@
-"""ReportStage is one statement (store/queue.py REPORT_STAGE_SQL): what each of its outcomes
+"""ReportStage is one statement (store/stages.py REPORT_STAGE_SQL): what each of its outcomes
 writes, and that a refused report writes nothing a reader can see (no status, no attempt
 stage, no event), against PostgreSQL through gRPC."""
 

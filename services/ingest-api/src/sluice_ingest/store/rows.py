@@ -70,7 +70,7 @@ class JobPolicy:
 
 
 # ---------------------------------------------------------------- what the store returns
-# Built by psycopg's class_row from the selects in common.py and queue.py: a column the select
+# Built by psycopg's class_row from the selects in common.py and claims.py: a column the select
 # adds without a field here fails at once, in the tests.
 
 

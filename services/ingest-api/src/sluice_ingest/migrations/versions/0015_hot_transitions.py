@@ -10,7 +10,7 @@ seven indexes of `documents`; and pages filled to the brim by inserts left no ro
   a collection, through their own indexes, and search reaches documents by id.
 - `documents` and `ingestion_jobs` keep a fifth of each page free for the new versions
   (fillfactor 80; pages written from now on).
-- ReportStage renews a lease only once a tenth of it has passed (store/queue.py), so that fast
+- ReportStage renews a lease only once a tenth of it has passed (store/queue_sql.py LAZY_RENEWAL), so that fast
   stage reports leave `locked_at`, which `ingestion_jobs_running` indexes, as it is.
 
 Revision ID: 0015
