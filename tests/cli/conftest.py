@@ -10,6 +10,7 @@ outcome of processing must be chosen by the test, quickly.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -134,7 +135,8 @@ class ScriptedWorker:
         self._stage(job, document_pb2.DOCUMENT_STATUS_CHUNKING, 0, 0, "chunks")
         self._stage(job, document_pb2.DOCUMENT_STATUS_EMBEDDING, 0, len(texts), "chunks")
         embedder = get_embedder(job.embedder.provider, job.embedder.model, job.embedder.dimensions)
-        vectors = embedder.embed_many(texts)
+        # The hashing embedder embeds at once; the others (the local model) through the async interface.
+        vectors = embedder.embed_many(texts) if hasattr(embedder, "embed_many") else asyncio.run(embedder.embed_documents(texts))
         self._stage(job, document_pb2.DOCUMENT_STATUS_INDEXING, len(texts), len(texts), "chunks")
 
         def messages():

@@ -224,10 +224,17 @@ class AsyncCollections:
 
 
 async def _messages(prepared: uploads.PreparedUpload, metadata: document_service_pb2.UploadDocumentMetadata):
-    """The upload stream, its file read in a thread so the event loop never waits on the disk."""
+    """The upload stream, its file read in a thread so the event loop never waits on the disk.
+
+    When the source cannot be read or has changed, the stream just ends without its trailer (an
+    exception here would cancel the call from inside): the server stores nothing and answers
+    UPLOAD_INCOMPLETE, which `upload` reports as the source's failure (prepared.read_failure)."""
     stream = prepared.messages(metadata)
     while True:
-        message = await asyncio.to_thread(next, stream, None)
+        try:
+            message = await asyncio.to_thread(next, stream, None)
+        except (OSError, UploadSourceError):
+            return
         if message is None:
             return
         yield message
