@@ -30,7 +30,8 @@ def port_in_use(host: str, port: int) -> bool:
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def pick_metrics_ports(first: int, count: int, host: str) -> list[int]:

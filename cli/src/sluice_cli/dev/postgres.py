@@ -15,8 +15,12 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .supervisor import RESTART_FIRST_DELAY, RESTART_MAX_DELAY
+
+if TYPE_CHECKING:
+    from sluice_common.embedded_pg import EmbeddedPostgres
 
 DATABASE = "sluice"
 POSTGRES_DOWN_GRACE = 2.0  # an operator's `pg_ctl restart` is down for about a second
@@ -45,7 +49,7 @@ class DevPostgres:
         self.home = home
         self.pg_dir = home / "pg"
         self.say = say
-        self.server = None  # sluice_common.embedded_pg.EmbeddedPostgres once started
+        self.server: EmbeddedPostgres | None = None  # once started
         self.pid: int | None = None
         self.restarts = 0
         self.down_since: float | None = None
@@ -61,9 +65,9 @@ class DevPostgres:
         logging.getLogger("alembic").setLevel(logging.WARNING)
         forget_dead_handles(self.pg_dir)
         self.say(f"starting PostgreSQL (data in {self.pg_dir})…")
-        self.server = EmbeddedPostgres(self.pg_dir, cleanup="stop")
-        admin_uri = self.server.start()
-        self.pid = self.server.running_pid()
+        server = self.server = EmbeddedPostgres(self.pg_dir, cleanup="stop")
+        admin_uri = server.start()
+        self.pid = server.running_pid()
         ensure_database(admin_uri, DATABASE)
         database_url = database_uri(admin_uri, DATABASE)
         (self.home / "database_url").write_text(database_url + "\n")

@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 from .banner import print_banner
 from .ports import dial_address, pick_metrics_ports, port_in_use
@@ -47,7 +48,7 @@ class DevRunner:
     def say(self, message: str = "") -> None:
         print(message, flush=True)
 
-    def on_signal(self, signum, frame) -> None:
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stop_signals += 1
         if self.stop_signals == 1:
             self.say(f"\n{signal.Signals(signum).name}: stopping (press Ctrl-C again to kill at once)…")

@@ -49,7 +49,7 @@ class Child:
     log_path: Path
     address: str = ""  # gRPC listen address, health-checked until SERVING; empty for workers
     metrics_port: int = 0
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     proven: bool = False  # healthy once (see START_ATTEMPTS)
     failed_starts: int = 0
@@ -193,20 +193,20 @@ class Supervisor:
             self.stop_group(group)
 
     def stop_group(self, group: list[Child]) -> None:
-        running = [c for c in group if c.alive() and c.process is not None]
+        running = [(c, c.process) for c in group if c.alive() and c.process is not None]
         if not running:
             return
-        self.say(f"stopping {', '.join(c.name for c in running)}…")
-        for child in running:
+        self.say(f"stopping {', '.join(c.name for c, _ in running)}…")
+        for _, process in running:
             try:
-                child.process.send_signal(signal.SIGTERM)
+                process.send_signal(signal.SIGTERM)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + self.stop_timeout
-        for child in running:
+        for child, process in running:
             try:
-                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.say(f"sluice-dev: {child.name} did not stop within {self.stop_timeout:.0f} s; killing it")
-                child.process.kill()
-                child.process.wait()
+                process.kill()
+                process.wait()

@@ -12,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sluice_common.tls import ClientTLS
 
 # The /metrics TLS variable that takes each service TLS variable's value by default.
 METRICS_FROM_SERVICE = {
@@ -74,7 +78,7 @@ class DevTLS:
                          "SLUICE_TLS_CERT_FILE): the workers would speak TLS to them. Set both sides, or neither")
         return found
 
-    def client_tls(self):
+    def client_tls(self) -> ClientTLS:
         """sluice_common.tls.ClientTLS for the readiness checks (grpc is imported late: see main())."""
         from sluice_common.tls import ClientTLS
 
