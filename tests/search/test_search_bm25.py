@@ -204,3 +204,62 @@ def test_concurrent_commits_do_not_wait_on_common_terms(seed, corpus, database_u
     assert not errors
     generation = seed.generation(cid)
     assert live_stats(seed.conn, generation) == recomputed_stats(seed.conn, generation)
+
+
+# A vocabulary with a Zipf-like spread of document frequencies, so that MaxScore has common words
+# to leave out of the candidates and rare ones to start from.
+WORDS = [f"w{i:03d}" for i in range(120)]
+
+
+def zipf_texts(n: int, seed_: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed_)
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    return [" ".join(rng.choices(WORDS, weights, k=rng.randint(5, 40))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("budget", [1, 40, 10_000])
+async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, monkeypatch, budget):
+    """MaxScore (keyword.py) scores only the chunks of the rarer query words as long as no other
+    chunk can enter the answer: its first `exact` hits must be exactly BM25's, whatever the first
+    candidate budget (1 forces every extra round, 10,000 takes every word at once)."""
+    from psycopg import sql
+
+    from sluice_common import vector_index
+    from sluice_search import keyword as kw
+
+    monkeypatch.setattr(kw, "FIRST_CANDIDATES", budget)
+    cid = seed.collection("zipf", 8)
+    texts = zipf_texts(400, 7)
+    for d in range(20):
+        doc = seed.document(cid, f"z{d}.txt")
+        part = texts[d * 20:(d + 1) * 20]
+        seed.chunks(cid, doc, part, random_unit_vectors(len(part), 8, seed=d))
+    seed.conn.execute("UPDATE chunks SET search_terms = search_terms WHERE collection_id = %s", (cid,))
+    gid, tenant = seed.conn.execute(
+        "SELECT g.id, c.tenant_id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
+        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'", (cid,)).fetchone()
+    tokens = [text.split() for text in texts]
+    avgdl = sum(map(len, tokens)) / len(tokens)
+    df = Counter(w for words in tokens for w in set(words))
+
+    def bm25(words: list[str], query: list[str]) -> float:
+        tf = Counter(words)
+        return sum(math.log(1 + (len(texts) - df[t] + 0.5) / (df[t] + 0.5))
+                   * tf[t] * (K1 + 1) / (tf[t] + K1 * (1 - B + B * len(words) / avgdl)) for t in set(query) if tf[t])
+
+    scope = sql.SQL("{} AND c.tenant_id = {}").format(vector_index.generation_predicate(gid), sql.Literal(tenant))
+    columns = sql.SQL("c.text")
+    queries = [["w001", "w050", "w110"], ["w000", "w002"], ["w003", "w004", "w005", "w090"], ["w000", "w119"]]
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        for query in queries:
+            expected = sorted((bm25(words, query) for words in tokens if set(words) & set(query)), reverse=True)
+            for limit, exact in ((10, None), (30, 5)):
+                rows = await kw.search(conn, gid, query, limit, scope, columns, sql.SQL(""), {}, 1, exact)
+                scores = [float(row[1]) for row in rows]
+                head = limit if exact is None else exact
+                assert scores[:head] == pytest.approx(expected[:head], rel=1e-4), (query, budget, limit, exact)
+                assert scores == sorted(scores, reverse=True)
+                # The tail holds real scores of real chunks, never better than the exact ones above.
+                assert len(rows) == min(limit, len(expected)) or exact is not None

@@ -11,6 +11,13 @@ of the candidate terms scores at most Σ idf·(k1 + 1) over the other terms. Onc
 best score among the candidates is above that bound, no other chunk can enter the answer.
 Otherwise the next rarest terms join the candidates and the query runs again. Every candidate is
 scored with all the query's terms, so the scores are exact BM25.
+
+HYBRID asks for more hits than it answers with (its fusion depth, 50) but only its first top_k
+(10) can reach the answer on the strength of keyword alone: so the bound is checked against the
+`exact`-th best score, not the `limit`-th. The first `exact` hits are then exactly BM25's; the
+rest are the best of the candidates, each with its exact score (a chunk that holds only the
+commonest query words may be missing from that tail). At 100,000 chunks this saves most of the
+second rounds, each of which scores thousands more chunks (docs/search.md, "Keyword ranking").
 """
 
 from __future__ import annotations
@@ -121,10 +128,12 @@ def scoring_query(
 
 async def search(
     conn: psycopg.AsyncConnection, generation_id: int, terms: Sequence[str], limit: int, chunk_scope: sql.Composable,
-    columns: sql.Composable, where: sql.Composable, params: dict, score_column: int,
+    columns: sql.Composable, where: sql.Composable, params: dict, score_column: int, exact: int | None = None,
 ) -> list[tuple]:
     """The best `limit` READY chunks by BM25, best first, as rows of `columns` + the score (see
-    the module's docstring and scoring_query)."""
+    the module's docstring and scoring_query); the first `exact` of them (all by default) are
+    exactly BM25's best."""
+    exact = limit if exact is None else max(1, min(exact, limit))
     terms = [t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t])]
     if not terms:
         return []
@@ -148,7 +157,7 @@ async def search(
             # Fewer READY chunks among the best than wanted: maybe others further down are.
             join_first = True
             continue
-        threshold = float(found[limit - 1][score_column]) if len(found) >= limit else 0.0
+        threshold = float(found[exact - 1][score_column]) if len(found) >= exact else 0.0
         needed = enough(order, taken, weights, threshold)
         if needed <= taken:
             return found

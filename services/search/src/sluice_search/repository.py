@@ -305,15 +305,17 @@ class SearchRepository:
             rows = await (await conn.execute(query, params)).fetchall()
         return {(document_id, index): text for document_id, index, text in rows}
 
-    async def keyword_search(self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter) -> list[Hit]:
-        """The `limit` READY chunks that contain any of `terms`, by BM25 score (keyword.py)."""
+    async def keyword_search(self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter,
+                             exact: int | None = None) -> list[Hit]:
+        """The `limit` READY chunks that contain any of `terms`, by BM25 score, the first `exact`
+        of them (all by default) exactly BM25's best (keyword.py)."""
         where, params = _filter_sql(filter)
         scope = sql.SQL("{pred} AND c.tenant_id = {tid}").format(
             pred=vector_index.generation_predicate(collection.generation_id), tid=sql.Literal(int(collection.tenant_id))
         )
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await keyword.search(conn, collection.generation_id, terms, limit, scope, _HIT_COLUMNS, where, params,
-                                        _SCORE)
+                                        _SCORE, exact)
         return [_hit(r, float(r[_SCORE])) for r in rows]
 
 

@@ -24,7 +24,7 @@ class Repository(Protocol):
     ) -> list[Hit]: ...
 
     async def keyword_search(
-        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter
+        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
     ) -> list[Hit]: ...
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]: ...
@@ -162,7 +162,8 @@ class SearchService:
             candidates = max(query.top_k, self._hybrid_candidates)
             vector_hits, keyword_hits = await asyncio.gather(
                 self._repository.vector_search(collection, vector, candidates, query.filter),
-                self._repository.keyword_search(collection, terms, candidates, query.filter),
+                # Only the first top_k can win on keyword alone: the tail need not be exact (keyword.py).
+                self._repository.keyword_search(collection, terms, candidates, query.filter, exact=query.top_k),
             )
             hits = self._fuse(vector_hits, keyword_hits, query.top_k, self._vector_share(collection, query.text))
         for hit in hits:
