@@ -23,7 +23,7 @@ import pytest
 from sluice.v1 import document_service_pb2 as ds, search_service_pb2, search_service_pb2_grpc
 
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
-from sluice_common.errors import DatabaseUnavailable, domain_error_of, reason_of
+from sluice_common.errors import DatabaseUnavailable, DeadlineExceeded, domain_error_of, reason_of, status_code_of
 
 from .helpers import Clients
 from .test_documents import assert_long_poll_woken_by_upload
@@ -45,8 +45,14 @@ def test_connection_failures_are_database_unavailable():
         assert error.reason == "DATABASE_UNAVAILABLE" and "server closed" not in error.message
 
 
+def test_a_statement_timeout_is_deadline_exceeded():
+    error = domain_error_of(psycopg.errors.QueryCanceled("canceling statement due to statement timeout"))
+    assert isinstance(error, DeadlineExceeded) and error.reason == "DEADLINE_EXCEEDED"
+    assert status_code_of(error) is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "canceling statement" not in error.message
+
+
 def test_other_database_errors_stay_internal():
-    assert domain_error_of(psycopg.errors.QueryCanceled("canceling statement due to statement timeout")) is None
     assert domain_error_of(psycopg.errors.UndefinedTable('relation "x" does not exist')) is None
     assert domain_error_of(ValueError("bug")) is None
 

@@ -134,7 +134,8 @@ STATUS_CODES: dict[type[SluiceError], grpc.StatusCode] = {
 # failed": class 08 (connection exception), 57P01-57P04 (admin/crash shutdown, cannot connect
 # now, database dropped) and 53300 (too many connections). Client-side connection failures
 # ("server closed the connection unexpectedly", a PoolTimeout) carry no SQLSTATE at all.
-# QueryCanceled (57014, a statement timeout) is an OperationalError too, but not this.
+# QueryCanceled (57014, a statement timeout) is an OperationalError too, but not this: the server
+# gave up on a query that took too long (DEADLINE_EXCEEDED, below).
 _CONNECTION_SQLSTATE_PREFIXES = ("08", "57P", "53300")
 
 
@@ -142,6 +143,11 @@ def domain_error_of(exc: BaseException) -> SluiceError | None:
     """The domain error a foreign exception stands for, or None when it is a bug (INTERNAL)."""
     if isinstance(exc, SluiceError):
         return exc
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        # statement_timeout (search's SLUICE_SEARCH_STATEMENT_TIMEOUT_MS): not a bug, and the
+        # same call may pass on a quieter server; a narrower query or filter passes sooner.
+        return DeadlineExceeded("the database took longer than the server allows for this call and stopped it;"
+                                " retry, or narrow the query", reason=Reason.DEADLINE_EXCEEDED)
     if isinstance(exc, psycopg.OperationalError):
         state = exc.sqlstate or ""
         if not state or state.startswith(_CONNECTION_SQLSTATE_PREFIXES):
