@@ -9,7 +9,8 @@ import time
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
-from sluice_client import Client, Document, DocumentStatus, WaitTimeout
+from sluice_client import Client, Document, DocumentStatus, Embedder, WaitTimeout
+from sluice_client.types import EmbedderConfig
 from sluice_client.protos import collection_pb2, search_service_pb2
 
 from sluice_common.names import document_id_of
@@ -56,8 +57,8 @@ def local_model_name(model: str) -> str:
     return (name if name and backend in ("torch", "onnx-int8", "onnx-fp32") else model).lower()
 
 
-def embedder_of(args) -> tuple[str, str, int]:
-    """--embedder, --model and --dimensions as (embedder, model, dimensions) (create and reindex)."""
+def embedder_of(args) -> EmbedderConfig:
+    """--embedder, --model and --dimensions as the embedder to ask for (create and reindex)."""
     _, model, dimensions = EMBEDDERS[args.embedder]
     if args.model:
         model = args.model
@@ -66,12 +67,12 @@ def embedder_of(args) -> tuple[str, str, int]:
             raise CliError(f"--dimensions is required with --model {model!r} (the size of its vectors)", EXIT_USAGE, "DIMENSIONS_REQUIRED")
     if args.dimensions:
         dimensions = args.dimensions
-    return args.embedder, model, dimensions
+    return EmbedderConfig(Embedder.of(args.embedder), model, dimensions)
 
 
 def collections_create(client: Client, args) -> int:
-    embedder, model, dimensions = embedder_of(args)
-    created = client.collections.create(args.name, embedder=embedder, model=model, dimensions=dimensions,
+    embedder = embedder_of(args)
+    created = client.collections.create(args.name, embedder=embedder.provider, model=embedder.model, dimensions=embedder.dimensions,
                                         chunk_size=args.chunk_size, overlap=args.overlap, max_attempts=args.max_attempts,
                                         description=args.description or "")
     if args.json:
@@ -119,8 +120,9 @@ def collections_reindex(client: Client, args) -> int:
             render.out.print(f"Cancelled the reindex of [bold]{escape(args.name)}[/]; it keeps its embedder "
                              f"{escape(collection.embedder.model)}")
         return EXIT_OK
-    embedder, model, dimensions = embedder_of(args)
-    collection = client.collections.reindex(args.name, embedder=embedder, model=model, dimensions=dimensions).raw
+    embedder = embedder_of(args)
+    collection = client.collections.reindex(args.name, embedder=embedder.provider, model=embedder.model,
+                                            dimensions=embedder.dimensions).raw
     target = collection.generations[-1]
     if not args.json:
         render.out.print(
