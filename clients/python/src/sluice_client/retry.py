@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import RateLimited, SluiceError, TLSError, Unavailable
@@ -61,7 +62,8 @@ class Pacer:
     it has reported its limit, calls start no faster than PACE_FRACTION of it. `rate` (calls a
     second) sets a pace from the start; None waits to be told."""
 
-    def __init__(self, rate: float | None = None) -> None:
+    def __init__(self, rate: float | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._interval = 1.0 / rate if rate else 0.0
         self._hold_until = 0.0
@@ -73,10 +75,10 @@ class Pacer:
 
     def reserve(self) -> float:
         """The seconds to wait before starting a call (its start is booked)."""
-        if not self._interval and self._hold_until <= time.monotonic():
+        if not self._interval and self._hold_until <= self._clock():
             return 0.0  # the fast path: nobody has been refused
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             start = max(now, self._hold_until, self._next_start)
             if self._interval:
                 self._next_start = start + self._interval
@@ -86,7 +88,7 @@ class Pacer:
         """The server refused a call: hold every call back for its delay, and pace at the reported limit."""
         with self._lock:
             if error.retry_after:
-                self._hold_until = max(self._hold_until, time.monotonic() + error.retry_after)
+                self._hold_until = max(self._hold_until, self._clock() + error.retry_after)
             try:
                 limit = float(error.metadata.get("limit_per_second", "0"))
             except ValueError:
