@@ -95,7 +95,7 @@ def search_request(collection: str, query: str, *, top_k: int, mode: SearchMode 
                    document_ids: Iterable[str] | None, neighbors: int, max_per_document: int, min_score: float | None,
                    rerank: bool | None, query_vector: Iterable[float] | None) -> search_service_pb2.SearchRequest:
     request = search_service_pb2.SearchRequest(collection=collection, query=query or "", top_k=top_k,
-                                               mode=SearchMode.of(mode).value)
+                                               mode=SearchMode.of(mode).value)  # type: ignore[arg-type]
     if query_vector is not None:
         request.query_vector.extend(query_vector)
     if filter:
@@ -120,8 +120,8 @@ def search_request(collection: str, query: str, *, top_k: int, mode: SearchMode 
 
 def list_documents_request(collection: str | None, status: DocumentStatus | str | int | None, page_size: int,
                            page_token: str) -> document_service_pb2.ListDocumentsRequest:
-    return document_service_pb2.ListDocumentsRequest(collection=collection or "", status=DocumentStatus.of(status).value,
-                                                     page_size=page_size, page_token=page_token)
+    return document_service_pb2.ListDocumentsRequest(collection=collection or "", page_size=page_size, page_token=page_token,
+                                                     status=DocumentStatus.of(status).value)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ many documents at once

@@ -14,6 +14,7 @@ sync client only.
 
 from __future__ import annotations
 
+import builtins
 import asyncio
 import os
 import time
@@ -190,7 +191,8 @@ class AsyncCollections:
         policy = client.settings.policy
         request = document_service_pb2.WatchCollectionRequest(
             collection=name, after_cursor=cursor, start_from_oldest=from_start and not cursor,
-            statuses=[DocumentStatus.of(s).value for s in statuses], terminal_only=terminal_only)
+            terminal_only=terminal_only,
+            statuses=[DocumentStatus.of(s).value for s in statuses])  # type: ignore[misc]
         connected, failures, away_since = False, 0, None
         while True:
             if cursor:
@@ -297,7 +299,7 @@ class AsyncDocuments:
     async def upload_folder(self, collection: str, *paths: str | os.PathLike, concurrency: int = 4, wait: bool = True,
                             timeout: float | None = None, metadata: Mapping[str, str] | None = None,
                             typed_metadata: Mapping[str, Any] | None = None,
-                            on_change: Callable[[Document], None] | None = None) -> list[UploadResult]:
+                            on_change: Callable[[Document], None] | None = None) -> builtins.list[UploadResult]:
         """See Documents.upload_folder."""
         files = uploads.find_files(list(paths))
         results: dict[Any, UploadResult] = {}
@@ -403,7 +405,7 @@ class AsyncDocuments:
         assert last is not None
         return last
 
-    async def wait_all(self, documents: Iterable[Document], *, timeout: float | None = None) -> list[Document]:
+    async def wait_all(self, documents: Iterable[Document], *, timeout: float | None = None) -> builtins.list[Document]:
         """See Documents.wait_all."""
         documents = list(documents)
         deadline = time.monotonic() + timeout if timeout else None
@@ -456,7 +458,7 @@ class AsyncDocumentTracker:
         self._changed.set()
         return state
 
-    async def wait(self, timeout: float | None = None) -> list[Document]:
+    async def wait(self, timeout: float | None = None) -> builtins.list[Document]:
         deadline = time.monotonic() + timeout if timeout else None
         while not self._state.all_done:
             if self._error is not None:

@@ -13,6 +13,7 @@ close it (or use it as a context manager) to close its connections. docs/clients
 
 from __future__ import annotations
 
+import builtins
 import os
 import threading
 import time
@@ -290,7 +291,8 @@ class CollectionWatch(Iterator[CollectionEvent]):
         self._client = client
         self._request = document_service_pb2.WatchCollectionRequest(
             collection=collection, after_cursor=cursor, start_from_oldest=from_start and not cursor,
-            statuses=[DocumentStatus.of(s).value for s in statuses], terminal_only=terminal_only)
+            terminal_only=terminal_only,
+            statuses=[DocumentStatus.of(s).value for s in statuses])  # type: ignore[misc]
         self.cursor = cursor
         self._heartbeats = heartbeats
         self._on_reconnect = on_reconnect
@@ -433,7 +435,7 @@ class Documents:
     def upload_folder(self, collection: str, *paths: str | os.PathLike, concurrency: int = 4, wait: bool = True,
                       timeout: float | None = None, metadata: Mapping[str, str] | None = None,
                       typed_metadata: Mapping[str, Any] | None = None,
-                      on_change: Callable[[Document], None] | None = None) -> list[UploadResult]:
+                      on_change: Callable[[Document], None] | None = None) -> builtins.list[UploadResult]:
         """Upload files and folders (recursively, hidden files skipped), `concurrency` at a time,
         and with `wait` follow every document to READY or FAILED through one watch of the
         collection (not one per file). Results are in file order; after `timeout` seconds the
@@ -553,7 +555,7 @@ class Documents:
         return last
 
     def wait_all(self, documents: Iterable[Document], *, timeout: float | None = None,
-                 on_change: Callable[[Document], None] | None = None) -> list[Document]:
+                 on_change: Callable[[Document], None] | None = None) -> builtins.list[Document]:
         """Many documents once each is READY or FAILED, followed through one watch per
         collection rather than one per document; WaitTimeout after `timeout` seconds."""
         documents = list(documents)
@@ -627,11 +629,11 @@ class DocumentTracker:
         return state
 
     @property
-    def documents(self) -> list[Document]:
+    def documents(self) -> builtins.list[Document]:
         with self._lock:
             return list(self._state.documents.values())
 
-    def wait(self, timeout: float | None = None) -> list[Document]:
+    def wait(self, timeout: float | None = None) -> builtins.list[Document]:
         """Every tracked document once READY or FAILED, in the order they were tracked.
         WaitTimeout after `timeout` seconds (with their states then); the stream's error if it failed for good."""
         deadline = time.monotonic() + timeout if timeout else None
@@ -791,9 +793,9 @@ class Webhooks:
         response = self._call("RotateWebhookSecret", webhook_service_pb2.RotateWebhookSecretRequest(id=webhook_id))
         return NewWebhook(Webhook.from_proto(response.webhook), response.secret)
 
-    def deliveries(self, webhook_id: str, *, failed: bool = False, limit: int = 50) -> list[WebhookDelivery]:
+    def deliveries(self, webhook_id: str, *, failed: bool = False, limit: int = 50) -> builtins.list[WebhookDelivery]:
         """A webhook's deliveries, newest first (with `failed`, only those given up)."""
-        state = webhook_service_pb2.WEBHOOK_DELIVERY_STATE_FAILED if failed else 0
+        state = webhook_service_pb2.WEBHOOK_DELIVERY_STATE_FAILED if failed else webhook_service_pb2.WEBHOOK_DELIVERY_STATE_UNSPECIFIED
         rows: list[WebhookDelivery] = []
         token = ""
         while len(rows) < limit:

@@ -201,7 +201,7 @@ def from_rpc_error(error: grpc.RpcError, *, service: str = "", address: str = ""
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     details = (error.details() if hasattr(error, "details") else "") or ""
     reason, metadata, retry_after = status_details(error)
-    where = {"service": service, "address": address}
+    where: dict[str, Any] = {"service": service, "address": address}
     if code is grpc.StatusCode.UNAVAILABLE and not reason:
         return _transport_error(details, tls=tls, **where)
     cls = _BY_CODE.get(code, SluiceError)
@@ -216,7 +216,7 @@ def from_rpc_error(error: grpc.RpcError, *, service: str = "", address: str = ""
 def _transport_error(details: str, *, tls: bool, service: str, address: str) -> SluiceError:
     """A failure before any server answered: name the cause (TLS, refused, reset) plainly."""
     name = service or "the server"
-    where = {"service": service, "address": address}
+    where: dict[str, Any] = {"service": service, "address": address}
     if "handshake failed" in details.lower() or "ssl_error" in details.lower():
         for marker, problem, explanation in _TLS_PROBLEMS:
             if marker in details:

@@ -122,21 +122,21 @@ def prepare(source: Source, filename: str | None = None) -> PreparedUpload:
         prepared = PreparedUpload(filename or path.name, size, digest.hexdigest(), os.path.abspath(path),
                                   lambda: open(path, "rb"), path=path)
     elif hasattr(source, "read"):
-        handle: Any = source
-        start = handle.tell() if handle.seekable() else None
+        stream: Any = source
+        start = stream.tell() if stream.seekable() else None
         if start is None:  # a pipe or socket: read it whole, since a retry must send it again
-            data = handle.read()
-            return prepare(data, filename or _name_of(handle))
+            data = stream.read()
+            return prepare(data, filename or _name_of(stream))
         digest, size = hashlib.sha256(), 0
-        while block := handle.read(CHUNK_BYTES):
+        while block := stream.read(CHUNK_BYTES):
             digest.update(block)
             size += len(block)
 
         def reopen() -> IO[bytes]:
-            handle.seek(start)
-            return handle
+            stream.seek(start)
+            return stream
 
-        name = filename or _name_of(handle)
+        name = filename or _name_of(stream)
         prepared = PreparedUpload(name, size, digest.hexdigest(), name, reopen)
     else:
         raise TypeError(f"cannot upload a {type(source).__name__}: give a path, bytes or a binary file object")
