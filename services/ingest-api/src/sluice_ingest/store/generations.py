@@ -24,6 +24,7 @@ import json
 import logging
 import math
 from dataclasses import replace
+from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
@@ -63,15 +64,15 @@ async def _complete(conn: psycopg.AsyncConnection, generation_id: int) -> bool:
     return bool(complete)
 
 
-def _eval_set_json(eval_set: list[dict] | None) -> str | None:
+def _eval_set_json(eval_set: list[dict[str, Any]] | None) -> str | None:
     return None if eval_set is None else json.dumps(eval_set, ensure_ascii=False)
 
 
-def _same_gate(stored: tuple[object, object], eval_set: list[dict], min_ratio: float) -> bool:
+def _same_gate(stored: tuple[object, object], eval_set: list[dict[str, Any]], min_ratio: float) -> bool:
     """Is the gate a retrying call gives the one stored (the ratio is a `real` there)?"""
     stored_set, stored_ratio = stored
     return (stored_set == eval_set and stored_ratio is not None
-            and math.isclose(float(stored_ratio), min_ratio, rel_tol=1e-6))
+            and isinstance(stored_ratio, (int, float)) and math.isclose(float(stored_ratio), min_ratio, rel_tol=1e-6))
 
 
 class GenerationStore(StoreBase):
@@ -146,7 +147,7 @@ class GenerationStore(StoreBase):
 
     async def reindex_collection(
         self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
-        eval_set: list[dict] | None = None, min_ratio: float = 1.0,
+        eval_set: list[dict[str, Any]] | None = None, min_ratio: float = 1.0,
     ) -> CollectionRow:
         """A BUILDING generation with the new embedder and an EMBED job per READY document; or,
         when a BUILDING generation with this embedder exists, fresh attempts for its failed jobs.
