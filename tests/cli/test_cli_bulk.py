@@ -49,3 +49,20 @@ def test_a_folder_of_hundreds_of_files_under_a_biting_rate_limit_ends_all_ready(
     finally:
         worker.stop()
     assert not worker.errors, worker.errors
+
+
+def test_upload_waits_for_documents_still_processing_instead_of_giving_up(sluice, stack, tmp_path):
+    """No worker for a while: the upload keeps waiting (one stream, reconnecting if need be) and
+    ends when the documents are READY."""
+    import threading
+
+    assert sluice("collections", "create", "docs", "--embedder", "hashing", *stack.args).code == 0
+    folder = tmp_path / "waiting"
+    folder.mkdir()
+    for n in range(20):
+        (folder / f"w{n:02}.txt").write_text(f"waiting file {n}")
+    stack.worker.pause()
+    threading.Timer(3.0, stack.worker.resume).start()
+    result = sluice("--json", "upload", folder, "--collection", "docs", *stack.args)
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["counts"] == {"READY": 20}
