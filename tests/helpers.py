@@ -79,7 +79,7 @@ def _describe(condition: Callable[[], Any]) -> str:
         return repr(condition)
 
 
-def wait_serving(address: str, timeout: float = 30.0, credentials: grpc.ChannelCredentials | None = None) -> None:
+def wait_serving(address: str, timeout: float = 90.0, credentials: grpc.ChannelCredentials | None = None) -> None:
     """Until the gRPC health service at `address` answers SERVING (plaintext unless `credentials`)."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
