@@ -44,6 +44,8 @@ test-fast: venv
 MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-api/src/sluice_ingest/transitions.py \
 	services/ingest-api/src/sluice_ingest/store services/ingest-api/src/sluice_ingest/ports.py services/ingest-api/src/sluice_ingest/retention.py libs/common/src/sluice_common/reasons.py \
 	libs/common/src/sluice_common/names.py libs/common/src/sluice_common/worker_errors.py libs/common/src/sluice_common/embedders \
+	libs/common/src/sluice_common/metrics.py libs/common/src/sluice_common/health_probe.py libs/common/src/sluice_common/evaluation.py cli/src/sluice_cli/dev \
+	$(addprefix services/search/src/sluice_search/,keyword.py fusion.py) \
 	$(addprefix services/ingest-api/src/sluice_ingest/webhooks/,events.py guard.py signing.py store.py sender.py dispatcher.py service.py main.py)
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -87,9 +88,9 @@ OVERFETCH = 4
 
 
 def scoring_query(
-    chunk_scope: sql.Composable, columns: sql.Composable, where: sql.Composable, params: dict,
+    chunk_scope: sql.Composable, columns: sql.Composable, where: sql.Composable, params: dict[str, Any],
     candidates: Sequence[str], weights: dict[str, float], limit: int, *, join_first: bool,
-) -> tuple[sql.Composed, dict]:
+) -> tuple[sql.Composed, dict[str, Any]]:
     """Score the chunks holding any `candidates` term with every weighted term.
 
     `chunk_scope` restricts `chunks c` (generation, tenant); `columns` are the hit's columns
@@ -128,8 +129,8 @@ def scoring_query(
 
 async def search(
     conn: psycopg.AsyncConnection, generation_id: int, terms: Sequence[str], limit: int, chunk_scope: sql.Composable,
-    columns: sql.Composable, where: sql.Composable, params: dict, score_column: int, exact: int | None = None,
-) -> list[tuple]:
+    columns: sql.Composable, where: sql.Composable, params: dict[str, Any], score_column: int, exact: int | None = None,
+) -> list[tuple[Any, ...]]:
     """The best `limit` READY chunks by BM25, best first, as rows of `columns` + the score (see
     the module's docstring and scoring_query); the first `exact` of them (all by default) are
     exactly BM25's best."""
