@@ -226,6 +226,20 @@ class Chaos:
         self.first_hit: dict[str, float] = {}  # document id → when search first returned it
         self.uploaded: dict[str, corpus.Document] = {}  # document id → what was sent
         self.lock = threading.Lock()
+        self.system: DevSystem | None = None
+
+    def dev_gone(self) -> bool:
+        """sluice-dev itself has exited (it gave up, or crashed): record it once; nothing more can
+        happen, so every loop ends instead of retrying until its own deadline."""
+        system = self.system
+        if system is None or system.process.poll() is None:
+            return False
+        with self.lock:
+            message = f"sluice-dev exited with {system.process.returncode} during the run"
+            if message not in self.figures.violations:
+                self.figures.violations.append(message)
+                self.say(message + ":\n" + "\n".join(system.lines[-20:]))
+        return True
 
     def say(self, message: str) -> None:
         print(f"[chaos {time.strftime('%H:%M:%S')}] {message}", flush=True)
@@ -264,6 +278,8 @@ class Chaos:
                 return
             except grpc.RpcError as error:
                 self.code_seen("UploadDocument", error.code(), error)
+                if self.dev_gone():
+                    return
                 if error.code() not in RETRYABLE or time.monotonic() > deadline:
                     with self.lock:
                         self.figures.violations.append(f"upload of {document.filename} failed: {error.code().name} {error.details()}")
@@ -297,7 +313,7 @@ class Chaos:
         ch = channel(address)
         docs = document_service_pb2_grpc.DocumentServiceStub(ch)
         try:
-            while True:
+            while not self.dev_gone():
                 try:
                     document = work.get_nowait()
                 except queue.Empty:
@@ -353,6 +369,16 @@ class Chaos:
         up_since: dict[str, tuple[int | None, float]] = {}
         killed_once: set[str] = set()
 
+        def got_going(worker: str) -> bool:
+            # sluice-dev gives up on a child that dies three times before it first got going (its
+            # guard against a crash loop at start). A worker killed before its first "worker
+            # started" line counts as a failed start there, not as a crash; on a loaded machine
+            # three such kills ended the whole run. Once started, a worker is restarted for ever.
+            try:
+                return "worker started: claiming jobs" in (system.home / "logs" / f"{worker}.log").read_text(errors="replace")
+            except OSError:
+                return False
+
         def may_kill(service: str) -> bool:
             pid = system.status()["children"].get(service, {}).get("pid")
             if pid is None:
@@ -361,15 +387,16 @@ class Chaos:
                 up_since[service] = (pid, time.monotonic())
             return service not in killed_once or time.monotonic() - up_since[service][1] >= 35
 
-        while not self.stop_chaos.wait(self.rng.uniform(0.5, 1.5) * self.args.chaos_interval):
+        while not self.stop_chaos.wait(self.rng.uniform(0.5, 1.5) * self.args.chaos_interval) and not self.dev_gone():
             action = first_round.pop() if first_round else self.rng.choice(actions)
             if action in ("ingest-api", "search") and not may_kill(action):
                 action = "worker"
             if action in ("ingest-api", "search"):
                 killed_once.add(action)
             if action == "worker":
-                victim = self.rng.choice(workers)
-                if system.kill(victim):
+                started = [worker for worker in workers if got_going(worker)]
+                victim = self.rng.choice(started) if started else None
+                if victim is not None and system.kill(victim):
                     self.figures.worker_kills += 1
                     self.say(f"SIGKILL {victim}")
             elif action in ("ingest-api", "search"):
@@ -412,7 +439,7 @@ class Chaos:
             "SLUICE_WORKER_CONCURRENCY": "2", "SLUICE_LOG_LEVEL": "INFO",
         }
         started = time.monotonic()
-        system = DevSystem(self.home, self.args.workers, env)
+        system = self.system = DevSystem(self.home, self.args.workers, env)
         code = 1
         try:
             system.wait_ready()
@@ -457,6 +484,8 @@ class Chaos:
             thread.start()
         chaos_until = time.monotonic() + self.args.duration
         while time.monotonic() < chaos_until and (any(t.is_alive() for t in threads) or time.monotonic() < chaos_until):
+            if self.dev_gone():
+                break
             time.sleep(0.5)
         for thread in threads:
             thread.join()
@@ -476,7 +505,7 @@ class Chaos:
         import psycopg
 
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.dev_gone():
             try:
                 with psycopg.connect(url, connect_timeout=5) as conn:
                     left = conn.execute("SELECT count(*) FROM documents WHERE status NOT IN ('READY', 'FAILED')").fetchone()[0]

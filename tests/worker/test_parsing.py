@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 import re
-import zipfile
+import struct
+import zlib
 
 import pytest
 
@@ -169,30 +170,55 @@ async def test_unsupported_type(sandbox_pool):
 
 
 def docx_bomb(expanded_bytes: int) -> bytes:
-    """A real DOCX whose document.xml expands from a few hundred KB to `expanded_bytes`."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        archive.writestr(
-            "[Content_Types].xml",
-            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-            '<Default Extension="xml" ContentType="application/xml"/>'
-            '<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/>'
-            "</Types>",
-        )
-        archive.writestr(
-            "_rels/.rels",
-            '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-            '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/>'
-            "</Relationships>",
-        )
-        head = b'<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>'
-        tail = b"</w:t></w:r></w:p></w:body></w:document>"
-        with archive.open("word/document.xml", "w", force_zip64=True) as part:
-            part.write(head)
-            block = b"a" * (1024 * 1024)
-            for _ in range(expanded_bytes // len(block)):
-                part.write(block)
-            part.write(tail)
+    """A real DOCX whose document.xml expands from a few hundred KB to `expanded_bytes`.
+
+    Built without deflating `expanded_bytes` (at level 9 that took 6 to 27 s for a few hundred
+    MB on a loaded machine): one megabyte of "a" is deflated once, closed with a full flush so
+    that it stands alone, and that piece of the stream is repeated; the CRC runs over the same
+    megabyte repeated. The archive is written by hand (plain zip: every size is below 4 GiB)."""
+    head = b'<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>'
+    tail = b"</w:t></w:r></w:p></w:body></w:document>"
+    block = b"a" * (1024 * 1024)
+    count = expanded_bytes // len(block)
+
+    def deflated(data: bytes, mode: int) -> bytes:
+        compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+        return compressor.compress(data) + compressor.flush(mode)
+
+    crc = zlib.crc32(head)
+    for _ in range(count):
+        crc = zlib.crc32(block, crc)
+    crc = zlib.crc32(tail, crc)
+    stream = deflated(head, zlib.Z_FULL_FLUSH) + deflated(block, zlib.Z_FULL_FLUSH) * count + deflated(tail, zlib.Z_FINISH)
+    content_types = (
+        b'<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+        b'<Default Extension="xml" ContentType="application/xml"/>'
+        b'<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/>'
+        b"</Types>"
+    )
+    relationships = (
+        b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+        b'<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/>'
+        b"</Relationships>"
+    )
+    entries = [
+        ("[Content_Types].xml", deflated(content_types, zlib.Z_FINISH), zlib.crc32(content_types), len(content_types)),
+        ("_rels/.rels", deflated(relationships, zlib.Z_FINISH), zlib.crc32(relationships), len(relationships)),
+        ("word/document.xml", stream, crc, len(head) + count * len(block) + len(tail)),
+    ]
+    out, directory = io.BytesIO(), io.BytesIO()
+    for name, data, checksum, size in entries:
+        encoded = name.encode()
+        offset = out.tell()
+        # local header: version 2.0, no flags, deflate, 1980-01-01 00:00
+        out.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 33, checksum, len(data), size, len(encoded), 0))
+        out.write(encoded + data)
+        directory.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 8, 0, 33, checksum, len(data), size,
+                                    len(encoded), 0, 0, 0, 0, 0, offset))
+        directory.write(encoded)
+    start = out.tell()
+    out.write(directory.getvalue())
+    out.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries), len(directory.getvalue()), start, 0))
     return out.getvalue()
 
 
