@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip -q --disable-pip-version-check
 PACKAGES := -e libs/protos -e libs/common -e libs/spacy-model-alias -e clients/python \
-	-e services/ingest-api -e services/worker -e services/search -e cli
+	-e services/ingest-api -e services/worker -e services/search -e services/gateway -e cli
 
 .PHONY: venv test test-fast lint run chaos protos protos-check lint-protos bench clean
 
@@ -45,6 +45,7 @@ MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-a
 	services/ingest-api/src/sluice_ingest/store services/ingest-api/src/sluice_ingest/ports.py services/ingest-api/src/sluice_ingest/retention.py libs/common/src/sluice_common/reasons.py \
 	libs/common/src/sluice_common/names.py libs/common/src/sluice_common/worker_errors.py libs/common/src/sluice_common/embedders \
 	libs/common/src/sluice_common/metrics.py libs/common/src/sluice_common/health_probe.py libs/common/src/sluice_common/evaluation.py cli/src/sluice_cli/dev \
+	services/gateway/src/sluice_gateway \
 	$(addprefix services/search/src/sluice_search/,keyword.py fusion.py) \
 	$(addprefix services/ingest-api/src/sluice_ingest/webhooks/,events.py guard.py signing.py store.py sender.py dispatcher.py service.py main.py)
 lint: venv

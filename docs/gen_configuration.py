@@ -19,6 +19,7 @@ SOURCES = [
     ("ingest-api", "services/ingest-api/src/sluice_ingest/settings.py", "IngestSettings", "ingest-api, migrate, webhooks (`sluice-webhooks`)"),
     ("search", "services/search/src/sluice_search/settings.py", "SearchSettings", "search"),
     ("worker", "services/worker/src/sluice_worker/settings.py", "WorkerSettings", "worker"),
+    ("gateway", "services/gateway/src/sluice_gateway/settings.py", "GatewaySettings", "sluice-gateway (HTTP/JSON, docs/http.md)"),
     ("Embedders", "libs/common/src/sluice_common/embedders/settings.py", "EmbedderSettings", "worker (chunks), search (queries), ingest-api (local models installed)"),
     ("Rerankers", "libs/common/src/sluice_common/reranking.py", "RerankSettings", "search (calls rerankers), ingest-api (checks a collection's default)"),
 ]

@@ -1,0 +1,68 @@
+"""The gateway's ASGI application (Starlette), separate from main() so tests serve it in-process."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from . import dify
+from .backends import Backends
+from .connect import ConnectHandlers
+from .openapi import build_openapi
+from .settings import GatewaySettings
+
+
+def create_app(settings: GatewaySettings) -> Starlette:
+    state: dict[str, object] = {}
+    openapi = build_openapi()
+
+    def handlers() -> ConnectHandlers:
+        return state["handlers"]  # type: ignore[return-value]
+
+    def backends() -> Backends:
+        return state["backends"]  # type: ignore[return-value]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # The channels belong to the server's event loop: made here, closed here.
+        state["backends"] = Backends(settings)
+        state["handlers"] = ConnectHandlers(backends(), call_timeout=settings.gateway_call_timeout_seconds,
+                                            max_json_bytes=settings.gateway_max_json_bytes)
+        try:
+            yield
+        finally:
+            await backends().close()
+
+    async def rpc(request: Request) -> Response:
+        return await handlers().rpc(request)
+
+    async def upload(request: Request) -> Response:
+        return await handlers().upload(request)
+
+    async def retrieval(request: Request) -> Response:
+        return await dify.retrieval(request, backends(), settings.gateway_call_timeout_seconds)
+
+    async def openapi_json(request: Request) -> Response:
+        return JSONResponse(openapi)
+
+    async def healthz(request: Request) -> Response:
+        answers = await backends().health()
+        serving = all(a == "SERVING" for a in answers.values())
+        return JSONResponse({"status": "SERVING" if serving else "NOT_SERVING", "backends": answers},
+                            status_code=200 if serving else 503)
+
+    return Starlette(
+        routes=[
+            Route("/openapi.json", openapi_json, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/retrieval", retrieval, methods=["POST"]),
+            Route("/v1/collections/{collection}/documents", upload, methods=["POST"]),
+            Route("/{service}/{method}", rpc, methods=["POST"]),
+        ],
+        lifespan=lifespan,
+    )

@@ -1,0 +1,64 @@
+"""The gRPC channels to ingest-api and search, and the callables of every method on them.
+
+Each call carries the caller's own `authorization` header as gRPC metadata, unchanged: the
+backends check the key, its role, its tenant and its rate limit exactly as for a gRPC client
+(docs/http.md, "Keys"). The gateway holds no key of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from sluice_common.tls import secure_or_insecure_channel
+
+from .methods import Backend, Method
+from .settings import GatewaySettings
+
+# Uploads come in pieces of up to 1 MiB; messages stay well under gRPC's 4 MiB default.
+CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+
+
+class Backends:
+    def __init__(self, settings: GatewaySettings) -> None:
+        tls = settings.backend_tls()
+        self.channels: dict[Backend, grpc.aio.Channel] = {
+            Backend.INGEST: secure_or_insecure_channel(settings.ingest_address, tls, CHANNEL_OPTIONS, aio=True),
+            Backend.SEARCH: secure_or_insecure_channel(settings.search_address, tls, CHANNEL_OPTIONS, aio=True),
+        }
+        self._callables: dict[str, Any] = {}
+
+    def callable(self, method: Method) -> Any:
+        """The multicallable of `method` (unary_unary, unary_stream or stream_unary)."""
+        found = self._callables.get(method.path)
+        if found is None:
+            channel = self.channels[method.backend]
+            factory = {"unary": channel.unary_unary, "server_stream": channel.unary_stream,
+                       "client_stream": channel.stream_unary}[method.kind]
+            found = factory(method.path, request_serializer=method.request_class.SerializeToString,
+                            response_deserializer=method.response_class.FromString)
+            self._callables[method.path] = found
+        return found
+
+    async def health(self) -> dict[str, str]:
+        """Each backend's grpc.health.v1 answer (health checks need no key)."""
+        answers = {}
+        for backend, channel in self.channels.items():
+            try:
+                reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
+                answers[backend.value] = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+            except grpc.RpcError as error:
+                answers[backend.value] = f"{error.code().name}: {error.details()}"
+        return answers
+
+    async def close(self) -> None:
+        for channel in self.channels.values():
+            await channel.close()
+
+
+def forwarded_metadata(headers: Any) -> list[tuple[str, str]]:
+    """The caller's credentials, as they came (absent stays absent: the backend answers
+    UNAUTHENTICATED, 401)."""
+    value = headers.get("authorization")
+    return [("authorization", value)] if value else []

@@ -1,0 +1,204 @@
+"""The Connect protocol's unary shape for every unary RPC, server streams as server-sent
+events, and uploads from a raw HTTP body (docs/http.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from google.protobuf import json_format, message
+from sluice.v1 import document_service_pb2 as ds
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from .backends import Backends, forwarded_metadata
+from .errors import GatewayError, describe
+from .methods import METHODS, UPLOAD, Method
+
+JSON_TYPES = ("application/json", "")
+PROTO_TYPE = "application/proto"
+UPLOAD_PIECE = 256 * 1024  # bytes per data message of an upload
+SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+def to_json(msg: message.Message) -> dict[str, Any]:
+    """The protobuf JSON mapping (lowerCamelCase names, int64 as strings, enums by name)."""
+    converted: dict[str, Any] = json_format.MessageToDict(msg)
+    return converted
+
+
+def error_response(error: grpc.RpcError | GatewayError) -> JSONResponse:
+    if isinstance(error, GatewayError):
+        return JSONResponse(error.body(), status_code=error.http_status)
+    status, body, headers = describe(error)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def sse(event: str, data: dict[str, Any], event_id: str = "") -> str:
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+class ConnectHandlers:
+    def __init__(self, backends: Backends, *, call_timeout: float, max_json_bytes: int) -> None:
+        self.backends = backends
+        self.call_timeout = call_timeout
+        self.max_json_bytes = max_json_bytes
+
+    def timeout_of(self, request: Request) -> float:
+        """Connect-Timeout-Ms when the caller sets one, else the gateway's default."""
+        header = request.headers.get("connect-timeout-ms", "")
+        if header.isdigit() and 0 < int(header) < 10**10:
+            return min(int(header) / 1000, self.call_timeout)
+        return self.call_timeout
+
+    async def parse(self, request: Request, method: Method) -> message.Message:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        body = b""
+        async for piece in request.stream():
+            body += piece
+            if len(body) > self.max_json_bytes:
+                raise GatewayError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"request body over {self.max_json_bytes} bytes", "REQUEST_TOO_LARGE")
+        msg = method.request_class()
+        if content_type == PROTO_TYPE:
+            try:
+                msg.ParseFromString(body)
+            except message.DecodeError as error:
+                raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, f"the body is not a {msg.DESCRIPTOR.full_name}: {error}", "INVALID_BODY") from None
+            return msg
+        if content_type not in JSON_TYPES:
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"Content-Type {content_type!r} is not supported: send application/json (or application/proto)", "INVALID_BODY")
+        try:
+            json_format.Parse(body.decode("utf-8") if body.strip() else "{}", msg)
+        except (json_format.ParseError, UnicodeDecodeError) as error:
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"the body is not a JSON {msg.DESCRIPTOR.full_name}: {error}", "INVALID_JSON") from None
+        return msg
+
+    async def rpc(self, request: Request) -> Response:
+        """POST /sluice.v1.<Service>/<Method>."""
+        method = METHODS.get(request.url.path)
+        if method is None:
+            return error_response(GatewayError(grpc.StatusCode.NOT_FOUND, f"no such method: {request.url.path} (see /openapi.json)", "METHOD_NOT_FOUND"))
+        if method == UPLOAD:
+            return error_response(GatewayError(
+                grpc.StatusCode.UNIMPLEMENTED,
+                "UploadDocument is a client stream: POST the file as the body of /v1/collections/{collection}/documents "
+                "(docs/http.md, Uploads)", "USE_UPLOAD_PATH"))
+        try:
+            msg = await self.parse(request, method)
+        except GatewayError as error:
+            return error_response(error)
+        if method.kind == "server_stream":
+            return await self.stream(request, method, msg)
+        try:
+            reply = await self.backends.callable(method)(msg, metadata=forwarded_metadata(request.headers), timeout=self.timeout_of(request))
+        except grpc.RpcError as error:
+            return error_response(error)
+        if request.headers.get("content-type", "").startswith(PROTO_TYPE):
+            return Response(reply.SerializeToString(), media_type=PROTO_TYPE)
+        return JSONResponse(to_json(reply))
+
+    async def stream(self, request: Request, method: Method, msg: message.Message) -> Response:
+        """A server stream as server-sent events: `event: message` per message (`id:` the
+        cursor where it has one, so Last-Event-ID resumes a WatchCollection), `event: error`
+        with a Connect error if it fails midway, `event: end` when it ends. A failure before
+        the first message is an ordinary JSON error with its HTTP status."""
+        last_id = request.headers.get("last-event-id", "")
+        if last_id and isinstance(msg, ds.WatchCollectionRequest) and not msg.after_cursor:
+            msg.after_cursor = last_id
+            msg.ClearField("start_from_oldest")
+        call = self.backends.callable(method)(msg, metadata=forwarded_metadata(request.headers))
+        try:
+            first = await call.read()
+        except grpc.RpcError as error:
+            return error_response(error)
+
+        async def events() -> AsyncIterator[str]:
+            item = first
+            try:
+                while item is not grpc.aio.EOF:
+                    yield sse("message", to_json(item), getattr(item, "cursor", ""))
+                    item = await call.read()
+                yield sse("end", {})
+            except grpc.RpcError as error:
+                yield sse("error", describe(error)[1])
+            finally:
+                call.cancel()
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def upload(self, request: Request) -> Response:
+        """POST /v1/collections/{collection}/documents: the raw file as the body."""
+        try:
+            metadata = upload_metadata(request)
+        except GatewayError as error:
+            return error_response(error)
+
+        async def messages() -> AsyncIterator[ds.UploadDocumentRequest]:
+            yield ds.UploadDocumentRequest(metadata=metadata)
+            digest, size, buffer = hashlib.sha256(), 0, bytearray()
+            try:
+                async for piece in request.stream():
+                    digest.update(piece)
+                    size += len(piece)
+                    buffer += piece
+                    while len(buffer) >= UPLOAD_PIECE:
+                        yield ds.UploadDocumentRequest(data=bytes(buffer[:UPLOAD_PIECE]))
+                        del buffer[:UPLOAD_PIECE]
+            except ClientDisconnect:
+                return  # no trailer: ingest-api stores nothing (UPLOAD_INCOMPLETE)
+            if buffer:
+                yield ds.UploadDocumentRequest(data=bytes(buffer))
+            # The gateway's own count and hash of what it received; the client's sha256 (if
+            # any) went in the metadata, so a mismatch is refused as CHECKSUM_MISMATCH.
+            yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(size_bytes=size, sha256=digest.hexdigest()))
+
+        try:
+            document = await self.backends.callable(UPLOAD)(messages(), metadata=forwarded_metadata(request.headers))
+        except grpc.RpcError as error:
+            return error_response(error)
+        return JSONResponse(to_json(document))
+
+
+def upload_metadata(request: Request) -> ds.UploadDocumentMetadata:
+    """The upload's first message from the path, the query and the headers (docs/http.md, Uploads)."""
+    query, headers = request.query_params, request.headers
+    filename = query.get("filename") or headers.get("x-sluice-filename") or _disposition_filename(headers.get("content-disposition", ""))
+    if not filename:
+        raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
+                           "name the file: ?filename=report.pdf (or an X-Sluice-Filename header)", "FILENAME_MISSING")
+    content_type = headers.get("content-type", "").split(";")[0].strip()
+    mime_type = query.get("mime_type") or ("" if content_type in ("", "application/octet-stream") else content_type)
+    sha256 = query.get("sha256") or headers.get("x-sluice-sha256", "")
+    if sha256 and not SHA256_HEX.match(sha256):
+        raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "sha256 must be 64 hex digits", "INVALID_CHECKSUM")
+    length = headers.get("content-length", "")
+    metadata = ds.UploadDocumentMetadata(
+        collection=request.path_params["collection"], filename=filename, mime_type=mime_type,
+        request_id=query.get("request_id") or headers.get("idempotency-key", ""),
+        expected_sha256=sha256.lower(), expected_size_bytes=int(length) if length.isdigit() else 0,
+    )
+    for key, value in query.multi_items():
+        if key.startswith("metadata."):
+            metadata.metadata[key.removeprefix("metadata.")] = value
+    typed = query.get("typed_metadata") or headers.get("x-sluice-typed-metadata", "")
+    if typed:
+        try:
+            parsed = json_format.Parse(json.dumps({"typedMetadata": json.loads(typed)}), ds.UploadDocumentMetadata())
+        except (ValueError, json_format.ParseError) as error:
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, f"typed_metadata is not a JSON map of MetadataValue: {error}",
+                               "INVALID_METADATA") from None
+        metadata.MergeFrom(parsed)
+    return metadata
+
+
+def _disposition_filename(disposition: str) -> str:
+    found = re.search(r'filename="?([^";]+)"?', disposition)
+    return found.group(1) if found else ""

@@ -1,0 +1,62 @@
+"""The RPCs the gateway serves, read from the generated descriptors: one table, so that every
+public RPC is reachable (and listed in /openapi.json) without a line per method.
+
+JobService is not here: it is the workers' internal API (docs/architecture.md, "Services"),
+and a worker speaks gRPC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from google.protobuf import descriptor, message, message_factory
+from sluice.v1 import admin_service_pb2, document_service_pb2, search_service_pb2, webhook_service_pb2
+
+
+class Backend(Enum):
+    INGEST = "ingest"
+    SEARCH = "search"
+
+
+# Which process serves each public service.
+SERVICES: tuple[tuple[descriptor.ServiceDescriptor, Backend], ...] = (
+    (document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"], Backend.INGEST),
+    (search_service_pb2.DESCRIPTOR.services_by_name["SearchService"], Backend.SEARCH),
+    (webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"], Backend.INGEST),
+    (admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"], Backend.INGEST),
+)
+
+
+@dataclass(frozen=True)
+class Method:
+    descriptor: descriptor.MethodDescriptor
+    backend: Backend
+
+    @property
+    def path(self) -> str:
+        """The gRPC path, which is also the Connect path: /sluice.v1.SearchService/Search."""
+        return f"/{self.descriptor.containing_service.full_name}/{self.descriptor.name}"
+
+    @property
+    def kind(self) -> str:
+        client, server = self.descriptor.client_streaming, self.descriptor.server_streaming
+        return {(False, False): "unary", (False, True): "server_stream", (True, False): "client_stream"}.get((client, server), "bidi")
+
+    @property
+    def request_class(self) -> type[message.Message]:
+        found: type[message.Message] = message_factory.GetMessageClass(self.descriptor.input_type)
+        return found
+
+    @property
+    def response_class(self) -> type[message.Message]:
+        found: type[message.Message] = message_factory.GetMessageClass(self.descriptor.output_type)
+        return found
+
+
+def all_methods() -> list[Method]:
+    return [Method(m, backend) for service, backend in SERVICES for m in service.methods]
+
+
+METHODS: dict[str, Method] = {m.path: m for m in all_methods()}
+UPLOAD = METHODS["/sluice.v1.DocumentService/UploadDocument"]

@@ -1,0 +1,195 @@
+"""The OpenAPI 3 document of the gateway, generated from the proto descriptors at start (so it
+lists every RPC the gateway serves, with schemas in the protobuf JSON mapping)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import descriptor
+
+from .methods import UPLOAD, Method, all_methods
+
+FD = descriptor.FieldDescriptor
+INTEGER32 = {FD.TYPE_INT32, FD.TYPE_SINT32, FD.TYPE_SFIXED32, FD.TYPE_UINT32, FD.TYPE_FIXED32}
+INTEGER64 = {FD.TYPE_INT64, FD.TYPE_SINT64, FD.TYPE_SFIXED64, FD.TYPE_UINT64, FD.TYPE_FIXED64}
+# Well-known types have their own JSON forms.
+WELL_KNOWN: dict[str, dict[str, Any]] = {
+    "google.protobuf.Timestamp": {"type": "string", "format": "date-time"},
+    "google.protobuf.Duration": {"type": "string", "example": "1.5s"},
+    "google.protobuf.FieldMask": {"type": "string"},
+    "google.protobuf.Struct": {"type": "object"},
+    "google.protobuf.Value": {},
+    "google.protobuf.ListValue": {"type": "array", "items": {}},
+    "google.protobuf.Any": {"type": "object", "properties": {"@type": {"type": "string"}}},
+    "google.protobuf.Empty": {"type": "object"},
+    "google.protobuf.StringValue": {"type": "string"},
+    "google.protobuf.BoolValue": {"type": "boolean"},
+    "google.protobuf.DoubleValue": {"type": "number"},
+    "google.protobuf.FloatValue": {"type": "number"},
+    "google.protobuf.Int32Value": {"type": "integer", "format": "int32"},
+    "google.protobuf.UInt32Value": {"type": "integer", "format": "int32"},
+    "google.protobuf.Int64Value": {"type": "string", "format": "int64"},
+    "google.protobuf.UInt64Value": {"type": "string", "format": "int64"},
+    "google.protobuf.BytesValue": {"type": "string", "format": "byte"},
+}
+CONNECT_ERROR = {
+    "type": "object",
+    "description": "A Connect error: code (lowercase gRPC code), message, details (google.rpc detail messages, "
+                   "each with type, base64 value and its JSON as debug), and reason (the ErrorInfo reason).",
+    "properties": {
+        "code": {"type": "string", "example": "not_found"},
+        "message": {"type": "string"},
+        "reason": {"type": "string", "example": "COLLECTION_NOT_FOUND"},
+        "details": {"type": "array", "items": {"type": "object", "properties": {
+            "type": {"type": "string"}, "value": {"type": "string", "format": "byte"}, "debug": {"type": "object"}}}},
+    },
+    "required": ["code"],
+}
+
+
+class SchemaBuilder:
+    def __init__(self) -> None:
+        self.schemas: dict[str, dict[str, Any]] = {}
+
+    def ref(self, message: descriptor.Descriptor) -> dict[str, Any]:
+        if message.full_name in WELL_KNOWN:
+            return dict(WELL_KNOWN[message.full_name])
+        if message.full_name not in self.schemas:
+            self.schemas[message.full_name] = {}  # placeholder: recursive messages end here
+            self.schemas[message.full_name] = self.message_schema(message)
+        return {"$ref": f"#/components/schemas/{message.full_name}"}
+
+    def message_schema(self, message: descriptor.Descriptor) -> dict[str, Any]:
+        properties = {field.json_name: self.field_schema(field) for field in message.fields}
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        oneofs = [o for o in message.oneofs if not o.name.startswith("_")]
+        if oneofs:
+            schema["description"] = "; ".join(
+                f"at most one of {', '.join(f.json_name for f in o.fields)}" for o in oneofs)
+        return schema
+
+    def field_schema(self, field: descriptor.FieldDescriptor) -> dict[str, Any]:
+        if field.type == FD.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+            value = field.message_type.fields_by_name["value"]
+            return {"type": "object", "additionalProperties": self.single(value)}
+        single = self.single(field)
+        if field.is_repeated:
+            return {"type": "array", "items": single}
+        return single
+
+    def single(self, field: descriptor.FieldDescriptor) -> dict[str, Any]:
+        kind = field.type
+        if kind == FD.TYPE_MESSAGE:
+            return self.ref(field.message_type)
+        if kind == FD.TYPE_ENUM:
+            return {"type": "string", "enum": [v.name for v in field.enum_type.values]}
+        if kind in (FD.TYPE_DOUBLE, FD.TYPE_FLOAT):
+            return {"type": "number"}
+        if kind in INTEGER32:
+            return {"type": "integer", "format": "int32"}
+        if kind in INTEGER64:
+            return {"type": "string", "format": "int64"}
+        if kind == FD.TYPE_BOOL:
+            return {"type": "boolean"}
+        if kind == FD.TYPE_BYTES:
+            return {"type": "string", "format": "byte"}
+        return {"type": "string"}
+
+
+def _operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
+    service = method.descriptor.containing_service.name
+    output = builder.ref(method.descriptor.output_type)
+    operation: dict[str, Any] = {
+        "operationId": f"{service}.{method.descriptor.name}",
+        "tags": [service],
+        "x-grpc-method": method.path,
+        "responses": {"default": {"description": "a Connect error",
+                                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ConnectError"}}}}},
+    }
+    if method != UPLOAD:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": builder.ref(method.descriptor.input_type)}}}
+    if method.kind == "server_stream":
+        operation["summary"] = f"{method.descriptor.name} as server-sent events"
+        operation["responses"]["200"] = {
+            "description": f"text/event-stream: `event: message` with one {method.descriptor.output_type.full_name} in JSON "
+                           "per message (`id:` its cursor, if any), then `event: end`; `event: error` with a ConnectError",
+            "content": {"text/event-stream": {"schema": {"type": "string"}, "x-message": output}},
+        }
+    else:
+        operation["responses"]["200"] = {"description": method.descriptor.output_type.full_name,
+                                          "content": {"application/json": {"schema": output}}}
+    return operation
+
+
+def _upload(builder: SchemaBuilder) -> dict[str, Any]:
+    operation = _operation(UPLOAD, builder)
+    operation["summary"] = "UploadDocument: the file as the raw body; the gateway streams it with size and SHA-256"
+
+    def query(name: str, description: str) -> dict[str, Any]:
+        return {"name": name, "in": "query", "required": name == "filename", "schema": {"type": "string"}, "description": description}
+
+    operation["parameters"] = [
+        {"name": "collection", "in": "path", "required": True, "schema": {"type": "string"}},
+        query("filename", "the file's name (or header X-Sluice-Filename)"),
+        query("sha256", "the file's SHA-256 as 64 hex digits (or header X-Sluice-SHA256); refused on mismatch"),
+        query("request_id", "idempotency key (or header Idempotency-Key)"),
+        query("mime_type", "the media type (else Content-Type, else detected)"),
+        query("typed_metadata", "a JSON map of MetadataValue (or header X-Sluice-Typed-Metadata)"),
+        {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,
+         "schema": {"type": "object", "additionalProperties": {"type": "string"}},
+         "description": "string metadata as metadata.KEY=VALUE"},
+    ]
+    operation["requestBody"] = {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}
+    return operation
+
+
+DIFY_REQUEST = {
+    "type": "object", "required": ["knowledge_id", "query"],
+    "properties": {
+        "knowledge_id": {"type": "string", "description": "the collection's name"},
+        "query": {"type": "string"},
+        "retrieval_setting": {"type": "object", "properties": {"top_k": {"type": "integer"}, "score_threshold": {"type": "number"}}},
+        "metadata_condition": {"type": "object", "properties": {
+            "logical_operator": {"type": "string", "enum": ["and", "or"]},
+            "conditions": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string"}, "comparison_operator": {"type": "string"}, "value": {}}}}}},
+    },
+}
+DIFY_RESPONSE = {"type": "object", "properties": {"records": {"type": "array", "items": {"type": "object", "properties": {
+    "content": {"type": "string"}, "score": {"type": "number"}, "title": {"type": "string"}, "metadata": {"type": "object"}}}}}}
+DIFY_ERROR = {"type": "object", "properties": {"error_code": {"type": "integer"}, "error_msg": {"type": "string"}}}
+
+
+def build_openapi(server_url: str = "") -> dict[str, Any]:
+    builder = SchemaBuilder()
+    paths: dict[str, Any] = {}
+    for method in all_methods():
+        if method == UPLOAD:
+            paths["/v1/collections/{collection}/documents"] = {"post": _upload(builder)}
+        else:
+            paths[method.path] = {"post": _operation(method, builder)}
+    paths["/retrieval"] = {"post": {
+        "operationId": "Dify.Retrieval", "tags": ["Dify"], "summary": "Dify's External Knowledge API",
+        "requestBody": {"required": True, "content": {"application/json": {"schema": DIFY_REQUEST}}},
+        "responses": {"200": {"description": "records", "content": {"application/json": {"schema": DIFY_RESPONSE}}},
+                      "default": {"description": "a Dify error (1001, 1002, 2001)", "content": {"application/json": {"schema": DIFY_ERROR}}}},
+    }}
+    paths["/healthz"] = {"get": {"operationId": "Gateway.Health", "security": [], "responses": {
+        "200": {"description": "the gateway and both backends are SERVING"}, "503": {"description": "a backend is not"}}}}
+    paths["/openapi.json"] = {"get": {"operationId": "Gateway.OpenAPI", "security": [], "responses": {"200": {"description": "this document"}}}}
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": "Sluice HTTP/JSON API", "version": "v1",
+                 "description": "Every public RPC of Sluice in the Connect protocol's unary shape (POST /<service>/<method>, "
+                                "protobuf JSON mapping), server streams as server-sent events, uploads as a raw body. "
+                                "Authenticate with `Authorization: Bearer <Sluice API key>`."},
+        "paths": paths,
+        "components": {
+            "schemas": {**builder.schemas, "ConnectError": CONNECT_ERROR},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "a Sluice API key"}},
+        },
+        "security": [{"bearer": []}],
+    }
+    if server_url:
+        document["servers"] = [{"url": server_url}]
+    return document

@@ -1,0 +1,37 @@
+"""The gateway's settings, from SLUICE_* environment variables (docs/http.md, "Running it")."""
+
+from __future__ import annotations
+
+from sluice_common.settings import CommonSettings
+from sluice_common.tls import ClientTLS
+
+
+class GatewaySettings(CommonSettings):  # type: ignore[misc,unused-ignore]  # Any when checked alone
+    """Defaults work beside `make run`."""
+
+    # Where the HTTP server listens (host:port).
+    gateway_bind: str = "localhost:8080"
+    # The gRPC backends it forwards to, the same variables as the CLI and the SDK.
+    ingest_address: str = "localhost:50051"
+    search_address: str = "localhost:50052"
+    # TLS to the backends, as `sluice` reads it: the servers' CA, and a client certificate and
+    # key under mutual TLS. Empty: plaintext.
+    tls_ca_file: str = ""
+    tls_client_cert_file: str = ""
+    tls_client_key_file: str = ""
+    # The deadline of a unary call forwarded to a backend, in seconds (streams have none).
+    gateway_call_timeout_seconds: float = 60.0
+    # The largest JSON request body accepted, in bytes (uploads are streamed, not bounded here).
+    gateway_max_json_bytes: int = 4_194_304  # 4 MiB
+
+    def backend_tls(self) -> ClientTLS:
+        return ClientTLS(self.tls_ca_file, self.tls_client_cert_file, self.tls_client_key_file)
+
+    @property
+    def host(self) -> str:
+        host, _, _ = self.gateway_bind.rpartition(":")
+        return host.strip("[]") or "localhost"
+
+    @property
+    def port(self) -> int:
+        return int(self.gateway_bind.rpartition(":")[2])

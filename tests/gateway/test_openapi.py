@@ -1,0 +1,49 @@
+"""/openapi.json: generated from the proto descriptors, it parses as OpenAPI 3 and lists every
+public RPC (JobService, the workers' internal API, excepted)."""
+
+from __future__ import annotations
+
+from openapi_spec_validator import validate
+from sluice.v1 import admin_service_pb2, document_service_pb2, search_service_pb2, webhook_service_pb2
+
+
+def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
+    response = http.get("/openapi.json")
+    assert response.status_code == 200
+    document = response.json()
+    assert document["openapi"].startswith("3.")
+    validate(document)  # the OpenAPI 3.1 schema, checked by openapi-spec-validator
+
+    operations = {op["operationId"]: (path, verb) for path, item in document["paths"].items() for verb, op in item.items()}
+    services = [document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"],
+                search_service_pb2.DESCRIPTOR.services_by_name["SearchService"],
+                webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"],
+                admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"]]
+    expected = {f"{s.name}.{m.name}" for s in services for m in s.methods}
+    assert len(expected) >= 26  # 14 DocumentService, 1 SearchService, 6 WebhookService, 5 AdminService
+    assert expected <= operations.keys(), expected - operations.keys()
+    assert operations["SearchService.Search"] == ("/sluice.v1.SearchService/Search", "post")
+    assert operations["DocumentService.UploadDocument"] == ("/v1/collections/{collection}/documents", "post")
+    assert "Dify.Retrieval" in operations
+    assert "text/event-stream" in document["paths"]["/sluice.v1.DocumentService/WatchDocument"]["post"]["responses"]["200"]["content"]
+
+    # Every $ref points at a schema of the document.
+    schemas = document["components"]["schemas"]
+
+    def refs(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "$ref":
+                    yield value
+                else:
+                    yield from refs(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from refs(value)
+
+    for ref in refs(document):
+        assert ref.startswith("#/components/schemas/") and ref.rsplit("/", 1)[1] in schemas, ref
+    hit = schemas["sluice.v1.SearchHit"]["properties"]
+    assert hit["chunkIndex"] == {"type": "integer", "format": "int32"}
+    assert schemas["sluice.v1.Document"]["properties"]["sizeBytes"] == {"type": "string", "format": "int64"}
+    assert schemas["sluice.v1.SearchRequest"]["properties"]["mode"]["enum"][0] == "SEARCH_MODE_UNSPECIFIED"
