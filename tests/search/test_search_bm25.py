@@ -253,6 +253,8 @@ async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, mon
     columns = sql.SQL("c.text")
     queries = [["w001", "w050", "w110"], ["w000", "w002"], ["w003", "w004", "w005", "w090"], ["w000", "w119"]]
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        # The tenant search's sessions hold (sluice_keyword_scores reads it, as the policy does).
+        await conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(tenant),))
         for query in queries:
             expected = sorted((bm25(words, query) for words in tokens if set(words) & set(query)), reverse=True)
             for limit, exact in ((10, None), (30, 5)):
@@ -263,3 +265,39 @@ async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, mon
                 assert scores == sorted(scores, reverse=True)
                 # The tail holds real scores of real chunks, never better than the exact ones above.
                 assert len(rows) == min(limit, len(expected)) or exact is not None
+
+
+async def test_keyword_candidates_come_from_the_gin_index_under_row_level_security(search_settings, corpus, seed):
+    """search's role is held by a tenant policy, and `@@` is not LEAKPROOF: a plain query on
+    chunks can then only read every chunk of the table (3.1 s at 94,000 chunks). The candidates
+    come from sluice_keyword_scores (migration 0019) instead: the statement, as search runs it,
+    never filters chunks by the match itself."""
+    from psycopg import sql
+
+    from sluice_common import vector_index
+    from sluice_search import keyword as kw
+    from sluice_search.repository import _HIT_COLUMNS
+
+    cid, _ = corpus
+    gid, tenant = seed.conn.execute(
+        "SELECT g.id, c.tenant_id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
+        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'", (cid,)).fetchone()
+    scope = sql.SQL("{} AND c.tenant_id = {}").format(vector_index.generation_predicate(gid), sql.Literal(tenant))
+    async with await psycopg.AsyncConnection.connect(search_settings.read_database_url, autocommit=True) as conn:
+        await conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(tenant),))
+        await conn.execute("SET enable_seqscan = off")
+        weights = {"leas": 1.5, "worker": 0.7}
+        for join_first in (False, True):
+            query, params = kw.scoring_query(gid, scope, _HIT_COLUMNS, sql.SQL(""), {}, ["leas"], weights, 10,
+                                             join_first=join_first)
+            plan = "\n".join(r[0] for r in await (await conn.execute(b"EXPLAIN " + query.as_bytes(conn), params)).fetchall())
+            # Under the policy, a match on chunks is a filter over every row of some scan.
+            assert "Seq Scan on chunks" not in plan and "search_tsv" not in plan, plan
+            assert "Function Scan on sluice_keyword_scores" in plan, plan
+            rows = await (await conn.execute(query, params)).fetchall()
+            assert {row[3] for row in rows} == {"leases.txt"}
+        # Without the tenant setting the function shows nothing, as the policy would.
+        await conn.execute("SELECT set_config('sluice.tenant_id', '', false)")
+        query, params = kw.scoring_query(gid, sql.SQL("true"), sql.SQL("c.id"), sql.SQL(""), {}, ["leas"], weights, 10,
+                                         join_first=False)
+        assert await (await conn.execute(query, params)).fetchall() == []

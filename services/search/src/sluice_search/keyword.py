@@ -88,15 +88,19 @@ OVERFETCH = 4
 
 
 def scoring_query(
-    chunk_scope: sql.Composable, columns: sql.Composable, where: sql.Composable, params: dict[str, Any],
-    candidates: Sequence[str], weights: dict[str, float], limit: int, *, join_first: bool,
+    generation_id: int, chunk_scope: sql.Composable, columns: sql.Composable, where: sql.Composable,
+    params: dict[str, Any], candidates: Sequence[str], weights: dict[str, float], limit: int, *, join_first: bool,
 ) -> tuple[sql.Composed, dict[str, Any]]:
     """Score the chunks holding any `candidates` term with every weighted term.
 
-    `chunk_scope` restricts `chunks c` (generation, tenant); `columns` are the hit's columns
-    over `c` and `d`; `where` the filter's predicates on `documents d` (empty for none)."""
+    The candidates and their scores come from `sluice_keyword_scores` (migration 0019), which
+    reaches them through the GIN index whatever row-level security does to the query's plan.
+    `chunk_scope` restricts `chunks c` (generation, tenant) where the hits are read; `columns`
+    are the hit's columns over `c` and `d`; `where` the filter's predicates on `documents d`
+    (empty for none)."""
     params = {
         **params,
+        "kw_generation": generation_id,
         "kw_terms": list(weights),
         "kw_weights": [weights[t] for t in weights],
         "kw_match": textsearch.tsquery_text(candidates),
@@ -107,24 +111,24 @@ def scoring_query(
         " FROM (SELECT sluice_term_dim(t) AS dim, sum(w)::real AS w"
         " FROM unnest(%(kw_terms)s::text[], %(kw_weights)s::float8[]) AS x(t, w) GROUP BY 1) s)"
     ).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS)))
-    match = sql.SQL("{scope} AND c.search_tsv @@ to_tsquery('simple', %(kw_match)s)").format(scope=chunk_scope)
+    scores = sql.SQL("sluice_keyword_scores(%(kw_generation)s, to_tsquery('simple', %(kw_match)s), q.v) s")
     if join_first:
         query = sql.SQL(
-            "{vector} SELECT {columns}, -(c.search_bm25 <#> q.v) AS rank"
-            " FROM q, chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE {match} AND d.status = 'READY'{where} ORDER BY rank DESC, c.id LIMIT {limit}"
+            "{vector} SELECT {columns}, s.score AS rank"
+            " FROM q, {scores} JOIN chunks c ON c.id = s.chunk_id JOIN documents d ON d.id = c.document_id"
+            " WHERE {scope} AND d.status = 'READY'{where} ORDER BY rank DESC, c.id LIMIT {limit}"
         )
     else:
         query = sql.SQL(
             "{vector}, best AS ("
-            " SELECT c.id, -(c.search_bm25 <#> q.v) AS rank FROM q, chunks c"
-            " WHERE {match} ORDER BY rank DESC, c.id LIMIT {overfetch})"
+            " SELECT s.chunk_id AS id, s.score AS rank FROM q, {scores}"
+            " ORDER BY rank DESC, s.chunk_id LIMIT {overfetch})"
             " SELECT {columns}, best.rank FROM best JOIN chunks c ON c.id = best.id"
             " JOIN documents d ON d.id = c.document_id"
-            " WHERE d.status = 'READY'{where} ORDER BY best.rank DESC, c.id LIMIT {limit}"
+            " WHERE {scope} AND d.status = 'READY'{where} ORDER BY best.rank DESC, c.id LIMIT {limit}"
         )
-    return query.format(vector=vector, columns=columns, match=match, where=where, limit=sql.Literal(int(limit)),
-                        overfetch=sql.Literal(int(limit) * OVERFETCH)), params
+    return query.format(vector=vector, columns=columns, scores=scores, scope=chunk_scope, where=where,
+                        limit=sql.Literal(int(limit)), overfetch=sql.Literal(int(limit) * OVERFETCH)), params
 
 
 async def search(
@@ -151,8 +155,8 @@ async def search(
     # A filter narrows the documents: then the join comes first (see OVERFETCH).
     join_first = not (isinstance(where, sql.SQL) and not where.as_string(None))
     while True:
-        query, query_params = scoring_query(chunk_scope, columns, where, params, order[:taken], weights, limit,
-                                            join_first=join_first)
+        query, query_params = scoring_query(generation_id, chunk_scope, columns, where, params, order[:taken], weights,
+                                            limit, join_first=join_first)
         found = await (await conn.execute(query, query_params)).fetchall()
         if len(found) < limit and not join_first:
             # Fewer READY chunks among the best than wanted: maybe others further down are.
