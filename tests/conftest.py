@@ -59,63 +59,20 @@ def search_database_url(database_url) -> str:
     return search_url(database_url)
 
 
-class DatabaseCopies:
-    """Copies of the migrated template, each made while the test before it runs.
-
-    A copy takes a second or more on a busy machine, and hundreds of tests each want one: made
-    ahead in a thread, it is ready when asked for. A finished test's copy is dropped at its
-    teardown, before the next test starts: dropped in the background while the next test ran,
-    a LISTEN/NOTIFY test (test_event_listeners: WatchCollection) lost its notification."""
-
-    AHEAD = 1
-
-    def __init__(self, admin_uri: str) -> None:
-        import collections
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.admin_uri = admin_uri
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="test-databases")
-        self.ready: collections.deque = collections.deque()
-
-    def _create(self) -> str:
-        name = f"t_{os.getpid()}_{next(_counter)}"
-        with psycopg.connect(self.admin_uri, autocommit=True) as conn:
-            conn.execute(psycopg.sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                psycopg.sql.Identifier(name), psycopg.sql.Identifier(TEMPLATE)))
-        return name
-
-    def _drop(self, name: str) -> None:
-        with psycopg.connect(self.admin_uri, autocommit=True) as conn:
-            conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
-
-    def take(self) -> str:
-        """The name of a fresh copy of the template (made now if none is waiting)."""
-        while len(self.ready) < self.AHEAD + 1:
-            self.ready.append(self.executor.submit(self._create))
-        return self.ready.popleft().result(timeout=300)
-
-    def drop(self, name: str) -> None:
-        self.executor.submit(self._drop, name).result(timeout=300)
-
-    def close(self) -> None:
-        for waiting in self.ready:
-            self.executor.submit(self._drop, waiting.result(timeout=300))
-        self.executor.shutdown(wait=True)
-
-
-@pytest.fixture(scope="session")
-def database_copies(pg_admin_uri, template_uri):
-    databases = DatabaseCopies(pg_admin_uri)
-    yield databases
-    databases.close()
-
-
 @pytest.fixture
-def database_url(pg_admin_uri, database_copies):
-    """A freshly migrated, empty database of its own for one test."""
-    name = database_copies.take()
+def database_url(pg_admin_uri, template_uri):
+    """A freshly migrated, empty database of its own for one test.
+
+    Made and dropped in the test's own setup and teardown, never in the background while
+    another test runs: CREATE and DROP DATABASE hold a transaction id, and the events log shows
+    an event only once every older transaction of the whole cluster has ended
+    (`pg_snapshot_xmin`, store/events.py), so a copy made or dropped beside a running test hid
+    that test's events (test_event_log, test_watch_collection and test_event_listeners failed)."""
+    name = f"t_{os.getpid()}_{next(_counter)}"
+    ensure_database(pg_admin_uri, name, template=TEMPLATE)
     yield database_uri(pg_admin_uri, name)
-    database_copies.drop(name)
+    with psycopg.connect(pg_admin_uri, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
 
 
 def dump_tasks(loop) -> None:
