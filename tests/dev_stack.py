@@ -34,6 +34,7 @@ class DevStack:
         self.home = home
         self.ingest = f"127.0.0.1:{free_port()}"
         self.search = f"127.0.0.1:{free_port()}"
+        self.gateway_port = free_port()  # sluice-gateway (HTTP/JSON); never 8080 beside `make run`
         self.env = {
             **os.environ,
             "SLUICE_DEV_HOME": str(home),
@@ -41,6 +42,7 @@ class DevStack:
             "SLUICE_DEV_INGEST_PORT": self.ingest.rsplit(":", 1)[1],
             "SLUICE_DEV_SEARCH_PORT": self.search.rsplit(":", 1)[1],
             "SLUICE_DEV_WEBHOOKS_PORT": str(free_port()),
+            "SLUICE_DEV_GATEWAY_PORT": str(self.gateway_port),
             "SLUICE_DEV_METRICS_PORT": str(free_port()),
             "SLUICE_DEV_WORKERS": "1",
             "SLUICE_SHUTDOWN_GRACE_SECONDS": "5",

@@ -80,6 +80,7 @@ def test_create_upload_watch_to_ready_and_search(http):
     assert response.status_code == 200, response.text
     hits = response.json()["hits"]
     assert hits and hits[0]["filename"] == "leases.txt"
+    assert "backend;dur=" in response.headers["server-timing"]
     assert "Leases expire" in hits[0]["text"]
     # The proto field names are accepted too (protobuf JSON parsing), and enums by name.
     response = http.post(SEARCH, json={"collection": "docs", "query": "rate limits", "top_k": 1, "mode": "SEARCH_MODE_KEYWORD"})

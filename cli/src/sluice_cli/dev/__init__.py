@@ -2,7 +2,8 @@
 
 Starts an embedded PostgreSQL with pgvector (data kept in $SLUICE_DEV_HOME/pg, default
 ./.sluice/pg), creates the database "sluice", applies the migrations, then runs ingest-api,
-search, the webhook dispatcher (`sluice-webhooks`) and $SLUICE_DEV_WORKERS workers as child
+search, the webhook dispatcher (`sluice-webhooks`), the HTTP/JSON gateway (`sluice-gateway`,
+docs/http.md) and $SLUICE_DEV_WORKERS workers as child
 processes with their logs in $SLUICE_DEV_HOME/logs. It waits until each gRPC service reports
 SERVING, prints where everything listens, supervises what it started (restarts, crash loops,
 PostgreSQL), and on Ctrl-C or SIGTERM stops everything in order. Nothing is lost across a
@@ -15,7 +16,8 @@ watch), `ports`, `tls` (TLS and mutual TLS, docs/operations.md) and `banner`.
 
 Environment (flags override): SLUICE_DEV_HOME, SLUICE_DEV_HOST, SLUICE_DEV_INGEST_PORT
 (50051), SLUICE_DEV_SEARCH_PORT (50052), SLUICE_DEV_WEBHOOKS_PORT (50053, sluice-webhooks'
-health service), SLUICE_DEV_WORKERS (1), SLUICE_DEV_METRICS_PORT (first Prometheus port, 9464;
+health service), SLUICE_DEV_GATEWAY_PORT (8080; 0: no gateway; busy: run without it),
+SLUICE_DEV_WORKERS (1), SLUICE_DEV_METRICS_PORT (first Prometheus port, 9464;
 0 disables metrics; they listen on SLUICE_DEV_HOST too), SLUICE_DEV_STOP_TIMEOUT (seconds, 30),
 SLUICE_DEV_READY_TIMEOUT (seconds, 180). Every other SLUICE_* variable reaches the services;
 the SLUICE_TLS_* ones also decide how sluice-dev checks that they are ready.
@@ -59,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--search-port", type=int, default=_env_int("SLUICE_DEV_SEARCH_PORT", 50052))
     parser.add_argument("--webhooks-port", type=int, default=_env_int("SLUICE_DEV_WEBHOOKS_PORT", 50053),
                         help="sluice-webhooks' health service (env SLUICE_DEV_WEBHOOKS_PORT)")
+    parser.add_argument("--gateway-port", type=int, default=_env_int("SLUICE_DEV_GATEWAY_PORT", 8080),
+                        help="sluice-gateway's HTTP/JSON port; 0 runs no gateway (env SLUICE_DEV_GATEWAY_PORT)")
     parser.add_argument("--workers", type=int, default=_env_int("SLUICE_DEV_WORKERS", 1), help="worker processes (env SLUICE_DEV_WORKERS)")
     parser.add_argument("--metrics-port", type=int, default=_env_int("SLUICE_DEV_METRICS_PORT", 9464), help="first Prometheus port; 0 disables")
     parser.add_argument("--stop-timeout", type=float, default=_env_float("SLUICE_DEV_STOP_TIMEOUT", 30.0))
@@ -82,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("sluice-dev: --workers must be 0 or more")
     runner = DevRunner(
         home=Path(args.home).expanduser().resolve(),
-        layout=Layout(args.host, args.ingest_port, args.search_port, args.webhooks_port, args.workers),
+        layout=Layout(args.host, args.ingest_port, args.search_port, args.webhooks_port, args.workers, args.gateway_port),
         metrics_port=args.metrics_port,
         stop_timeout=args.stop_timeout,
         ready_timeout=args.ready_timeout,

@@ -36,6 +36,8 @@ def print_banner(say: Callable[[str], None], children: list[Child], *, home: Pat
         listen = child.address or f"→ ingest-api {ingest_address}"
         if child.name == "webhooks":
             listen = f"{child.address} (health)"
+        if child.probe_url:  # the gateway: its URL, HTTP/JSON and /openapi.json (docs/http.md)
+            listen = child.probe_url.removesuffix("/healthz")
         metrics = f"  metrics {metrics_url(child, host)}" if child.metrics_port else ""
         say(f"  {child.name:<11} {listen:<28} pid {child.pid:<7} log {child.log_path}{metrics}")
     say(f"  {'postgres':<11} {home / 'pg'} (unix socket; URL in {home / 'database_url'})")
@@ -49,4 +51,8 @@ def print_banner(say: Callable[[str], None], children: list[Child], *, home: Pat
     say(f"  {cli} collections create docs")
     say(f"  {cli} upload ./examples/docs --collection docs")
     say(f'  {cli} search "how do I scale workers" --collection docs')
+    gateway = next((c for c in children if c.name == "gateway"), None)
+    if gateway is not None:
+        say(f"HTTP/JSON (any language, curl): {gateway.probe_url.removesuffix('/healthz')}/openapi.json lists every call "
+            "(docs/http.md); send a key as `Authorization: Bearer …`.")
     say("Stop with Ctrl-C.")

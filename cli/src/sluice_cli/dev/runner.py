@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 
@@ -86,6 +86,11 @@ class DevRunner:
             if port_in_use(layout.host, port):
                 self.say(f"sluice-dev: port {port} for {name} is in use (another `make run`?); choose another with {variable}")
                 return 1
+        if layout.gateway_port and port_in_use(layout.host, layout.gateway_port):
+            # The gateway is a convenience in front of the gRPC services, which work without it.
+            self.say(f"sluice-dev: port {layout.gateway_port} for sluice-gateway (HTTP/JSON) is in use: running without it; "
+                     "choose another with SLUICE_DEV_GATEWAY_PORT (0 turns it off)")
+            self.layout = layout = replace(layout, gateway_port=0)
         database_url = self.postgres.start()
         self.write_status()
         if self.stopping:
@@ -141,7 +146,7 @@ class DevRunner:
     def wait_until_ready(self) -> int:
         """Until every service reports SERVING, asked as its clients reach it (TLS, and a client
         certificate under mutual TLS); then the banner."""
-        from sluice_common.health_probe import check_grpc
+        from sluice_common.health_probe import check_grpc, check_http
 
         client_tls = self.tls.client_tls()
         deadline = time.monotonic() + self.ready_timeout
@@ -162,7 +167,10 @@ class DevRunner:
                 return 1
             for child in pending:
                 if child.alive():
-                    problem = check_grpc(dial_address(child.address), client_tls, timeout=PROBE_TIMEOUT)
+                    if child.probe_url:
+                        problem = check_http(child.probe_url, client_tls, timeout=PROBE_TIMEOUT)
+                    else:
+                        problem = check_grpc(dial_address(child.address), client_tls, timeout=PROBE_TIMEOUT)
                     child.proven = not problem
                     if problem:
                         last_problem[child.name] = problem
@@ -191,9 +199,10 @@ class DevRunner:
 
     def shutdown(self) -> None:
         children = self.supervisor.children
-        # Workers first: they hand their jobs back while ingest-api still answers.
+        # Workers first: they hand their jobs back while ingest-api still answers (the gateway,
+        # a client too, with them).
         self.supervisor.stop([
-            [c for c in children if c.name.startswith("worker-")],
+            [c for c in children if c.name.startswith("worker-") or c.name == "gateway"],
             [c for c in children if c.name in ("search", "webhooks")],
             [c for c in children if c.name == "ingest-api"],
         ])

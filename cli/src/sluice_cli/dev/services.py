@@ -1,4 +1,5 @@
-"""What `sluice-dev` runs: ingest-api, search, the workers and sluice-webhooks, each with the
+"""What `sluice-dev` runs: ingest-api, search, the workers, sluice-webhooks and sluice-gateway
+(HTTP/JSON, docs/http.md), each with the
 settings it needs from sluice-dev (where to listen, the database, the worker key, the metrics
 port and interface) on top of the operator's own SLUICE_* environment."""
 
@@ -22,11 +23,22 @@ class Layout:
     search_port: int
     webhooks_port: int
     workers: int
+    gateway_port: int = 0  # sluice-gateway's HTTP port; 0: no gateway
 
     @property
     def ingest_address(self) -> str:
         """What the workers (and the banner) dial: a wildcard host becomes localhost."""
         return f"{connect_host(self.host)}:{self.ingest_port}"
+
+    @property
+    def search_address(self) -> str:
+        return f"{connect_host(self.host)}:{self.search_port}"
+
+
+def gateway_url(layout: Layout, env: Mapping[str, str]) -> str:
+    """Where the gateway answers: https when it serves the services' certificate."""
+    scheme = "https" if env.get("SLUICE_TLS_CERT_FILE") else "http"
+    return f"{scheme}://{connect_host(layout.host)}:{layout.gateway_port}"
 
 
 def child_base_env(environ: Mapping[str, str], database_url: str) -> dict[str, str]:
@@ -80,4 +92,13 @@ def plan_children(layout: Layout, base: dict[str, str], *, logs: Path, metrics_p
     children.append(Child("webhooks", "sluice_ingest.webhooks.main", "sluice-webhooks",
                           {**base, "SLUICE_WEBHOOKS_BIND": webhooks_bind, **metrics(webhooks_metrics)},
                           logs / "webhooks.log", webhooks_bind, webhooks_metrics))
+    if layout.gateway_port:
+        # HTTP/JSON in front of both services (docs/http.md); it holds no key: callers bring theirs.
+        # It serves HTTPS with the services' certificate when they serve TLS, and dials them with
+        # the CA (and client certificate) of SLUICE_TLS_* like the workers.
+        gateway_bind = f"{host}:{layout.gateway_port}"
+        gateway_env = {**base, "SLUICE_GATEWAY_BIND": gateway_bind, "SLUICE_INGEST_ADDRESS": layout.ingest_address,
+                       "SLUICE_SEARCH_ADDRESS": layout.search_address}
+        children.append(Child("gateway", "sluice_gateway.main", "sluice-gateway", gateway_env, logs / "gateway.log", gateway_bind,
+                              probe_url=f"{gateway_url(layout, gateway_env)}/healthz"))
     return children

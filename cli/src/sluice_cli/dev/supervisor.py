@@ -57,6 +57,7 @@ class Child:
     delay: float = RESTART_FIRST_DELAY
     restart_at: float | None = None  # set while dead and waiting for its restart
     log_start: int = 0  # where its log file ended when it was last started
+    probe_url: str = ""  # for an HTTP service (the gateway): the URL checked instead of gRPC health, until 2xx
 
     def logged_since_start(self, text: str) -> bool:
         try:

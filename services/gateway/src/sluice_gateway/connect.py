@@ -6,11 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 from google.protobuf import json_format, message
+from google.protobuf.descriptor import FieldDescriptor
 from sluice.v1 import document_service_pb2 as ds
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -29,6 +31,40 @@ def to_json(msg: message.Message) -> dict[str, Any]:
     """The protobuf JSON mapping (lowerCamelCase names, int64 as strings, enums by name)."""
     converted: dict[str, Any] = json_format.MessageToDict(msg)
     return converted
+
+
+def _float_lists(descriptor: Any) -> tuple[tuple[str, str], ...]:
+    """(name, json_name) of the message's top-level repeated float and double fields."""
+    kinds = (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE)
+    return tuple((f.name, f.json_name) for f in descriptor.fields if f.is_repeated and f.type in kinds)
+
+
+FLOAT_LISTS: dict[str, tuple[tuple[str, str], ...]] = {}
+
+
+def parse_json(body: bytes, msg: message.Message) -> None:
+    """The protobuf JSON mapping into `msg`. A query vector (a top-level list of plain numbers)
+    is copied in directly: json_format checks each of its 384 floats in Python, which was 3 ms
+    of a 10 ms search (bench/gateway_bench.py); anything else in such a list ("NaN", a string)
+    takes json_format's path and its errors."""
+    document = json.loads(body) if body.strip() else {}
+    if not isinstance(document, dict):
+        raise ValueError("the body is a JSON object")
+    descriptor = msg.DESCRIPTOR
+    float_lists = FLOAT_LISTS.get(descriptor.full_name)
+    if float_lists is None:
+        float_lists = FLOAT_LISTS[descriptor.full_name] = _float_lists(descriptor)
+    direct: list[tuple[str, list[float]]] = []
+    for name, json_name in float_lists:
+        for key in (json_name, name):
+            values = document.get(key)
+            if isinstance(values, list) and all(type(v) in (int, float) for v in values):
+                direct.append((name, values))
+                del document[key]
+                break
+    json_format.ParseDict(document, msg)
+    for name, values in direct:
+        getattr(msg, name).extend(values)
 
 
 def error_response(error: grpc.RpcError | GatewayError) -> JSONResponse:
@@ -74,8 +110,8 @@ class ConnectHandlers:
             raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
                                f"Content-Type {content_type!r} is not supported: send application/json (or application/proto)", "INVALID_BODY")
         try:
-            json_format.Parse(body.decode("utf-8") if body.strip() else "{}", msg)
-        except (json_format.ParseError, UnicodeDecodeError) as error:
+            parse_json(body, msg)
+        except (json_format.ParseError, ValueError) as error:
             raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
                                f"the body is not a JSON {msg.DESCRIPTOR.full_name}: {error}", "INVALID_JSON") from None
         return msg
@@ -90,19 +126,27 @@ class ConnectHandlers:
                 grpc.StatusCode.UNIMPLEMENTED,
                 "UploadDocument is a client stream: POST the file as the body of /v1/collections/{collection}/documents "
                 "(docs/http.md, Uploads)", "USE_UPLOAD_PATH"))
+        started = time.perf_counter()
         try:
             msg = await self.parse(request, method)
         except GatewayError as error:
             return error_response(error)
         if method.kind == "server_stream":
             return await self.stream(request, method, msg)
+        parsed = time.perf_counter()
         try:
             reply = await self.backends.callable(method)(msg, metadata=forwarded_metadata(request.headers), timeout=self.timeout_of(request))
         except grpc.RpcError as error:
             return error_response(error)
+        answered = time.perf_counter()
         if request.headers.get("content-type", "").startswith(PROTO_TYPE):
-            return Response(reply.SerializeToString(), media_type=PROTO_TYPE)
-        return JSONResponse(to_json(reply))
+            response: Response = Response(reply.SerializeToString(), media_type=PROTO_TYPE)
+        else:
+            response = JSONResponse(to_json(reply))
+        # Where the time went, for a browser's network panel or `curl -v` (docs/http.md#speed).
+        response.headers["Server-Timing"] = (f"parse;dur={(parsed - started) * 1000:.2f}, backend;dur={(answered - parsed) * 1000:.2f}, "
+                                             f"encode;dur={(time.perf_counter() - answered) * 1000:.2f}")
+        return response
 
     async def stream(self, request: Request, method: Method, msg: message.Message) -> Response:
         """A server stream as server-sent events: `event: message` per message (`id:` the
