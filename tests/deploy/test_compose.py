@@ -19,7 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
-APP_SERVICES = ["migrate", "ingest-api", "search", "worker"]
+APP_SERVICES = ["migrate", "ingest-api", "search", "worker", "gateway"]
 ONE_SHOT = ["bootstrap"]
 # Long-running services that run another service's image with their own console script.
 SAME_IMAGE = {"webhooks": "ingest-api"}
@@ -28,6 +28,7 @@ PYPROJECT = {
     "ingest-api": ROOT / "services/ingest-api/pyproject.toml",
     "search": ROOT / "services/search/pyproject.toml",
     "worker": ROOT / "services/worker/pyproject.toml",
+    "gateway": ROOT / "services/gateway/pyproject.toml",
 }
 INTERPOLATION = re.compile(r"\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}")
 
@@ -59,6 +60,10 @@ def settings_fields(service: str) -> set[str]:
 
         # Query embedding reads the embedder settings (sluice_common.embedders).
         return names(SearchSettings, EmbedderSettings)
+    if service == "gateway":
+        from sluice_gateway.settings import GatewaySettings
+
+        return names(GatewaySettings)
     if service == "worker":
         worker_settings = pytest.importorskip("sluice_worker.settings")
         return names(worker_settings.WorkerSettings)
@@ -101,6 +106,8 @@ def test_services_and_start_order():
     assert depends["search"]["migrate"]["condition"] == "service_completed_successfully"
     assert depends["worker"]["ingest-api"]["condition"] == "service_healthy"
     assert depends["webhooks"]["migrate"]["condition"] == "service_completed_successfully"
+    # The gateway forwards to both services; it needs no database.
+    assert depends["gateway"] == {"ingest-api": {"condition": "service_healthy"}, "search": {"condition": "service_healthy"}}
     assert SERVICES["migrate"]["restart"] == "no"
 
 
@@ -194,6 +201,10 @@ def test_every_long_running_service_has_a_health_check_using_the_shipped_script(
         assert "/usr/local/bin/sluice-healthcheck" in health["test"]
         assert ("COPY", "docker/healthcheck.py /usr/local/bin/sluice-healthcheck") in final_stage(dockerfile(service))
         assert any(k == "HEALTHCHECK" for k, _ in final_stage(dockerfile(service)))
+    gateway = SERVICES["gateway"]["healthcheck"]["test"]
+    bind = environment("gateway")["SLUICE_GATEWAY_BIND"]
+    assert gateway[-2:] == ["http", f"http://localhost:{bind.rsplit(':', 1)[1]}/healthz"], gateway
+    assert ("EXPOSE", bind.rsplit(":", 1)[1]) in final_stage(dockerfile("gateway"))
     worker_probe = SERVICES["worker"]["healthcheck"]["test"]
     assert worker_probe[-1] == f"http://localhost:{environment('worker')['SLUICE_METRICS_PORT']}/metrics"
 
