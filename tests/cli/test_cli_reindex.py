@@ -39,3 +39,41 @@ def test_reindex_no_wait_then_cancel(sluice, stack, docs_folder):
     stack.worker.resume()
     again = sluice("collections", "reindex", "docs", "--cancel", *stack.args)
     assert again.code == 1 and one_error_line(again) and "no reindex in progress" in again.err
+
+
+def test_reindex_with_an_eval_set_switches_or_is_refused(sluice, stack, docs_folder, tmp_path):
+    """--eval-set hands the queries to ReindexCollection; search measures both generations and
+    the switch happens only if the new one reaches --min-ratio times the current score."""
+    create(sluice, stack, "docs")
+    assert sluice("upload", docs_folder, "--collection", "docs", *stack.args).code == 0
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        json.dumps({"id": "q1", "query": "workers claim leased jobs", "relevant": ["beta.txt"]}) + "\n"
+        + json.dumps({"id": "q2", "query": "fuses keyword and vector ranks", "relevant": ["gamma.html"]}) + "\n")
+    passed = sluice("collections", "reindex", "docs", "--embedder", "hashing", "--model", "hashing-v2", "--dimensions", "32",
+                    "--eval-set", str(queries), *stack.args)
+    assert passed.code == 0, passed.err
+    assert "Switched: docs now answers from generation 2" in passed.out
+    collection = json.loads(sluice("--json", "collections", "get", "docs", *stack.args).out)
+    verdict = collection["generations"][-1]["evaluation"]
+    assert verdict["state"] == "EVALUATION_STATE_PASSED" and verdict["queries"] == 2
+    # No generation can score twice a perfect one: refused, and search stays on generation 2.
+    refused = sluice("collections", "reindex", "docs", "--embedder", "hashing", "--dimensions", "16",
+                     "--eval-set", str(queries), "--min-ratio", "2", *stack.args)
+    assert refused.code == 1 and one_error_line(refused), refused.err
+    assert "not switched; search keeps answering from generation 2" in refused.err
+    collection = json.loads(sluice("--json", "collections", "get", "docs", *stack.args).out)
+    assert collection["generations"][-1]["state"] == "GENERATION_STATE_CANCELLED"
+    assert collection["embedder"]["model"] == "hashing-v2"
+
+
+def test_reindex_eval_set_errors_are_usage_errors(sluice, stack, docs_folder, tmp_path):
+    create(sluice, stack, "docs")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "q1", "query": "x"}\n')
+    result = sluice("collections", "reindex", "docs", "--embedder", "hashing", "--dimensions", "16", "--eval-set", str(bad),
+                    *stack.args)
+    assert result.code == 2 and one_error_line(result) and "relevant" in result.err
+    result = sluice("collections", "reindex", "docs", "--embedder", "hashing", "--dimensions", "16", "--min-ratio", "0.9",
+                    *stack.args)
+    assert result.code == 2 and "--min-ratio needs --eval-set" in result.err

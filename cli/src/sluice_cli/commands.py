@@ -13,6 +13,7 @@ from sluice_client import Client, Document, DocumentStatus, Embedder, WaitTimeou
 from sluice_client.types import EmbedderConfig
 from sluice_client.protos import collection_pb2, search_service_pb2
 
+from sluice_common.evaluation import QuerySetError, load_queries
 from sluice_common.names import document_id_of
 
 from . import render
@@ -109,6 +110,21 @@ def collections_show(client: Client, args) -> int:
     return EXIT_OK
 
 
+def eval_set_of(args) -> list[dict[str, object]]:
+    """The queries of --eval-set as ReindexCollection takes them (none without it)."""
+    if args.min_ratio and not args.eval_set:
+        raise CliError("--min-ratio needs --eval-set", EXIT_USAGE, "USAGE")
+    if not args.eval_set:
+        return []
+    try:
+        queries = load_queries(args.eval_set)
+    except OSError as err:
+        raise CliError(f"cannot read {args.eval_set}: {err.strerror}", EXIT_USAGE, "USAGE") from err
+    except QuerySetError as err:
+        raise CliError(str(err), EXIT_USAGE, "INVALID_EVAL_SET") from err
+    return [{"query": q.query, "relevant": list(q.relevant), "id": q.id} for q in queries]
+
+
 def collections_reindex(client: Client, args) -> int:
     """Start a reindex (or retry its failed documents), follow it to the switch with a progress
     bar (polling GetCollection), or cancel it."""
@@ -122,7 +138,8 @@ def collections_reindex(client: Client, args) -> int:
         return EXIT_OK
     embedder = embedder_of(args)
     collection = client.collections.reindex(args.name, embedder=embedder.provider, model=embedder.model,
-                                            dimensions=embedder.dimensions).raw
+                                            dimensions=embedder.dimensions, eval_queries=eval_set_of(args),
+                                            min_ratio=args.min_ratio).raw
     target = collection.generations[-1]
     if not args.json:
         render.out.print(
@@ -142,6 +159,13 @@ def collections_reindex(client: Client, args) -> int:
         task = progress.add_task(f"generation {target.number}", total=max(target.documents_total, 1))
         while True:
             generation = next((g for g in collection.generations if g.number == target.number), None)
+            if generation is not None and generation.evaluation.state == collection_pb2.EVALUATION_STATE_FAILED:
+                verdict = generation.evaluation
+                raise CliError(
+                    f"generation {generation.number} scored {verdict.metric} {verdict.candidate_score:.3f} on the "
+                    f"{verdict.queries} queries of the eval set, the current one {verdict.active_score:.3f} (it had to "
+                    f"reach {verdict.min_ratio:g}x): not switched; search keeps answering from generation "
+                    f"{verdict.active_generation}", EXIT_FAILED, "REINDEX_EVAL_FAILED")
             if generation is None or generation.state == collection_pb2.GENERATION_STATE_CANCELLED:
                 raise CliError(f"the reindex of {args.name!r} was cancelled", EXIT_FAILED, "REINDEX_CANCELLED")
             if generation.state in (collection_pb2.GENERATION_STATE_ACTIVE, collection_pb2.GENERATION_STATE_RETIRED):

@@ -115,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the new embedder, as for `collections create`")
     reindex.add_argument("--model", help="model name, as for `collections create`")
     reindex.add_argument("--dimensions", type=_positive, help="vector size (default: 384, 256, 1536)")
+    reindex.add_argument("--eval-set", metavar="QUERIES.jsonl",
+                         help="switch only if the new generation scores at least as well on these queries"
+                              " (MRR@10, the format of `sluice eval`); otherwise it is cancelled")
+    reindex.add_argument("--min-ratio", type=float, default=0.0, metavar="R",
+                         help="with --eval-set: the new score must reach R times the current one (default 1.0)")
     reindex.add_argument("--no-wait", action="store_true", help="return once started, without following it")
     reindex.add_argument("--timeout", type=float, default=0, metavar="SECONDS",
                          help="stop waiting after this long (exit 1; the reindex goes on); 0 waits forever")

@@ -259,10 +259,20 @@ class Collections:
         return self._client._unary(INGEST, "DeleteCollection", request, timeout=timeout).deleted_documents
 
     def reindex(self, name: str, *, embedder: Embedder | str = Embedder.LOCAL, model: str = "", dimensions: int = 0,
+                eval_queries: Iterable[Mapping[str, Any]] = (), min_ratio: float = 0.0,
                 timeout: float | None = None) -> Collection:
         """Start building a new index generation with another embedder (search keeps answering
-        from the current one until the switch); `get(name).generations` shows its progress."""
-        request = document_service_pb2.ReindexCollectionRequest(name=name, embedder=_core.embedder_config(embedder, model, dimensions))
+        from the current one until the switch); `get(name).generations` shows its progress.
+
+        With `eval_queries` ({"query": ..., "relevant": [...], "id": ...} each, as in a query
+        set file) the new generation switches only if search measures its MRR@10 at least
+        `min_ratio` (default 1.0) times the current one's; otherwise it is cancelled and its
+        `evaluation` says both scores (docs/search.md, "Reindexing with a quality gate")."""
+        queries = [document_service_pb2.EvalQuery(query=q["query"], relevant=list(q["relevant"]), id=q.get("id", ""))
+                   for q in eval_queries]
+        request = document_service_pb2.ReindexCollectionRequest(
+            name=name, embedder=_core.embedder_config(embedder, model, dimensions), eval_queries=queries,
+            min_ratio=min_ratio)
         return Collection.from_proto(self._client._unary(INGEST, "ReindexCollection", request, timeout=timeout))
 
     def cancel_reindex(self, name: str, *, timeout: float | None = None) -> Collection:
