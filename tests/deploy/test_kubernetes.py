@@ -34,7 +34,8 @@ OVERLAYS = ["dev", "production"]
 KUBERNETES_VERSIONS = ["1.31.0", "1.33.0", "1.35.0", "1.37.0"]
 KEDA_KINDS = {"ScaledObject", "TriggerAuthentication"}
 # The Deployment (or Job) a container belongs to, by image: the settings it reads.
-SERVICE_OF_IMAGE = {"sluice/ingest-api": "ingest-api", "sluice/search": "search", "sluice/worker": "worker", "sluice/migrate": "migrate"}
+SERVICE_OF_IMAGE = {"sluice/ingest-api": "ingest-api", "sluice/search": "search", "sluice/worker": "worker", "sluice/migrate": "migrate",
+                    "sluice/gateway": "gateway"}
 GRPC_PORT = {"ingest-api": 50051, "search": 50052}
 # Deployments that run another service's image with a console script of their own.
 IMAGE_OF_DEPLOYMENT = {"webhooks": "ingest-api"}
@@ -440,7 +441,7 @@ def test_every_pod_is_non_root_read_only_and_bounded(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_termination_grace_outlasts_each_services_own_grace(overlay):
-    for name in ("ingest-api", "search", "worker", "webhooks"):
+    for name in ("ingest-api", "search", "worker", "webhooks", "gateway"):
         spec = pod_spec(one(overlay, "Deployment", name))
         [container] = spec["containers"]
         grace = float(environment(overlay, container)["SLUICE_SHUTDOWN_GRACE_SECONDS"])
@@ -455,7 +456,7 @@ def test_termination_grace_outlasts_each_services_own_grace(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_autoscalers_and_disruption_budgets_cover_the_services(overlay):
-    for name in ("ingest-api", "search"):
+    for name in ("ingest-api", "search", "gateway"):
         hpa = one(overlay, "HorizontalPodAutoscaler", name)
         assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
         assert [m["resource"]["name"] for m in hpa["spec"]["metrics"]] == ["cpu"]
@@ -465,7 +466,7 @@ def test_autoscalers_and_disruption_budgets_cover_the_services(overlay):
     # Autoscaled Deployments leave `replicas` out: every `kubectl apply` would reset it.
     for name in ("ingest-api", "search", "worker"):
         assert "replicas" not in one(overlay, "Deployment", name)["spec"], name
-    for name in ("ingest-api", "search", "worker"):
+    for name in ("ingest-api", "search", "worker", "gateway"):
         pdb = one(overlay, "PodDisruptionBudget", name)
         labels = one(overlay, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
         assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
@@ -537,3 +538,25 @@ def test_webhooks_deployment_runs_sluice_webhooks_with_probes_and_metrics(overla
     # It waits for the schema like ingest-api.
     [wait] = spec["initContainers"]
     assert wait["command"][:3] == ["python", "-m", "sluice_ingest.migrations.wait"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_gateway_reaches_both_services_through_their_headless_services_and_is_probed_over_http(overlay):
+    deployment = one(overlay, "Deployment", "gateway")
+    [container] = pod_spec(deployment)["containers"]
+    env = environment(overlay, container)
+    for variable, name in (("SLUICE_INGEST_ADDRESS", "ingest-api"), ("SLUICE_SEARCH_ADDRESS", "search")):
+        target = env[variable]
+        assert target.startswith("dns:///"), "round_robin needs every address of the headless Service"
+        host, port = target.removeprefix("dns:///").rsplit(":", 1)
+        assert host == name
+        assert {p["name"]: p["port"] for p in one(overlay, "Service", host)["spec"]["ports"]}["grpc"] == int(port)
+    port = {p["name"]: p["containerPort"] for p in container["ports"]}["http"]
+    assert env["SLUICE_GATEWAY_BIND"] == f"0.0.0.0:{port}"
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"]["port"] == "http"
+    assert f"EXPOSE {port}" in (ROOT / "docker" / "gateway.Dockerfile").read_text()
+    service = one(overlay, "Service", "gateway")
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"http": port}
+    # No key and no database: nothing secret is mounted or referenced.
+    assert not any("valueFrom" in e for e in container.get("env", [])) and "envFrom" not in container

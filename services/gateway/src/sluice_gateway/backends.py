@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from sluice_common.channels import BALANCED_SCHEMES, ROUND_ROBIN
 from sluice_common.tls import secure_or_insecure_channel
 
 from .methods import Backend, Method
@@ -23,9 +24,17 @@ CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 class Backends:
     def __init__(self, settings: GatewaySettings) -> None:
         tls = settings.backend_tls()
+
+        def channel(address: str) -> grpc.aio.Channel:
+            # A target naming its resolver (dns:///search:50052 behind a headless Service) is
+            # balanced per call over every address, as the SDK and the workers do.
+            options = CHANNEL_OPTIONS + ([ROUND_ROBIN] if address.startswith(BALANCED_SCHEMES) else [])
+            channel: grpc.aio.Channel = secure_or_insecure_channel(address, tls, options, aio=True)
+            return channel
+
         self.channels: dict[Backend, grpc.aio.Channel] = {
-            Backend.INGEST: secure_or_insecure_channel(settings.ingest_address, tls, CHANNEL_OPTIONS, aio=True),
-            Backend.SEARCH: secure_or_insecure_channel(settings.search_address, tls, CHANNEL_OPTIONS, aio=True),
+            Backend.INGEST: channel(settings.ingest_address),
+            Backend.SEARCH: channel(settings.search_address),
         }
         self._callables: dict[str, Any] = {}
 
