@@ -193,3 +193,25 @@ def test_healthz_reports_both_backends(http):
     response = http.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "SERVING", "backends": {"ingest": "SERVING", "search": "SERVING"}}
+
+
+def test_browsers_of_the_allowed_origins_only_may_call_it(stack, http):
+    from gateway.conftest import RunningGateway
+
+    preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization, content-type"}
+    # By default no origin is allowed: a browser page elsewhere cannot read the answers.
+    assert "access-control-allow-origin" not in http.post(GET_COLLECTION, json={"name": "x"}, headers={"Origin": "https://app.example"}).headers
+    gateway = RunningGateway(stack.ingest, stack.search, gateway_cors_origins="https://app.example")
+    try:
+        with httpx.Client(base_url=gateway.url, timeout=30) as browser:
+            allowed = browser.options(SEARCH, headers=preflight)
+            assert allowed.status_code == 200
+            assert allowed.headers["access-control-allow-origin"] == "https://app.example"
+            assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+            answer = browser.post(GET_COLLECTION, json={"name": "x"}, headers={**key_headers(), "Origin": "https://app.example"})
+            assert answer.status_code == 404 and answer.headers["access-control-allow-origin"] == "https://app.example"
+            other = browser.options(SEARCH, headers={**preflight, "Origin": "https://evil.example"})
+            assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+    finally:
+        gateway.stop()

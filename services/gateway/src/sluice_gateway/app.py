@@ -6,6 +6,8 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -56,7 +58,16 @@ def create_app(settings: GatewaySettings) -> Starlette:
         return JSONResponse({"status": "SERVING" if serving else "NOT_SERVING", "backends": answers},
                             status_code=200 if serving else 503)
 
+    # Browsers on the allowed origins may send the key and JSON, and read the error and timing
+    # headers (docs/http.md#keys-limits-and-tls).
+    middleware = [Middleware(
+        CORSMiddleware, allow_origins=settings.cors_origins(), allow_methods=["GET", "POST"],
+        allow_headers=["authorization", "content-type", "connect-protocol-version", "connect-timeout-ms", "last-event-id",
+                       "idempotency-key", "x-sluice-filename", "x-sluice-sha256", "x-sluice-typed-metadata"],
+        expose_headers=["retry-after", "server-timing"], max_age=600,
+    )] if settings.cors_origins() else []
     return Starlette(
+        middleware=middleware,
         routes=[
             Route("/openapi.json", openapi_json, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),

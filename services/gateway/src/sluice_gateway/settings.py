@@ -23,6 +23,12 @@ class GatewaySettings(CommonSettings):  # type: ignore[misc,unused-ignore]  # An
     gateway_call_timeout_seconds: float = 60.0
     # The largest JSON request body accepted, in bytes (uploads are streamed, not bounded here).
     gateway_max_json_bytes: int = 4_194_304  # 4 MiB
+    # Browser origins allowed to call the gateway (CORS), comma-separated, e.g.
+    # "https://app.example.com"; "*" for any. Empty: no cross-origin calls.
+    gateway_cors_origins: str = ""
+
+    def cors_origins(self) -> list[str]:
+        return [origin.strip() for origin in self.gateway_cors_origins.split(",") if origin.strip()]
 
     def backend_tls(self) -> ClientTLS:
         return ClientTLS(self.tls_ca_file, self.tls_client_cert_file, self.tls_client_key_file)
