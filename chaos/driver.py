@@ -121,14 +121,15 @@ class DevSystem:
 
     def __init__(self, home: Path, workers: int, extra_env: dict[str, str]) -> None:
         self.home = home
-        # Free ports for every listener sluice-dev starts (Prometheus is off), so that a run
-        # beside `make run` on its default ports does not collide with it.
+        # Free ports for every listener sluice-dev starts (Prometheus and the HTTP gateway are
+        # off), so that a run beside `make run` on its default ports does not collide with it.
         self.ingest, self.search, self.webhooks = (f"127.0.0.1:{port}" for port in free_ports(3))
         env = {
             **os.environ,
             "SLUICE_DEV_HOME": str(home), "SLUICE_DEV_HOST": "127.0.0.1",
             "SLUICE_DEV_INGEST_PORT": self.ingest.rsplit(":", 1)[1], "SLUICE_DEV_SEARCH_PORT": self.search.rsplit(":", 1)[1],
             "SLUICE_DEV_WEBHOOKS_PORT": self.webhooks.rsplit(":", 1)[1],
+            "SLUICE_DEV_GATEWAY_PORT": "0",  # the HTTP gateway is not under test here: none
             "SLUICE_DEV_METRICS_PORT": "0", "SLUICE_DEV_WORKERS": str(workers), "SLUICE_DEV_STOP_TIMEOUT": "20",
             **extra_env,
         }
