@@ -14,6 +14,8 @@ from __future__ import annotations
 import grpc
 from sluice_client import errors as sdk
 
+from sluice_common.reasons import Reason
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -48,14 +50,14 @@ def from_sdk_error(error: sdk.SluiceError) -> CliError:
         return CliError(error.message, EXIT_UNAVAILABLE, error.reason)
     if isinstance(error, sdk.ConnectionFailed):
         message = error.message
-        if error.reason == "UNAVAILABLE":  # nothing answered: the likely cause, and the fix
+        if error.reason == Reason.UNAVAILABLE:  # nothing answered: the likely cause, and the fix
             message = f"cannot reach {error.service} at {error.address} (is it running? start everything with `make run`)"
         return CliError(message, EXIT_UNAVAILABLE, error.reason)
     if isinstance(error, sdk.WaitTimeout):
         return CliError(error.message, EXIT_FAILED, "TIMEOUT")
     if error.code is None:  # the SDK's own checks (a file that cannot be read, …)
         return CliError(error.message, EXIT_FAILED, error.reason)
-    if error.code is grpc.StatusCode.DEADLINE_EXCEEDED and error.reason == "DEADLINE_EXCEEDED":
+    if error.code is grpc.StatusCode.DEADLINE_EXCEEDED and error.reason == Reason.DEADLINE_EXCEEDED:
         return CliError(error.message, EXIT_UNAVAILABLE, error.reason)
     if error.code is grpc.StatusCode.UNAUTHENTICATED:
         hint = ("give a key with --api-key or SLUICE_API_KEY, or run from the folder where `make run` wrote "
