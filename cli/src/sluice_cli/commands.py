@@ -159,7 +159,10 @@ def collections_reindex(client: Client, args) -> int:
         task = progress.add_task(f"generation {target.number}", total=max(target.documents_total, 1))
         while True:
             generation = next((g for g in collection.generations if g.number == target.number), None)
-            if generation is not None and generation.evaluation.state == collection_pb2.EVALUATION_STATE_FAILED:
+            # A FAILED verdict is recorded by search; ingest-api then cancels the generation. Report
+            # the refusal once it is done, so that what the user reads next agrees with it.
+            if (generation is not None and generation.evaluation.state == collection_pb2.EVALUATION_STATE_FAILED
+                    and generation.state != collection_pb2.GENERATION_STATE_BUILDING):
                 verdict = generation.evaluation
                 raise CliError(
                     f"generation {generation.number} scored {verdict.metric} {verdict.candidate_score:.3f} on the "
