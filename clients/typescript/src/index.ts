@@ -1,0 +1,22 @@
+/**
+ * The TypeScript client of Sluice: upload documents, follow their processing, search them.
+ *
+ *     import { Client } from "@sluice/client";
+ *
+ *     const client = new Client(); // SLUICE_* variables, else make run's localhost and .sluice/credentials
+ *     const doc = await client.documents.wait((await client.documents.upload("docs", "report.pdf")).id);
+ *     for (const hit of await client.search("docs", "how do leases expire", { topK: 5 })) console.log(hit.filename, hit.text);
+ *
+ * The same surface, retries, upload integrity and errors as the Python SDK (clients/python);
+ * docs/clients.md is the guide.
+ */
+export {
+  Client, CollectionWatch, Collections, Documents, INGEST, PAGE_SIZE, RECONNECT_WINDOW_MS, SEARCH,
+  type ClientOptions, type CreateCollectionOptions, type SearchOptions, type WatchCollectionOptions,
+} from "./client.js";
+export * from "./errors.js";
+export { condition, metadataValue, parseValue, where, type MetadataInput } from "./filters.js";
+export { PACE_FRACTION, Pacer, RetryPolicy, type RetryPolicyOptions } from "./retry.js";
+export * from "./types.js";
+export { CHUNK_BYTES, PreparedUpload, guessMimeType, metadataMessage, prepare, requestId, type Source, type UploadOptions } from "./uploads.js";
+export { credentialsFile, resolveKeys, type TlsFiles } from "./config.js";

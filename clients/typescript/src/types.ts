@@ -1,0 +1,292 @@
+/**
+ * What calls return: plain objects made from the messages, with the message kept as `raw` (the
+ * Python SDK's types.py). Enums are the generated ones, named without their protobuf prefix
+ * (`DocumentStatus.READY`); times are `Date`s (undefined when unset); int64 fields are `bigint`s;
+ * typed metadata holds JavaScript values (string, number, boolean, Date, string[]).
+ */
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+
+import { EmbedderProvider, GenerationState, type Collection as CollectionMessage, type CollectionGeneration, type EmbedderConfig as EmbedderConfigMessage } from "./gen/sluice/v1/collection_pb.js";
+import { AttemptOutcome, DocumentStatus, type Document as DocumentMessage, type MetadataValue } from "./gen/sluice/v1/document_pb.js";
+import { CollectionEventType, type CollectionEvent as CollectionEventMessage } from "./gen/sluice/v1/document_service_pb.js";
+import { RerankStatus, SearchMode, type SearchHit, type SearchResponse } from "./gen/sluice/v1/search_service_pb.js";
+
+export { AttemptOutcome, CollectionEventType, DocumentStatus, EmbedderProvider, GenerationState, RerankStatus, SearchMode };
+
+/** Who computes a collection's vectors: "local" (a model on the servers' CPU, offline), "hashing"
+ * (fast, for tests) or "openai" (any OpenAI-compatible API configured on the servers). */
+export type Embedder = "local" | "hashing" | "openai" | "unspecified";
+
+const PROVIDERS: Record<Embedder, EmbedderProvider> = {
+  hashing: EmbedderProvider.HASHING,
+  local: EmbedderProvider.SENTENCE_TRANSFORMERS,
+  openai: EmbedderProvider.OPENAI,
+  unspecified: EmbedderProvider.UNSPECIFIED,
+};
+
+export function embedderProvider(embedder: Embedder | EmbedderProvider | undefined): EmbedderProvider {
+  if (embedder === undefined) return EmbedderProvider.UNSPECIFIED;
+  if (typeof embedder === "number") return embedder;
+  const provider = PROVIDERS[embedder.toLowerCase() as Embedder];
+  if (provider === undefined) throw new Error(`unknown embedder ${JSON.stringify(embedder)}; use local, hashing or openai`);
+  return provider;
+}
+
+export function embedderName(provider: EmbedderProvider): Embedder {
+  return (Object.keys(PROVIDERS) as Embedder[]).find((name) => PROVIDERS[name] === provider) ?? "unspecified";
+}
+
+/** A status from its name ("ready", "DOCUMENT_STATUS_READY"), number or itself. */
+export function documentStatus(value: DocumentStatus | string | undefined): DocumentStatus {
+  if (value === undefined) return DocumentStatus.UNSPECIFIED;
+  if (typeof value === "number") return value;
+  const name = value.trim().toUpperCase().replace(/^DOCUMENT_STATUS_/, "");
+  const status = (DocumentStatus as unknown as Record<string, DocumentStatus>)[name];
+  if (status === undefined) {
+    throw new Error(`unknown status ${JSON.stringify(value)}; use one of pending, parsing, chunking, embedding, indexing, ready, failed`);
+  }
+  return status;
+}
+
+/** A search mode from its name ("hybrid", "SEARCH_MODE_VECTOR"), number or itself. */
+export function searchMode(value: SearchMode | string | undefined): SearchMode {
+  if (value === undefined) return SearchMode.UNSPECIFIED;
+  if (typeof value === "number") return value;
+  const mode = (SearchMode as unknown as Record<string, SearchMode>)[value.trim().toUpperCase().replace(/^SEARCH_MODE_/, "")];
+  if (mode === undefined) throw new Error(`unknown search mode ${JSON.stringify(value)}; use vector, keyword or hybrid`);
+  return mode;
+}
+
+function time(stamp: Timestamp | undefined): Date | undefined {
+  if (stamp === undefined || (stamp.seconds === 0n && stamp.nanos === 0)) return undefined;
+  return timestampDate(stamp);
+}
+
+/** A JavaScript value from a MetadataValue. */
+export function jsValue(value: MetadataValue): string | number | boolean | Date | string[] | undefined {
+  switch (value.kind.case) {
+    case "timestampValue":
+      return timestampDate(value.kind.value);
+    case "stringListValue":
+      return [...value.kind.value.values];
+    case undefined:
+      return undefined;
+    default:
+      return value.kind.value;
+  }
+}
+
+/** How far the current stage has come (`done` of `total` `unit`s; total 0 while unknown). */
+export interface Progress {
+  stage: DocumentStatus;
+  done: bigint;
+  total: bigint;
+  unit: string;
+}
+
+/** One processing attempt of a document (`attemptHistory`, from `documents.get`). */
+export interface Attempt {
+  number: number;
+  workerId: string;
+  stage: DocumentStatus;
+  /** SUCCEEDED, RETRYABLE_FAILURE, PERMANENT_FAILURE, LEASE_EXPIRED, RELEASED, CANCELLED, RUNNING */
+  outcome: string;
+  errorCode: string;
+  errorMessage: string;
+  retryable: boolean;
+  startTime: Date | undefined;
+  endTime: Date | undefined;
+}
+
+/** An uploaded file and where its processing is. */
+export class Document {
+  readonly id: string;
+  readonly name: string;
+  readonly collection: string;
+  readonly filename: string;
+  readonly mimeType: string;
+  readonly status: DocumentStatus;
+  readonly errorMessage: string;
+  readonly errorCode: string;
+  readonly progress: Progress | undefined;
+  readonly attempts: number;
+  readonly maxAttempts: number;
+  readonly chunkCount: number;
+  readonly contentSha256: string;
+  readonly sizeBytes: bigint;
+  readonly metadata: Record<string, string>;
+  readonly typedMetadata: Record<string, ReturnType<typeof jsValue>>;
+  readonly createTime: Date | undefined;
+  readonly updateTime: Date | undefined;
+  readonly nextAttemptTime: Date | undefined;
+  readonly attemptHistory: Attempt[];
+
+  constructor(readonly raw: DocumentMessage) {
+    this.id = raw.id;
+    this.name = raw.name;
+    this.collection = raw.collection;
+    this.filename = raw.filename;
+    this.mimeType = raw.mimeType;
+    this.status = raw.status;
+    this.errorMessage = raw.errorMessage;
+    this.errorCode = raw.errorCode;
+    const p = raw.progress;
+    this.progress = p && p.stage ? { stage: p.stage, done: p.done, total: p.total, unit: p.unit } : undefined;
+    this.attempts = raw.attempts;
+    this.maxAttempts = raw.maxAttempts;
+    this.chunkCount = raw.chunkCount;
+    this.contentSha256 = raw.contentSha256;
+    this.sizeBytes = raw.sizeBytes;
+    this.metadata = { ...raw.metadata };
+    this.typedMetadata = Object.fromEntries(Object.entries(raw.typedMetadata).map(([k, v]) => [k, jsValue(v)]));
+    this.createTime = time(raw.createTime);
+    this.updateTime = time(raw.updateTime);
+    this.nextAttemptTime = raw.nextAttemptTime ? timestampDate(raw.nextAttemptTime) : undefined;
+    this.attemptHistory = raw.attemptHistory.map((a) => ({
+      number: a.number, workerId: a.workerId, stage: a.stage, outcome: AttemptOutcome[a.outcome], errorCode: a.errorCode,
+      errorMessage: a.errorMessage, retryable: a.retryable, startTime: time(a.startTime), endTime: time(a.endTime),
+    }));
+  }
+
+  /** The status's name: PENDING, PARSING, …, READY, FAILED. */
+  get statusName(): string {
+    return DocumentStatus[this.status];
+  }
+
+  /** READY or FAILED: nothing more happens to the document unless someone asks. */
+  get done(): boolean {
+    return this.status === DocumentStatus.READY || this.status === DocumentStatus.FAILED;
+  }
+
+  get ready(): boolean {
+    return this.status === DocumentStatus.READY;
+  }
+
+  get failed(): boolean {
+    return this.status === DocumentStatus.FAILED;
+  }
+}
+
+/** A collection's embedder: who (`provider`), which `model`, how many `dimensions`. */
+export interface EmbedderConfig {
+  provider: Embedder;
+  model: string;
+  dimensions: number;
+}
+
+/** One index generation of a collection (a reindex builds a new one; docs/search.md). */
+export interface Generation {
+  number: number;
+  /** BUILDING, ACTIVE, RETIRED, CANCELLED */
+  state: string;
+  embedder: EmbedderConfig;
+  documentsTotal: bigint;
+  documentsReady: bigint;
+  documentsFailed: bigint;
+  documentsPending: bigint;
+  raw: CollectionGeneration;
+}
+
+function embedder(config: EmbedderConfigMessage | undefined): EmbedderConfig {
+  return { provider: embedderName(config?.provider ?? EmbedderProvider.UNSPECIFIED), model: config?.model ?? "",
+    dimensions: config?.dimensions ?? 0 };
+}
+
+/** A named set of documents that share one embedder and chunking. */
+export class Collection {
+  readonly name: string;
+  readonly description: string;
+  readonly embedder: EmbedderConfig;
+  readonly chunkMaxCharacters: number;
+  readonly chunkOverlap: number;
+  readonly maxAttempts: number;
+  readonly documentCount: bigint;
+  readonly readyDocumentCount: bigint;
+  readonly createTime: Date | undefined;
+  readonly generations: Generation[];
+
+  constructor(readonly raw: CollectionMessage) {
+    this.name = raw.name;
+    this.description = raw.description;
+    this.embedder = embedder(raw.embedder);
+    this.chunkMaxCharacters = raw.chunking?.maxCharacters ?? 0;
+    this.chunkOverlap = raw.chunking?.overlap ?? 0;
+    this.maxAttempts = raw.maxAttempts;
+    this.documentCount = raw.documentCount;
+    this.readyDocumentCount = raw.readyDocumentCount;
+    this.createTime = time(raw.createTime);
+    this.generations = raw.generations.map((g) => ({
+      number: g.number, state: GenerationState[g.state], embedder: embedder(g.embedder), documentsTotal: g.documentsTotal,
+      documentsReady: g.documentsReady, documentsFailed: g.documentsFailed, documentsPending: g.documentsPending, raw: g,
+    }));
+  }
+}
+
+/** One matching chunk: its text, score, document and position. */
+export class Hit {
+  readonly text: string;
+  readonly score: number;
+  readonly documentId: string;
+  readonly filename: string;
+  readonly chunkIndex: number;
+  /** 0 when the format has no pages. */
+  readonly pageNumber: number;
+  readonly metadata: Record<string, string>;
+  /** With `neighbors` > 0: this chunk and its neighbours; else "". */
+  readonly context: string;
+
+  constructor(readonly raw: SearchHit) {
+    this.text = raw.text;
+    this.score = raw.score;
+    this.documentId = raw.documentId;
+    this.filename = raw.filename;
+    this.chunkIndex = raw.chunkIndex;
+    this.pageNumber = raw.pageNumber;
+    this.metadata = { ...raw.metadata };
+    this.context = raw.context;
+  }
+}
+
+/** The hits, best first (iterate it, or read `hits`), with how they were found. */
+export class SearchResults implements Iterable<Hit> {
+  readonly hits: Hit[];
+
+  constructor(readonly raw: SearchResponse) {
+    this.hits = raw.hits.map((hit) => new Hit(hit));
+  }
+
+  get length(): number {
+    return this.hits.length;
+  }
+
+  get mode(): SearchMode {
+    return this.raw.mode;
+  }
+
+  /** UNSPECIFIED (not asked for), APPLIED, FAILED, TIMED_OUT or SKIPPED. */
+  get rerankStatus(): string {
+    return RerankStatus[this.raw.rerank?.status ?? RerankStatus.UNSPECIFIED];
+  }
+
+  [Symbol.iterator](): Iterator<Hit> {
+    return this.hits[Symbol.iterator]();
+  }
+}
+
+/** One change of a document of a watched collection; `cursor` resumes after it. `kind` is CHANGED,
+ * DELETED or HEARTBEAT (no document: the server read up to `cursor`). */
+export class CollectionEvent {
+  readonly cursor: string;
+  readonly eventId: bigint;
+  readonly kind: string;
+  readonly document: Document | undefined;
+  readonly time: Date | undefined;
+
+  constructor(readonly raw: CollectionEventMessage) {
+    this.cursor = raw.cursor;
+    this.eventId = raw.eventId;
+    this.kind = CollectionEventType[raw.type];
+    this.document = raw.document ? new Document(raw.document) : undefined;
+    this.time = time(raw.createTime);
+  }
+}
