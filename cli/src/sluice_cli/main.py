@@ -22,7 +22,7 @@ import sys
 import grpc
 from sluice_client import SluiceError
 
-from . import __version__, admin, commands, evaluate, render, typed, webhooks
+from . import __version__, admin, commands, evaluate, mcp, render, typed, webhooks
 from .client import open_client
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error, from_sdk_error
 from .upload import run_upload
@@ -253,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     krevoke = keys_sub.add_parser("revoke", help="revoke a key (refused everywhere within a second)", parents=[common])
     krevoke.add_argument("key", help="the key's id or prefix (slk_<id>_)")
     krevoke.set_defaults(handler=admin.keys_revoke)
+
+    mcp.register(sub, common)  # `sluice mcp`: the MCP server (docs/mcp.md)
     return parser
 
 

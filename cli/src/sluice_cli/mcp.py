@@ -1,0 +1,449 @@
+"""`sluice mcp`: Sluice as a Model Context Protocol server (docs/mcp.md).
+
+An MCP client (Claude Desktop, an IDE, an agent) gets tools to search collections, upload a file
+or a text, read and list documents and list collections. Every tool calls the SDK `Client` that
+the CLI made from its flags and environment, so the server acts with that one API key (a client
+key, or a reader key for a read-only server) and never touches a service directly.
+
+Results are structured content (each tool publishes its output schema) plus a short text for
+the model to read. A failure is a tool error (`isError`) whose text is the server's message with
+its reason, and whose structured content is `{"error": {"reason", "message", "code"}}`; never a
+traceback or one of our paths (docs/contributing.md, "Errors").
+"""
+
+# No `from __future__ import annotations`: the MCP library reads the tools' annotations (local
+# aliases included) to publish their schemas.
+import base64
+import binascii
+import datetime as dt
+import ipaddress
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+from sluice_client import Client, Collection, Document, Hit, SluiceError, WaitTimeout
+
+from . import __version__
+from .commands import resolve_document_id
+from .errors import EXIT_OK, EXIT_USAGE, CliError, from_sdk_error
+
+SERVER_NAME = "sluice"
+TRANSPORTS = ("stdio", "http")
+DEFAULT_HOST, DEFAULT_PORT, HTTP_PATH = "127.0.0.1", 8765, "/mcp"
+# Search embeds the query on the servers; the first query of a collection on a local model loads
+# the model there (docs/clients.md, "Retries and deadlines"), which can take longer than a call's 30 s.
+SEARCH_TIMEOUT_SECONDS = 120.0
+MAX_WAIT_SECONDS = 300.0
+MAX_TOP_K, MAX_PAGE_SIZE = 50, 200
+# A name no collection can have (docs/architecture.md: names are lowercase): the probe that asks
+# whether the key may write can never create anything.
+_PROBE_COLLECTION = "Sluice MCP write probe"
+UPLOAD_TOOLS = ("upload_file", "upload_text")
+
+log = logging.getLogger("sluice.mcp")
+
+
+# ---------------------------------------------------------------------- results
+
+
+class DocumentOut(BaseModel):
+    id: str
+    name: str = Field(description="resource name: collections/{collection}/documents/{id}")
+    collection: str
+    filename: str
+    status: str = Field(description="PENDING, PARSING, CHUNKING, EMBEDDING, INDEXING, READY or FAILED; only READY is searchable")
+    error_message: str = ""
+    error_code: str = ""
+    mime_type: str = ""
+    size_bytes: int = 0
+    chunk_count: int = 0
+    attempts: int = 0
+    max_attempts: int = 0
+    metadata: dict[str, str] = Field(default_factory=dict)
+    create_time: str | None = None
+    update_time: str | None = None
+
+
+class DocumentPage(BaseModel):
+    documents: list[DocumentOut]
+    next_page_token: str = Field("", description="pass as page_token for the next page; empty on the last page")
+
+
+class CollectionOut(BaseModel):
+    name: str
+    description: str = ""
+    embedder: str = Field(description="provider/model (dimensions)")
+    document_count: int
+    ready_document_count: int
+
+
+class CollectionList(BaseModel):
+    collections: list[CollectionOut]
+
+
+class HitOut(BaseModel):
+    text: str
+    score: float
+    document_id: str
+    filename: str
+    chunk_index: int
+    page_number: int = Field(description="0 when the format has no pages")
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class SearchOut(BaseModel):
+    collection: str
+    query: str
+    mode: str
+    hits: list[HitOut]
+
+
+def _time(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def document_out(doc: Document) -> DocumentOut:
+    return DocumentOut(id=doc.id, name=doc.name, collection=doc.collection, filename=doc.filename, status=doc.status.name,
+                       error_message=doc.error_message, error_code=doc.error_code, mime_type=doc.mime_type,
+                       size_bytes=doc.size_bytes, chunk_count=doc.chunk_count, attempts=doc.attempts,
+                       max_attempts=doc.max_attempts, metadata=doc.metadata, create_time=_time(doc.create_time),
+                       update_time=_time(doc.update_time))
+
+
+def collection_out(c: Collection) -> CollectionOut:
+    embedder = f"{c.embedder.provider.name.lower()}/{c.embedder.model} ({c.embedder.dimensions})"
+    return CollectionOut(name=c.name, description=c.description, embedder=embedder, document_count=c.document_count,
+                         ready_document_count=c.ready_document_count)
+
+
+def hit_out(hit: Hit) -> HitOut:
+    return HitOut(text=hit.text, score=hit.score, document_id=hit.document_id, filename=hit.filename,
+                  chunk_index=hit.chunk_index, page_number=hit.page_number, metadata=hit.metadata)
+
+
+def _document_line(doc: DocumentOut) -> str:
+    line = f"{doc.filename} ({doc.collection}) {doc.status} id={doc.id}"
+    if doc.status == "READY":
+        line += f", {doc.chunk_count} chunk(s)"
+    if doc.error_message:
+        line += f": {doc.error_message}"
+    return line
+
+
+def _result(model: BaseModel, text: str) -> Any:
+    from mcp.types import CallToolResult, TextContent
+
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json"))
+
+
+def tool_error(message: str, reason: str, code: str = "") -> Any:
+    """A tool error the model can read: the message with its reason, and the same as data."""
+    from mcp.types import CallToolResult, TextContent
+
+    text = message if message.endswith(f"[{reason}]") or not reason else f"{message} [{reason}]"
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
+                          structured_content={"error": {"reason": reason, "message": text, "code": code}})
+
+
+def error_result(error: SluiceError | CliError) -> Any:
+    """A failed call as a tool error: the CLI's one translation (errors.py), so the MCP server
+    says what `sluice` would say (the server's message and reason, or what failed on the way)."""
+    failure = error if isinstance(error, CliError) else from_sdk_error(error)
+    code = error.code.name if isinstance(error, SluiceError) and error.code is not None else ""
+    if isinstance(error, SluiceError) and error.reason == "ROLE_NOT_ALLOWED":
+        return tool_error(f"{error.message}: this MCP server runs with a read-only key; uploads need a client key",
+                          error.reason, code)
+    return tool_error(failure.message, failure.reason, code)
+
+
+# ---------------------------------------------------------------------- paging
+
+# ListDocuments pages with an opaque page_token that the SDK keeps to itself (documents.list is an
+# iterator over every page), so a page here is keyed by the last document shown: documents come
+# newest first (created_at DESC, id DESC), and the next page starts after that key. A document
+# uploaded meanwhile (newer) or deleted does not shift the pages.
+
+
+def _page_token(doc: Document) -> str:
+    key = json.dumps({"t": _time(doc.create_time), "id": doc.id}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+def _after_key(token: str) -> tuple[dt.datetime, str]:
+    try:
+        key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        return dt.datetime.fromisoformat(key["t"]), str(key["id"])
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise CliError("page_token is not one this server gave", EXIT_USAGE, "INVALID_PAGE_TOKEN") from None
+
+
+def list_page(client: Client, collection: str | None, status: str | None, page_size: int, page_token: str) -> DocumentPage:
+    after = _after_key(page_token) if page_token else None
+    page: list[Document] = []
+    more = False
+    for doc in client.documents.list(collection, status=status):
+        if after is not None and doc.create_time is not None and (doc.create_time, doc.id) >= after:
+            continue  # on an earlier page
+        if len(page) == page_size:
+            more = True
+            break
+        page.append(doc)
+    return DocumentPage(documents=[document_out(d) for d in page], next_page_token=_page_token(page[-1]) if more else "")
+
+
+# ---------------------------------------------------------------------- the server
+
+
+def may_write(client: Client) -> bool | None:
+    """Whether the key may upload: True, False for a reader key, None when nobody answered.
+
+    There is no call that names a key's role, so this asks ingest-api to create a collection
+    whose name is invalid: the access check refuses a reader key before the name is read
+    (ROLE_NOT_ALLOWED), any other key is told the name is invalid. Nothing is ever created."""
+    try:
+        client.collections.create(_PROBE_COLLECTION, embedder="hashing", timeout=10)
+    except SluiceError as error:
+        if error.reason == "ROLE_NOT_ALLOWED":
+            return False
+        if error.code is None or error.code.name in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAUTHENTICATED"):
+            return None
+        return True
+    return True  # not reached: the name is invalid
+
+
+def build_server(client: Client, *, default_collection: str | None = None, read_only: bool = False,
+                 allowed_dirs: list[Path] | None = None) -> Any:
+    """The MCP server with Sluice's tools over `client`; without the upload tools if `read_only`."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import CallToolResult, ToolAnnotations
+
+    roots = [d.resolve() for d in (allowed_dirs or [Path.cwd()])]
+    read = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    collection_help = ("the collection" + (f" (default {default_collection!r})" if default_collection else "")
+                       + "; list_collections names them")
+    CollectionArg = Annotated[str | None, Field(description=collection_help)]  # noqa: N806 - a type alias
+
+    instructions = (
+        "Sluice ingests documents (PDF, Office, HTML, text, ...) into collections and searches their chunks. "
+        "Use search to find passages (only READY documents are searched); list_collections and list_documents "
+        "to see what is there; get_document to follow a document's processing."
+        + ("" if read_only else " upload_text and upload_file add a document: it is searchable once READY.")
+        + (f" The default collection is {default_collection!r}." if default_collection else "")
+    )
+    server = MCPServer(SERVER_NAME, title="Sluice", version=__version__, instructions=instructions, log_level="WARNING")
+
+    def collection_of(collection: str | None) -> str:
+        name = (collection or default_collection or "").strip()
+        if not name:
+            raise CliError("give a collection (list_collections names them); this server has no default collection",
+                           EXIT_USAGE, "COLLECTION_REQUIRED")
+        return name
+
+    def call(fn, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except (SluiceError, CliError) as error:
+            return error_result(error)
+
+    # -- search
+
+    def _search(collection: str | None, query: str, top_k: int, mode: str, filters: dict[str, str] | None,
+                where: list[str] | None) -> Any:
+        name = collection_of(collection)
+        if not query.strip():
+            raise CliError("the query is empty", EXIT_USAGE, "INVALID_ARGUMENT")
+        try:
+            from sluice_client.filters import where as parse_where
+
+            conditions = parse_where(where or [])
+        except ValueError as err:
+            raise CliError(f"where: {err}", EXIT_USAGE, "INVALID_ARGUMENT") from None
+        results = client.search(name, query, top_k=top_k, mode=mode, filter=filters or None, where=conditions,
+                                timeout=SEARCH_TIMEOUT_SECONDS)
+        out = SearchOut(collection=name, query=query, mode=results.mode.name, hits=[hit_out(h) for h in results])
+        if not out.hits:
+            return _result(out, f"No matches in {name} (only READY documents are searched).")
+        lines = [f"{len(out.hits)} hit(s) in {name} ({out.mode.lower()} search):"]
+        for rank, hit in enumerate(out.hits, 1):
+            page = f", page {hit.page_number}" if hit.page_number else ""
+            lines.append(f"\n[{rank}] {hit.filename}{page} (score {hit.score:.3f}, document {hit.document_id})\n{hit.text}")
+        return _result(out, "\n".join(lines))
+
+    @server.tool(title="Search a collection", annotations=read)
+    def search(
+        query: Annotated[str, Field(description="what to look for, in words")],
+        collection: CollectionArg = default_collection,
+        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="how many passages to return")] = 5,
+        mode: Annotated[Literal["hybrid", "vector", "keyword"],
+                        Field(description="hybrid fuses vector (meaning) and keyword (exact words) ranks")] = "hybrid",
+        filters: Annotated[dict[str, str] | None, Field(description="metadata that must be equal, e.g. {\"lang\": \"en\"}")] = None,
+        where: Annotated[list[str] | None, Field(description="typed metadata conditions, all must hold: "
+                                                             "'year>=2024', 'lang in en,de', 'draft=false', 'tags exists'")] = None,
+    ) -> Annotated[CallToolResult, SearchOut]:
+        """Search the READY documents of a collection; returns the best-matching passages with their document,
+        page and score."""
+        return call(_search, collection, query, top_k, mode, filters, where)
+
+    # -- collections and documents
+
+    def _list_collections() -> Any:
+        out = CollectionList(collections=[collection_out(c) for c in client.collections.list()])
+        if not out.collections:
+            return _result(out, "No collections yet.")
+        lines = [f"{c.name}: {c.ready_document_count}/{c.document_count} document(s) READY, embedder {c.embedder}"
+                 + (f" - {c.description}" if c.description else "") for c in out.collections]
+        return _result(out, "\n".join(lines))
+
+    @server.tool(title="List collections", annotations=read)
+    def list_collections() -> Annotated[CallToolResult, CollectionList]:
+        """List the collections with their document counts and embedders."""
+        return call(_list_collections)
+
+    def _get_document(document: str, collection: str | None) -> Any:
+        doc = document_out(client.documents.get(resolve_document_id(client, document, collection or "")))
+        return _result(doc, _document_line(doc))
+
+    @server.tool(title="Get a document", annotations=read)
+    def get_document(
+        document: Annotated[str, Field(description="a document id, its name (collections/C/documents/ID), "
+                                                   "a unique id prefix or a unique file name")],
+        collection: Annotated[str | None, Field(description="narrow a prefix or file name to this collection")] = None,
+    ) -> Annotated[CallToolResult, DocumentOut]:
+        """A document's status (READY means searchable), error, size and chunk count."""
+        return call(_get_document, document, collection)
+
+    def _list_documents(collection: str | None, status: str | None, page_size: int, page_token: str) -> Any:
+        name = (collection or default_collection or "").strip() or None
+        out = list_page(client, name, status, page_size, page_token)
+        if not out.documents:
+            return _result(out, "No documents." if not page_token else "No more documents.")
+        lines = [_document_line(d) for d in out.documents]
+        if out.next_page_token:
+            lines.append(f"(more: page_token={out.next_page_token})")
+        return _result(out, "\n".join(lines))
+
+    @server.tool(title="List documents", annotations=read)
+    def list_documents(
+        collection: Annotated[str | None, Field(description="only this collection" + (
+            f" (default {default_collection!r})" if default_collection else " (default: every collection)"))] = default_collection,
+        status: Annotated[Literal["pending", "parsing", "chunking", "embedding", "indexing", "ready", "failed"] | None,
+                          Field(description="only documents in this status")] = None,
+        page_size: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)] = 20,
+        page_token: Annotated[str, Field(description="next_page_token of the previous page")] = "",
+    ) -> Annotated[CallToolResult, DocumentPage]:
+        """List documents, newest first, a page at a time, with their status."""
+        return call(_list_documents, collection, status, page_size, page_token)
+
+    # -- uploads
+
+    def _finish_upload(doc: Document, wait_seconds: float) -> Any:
+        if wait_seconds > 0 and not doc.done:
+            try:
+                doc = client.documents.wait(doc.id, timeout=wait_seconds)
+            except WaitTimeout as timeout:  # still processing: say where it is, not an error
+                doc = next(iter(timeout.documents), doc)
+        out = document_out(doc)
+        note = "" if doc.done else "; it is searchable once READY (get_document follows it)"
+        return _result(out, f"Uploaded {_document_line(out)}{note}")
+
+    wait_arg = Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS,
+                                      description="wait up to this many seconds for READY or FAILED (0: return at once)")]
+    metadata_arg = Annotated[dict[str, str] | None, Field(description="metadata to store with the document (text)")]
+
+    def _upload_text(text: str, filename: str, collection: str | None, metadata: dict[str, str] | None,
+                     wait_seconds: float) -> Any:
+        name = collection_of(collection)
+        if not text.strip():
+            raise CliError("the text is empty", EXIT_USAGE, "SOURCE_EMPTY")
+        doc = client.documents.upload(name, text.encode("utf-8"), filename=filename, metadata=metadata)
+        return _finish_upload(doc, wait_seconds)
+
+    def _upload_file(path: str, collection: str | None, metadata: dict[str, str] | None, wait_seconds: float) -> Any:
+        name = collection_of(collection)
+        resolved = Path(path).expanduser().resolve()
+        if not any(resolved.is_relative_to(root) for root in roots):
+            raise CliError(f"{path} is outside the folders this server may read: "
+                           + ", ".join(str(r) for r in roots) + " (sluice mcp --allow-dir)", EXIT_USAGE, "PATH_NOT_ALLOWED")
+        if not resolved.is_file():
+            raise CliError(f"no such file: {path}", EXIT_USAGE, "FILE_NOT_FOUND")
+        doc = client.documents.upload(name, resolved, metadata=metadata)
+        return _finish_upload(doc, wait_seconds)
+
+    if not read_only:
+        @server.tool(title="Upload a text", annotations=write)
+        def upload_text(
+            text: Annotated[str, Field(description="the document's content")],
+            filename: Annotated[str, Field(description="a file name; its extension says the format (.md, .txt, .html)")],
+            collection: CollectionArg = default_collection,
+            metadata: metadata_arg = None,
+            wait_seconds: wait_arg = 0,
+        ) -> Annotated[CallToolResult, DocumentOut]:
+            """Store a text as a document; it is parsed, chunked and embedded, and searchable once READY.
+            The same text in the same collection is stored once."""
+            return call(_upload_text, text, filename, collection, metadata, wait_seconds)
+
+        @server.tool(title="Upload a file", annotations=write)
+        def upload_file(
+            path: Annotated[str, Field(description="a file on the machine this server runs on, inside its allowed folders")],
+            collection: CollectionArg = default_collection,
+            metadata: metadata_arg = None,
+            wait_seconds: wait_arg = 0,
+        ) -> Annotated[CallToolResult, DocumentOut]:
+            """Upload a file (PDF, Word, PowerPoint, HTML, Markdown, text, ...) from the server's machine; it is
+            searchable once READY. The same content in the same collection is stored once."""
+            return call(_upload_file, path, collection, metadata, wait_seconds)
+
+    return server
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_mcp(client: Client, args) -> int:
+    """`sluice mcp`: serve until the MCP client goes away (stdio) or Ctrl-C (http)."""
+    if args.transport == "stdio" and (args.host or args.port):
+        raise CliError("--host and --port are for --transport http", EXIT_USAGE, "USAGE")
+    allowed = [Path(d).expanduser() for d in (args.allow_dir or [])]
+    for folder in allowed:
+        if not folder.is_dir():
+            raise CliError(f"--allow-dir {folder}: not a folder", EXIT_USAGE, "USAGE")
+    read_only = args.read_only
+    if not read_only and may_write(client) is False:
+        read_only = True
+        print("sluice mcp: the API key is a reader key: serving the read-only tools (no uploads)", file=sys.stderr)
+    server = build_server(client, default_collection=args.collection, read_only=read_only, allowed_dirs=allowed or None)
+    if args.transport == "stdio":
+        server.run("stdio")
+        return EXIT_OK
+    host, port = args.host or DEFAULT_HOST, args.port or DEFAULT_PORT
+    if not _is_loopback(host):
+        print(f"sluice mcp: listening on {host}: whoever reaches this port acts with this server's API key", file=sys.stderr)
+    print(f"sluice mcp: streamable HTTP on http://{host}:{port}{HTTP_PATH}", file=sys.stderr, flush=True)
+    server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+    return EXIT_OK
+
+
+def register(sub, common) -> None:
+    """The `mcp` subcommand (main.py's parser)."""
+    p = sub.add_parser("mcp", help="serve Sluice's tools to MCP clients (Claude Desktop, IDEs, agents)", parents=[common],
+                       description="An MCP server with tools to search, upload, get and list documents and list "
+                                   "collections, acting with this CLI's API key (docs/mcp.md).")
+    p.add_argument("--transport", choices=TRANSPORTS, default="stdio",
+                   help="stdio (the MCP client starts `sluice mcp`; the default) or http (streamable HTTP)")
+    p.add_argument("--host", help=f"http: address to listen on (default {DEFAULT_HOST})")
+    p.add_argument("--port", type=int, help=f"http: port (default {DEFAULT_PORT})")
+    p.add_argument("--collection", "-c", help="the collection tools use when none is given")
+    p.add_argument("--read-only", action="store_true", help="leave out the upload tools (automatic with a reader key)")
+    p.add_argument("--allow-dir", action="append", metavar="DIR",
+                   help="upload_file may read files under this folder (repeatable; default: the current folder)")
+    p.set_defaults(handler=run_mcp)
