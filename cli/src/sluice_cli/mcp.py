@@ -18,13 +18,15 @@ import binascii
 import datetime as dt
 import ipaddress
 import json
-import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+import grpc
+from typing_extensions import TypedDict  # pydantic reads nested TypedDicts from here before Python 3.12
 from sluice_client import Client, Collection, Document, Hit, SluiceError, WaitTimeout
+
+from sluice_common.reasons import Reason
 
 from . import __version__
 from .commands import resolve_document_id
@@ -38,63 +40,73 @@ DEFAULT_HOST, DEFAULT_PORT, HTTP_PATH = "127.0.0.1", 8765, "/mcp"
 SEARCH_TIMEOUT_SECONDS = 120.0
 MAX_WAIT_SECONDS = 300.0
 MAX_TOP_K, MAX_PAGE_SIZE = 50, 200
-# A name no collection can have (docs/architecture.md: names are lowercase): the probe that asks
-# whether the key may write can never create anything.
+# A name no collection can have (names are lowercase letters, digits, '-' and '_'): the probe that
+# asks whether the key may write can never create anything.
 _PROBE_COLLECTION = "Sluice MCP write probe"
-UPLOAD_TOOLS = ("upload_file", "upload_text")
-
-log = logging.getLogger("sluice.mcp")
 
 
 # ---------------------------------------------------------------------- results
 
 
-class DocumentOut(BaseModel):
+# TypedDicts, not pydantic models: every `sluice` command imports this module to register `mcp`,
+# and pydantic (which the MCP library needs anyway) is imported only once `sluice mcp` runs.
+
+
+class DocumentOut(TypedDict):
+    """A document; `status` is PENDING, PARSING, CHUNKING, EMBEDDING, INDEXING, READY or FAILED (only
+    READY is searchable); `name` is collections/{collection}/documents/{id}."""
+
     id: str
-    name: str = Field(description="resource name: collections/{collection}/documents/{id}")
+    name: str
     collection: str
     filename: str
-    status: str = Field(description="PENDING, PARSING, CHUNKING, EMBEDDING, INDEXING, READY or FAILED; only READY is searchable")
-    error_message: str = ""
-    error_code: str = ""
-    mime_type: str = ""
-    size_bytes: int = 0
-    chunk_count: int = 0
-    attempts: int = 0
-    max_attempts: int = 0
-    metadata: dict[str, str] = Field(default_factory=dict)
-    create_time: str | None = None
-    update_time: str | None = None
+    status: str
+    error_message: str
+    error_code: str
+    mime_type: str
+    size_bytes: int
+    chunk_count: int
+    attempts: int
+    max_attempts: int
+    metadata: dict[str, str]
+    create_time: str | None
+    update_time: str | None
 
 
-class DocumentPage(BaseModel):
+class DocumentPage(TypedDict):
+    """A page of documents, newest first; `next_page_token` is empty on the last page."""
+
     documents: list[DocumentOut]
-    next_page_token: str = Field("", description="pass as page_token for the next page; empty on the last page")
+    next_page_token: str
 
 
-class CollectionOut(BaseModel):
+class CollectionOut(TypedDict):
+    """A collection; `embedder` is provider/model (dimensions)."""
+
     name: str
-    description: str = ""
-    embedder: str = Field(description="provider/model (dimensions)")
+    description: str
+    embedder: str
     document_count: int
     ready_document_count: int
 
 
-class CollectionList(BaseModel):
+class CollectionList(TypedDict):
     collections: list[CollectionOut]
 
 
-class HitOut(BaseModel):
+class HitOut(TypedDict):
+    """A matching passage; `page_number` is 0 when the format has no pages."""
+
     text: str
     score: float
     document_id: str
     filename: str
     chunk_index: int
-    page_number: int = Field(description="0 when the format has no pages")
-    metadata: dict[str, str] = Field(default_factory=dict)
+    page_number: int
+    metadata: dict[str, str]
 
 
-class SearchOut(BaseModel):
+class SearchOut(TypedDict):
     collection: str
     query: str
     mode: str
@@ -109,7 +121,7 @@ def document_out(doc: Document) -> DocumentOut:
     return DocumentOut(id=doc.id, name=doc.name, collection=doc.collection, filename=doc.filename, status=doc.status.name,
                        error_message=doc.error_message, error_code=doc.error_code, mime_type=doc.mime_type,
                        size_bytes=doc.size_bytes, chunk_count=doc.chunk_count, attempts=doc.attempts,
-                       max_attempts=doc.max_attempts, metadata=doc.metadata, create_time=_time(doc.create_time),
+                       max_attempts=doc.max_attempts, metadata=dict(doc.metadata), create_time=_time(doc.create_time),
                        update_time=_time(doc.update_time))
 
 
@@ -121,22 +133,22 @@ def collection_out(c: Collection) -> CollectionOut:
 
 def hit_out(hit: Hit) -> HitOut:
     return HitOut(text=hit.text, score=hit.score, document_id=hit.document_id, filename=hit.filename,
-                  chunk_index=hit.chunk_index, page_number=hit.page_number, metadata=hit.metadata)
+                  chunk_index=hit.chunk_index, page_number=hit.page_number, metadata=dict(hit.metadata))
 
 
 def _document_line(doc: DocumentOut) -> str:
-    line = f"{doc.filename} ({doc.collection}) {doc.status} id={doc.id}"
-    if doc.status == "READY":
-        line += f", {doc.chunk_count} chunk(s)"
-    if doc.error_message:
-        line += f": {doc.error_message}"
+    line = f"{doc['filename']} ({doc['collection']}) {doc['status']} id={doc['id']}"
+    if doc["status"] == "READY":
+        line += f", {doc['chunk_count']} chunk(s)"
+    if doc["error_message"]:
+        line += f": {doc['error_message']}"
     return line
 
 
-def _result(model: BaseModel, text: str) -> Any:
+def _result(structured: Any, text: str) -> Any:
     from mcp.types import CallToolResult, TextContent
 
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(structured))
 
 
 def tool_error(message: str, reason: str, code: str = "") -> Any:
@@ -153,7 +165,7 @@ def error_result(error: SluiceError | CliError) -> Any:
     says what `sluice` would say (the server's message and reason, or what failed on the way)."""
     failure = error if isinstance(error, CliError) else from_sdk_error(error)
     code = error.code.name if isinstance(error, SluiceError) and error.code is not None else ""
-    if isinstance(error, SluiceError) and error.reason == "ROLE_NOT_ALLOWED":
+    if isinstance(error, SluiceError) and error.reason == Reason.ROLE_NOT_ALLOWED:
         return tool_error(f"{error.message}: this MCP server runs with a read-only key; uploads need a client key",
                           error.reason, code)
     return tool_error(failure.message, failure.reason, code)
@@ -177,7 +189,7 @@ def _after_key(token: str) -> tuple[dt.datetime, str]:
         key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         return dt.datetime.fromisoformat(key["t"]), str(key["id"])
     except (ValueError, KeyError, TypeError, binascii.Error):
-        raise CliError("page_token is not one this server gave", EXIT_USAGE, "INVALID_PAGE_TOKEN") from None
+        raise CliError("page_token is not one this server gave", EXIT_USAGE, Reason.INVALID_PAGE_TOKEN) from None
 
 
 def list_page(client: Client, collection: str | None, status: str | None, page_size: int, page_token: str) -> DocumentPage:
@@ -204,11 +216,11 @@ def may_write(client: Client) -> bool | None:
     whose name is invalid: the access check refuses a reader key before the name is read
     (ROLE_NOT_ALLOWED), any other key is told the name is invalid. Nothing is ever created."""
     try:
-        client.collections.create(_PROBE_COLLECTION, embedder="hashing", timeout=10)
+        client.collections.create(_PROBE_COLLECTION, embedder="hashing", timeout=5)
     except SluiceError as error:
-        if error.reason == "ROLE_NOT_ALLOWED":
+        if error.reason == Reason.ROLE_NOT_ALLOWED:
             return False
-        if error.code is None or error.code.name in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAUTHENTICATED"):
+        if error.code in (None, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAUTHENTICATED):
             return None
         return True
     return True  # not reached: the name is invalid
@@ -219,6 +231,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
     """The MCP server with Sluice's tools over `client`; without the upload tools if `read_only`."""
     from mcp.server.mcpserver import MCPServer
     from mcp.types import CallToolResult, ToolAnnotations
+    from pydantic import Field
 
     roots = [d.resolve() for d in (allowed_dirs or [Path.cwd()])]
     read = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -240,7 +253,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
         name = (collection or default_collection or "").strip()
         if not name:
             raise CliError("give a collection (list_collections names them); this server has no default collection",
-                           EXIT_USAGE, "COLLECTION_REQUIRED")
+                           EXIT_USAGE, Reason.COLLECTION_REQUIRED)
         return name
 
     def call(fn, *args: Any) -> Any:
@@ -255,25 +268,25 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
                 where: list[str] | None) -> Any:
         name = collection_of(collection)
         if not query.strip():
-            raise CliError("the query is empty", EXIT_USAGE, "INVALID_ARGUMENT")
+            raise CliError("the query is empty", EXIT_USAGE, Reason.INVALID_ARGUMENT)
         try:
             from sluice_client.filters import where as parse_where
 
             conditions = parse_where(where or [])
         except ValueError as err:
-            raise CliError(f"where: {err}", EXIT_USAGE, "INVALID_ARGUMENT") from None
+            raise CliError(f"where: {err}", EXIT_USAGE, Reason.INVALID_ARGUMENT) from None
         results = client.search(name, query, top_k=top_k, mode=mode, filter=filters or None, where=conditions,
                                 timeout=SEARCH_TIMEOUT_SECONDS)
         out = SearchOut(collection=name, query=query, mode=results.mode.name, hits=[hit_out(h) for h in results])
-        if not out.hits:
+        if not out["hits"]:
             return _result(out, f"No matches in {name} (only READY documents are searched).")
-        lines = [f"{len(out.hits)} hit(s) in {name} ({out.mode.lower()} search):"]
-        for rank, hit in enumerate(out.hits, 1):
-            page = f", page {hit.page_number}" if hit.page_number else ""
-            lines.append(f"\n[{rank}] {hit.filename}{page} (score {hit.score:.3f}, document {hit.document_id})\n{hit.text}")
+        lines = [f"{len(out['hits'])} hit(s) in {name} ({out['mode'].lower()} search):"]
+        for rank, hit in enumerate(out["hits"], 1):
+            page = f", page {hit['page_number']}" if hit["page_number"] else ""
+            lines.append(f"\n[{rank}] {hit['filename']}{page} (score {hit['score']:.3f}, document {hit['document_id']})\n{hit['text']}")
         return _result(out, "\n".join(lines))
 
-    @server.tool(title="Search a collection", annotations=read)
+    @server.tool(title="Search a collection", annotations=read, structured_output=True)
     def search(
         query: Annotated[str, Field(description="what to look for, in words")],
         collection: CollectionArg = default_collection,
@@ -292,13 +305,13 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
 
     def _list_collections() -> Any:
         out = CollectionList(collections=[collection_out(c) for c in client.collections.list()])
-        if not out.collections:
+        if not out["collections"]:
             return _result(out, "No collections yet.")
-        lines = [f"{c.name}: {c.ready_document_count}/{c.document_count} document(s) READY, embedder {c.embedder}"
-                 + (f" - {c.description}" if c.description else "") for c in out.collections]
+        lines = [f"{c['name']}: {c['ready_document_count']}/{c['document_count']} document(s) READY, embedder {c['embedder']}"
+                 + (f" - {c['description']}" if c["description"] else "") for c in out["collections"]]
         return _result(out, "\n".join(lines))
 
-    @server.tool(title="List collections", annotations=read)
+    @server.tool(title="List collections", annotations=read, structured_output=True)
     def list_collections() -> Annotated[CallToolResult, CollectionList]:
         """List the collections with their document counts and embedders."""
         return call(_list_collections)
@@ -307,7 +320,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
         doc = document_out(client.documents.get(resolve_document_id(client, document, collection or "")))
         return _result(doc, _document_line(doc))
 
-    @server.tool(title="Get a document", annotations=read)
+    @server.tool(title="Get a document", annotations=read, structured_output=True)
     def get_document(
         document: Annotated[str, Field(description="a document id, its name (collections/C/documents/ID), "
                                                    "a unique id prefix or a unique file name")],
@@ -319,14 +332,14 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
     def _list_documents(collection: str | None, status: str | None, page_size: int, page_token: str) -> Any:
         name = (collection or default_collection or "").strip() or None
         out = list_page(client, name, status, page_size, page_token)
-        if not out.documents:
+        if not out["documents"]:
             return _result(out, "No documents." if not page_token else "No more documents.")
-        lines = [_document_line(d) for d in out.documents]
-        if out.next_page_token:
-            lines.append(f"(more: page_token={out.next_page_token})")
+        lines = [_document_line(d) for d in out["documents"]]
+        if out["next_page_token"]:
+            lines.append(f"(more: page_token={out['next_page_token']})")
         return _result(out, "\n".join(lines))
 
-    @server.tool(title="List documents", annotations=read)
+    @server.tool(title="List documents", annotations=read, structured_output=True)
     def list_documents(
         collection: Annotated[str | None, Field(description="only this collection" + (
             f" (default {default_collection!r})" if default_collection else " (default: every collection)"))] = default_collection,
@@ -374,7 +387,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
         return _finish_upload(doc, wait_seconds)
 
     if not read_only:
-        @server.tool(title="Upload a text", annotations=write)
+        @server.tool(title="Upload a text", annotations=write, structured_output=True)
         def upload_text(
             text: Annotated[str, Field(description="the document's content")],
             filename: Annotated[str, Field(description="a file name; its extension says the format (.md, .txt, .html)")],
@@ -386,7 +399,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
             The same text in the same collection is stored once."""
             return call(_upload_text, text, filename, collection, metadata, wait_seconds)
 
-        @server.tool(title="Upload a file", annotations=write)
+        @server.tool(title="Upload a file", annotations=write, structured_output=True)
         def upload_file(
             path: Annotated[str, Field(description="a file on the machine this server runs on, inside its allowed folders")],
             collection: CollectionArg = default_collection,
