@@ -16,7 +16,8 @@ import psycopg
 
 from sluice.v1 import document_pb2 as D, document_service_pb2 as ds
 from helpers import wait_for
-from sluice_ingest import notify, service
+from sluice_ingest import notify
+from sluice_ingest.service import watches
 
 from .helpers import Clients
 
@@ -78,8 +79,8 @@ def test_transitions_notify_only_what_a_listener_row_names(c, database_url):
 
 def test_a_watch_is_registered_while_it_runs_and_woken_by_notifications(c, database_url, monkeypatch):
     # Without a notification the stream would wait an hour: it ends only if every change notified it.
-    monkeypatch.setattr(service, "FIRST_RECHECK_SECONDS", 3600.0)
-    monkeypatch.setattr(service, "RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(watches, "FIRST_RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(watches, "RECHECK_SECONDS", 3600.0)
     monkeypatch.setattr(notify, "LINGER_SECONDS", 0.2)
     doc = c.upload()
     seen: list[int] = []
@@ -125,8 +126,8 @@ def test_watch_collection_is_registered_and_woken(ingest_api_factory, database_u
 def test_registrations_come_back_after_the_database_lost_them(c, database_url, ingest_api, monkeypatch):
     """Crash recovery empties the unlogged table; the hub writes every key again when its
     LISTEN connection comes back."""
-    monkeypatch.setattr(service, "FIRST_RECHECK_SECONDS", 3600.0)
-    monkeypatch.setattr(service, "RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(watches, "FIRST_RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(watches, "RECHECK_SECONDS", 3600.0)
     doc = c.upload()
     stream = c.docs.WatchDocument(ds.WatchDocumentRequest(id=doc.id))
     assert next(stream).document.status == D.DOCUMENT_STATUS_PENDING
@@ -163,8 +164,8 @@ def test_rows_of_a_dead_process_expire_and_a_stopped_one_leaves_none(ingest_api_
 def test_a_watch_on_one_replica_is_woken_by_work_done_through_another(ingest_api_factory, database_url, monkeypatch):
     """Registrations are in the database, not in a process: the replica that moves the document
     notifies because the other one's watcher is registered."""
-    monkeypatch.setattr(service, "FIRST_RECHECK_SECONDS", 3600.0)
-    monkeypatch.setattr(service, "RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(watches, "FIRST_RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(watches, "RECHECK_SECONDS", 3600.0)
     watching, working = Clients(ingest_api_factory().address), Clients(ingest_api_factory().address)
     try:
         watching.create_collection()

@@ -13,8 +13,8 @@ import pytest
 from sluice_common.errors import NotFound, OutOfRange
 from sluice_ingest.domain import EventCursor
 from sluice_ingest.notify import COLLECTIONS_CHANNEL, DOCUMENTS_CHANNEL, NotificationHub
-from sluice_ingest.ports import IngestStore
-from sluice_ingest.service import IngestService
+from sluice_ingest.ports import CollectionLogPort, DocumentLogPort, QueuePort
+from sluice_ingest.service import JobUseCases, WatchUseCases
 from sluice_ingest.settings import IngestSettings
 from sluice_ingest.store import ClaimedJob, CollectionEventRow, DocumentRow, EventRow, WatchPage
 
@@ -37,7 +37,7 @@ def event(event_id: int, status: str, job_status: str = "RUNNING") -> EventRow:
 
 
 class FakeStore:
-    """The parts of IngestStore the loops use; everything is scripted by the test."""
+    """The parts of the queue and of the document store the loops use; everything is scripted by the test."""
 
     def __init__(self) -> None:
         self.jobs: list[ClaimedJob] = []
@@ -69,30 +69,34 @@ class FakeStore:
 def loops():
     store = FakeStore()
     hub = NotificationHub("postgresql://unused")  # not started: its signals work without a database
-    service = IngestService(store, hub, IngestSettings(max_claim_wait_seconds=60))  # type: ignore[arg-type]
-    return store, hub, service
+    settings = IngestSettings(max_claim_wait_seconds=60)
+    jobs = JobUseCases(store, hub, settings)  # type: ignore[arg-type]
+    watches = WatchUseCases(store, FakeLog(), hub, settings)  # type: ignore[arg-type]
+    return store, hub, jobs, watches
 
 
 def test_the_fake_covers_what_the_loops_use():
-    used = {"claim_job", "next_wakeup", "get_document", "latest_event_id", "document_events_after"}
-    assert used <= set(dir(IngestStore)) and used <= set(dir(FakeStore))
+    claims = {"claim_job", "next_wakeup"}
+    watches = {"get_document", "latest_event_id", "document_events_after"}
+    assert claims <= set(dir(QueuePort)) and watches <= set(dir(DocumentLogPort))
+    assert claims | watches <= set(dir(FakeStore))
 
 
 async def test_a_claim_returns_at_once_when_a_job_is_due(loops):
-    store, hub, service = loops
+    store, hub, jobs, watches = loops
     store.jobs.append(job())
-    assert await service.claim_job("w", 30) is not None
+    assert await jobs.claim_job("w", 30) is not None
     assert store.claims == 1
 
 
 async def test_a_claim_with_no_wait_returns_nothing(loops):
-    store, hub, service = loops
-    assert await service.claim_job("w", 0) is None and store.claims == 1
+    store, hub, jobs, watches = loops
+    assert await jobs.claim_job("w", 0) is None and store.claims == 1
 
 
 async def test_the_long_poll_is_woken_by_a_notification(loops):
-    store, hub, service = loops
-    waiting = asyncio.create_task(service.claim_job("w", 30))
+    store, hub, jobs, watches = loops
+    waiting = asyncio.create_task(jobs.claim_job("w", 30))
     await asyncio.sleep(0.05)
     assert not waiting.done() and store.claims == 1  # nothing due: it waits
     store.jobs.append(job())
@@ -102,7 +106,7 @@ async def test_the_long_poll_is_woken_by_a_notification(loops):
 
 
 async def test_the_long_poll_wakes_itself_when_a_delayed_job_becomes_due(loops):
-    store, hub, service = loops
+    store, hub, jobs, watches = loops
     store.wakeup = dt.timedelta(seconds=0.05)  # a retry due soon: no notification will come
 
     async def due_later():
@@ -110,16 +114,16 @@ async def test_the_long_poll_wakes_itself_when_a_delayed_job_becomes_due(loops):
         store.jobs.append(job())
 
     asyncio.create_task(due_later())
-    claimed = await asyncio.wait_for(service.claim_job("w", 30), 10)
+    claimed = await asyncio.wait_for(jobs.claim_job("w", 30), 10)
     assert claimed is not None and store.claims >= 2
 
 
 async def test_watch_yields_the_document_then_each_event_until_ready(loops):
-    store, hub, service = loops
+    store, hub, jobs, watches = loops
     seen = []
 
     async def watch():
-        async for row in service.watch_document(1, str(DOC)):
+        async for row in watches.watch_document(1, str(DOC)):
             seen.append(row.status)
 
     watching = asyncio.create_task(watch())
@@ -136,8 +140,8 @@ async def test_watch_yields_the_document_then_each_event_until_ready(loops):
 
 
 async def test_watch_of_a_document_deleted_meanwhile_ends_with_not_found(loops):
-    store, hub, service = loops
-    updates = service.watch_document(1, str(DOC))
+    store, hub, jobs, watches = loops
+    updates = watches.watch_document(1, str(DOC))
     assert (await anext(updates)).status == "PENDING"
     store.document = None
     hub.deliver(DOCUMENTS_CHANNEL, str(DOC))
@@ -177,20 +181,20 @@ class FakeLog:
 
 def test_the_fake_log_covers_what_the_watch_loop_uses():
     used = {"collection_id", "events_head", "watch_page"}
-    assert used <= set(dir(IngestStore)) and used <= set(dir(FakeLog))
+    assert used <= set(dir(CollectionLogPort)) and used <= set(dir(FakeLog))
 
 
 def watch_loop(settings: IngestSettings):
     store = FakeLog()
     hub = NotificationHub("postgresql://unused")
-    return store, hub, IngestService(store, hub, settings)  # type: ignore[arg-type]
+    return store, hub, WatchUseCases(FakeStore(), store, hub, settings)  # type: ignore[arg-type]
 
 
 async def test_filtered_out_rows_move_the_cursor_and_a_heartbeat_carries_it():
-    store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
+    store, hub, watches = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
     # The first window: one event sent, then rows up to (505, 5) read but filtered out.
     store.pages.append(WatchPage([collection_event(1)], EventCursor(505, 5), False, None, False, True))
-    stream = service.watch_collection(1, "docs", "", False, [], True)
+    stream = watches.watch_collection(1, "docs", "", False, [], True)
     assert (await anext(stream)).id == 1
     reading = asyncio.ensure_future(anext(stream))
     await asyncio.sleep(0.05)
@@ -203,36 +207,36 @@ async def test_filtered_out_rows_move_the_cursor_and_a_heartbeat_carries_it():
 
 
 async def test_committed_but_unreadable_events_are_read_again_without_a_notification():
-    store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=0.01))
+    store, hub, watches = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=0.01))
     store.pages.append(WatchPage([], None, False, None, True, True))  # waiting: an older writer still runs
     store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), False, None, False, True))
-    stream = service.watch_collection(1, "docs", "", False, [], False)
+    stream = watches.watch_collection(1, "docs", "", False, [], False)
     first = await anext(stream)
     assert first.cursor == HEAD  # the opening heartbeat: nothing yet
     assert (await asyncio.wait_for(anext(stream), 10)).id == 2  # no signal fired: the re-check found it
 
 
 async def test_a_full_window_is_followed_at_once_and_an_expired_cursor_is_refused():
-    store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
+    store, hub, watches = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
     store.pages.append(WatchPage([collection_event(1)], EventCursor(501, 1), True, None, False, True))
     store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), False, None, False, True))
-    stream = service.watch_collection(1, "docs", "500.0", False, [], False)
+    stream = watches.watch_collection(1, "docs", "500.0", False, [], False)
     assert [(await anext(stream)).id, (await asyncio.wait_for(anext(stream), 10)).id] == [1, 2]
     store.pages.append(WatchPage([], None, False, EventCursor(520, 9), False, True))
     with pytest.raises(OutOfRange) as err:
-        await anext(service.watch_collection(1, "docs", "510.3", False, [], False))
+        await anext(watches.watch_collection(1, "docs", "510.3", False, [], False))
     assert err.value.metadata["oldest_cursor"] == "520.9"
 
 
 async def test_a_replay_reads_below_the_horizon_until_pruning_moves_it():
-    store, hub, service = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
+    store, hub, watches = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
     floor = EventCursor(510, 0)
     # Replaying from the start: below the horizon on purpose, and it stays put: fine.
     store.pages.append(WatchPage([collection_event(1)], EventCursor(501, 1), True, floor, False, True))
     store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), True, floor, False, True))
     # Then pruning moves the horizon past where the replay is: events it has not read are gone.
     store.pages.append(WatchPage([], None, False, EventCursor(530, 0), False, True))
-    stream = service.watch_collection(1, "docs", "", True, [], False)
+    stream = watches.watch_collection(1, "docs", "", True, [], False)
     assert [(await anext(stream)).id, (await anext(stream)).id] == [1, 2]
     with pytest.raises(OutOfRange) as err:
         await anext(stream)

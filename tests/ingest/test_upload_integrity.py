@@ -70,7 +70,7 @@ def c(api):
 
 
 def active_uploads(api) -> int:
-    return api.app.service.uploads.active
+    return api.app.documents.uploads.active
 
 
 # ---------------------------------------------------------------- the trailer

@@ -124,7 +124,7 @@ async def test_an_internal_error_of_ingest_api_is_retried_then_fails_with_it(ing
     async def broken_save_snapshot(*args, **kwargs):
         raise RuntimeError("the disk is on fire")
 
-    monkeypatch.setattr(ingest_api.app.service, "save_snapshot", broken_save_snapshot)
+    monkeypatch.setattr(ingest_api.app.jobs, "save_snapshot", broken_save_snapshot)
     await docs.create_collection("internal", max_attempts=2)
     uploaded = await docs.upload("internal", "notes.md", b"# Notes\n\nSome text to keep.\n")
     async with InProcessWorker(worker_settings(ingest_api.address), sandbox_pool) as running:

@@ -196,6 +196,18 @@ def safe_error_message(message: str, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+def check_tenant_name(name: str) -> str:
+    if not TENANT_NAME.match(name or ""):
+        raise InvalidArgument(
+            "tenant name must be 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit",
+            reason=Reason.INVALID_TENANT_NAME,
+        )
+    return name
+
+
 def safe_filename(name: str) -> str:
     """The base name of an uploaded file, without directories or control characters.
 

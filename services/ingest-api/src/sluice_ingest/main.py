@@ -1,9 +1,11 @@
-"""Composition root of ingest-api: settings → pool, notifications, store, service, gRPC server."""
+"""Composition root of ingest-api: settings → pool, notifications, the stores (one per area, over
+the one pool), the use cases, the gRPC servicers and server."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from sluice.v1 import admin_service_pb2, admin_service_pb2_grpc
 from sluice.v1 import document_service_pb2, document_service_pb2_grpc, job_service_pb2, job_service_pb2_grpc
@@ -16,15 +18,24 @@ from sluice_common.tracing import configure_tracing
 from sluice_common.serving import create_server, run_until_signal, set_serving
 from sluice_common.tasks import end_if_cancelled, pause
 from sluice_common import gctune
+from psycopg_pool import AsyncConnectionPool
 
 from . import metrics
 from .api import AdminServicer, DocumentServicer, JobServicer
 from .notify import NotificationHub
 from .retention import EventRetention
-from .service import IngestService
+from .service import AdminUseCases, CollectionUseCases, DocumentUseCases, JobUseCases, WatchUseCases
 from .settings import IngestSettings
-from .store import JobPolicy, PostgresStore
-from .tenants import TenantStore
+from .store import (
+    CollectionStore,
+    DocumentStore,
+    EventStore,
+    GenerationStore,
+    JobPolicy,
+    QueueStore,
+    RetentionStore,
+    TenantStore,
+)
 from .webhooks.api import WebhookServicer
 from .webhooks.dispatcher import Dispatcher
 from .webhooks.service import WebhookService
@@ -38,6 +49,33 @@ SERVICE_NAMES = (
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
     webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"].full_name,
 )
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Every store of ingest-api, each over the one pool. The queue is given the generation
+    store's switch (an EMBED commit may complete a reindex); nothing else is shared."""
+
+    collections: CollectionStore
+    documents: DocumentStore
+    generations: GenerationStore
+    queue: QueueStore
+    events: EventStore
+    retention: RetentionStore
+    tenants: TenantStore
+
+    @classmethod
+    def over(cls, pool: AsyncConnectionPool, policy: JobPolicy) -> Stores:
+        generations = GenerationStore(pool)
+        return cls(
+            collections=CollectionStore(pool),
+            documents=DocumentStore(pool),
+            generations=generations,
+            queue=QueueStore(pool, policy, generations),
+            events=EventStore(pool),
+            retention=RetentionStore(pool),
+            tenants=TenantStore(pool),
+        )
 
 
 class IngestApp:
@@ -56,27 +94,34 @@ class IngestApp:
         # listen on the hub's connection, so they are built before it starts.
         self.dispatcher = Dispatcher(s, self.hub) if s.webhooks_enabled else None
         await self.hub.start()
-        self.store = PostgresStore(self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds))
-        self.service = IngestService(self.store, self.hub, s)
+        stores = self.stores = Stores.over(
+            self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds)
+        )
+        self.store = stores.queue  # bench/ drives the queue in process through app.store
         self.keys = KeyDirectory(self.pool, cache_seconds=s.auth_cache_seconds)
+        self.collections = CollectionUseCases(stores.collections, stores.generations, s)
+        self.documents = DocumentUseCases(stores.documents, stores.collections, s)
+        self.watches = WatchUseCases(stores.documents, stores.events, self.hub, s)
+        self.jobs = JobUseCases(stores.queue, self.hub, s)
+        self.admin = AdminUseCases(stores.tenants, self.keys.forget)
         auth = AuthInterceptor(
             self.keys, RateLimiter(s.rate_limit_per_second, s.rate_limit_burst), reflection=s.reflection_enabled
         )
         self.server, self.health, self.port = create_server(
             SERVICE_NAMES, s.bind, interceptors=[auth], tls=s.server_tls(), allow_plaintext=s.allow_plaintext
         )
-        document_service_pb2_grpc.add_DocumentServiceServicer_to_server(DocumentServicer(self.service), self.server)
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.service, s.lease_seconds), self.server)
-        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(TenantStore(self.pool), self.keys.forget), self.server
+        document_service_pb2_grpc.add_DocumentServiceServicer_to_server(
+            DocumentServicer(self.collections, self.documents, self.watches), self.server
         )
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.jobs, s.lease_seconds), self.server)
+        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.admin), self.server)
         webhook_service_pb2_grpc.add_WebhookServiceServicer_to_server(
             WebhookServicer(WebhookService(WebhookStore(self.pool), s)), self.server
         )
         if self.dispatcher is not None:
             await self.dispatcher.start()
         self._gauges = asyncio.create_task(self._update_gauges(), name="queue-gauges")
-        self.retention = EventRetention(self.store, s)
+        self.retention = EventRetention(stores.retention, s)
         self._retention = asyncio.create_task(self.retention.run(), name="event-retention")
         self._sweeper = asyncio.create_task(self._sweep_generations(), name="generation-sweeper")
         # jieba loads its dictionary on first use (~1 s): pay it now, not inside the first commit.
@@ -119,7 +164,7 @@ class IngestApp:
         """Index generations: switch complete ones, drop retired ones after their grace period."""
         while True:
             try:
-                switched, dropped = await self.service.sweep_generations()
+                switched, dropped = await self.collections.sweep_generations()
                 if switched or dropped:
                     log.info("generations swept", extra={"switched": switched, "dropped": dropped})
             except Exception as exc:  # noqa: BLE001 - the next sweep tries again
@@ -130,7 +175,7 @@ class IngestApp:
     async def _update_gauges(self) -> None:
         while True:
             try:
-                depth = await self.store.queue_depth()
+                depth = await self.stores.queue.queue_depth()
                 for status in ("PENDING", "RUNNING", "SUCCEEDED", "FAILED"):
                     metrics.QUEUE_DEPTH.labels(status=status).set(depth.get(status, 0))
             except Exception as exc:  # noqa: BLE001 - metrics must never take the server down

@@ -1,5 +1,6 @@
-"""The service layer's ports: what IngestService needs of its store (PostgresStore implements
-it; the unit tests of the claim long-poll and WatchDocument run on a fake)."""
+"""The service layer's ports: what each group of use cases needs of a store (the stores of
+store/ implement them, checked by mypy at the end of this module; the unit tests of the claim
+long-poll and the watches run on fakes)."""
 
 from __future__ import annotations
 
@@ -7,22 +8,29 @@ import datetime as dt
 import uuid
 from typing import Any, Protocol
 
-from .domain import DocumentStatus as D, EventCursor
+from sluice_common.auth import Role
+
+from .domain import DocumentStatus, EventCursor
 from .store import (
     AttemptRow,
     ChunkRow,
     ClaimedJob,
     CollectionRow,
+    CollectionStore,
     DocumentRow,
+    DocumentStore,
     EventRow,
+    EventStore,
+    GenerationStore,
     NewCollection,
     NewDocument,
-    PostgresStore,
+    QueueStore,
     WatchPage,
 )
+from .store.tenants import ApiKeyRow, Quota, TenantRow, TenantStore
 
 
-class IngestStore(Protocol):
+class CollectionsPort(Protocol):
     async def create_collection(self, new: NewCollection) -> CollectionRow: ...
 
     async def get_collection(self, tenant_id: int, name: str) -> CollectionRow: ...
@@ -33,6 +41,8 @@ class IngestStore(Protocol):
 
     async def collection_settings(self, tenant_id: int, name: str) -> CollectionRow: ...
 
+
+class GenerationsPort(Protocol):
     async def reindex_collection(self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
                                  eval_set: list[dict[str, Any]] | None = None, min_ratio: float = 1.0) -> CollectionRow: ...
 
@@ -40,6 +50,20 @@ class IngestStore(Protocol):
 
     async def sweep_generations(self, grace_seconds: float) -> tuple[int, int]: ...
 
+    async def compact_keyword_stats(self, min_statements: int = 32) -> int: ...
+
+
+class DocumentLogPort(Protocol):
+    """A document and its changes (WatchDocument)."""
+
+    async def latest_event_id(self, document_id: uuid.UUID) -> int: ...
+
+    async def get_document(self, tenant_id: int, document_id: uuid.UUID) -> DocumentRow: ...
+
+    async def document_events_after(self, document_id: uuid.UUID, after_id: int) -> list[EventRow]: ...
+
+
+class DocumentsPort(DocumentLogPort, Protocol):
     async def create_document(self, new: NewDocument) -> tuple[DocumentRow, bool]: ...
 
     async def get_document_with_history(
@@ -57,13 +81,11 @@ class IngestStore(Protocol):
 
     async def delete_document(self, tenant_id: int, document_id: uuid.UUID) -> bool: ...
 
-    async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: D) -> DocumentRow: ...
+    async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: DocumentStatus) -> DocumentRow: ...
 
-    async def latest_event_id(self, document_id: uuid.UUID) -> int: ...
 
-    async def get_document(self, tenant_id: int, document_id: uuid.UUID) -> DocumentRow: ...
-
-    async def document_events_after(self, document_id: uuid.UUID, after_id: int) -> list[EventRow]: ...
+class CollectionLogPort(Protocol):
+    """A collection's events log (WatchCollection)."""
 
     async def collection_id(self, tenant_id: int, name: str) -> int: ...
 
@@ -74,6 +96,8 @@ class IngestStore(Protocol):
         statuses: list[str] | None, terminal_only: bool,
     ) -> WatchPage: ...
 
+
+class QueuePort(Protocol):
     async def claim_job(self, worker_id: str) -> ClaimedJob | None: ...
 
     async def next_wakeup(self) -> dt.timedelta | None: ...
@@ -81,7 +105,7 @@ class IngestStore(Protocol):
     async def renew_lease(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> dt.datetime | None: ...
 
     async def report_stage(
-        self, job_id: uuid.UUID, lease_token: uuid.UUID, stage: D, done: int, total: int, unit: str
+        self, job_id: uuid.UUID, lease_token: uuid.UUID, stage: DocumentStatus, done: int, total: int, unit: str
     ) -> dt.datetime: ...
 
     async def content_length(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> tuple[uuid.UUID, int]: ...
@@ -105,9 +129,42 @@ class IngestStore(Protocol):
     async def release_job(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> DocumentRow: ...
 
 
+class TenantsPort(Protocol):
+    async def create_tenant(self, name: str, quota: Quota) -> TenantRow: ...
 
-def _postgres_store_is_an_ingest_store(store: PostgresStore) -> IngestStore:
-    return store  # mypy (make lint) checks that PostgresStore implements every method above
+    async def list_tenants(self) -> list[TenantRow]: ...
+
+    async def create_key(self, tenant: str, role: Role, name: str = "") -> tuple[ApiKeyRow, str]: ...
+
+    async def list_keys(self, tenant: str | None) -> list[ApiKeyRow]: ...
+
+    async def revoke_key(self, key: str) -> ApiKeyRow: ...
 
 
-__all__ = ["IngestStore"]
+# mypy (make lint) checks that each store implements its ports.
+def _collection_store(store: CollectionStore) -> CollectionsPort:
+    return store
+
+
+def _generation_store(store: GenerationStore) -> GenerationsPort:
+    return store
+
+
+def _document_store(store: DocumentStore) -> DocumentsPort:
+    return store
+
+
+def _event_store(store: EventStore) -> CollectionLogPort:
+    return store
+
+
+def _queue_store(store: QueueStore) -> QueuePort:
+    return store
+
+
+def _tenant_store(store: TenantStore) -> TenantsPort:
+    return store
+
+
+__all__ = ["CollectionLogPort", "CollectionsPort", "DocumentLogPort", "DocumentsPort", "GenerationsPort", "QueuePort",
+           "TenantsPort"]

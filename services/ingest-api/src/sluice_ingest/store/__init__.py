@@ -4,7 +4,11 @@ Lock order is always job row, then document row, so claims, failures, completion
 deletions never deadlock each other. A state change is an `UPDATE … WHERE status = ANY(…)`
 built from the domain tables; zero rows means the move was illegal or lost a race.
 
-Split by area: collections.py, documents.py, queue.py, generations.py, over common.py; row types in rows.py.
+One store per area, each over the shared pool, composed in main.py (no store inherits another):
+CollectionStore (collections.py), DocumentStore (documents.py), GenerationStore
+(generations.py), QueueStore (queue.py: claims, stages, commits; it is given the generation
+store's switch), EventStore and RetentionStore (events.py), TenantStore (tenants.py). What they
+share is in common.py; row types in rows.py.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from .collections import CollectionStore
 from .common import StoreBase
 from .documents import DocumentStore
-from .events import CollectionEventRow, EventStore, RetentionStore, WatchEventStore, WatchPage
+from .events import CollectionEventRow, EventStore, RetentionStore, WatchPage
 from .generations import GenerationStore
 from .queue import CLAIM_SQL, QueueStore
 from .rows import (
@@ -22,6 +26,7 @@ from .rows import (
     CollectionRow,
     DocumentRow,
     EventRow,
+    GenerationEvaluationRow,
     GenerationFailure,
     GenerationRow,
     JobPolicy,
@@ -29,12 +34,11 @@ from .rows import (
     NewDocument,
     UploadedContent,
 )
-
-
-class PostgresStore(CollectionStore, DocumentStore, EventStore, WatchEventStore, RetentionStore, QueueStore, GenerationStore):
-    """The whole store: every area over one pool."""
-
+from .tenants import TenantStore
 
 __all__ = [
-    "CLAIM_SQL", "AttemptRow", "ChunkRow", "ClaimedJob", "CollectionEventRow", "CollectionRow", "DocumentRow", "EventRow", "GenerationFailure", "GenerationRow", "GenerationStore", "JobPolicy", "NewCollection", "NewDocument", "PostgresStore", "StoreBase", "UploadedContent", "WatchPage",
+    "CLAIM_SQL", "AttemptRow", "ChunkRow", "ClaimedJob", "CollectionEventRow", "CollectionRow", "CollectionStore",
+    "DocumentRow", "DocumentStore", "EventRow", "EventStore", "GenerationEvaluationRow", "GenerationFailure",
+    "GenerationRow", "GenerationStore", "JobPolicy", "NewCollection", "NewDocument", "QueueStore", "RetentionStore",
+    "StoreBase", "TenantStore", "UploadedContent", "WatchPage",
 ]

@@ -32,9 +32,9 @@ from ..domain import (
     retry_message,
 )
 from ..transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job
-from .common import FRESH_PROGRESS, StoreBase, one_row
+from .common import FRESH_PROGRESS, lookup_document, one_row
 from .job_kinds import policy_of
-from .leases import HeldJob, end_attempt, hold_job
+from .leases import HeldJob, QueueBase, end_attempt, hold_job
 from .queue_sql import QUEUE_LITERALS
 from .rows import ClaimedJob, DocumentRow
 
@@ -147,7 +147,7 @@ async def hand_back(conn: psycopg.AsyncConnection[Any], job: HeldJob) -> None:
     await end_attempt(conn, job.lease_token, AttemptOutcome.RELEASED)
 
 
-class ClaimStore(StoreBase):
+class ClaimStore(QueueBase):
     async def claim_job(self, worker_id: str) -> ClaimedJob | None:
         """Rules 6 and 8: one statement, one round trip, on the common path.
 
@@ -232,7 +232,7 @@ class ClaimStore(StoreBase):
         async with self.pool.connection() as conn, conn.transaction():
             job = await hold_job(conn, job_id, lease_token)
             await hand_back(conn, job)
-            return await self._document(conn, job.document_id)
+            return await lookup_document(conn, job.document_id)
 
     async def next_wakeup(self) -> dt.timedelta | None:
         """How long until the next job becomes claimable without a notification (a delayed retry

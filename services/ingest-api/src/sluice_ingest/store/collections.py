@@ -16,15 +16,15 @@ from sluice_common.errors import (
 )
 from sluice_common.reasons import Reason
 
-from .common import COLLECTION_SELECT, one_row as _one
-from .generations import GenerationStore
+from .common import COLLECTION_SELECT, StoreBase, check_quota, lookup_collection, lookup_collection_settings, one_row
+from .generations import with_generations
 from .rows import CollectionRow, NewCollection
 
 
-class CollectionStore(GenerationStore):
+class CollectionStore(StoreBase):
     async def create_collection(self, new: NewCollection) -> CollectionRow:
         async with self.pool.connection() as conn, conn.transaction():
-            await self._check_quota(conn, new.tenant_id, collections=1)
+            await check_quota(conn, new.tenant_id, collections=1)
             try:
                 row = await (
                     await conn.cursor(row_factory=dict_row).execute(
@@ -44,19 +44,21 @@ class CollectionStore(GenerationStore):
             if row is None:
                 raise AlreadyExists(f"collection {new.name!r} already exists", reason=Reason.COLLECTION_EXISTS, collection=new.name)
             # Generation 1 (ACTIVE) was created by the collections trigger (migration 0009).
-            (generation_id,) = await _one(
+            (generation_id,) = await one_row(
                 conn, "SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'", (row["id"],)
             )
             await conn.execute(vector_index.create_index_sql(generation_id, new.dimensions))
-            return await self._with_generations(conn, await self._collection(conn, new.tenant_id, new.name))
+            return await with_generations(conn, await lookup_collection(conn, new.tenant_id, new.name))
 
     async def get_collection(self, tenant_id: int, name: str) -> CollectionRow:
-        return await self.collection_with_generations(tenant_id, name)
+        """The collection with its counts and its generations."""
+        async with self.pool.connection() as conn, conn.transaction():
+            return await with_generations(conn, await lookup_collection(conn, tenant_id, name))
 
     async def collection_settings(self, tenant_id: int, name: str) -> CollectionRow:
         """The collection's own columns, without the document counts (cheap: for hot paths)."""
         async with self.pool.connection() as conn:
-            return await self._collection_settings(conn, tenant_id, name)
+            return await lookup_collection_settings(conn, tenant_id, name)
 
     async def list_collections(self, tenant_id: int, after: str | None, limit: int) -> list[CollectionRow]:
         async with self.pool.connection() as conn:
@@ -78,7 +80,7 @@ class CollectionStore(GenerationStore):
             if row is None:
                 raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
             collection_id = row[0]
-            (count,) = await _one(conn, "SELECT count(*) FROM documents WHERE collection_id = %s", (collection_id,))
+            (count,) = await one_row(conn, "SELECT count(*) FROM documents WHERE collection_id = %s", (collection_id,))
             if count and not force:
                 raise FailedPrecondition(
                     f"collection {name!r} still has {count} documents; delete them first or pass force",

@@ -33,9 +33,8 @@ from ..domain import (
 )
 from ..transitions import RELEASED_LEASE, Expr, PendingMove, move_document, move_job, send_move_document, send_move_job
 from .claims import hand_back
-from .common import NO_ERROR
-from .generations import GenerationStore
-from .leases import HeldJob, end_attempt, hold_job, lease_failure
+from .common import NO_ERROR, fetch_document_lookup, lookup_document, send_document_lookup
+from .leases import HeldJob, QueueBase, end_attempt, hold_job, lease_failure
 from .queue_sql import QUEUE_LITERALS
 from .rows import ChunkRow, DocumentRow
 
@@ -120,7 +119,7 @@ async def add_embed_job(conn: psycopg.AsyncConnection[Any], document_id: uuid.UU
     await conn.execute(ADD_EMBED_JOB_SQL, (generation_id, document_id))
 
 
-class CommitStore(GenerationStore):
+class CommitStore(QueueBase):
     async def complete_job(self, job_id: uuid.UUID, lease_token: uuid.UUID, chunks: list[ChunkRow]) -> DocumentRow:
         """Rule 1: replace the chunks, set READY and SUCCEEDED in one transaction (binary COPY).
 
@@ -173,12 +172,12 @@ class CommitStore(GenerationStore):
                             "SELECT id FROM collection_generations WHERE collection_id = %s AND state = %s FOR SHARE",
                             (job.collection_id, str(GenerationState.BUILDING)),
                         )
-                    document_cursor = await self._send_document(conn, job.document_id)
+                    document_cursor = await send_document_lookup(conn, job.document_id)
                 # The pipeline's sync has fetched every result (a failed move raises here, in the transaction).
                 for move in moves:
                     await move.confirm()
                 building = await building_cursor.fetchone() if building_cursor is not None else None
-                document = await self._fetch_document(document_cursor)
+                document = await fetch_document_lookup(document_cursor)
                 if building is not None:
                     await add_embed_job(conn, job.document_id, building[0])
         if switched_under_us:
@@ -186,7 +185,7 @@ class CommitStore(GenerationStore):
                                job_id=job_id)
         if policy.writes_generation is GenerationState.BUILDING:
             # This commit may have been the generation's last: the switch, in its own transaction.
-            await self.try_switch(job.generation_id)
+            await self.generations.try_switch(job.generation_id)
         return document
 
     async def fail_job(
@@ -217,7 +216,7 @@ class CommitStore(GenerationStore):
                 await move_job(conn, job_id, J.FAILED, RELEASED_LEASE)
             outcome = AttemptOutcome.RETRYABLE_FAILURE if retryable else AttemptOutcome.PERMANENT_FAILURE
             await end_attempt(conn, lease_token, outcome, error_code, error_message, retryable)
-            return await self._document(conn, job.document_id), retry
+            return await lookup_document(conn, job.document_id), retry
 
 
 __all__ = ["COMPLETE_LOCK_SQL", "CommitStore", "add_embed_job", "copy_chunks"]

@@ -1,5 +1,6 @@
-"""What every area of the store shares: the base class (pool, policy, the tenant-scoped
-document and collection look-ups, quotas), the row selects and small helpers."""
+"""What every store shares: the base class (the pool), the tenant-scoped document and collection
+look-ups and the quota check as functions of a connection (every store calls them inside its own
+transaction), the row selects and small helpers."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from sluice_common.errors import (
 )
 from sluice_common.reasons import Reason
 
-from .rows import CollectionRow, DocumentRow, JobPolicy
+from .rows import CollectionRow, DocumentRow
 
 # Columns a document's move resets or clears.
 FRESH_PROGRESS = {"progress_stage": None, "progress_done": 0, "progress_total": 0, "progress_unit": ""}
@@ -62,100 +63,108 @@ async def one_row(conn: psycopg.AsyncConnection, query: Any, params: Any = None)
 
 
 class StoreBase:
-    def __init__(self, pool: AsyncConnectionPool, policy: JobPolicy) -> None:
+    """A store of one area over the shared pool (main.py composes them; no store inherits another)."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
         self.pool = pool
-        self.policy = policy
 
-    async def _document(
-        self, conn: psycopg.AsyncConnection, document_id: uuid.UUID, tenant_id: int | None = None
-    ) -> DocumentRow:
-        """The document by id; with `tenant_id`, only if it is that tenant's (else NOT_FOUND).
-        Without it only for JobService paths, whose job ids were fenced by their lease."""
-        if tenant_id is None:
-            row = await self._document_where(conn, "d.id = %s", (document_id,))
-        else:
-            row = await self._document_where(conn, "d.id = %s AND d.tenant_id = %s", (document_id, tenant_id))
-        if row is None:
-            raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
-        return row
 
-    @staticmethod
-    async def _send_document(conn: psycopg.AsyncConnection, document_id: uuid.UUID) -> psycopg.AsyncCursor[DocumentRow]:
-        """The document's select, sent (in pipeline mode: fetched at the next sync); see _fetch_document."""
-        cur = conn.cursor(row_factory=class_row(DocumentRow))
-        await cur.execute(DOCUMENT_SELECT + " WHERE d.id = %s", (document_id,))
-        return cur
+async def lookup_document(
+    conn: psycopg.AsyncConnection, document_id: uuid.UUID, tenant_id: int | None = None
+) -> DocumentRow:
+    """The document by id; with `tenant_id`, only if it is that tenant's (else NOT_FOUND).
+    Without it only for JobService paths, whose job ids were fenced by their lease."""
+    if tenant_id is None:
+        row = await lookup_document_where(conn, "d.id = %s", (document_id,))
+    else:
+        row = await lookup_document_where(conn, "d.id = %s AND d.tenant_id = %s", (document_id, tenant_id))
+    if row is None:
+        raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
+    return row
 
-    @staticmethod
-    async def _fetch_document(cur: psycopg.AsyncCursor[DocumentRow]) -> DocumentRow:
-        row = await cur.fetchone()
-        if row is None:  # pragma: no cover - the caller holds the document's lock
-            raise NotFound("the document does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
-        return row
 
-    async def _document_where(self, conn: psycopg.AsyncConnection, where: str, params: Sequence[Any]) -> DocumentRow | None:
-        cur = conn.cursor(row_factory=class_row(DocumentRow))
-        await cur.execute(DOCUMENT_SELECT + " WHERE " + where, params)
-        return await cur.fetchone()
+async def send_document_lookup(conn: psycopg.AsyncConnection, document_id: uuid.UUID) -> psycopg.AsyncCursor[DocumentRow]:
+    """The document's select, sent (in pipeline mode: fetched at the next sync); see fetch_document_lookup."""
+    cur = conn.cursor(row_factory=class_row(DocumentRow))
+    await cur.execute(DOCUMENT_SELECT + " WHERE d.id = %s", (document_id,))
+    return cur
 
-    async def _check_quota(
-        self, conn: psycopg.AsyncConnection, tenant_id: int, *, documents: int = 0, stored_bytes: int = 0,
-        collections: int = 0,
-    ) -> None:
-        """Refuse (RESOURCE_EXHAUSTED, nothing written) what would take the tenant over a quota.
 
-        Only a tenant with quotas pays for this: its row is locked for the rest of the
-        transaction, so two concurrent uploads cannot both take the last place.
-        """
-        quota = await (
-            await conn.execute(
-                "SELECT max_documents, max_stored_bytes, max_collections FROM tenants WHERE id = %s", (tenant_id,)
+async def fetch_document_lookup(cur: psycopg.AsyncCursor[DocumentRow]) -> DocumentRow:
+    row = await cur.fetchone()
+    if row is None:  # pragma: no cover - the caller holds the document's lock
+        raise NotFound("the document does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
+    return row
+
+
+async def lookup_document_where(conn: psycopg.AsyncConnection, where: str, params: Sequence[Any]) -> DocumentRow | None:
+    cur = conn.cursor(row_factory=class_row(DocumentRow))
+    await cur.execute(DOCUMENT_SELECT + " WHERE " + where, params)
+    return await cur.fetchone()
+
+
+async def check_quota(
+    conn: psycopg.AsyncConnection, tenant_id: int, *, documents: int = 0, stored_bytes: int = 0,
+    collections: int = 0,
+) -> None:
+    """Refuse (RESOURCE_EXHAUSTED, nothing written) what would take the tenant over a quota.
+
+    Only a tenant with quotas pays for this: its row is locked for the rest of the
+    transaction, so two concurrent uploads cannot both take the last place.
+    """
+    quota = await (
+        await conn.execute(
+            "SELECT max_documents, max_stored_bytes, max_collections FROM tenants WHERE id = %s", (tenant_id,)
+        )
+    ).fetchone()
+    if quota is None:
+        raise NotFound("the tenant of this key no longer exists", reason=Reason.TENANT_NOT_FOUND)
+    max_documents, max_bytes, max_collections = quota
+    if max_documents is None and max_bytes is None and max_collections is None:
+        return
+    await conn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
+    if collections and max_collections is not None:
+        (count,) = await one_row(conn, "SELECT count(*) FROM collections WHERE tenant_id = %s", (tenant_id,))
+        if count + collections > max_collections:
+            raise ResourceExhausted(
+                f"the tenant's quota of {max_collections} collections is used up", reason=Reason.QUOTA_EXCEEDED,
+                quota="collections", limit=max_collections,
             )
-        ).fetchone()
-        if quota is None:
-            raise NotFound("the tenant of this key no longer exists", reason=Reason.TENANT_NOT_FOUND)
-        max_documents, max_bytes, max_collections = quota
-        if max_documents is None and max_bytes is None and max_collections is None:
-            return
-        await conn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
-        if collections and max_collections is not None:
-            (count,) = await one_row(conn, "SELECT count(*) FROM collections WHERE tenant_id = %s", (tenant_id,))
-            if count + collections > max_collections:
-                raise ResourceExhausted(
-                    f"the tenant's quota of {max_collections} collections is used up", reason=Reason.QUOTA_EXCEEDED,
-                    quota="collections", limit=max_collections,
-                )
-        if (documents and max_documents is not None) or (stored_bytes and max_bytes is not None):
-            count, total = await one_row(
-                conn, "SELECT count(*), coalesce(sum(size_bytes), 0) FROM documents WHERE tenant_id = %s", (tenant_id,)
+    if (documents and max_documents is not None) or (stored_bytes and max_bytes is not None):
+        count, total = await one_row(
+            conn, "SELECT count(*), coalesce(sum(size_bytes), 0) FROM documents WHERE tenant_id = %s", (tenant_id,)
+        )
+        if max_documents is not None and count + documents > max_documents:
+            raise ResourceExhausted(
+                f"the tenant's quota of {max_documents} documents is used up", reason=Reason.QUOTA_EXCEEDED,
+                quota="documents", limit=max_documents,
             )
-            if max_documents is not None and count + documents > max_documents:
-                raise ResourceExhausted(
-                    f"the tenant's quota of {max_documents} documents is used up", reason=Reason.QUOTA_EXCEEDED,
-                    quota="documents", limit=max_documents,
-                )
-            if max_bytes is not None and total + stored_bytes > max_bytes:
-                raise ResourceExhausted(
-                    f"this upload would take the tenant over its quota of {max_bytes} stored bytes",
-                    reason=Reason.QUOTA_EXCEEDED, quota="stored_bytes", limit=max_bytes,
-                )
+        if max_bytes is not None and total + stored_bytes > max_bytes:
+            raise ResourceExhausted(
+                f"this upload would take the tenant over its quota of {max_bytes} stored bytes",
+                reason=Reason.QUOTA_EXCEEDED, quota="stored_bytes", limit=max_bytes,
+            )
 
-    async def _collection(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> CollectionRow:
-        row = await (
-            await conn.cursor(row_factory=class_row(CollectionRow)).execute(
-                COLLECTION_SELECT + " WHERE c.tenant_id = %s AND c.name = %s", (tenant_id, name)
-            )
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
-        return row
 
-    async def _collection_settings(self, conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> CollectionRow:
-        row = await (
-            await conn.cursor(row_factory=class_row(CollectionRow)).execute(
-                "SELECT" + COLLECTION_COLUMNS + "FROM collections c WHERE c.tenant_id = %s AND c.name = %s", (tenant_id, name)
-            )
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
-        return row
+async def lookup_collection(conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> CollectionRow:
+    """The tenant's collection `name` with its document counts (NOT_FOUND otherwise)."""
+    row = await (
+        await conn.cursor(row_factory=class_row(CollectionRow)).execute(
+            COLLECTION_SELECT + " WHERE c.tenant_id = %s AND c.name = %s", (tenant_id, name)
+        )
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
+    return row
+
+
+async def lookup_collection_settings(conn: psycopg.AsyncConnection, tenant_id: int, name: str) -> CollectionRow:
+    """The collection's own columns, without the document counts (cheap: for hot paths)."""
+    row = await (
+        await conn.cursor(row_factory=class_row(CollectionRow)).execute(
+            "SELECT" + COLLECTION_COLUMNS + "FROM collections c WHERE c.tenant_id = %s AND c.name = %s", (tenant_id, name)
+        )
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
+    return row

@@ -27,7 +27,19 @@ from ..domain import (
     JobStatus as J,
 )
 from ..transitions import NOW, RELEASED_LEASE, move_document, move_job
-from .common import COPY_SIGNATURE, COPY_TRAILER, DOCUMENT_SELECT, FRESH_PROGRESS, NO_ERROR, StoreBase, one_row as _one
+from .common import (
+    COPY_SIGNATURE,
+    COPY_TRAILER,
+    DOCUMENT_SELECT,
+    FRESH_PROGRESS,
+    NO_ERROR,
+    StoreBase,
+    check_quota,
+    lookup_collection_settings,
+    lookup_document,
+    lookup_document_where,
+    one_row,
+)
 from .rows import AttemptRow, DocumentRow, EventRow, NewDocument, UploadedContent
 
 
@@ -39,9 +51,9 @@ class DocumentStore(StoreBase):
         request_id or for the same content in the same collection.
         """
         async with self.pool.connection() as conn, conn.transaction():
-            collection = await self._collection_settings(conn, new.tenant_id, new.collection)
+            collection = await lookup_collection_settings(conn, new.tenant_id, new.collection)
             if new.request_id:
-                existing = await self._document_where(
+                existing = await lookup_document_where(
                     conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
                 )
                 if existing is not None:
@@ -52,7 +64,7 @@ class DocumentStore(StoreBase):
                             request_id=new.request_id,
                         )
                     return existing, False
-            await self._check_quota(conn, new.tenant_id, documents=1, stored_bytes=new.content.size)
+            await check_quota(conn, new.tenant_id, documents=1, stored_bytes=new.content.size)
             row = await (
                 await conn.execute(
                     """
@@ -76,11 +88,11 @@ class DocumentStore(StoreBase):
             ).fetchone()
             if row is None:
                 # Same content already in this collection (or a concurrent twin with our request_id).
-                existing = await self._document_where(
+                existing = await lookup_document_where(
                     conn, "d.collection_id = %s AND d.content_sha256 = %s", (collection.id, new.content_sha256)
                 )
                 if existing is None and new.request_id:
-                    existing = await self._document_where(
+                    existing = await lookup_document_where(
                         conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
                     )
                 if existing is None:  # pragma: no cover - the conflicting row was deleted meanwhile
@@ -92,7 +104,7 @@ class DocumentStore(StoreBase):
                 "INSERT INTO ingestion_jobs (document_id, max_attempts, trace_context) VALUES (%s, %s, %s)",
                 (document_id, collection.max_attempts, tracing.current_trace_context()),
             )
-            return await self._document(conn, document_id), True
+            return await lookup_document(conn, document_id), True
 
     @staticmethod
     async def _copy_content(conn: psycopg.AsyncConnection, document_id: uuid.UUID, content: UploadedContent) -> None:
@@ -109,13 +121,13 @@ class DocumentStore(StoreBase):
 
     async def get_document(self, tenant_id: int, document_id: uuid.UUID) -> DocumentRow:
         async with self.pool.connection() as conn:
-            return await self._document(conn, document_id, tenant_id)
+            return await lookup_document(conn, document_id, tenant_id)
 
     async def get_document_with_history(
         self, tenant_id: int, document_id: uuid.UUID
     ) -> tuple[DocumentRow, list[AttemptRow]]:
         async with self.pool.connection() as conn, conn.transaction():
-            document = await self._document(conn, document_id, tenant_id)
+            document = await lookup_document(conn, document_id, tenant_id)
             cur = conn.cursor(row_factory=class_row(AttemptRow))
             await cur.execute(
                 "SELECT number, worker_id, stage::text AS stage, outcome::text AS outcome, error_code, error_message,"
@@ -127,7 +139,7 @@ class DocumentStore(StoreBase):
     async def latest_event_id(self, document_id: uuid.UUID) -> int:
         """The newest event of a document (callers have checked its tenant with get_document)."""
         async with self.pool.connection() as conn:
-            row = await _one(conn, "SELECT coalesce(max(id), 0) FROM document_events WHERE document_id = %s", (document_id,))
+            row = await one_row(conn, "SELECT coalesce(max(id), 0) FROM document_events WHERE document_id = %s", (document_id,))
             return int(row[0])
 
     async def document_events_after(self, document_id: uuid.UUID, after_id: int) -> list[EventRow]:
@@ -154,7 +166,7 @@ class DocumentStore(StoreBase):
             conditions: list[str] = ["d.tenant_id = %s"]
             params: list[Any] = [tenant_id]
             if collection:
-                collection_row = await self._collection_settings(conn, tenant_id, collection)
+                collection_row = await lookup_collection_settings(conn, tenant_id, collection)
                 conditions.append("d.collection_id = %s")
                 params.append(collection_row.id)
             if status:
@@ -205,7 +217,7 @@ class DocumentStore(StoreBase):
                     raise IllegalTransition(f"the job is {job[1]}")
                 await move_document(conn, document_id, D.PENDING, {**FRESH_PROGRESS, **NO_ERROR}, sources=[expected])
             except IllegalTransition as illegal:
-                current = await self._document(conn, document_id, tenant_id)
+                current = await lookup_document(conn, document_id, tenant_id)
                 verb = "retried" if expected == D.FAILED else "reprocessed"
                 raise FailedPrecondition(
                     f"only a {expected} document can be {verb}; this one is {current.status}",
@@ -216,4 +228,4 @@ class DocumentStore(StoreBase):
                            sources=[job_from])
             # It leaves READY: its EMBED jobs of a reindex go (its next commit adds a fresh one).
             await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND document_id = %s", (document_id,))
-            return await self._document(conn, document_id, tenant_id)
+            return await lookup_document(conn, document_id, tenant_id)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from psycopg.rows import class_row
 
 from ..domain import EventCursor
-from .common import StoreBase, one_row as _one
+from .common import StoreBase, lookup_collection_settings, one_row
 
 # Every row's position is compared as a row value against the cursor; the index
 # document_events_collection_order (collection_id, txid, id) serves the scan.
@@ -64,27 +64,6 @@ class CollectionEventRow:
     @property
     def cursor(self) -> EventCursor:
         return EventCursor(self.txid, self.id)
-
-
-class EventStore(StoreBase):
-    async def events_head(self) -> EventCursor:
-        """The cursor before every event not yet readable: start here to follow from now on."""
-        async with self.pool.connection() as conn:
-            row = await _one(conn, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
-            return EventCursor(int(row[0]) - 1, 2**63 - 1)
-
-    async def collection_events_after(
-        self, tenant_id: int, collection_id: int, after: EventCursor, limit: int
-    ) -> list[CollectionEventRow]:
-        """Up to `limit` events of the collection after `after`, in log order."""
-        async with self.pool.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(CollectionEventRow))
-            await cur.execute(
-                COLLECTION_EVENTS_SQL,
-                {"tenant_id": tenant_id, "collection_id": collection_id, "txid": after.txid,
-                 "event_id": after.event_id, "limit": limit},
-            )
-            return await cur.fetchall()
 
 
 # --------------------------------------------------------------------------- WatchCollection
@@ -159,13 +138,33 @@ def _plain(row: FilteredEventRow) -> CollectionEventRow:
     return CollectionEventRow(*(getattr(row, name) for name in CollectionEventRow.__dataclass_fields__))
 
 
-class WatchEventStore(StoreBase):
-    """The reads of WatchCollection: the collection's id, then windows of its log."""
+class EventStore(StoreBase):
+    """The events log read a collection at a time: the webhook dispatcher's pages
+    (collection_events_after) and WatchCollection's (the collection's id, then windows)."""
+
+    async def events_head(self) -> EventCursor:
+        """The cursor before every event not yet readable: start here to follow from now on."""
+        async with self.pool.connection() as conn:
+            row = await one_row(conn, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+            return EventCursor(int(row[0]) - 1, 2**63 - 1)
+
+    async def collection_events_after(
+        self, tenant_id: int, collection_id: int, after: EventCursor, limit: int
+    ) -> list[CollectionEventRow]:
+        """Up to `limit` events of the collection after `after`, in log order."""
+        async with self.pool.connection() as conn:
+            cur = conn.cursor(row_factory=class_row(CollectionEventRow))
+            await cur.execute(
+                COLLECTION_EVENTS_SQL,
+                {"tenant_id": tenant_id, "collection_id": collection_id, "txid": after.txid,
+                 "event_id": after.event_id, "limit": limit},
+            )
+            return await cur.fetchall()
 
     async def collection_id(self, tenant_id: int, name: str) -> int:
         """The id of the tenant's collection `name` (NOT_FOUND otherwise, also for another tenant's)."""
         async with self.pool.connection() as conn:
-            return (await self._collection_settings(conn, tenant_id, name)).id
+            return (await lookup_collection_settings(conn, tenant_id, name)).id
 
     async def watch_page(
         self, tenant_id: int, collection_id: int, after: EventCursor, limit: int,
@@ -175,7 +174,7 @@ class WatchEventStore(StoreBase):
             # One snapshot for the horizon and the rows: a prune that commits in between cannot
             # remove rows this read then misses without the horizon showing it.
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            exists, horizon_txid, horizon_id = await _one(
+            exists, horizon_txid, horizon_id = await one_row(
                 conn,
                 "SELECT c.id IS NOT NULL, h.txid::text::bigint, h.event_id FROM (SELECT 1) one"
                 " LEFT JOIN collections c ON c.id = %(c)s AND c.tenant_id = %(t)s"
@@ -198,7 +197,7 @@ class WatchEventStore(StoreBase):
             waiting = False
             if not full:
                 position = read_to or after
-                (waiting,) = await _one(
+                (waiting,) = await one_row(
                     conn, WAITING_SQL,
                     {"collection_id": collection_id, "txid": position.txid, "event_id": position.event_id},
                 )
@@ -265,10 +264,10 @@ class RetentionStore(StoreBase):
     async def prune_events_by_age(self, age_seconds: float, batch: int) -> int | None:
         """Delete up to `batch` expired events; None when another process holds the pruning lock."""
         async with self.pool.connection() as conn, conn.transaction():
-            (locked,) = await _one(conn, RETENTION_LOCK)
+            (locked,) = await one_row(conn, RETENTION_LOCK)
             if not locked:
                 return None
-            (count,) = await _one(conn, PRUNE_BY_AGE_SQL, {"age": age_seconds, "batch": batch})
+            (count,) = await one_row(conn, PRUNE_BY_AGE_SQL, {"age": age_seconds, "batch": batch})
             return int(count)
 
     async def count_prune_candidates(self, since_id: int, limit: int) -> list[tuple[uuid.UUID, int]]:
@@ -280,7 +279,7 @@ class RetentionStore(StoreBase):
     async def prune_events_by_count(self, documents: list[uuid.UUID], keep: int, batch: int) -> int | None:
         """Delete up to `batch` events of `documents` beyond each one's newest `keep`."""
         async with self.pool.connection() as conn, conn.transaction():
-            (locked,) = await _one(conn, RETENTION_LOCK)
+            (locked,) = await one_row(conn, RETENTION_LOCK)
             if not locked:
                 return None
             cur = await conn.execute(PRUNE_BY_COUNT_SQL, {"documents": documents, "keep": keep, "batch": batch})

@@ -35,7 +35,7 @@ from sluice_common.reasons import Reason
 
 from ..domain import GenerationState as G, JobStatus as J
 from ..transitions import NOW, RELEASED_LEASE, move_generation, move_job
-from .common import StoreBase, one_row as _one
+from .common import StoreBase, lookup_collection, lookup_collection_settings, one_row
 from .rows import CollectionRow, GenerationEvaluationRow, GenerationFailure, GenerationRow
 
 log = logging.getLogger("sluice.ingest.generations")
@@ -60,7 +60,7 @@ _NOTHING_OPEN = """
 
 
 async def _complete(conn: psycopg.AsyncConnection, generation_id: int) -> bool:
-    (complete,) = await _one(conn, "SELECT sluice_generation_complete(%s)", (generation_id,))
+    (complete,) = await one_row(conn, "SELECT sluice_generation_complete(%s)", (generation_id,))
     return bool(complete)
 
 
@@ -75,75 +75,80 @@ def _same_gate(stored: tuple[object, object], eval_set: list[dict[str, Any]], mi
             and isinstance(stored_ratio, (int, float)) and math.isclose(float(stored_ratio), min_ratio, rel_tol=1e-6))
 
 
-class GenerationStore(StoreBase):
-    async def _generations(self, conn: psycopg.AsyncConnection, collection_id: int) -> tuple[GenerationRow, ...]:
-        cur = conn.cursor(row_factory=class_row(GenerationRow))
-        await cur.execute(GENERATION_SELECT + " WHERE collection_id = %s ORDER BY number", (collection_id,))
-        rows = await cur.fetchall()
-        out = []
-        for row in rows:
-            if row.state == G.BUILDING:
-                total, ready, failed, pending = await _one(
-                    conn,
-                    "SELECT count(*), count(*) FILTER (WHERE status = 'SUCCEEDED'), count(*) FILTER (WHERE status = 'FAILED'),"
-                    " count(*) FILTER (WHERE status IN ('PENDING', 'RUNNING'))"
-                    " FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s",
+async def generations_of(conn: psycopg.AsyncConnection, collection_id: int) -> tuple[GenerationRow, ...]:
+    """A collection's generations in order, each with its progress and its quality gate."""
+    cur = conn.cursor(row_factory=class_row(GenerationRow))
+    await cur.execute(GENERATION_SELECT + " WHERE collection_id = %s ORDER BY number", (collection_id,))
+    rows = await cur.fetchall()
+    out = []
+    for row in rows:
+        if row.state == G.BUILDING:
+            total, ready, failed, pending = await one_row(
+                conn,
+                "SELECT count(*), count(*) FILTER (WHERE status = 'SUCCEEDED'), count(*) FILTER (WHERE status = 'FAILED'),"
+                " count(*) FILTER (WHERE status IN ('PENDING', 'RUNNING'))"
+                " FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s",
+                (row.id,),
+            )
+            failures = await (
+                await conn.execute(
+                    "SELECT j.document_id, d.filename, a.error_code, a.error_message FROM ingestion_jobs j"
+                    " JOIN documents d ON d.id = j.document_id"
+                    " LEFT JOIN LATERAL (SELECT error_code, error_message FROM job_attempts WHERE job_id = j.id"
+                    "                    ORDER BY id DESC LIMIT 1) a ON true"
+                    " WHERE j.kind = 'EMBED' AND j.generation_id = %s AND j.status = 'FAILED'"
+                    " ORDER BY d.filename, d.id LIMIT 20",
                     (row.id,),
                 )
-                failures = await (
-                    await conn.execute(
-                        "SELECT j.document_id, d.filename, a.error_code, a.error_message FROM ingestion_jobs j"
-                        " JOIN documents d ON d.id = j.document_id"
-                        " LEFT JOIN LATERAL (SELECT error_code, error_message FROM job_attempts WHERE job_id = j.id"
-                        "                    ORDER BY id DESC LIMIT 1) a ON true"
-                        " WHERE j.kind = 'EMBED' AND j.generation_id = %s AND j.status = 'FAILED'"
-                        " ORDER BY d.filename, d.id LIMIT 20",
-                        (row.id,),
-                    )
-                ).fetchall()
-                row = replace(row, documents_total=total, documents_ready=ready, documents_failed=failed,
-                              documents_pending=pending, failures=tuple(GenerationFailure(*f) for f in failures))
-            elif row.state == G.ACTIVE:
-                total, ready, failed = await _one(
-                    conn,
-                    "SELECT count(*), count(*) FILTER (WHERE status = 'READY'), count(*) FILTER (WHERE status = 'FAILED')"
-                    " FROM documents WHERE collection_id = %s",
-                    (collection_id,),
-                )
-                row = replace(row, documents_total=total, documents_ready=ready, documents_failed=failed,
-                              documents_pending=total - ready - failed)
-            out.append(row)
-        return await self._with_evaluations(conn, collection_id, out)
-
-    async def _with_evaluations(self, conn: psycopg.AsyncConnection, collection_id: int,
-                                rows: list[GenerationRow]) -> tuple[GenerationRow, ...]:
-        """The gate of every generation reindexed with an eval set, with its verdict if any."""
-        gates = await (
-            await conn.execute(
-                "SELECT g.id, jsonb_array_length(g.eval_set), g.eval_min_ratio, e.passed, e.metric, e.active_generation,"
-                " e.active_score, e.candidate_score, e.evaluated_at FROM collection_generations g"
-                " LEFT JOIN generation_evaluations e ON e.generation_id = g.id"
-                " WHERE g.collection_id = %s AND g.eval_set IS NOT NULL",
+            ).fetchall()
+            row = replace(row, documents_total=total, documents_ready=ready, documents_failed=failed,
+                          documents_pending=pending, failures=tuple(GenerationFailure(*f) for f in failures))
+        elif row.state == G.ACTIVE:
+            total, ready, failed = await one_row(
+                conn,
+                "SELECT count(*), count(*) FILTER (WHERE status = 'READY'), count(*) FILTER (WHERE status = 'FAILED')"
+                " FROM documents WHERE collection_id = %s",
                 (collection_id,),
             )
-        ).fetchall()
-        if not gates:
-            return tuple(rows)
-        by_id = {}
-        for gid, queries, min_ratio, passed, metric, active_generation, active_score, candidate_score, at in gates:
-            if passed is None:
-                by_id[gid] = GenerationEvaluationRow(queries, float(min_ratio))
-            else:
-                by_id[gid] = GenerationEvaluationRow(queries, float(min_ratio), passed, metric, active_generation,
-                                                     active_score, candidate_score, at)
-        return tuple(replace(row, evaluation=by_id[row.id]) if row.id in by_id else row for row in rows)
+            row = replace(row, documents_total=total, documents_ready=ready, documents_failed=failed,
+                          documents_pending=total - ready - failed)
+        out.append(row)
+    return await with_evaluations(conn, collection_id, out)
 
-    async def _with_generations(self, conn: psycopg.AsyncConnection, row: CollectionRow) -> CollectionRow:
-        return replace(row, generations=await self._generations(conn, row.id))
 
+async def with_evaluations(conn: psycopg.AsyncConnection, collection_id: int,
+                           rows: list[GenerationRow]) -> tuple[GenerationRow, ...]:
+    """The gate of every generation reindexed with an eval set, with its verdict if any."""
+    gates = await (
+        await conn.execute(
+            "SELECT g.id, jsonb_array_length(g.eval_set), g.eval_min_ratio, e.passed, e.metric, e.active_generation,"
+            " e.active_score, e.candidate_score, e.evaluated_at FROM collection_generations g"
+            " LEFT JOIN generation_evaluations e ON e.generation_id = g.id"
+            " WHERE g.collection_id = %s AND g.eval_set IS NOT NULL",
+            (collection_id,),
+        )
+    ).fetchall()
+    if not gates:
+        return tuple(rows)
+    by_id = {}
+    for gid, queries, min_ratio, passed, metric, active_generation, active_score, candidate_score, at in gates:
+        if passed is None:
+            by_id[gid] = GenerationEvaluationRow(queries, float(min_ratio))
+        else:
+            by_id[gid] = GenerationEvaluationRow(queries, float(min_ratio), passed, metric, active_generation,
+                                                 active_score, candidate_score, at)
+    return tuple(replace(row, evaluation=by_id[row.id]) if row.id in by_id else row for row in rows)
+
+
+async def with_generations(conn: psycopg.AsyncConnection, row: CollectionRow) -> CollectionRow:
+    """The collection with its generations and their progress (GetCollection's answer)."""
+    return replace(row, generations=await generations_of(conn, row.id))
+
+
+class GenerationStore(StoreBase):
     async def collection_with_generations(self, tenant_id: int, name: str) -> CollectionRow:
         async with self.pool.connection() as conn, conn.transaction():
-            return await self._with_generations(conn, await self._collection(conn, tenant_id, name))
+            return await with_generations(conn, await lookup_collection(conn, tenant_id, name))
 
     async def reindex_collection(
         self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
@@ -165,7 +170,7 @@ class GenerationStore(StoreBase):
             # The ACTIVE generation is locked before anything is read: a concurrent INGEST commit
             # (FOR SHARE on it) either committed READY before (its document gets a job here) or
             # waits and then sees the new BUILDING generation (it adds the job itself).
-            active = await _one(
+            active = await one_row(
                 conn,
                 "SELECT id, embedder_provider, embedder_model, dimensions FROM collection_generations"
                 " WHERE collection_id = %s AND state = 'ACTIVE' FOR UPDATE",
@@ -221,7 +226,7 @@ class GenerationStore(StoreBase):
                         f"collection {name!r} already uses {provider}/{model} with {dimensions} dimensions: nothing to reindex",
                         reason=Reason.EMBEDDER_UNCHANGED, collection=name,
                     )
-                (generation_id,) = await _one(
+                (generation_id,) = await one_row(
                     conn,
                     "INSERT INTO collection_generations (tenant_id, collection_id, number, embedder_provider, embedder_model,"
                     " dimensions, eval_set, eval_min_ratio) SELECT %s, %s, max(number) + 1, %s, %s, %s, %s::jsonb, %s"
@@ -251,7 +256,7 @@ class GenerationStore(StoreBase):
                 )
             ).fetchone()
             if row is None:
-                await self._collection_settings(conn, tenant_id, name)  # NOT_FOUND for a missing collection
+                await lookup_collection_settings(conn, tenant_id, name)  # NOT_FOUND for a missing collection
                 raise FailedPrecondition(f"collection {name!r} has no reindex in progress",
                                          reason=Reason.NO_REINDEX_IN_PROGRESS, collection=name)
             generation_id = row[0]
@@ -281,7 +286,7 @@ class GenerationStore(StoreBase):
         is a transaction that the holder's CREATE INDEX CONCURRENTLY waits for, a deadlock."""
         async with self.pool.connection() as conn:
             while True:
-                (locked,) = await _one(conn, "SELECT pg_try_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
+                (locked,) = await one_row(conn, "SELECT pg_try_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
                 if locked:
                     break
                 if not wait:
@@ -465,4 +470,4 @@ class GenerationStore(StoreBase):
         return switched, len(over)
 
 
-__all__ = ["GenerationStore"]
+__all__ = ["GenerationStore", "generations_of", "with_generations"]

@@ -2,7 +2,8 @@
 
 `hold_job` locks a job only while the caller's lease holds it (and renews the lease), then its
 document; `lease_failure` says why a fenced write matched nothing; `end_attempt` closes the
-attempt row a claim opened. Lock order, everywhere: the job row, then its document's row
+attempt row a claim opened. `QueueBase` is what the three parts of the queue store (claims.py,
+stages.py, commit.py) hold. Lock order, everywhere: the job row, then its document's row
 (docs/architecture.md#fencing).
 """
 
@@ -11,11 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
 from psycopg.rows import kwargs_row
+from psycopg_pool import AsyncConnectionPool
 
 from sluice_common.errors import LeaseNotHeld, NotFound, SluiceError
 from sluice_common.reasons import Reason
@@ -23,6 +25,24 @@ from sluice_common.reasons import Reason
 from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind
 from .job_kinds import KindPolicy, policy_of
 from .queue_sql import QUEUE_LITERALS
+from .rows import JobPolicy
+
+
+class GenerationSwitch(Protocol):
+    """The one thing the queue needs of the generation store: an EMBED commit may complete a
+    reindex, and then the switch runs (GenerationStore.try_switch)."""
+
+    async def try_switch(self, generation_id: int, *, announce: bool = True) -> bool: ...
+
+
+class QueueBase:
+    """The queue store's state, shared by its parts: the pool, the lease and retry policy, and the
+    generation switch as a collaborator (the queue is no generation store)."""
+
+    def __init__(self, pool: AsyncConnectionPool, policy: JobPolicy, generations: GenerationSwitch) -> None:
+        self.pool = pool
+        self.policy = policy
+        self.generations = generations
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,4 +124,4 @@ async def end_attempt(
     )
 
 
-__all__ = ["HOLD_JOB_SQL", "HeldJob", "end_attempt", "hold_job", "lease_failure"]
+__all__ = ["HOLD_JOB_SQL", "GenerationSwitch", "HeldJob", "QueueBase", "end_attempt", "hold_job", "lease_failure"]

@@ -5,7 +5,8 @@ table (job_kinds.py) and the statements' shared literals (queue_sql.py):
 - stages.py: what a worker writes and reads under its lease (stage reports, snapshots, content);
 - commit.py: the end of an attempt (the commit of rule 1, the failure of rule 7);
 
-with leases.py (fencing, the attempt row) under all three.
+with leases.py (fencing, the attempt row and QueueBase: the pool, the JobPolicy and the
+generation switch a commit may trigger, given by main.py) under all three.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .stages import StageStore
 
 
 class QueueStore(ClaimStore, StageStore, CommitStore):
-    """Every JobService use case over one pool."""
+    """Every JobService use case over one pool: one store, its parts in three modules over QueueBase."""
 
 
 __all__ = ["CLAIM_SQL", "QueueStore"]

@@ -24,8 +24,7 @@ from ..domain import (
     document_sources,
 )
 from ..transitions import document_move_sql
-from .common import StoreBase
-from .leases import hold_job, lease_failure
+from .leases import QueueBase, hold_job, lease_failure
 from .queue_sql import QUEUE_LITERALS, RENEWAL_DIVISOR
 
 # ReportStage in one statement (StageStore.report_stage). `job` fences: it matches only while
@@ -94,7 +93,7 @@ RETURNING 1
 """).format(**QUEUE_LITERALS).as_bytes(None)
 
 
-class StageStore(StoreBase):
+class StageStore(QueueBase):
     async def report_stage(
         self, job_id: uuid.UUID, lease_token: uuid.UUID, stage: D, done: int, total: int, unit: str
     ) -> dt.datetime:

@@ -7,7 +7,7 @@ from sluice_common.auth import current_principal
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.reasons import Reason
 
-from ..api import timestamp
+from ..api.converters import timestamp
 from ..domain import EventCursor
 from .events import EventType
 from .service import WebhookService

@@ -44,7 +44,6 @@ from ..domain import EventCursor
 from ..notify import NotificationHub, Signal
 from ..settings import IngestSettings
 from ..store.events import EventStore
-from ..store.rows import JobPolicy
 from .events import EventType, payload, types_of_change
 from .sender import AttemptResult, Sender
 from .store import DeliveryRow, LeasedSubscription, NewDelivery, SubscriptionLeaseLost, WebhookStore
@@ -93,7 +92,7 @@ class Dispatcher:
             s.database_url, min_size=1, max_size=s.webhook_pool_size, name="ingest-webhooks"
         )
         self.store = WebhookStore(self.pool)
-        self.events = EventStore(self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds))
+        self.events = EventStore(self.pool)
         self.sender = Sender(
             allow_private=s.webhook_allow_private_networks, connect_timeout=s.webhook_connect_timeout_seconds,
             total_timeout=s.webhook_timeout_seconds, max_connections=s.webhook_max_concurrent_requests,

@@ -8,7 +8,7 @@ import uuid
 from sluice_common.errors import InvalidArgument
 from sluice_common.reasons import Reason
 
-from ..service import decode_token, encode_token, page_size_of, parse_id
+from ..arguments import decode_token, encode_token, page_size_of, parse_id
 from ..settings import IngestSettings
 from . import guard, signing
 from .events import event_types_of

@@ -1,0 +1,73 @@
+"""DocumentService's collection calls (create, get, list, delete, reindex, cancel): convert, call
+one use case (service/collections.py), convert back."""
+
+from __future__ import annotations
+
+
+from sluice.v1 import document_service_pb2
+from sluice_common.auth import current_principal
+from sluice_common.errors import grpc_errors
+
+from ..service import CollectionSpec, CollectionUseCases, EvalQueryIn
+from .converters import PROVIDER_FROM_PROTO, collection_to_proto, reranker_of
+
+
+def tenant() -> int:
+    """The tenant every DocumentService query of this call is scoped to (the caller's)."""
+    return current_principal().tenant_id
+
+
+class CollectionCalls:
+    """The collection half of DocumentServicer (documents.py), over the collection use cases."""
+
+    collections: CollectionUseCases
+
+    @grpc_errors
+    async def CreateCollection(self, request, context):
+        c = request.collection
+        spec = CollectionSpec(
+            name=c.name,
+            description=c.description,
+            provider=PROVIDER_FROM_PROTO.get(c.embedder.provider, ""),
+            model=c.embedder.model,
+            dimensions=c.embedder.dimensions,
+            chunk_max_characters=c.chunking.max_characters,
+            chunk_new_after_n_chars=c.chunking.new_after_n_chars,
+            chunk_overlap=c.chunking.overlap,
+            max_attempts=c.max_attempts,
+            reranker=reranker_of(c.reranker),
+        )
+        return collection_to_proto(await self.collections.create_collection(tenant(), spec))
+
+    @grpc_errors
+    async def GetCollection(self, request, context):
+        return collection_to_proto(await self.collections.get_collection(tenant(), request.name))
+
+    @grpc_errors
+    async def ListCollections(self, request, context):
+        rows, token = await self.collections.list_collections(tenant(), request.page_size, request.page_token)
+        return document_service_pb2.ListCollectionsResponse(
+            collections=[collection_to_proto(r) for r in rows], next_page_token=token
+        )
+
+    @grpc_errors
+    async def DeleteCollection(self, request, context):
+        deleted = await self.collections.delete_collection(tenant(), request.name, request.force)
+        return document_service_pb2.DeleteCollectionResponse(deleted_documents=deleted)
+
+    @grpc_errors
+    async def ReindexCollection(self, request, context):
+        e = request.embedder
+        row = await self.collections.reindex_collection(
+            tenant(), request.name, PROVIDER_FROM_PROTO.get(e.provider, ""), e.model, e.dimensions,
+            [EvalQueryIn(q.query, tuple(q.relevant), q.id) for q in request.eval_queries], request.min_ratio,
+        )
+        return collection_to_proto(row)
+
+    @grpc_errors
+    async def CancelReindex(self, request, context):
+        return collection_to_proto(await self.collections.cancel_reindex(tenant(), request.name))
+
+
+
+__all__ = ["CollectionCalls", "tenant"]

@@ -1,0 +1,342 @@
+"""Every conversion between the protos and the rows of the store or the use cases' types, in
+both directions: the servicers (api/*.py, webhooks/api.py) only call these."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+from google.protobuf import timestamp_pb2
+
+from sluice.v1 import admin_service_pb2 as admin_pb2
+from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, job_service_pb2
+from sluice_common import metadata as typed_metadata, reranking, tracing
+from sluice_common.auth import Role, prefix_of
+from sluice_common.errors import InvalidArgument
+from sluice_common.names import document_name
+from sluice_common.reasons import Reason
+
+from ..domain import DocumentStatus
+from ..service import IncomingChunk, KeepAlive
+from ..store import AttemptRow, ClaimedJob, CollectionEventRow, CollectionRow, DocumentRow, GenerationEvaluationRow, GenerationRow
+from ..store.tenants import ApiKeyRow, TenantRow
+
+PROVIDER_TO_PROTO = {
+    "hashing": collection_pb2.EMBEDDER_PROVIDER_HASHING,
+    "sentence_transformers": collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS,
+    "openai": collection_pb2.EMBEDDER_PROVIDER_OPENAI,
+}
+PROVIDER_FROM_PROTO = {v: k for k, v in PROVIDER_TO_PROTO.items()}
+OUTCOME_TO_PROTO = {name: document_pb2.AttemptOutcome.Value("ATTEMPT_OUTCOME_" + name) for name in (
+    "RUNNING", "SUCCEEDED", "RETRYABLE_FAILURE", "PERMANENT_FAILURE", "LEASE_EXPIRED", "RELEASED", "CANCELLED")}
+
+
+def timestamp(value: dt.datetime | None) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(value)
+    return ts
+
+
+def document_status_to_proto(status: str | None) -> int:
+    return document_pb2.DocumentStatus.Value("DOCUMENT_STATUS_" + status) if status else 0
+
+
+def document_status_from_proto(value: int) -> DocumentStatus | None:
+    if value == document_pb2.DOCUMENT_STATUS_UNSPECIFIED:
+        return None
+    try:
+        return DocumentStatus(document_pb2.DocumentStatus.Name(value).removeprefix("DOCUMENT_STATUS_"))
+    except ValueError:
+        raise InvalidArgument(f"unknown document status {value}", reason=Reason.INVALID_STATUS) from None
+
+
+def embedder_to_proto(row: CollectionRow | ClaimedJob | GenerationRow) -> collection_pb2.EmbedderConfig:
+    return collection_pb2.EmbedderConfig(
+        provider=PROVIDER_TO_PROTO[row.embedder_provider], model=row.embedder_model, dimensions=row.dimensions
+    )
+
+
+def chunking_to_proto(row: CollectionRow | ClaimedJob) -> collection_pb2.ChunkingConfig:
+    return collection_pb2.ChunkingConfig(
+        max_characters=row.chunk_max_characters,
+        new_after_n_chars=row.chunk_new_after_n_chars,
+        overlap=row.chunk_overlap,
+    )
+
+
+GENERATION_STATE_TO_PROTO = {name: collection_pb2.GenerationState.Value("GENERATION_STATE_" + name) for name in (
+    "BUILDING", "ACTIVE", "RETIRED", "CANCELLED")}
+JOB_KIND_TO_PROTO = {"INGEST": job_service_pb2.JOB_KIND_INGEST, "EMBED": job_service_pb2.JOB_KIND_EMBED}
+
+
+def generation_to_proto(row: GenerationRow) -> collection_pb2.CollectionGeneration:
+    return collection_pb2.CollectionGeneration(
+        number=row.number,
+        embedder=embedder_to_proto(row),
+        state=GENERATION_STATE_TO_PROTO[row.state],
+        documents_total=row.documents_total,
+        documents_ready=row.documents_ready,
+        documents_failed=row.documents_failed,
+        documents_pending=row.documents_pending,
+        create_time=timestamp(row.created_at),
+        activate_time=timestamp(row.activated_at),
+        end_time=timestamp(row.ended_at),
+        failures=[
+            collection_pb2.GenerationFailure(document_id=str(f.document_id), filename=f.filename,
+                                             error_code=f.error_code or "", error_message=f.error_message or "")
+            for f in row.failures
+        ],
+        evaluation=evaluation_to_proto(row.evaluation) if row.evaluation is not None else None,
+    )
+
+
+def evaluation_to_proto(row: GenerationEvaluationRow) -> collection_pb2.GenerationEvaluation:
+    state = (collection_pb2.EVALUATION_STATE_PENDING if row.passed is None
+             else collection_pb2.EVALUATION_STATE_PASSED if row.passed else collection_pb2.EVALUATION_STATE_FAILED)
+    return collection_pb2.GenerationEvaluation(
+        state=state, metric=row.metric, active_score=row.active_score, candidate_score=row.candidate_score,
+        queries=row.queries, min_ratio=row.min_ratio, evaluate_time=timestamp(row.evaluated_at),
+        active_generation=row.active_generation,
+    )
+
+
+def collection_to_proto(row: CollectionRow) -> collection_pb2.Collection:
+    return collection_pb2.Collection(
+        generations=[generation_to_proto(g) for g in row.generations],
+        name=row.name,
+        description=row.description,
+        embedder=embedder_to_proto(row),
+        chunking=chunking_to_proto(row),
+        document_count=row.document_count,
+        ready_document_count=row.ready_document_count,
+        create_time=timestamp(row.created_at),
+        max_attempts=row.max_attempts,
+        reranker=reranking.to_proto(reranking.RerankerSpec.from_json(row.reranker)),
+    )
+
+
+def document_to_proto(row: DocumentRow, history: list[AttemptRow] | None = None) -> document_pb2.Document:
+    doc = document_pb2.Document(
+        name=document_name(row.collection, str(row.id)),
+        id=str(row.id),
+        collection=row.collection,
+        filename=row.filename,
+        mime_type=row.mime_type,
+        status=document_status_to_proto(row.status),
+        error_message=row.error_message or "",
+        error_code=row.error_code or "",
+        progress=document_pb2.Progress(
+            stage=document_status_to_proto(row.progress_stage),
+            done=row.progress_done,
+            total=row.progress_total,
+            unit=row.progress_unit,
+        ),
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        chunk_count=row.chunk_count,
+        content_sha256=row.content_sha256,
+        size_bytes=row.size_bytes,
+        metadata=typed_metadata.text_map(row.metadata),
+        typed_metadata=typed_metadata.typed_map(row.metadata),
+        job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row.job_status),
+        create_time=timestamp(row.created_at),
+        update_time=timestamp(row.updated_at),
+    )
+    if row.job_status == "PENDING" and row.available_at > row.db_now:
+        doc.next_attempt_time.CopyFrom(timestamp(row.available_at))
+    for attempt in history or ():
+        doc.attempt_history.append(
+            document_pb2.Attempt(
+                number=attempt.number,
+                worker_id=attempt.worker_id,
+                stage=document_status_to_proto(attempt.stage),
+                outcome=OUTCOME_TO_PROTO[attempt.outcome],
+                error_code=attempt.error_code or "",
+                error_message=attempt.error_message or "",
+                retryable=bool(attempt.retryable),
+                start_time=timestamp(attempt.started_at),
+                end_time=timestamp(attempt.ended_at),
+            )
+        )
+    return doc
+
+
+def collection_event_to_proto(collection: str, row: CollectionEventRow | KeepAlive) -> document_service_pb2.CollectionEvent:
+    if isinstance(row, KeepAlive):
+        return document_service_pb2.CollectionEvent(
+            cursor=row.cursor.encode(), type=document_service_pb2.COLLECTION_EVENT_TYPE_HEARTBEAT)
+    document = document_pb2.Document(
+        name=document_name(collection, str(row.document_id)),
+        id=str(row.document_id),
+        collection=collection,
+        filename=row.filename or "",
+        mime_type=row.mime_type or "",
+        status=document_status_to_proto(row.status),
+        error_message=row.error_message or "",
+        error_code=row.error_code or "",
+        progress=document_pb2.Progress(
+            stage=document_status_to_proto(row.progress_stage), done=row.progress_done,
+            total=row.progress_total, unit=row.progress_unit,
+        ),
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        chunk_count=row.chunk_count,
+        job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row.job_status),
+        update_time=timestamp(row.updated_at),
+    )
+    return document_service_pb2.CollectionEvent(
+        cursor=row.cursor.encode(),
+        event_id=row.id,
+        type=document_service_pb2.COLLECTION_EVENT_TYPE_DELETED if row.deleted else document_service_pb2.COLLECTION_EVENT_TYPE_CHANGED,
+        document=document,
+        create_time=timestamp(row.created_at),
+    )
+
+
+def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
+    """PostgreSQL text and jsonb cannot hold U+0000: refuse it here, naming the chunk, rather
+    than fail with INTERNAL at the database (the worker strips it before sending)."""
+    for field in ("text", "section_title", "element_type", "text_as_html", "text_source"):
+        if "\x00" in getattr(chunk, field):
+            raise InvalidArgument(
+                f"chunk {chunk.index} contains a NUL character (U+0000) in its {field}, which cannot be stored",
+                reason=Reason.INVALID_CHUNK_TEXT, chunk_index=chunk.index, field=field,
+            )
+
+
+MAX_CHUNK_BOXES = 64
+
+
+def boxes_from_proto(chunk: job_service_pb2.Chunk) -> list[dict]:
+    """A chunk's element boxes as stored (chunks.boxes), checked: a page from 1, edges within
+    the page (0 to 1, rounded to 4 places), left ≤ right and top ≤ bottom, at most 64."""
+    if len(chunk.boxes) > MAX_CHUNK_BOXES:
+        raise InvalidArgument(f"chunk {chunk.index} has {len(chunk.boxes)} boxes; at most {MAX_CHUNK_BOXES} are allowed",
+                              reason=Reason.INVALID_CHUNK, chunk_index=chunk.index)
+    boxes = []
+    for box in chunk.boxes:
+        edges = [box.left, box.top, box.right, box.bottom]
+        if box.page_number < 1 or not all(0.0 <= v <= 1.0 for v in edges) or box.left > box.right or box.top > box.bottom:
+            raise InvalidArgument(
+                f"chunk {chunk.index} has a box outside its page (page {box.page_number}, edges {edges}); pages count from 1 "
+                "and edges are fractions of the page, 0 to 1, left ≤ right, top ≤ bottom",
+                reason=Reason.INVALID_CHUNK, chunk_index=chunk.index)
+        boxes.append({"page": box.page_number, "left": round(box.left, 4), "top": round(box.top, 4),
+                      "right": round(box.right, 4), "bottom": round(box.bottom, 4)})
+    return boxes
+
+
+def chunk_from_proto(chunk: job_service_pb2.Chunk) -> IncomingChunk:
+    check_chunk_storable(chunk)
+    return IncomingChunk(
+        index=chunk.index,
+        text=chunk.text,
+        page_number=chunk.page_number,
+        element_type=chunk.element_type,
+        section_title=chunk.section_title,
+        text_as_html=chunk.text_as_html,
+        text_source=chunk.text_source,
+        ocr_confidence=chunk.ocr_confidence or None,
+        boxes=boxes_from_proto(chunk),
+        # float32 at once: a list of Python floats costs 8x the memory for a large document.
+        embedding=np.asarray(chunk.embedding, dtype=np.float32),
+    )
+
+
+def chunk_to_proto(chunk: IncomingChunk) -> job_service_pb2.Chunk:
+    return job_service_pb2.Chunk(
+        index=chunk.index,
+        text=chunk.text,
+        page_number=chunk.page_number,
+        element_type=chunk.element_type,
+        section_title=chunk.section_title,
+        text_as_html=chunk.text_as_html,
+        text_source=chunk.text_source,
+        ocr_confidence=chunk.ocr_confidence or 0.0,
+        boxes=[document_pb2.BoundingBox(page_number=b["page"], left=b["left"], top=b["top"], right=b["right"],
+                                        bottom=b["bottom"]) for b in chunk.boxes],
+    )
+
+
+def reranker_of(config: collection_pb2.RerankerConfig) -> dict | None:
+    """A collection's default reranker, checked against the same rules as search's (the operator's
+    SLUICE_RERANK_ALLOWED_URLS, read here too); INVALID_RERANKER says what is wrong."""
+    try:
+        spec = reranking.from_proto(config, allowed_urls=reranking.RerankSettings().allowed_urls())
+    except reranking.RerankerInvalid as err:
+        raise InvalidArgument(f"collection.{err}", reason=Reason.INVALID_RERANKER) from None
+    return spec.to_json() if spec else None
+
+
+def typed_metadata_of(values) -> dict:
+    """An upload's typed_metadata as stored JSON; INVALID_METADATA names the entry at fault."""
+    out = {}
+    for key, value in values.items():
+        try:
+            out[key] = typed_metadata.from_proto(value)
+        except typed_metadata.MetadataError as err:
+            raise InvalidArgument(f"typed_metadata[{key[:64]!r}]: {err}", reason=Reason.INVALID_METADATA) from None
+    return out
+
+
+def job_to_proto(job: ClaimedJob, lease_seconds: float) -> job_service_pb2.Job:
+    """A claimed job as the worker receives it (ClaimJob)."""
+    return job_service_pb2.Job(
+        lease=job_service_pb2.LeaseRef(job_id=str(job.job_id), lease_token=str(job.lease_token)),
+        document_id=str(job.document_id),
+        collection=job.collection,
+        filename=job.filename,
+        mime_type=job.mime_type,
+        content_sha256=job.content_sha256,
+        size_bytes=job.size_bytes,
+        attempt=job.attempts,
+        max_attempts=job.max_attempts,
+        lease_seconds=lease_seconds,
+        embedder=embedder_to_proto(job),
+        chunking=chunking_to_proto(job),
+        metadata=typed_metadata.text_map(job.metadata),
+        trace_context=tracing.decode_trace_context(job.trace_context),
+        kind=JOB_KIND_TO_PROTO[job.job_kind],
+        generation=job.generation_number or 0,
+        content=job.content or b"",
+        snapshot_versions=job.snapshot_versions or [],
+    )
+
+
+ROLE_TO_PROTO = {
+    Role.ADMIN: admin_pb2.API_KEY_ROLE_ADMIN,
+    Role.CLIENT: admin_pb2.API_KEY_ROLE_CLIENT,
+    Role.READER: admin_pb2.API_KEY_ROLE_READER,
+    Role.WORKER: admin_pb2.API_KEY_ROLE_WORKER,
+}
+ROLE_FROM_PROTO = {v: k for k, v in ROLE_TO_PROTO.items()}
+
+
+def tenant_to_proto(row: TenantRow) -> admin_pb2.Tenant:
+    q = row.quota
+    return admin_pb2.Tenant(
+        name=row.name,
+        quota=admin_pb2.TenantQuota(
+            max_documents=q.max_documents or 0, max_stored_bytes=q.max_stored_bytes or 0,
+            max_collections=q.max_collections or 0,
+        ),
+        usage=admin_pb2.TenantUsage(documents=row.documents, stored_bytes=row.stored_bytes, collections=row.collections),
+        create_time=timestamp(row.created_at),
+    )
+
+
+def api_key_to_proto(row: ApiKeyRow) -> admin_pb2.ApiKey:
+    return admin_pb2.ApiKey(
+        id=row.id, prefix=prefix_of(row.id), tenant=row.tenant, role=ROLE_TO_PROTO[row.role], name=row.name,
+        create_time=timestamp(row.created_at), revoke_time=timestamp(row.revoked_at),
+    )
+
+
+
+__all__ = [
+    "PROVIDER_FROM_PROTO", "ROLE_FROM_PROTO", "api_key_to_proto", "chunk_from_proto", "chunk_to_proto",
+    "collection_event_to_proto", "collection_to_proto", "document_status_from_proto", "document_to_proto",
+    "job_to_proto", "reranker_of", "tenant_to_proto", "timestamp", "typed_metadata_of",
+]

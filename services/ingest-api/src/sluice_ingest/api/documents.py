@@ -1,0 +1,101 @@
+"""DocumentService: the document calls and the watches here, the collection calls in
+collections.py; each converts, calls one use case and converts back."""
+
+from __future__ import annotations
+
+import contextlib
+
+from sluice.v1 import document_pb2, document_service_pb2, document_service_pb2_grpc
+from sluice_common.errors import InvalidArgument, grpc_errors
+from sluice_common.reasons import Reason
+
+from ..service import CollectionUseCases, DocumentUseCases, UploadMeta, WatchUseCases
+from ..uploads import Trailer
+from .collections import CollectionCalls, tenant
+from .converters import collection_event_to_proto, document_status_from_proto, document_to_proto, typed_metadata_of
+
+
+class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServiceServicer):
+    def __init__(self, collections: CollectionUseCases, documents: DocumentUseCases, watches: WatchUseCases) -> None:
+        self.collections = collections
+        self.documents = documents
+        self.watches = watches
+
+    @grpc_errors
+    async def UploadDocument(self, request_iterator, context):
+        gate = self.documents.uploads
+        # TOO_MANY_UPLOADS before a message is read; UPLOAD_IDLE_TIMEOUT between any two messages.
+        with gate.admit():
+            async with contextlib.aclosing(gate.paced(request_iterator)) as messages:
+                first = await anext(messages, None)
+                if first is None or first.WhichOneof("payload") != "metadata":
+                    raise InvalidArgument("the first message of an upload must carry metadata", reason=Reason.MISSING_METADATA)
+                m = first.metadata
+                meta = UploadMeta(m.collection, m.filename, m.mime_type, dict(m.metadata), m.request_id,
+                                  m.expected_size_bytes, m.expected_sha256, typed_metadata_of(m.typed_metadata))
+
+                async def data():
+                    async for message in messages:
+                        kind = message.WhichOneof("payload")
+                        if kind == "data":
+                            yield message.data
+                        elif kind == "trailer":
+                            yield Trailer(message.trailer.size_bytes, message.trailer.sha256)
+                        elif kind == "metadata":
+                            raise InvalidArgument("only the first message may carry metadata", reason=Reason.DUPLICATE_METADATA)
+                        else:
+                            raise InvalidArgument("an upload message must carry data or the trailer", reason=Reason.EMPTY_MESSAGE)
+
+                document, _ = await self.documents.upload_document(tenant(), meta, data())
+        return document_to_proto(document)
+
+    @grpc_errors
+    async def GetDocument(self, request, context):
+        document, history = await self.documents.get_document(tenant(), request.id)
+        return document_to_proto(document, history)
+
+    @grpc_errors
+    async def ListDocuments(self, request, context):
+        status = document_status_from_proto(request.status)
+        rows, token = await self.documents.list_documents(tenant(), request.collection, status, request.page_size, request.page_token)
+        return document_service_pb2.ListDocumentsResponse(documents=[document_to_proto(r) for r in rows], next_page_token=token)
+
+    @grpc_errors
+    async def DeleteDocument(self, request, context):
+        cancelled = await self.documents.delete_document(tenant(), request.id)
+        return document_service_pb2.DeleteDocumentResponse(cancelled_running_job=cancelled)
+
+    @grpc_errors
+    async def RetryDocument(self, request, context):
+        return document_to_proto(await self.documents.retry_document(tenant(), request.id))
+
+    @grpc_errors
+    async def ReprocessDocument(self, request, context):
+        return document_to_proto(await self.documents.reprocess_document(tenant(), request.id))
+
+    @grpc_errors
+    async def WatchDocument(self, request, context):
+        sequence = 0
+        last = None
+        async for row in self.watches.watch_document(tenant(), request.id):
+            document = document_to_proto(row)
+            comparable = document_pb2.Document()
+            comparable.CopyFrom(document)
+            comparable.ClearField("update_time")
+            if comparable == last:
+                continue
+            last = comparable
+            sequence += 1
+            yield document_pb2.DocumentEvent(document=document, sequence=sequence)
+
+    @grpc_errors
+    async def WatchCollection(self, request, context):
+        statuses = [status for status in map(document_status_from_proto, request.statuses) if status is not None]
+        async for row in self.watches.watch_collection(
+            tenant(), request.collection, request.after_cursor, request.start_from_oldest, statuses, request.terminal_only
+        ):
+            yield collection_event_to_proto(request.collection, row)
+
+
+
+__all__ = ["DocumentServicer"]
