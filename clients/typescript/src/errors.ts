@@ -193,6 +193,12 @@ export function toSluiceError(reason: unknown, where: Where = {}): SluiceError {
   const error = ConnectError.from(reason);
   const { service = "", address = "" } = where;
   const details = statusDetails(error);
+  if (error.code === Code.Canceled && !error.isWireError) {
+    // The HTTP/2 stream was reset under the call (the connection dropped: a restart, a proxy, the
+    // network), not cancelled by the server: as gRPC's own clients say, UNAVAILABLE, to be retried.
+    return new Unavailable(`the connection to ${service || "the server"} at ${address} was lost (${error.rawMessage})`,
+      { reason: "CONNECTION_CLOSED", service, address, cause: reason });
+  }
   if ((error.code === Code.Unavailable || error.code === Code.Unknown || error.code === Code.Internal) && !details.reason) {
     const transport = transportError(error, where);
     if (transport !== undefined) return transport;

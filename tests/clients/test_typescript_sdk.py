@@ -1,0 +1,121 @@
+"""The TypeScript SDK (clients/typescript, `@sluice/client`) against the real services.
+
+Its tests are Node's (`node --test` on clients/typescript/test, compiled with tsc); this file
+starts what they talk to, as the Python SDK's tests do: the real ingest-api (a second one on the
+same database with a rate limit of 5 calls a second in bursts of 2), the real search, and the
+ScriptedWorker doing a worker's part through the real JobService (tests/cli/conftest.py). Their
+addresses and a client key go to Node in SLUICE_TEST_* variables. Any Node test failing fails
+this test; only a machine without `node` skips it. The README's TypeScript example is
+clients/typescript/examples/readme.ts, run as written by test/readme.test.ts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import auth_keys
+from cli.conftest import ScriptedWorker
+from search_server import RunningSearch
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "clients" / "typescript"
+NODE = shutil.which("node")
+MARKER = "<!-- run as written by tests/clients/test_typescript_sdk.py -->"
+
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")
+
+
+def npm(*args: str) -> subprocess.CompletedProcess:
+    runner = shutil.which("npm")
+    assert runner, "node is installed but npm is not: the TypeScript SDK cannot be built"
+    return subprocess.run([runner, *args], cwd=PACKAGE, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    """The package compiled from the sources as they are (npm ci first when node_modules is missing)."""
+    if not (PACKAGE / "node_modules" / ".bin" / "tsc").exists():
+        result = npm("ci", "--no-audit", "--no-fund")
+        assert result.returncode == 0, result.stderr[-3000:]
+    result = npm("run", "build")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return PACKAGE / "dist"
+
+
+def test_the_generated_code_is_current(built):
+    result = npm("run", "check-generated")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_the_readme_shows_the_example_the_tests_run():
+    """When the README carries the TypeScript example (after MARKER), it is examples/readme.ts verbatim."""
+    readme = (ROOT / "README.md").read_text()
+    if MARKER not in readme:
+        pytest.skip("the README does not show the TypeScript example yet")
+    shown = re.search(r"```(?:ts|typescript)\n(.*?)```", readme.split(MARKER, 1)[1], flags=re.S)
+    assert shown, "no ```ts block after the marker"
+    assert shown.group(1) == (PACKAGE / "examples" / "readme.ts").read_text()
+
+
+def stored(database_url: str) -> list[tuple]:
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(
+            "SELECT c.name, d.filename, d.request_id, d.size_bytes, d.content_sha256 FROM documents d "
+            "JOIN collections c ON c.id = d.collection_id ORDER BY c.name, d.filename").fetchall()
+
+
+@pytest.mark.timeout(900)
+def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory, database_url, tmp_path):
+    from prometheus_client import REGISTRY
+    from sluice_client import Client
+
+    ingest = ingest_api_factory()
+    limited = ingest_api_factory(rate_limit_per_second=5, rate_limit_burst=2)
+    search = RunningSearch(database_url)
+    worker = ScriptedWorker(ingest.address, step_seconds=0.1)
+    refused_before = REGISTRY.get_sample_value("sluice_rate_limited_calls_total") or 0
+    try:
+        # Search loads the local model at its first query (the README example's collection has the
+        # local embedder): seconds, more on a busy machine. Here, not within the example's deadline.
+        with Client(ingest.address, search_address=search.address, api_key=auth_keys.KEYS["client"]) as client:
+            client.collections.create("warm-up")
+            client.search("warm-up", "load the model", timeout=300)
+        credentials = tmp_path / "credentials"
+        credentials.write_text(json.dumps({"tenant": "default", "keys": auth_keys.KEYS}))
+        env = {**os.environ, "SLUICE_TEST_INGEST": ingest.address, "SLUICE_TEST_SEARCH": search.address,
+               "SLUICE_TEST_LIMITED": limited.address, "SLUICE_TEST_API_KEY": auth_keys.KEYS["client"],
+               "SLUICE_TEST_CREDENTIALS": str(credentials), "SLUICE_TEST_ROOT": str(ROOT)}
+        for name in ("SLUICE_API_KEY", "SLUICE_CREDENTIALS", "SLUICE_INGEST_ADDRESS", "SLUICE_SEARCH_ADDRESS",
+                     "SLUICE_TLS_CA_FILE", "SLUICE_TLS_CLIENT_CERT_FILE", "SLUICE_TLS_CLIENT_KEY_FILE", "SLUICE_TENANT",
+                     "NODE_OPTIONS"):
+            env.pop(name, None)
+        tests = sorted(str(p) for p in (built / "test").glob("*.test.js"))
+        assert len(tests) >= 4, tests
+        result = subprocess.run([NODE, "--test", "--test-reporter=spec", "--test-timeout=240000", *tests], cwd=PACKAGE, env=env,
+                                capture_output=True, text=True, timeout=900)
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-6000:]
+        assert re.search(r"^ℹ fail 0$", output, flags=re.M) and not re.search(r"^ℹ (tests|pass) 0$", output, flags=re.M), output[-3000:]
+    finally:
+        worker.stop()
+        search.stop()
+    assert not worker.errors, worker.errors
+    # The limit did bite: the Node tests' calls were refused and succeeded by waiting as told.
+    assert (REGISTRY.get_sample_value("sluice_rate_limited_calls_total") or 0) > refused_before
+    # Every upload announced its size and SHA-256, and its request_id is the Python SDK's framing with "ts-".
+    rows = {(r[0], r[1]): r for r in stored(database_url)}
+    _, _, request_id, size, sha = rows[("notes", "scaling-workers.md")]
+    path = ROOT / "examples" / "docs" / "scaling-workers.md"
+    assert (size, sha) == (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+    key = "\0".join(["notes", str(path), sha])
+    assert request_id == "ts-" + hashlib.sha256(key.encode()).hexdigest()[:40]
+    assert rows[("ts-idem", "k.txt")][2] == "ts-test-key"
