@@ -44,6 +44,7 @@ test-fast: venv
 # apart from its gRPC client, the CLI importing no service).
 MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-api/src/sluice_ingest/transitions.py \
 	services/ingest-api/src/sluice_ingest/store services/ingest-api/src/sluice_ingest/ports.py services/ingest-api/src/sluice_ingest/retention.py libs/common/src/sluice_common/reasons.py \
+	$(addprefix services/ingest-api/src/sluice_ingest/,service arguments.py tenants.py main.py) \
 	libs/common/src/sluice_common/names.py libs/common/src/sluice_common/worker_errors.py libs/common/src/sluice_common/embedders \
 	libs/common/src/sluice_common/metrics.py libs/common/src/sluice_common/health_probe.py libs/common/src/sluice_common/evaluation.py cli/src/sluice_cli/dev \
 	services/gateway/src/sluice_gateway \

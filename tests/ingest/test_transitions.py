@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from sluice_ingest import store, transitions
-from sluice_ingest.domain import DocumentStatus as D, GenerationState as G, IllegalTransition, JobStatus as J, document_sources
+from sluice_ingest.domain import DocumentStatus, GenerationState, IllegalTransition, JobStatus, document_sources
 
 STORE = "\n".join(path.read_text() for path in sorted(Path(store.__file__).parent.glob("*.py")))
 
@@ -32,11 +32,11 @@ def test_the_store_writes_no_status_by_hand():
 
 
 def test_every_edge_the_store_names_exists():
-    for target, narrowed in [(D.PENDING, [D.READY]), (D.PENDING, [D.FAILED]), (D.PENDING, [D.PENDING]),
-                             (D.READY, [D.INDEXING])]:
+    for target, narrowed in [(DocumentStatus.PENDING, [DocumentStatus.READY]), (DocumentStatus.PENDING, [DocumentStatus.FAILED]), (DocumentStatus.PENDING, [DocumentStatus.PENDING]),
+                             (DocumentStatus.READY, [DocumentStatus.INDEXING])]:
         assert document_sources(target, narrowed)
     with pytest.raises(IllegalTransition):
-        document_sources(D.READY, [D.PARSING])  # no such edge: refused
+        document_sources(DocumentStatus.READY, [DocumentStatus.PARSING])  # no such edge: refused
 
 
 async def test_a_move_that_matches_no_row_raises(database_url):
@@ -52,16 +52,16 @@ async def test_a_move_that_matches_no_row_raises(database_url):
             "INSERT INTO ingestion_jobs (document_id, max_attempts) VALUES (%s, 3) RETURNING id", (document,))).fetchone())[0]
         # PENDING → READY is not an edge: refused before any SQL.
         with pytest.raises(IllegalTransition):
-            await transitions.move_document(conn, document, D.READY, sources=[D.PENDING])
+            await transitions.move_document(conn, document, DocumentStatus.READY, sources=[DocumentStatus.PENDING])
         # INDEXING → READY is an edge, but the document is PENDING: no row matches, and it says so.
         with pytest.raises(IllegalTransition, match="cannot move to READY"):
-            await transitions.move_document(conn, document, D.READY, {"chunk_count": 0})
+            await transitions.move_document(conn, document, DocumentStatus.READY, {"chunk_count": 0})
         with pytest.raises(IllegalTransition, match="cannot move to SUCCEEDED"):
-            await transitions.move_job(conn, job, J.SUCCEEDED)
+            await transitions.move_job(conn, job, JobStatus.SUCCEEDED)
         with pytest.raises(IllegalTransition):
-            await transitions.move_job(conn, uuid.uuid4(), J.FAILED)
+            await transitions.move_job(conn, uuid.uuid4(), JobStatus.FAILED)
         # A legal move happens, with its values, and stamps updated_at.
-        await transitions.move_document(conn, document, D.PARSING, {"progress_stage": "PARSING"})
+        await transitions.move_document(conn, document, DocumentStatus.PARSING, {"progress_stage": "PARSING"})
         status, stage = await (await conn.execute(
             "SELECT status::text, progress_stage::text FROM documents WHERE id = %s", (document,))).fetchone()
         assert (status, stage) == ("PARSING", "PARSING")
@@ -89,21 +89,21 @@ async def test_generation_moves_follow_their_table(database_url):
         second = await building(2)
         # Not edges: refused before any SQL.
         with pytest.raises(IllegalTransition):
-            await transitions.move_generation(conn, second, G.RETIRED, sources=[G.BUILDING])
+            await transitions.move_generation(conn, second, GenerationState.RETIRED, sources=[GenerationState.BUILDING])
         # Edges whose source the row is not in: no row matches, and it says so.
         with pytest.raises(IllegalTransition, match="cannot move to RETIRED"):
-            await transitions.move_generation(conn, second, G.RETIRED, {"ended_at": transitions.NOW})
+            await transitions.move_generation(conn, second, GenerationState.RETIRED, {"ended_at": transitions.NOW})
         with pytest.raises(IllegalTransition, match="cannot move to CANCELLED"):
-            await transitions.move_generation(conn, first, G.CANCELLED, {"ended_at": transitions.NOW})
+            await transitions.move_generation(conn, first, GenerationState.CANCELLED, {"ended_at": transitions.NOW})
         # The switch: ACTIVE → RETIRED, then BUILDING → ACTIVE.
-        await transitions.move_generation(conn, first, G.RETIRED, {"ended_at": transitions.NOW})
-        await transitions.move_generation(conn, second, G.ACTIVE, {"activated_at": transitions.NOW})
+        await transitions.move_generation(conn, first, GenerationState.RETIRED, {"ended_at": transitions.NOW})
+        await transitions.move_generation(conn, second, GenerationState.ACTIVE, {"activated_at": transitions.NOW})
         assert (await state(first), await state(second)) == ("RETIRED", "ACTIVE")
         # RETIRED is final; a reindex given up is CANCELLED, and final too.
         with pytest.raises(IllegalTransition):
-            await transitions.move_generation(conn, first, G.ACTIVE, {"activated_at": transitions.NOW})
+            await transitions.move_generation(conn, first, GenerationState.ACTIVE, {"activated_at": transitions.NOW})
         third = await building(3)
-        await transitions.move_generation(conn, third, G.CANCELLED, {"ended_at": transitions.NOW})
+        await transitions.move_generation(conn, third, GenerationState.CANCELLED, {"ended_at": transitions.NOW})
         with pytest.raises(IllegalTransition):
-            await transitions.move_generation(conn, third, G.ACTIVE, {"activated_at": transitions.NOW})
+            await transitions.move_generation(conn, third, GenerationState.ACTIVE, {"activated_at": transitions.NOW})
         assert await state(third) == "CANCELLED"

@@ -66,54 +66,54 @@ class AttemptOutcome(enum.StrEnum):
     CANCELLED = "CANCELLED"
 
 
-D = DocumentStatus
-J = JobStatus
-
 # The stages a worker reports, in pipeline order (rule 2: reported before each starts).
-STAGES: tuple[DocumentStatus, ...] = (D.PARSING, D.CHUNKING, D.EMBEDDING, D.INDEXING)
+STAGES: tuple[DocumentStatus, ...] = (
+    DocumentStatus.PARSING, DocumentStatus.CHUNKING, DocumentStatus.EMBEDDING, DocumentStatus.INDEXING,
+)
 IN_PROGRESS: frozenset[DocumentStatus] = frozenset(STAGES)
 
 DOCUMENT_TRANSITIONS: dict[tuple[DocumentStatus, DocumentStatus], str] = {
-    (D.PENDING, D.PARSING): "a worker holding the lease starts parsing (status before action)",
-    (D.PENDING, D.EMBEDDING): "a retry resumes from the chunk snapshot, skipping parse and chunk",
-    (D.PARSING, D.CHUNKING): "parsing succeeded; chunking (and the snapshot) starts",
-    (D.CHUNKING, D.EMBEDDING): "the snapshot is saved; embedding starts",
-    (D.EMBEDDING, D.INDEXING): "every chunk has a vector; the index write starts",
-    (D.INDEXING, D.READY): "rule 1: the atomic commit of chunks, READY and job SUCCEEDED",
-    (D.PENDING, D.FAILED): "rule 8: lease expired with attempts exhausted before any stage began",
-    (D.PARSING, D.FAILED): "the file is bad (permanent) or attempts are exhausted",
-    (D.CHUNKING, D.FAILED): "chunking failed for good or attempts are exhausted",
-    (D.EMBEDDING, D.FAILED): "the embedder rejected the input or attempts are exhausted",
-    (D.INDEXING, D.FAILED): "the index write failed for good or attempts are exhausted",
-    (D.PARSING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
-    (D.CHUNKING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
-    (D.EMBEDDING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
-    (D.INDEXING, D.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
-    (D.PENDING, D.PENDING): "a failure, an expired lease or a hand-back before the first stage began: "
-                            "still waiting, now with the retry message",
-    (D.FAILED, D.PENDING): "RetryDocument: the user asks for a fresh set of attempts",
-    (D.READY, D.PENDING): "ReprocessDocument: the document leaves search until READY again",
+    (DocumentStatus.PENDING, DocumentStatus.PARSING): "a worker holding the lease starts parsing (status before action)",
+    (DocumentStatus.PENDING, DocumentStatus.EMBEDDING): "a retry resumes from the chunk snapshot, skipping parse and chunk",
+    (DocumentStatus.PARSING, DocumentStatus.CHUNKING): "parsing succeeded; chunking (and the snapshot) starts",
+    (DocumentStatus.CHUNKING, DocumentStatus.EMBEDDING): "the snapshot is saved; embedding starts",
+    (DocumentStatus.EMBEDDING, DocumentStatus.INDEXING): "every chunk has a vector; the index write starts",
+    (DocumentStatus.INDEXING, DocumentStatus.READY): "rule 1: the atomic commit of chunks, READY and job SUCCEEDED",
+    (DocumentStatus.PENDING, DocumentStatus.FAILED): "rule 8: lease expired with attempts exhausted before any stage began",
+    (DocumentStatus.PARSING, DocumentStatus.FAILED): "the file is bad (permanent) or attempts are exhausted",
+    (DocumentStatus.CHUNKING, DocumentStatus.FAILED): "chunking failed for good or attempts are exhausted",
+    (DocumentStatus.EMBEDDING, DocumentStatus.FAILED): "the embedder rejected the input or attempts are exhausted",
+    (DocumentStatus.INDEXING, DocumentStatus.FAILED): "the index write failed for good or attempts are exhausted",
+    (DocumentStatus.PARSING, DocumentStatus.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (DocumentStatus.CHUNKING, DocumentStatus.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (DocumentStatus.EMBEDDING, DocumentStatus.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (DocumentStatus.INDEXING, DocumentStatus.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (DocumentStatus.PENDING, DocumentStatus.PENDING): "a failure, an expired lease or a hand-back before the first stage"
+                                                      " began: still waiting, now with the retry message",
+    (DocumentStatus.FAILED, DocumentStatus.PENDING): "RetryDocument: the user asks for a fresh set of attempts",
+    (DocumentStatus.READY, DocumentStatus.PENDING): "ReprocessDocument: the document leaves search until READY again",
 }
 
 JOB_TRANSITIONS: dict[tuple[JobStatus, JobStatus], str] = {
-    (J.PENDING, J.RUNNING): "rule 6: a claim of a due job (attempts + 1, new lease)",
-    (J.RUNNING, J.RUNNING): "rule 6: a claim that takes over an expired lease (attempts + 1, new lease)",
-    (J.RUNNING, J.PENDING): "rule 7: a retryable failure with attempts left, or a hand-back at shutdown",
-    (J.RUNNING, J.SUCCEEDED): "rule 1: the commit; also rule 8 when the document is already READY",
-    (J.RUNNING, J.FAILED): "rule 7/8: a permanent error, or attempts exhausted",
-    (J.FAILED, J.PENDING): "RetryDocument: fresh attempts for a failed document",
-    (J.SUCCEEDED, J.PENDING): "ReprocessDocument: run the pipeline again",
+    (JobStatus.PENDING, JobStatus.RUNNING): "rule 6: a claim of a due job (attempts + 1, new lease)",
+    (JobStatus.RUNNING, JobStatus.RUNNING): "rule 6: a claim that takes over an expired lease (attempts + 1, new lease)",
+    (JobStatus.RUNNING, JobStatus.PENDING): "rule 7: a retryable failure with attempts left, or a hand-back at shutdown",
+    (JobStatus.RUNNING, JobStatus.SUCCEEDED): "rule 1: the commit; also rule 8 when the document is already READY",
+    (JobStatus.RUNNING, JobStatus.FAILED): "rule 7/8: a permanent error, or attempts exhausted",
+    (JobStatus.FAILED, JobStatus.PENDING): "RetryDocument: fresh attempts for a failed document",
+    (JobStatus.SUCCEEDED, JobStatus.PENDING): "ReprocessDocument: run the pipeline again",
 }
 
 
-G = GenerationState
-
 GENERATION_TRANSITIONS: dict[tuple[GenerationState, GenerationState], str] = {
-    (G.BUILDING, G.ACTIVE): "the switch: every READY document has its chunks in the new generation (and, with an eval"
-                            " set, search's verdict PASSED)",
-    (G.ACTIVE, G.RETIRED): "the switch: the generation replaced; its chunks and index are dropped after a grace period",
-    (G.BUILDING, G.CANCELLED): "CancelReindex, or the quality gate's FAILED verdict (the new generation scored lower on"
-                               " the reindex's eval set): the new generation is dropped, the active one keeps serving",
+    (GenerationState.BUILDING, GenerationState.ACTIVE):
+        "the switch: every READY document has its chunks in the new generation (and, with an eval set, search's verdict"
+        " PASSED)",
+    (GenerationState.ACTIVE, GenerationState.RETIRED):
+        "the switch: the generation replaced; its chunks and index are dropped after a grace period",
+    (GenerationState.BUILDING, GenerationState.CANCELLED):
+        "CancelReindex, or the quality gate's FAILED verdict (the new generation scored lower on the reindex's eval set):"
+        " the new generation is dropped, the active one keeps serving",
 }
 
 

@@ -5,6 +5,8 @@ The SQL of AdminService is store/tenants.py; a tenant's name is checked by domai
 
 from __future__ import annotations
 
+import os
+
 import psycopg
 
 from sluice_common.auth import Role, generate_key, parse_key
@@ -42,7 +44,9 @@ def bootstrap_keys(
     keys: dict[str, str] = {}
     with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
         conn.execute("INSERT INTO tenants (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (tenant,))
-        (tenant_id,) = conn.execute("SELECT id FROM tenants WHERE name = %s", (tenant,)).fetchone()
+        row = conn.execute("SELECT id FROM tenants WHERE name = %s", (tenant,)).fetchone()
+        assert row is not None  # inserted just above if it was missing
+        (tenant_id,) = row
         for role in (Role.ADMIN, Role.CLIENT, Role.WORKER):
             current = existing.get(str(role), "")
             if current and key_is_valid(conn, current, role):
@@ -66,12 +70,11 @@ def bootstrap_main(argv: list[str] | None = None) -> None:
     """
     import argparse
     import json
-    import os
     from pathlib import Path
 
     from .settings import IngestSettings
 
-    parser = argparse.ArgumentParser(prog="sluice-bootstrap", description=bootstrap_main.__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="sluice-bootstrap", description=(bootstrap_main.__doc__ or "").split("\n\n")[0])
     parser.add_argument("--credentials", required=True, help="credentials file to write (JSON, mode 0600)")
     parser.add_argument("--tenant", default=DEFAULT_TENANT)
     parser.add_argument("--key-dir", help="also write admin_key, client_key and worker_key files here")
@@ -90,9 +93,8 @@ def bootstrap_main(argv: list[str] | None = None) -> None:
     print(f"sluice-bootstrap: tenant {args.tenant!r}, keys for {', '.join(sorted(keys))} in {path}")
 
 
-def write_private(path, text: str, mode: int = 0o600) -> None:
+def write_private(path: str | os.PathLike[str], text: str, mode: int = 0o600) -> None:
     """Write a secret file readable by its owner only (created with that mode, never wider)."""
-    import os
 
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:

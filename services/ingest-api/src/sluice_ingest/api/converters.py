@@ -16,7 +16,7 @@ from sluice_common.errors import InvalidArgument
 from sluice_common.names import document_name
 from sluice_common.reasons import Reason
 
-from ..domain import DocumentStatus
+from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind
 from ..service import IncomingChunk, KeepAlive
 from ..store import AttemptRow, ClaimedJob, CollectionEventRow, CollectionRow, DocumentRow, GenerationEvaluationRow, GenerationRow
 from ..store.tenants import ApiKeyRow, TenantRow
@@ -27,8 +27,7 @@ PROVIDER_TO_PROTO = {
     "openai": collection_pb2.EMBEDDER_PROVIDER_OPENAI,
 }
 PROVIDER_FROM_PROTO = {v: k for k, v in PROVIDER_TO_PROTO.items()}
-OUTCOME_TO_PROTO = {name: document_pb2.AttemptOutcome.Value("ATTEMPT_OUTCOME_" + name) for name in (
-    "RUNNING", "SUCCEEDED", "RETRYABLE_FAILURE", "PERMANENT_FAILURE", "LEASE_EXPIRED", "RELEASED", "CANCELLED")}
+OUTCOME_TO_PROTO = {outcome: document_pb2.AttemptOutcome.Value("ATTEMPT_OUTCOME_" + outcome) for outcome in AttemptOutcome}
 
 
 def timestamp(value: dt.datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -39,7 +38,7 @@ def timestamp(value: dt.datetime | None) -> timestamp_pb2.Timestamp | None:
     return ts
 
 
-def document_status_to_proto(status: str | None) -> int:
+def document_status_to_proto(status: DocumentStatus | None) -> int:
     return document_pb2.DocumentStatus.Value("DOCUMENT_STATUS_" + status) if status else 0
 
 
@@ -66,9 +65,8 @@ def chunking_to_proto(row: CollectionRow | ClaimedJob) -> collection_pb2.Chunkin
     )
 
 
-GENERATION_STATE_TO_PROTO = {name: collection_pb2.GenerationState.Value("GENERATION_STATE_" + name) for name in (
-    "BUILDING", "ACTIVE", "RETIRED", "CANCELLED")}
-JOB_KIND_TO_PROTO = {"INGEST": job_service_pb2.JOB_KIND_INGEST, "EMBED": job_service_pb2.JOB_KIND_EMBED}
+GENERATION_STATE_TO_PROTO = {state: collection_pb2.GenerationState.Value("GENERATION_STATE_" + state) for state in GenerationState}
+JOB_KIND_TO_PROTO = {JobKind.INGEST: job_service_pb2.JOB_KIND_INGEST, JobKind.EMBED: job_service_pb2.JOB_KIND_EMBED}
 
 
 def generation_to_proto(row: GenerationRow) -> collection_pb2.CollectionGeneration:
@@ -283,6 +281,7 @@ def typed_metadata_of(values) -> dict:
 
 def job_to_proto(job: ClaimedJob, lease_seconds: float) -> job_service_pb2.Job:
     """A claimed job as the worker receives it (ClaimJob)."""
+    assert job.job_kind is not None  # a claimed row has it
     return job_service_pb2.Job(
         lease=job_service_pb2.LeaseRef(job_id=str(job.job_id), lease_token=str(job.lease_token)),
         document_id=str(job.document_id),

@@ -26,8 +26,8 @@ from ..domain import (
     LEASE_EXPIRED_EXHAUSTED,
     LEASE_EXPIRED_RETRYING,
     AttemptOutcome,
-    DocumentStatus as D,
-    JobStatus as J,
+    DocumentStatus,
+    JobStatus,
     job_sources,
     retry_message,
 )
@@ -140,10 +140,10 @@ async def hand_back(conn: psycopg.AsyncConnection[Any], job: HeldJob) -> None:
     """The job is due again at once and the attempt is not charged (ReleaseJob, and an INGEST
     commit that lost a switch). A job that drives its document sends it back to PENDING."""
     if job.policy.drives_document:
-        await move_document(conn, job.document_id, D.PENDING, FRESH_PROGRESS, sources=IN_PROGRESS | {D.PENDING})
-    await move_job(conn, job.id, J.PENDING, {
+        await move_document(conn, job.document_id, DocumentStatus.PENDING, FRESH_PROGRESS, sources=IN_PROGRESS | {DocumentStatus.PENDING})
+    await move_job(conn, job.id, JobStatus.PENDING, {
         "attempts": Expr("attempts - 1"), "available_at": NOW, **RELEASED_LEASE,
-    }, sources=[J.RUNNING])
+    }, sources=[JobStatus.RUNNING])
     await end_attempt(conn, job.lease_token, AttemptOutcome.RELEASED)
 
 
@@ -159,7 +159,7 @@ class ClaimStore(QueueBase):
         the claim condition (an expired lease first, then the oldest due job); the takeover of
         an expired lease needs two more statements (close the lost attempt, move the document).
         """
-        params = {"worker": worker_id, "lease": self.policy.lease_seconds, "sources": job_sources(J.RUNNING)}
+        params = {"worker": worker_id, "lease": self.policy.lease_seconds, "sources": job_sources(JobStatus.RUNNING)}
         async with self.pool.connection() as conn:
             cur = conn.cursor(row_factory=class_row(ClaimedJob))
             await cur.execute(FAST_CLAIM_SQL, params)
@@ -183,29 +183,31 @@ class ClaimStore(QueueBase):
                 # stage.
                 await end_attempt(conn, row.expired_token, AttemptOutcome.LEASE_EXPIRED,
                                   "LEASE_EXPIRED", LEASE_EXPIRED_RETRYING, True)
+                assert row.job_kind is not None  # a claimed row has it
                 if not policy_of(row.job_kind).drives_document:
                     return row
                 assert row.attempts is not None and row.max_attempts is not None  # a claimed row has them
-                await move_document(conn, row.document_id, D.PENDING, {
+                await move_document(conn, row.document_id, DocumentStatus.PENDING, {
                     **FRESH_PROGRESS, "error_code": "LEASE_EXPIRED",
                     "error_message": retry_message(row.attempts - 1, row.max_attempts, LEASE_EXPIRED_RETRYING),
-                }, sources=IN_PROGRESS | {D.PENDING})
+                }, sources=IN_PROGRESS | {DocumentStatus.PENDING})
             return row
 
     async def _converge_exhausted(self, conn: psycopg.AsyncConnection[Any], job: ClaimedJob) -> str:
         """Rule 8: an expired lease with no attempts left ends the job for good; returns the outcome.
         (`job` is CLAIM_SQL's "exhausted" row: job_id, document_id, lease_token, job_kind.)
         A job that does not drive its document (EMBED) fails and leaves the document alone."""
+        assert job.job_kind is not None  # an exhausted row has it
         if policy_of(job.job_kind).drives_document:
             doc = await one_row(conn, "SELECT status::text FROM documents WHERE id = %s FOR UPDATE", (job.document_id,))
-            if doc[0] == D.READY:
+            if doc[0] == DocumentStatus.READY:
                 # The crash hit the window after the commit: the work is done.
-                await move_job(conn, job.job_id, J.SUCCEEDED, RELEASED_LEASE)
+                await move_job(conn, job.job_id, JobStatus.SUCCEEDED, RELEASED_LEASE)
                 await end_attempt(conn, job.lease_token, AttemptOutcome.SUCCEEDED)
                 return "succeeded"
-            await move_document(conn, job.document_id, D.FAILED,
+            await move_document(conn, job.document_id, DocumentStatus.FAILED,
                                 {"error_code": "LEASE_EXPIRED", "error_message": LEASE_EXPIRED_EXHAUSTED})
-        await move_job(conn, job.job_id, J.FAILED, RELEASED_LEASE)
+        await move_job(conn, job.job_id, JobStatus.FAILED, RELEASED_LEASE)
         await end_attempt(conn, job.lease_token, AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED",
                           LEASE_EXPIRED_EXHAUSTED, False)
         return "failed"

@@ -22,10 +22,10 @@ from sluice_common.errors import FailedPrecondition, LeaseNotHeld
 from ..domain import (
     IN_PROGRESS,
     AttemptOutcome,
-    DocumentStatus as D,
+    DocumentStatus,
     GenerationState,
     JobKind,
-    JobStatus as J,
+    JobStatus,
     check_document_transition,
     retry_delay_seconds,
     retry_message,
@@ -154,17 +154,17 @@ class CommitStore(QueueBase):
                 # an INGEST job: a BUILDING generation gets a new EMBED job below).
                 await copy_chunks(conn, job, chunks)
                 if policy.drives_document:
-                    check_document_transition(policy.commits_from, D.READY)
+                    check_document_transition(policy.commits_from, DocumentStatus.READY)
                 # The rest shares one round trip (pipeline mode); each move is confirmed after the sync.
                 moves: list[PendingMove] = []
                 building_cursor: psycopg.AsyncCursor[Any] | None = None
                 async with conn.pipeline():
                     if policy.drives_document:
-                        moves.append(await send_move_document(conn, job.document_id, D.READY, {
-                            **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(D.INDEXING),
+                        moves.append(await send_move_document(conn, job.document_id, DocumentStatus.READY, {
+                            **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(DocumentStatus.INDEXING),
                             "progress_done": len(chunks), "progress_total": len(chunks), "progress_unit": "chunks",
                         }, sources=[policy.commits_from]))
-                    moves.append(await send_move_job(conn, job_id, J.SUCCEEDED, RELEASED_LEASE))
+                    moves.append(await send_move_job(conn, job_id, JobStatus.SUCCEEDED, RELEASED_LEASE))
                     await end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED)
                     if policy.drives_document:
                         # The document is READY now: a BUILDING generation needs it too.
@@ -201,19 +201,19 @@ class CommitStore(QueueBase):
             if retry:
                 delay = retry_delay_seconds(job.attempts, self.policy.retry_delay_seconds, self.policy.max_retry_delay_seconds)
                 if drives_document:
-                    await move_document(conn, job.document_id, D.PENDING, {
+                    await move_document(conn, job.document_id, DocumentStatus.PENDING, {
                         "error_code": error_code, "error_message": retry_message(job.attempts, job.max_attempts, error_message),
-                    }, sources=IN_PROGRESS | {D.PENDING})
-                await move_job(conn, job_id, J.PENDING, {
+                    }, sources=IN_PROGRESS | {DocumentStatus.PENDING})
+                await move_job(conn, job_id, JobStatus.PENDING, {
                     "available_at": Expr("now() + make_interval(secs => %s)", delay), **RELEASED_LEASE,
-                }, sources=[J.RUNNING])
+                }, sources=[JobStatus.RUNNING])
             else:
                 if retryable:
                     error_message = f"failed after {job.attempts} attempts: {error_message}"
                 if drives_document:
-                    await move_document(conn, job.document_id, D.FAILED,
+                    await move_document(conn, job.document_id, DocumentStatus.FAILED,
                                         {"error_code": error_code, "error_message": error_message})
-                await move_job(conn, job_id, J.FAILED, RELEASED_LEASE)
+                await move_job(conn, job_id, JobStatus.FAILED, RELEASED_LEASE)
             outcome = AttemptOutcome.RETRYABLE_FAILURE if retryable else AttemptOutcome.PERMANENT_FAILURE
             await end_attempt(conn, lease_token, outcome, error_code, error_message, retryable)
             return await lookup_document(conn, job.document_id), retry

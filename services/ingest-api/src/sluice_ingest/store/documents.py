@@ -20,11 +20,11 @@ from sluice_common.errors import (
 from sluice_common.reasons import Reason
 
 from ..domain import (
-    DocumentStatus as D,
+    DocumentStatus,
     IllegalTransition,
     check_document_transition,
     JobKind,
-    JobStatus as J,
+    JobStatus,
 )
 from ..transitions import NOW, RELEASED_LEASE, move_document, move_job
 from .common import (
@@ -195,12 +195,12 @@ class DocumentStore(StoreBase):
             if job is None:
                 raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
             await conn.execute("DELETE FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id))
-            return bool(job[0] == J.RUNNING)
+            return bool(job[0] == JobStatus.RUNNING)
 
-    async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: D) -> DocumentRow:
+    async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: DocumentStatus) -> DocumentRow:
         """RetryDocument (FAILED) and ReprocessDocument (READY): back to PENDING with fresh attempts."""
-        job_from = J.FAILED if expected == D.FAILED else J.SUCCEEDED
-        check_document_transition(expected, D.PENDING)
+        job_from = JobStatus.FAILED if expected == DocumentStatus.FAILED else JobStatus.SUCCEEDED
+        check_document_transition(expected, DocumentStatus.PENDING)
         async with self.pool.connection() as conn, conn.transaction():
             jobs = await (
                 await conn.execute(
@@ -215,16 +215,16 @@ class DocumentStore(StoreBase):
             try:
                 if job[1] != job_from:
                     raise IllegalTransition(f"the job is {job[1]}")
-                await move_document(conn, document_id, D.PENDING, {**FRESH_PROGRESS, **NO_ERROR}, sources=[expected])
+                await move_document(conn, document_id, DocumentStatus.PENDING, {**FRESH_PROGRESS, **NO_ERROR}, sources=[expected])
             except IllegalTransition as illegal:
                 current = await lookup_document(conn, document_id, tenant_id)
-                verb = "retried" if expected == D.FAILED else "reprocessed"
+                verb = "retried" if expected == DocumentStatus.FAILED else "reprocessed"
                 raise FailedPrecondition(
                     f"only a {expected} document can be {verb}; this one is {current.status}",
                     reason=Reason(f"DOCUMENT_NOT_{expected}"),
                     status=current.status,
                 ) from illegal
-            await move_job(conn, job[0], J.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
+            await move_job(conn, job[0], JobStatus.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
                            sources=[job_from])
             # It leaves READY: its EMBED jobs of a reindex go (its next commit adds a fresh one).
             await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND document_id = %s", (document_id,))

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from psycopg.rows import class_row
 
-from ..domain import EventCursor
+from ..domain import DocumentStatus, EventCursor, JobStatus
 from .common import StoreBase, lookup_collection_settings, one_row
+from .rows import as_members
 
 # Every row's position is compared as a row value against the cursor; the index
 # document_events_collection_order (collection_id, txid, id) serves the scan.
@@ -44,15 +45,15 @@ class CollectionEventRow:
     txid: int
     document_id: uuid.UUID
     deleted: bool
-    status: str
+    status: DocumentStatus
     error_code: str | None
     error_message: str | None
-    progress_stage: str | None
+    progress_stage: DocumentStatus | None
     progress_done: int
     progress_total: int
     progress_unit: str
     chunk_count: int
-    job_status: str
+    job_status: JobStatus
     attempts: int
     max_attempts: int
     available_at: dt.datetime
@@ -60,6 +61,9 @@ class CollectionEventRow:
     created_at: dt.datetime
     filename: str | None
     mime_type: str | None
+
+    def __post_init__(self) -> None:
+        as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus)
 
     @property
     def cursor(self) -> EventCursor:

@@ -33,7 +33,7 @@ from sluice_common import vector_index
 from sluice_common.errors import FailedPrecondition, NotFound
 from sluice_common.reasons import Reason
 
-from ..domain import GenerationState as G, JobStatus as J
+from ..domain import GenerationState, JobStatus
 from ..transitions import NOW, RELEASED_LEASE, move_generation, move_job
 from .common import StoreBase, lookup_collection, lookup_collection_settings, one_row
 from .rows import CollectionRow, GenerationEvaluationRow, GenerationFailure, GenerationRow
@@ -82,7 +82,7 @@ async def generations_of(conn: psycopg.AsyncConnection, collection_id: int) -> t
     rows = await cur.fetchall()
     out = []
     for row in rows:
-        if row.state == G.BUILDING:
+        if row.state == GenerationState.BUILDING:
             total, ready, failed, pending = await one_row(
                 conn,
                 "SELECT count(*), count(*) FILTER (WHERE status = 'SUCCEEDED'), count(*) FILTER (WHERE status = 'FAILED'),"
@@ -103,7 +103,7 @@ async def generations_of(conn: psycopg.AsyncConnection, collection_id: int) -> t
             ).fetchall()
             row = replace(row, documents_total=total, documents_ready=ready, documents_failed=failed,
                           documents_pending=pending, failures=tuple(GenerationFailure(*f) for f in failures))
-        elif row.state == G.ACTIVE:
+        elif row.state == GenerationState.ACTIVE:
             total, ready, failed = await one_row(
                 conn,
                 "SELECT count(*), count(*) FILTER (WHERE status = 'READY'), count(*) FILTER (WHERE status = 'FAILED')"
@@ -202,7 +202,7 @@ class GenerationStore(StoreBase):
                     await conn.execute("SELECT state::text, eval_set, eval_min_ratio FROM collection_generations"
                                        " WHERE id = %s FOR UPDATE", (building[0],))
                 ).fetchone()
-                if still is None or still[0] != G.BUILDING:
+                if still is None or still[0] != GenerationState.BUILDING:
                     raise FailedPrecondition(f"the reindex of {name!r} was cancelled meanwhile; start it again",
                                              reason=Reason.NO_REINDEX_IN_PROGRESS, collection=name)
                 if eval_set is not None and not _same_gate((still[1], still[2]), eval_set, min_ratio):
@@ -217,8 +217,8 @@ class GenerationStore(StoreBase):
                         reason=Reason.REINDEX_IN_PROGRESS, collection=name,
                     )
                 for (job_id,) in failed:
-                    await move_job(conn, job_id, J.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
-                                   sources=[J.FAILED])
+                    await move_job(conn, job_id, JobStatus.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
+                                   sources=[JobStatus.FAILED])
                 generation_id = building[0]
             else:
                 if tuple(active[1:]) == wanted:
@@ -263,14 +263,14 @@ class GenerationStore(StoreBase):
             # Lock order: its jobs first (a running EMBED job's commit holds its job, then the generation).
             await conn.execute("SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE",
                                (generation_id,))
-            await move_generation(conn, generation_id, G.CANCELLED, {"ended_at": NOW, "dropped_at": NOW},
-                                  sources=[G.BUILDING])
+            await move_generation(conn, generation_id, GenerationState.CANCELLED, {"ended_at": NOW, "dropped_at": NOW},
+                                  sources=[GenerationState.BUILDING])
             await self._drop_generation(conn, generation_id)
         log.info("reindex cancelled", extra={"generation_id": generation_id})
         return await self.collection_with_generations(tenant_id, name)
 
     async def _drop_generation(self, conn: psycopg.AsyncConnection, generation_id: int, *, index: bool = True) -> None:
-        """Its EMBED jobs (a worker on one learns at its next heartbeat), chunks and (`index`) HNSW index."""
+        """Its EMBED jobs (a worker on one learns at its next lease renewal), chunks and (`index`) HNSW index."""
         await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s", (generation_id,))
         await conn.execute("DELETE FROM chunks WHERE generation_id = %s", (generation_id,))
         if index:
@@ -295,7 +295,7 @@ class GenerationStore(StoreBase):
             try:
                 row = await (await conn.execute(
                     "SELECT dimensions, state::text FROM collection_generations WHERE id = %s", (generation_id,))).fetchone()
-                if row is None or row[1] != G.BUILDING:
+                if row is None or row[1] != GenerationState.BUILDING:
                     return False
                 state = await (await conn.execute(vector_index.index_state_sql(generation_id))).fetchone()
                 if state is not None and state[0]:
@@ -362,8 +362,8 @@ class GenerationStore(StoreBase):
             index = await (await conn.execute(vector_index.index_state_sql(generation_id))).fetchone()
             if index is None or not index[0]:
                 return False
-            await move_generation(conn, active_id, G.RETIRED, {"ended_at": NOW}, sources=[G.ACTIVE])
-            await move_generation(conn, generation_id, G.ACTIVE, {"activated_at": NOW}, sources=[G.BUILDING])
+            await move_generation(conn, active_id, GenerationState.RETIRED, {"ended_at": NOW}, sources=[GenerationState.ACTIVE])
+            await move_generation(conn, generation_id, GenerationState.ACTIVE, {"activated_at": NOW}, sources=[GenerationState.BUILDING])
             await conn.execute(
                 "UPDATE collections c SET embedder_provider = g.embedder_provider, embedder_model = g.embedder_model,"
                 " dimensions = g.dimensions FROM collection_generations g WHERE g.id = %s AND c.id = %s",
@@ -388,10 +388,10 @@ class GenerationStore(StoreBase):
                     (generation_id,),
                 )
             ).fetchone()
-            if row is None or row[0] != G.BUILDING:
+            if row is None or row[0] != GenerationState.BUILDING:
                 return  # cancelled, or refused by another caller, meanwhile
-            await move_generation(conn, generation_id, G.CANCELLED, {"ended_at": NOW, "dropped_at": NOW},
-                                  sources=[G.BUILDING])
+            await move_generation(conn, generation_id, GenerationState.CANCELLED, {"ended_at": NOW, "dropped_at": NOW},
+                                  sources=[GenerationState.BUILDING])
             await self._drop_generation(conn, generation_id)
         _, collection, active_generation, active_score, candidate_score, min_ratio, queries = row
         log.warning(

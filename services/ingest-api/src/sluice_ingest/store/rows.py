@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import uuid
-
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+
+from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, JobStatus
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,16 @@ class JobPolicy:
 
 # ---------------------------------------------------------------- what the store returns
 # Built by psycopg's class_row from the selects in common.py and claims.py: a column the select
-# adds without a field here fails at once, in the tests.
+# adds without a field here fails at once, in the tests. The selects return an enum column as its
+# text; `as_members` stores it as the domain's member, so each field has its enum's type.
+
+
+def as_members(row: object, **columns: type[enum.StrEnum]) -> None:
+    """Replace the text of each enum column of a (frozen) row by its member; None stays None."""
+    for name, kind in columns.items():
+        value = getattr(row, name)
+        if value is not None:
+            object.__setattr__(row, name, kind(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +120,7 @@ class GenerationRow:
     embedder_provider: str
     embedder_model: str
     dimensions: int
-    state: str
+    state: GenerationState
     created_at: dt.datetime
     activated_at: dt.datetime | None
     ended_at: dt.datetime | None
@@ -120,6 +131,9 @@ class GenerationRow:
     documents_pending: int = 0
     failures: tuple[GenerationFailure, ...] = ()
     evaluation: GenerationEvaluationRow | None = None
+
+    def __post_init__(self) -> None:
+        as_members(self, state=GenerationState)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,10 +165,10 @@ class DocumentRow:
     collection: str
     filename: str
     mime_type: str
-    status: str
+    status: DocumentStatus
     error_code: str | None
     error_message: str | None
-    progress_stage: str | None
+    progress_stage: DocumentStatus | None
     progress_done: int
     progress_total: int
     progress_unit: str
@@ -166,11 +180,14 @@ class DocumentRow:
     created_at: dt.datetime
     updated_at: dt.datetime
     job_id: uuid.UUID
-    job_status: str
+    job_status: JobStatus
     attempts: int
     max_attempts: int
     available_at: dt.datetime
     db_now: dt.datetime
+
+    def __post_init__(self) -> None:
+        as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,20 +195,23 @@ class EventRow:
     """One committed change of a document (document_events): the fields it changes."""
 
     id: int
-    status: str
+    status: DocumentStatus
     error_code: str | None
     error_message: str | None
-    progress_stage: str | None
+    progress_stage: DocumentStatus | None
     progress_done: int
     progress_total: int
     progress_unit: str
     chunk_count: int
-    job_status: str
+    job_status: JobStatus
     attempts: int
     max_attempts: int
     available_at: dt.datetime
     updated_at: dt.datetime
     db_now: dt.datetime
+
+    def __post_init__(self) -> None:
+        as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus)
 
     def applied_to(self, document: DocumentRow) -> DocumentRow:
         """The document as this event left it."""
@@ -204,13 +224,16 @@ class EventRow:
 class AttemptRow:
     number: int
     worker_id: str
-    stage: str
-    outcome: str
+    stage: DocumentStatus | None  # None until the attempt reported its first stage
+    outcome: AttemptOutcome
     error_code: str | None
     error_message: str | None
     retryable: bool | None
     started_at: dt.datetime
     ended_at: dt.datetime | None
+
+    def __post_init__(self) -> None:
+        as_members(self, stage=DocumentStatus, outcome=AttemptOutcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,8 +261,11 @@ class ClaimedJob:
     chunk_new_after_n_chars: int | None
     chunk_overlap: int | None
     trace_context: str | None
-    job_kind: str = "INGEST"
+    job_kind: JobKind | None = JobKind.INGEST  # None only on FAST_CLAIM_SQL's "overdue" row
     generation_id: int | None = None
     generation_number: int | None = None
     content: bytes | None = None  # the whole document when it is small (INLINE_CONTENT_BYTES)
     snapshot_versions: list[str] | None = None  # pipeline versions of the snapshots of its content
+
+    def __post_init__(self) -> None:
+        as_members(self, job_kind=JobKind)

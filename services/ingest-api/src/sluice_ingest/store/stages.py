@@ -18,7 +18,7 @@ from sluice_common.errors import NotFound
 from sluice_common.reasons import Reason
 
 from ..domain import (
-    DocumentStatus as D,
+    DocumentStatus,
     IllegalTransition,
     check_document_transition,
     document_sources,
@@ -95,7 +95,7 @@ RETURNING 1
 
 class StageStore(QueueBase):
     async def report_stage(
-        self, job_id: uuid.UUID, lease_token: uuid.UUID, stage: D, done: int, total: int, unit: str
+        self, job_id: uuid.UUID, lease_token: uuid.UUID, stage: DocumentStatus, done: int, total: int, unit: str
     ) -> dt.datetime:
         """Rule 2 (status before action) and rule 4 (a new stage clears a stale error).
 
@@ -116,7 +116,7 @@ class StageStore(QueueBase):
             locked_at, drives_document, current, moved, _ = row
             if drives_document and current != stage and not moved:
                 # Nothing was written but the lease renewal: the edge is not in the table.
-                check_document_transition(D(current), stage)
+                check_document_transition(DocumentStatus(current), stage)
                 raise IllegalTransition(  # pragma: no cover - check_document_transition raised
                     f"a document cannot go from {current} to {stage}", current=current, target=stage)
             expires: dt.datetime = locked_at + dt.timedelta(seconds=self.policy.lease_seconds)
