@@ -2,12 +2,12 @@
 
 Its tests are Node's (`node --test` on clients/typescript/test, compiled with tsc); this file
 starts what they talk to, as the Python SDK's tests do: the real ingest-api (a second one on the
-same database with a rate limit of 5 calls a second in bursts of 2), the real search, and the
-ScriptedWorker doing a worker's part through the real JobService (tests/cli/conftest.py). Their
-addresses and a client key go to Node in SLUICE_TEST_* variables. Any Node test failing fails
-this test; only a machine without `node` skips it. The README's TypeScript example is
-clients/typescript/examples/readme.ts, run as written by test/readme.test.ts.
-"""
+same database with a rate limit of 5 calls a second in bursts of 2, a third that requires mutual
+TLS with certificates made here), the real search, and the ScriptedWorker doing a worker's part
+through the real JobService (tests/cli/conftest.py). Their addresses and a client key go to Node
+in SLUICE_TEST_* variables. Any Node test failing fails this test; only a machine without `node`
+skips it. The README's TypeScript example is clients/typescript/examples/readme.ts, run as
+written by test/readme.test.ts."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import psycopg
 import pytest
 
 import auth_keys
+from certificates import make_pki
 from cli.conftest import ScriptedWorker
 from search_server import RunningSearch
 
@@ -80,6 +81,9 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
 
     ingest = ingest_api_factory()
     limited = ingest_api_factory(rate_limit_per_second=5, rate_limit_burst=2)
+    pki = make_pki(tmp_path)
+    server_cert, server_key = pki["server"]
+    mutual = ingest_api_factory(tls_cert_file=server_cert, tls_key_file=server_key, tls_client_ca_file=pki["ca"])
     search = RunningSearch(database_url)
     worker = ScriptedWorker(ingest.address, step_seconds=0.1)
     refused_before = REGISTRY.get_sample_value("sluice_rate_limited_calls_total") or 0
@@ -93,13 +97,17 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
         credentials.write_text(json.dumps({"tenant": "default", "keys": auth_keys.KEYS}))
         env = {**os.environ, "SLUICE_TEST_INGEST": ingest.address, "SLUICE_TEST_SEARCH": search.address,
                "SLUICE_TEST_LIMITED": limited.address, "SLUICE_TEST_API_KEY": auth_keys.KEYS["client"],
-               "SLUICE_TEST_CREDENTIALS": str(credentials), "SLUICE_TEST_ROOT": str(ROOT)}
+               "SLUICE_TEST_CREDENTIALS": str(credentials), "SLUICE_TEST_ROOT": str(ROOT),
+               "SLUICE_TEST_TLS_INGEST": mutual.address, "SLUICE_TEST_TLS_CA": pki["ca"],
+               "SLUICE_TEST_TLS_OTHER_CA": pki["other_ca"], "SLUICE_TEST_TLS_CLIENT_CERT": pki["client"][0],
+               "SLUICE_TEST_TLS_CLIENT_KEY": pki["client"][1], "SLUICE_TEST_TLS_ROGUE_CERT": pki["rogue"][0],
+               "SLUICE_TEST_TLS_ROGUE_KEY": pki["rogue"][1]}
         for name in ("SLUICE_API_KEY", "SLUICE_CREDENTIALS", "SLUICE_INGEST_ADDRESS", "SLUICE_SEARCH_ADDRESS",
                      "SLUICE_TLS_CA_FILE", "SLUICE_TLS_CLIENT_CERT_FILE", "SLUICE_TLS_CLIENT_KEY_FILE", "SLUICE_TENANT",
                      "NODE_OPTIONS"):
             env.pop(name, None)
         tests = sorted(str(p) for p in (built / "test").glob("*.test.js"))
-        assert len(tests) >= 4, tests
+        assert len(tests) >= 5, tests
         result = subprocess.run([NODE, "--test", "--test-reporter=spec", "--test-timeout=240000", *tests], cwd=PACKAGE, env=env,
                                 capture_output=True, text=True, timeout=900)
         output = result.stdout + result.stderr

@@ -83,7 +83,8 @@ export class Client {
   /** The metadata of every call: the key (`authorization: Bearer …`) and the tenant, if any. */
   readonly headers: Record<string, string>;
   readonly tls: boolean;
-  private readonly sessions: Http2SessionManager[] = [];
+  private readonly sessions = new Map<string, Http2SessionManager>();
+  private readonly answered = new Set<string>();
 
   constructor(addressOrOptions?: string | ClientOptions, more: ClientOptions = {}) {
     const options = typeof addressOrOptions === "string" ? { ...more, address: addressOrOptions } : { ...more, ...(addressOrOptions ?? {}) };
@@ -105,7 +106,7 @@ export class Client {
       if (found === undefined) {
         const baseUrl = `${tls.enabled ? "https" : "http"}://${authority(address)}`;
         const session = new Http2SessionManager(baseUrl, {}, tls.enabled ? { ca: tls.ca, cert: tls.cert, key: tls.key } : {});
-        this.sessions.push(session);
+        this.sessions.set(address, session);
         found = createGrpcTransport({ baseUrl, sessionManager: session, readMaxBytes: MAX_MESSAGE_BYTES, writeMaxBytes: MAX_MESSAGE_BYTES });
         transports.set(address, found);
       }
@@ -122,7 +123,21 @@ export class Client {
   /** The SluiceError for what a call to `service` threw. */
   error(reason: unknown, service: string = INGEST): SluiceError {
     const address = service === SEARCH ? this.searchAddress : this.ingestAddress;
-    return toSluiceError(reason, { service, address, tls: this.tls });
+    const error = toSluiceError(reason, { service, address, tls: this.tls });
+    if (reason instanceof ConnectError && reason.isWireError) this.answered.add(address);
+    if (this.tls && error.reason === "CONNECTION_CLOSED" && !this.answered.has(address)) {
+      // A TLS server that closes the connection before it ever answered has refused the handshake's
+      // outcome: under mutual TLS, our client certificate (gRPC servers close without a TLS alert).
+      return new TLSError(`${service} at ${address} closed the connection after the TLS handshake: it probably requires ` +
+        "a client certificate signed by a CA it trusts (certFile and keyFile, or SLUICE_TLS_CLIENT_CERT_FILE/_KEY_FILE)",
+      { problem: "client certificate refused", reason: "TLS_HANDSHAKE_FAILED", service, address, cause: reason });
+    }
+    return error;
+  }
+
+  /** A server at this address has answered: from now on a closed connection is a drop, not a refusal. */
+  heard(service: string = INGEST): void {
+    this.answered.add(service === SEARCH ? this.searchAddress : this.ingestAddress);
   }
 
   /** Run `attempt(msLeft)` until it succeeds, retrying as the RetryPolicy says, within the deadline. */
@@ -135,7 +150,9 @@ export class Client {
       if (delay > 0) await sleep(Math.min(delay, Math.max(0, deadline - now())));
       let error: SluiceError;
       try {
-        return await attempt(Math.max(1, Math.ceil(deadline - now())));
+        const result = await attempt(Math.max(1, Math.ceil(deadline - now())));
+        this.heard(options.service);
+        return result;
       } catch (reason) {
         error = this.error(reason, options.service);
       }
@@ -167,7 +184,8 @@ export class Client {
 
   /** Close the connections; calls still running end with an error. */
   close(): void {
-    for (const session of this.sessions.splice(0)) session.abort();
+    for (const session of this.sessions.values()) session.abort();
+    this.sessions.clear();
   }
 
   [Symbol.dispose](): void {
@@ -344,6 +362,7 @@ export class CollectionWatch implements AsyncIterable<CollectionEvent> {
       try {
         for await (const message of client.raw.documents.watchCollection(request, { headers: client.headers, signal: this.abort.signal })) {
           connected = true;
+          client.heard();
           failures = 0;
           awaySince = undefined;
           this.cursor = message.cursor;
@@ -469,6 +488,7 @@ export class Documents {
         const stream = this.service.watchDocument({ id }, { headers: client.headers,
           timeoutMs: remaining === undefined ? undefined : Math.max(1, Math.ceil(remaining)) });
         for await (const event of stream) {
+          client.heard();
           failures = 0;
           const state = new Document(event.document ?? create(DocumentSchema, { id }));
           if (last === undefined || !equals(DocumentSchema, state.raw, last.raw)) {

@@ -172,12 +172,13 @@ export function statusDetails(error: ConnectError): { reason: string; metadata: 
 
 // What a failed TLS handshake looks like in Node's error codes, and what it means.
 const TLS_PROBLEMS: [RegExp, string, string][] = [
-  [/CERT|SIGNATURE|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/, "untrusted certificate",
-    "its certificate is not signed by the CA given (caFile / SLUICE_TLS_CA_FILE), or has expired"],
-  [/WRONG_VERSION_NUMBER|PACKET_LENGTH_TOO_LONG|RECORD_LAYER/, "server does not speak TLS",
-    "it answers in plaintext: leave out the CA file, or give the server a certificate"],
-  [/CERTIFICATE_REQUIRED/, "client certificate refused",
+  [/CERTIFICATE_REQUIRED|ALERT_BAD_CERTIFICATE|ALERT_UNKNOWN_CA|ALERT_CERTIFICATE_UNKNOWN|ALERT_DECRYPT_ERROR/,
+    "client certificate refused",
     "it requires a client certificate signed by a CA it trusts (certFile and keyFile, or SLUICE_TLS_CLIENT_CERT_FILE/_KEY_FILE)"],
+  [/WRONG_VERSION_NUMBER|PACKET_LENGTH_TOO_LONG|RECORD_LAYER|HTTP_REQUEST/, "server does not speak TLS",
+    "it answers in plaintext: leave out the CA file, or give the server a certificate"],
+  [/CERT|SIGNATURE|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ALTNAME/, "untrusted certificate",
+    "its certificate is not signed by the CA given (caFile / SLUICE_TLS_CA_FILE), or has expired, or names another host"],
   [/HANDSHAKE|ALERT/, "handshake refused", "it refused the handshake"],
 ];
 
@@ -247,10 +248,8 @@ function transportError(error: ConnectError, { service = "", address = "", tls =
       { ...options, problem: "handshake failed", reason: "TLS_HANDSHAKE_FAILED" });
   }
   if (codes.includes("ECONNRESET") || codes.includes("ERR_HTTP2_SESSION_ERROR") || codes.includes("EPIPE")) {
-    if (tls) {
-      return new TLSError(`${name} at ${address} closed the connection during the TLS handshake: it probably requires ` +
-        "a client certificate signed by a CA it trusts (certFile and keyFile)",
-      { ...options, problem: "client certificate refused", reason: "TLS_HANDSHAKE_FAILED" });
+    if (tls) { // the Client tells a refused client certificate from a dropped connection (client.ts)
+      return new ConnectionFailed(`${name} at ${address} closed the connection`, { ...options, reason: "CONNECTION_CLOSED" });
     }
     return new ConnectionFailed(`${name} at ${address} closed the connection at once: it probably requires TLS ` +
       "(give the CA of its certificate: caFile or SLUICE_TLS_CA_FILE)", { ...options, reason: "CONNECTION_CLOSED" });
