@@ -169,3 +169,24 @@ test("errors carry the code, the ErrorInfo reason and its metadata", async () =>
   });
   nowhere.close();
 });
+
+test("the key comes from the option, else SLUICE_API_KEY, else the credentials file", async () => {
+  const saved = { key: process.env.SLUICE_API_KEY, credentials: process.env.SLUICE_CREDENTIALS };
+  try {
+    delete process.env.SLUICE_API_KEY;
+    process.env.SLUICE_CREDENTIALS = stack.credentials;
+    const fromFile = new Client({ address: stack.ingest });
+    assert.equal(fromFile.headers.authorization, `Bearer ${stack.apiKey}`); // the file's client key
+    assert.equal((await fromFile.collections.get("ts-docs")).name, "ts-docs");
+    fromFile.close();
+    process.env.SLUICE_API_KEY = "slk_from_the_environment";
+    const fromEnv = new Client({ address: stack.ingest });
+    assert.equal(fromEnv.headers.authorization, "Bearer slk_from_the_environment");
+    await assert.rejects(fromEnv.collections.get("ts-docs"), Unauthenticated);
+    fromEnv.close();
+    assert.equal(new Client({ address: stack.ingest, apiKey: "slk_given" }).headers.authorization, "Bearer slk_given");
+  } finally {
+    if (saved.key === undefined) delete process.env.SLUICE_API_KEY; else process.env.SLUICE_API_KEY = saved.key;
+    if (saved.credentials === undefined) delete process.env.SLUICE_CREDENTIALS; else process.env.SLUICE_CREDENTIALS = saved.credentials;
+  }
+});
