@@ -252,10 +252,15 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
     from sluice_search import keyword
     from sluice_search.repository import _HIT_COLUMNS, _SCORE
 
+    if args.first_candidates:
+        keyword.FIRST_CANDIDATES = args.first_candidates
+
     scope = sql.SQL("{} AND c.tenant_id = {}").format(vector_index.generation_predicate(gid), sql.Literal(TENANT_ID))
     async with await psycopg.AsyncConnection.connect(reader_url, autocommit=True, prepare_threshold=5) as conn:
         await conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(TENANT_ID),))
         await conn.execute("SET random_page_cost = 1.1")
+        if args.plan_cache_mode:
+            await conn.execute(sql.SQL("SET plan_cache_mode = {}").format(sql.Identifier(args.plan_cache_mode)))
         log: list[tuple[bytes, float, int]] = []
         explain = {"on": False}
         real_execute = conn.execute
@@ -281,18 +286,38 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
 
         conn.execute = timed  # type: ignore[method-assign]
         for q in queries[:3]:  # warm
-            await keyword.search(conn, gid, textsearch.query_terms(q), 10, scope, _HIT_COLUMNS, sql.SQL(""), {}, _SCORE)
-        per_query = []
+            await keyword.search(conn, gid, textsearch.query_terms(q), args.limit, scope, _HIT_COLUMNS, sql.SQL(""), {},
+                                 _SCORE, args.exact or None)
+        other = None
+        if args.against:
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location("keyword_against", args.against)
+            other = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(other)
+        per_query, against, differ = [], [], 0
         for n, q in enumerate(queries):
             explain["on"] = n < args.explain
             if explain["on"]:
                 print(f"\n=== {q!r} terms {textsearch.query_terms(q)}")
-            log.clear()
-            started = time.perf_counter()
-            await keyword.search(conn, gid, textsearch.query_terms(q), 10, scope, _HIT_COLUMNS, sql.SQL(""), {}, _SCORE)
-            total = time.perf_counter() - started - (sum(t for _, t, _ in log) if explain["on"] else 0)
-            if not explain["on"]:
-                per_query.append((total, [(t, rows) for _, t, rows in log]))
+            terms = textsearch.query_terms(q)
+            runs = [("this", keyword), ("against", other)] if other else [("this", keyword)]
+            answers = {}
+            for name, module in runs if n % 2 == 0 else runs[::-1]:
+                log.clear()
+                started = time.perf_counter()
+                answers[name] = await module.search(conn, gid, terms, args.limit, scope, _HIT_COLUMNS, sql.SQL(""), {}, _SCORE,
+                                                    args.exact or None)
+                total = time.perf_counter() - started - (sum(t for _, t, _ in log) if explain["on"] else 0)
+                if not explain["on"]:
+                    if name == "this":
+                        per_query.append((total, [(t, rows) for _, t, rows in log]))
+                    else:
+                        against.append(total)
+            if other and [(r[0], round(float(r[_SCORE]), 4)) for r in answers["this"]] != [
+                    (r[0], round(float(r[_SCORE]), 4)) for r in answers["against"]]:
+                differ += 1
+                print(f"different answers for {q!r}")
         totals = np.asarray([t for t, _ in per_query]) * 1000
         statements = np.asarray([len(s) for _, s in per_query])
         first = np.asarray([s[0][0] for _, s in per_query]) * 1000
@@ -301,6 +326,11 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
               f" p99 {np.percentile(totals, 99):.2f} ms; statements per query: mean {statements.mean():.2f},"
               f" max {statements.max()}; first statement p50 {np.percentile(first, 50):.2f} ms;"
               f" the others (scoring rounds) p50 {np.percentile(rest, 50):.2f} ms, mean {rest.mean():.2f} ms")
+        if other:
+            base = np.asarray(against) * 1000
+            print(f"against {args.against}, the same queries taking turns: p50 {np.percentile(base, 50):.2f} ms,"
+                  f" p99 {np.percentile(base, 99):.2f} ms; this / that p50 {np.percentile(totals, 50) / np.percentile(base, 50):.2f};"
+                  f" per query, median of this / that {np.median(totals / base):.2f}; {differ} answers differ")
 
 
 def measure(reader_url: str, key: str, queries: list[str], args) -> dict:
@@ -349,6 +379,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--load-only", action="store_true", help="load (or upgrade) the database and stop")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="instead of the gRPC run: time each statement of N KEYWORD queries in-process")
+    parser.add_argument("--first-candidates", type=int, default=0, metavar="N",
+                        help="with --profile: keyword.FIRST_CANDIDATES (the first round's posting budget)")
+    parser.add_argument("--against", default="", metavar="KEYWORD_PY",
+                        help="with --profile: another keyword.py (e.g. an older one), run in turns with this one,"
+                             " its answers compared")
+    parser.add_argument("--limit", type=int, default=10, help="with --profile: hits asked (HYBRID asks 50)")
+    parser.add_argument("--exact", type=int, default=0, help="with --profile: hits that must be exact (HYBRID: 10)")
+    parser.add_argument("--plan-cache-mode", default="", help="with --profile: PostgreSQL's plan_cache_mode")
     parser.add_argument("--explain", type=int, default=3, metavar="N",
                         help="with --profile: EXPLAIN (ANALYZE, BUFFERS) the statements of the first N queries")
     run(parser.parse_args(argv))

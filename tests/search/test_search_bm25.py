@@ -7,7 +7,6 @@ import math
 import threading
 from collections import Counter
 
-import numpy as np
 import psycopg
 import pytest
 from sluice.v1 import search_service_pb2 as pb
@@ -226,7 +225,9 @@ async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, mon
     """MaxScore (keyword.py) scores only the chunks of the rarer query words as long as no other
     chunk can enter the answer: its first `exact` hits must be exactly BM25's, whatever the first
     candidate budget (1 forces every extra round, 10,000 takes every word at once), also when a
-    third of the documents are not READY (counted in the statistics, never in the answer)."""
+    third of the documents are not READY (counted in the statistics, never in the answer), and
+    however the rounds split the candidates (each round scores the chunks of its new words that
+    hold none of the earlier rounds' words; the rounds' answers are merged)."""
     from psycopg import sql
 
     from sluice_common import vector_index
@@ -303,74 +304,8 @@ async def test_keyword_candidates_come_from_the_gin_index_under_row_level_securi
             assert "Function Scan on sluice_keyword_scores" in plan, plan
             rows = await (await conn.execute(query, params)).fetchall()
             assert {row[3] for row in rows} == {"leases.txt"}
-        # Without a filter the candidates come from the posting lists (migration 0020), through a
-        # SECURITY DEFINER function too, and their chunks by primary key.
-        query, params = kw.candidates_query(gid, scope, _HIT_COLUMNS, ["leas"], weights, 10, 40)
-        plan = "\n".join(r[0] for r in await (await conn.execute(b"EXPLAIN " + query.as_bytes(conn), params)).fetchall())
-        assert "Seq Scan on chunks" not in plan and "search_tsv" not in plan, plan
-        assert "Function Scan on sluice_keyword_candidates" in plan, plan
-        rows = await (await conn.execute(query, params)).fetchall()
-        assert {row[2 + 3] for row in rows} == {"leases.txt"}
-        # search's role reads the postings only through that function.
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            await conn.execute("SELECT count(*) FROM keyword_postings")
-        # Without the tenant setting, or with another tenant's, the functions show nothing, as the policy would.
-        for other in ("", str(tenant + 1)):
-            await conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (other,))
-            query, params = kw.scoring_query(gid, sql.SQL("true"), sql.SQL("c.id"), sql.SQL(""), {}, ["leas"], weights,
-                                             10, join_first=False)
-            assert await (await conn.execute(query, params)).fetchall() == []
-            rows = await (await conn.execute(
-                "SELECT * FROM sluice_keyword_candidates(%s, %s, %s, 10)", (gid, ["leas"], [1.0]))).fetchall()
-            assert rows == []
-
-
-def postings(conn, generation_id: int) -> set[tuple[int, int, float]]:
-    rows = conn.execute(
-        "SELECT dim, chunk_id, weight FROM keyword_postings WHERE generation_id = %s", (generation_id,)
-    ).fetchall()
-    return {(dim, chunk_id, float(np.float32(weight))) for dim, chunk_id, weight in rows}
-
-
-def chunk_weights(conn, generation_id: int) -> set[tuple[int, int, float]]:
-    """Every (dimension, chunk, weight) of the generation's chunks' BM25 vectors, read here from
-    the vectors themselves."""
-    from pgvector import SparseVector
-
-    rows = conn.execute("SELECT id, search_bm25 FROM chunks WHERE generation_id = %s", (generation_id,)).fetchall()
-    out = set()
-    for chunk_id, vector in rows:
-        if vector is None:
-            continue
-        vector = vector if isinstance(vector, SparseVector) else SparseVector.from_text(vector)
-        for index, value in zip(vector.indices(), vector.values(), strict=True):
-            out.add((index + 1, chunk_id, float(np.float32(value))))
-    return out
-
-
-def test_postings_follow_inserts_deletions_replacements_and_reweighting(seed, corpus):
-    """The posting lists KEYWORD's candidates come from (migration 0020) hold exactly the weights
-    of the generation's chunks, through every way chunks are written."""
-    cid, docs = corpus
-    generation = seed.generation(cid)
-    conn = seed.conn
-    assert postings(conn, generation) == chunk_weights(conn, generation) != set()
-
-    seed.delete(docs["pg.txt"])  # a document deletion cascades to its chunks
-    assert postings(conn, generation) == chunk_weights(conn, generation)
-
-    with conn.transaction():  # a commit that replaces a document's chunks (a reprocessing)
-        conn.execute("DELETE FROM chunks WHERE document_id = %s", (docs["leases.txt"],))
-        seed.chunks(cid, docs["leases.txt"], ["Leases now expire after thirty seconds."], random_unit_vectors(1, 8))
-    assert postings(conn, generation) == chunk_weights(conn, generation)
-
-    # New weights for every chunk (the average length moved): the postings follow.
-    seed.chunks(cid, seed.document(cid, "long.txt"), ["lease " * 200], random_unit_vectors(1, 8))
-    before = postings(conn, generation)
-    conn.execute("UPDATE chunks SET search_terms = search_terms WHERE collection_id = %s", (cid,))
-    assert postings(conn, generation) == chunk_weights(conn, generation) != before
-
-    # A generation that is no longer live keeps none.
-    conn.execute("UPDATE collection_generations SET state = 'RETIRED', ended_at = now() WHERE id = %s", (generation,))
-    conn.execute("DELETE FROM chunks WHERE generation_id = %s", (generation,))
-    assert postings(conn, generation) == set()
+        # Without the tenant setting the function shows nothing, as the policy would.
+        await conn.execute("SELECT set_config('sluice.tenant_id', '', false)")
+        query, params = kw.scoring_query(gid, sql.SQL("true"), sql.SQL("c.id"), sql.SQL(""), {}, ["leas"], weights, 10,
+                                         join_first=False)
+        assert await (await conn.execute(query, params)).fetchall() == []

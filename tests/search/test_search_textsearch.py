@@ -63,3 +63,22 @@ def test_postgres_keeps_every_term_as_one_lexeme(database_url, text):
             "SELECT to_tsvector('simple', %s) @@ to_tsquery('simple', %s)", (terms, query)
         ).fetchone()[0]
         assert matched
+
+
+def test_the_ascii_highlighter_gives_textsearchs_spans():
+    """sluice_search.highlight takes a short cut for ASCII text: the same spans, on texts of every
+    kind (ASCII, accented, Chinese, ligatures, words split by underscores and punctuation)."""
+    import random
+
+    from sluice_search import highlight
+
+    rng = random.Random(18)
+    words = ["lease", "Lease", "LEASES", "worker", "job_id", "v2", "2024", "vacuum", "x", "ﬁle", "Café", "检索", "向量",
+             "a-b", "it's", "  ", "\n", "...", "fence", "__", "İstanbul"]
+    terms = ["lease", "leases", "worker", "v2", "2024", "vacuum", "x", "file", "café", "检索", "job", "id", "b"]
+    ascii_words = [w for w in words if w.isascii()]
+    for n in range(1000):
+        pool = ascii_words if n % 2 else words  # half of them all ASCII: the short cut
+        text = "".join(rng.choice(pool) + rng.choice([" ", "", ".", "_", "-"]) for _ in range(rng.randint(0, 30)))
+        wanted = rng.sample(terms, rng.randint(0, len(terms)))
+        assert highlight.highlight_spans(text, wanted) == highlight_spans(text, wanted), (text, wanted)

@@ -12,7 +12,7 @@ from sluice_common.embedders import Embedder, EmbeddingError, get_embedder
 from sluice_common.errors import FailedPrecondition, NotFound, Unavailable
 from sluice_common.reasons import Reason
 
-from . import context, fusion, rerank
+from . import context, fusion, highlight, rerank
 from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery, check_dimensions
 
 
@@ -167,7 +167,7 @@ class SearchService:
             )
             hits = self._fuse(vector_hits, keyword_hits, query.top_k, self._vector_share(collection, query.text))
         for hit in hits:
-            hit.highlights = textsearch.highlight_spans(hit.text, terms)
+            hit.highlights = highlight.highlight_spans(hit.text, terms)
         return hits
 
     def _vector_share(self, collection: Collection, text: str) -> float:
