@@ -39,6 +39,16 @@ class AttemptOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ATTEMPT_OUTCOME_LEASE_EXPIRED: _ClassVar[AttemptOutcome]
     ATTEMPT_OUTCOME_RELEASED: _ClassVar[AttemptOutcome]
     ATTEMPT_OUTCOME_CANCELLED: _ClassVar[AttemptOutcome]
+
+class VersionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VERSION_STATE_UNSPECIFIED: _ClassVar[VersionState]
+    VERSION_STATE_CURRENT: _ClassVar[VersionState]
+    VERSION_STATE_PENDING: _ClassVar[VersionState]
+    VERSION_STATE_FAILED: _ClassVar[VersionState]
+    VERSION_STATE_REPLACED: _ClassVar[VersionState]
+    VERSION_STATE_SUPERSEDED: _ClassVar[VersionState]
+    VERSION_STATE_DELETED: _ClassVar[VersionState]
 DOCUMENT_STATUS_UNSPECIFIED: DocumentStatus
 DOCUMENT_STATUS_PENDING: DocumentStatus
 DOCUMENT_STATUS_PARSING: DocumentStatus
@@ -60,6 +70,13 @@ ATTEMPT_OUTCOME_PERMANENT_FAILURE: AttemptOutcome
 ATTEMPT_OUTCOME_LEASE_EXPIRED: AttemptOutcome
 ATTEMPT_OUTCOME_RELEASED: AttemptOutcome
 ATTEMPT_OUTCOME_CANCELLED: AttemptOutcome
+VERSION_STATE_UNSPECIFIED: VersionState
+VERSION_STATE_CURRENT: VersionState
+VERSION_STATE_PENDING: VersionState
+VERSION_STATE_FAILED: VersionState
+VERSION_STATE_REPLACED: VersionState
+VERSION_STATE_SUPERSEDED: VersionState
+VERSION_STATE_DELETED: VersionState
 
 class Progress(_message.Message):
     __slots__ = ("stage", "done", "total", "unit")
@@ -96,7 +113,7 @@ class Attempt(_message.Message):
     def __init__(self, number: _Optional[int] = ..., worker_id: _Optional[str] = ..., stage: _Optional[_Union[DocumentStatus, str]] = ..., outcome: _Optional[_Union[AttemptOutcome, str]] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., retryable: _Optional[bool] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Document(_message.Message):
-    __slots__ = ("name", "id", "collection", "filename", "mime_type", "status", "error_message", "error_code", "progress", "attempts", "max_attempts", "chunk_count", "content_sha256", "size_bytes", "metadata", "job_status", "create_time", "update_time", "attempt_history", "next_attempt_time", "typed_metadata")
+    __slots__ = ("name", "id", "collection", "filename", "mime_type", "status", "error_message", "error_code", "progress", "attempts", "max_attempts", "chunk_count", "content_sha256", "size_bytes", "metadata", "job_status", "create_time", "update_time", "attempt_history", "next_attempt_time", "typed_metadata", "source_uri", "version", "versions")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -132,6 +149,9 @@ class Document(_message.Message):
     ATTEMPT_HISTORY_FIELD_NUMBER: _ClassVar[int]
     NEXT_ATTEMPT_TIME_FIELD_NUMBER: _ClassVar[int]
     TYPED_METADATA_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: str
     collection: str
@@ -153,7 +173,42 @@ class Document(_message.Message):
     attempt_history: _containers.RepeatedCompositeFieldContainer[Attempt]
     next_attempt_time: _timestamp_pb2.Timestamp
     typed_metadata: _containers.MessageMap[str, MetadataValue]
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error_message: _Optional[str] = ..., error_code: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., chunk_count: _Optional[int] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., job_status: _Optional[_Union[IngestionJobStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt_history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., next_attempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., typed_metadata: _Optional[_Mapping[str, MetadataValue]] = ...) -> None: ...
+    source_uri: str
+    version: int
+    versions: DocumentVersions
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error_message: _Optional[str] = ..., error_code: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., chunk_count: _Optional[int] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., job_status: _Optional[_Union[IngestionJobStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt_history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., next_attempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., typed_metadata: _Optional[_Mapping[str, MetadataValue]] = ..., source_uri: _Optional[str] = ..., version: _Optional[int] = ..., versions: _Optional[_Union[DocumentVersions, _Mapping]] = ...) -> None: ...
+
+class DocumentVersion(_message.Message):
+    __slots__ = ("version", "document_id", "content_sha256", "state", "status", "error_message", "create_time", "serving_time", "end_time")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SERVING_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    document_id: str
+    content_sha256: str
+    state: VersionState
+    status: DocumentStatus
+    error_message: str
+    create_time: _timestamp_pb2.Timestamp
+    serving_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    def __init__(self, version: _Optional[int] = ..., document_id: _Optional[str] = ..., content_sha256: _Optional[str] = ..., state: _Optional[_Union[VersionState, str]] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error_message: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., serving_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class DocumentVersions(_message.Message):
+    __slots__ = ("current", "next", "history")
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    current: DocumentVersion
+    next: DocumentVersion
+    history: _containers.RepeatedCompositeFieldContainer[DocumentVersion]
+    def __init__(self, current: _Optional[_Union[DocumentVersion, _Mapping]] = ..., next: _Optional[_Union[DocumentVersion, _Mapping]] = ..., history: _Optional[_Iterable[_Union[DocumentVersion, _Mapping]]] = ...) -> None: ...
 
 class StringList(_message.Message):
     __slots__ = ("values",)

@@ -94,7 +94,7 @@ class DeleteCollectionResponse(_message.Message):
     def __init__(self, deleted_documents: _Optional[int] = ...) -> None: ...
 
 class UploadDocumentMetadata(_message.Message):
-    __slots__ = ("collection", "filename", "mime_type", "metadata", "request_id", "expected_size_bytes", "expected_sha256", "typed_metadata")
+    __slots__ = ("collection", "filename", "mime_type", "metadata", "request_id", "expected_size_bytes", "expected_sha256", "typed_metadata", "source_uri")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +117,7 @@ class UploadDocumentMetadata(_message.Message):
     EXPECTED_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_SHA256_FIELD_NUMBER: _ClassVar[int]
     TYPED_METADATA_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
     collection: str
     filename: str
     mime_type: str
@@ -125,7 +126,8 @@ class UploadDocumentMetadata(_message.Message):
     expected_size_bytes: int
     expected_sha256: str
     typed_metadata: _containers.MessageMap[str, _document_pb2.MetadataValue]
-    def __init__(self, collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., expected_size_bytes: _Optional[int] = ..., expected_sha256: _Optional[str] = ..., typed_metadata: _Optional[_Mapping[str, _document_pb2.MetadataValue]] = ...) -> None: ...
+    source_uri: str
+    def __init__(self, collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ..., expected_size_bytes: _Optional[int] = ..., expected_sha256: _Optional[str] = ..., typed_metadata: _Optional[_Mapping[str, _document_pb2.MetadataValue]] = ..., source_uri: _Optional[str] = ...) -> None: ...
 
 class UploadDocumentTrailer(_message.Message):
     __slots__ = ("size_bytes", "sha256")
@@ -146,22 +148,28 @@ class UploadDocumentRequest(_message.Message):
     def __init__(self, metadata: _Optional[_Union[UploadDocumentMetadata, _Mapping]] = ..., data: _Optional[bytes] = ..., trailer: _Optional[_Union[UploadDocumentTrailer, _Mapping]] = ...) -> None: ...
 
 class GetDocumentRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "collection", "source_uri")
     ID_FIELD_NUMBER: _ClassVar[int]
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    collection: str
+    source_uri: str
+    def __init__(self, id: _Optional[str] = ..., collection: _Optional[str] = ..., source_uri: _Optional[str] = ...) -> None: ...
 
 class ListDocumentsRequest(_message.Message):
-    __slots__ = ("collection", "status", "page_size", "page_token")
+    __slots__ = ("collection", "status", "page_size", "page_token", "source_uri")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
     collection: str
     status: _document_pb2.DocumentStatus
     page_size: int
     page_token: str
-    def __init__(self, collection: _Optional[str] = ..., status: _Optional[_Union[_document_pb2.DocumentStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    source_uri: str
+    def __init__(self, collection: _Optional[str] = ..., status: _Optional[_Union[_document_pb2.DocumentStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., source_uri: _Optional[str] = ...) -> None: ...
 
 class ListDocumentsResponse(_message.Message):
     __slots__ = ("documents", "next_page_token")
@@ -172,16 +180,22 @@ class ListDocumentsResponse(_message.Message):
     def __init__(self, documents: _Optional[_Iterable[_Union[_document_pb2.Document, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class DeleteDocumentRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "collection", "source_uri")
     ID_FIELD_NUMBER: _ClassVar[int]
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    collection: str
+    source_uri: str
+    def __init__(self, id: _Optional[str] = ..., collection: _Optional[str] = ..., source_uri: _Optional[str] = ...) -> None: ...
 
 class DeleteDocumentResponse(_message.Message):
-    __slots__ = ("cancelled_running_job",)
+    __slots__ = ("cancelled_running_job", "deleted_documents")
     CANCELLED_RUNNING_JOB_FIELD_NUMBER: _ClassVar[int]
+    DELETED_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     cancelled_running_job: bool
-    def __init__(self, cancelled_running_job: _Optional[bool] = ...) -> None: ...
+    deleted_documents: int
+    def __init__(self, cancelled_running_job: _Optional[bool] = ..., deleted_documents: _Optional[int] = ...) -> None: ...
 
 class RetryDocumentRequest(_message.Message):
     __slots__ = ("id",)

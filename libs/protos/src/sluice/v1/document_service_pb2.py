@@ -27,7 +27,7 @@ from sluice.v1 import collection_pb2 as sluice_dot_v1_dot_collection__pb2
 from sluice.v1 import document_pb2 as sluice_dot_v1_dot_document__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n sluice/v1/document_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asluice/v1/collection.proto\x1a\x18sluice/v1/document.proto\"D\n\x17\x43reateCollectionRequest\x12)\n\ncollection\x18\x01 \x01(\x0b\x32\x15.sluice.v1.Collection\"$\n\x14GetCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"?\n\x16ListCollectionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"^\n\x17ListCollectionsResponse\x12*\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32\x15.sluice.v1.Collection\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"6\n\x17\x44\x65leteCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"\x94\x01\n\x18ReindexCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\x08\x65mbedder\x18\x02 \x01(\x0b\x32\x19.sluice.v1.EmbedderConfig\x12*\n\x0c\x65val_queries\x18\x03 \x03(\x0b\x32\x14.sluice.v1.EvalQuery\x12\x11\n\tmin_ratio\x18\x04 \x01(\x02\"8\n\tEvalQuery\x12\r\n\x05query\x18\x01 \x01(\t\x12\x10\n\x08relevant\x18\x02 \x03(\t\x12\n\n\x02id\x18\x03 \x01(\t\"$\n\x14\x43\x61ncelReindexRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"5\n\x18\x44\x65leteCollectionResponse\x12\x19\n\x11\x64\x65leted_documents\x18\x01 \x01(\x03\"\xad\x03\n\x16UploadDocumentMetadata\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x41\n\x08metadata\x18\x04 \x03(\x0b\x32/.sluice.v1.UploadDocumentMetadata.MetadataEntry\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x1b\n\x13\x65xpected_size_bytes\x18\x06 \x01(\x03\x12\x17\n\x0f\x65xpected_sha256\x18\x07 \x01(\t\x12L\n\x0etyped_metadata\x18\x08 \x03(\x0b\x32\x34.sluice.v1.UploadDocumentMetadata.TypedMetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aN\n\x12TypedMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.sluice.v1.MetadataValue:\x02\x38\x01\";\n\x15UploadDocumentTrailer\x12\x12\n\nsize_bytes\x18\x01 \x01(\x03\x12\x0e\n\x06sha256\x18\x02 \x01(\t\"\x9e\x01\n\x15UploadDocumentRequest\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32!.sluice.v1.UploadDocumentMetadataH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x12\x33\n\x07trailer\x18\x03 \x01(\x0b\x32 .sluice.v1.UploadDocumentTrailerH\x00\x42\t\n\x07payload\" \n\x12GetDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"|\n\x14ListDocumentsRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12)\n\x06status\x18\x02 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"X\n\x15ListDocumentsResponse\x12&\n\tdocuments\x18\x01 \x03(\x0b\x32\x13.sluice.v1.Document\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"#\n\x15\x44\x65leteDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"7\n\x16\x44\x65leteDocumentResponse\x12\x1d\n\x15\x63\x61ncelled_running_job\x18\x01 \x01(\x08\"\"\n\x14RetryDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"&\n\x18ReprocessDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\"\n\x14WatchDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\xa1\x01\n\x16WatchCollectionRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\t\x12\x19\n\x11start_from_oldest\x18\x03 \x01(\x08\x12+\n\x08statuses\x18\x04 \x03(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x15\n\rterminal_only\x18\x05 \x01(\x08\"\xb9\x01\n\x0f\x43ollectionEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x02 \x01(\x03\x12,\n\x04type\x18\x03 \x01(\x0e\x32\x1e.sluice.v1.CollectionEventType\x12%\n\x08\x64ocument\x18\x04 \x01(\x0b\x32\x13.sluice.v1.Document\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xa7\x01\n\x13\x43ollectionEventType\x12%\n!COLLECTION_EVENT_TYPE_UNSPECIFIED\x10\x00\x12!\n\x1d\x43OLLECTION_EVENT_TYPE_CHANGED\x10\x01\x12!\n\x1d\x43OLLECTION_EVENT_TYPE_DELETED\x10\x02\x12#\n\x1f\x43OLLECTION_EVENT_TYPE_HEARTBEAT\x10\x03\x32\xeb\x08\n\x0f\x44ocumentService\x12M\n\x10\x43reateCollection\x12\".sluice.v1.CreateCollectionRequest\x1a\x15.sluice.v1.Collection\x12G\n\rGetCollection\x12\x1f.sluice.v1.GetCollectionRequest\x1a\x15.sluice.v1.Collection\x12X\n\x0fListCollections\x12!.sluice.v1.ListCollectionsRequest\x1a\".sluice.v1.ListCollectionsResponse\x12[\n\x10\x44\x65leteCollection\x12\".sluice.v1.DeleteCollectionRequest\x1a#.sluice.v1.DeleteCollectionResponse\x12O\n\x11ReindexCollection\x12#.sluice.v1.ReindexCollectionRequest\x1a\x15.sluice.v1.Collection\x12G\n\rCancelReindex\x12\x1f.sluice.v1.CancelReindexRequest\x1a\x15.sluice.v1.Collection\x12I\n\x0eUploadDocument\x12 .sluice.v1.UploadDocumentRequest\x1a\x13.sluice.v1.Document(\x01\x12\x41\n\x0bGetDocument\x12\x1d.sluice.v1.GetDocumentRequest\x1a\x13.sluice.v1.Document\x12R\n\rListDocuments\x12\x1f.sluice.v1.ListDocumentsRequest\x1a .sluice.v1.ListDocumentsResponse\x12U\n\x0e\x44\x65leteDocument\x12 .sluice.v1.DeleteDocumentRequest\x1a!.sluice.v1.DeleteDocumentResponse\x12\x45\n\rRetryDocument\x12\x1f.sluice.v1.RetryDocumentRequest\x1a\x13.sluice.v1.Document\x12M\n\x11ReprocessDocument\x12#.sluice.v1.ReprocessDocumentRequest\x1a\x13.sluice.v1.Document\x12L\n\rWatchDocument\x12\x1f.sluice.v1.WatchDocumentRequest\x1a\x18.sluice.v1.DocumentEvent0\x01\x12R\n\x0fWatchCollection\x12!.sluice.v1.WatchCollectionRequest\x1a\x1a.sluice.v1.CollectionEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n sluice/v1/document_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asluice/v1/collection.proto\x1a\x18sluice/v1/document.proto\"D\n\x17\x43reateCollectionRequest\x12)\n\ncollection\x18\x01 \x01(\x0b\x32\x15.sluice.v1.Collection\"$\n\x14GetCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"?\n\x16ListCollectionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"^\n\x17ListCollectionsResponse\x12*\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32\x15.sluice.v1.Collection\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"6\n\x17\x44\x65leteCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"\x94\x01\n\x18ReindexCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\x08\x65mbedder\x18\x02 \x01(\x0b\x32\x19.sluice.v1.EmbedderConfig\x12*\n\x0c\x65val_queries\x18\x03 \x03(\x0b\x32\x14.sluice.v1.EvalQuery\x12\x11\n\tmin_ratio\x18\x04 \x01(\x02\"8\n\tEvalQuery\x12\r\n\x05query\x18\x01 \x01(\t\x12\x10\n\x08relevant\x18\x02 \x03(\t\x12\n\n\x02id\x18\x03 \x01(\t\"$\n\x14\x43\x61ncelReindexRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"5\n\x18\x44\x65leteCollectionResponse\x12\x19\n\x11\x64\x65leted_documents\x18\x01 \x01(\x03\"\xc1\x03\n\x16UploadDocumentMetadata\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x41\n\x08metadata\x18\x04 \x03(\x0b\x32/.sluice.v1.UploadDocumentMetadata.MetadataEntry\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x1b\n\x13\x65xpected_size_bytes\x18\x06 \x01(\x03\x12\x17\n\x0f\x65xpected_sha256\x18\x07 \x01(\t\x12L\n\x0etyped_metadata\x18\x08 \x03(\x0b\x32\x34.sluice.v1.UploadDocumentMetadata.TypedMetadataEntry\x12\x12\n\nsource_uri\x18\t \x01(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aN\n\x12TypedMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.sluice.v1.MetadataValue:\x02\x38\x01\";\n\x15UploadDocumentTrailer\x12\x12\n\nsize_bytes\x18\x01 \x01(\x03\x12\x0e\n\x06sha256\x18\x02 \x01(\t\"\x9e\x01\n\x15UploadDocumentRequest\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32!.sluice.v1.UploadDocumentMetadataH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x12\x33\n\x07trailer\x18\x03 \x01(\x0b\x32 .sluice.v1.UploadDocumentTrailerH\x00\x42\t\n\x07payload\"H\n\x12GetDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ncollection\x18\x02 \x01(\t\x12\x12\n\nsource_uri\x18\x03 \x01(\t\"\x90\x01\n\x14ListDocumentsRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12)\n\x06status\x18\x02 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x12\n\nsource_uri\x18\x05 \x01(\t\"X\n\x15ListDocumentsResponse\x12&\n\tdocuments\x18\x01 \x03(\x0b\x32\x13.sluice.v1.Document\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"K\n\x15\x44\x65leteDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ncollection\x18\x02 \x01(\t\x12\x12\n\nsource_uri\x18\x03 \x01(\t\"R\n\x16\x44\x65leteDocumentResponse\x12\x1d\n\x15\x63\x61ncelled_running_job\x18\x01 \x01(\x08\x12\x19\n\x11\x64\x65leted_documents\x18\x02 \x01(\x05\"\"\n\x14RetryDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"&\n\x18ReprocessDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\"\n\x14WatchDocumentRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\xa1\x01\n\x16WatchCollectionRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\t\x12\x19\n\x11start_from_oldest\x18\x03 \x01(\x08\x12+\n\x08statuses\x18\x04 \x03(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x15\n\rterminal_only\x18\x05 \x01(\x08\"\xb9\x01\n\x0f\x43ollectionEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x02 \x01(\x03\x12,\n\x04type\x18\x03 \x01(\x0e\x32\x1e.sluice.v1.CollectionEventType\x12%\n\x08\x64ocument\x18\x04 \x01(\x0b\x32\x13.sluice.v1.Document\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xa7\x01\n\x13\x43ollectionEventType\x12%\n!COLLECTION_EVENT_TYPE_UNSPECIFIED\x10\x00\x12!\n\x1d\x43OLLECTION_EVENT_TYPE_CHANGED\x10\x01\x12!\n\x1d\x43OLLECTION_EVENT_TYPE_DELETED\x10\x02\x12#\n\x1f\x43OLLECTION_EVENT_TYPE_HEARTBEAT\x10\x03\x32\xeb\x08\n\x0f\x44ocumentService\x12M\n\x10\x43reateCollection\x12\".sluice.v1.CreateCollectionRequest\x1a\x15.sluice.v1.Collection\x12G\n\rGetCollection\x12\x1f.sluice.v1.GetCollectionRequest\x1a\x15.sluice.v1.Collection\x12X\n\x0fListCollections\x12!.sluice.v1.ListCollectionsRequest\x1a\".sluice.v1.ListCollectionsResponse\x12[\n\x10\x44\x65leteCollection\x12\".sluice.v1.DeleteCollectionRequest\x1a#.sluice.v1.DeleteCollectionResponse\x12O\n\x11ReindexCollection\x12#.sluice.v1.ReindexCollectionRequest\x1a\x15.sluice.v1.Collection\x12G\n\rCancelReindex\x12\x1f.sluice.v1.CancelReindexRequest\x1a\x15.sluice.v1.Collection\x12I\n\x0eUploadDocument\x12 .sluice.v1.UploadDocumentRequest\x1a\x13.sluice.v1.Document(\x01\x12\x41\n\x0bGetDocument\x12\x1d.sluice.v1.GetDocumentRequest\x1a\x13.sluice.v1.Document\x12R\n\rListDocuments\x12\x1f.sluice.v1.ListDocumentsRequest\x1a .sluice.v1.ListDocumentsResponse\x12U\n\x0e\x44\x65leteDocument\x12 .sluice.v1.DeleteDocumentRequest\x1a!.sluice.v1.DeleteDocumentResponse\x12\x45\n\rRetryDocument\x12\x1f.sluice.v1.RetryDocumentRequest\x1a\x13.sluice.v1.Document\x12M\n\x11ReprocessDocument\x12#.sluice.v1.ReprocessDocumentRequest\x1a\x13.sluice.v1.Document\x12L\n\rWatchDocument\x12\x1f.sluice.v1.WatchDocumentRequest\x1a\x18.sluice.v1.DocumentEvent0\x01\x12R\n\x0fWatchCollection\x12!.sluice.v1.WatchCollectionRequest\x1a\x1a.sluice.v1.CollectionEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,8 +38,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_UPLOADDOCUMENTMETADATA_TYPEDMETADATAENTRY']._loaded_options = None
   _globals['_UPLOADDOCUMENTMETADATA_TYPEDMETADATAENTRY']._serialized_options = b'8\001'
-  _globals['_COLLECTIONEVENTTYPE']._serialized_start=2224
-  _globals['_COLLECTIONEVENTTYPE']._serialized_end=2391
+  _globals['_COLLECTIONEVENTTYPE']._serialized_start=2372
+  _globals['_COLLECTIONEVENTTYPE']._serialized_end=2539
   _globals['_CREATECOLLECTIONREQUEST']._serialized_start=134
   _globals['_CREATECOLLECTIONREQUEST']._serialized_end=202
   _globals['_GETCOLLECTIONREQUEST']._serialized_start=204
@@ -59,35 +59,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETECOLLECTIONRESPONSE']._serialized_start=706
   _globals['_DELETECOLLECTIONRESPONSE']._serialized_end=759
   _globals['_UPLOADDOCUMENTMETADATA']._serialized_start=762
-  _globals['_UPLOADDOCUMENTMETADATA']._serialized_end=1191
-  _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._serialized_start=1064
-  _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._serialized_end=1111
-  _globals['_UPLOADDOCUMENTMETADATA_TYPEDMETADATAENTRY']._serialized_start=1113
-  _globals['_UPLOADDOCUMENTMETADATA_TYPEDMETADATAENTRY']._serialized_end=1191
-  _globals['_UPLOADDOCUMENTTRAILER']._serialized_start=1193
-  _globals['_UPLOADDOCUMENTTRAILER']._serialized_end=1252
-  _globals['_UPLOADDOCUMENTREQUEST']._serialized_start=1255
-  _globals['_UPLOADDOCUMENTREQUEST']._serialized_end=1413
-  _globals['_GETDOCUMENTREQUEST']._serialized_start=1415
-  _globals['_GETDOCUMENTREQUEST']._serialized_end=1447
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1449
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1573
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1575
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1663
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1665
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1700
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1702
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1757
-  _globals['_RETRYDOCUMENTREQUEST']._serialized_start=1759
-  _globals['_RETRYDOCUMENTREQUEST']._serialized_end=1793
-  _globals['_REPROCESSDOCUMENTREQUEST']._serialized_start=1795
-  _globals['_REPROCESSDOCUMENTREQUEST']._serialized_end=1833
-  _globals['_WATCHDOCUMENTREQUEST']._serialized_start=1835
-  _globals['_WATCHDOCUMENTREQUEST']._serialized_end=1869
-  _globals['_WATCHCOLLECTIONREQUEST']._serialized_start=1872
-  _globals['_WATCHCOLLECTIONREQUEST']._serialized_end=2033
-  _globals['_COLLECTIONEVENT']._serialized_start=2036
-  _globals['_COLLECTIONEVENT']._serialized_end=2221
-  _globals['_DOCUMENTSERVICE']._serialized_start=2394
-  _globals['_DOCUMENTSERVICE']._serialized_end=3525
+  _globals['_UPLOADDOCUMENTMETADATA']._serialized_end=1211
+  _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._serialized_start=1084
+  _globals['_UPLOADDOCUMENTMETADATA_METADATAENTRY']._serialized_end=1131
+  _globals['_UPLOADDOCUMENTMETADATA_TYPEDMETADATAENTRY']._serialized_start=1133
+  _globals['_UPLOADDOCUMENTMETADATA_TYPEDMETADATAENTRY']._serialized_end=1211
+  _globals['_UPLOADDOCUMENTTRAILER']._serialized_start=1213
+  _globals['_UPLOADDOCUMENTTRAILER']._serialized_end=1272
+  _globals['_UPLOADDOCUMENTREQUEST']._serialized_start=1275
+  _globals['_UPLOADDOCUMENTREQUEST']._serialized_end=1433
+  _globals['_GETDOCUMENTREQUEST']._serialized_start=1435
+  _globals['_GETDOCUMENTREQUEST']._serialized_end=1507
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1510
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1654
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1656
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1744
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1746
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1821
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1823
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1905
+  _globals['_RETRYDOCUMENTREQUEST']._serialized_start=1907
+  _globals['_RETRYDOCUMENTREQUEST']._serialized_end=1941
+  _globals['_REPROCESSDOCUMENTREQUEST']._serialized_start=1943
+  _globals['_REPROCESSDOCUMENTREQUEST']._serialized_end=1981
+  _globals['_WATCHDOCUMENTREQUEST']._serialized_start=1983
+  _globals['_WATCHDOCUMENTREQUEST']._serialized_end=2017
+  _globals['_WATCHCOLLECTIONREQUEST']._serialized_start=2020
+  _globals['_WATCHCOLLECTIONREQUEST']._serialized_end=2181
+  _globals['_COLLECTIONEVENT']._serialized_start=2184
+  _globals['_COLLECTIONEVENT']._serialized_end=2369
+  _globals['_DOCUMENTSERVICE']._serialized_start=2542
+  _globals['_DOCUMENTSERVICE']._serialized_end=3673
 # @@protoc_insertion_point(module_scope)

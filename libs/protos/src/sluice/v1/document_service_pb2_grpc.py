@@ -184,27 +184,42 @@ class DocumentServiceServicer:
         are a new document. An upload repeating a request_id returns the document that request_id
         created; reusing a request_id for other bytes or another collection is ALREADY_EXISTS with
         reason REQUEST_ID_REUSED. To process identical bytes again, use ReprocessDocument.
+
+        Versions: with a source_uri, deduplication is by source instead. New content for a
+        source_uri the collection holds becomes that document's next version (PENDING), while the
+        current version keeps serving; at the next version's READY commit the current one is deleted
+        (chunks, job, content) in the same transaction, so search returns exactly one of them at
+        every moment. A next version that FAILS leaves the current one serving. The same bytes as the
+        current or the pending version return that version and create nothing; newer content while
+        a version is pending supersedes it (it is deleted with its job). The same bytes under another
+        source_uri, or without one, are another document. An invalid source_uri is INVALID_ARGUMENT
+        with reason INVALID_SOURCE_URI.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetDocument(self, request, context):
-        """GetDocument returns one document with its attempt history.
+        """GetDocument returns one document with its attempt history (and, with a source_uri, its
+        versions), by id or by collection and source_uri (then the current version, or the pending
+        one when there is no current one).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListDocuments(self, request, context):
-        """ListDocuments lists documents, newest first, filtered by collection and status.
+        """ListDocuments lists documents, newest first, filtered by collection, status and source_uri.
+        Every live version is a document: a source being replaced lists its current and its next
+        version.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteDocument(self, request, context):
-        """DeleteDocument deletes a document, its content and chunks, and cancels its job.
+        """DeleteDocument deletes a document, its content and chunks, and cancels its job. By id it
+        deletes that version only; by collection and source_uri, every live version of the source.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

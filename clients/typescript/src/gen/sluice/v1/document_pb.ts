@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/v1/document.proto.
  */
 export const file_sluice_v1_document: GenFile = /*@__PURE__*/
-  fileDesc("ChhzbHVpY2UvdjEvZG9jdW1lbnQucHJvdG8SCXNsdWljZS52MSJfCghQcm9ncmVzcxIoCgVzdGFnZRgBIAEoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIMCgRkb25lGAIgASgDEg0KBXRvdGFsGAMgASgDEgwKBHVuaXQYBCABKAkingIKB0F0dGVtcHQSDgoGbnVtYmVyGAEgASgFEhEKCXdvcmtlcl9pZBgCIAEoCRIoCgVzdGFnZRgDIAEoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIqCgdvdXRjb21lGAQgASgOMhkuc2x1aWNlLnYxLkF0dGVtcHRPdXRjb21lEhIKCmVycm9yX2NvZGUYBSABKAkSFQoNZXJyb3JfbWVzc2FnZRgGIAEoCRIRCglyZXRyeWFibGUYByABKAgSLgoKc3RhcnRfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrIGCghEb2N1bWVudBIMCgRuYW1lGAEgASgJEgoKAmlkGAIgASgJEhIKCmNvbGxlY3Rpb24YAyABKAkSEAoIZmlsZW5hbWUYBCABKAkSEQoJbWltZV90eXBlGAUgASgJEikKBnN0YXR1cxgGIAEoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIVCg1lcnJvcl9tZXNzYWdlGAcgASgJEhIKCmVycm9yX2NvZGUYCCABKAkSJQoIcHJvZ3Jlc3MYCSABKAsyEy5zbHVpY2UudjEuUHJvZ3Jlc3MSEAoIYXR0ZW1wdHMYCiABKAUSFAoMbWF4X2F0dGVtcHRzGAsgASgFEhMKC2NodW5rX2NvdW50GAwgASgFEhYKDmNvbnRlbnRfc2hhMjU2GA0gASgJEhIKCnNpemVfYnl0ZXMYDiABKAMSMwoIbWV0YWRhdGEYDyADKAsyIS5zbHVpY2UudjEuRG9jdW1lbnQuTWV0YWRhdGFFbnRyeRIxCgpqb2Jfc3RhdHVzGBAgASgOMh0uc2x1aWNlLnYxLkluZ2VzdGlvbkpvYlN0YXR1cxIvCgtjcmVhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKD2F0dGVtcHRfaGlzdG9yeRgTIAMoCzISLnNsdWljZS52MS5BdHRlbXB0EjUKEW5leHRfYXR0ZW1wdF90aW1lGBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI+Cg50eXBlZF9tZXRhZGF0YRgVIAMoCzImLnNsdWljZS52MS5Eb2N1bWVudC5UeXBlZE1ldGFkYXRhRW50cnkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGk4KElR5cGVkTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5zbHVpY2UudjEuTWV0YWRhdGFWYWx1ZToCOAEiHAoKU3RyaW5nTGlzdBIOCgZ2YWx1ZXMYASADKAkiyAEKDU1ldGFkYXRhVmFsdWUSFgoMc3RyaW5nX3ZhbHVlGAEgASgJSAASFgoMbnVtYmVyX3ZhbHVlGAIgASgBSAASFAoKYm9vbF92YWx1ZRgDIAEoCEgAEjUKD3RpbWVzdGFtcF92YWx1ZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIyChFzdHJpbmdfbGlzdF92YWx1ZRgFIAEoCzIVLnNsdWljZS52MS5TdHJpbmdMaXN0SABCBgoEa2luZCJICg1Eb2N1bWVudEV2ZW50EiUKCGRvY3VtZW50GAEgASgLMhMuc2x1aWNlLnYxLkRvY3VtZW50EhAKCHNlcXVlbmNlGAIgASgDIlwKC0JvdW5kaW5nQm94EhMKC3BhZ2VfbnVtYmVyGAEgASgFEgwKBGxlZnQYAiABKAISCwoDdG9wGAMgASgCEg0KBXJpZ2h0GAQgASgCEg4KBmJvdHRvbRgFIAEoAir9AQoORG9jdW1lbnRTdGF0dXMSHwobRE9DVU1FTlRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXRE9DVU1FTlRfU1RBVFVTX1BFTkRJTkcQARIbChdET0NVTUVOVF9TVEFUVVNfUEFSU0lORxACEhwKGERPQ1VNRU5UX1NUQVRVU19DSFVOS0lORxADEh0KGURPQ1VNRU5UX1NUQVRVU19FTUJFRERJTkcQBBIcChhET0NVTUVOVF9TVEFUVVNfSU5ERVhJTkcQBRIZChVET0NVTUVOVF9TVEFUVVNfUkVBRFkQBhIaChZET0NVTUVOVF9TVEFUVVNfRkFJTEVEEAcqwwEKEkluZ2VzdGlvbkpvYlN0YXR1cxIkCiBJTkdFU1RJT05fSk9CX1NUQVRVU19VTlNQRUNJRklFRBAAEiAKHElOR0VTVElPTl9KT0JfU1RBVFVTX1BFTkRJTkcQARIgChxJTkdFU1RJT05fSk9CX1NUQVRVU19SVU5OSU5HEAISIgoeSU5HRVNUSU9OX0pPQl9TVEFUVVNfU1VDQ0VFREVEEAMSHwobSU5HRVNUSU9OX0pPQl9TVEFUVVNfRkFJTEVEEAQqmwIKDkF0dGVtcHRPdXRjb21lEh8KG0FUVEVNUFRfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhsKF0FUVEVNUFRfT1VUQ09NRV9SVU5OSU5HEAESHQoZQVRURU1QVF9PVVRDT01FX1NVQ0NFRURFRBACEiUKIUFUVEVNUFRfT1VUQ09NRV9SRVRSWUFCTEVfRkFJTFVSRRADEiUKIUFUVEVNUFRfT1VUQ09NRV9QRVJNQU5FTlRfRkFJTFVSRRAEEiEKHUFUVEVNUFRfT1VUQ09NRV9MRUFTRV9FWFBJUkVEEAUSHAoYQVRURU1QVF9PVVRDT01FX1JFTEVBU0VEEAYSHQoZQVRURU1QVF9PVVRDT01FX0NBTkNFTExFRBAHYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChhzbHVpY2UvdjEvZG9jdW1lbnQucHJvdG8SCXNsdWljZS52MSJfCghQcm9ncmVzcxIoCgVzdGFnZRgBIAEoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIMCgRkb25lGAIgASgDEg0KBXRvdGFsGAMgASgDEgwKBHVuaXQYBCABKAkingIKB0F0dGVtcHQSDgoGbnVtYmVyGAEgASgFEhEKCXdvcmtlcl9pZBgCIAEoCRIoCgVzdGFnZRgDIAEoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIqCgdvdXRjb21lGAQgASgOMhkuc2x1aWNlLnYxLkF0dGVtcHRPdXRjb21lEhIKCmVycm9yX2NvZGUYBSABKAkSFQoNZXJyb3JfbWVzc2FnZRgGIAEoCRIRCglyZXRyeWFibGUYByABKAgSLgoKc3RhcnRfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoYHCghEb2N1bWVudBIMCgRuYW1lGAEgASgJEgoKAmlkGAIgASgJEhIKCmNvbGxlY3Rpb24YAyABKAkSEAoIZmlsZW5hbWUYBCABKAkSEQoJbWltZV90eXBlGAUgASgJEikKBnN0YXR1cxgGIAEoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIVCg1lcnJvcl9tZXNzYWdlGAcgASgJEhIKCmVycm9yX2NvZGUYCCABKAkSJQoIcHJvZ3Jlc3MYCSABKAsyEy5zbHVpY2UudjEuUHJvZ3Jlc3MSEAoIYXR0ZW1wdHMYCiABKAUSFAoMbWF4X2F0dGVtcHRzGAsgASgFEhMKC2NodW5rX2NvdW50GAwgASgFEhYKDmNvbnRlbnRfc2hhMjU2GA0gASgJEhIKCnNpemVfYnl0ZXMYDiABKAMSMwoIbWV0YWRhdGEYDyADKAsyIS5zbHVpY2UudjEuRG9jdW1lbnQuTWV0YWRhdGFFbnRyeRIxCgpqb2Jfc3RhdHVzGBAgASgOMh0uc2x1aWNlLnYxLkluZ2VzdGlvbkpvYlN0YXR1cxIvCgtjcmVhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKD2F0dGVtcHRfaGlzdG9yeRgTIAMoCzISLnNsdWljZS52MS5BdHRlbXB0EjUKEW5leHRfYXR0ZW1wdF90aW1lGBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI+Cg50eXBlZF9tZXRhZGF0YRgVIAMoCzImLnNsdWljZS52MS5Eb2N1bWVudC5UeXBlZE1ldGFkYXRhRW50cnkSEgoKc291cmNlX3VyaRgWIAEoCRIPCgd2ZXJzaW9uGBcgASgFEi0KCHZlcnNpb25zGBggASgLMhsuc2x1aWNlLnYxLkRvY3VtZW50VmVyc2lvbnMaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGk4KElR5cGVkTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5zbHVpY2UudjEuTWV0YWRhdGFWYWx1ZToCOAEiygIKD0RvY3VtZW50VmVyc2lvbhIPCgd2ZXJzaW9uGAEgASgFEhMKC2RvY3VtZW50X2lkGAIgASgJEhYKDmNvbnRlbnRfc2hhMjU2GAMgASgJEiYKBXN0YXRlGAQgASgOMhcuc2x1aWNlLnYxLlZlcnNpb25TdGF0ZRIpCgZzdGF0dXMYBSABKA4yGS5zbHVpY2UudjEuRG9jdW1lbnRTdGF0dXMSFQoNZXJyb3JfbWVzc2FnZRgGIAEoCRIvCgtjcmVhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMc2VydmluZ190aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilgEKEERvY3VtZW50VmVyc2lvbnMSKwoHY3VycmVudBgBIAEoCzIaLnNsdWljZS52MS5Eb2N1bWVudFZlcnNpb24SKAoEbmV4dBgCIAEoCzIaLnNsdWljZS52MS5Eb2N1bWVudFZlcnNpb24SKwoHaGlzdG9yeRgDIAMoCzIaLnNsdWljZS52MS5Eb2N1bWVudFZlcnNpb24iHAoKU3RyaW5nTGlzdBIOCgZ2YWx1ZXMYASADKAkiyAEKDU1ldGFkYXRhVmFsdWUSFgoMc3RyaW5nX3ZhbHVlGAEgASgJSAASFgoMbnVtYmVyX3ZhbHVlGAIgASgBSAASFAoKYm9vbF92YWx1ZRgDIAEoCEgAEjUKD3RpbWVzdGFtcF92YWx1ZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIyChFzdHJpbmdfbGlzdF92YWx1ZRgFIAEoCzIVLnNsdWljZS52MS5TdHJpbmdMaXN0SABCBgoEa2luZCJICg1Eb2N1bWVudEV2ZW50EiUKCGRvY3VtZW50GAEgASgLMhMuc2x1aWNlLnYxLkRvY3VtZW50EhAKCHNlcXVlbmNlGAIgASgDIlwKC0JvdW5kaW5nQm94EhMKC3BhZ2VfbnVtYmVyGAEgASgFEgwKBGxlZnQYAiABKAISCwoDdG9wGAMgASgCEg0KBXJpZ2h0GAQgASgCEg4KBmJvdHRvbRgFIAEoAir9AQoORG9jdW1lbnRTdGF0dXMSHwobRE9DVU1FTlRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXRE9DVU1FTlRfU1RBVFVTX1BFTkRJTkcQARIbChdET0NVTUVOVF9TVEFUVVNfUEFSU0lORxACEhwKGERPQ1VNRU5UX1NUQVRVU19DSFVOS0lORxADEh0KGURPQ1VNRU5UX1NUQVRVU19FTUJFRERJTkcQBBIcChhET0NVTUVOVF9TVEFUVVNfSU5ERVhJTkcQBRIZChVET0NVTUVOVF9TVEFUVVNfUkVBRFkQBhIaChZET0NVTUVOVF9TVEFUVVNfRkFJTEVEEAcqwwEKEkluZ2VzdGlvbkpvYlN0YXR1cxIkCiBJTkdFU1RJT05fSk9CX1NUQVRVU19VTlNQRUNJRklFRBAAEiAKHElOR0VTVElPTl9KT0JfU1RBVFVTX1BFTkRJTkcQARIgChxJTkdFU1RJT05fSk9CX1NUQVRVU19SVU5OSU5HEAISIgoeSU5HRVNUSU9OX0pPQl9TVEFUVVNfU1VDQ0VFREVEEAMSHwobSU5HRVNUSU9OX0pPQl9TVEFUVVNfRkFJTEVEEAQqmwIKDkF0dGVtcHRPdXRjb21lEh8KG0FUVEVNUFRfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhsKF0FUVEVNUFRfT1VUQ09NRV9SVU5OSU5HEAESHQoZQVRURU1QVF9PVVRDT01FX1NVQ0NFRURFRBACEiUKIUFUVEVNUFRfT1VUQ09NRV9SRVRSWUFCTEVfRkFJTFVSRRADEiUKIUFUVEVNUFRfT1VUQ09NRV9QRVJNQU5FTlRfRkFJTFVSRRAEEiEKHUFUVEVNUFRfT1VUQ09NRV9MRUFTRV9FWFBJUkVEEAUSHAoYQVRURU1QVF9PVVRDT01FX1JFTEVBU0VEEAYSHQoZQVRURU1QVF9PVVRDT01FX0NBTkNFTExFRBAHKtIBCgxWZXJzaW9uU3RhdGUSHQoZVkVSU0lPTl9TVEFURV9VTlNQRUNJRklFRBAAEhkKFVZFUlNJT05fU1RBVEVfQ1VSUkVOVBABEhkKFVZFUlNJT05fU1RBVEVfUEVORElORxACEhgKFFZFUlNJT05fU1RBVEVfRkFJTEVEEAMSGgoWVkVSU0lPTl9TVEFURV9SRVBMQUNFRBAEEhwKGFZFUlNJT05fU1RBVEVfU1VQRVJTRURFRBAFEhkKFVZFUlNJT05fU1RBVEVfREVMRVRFRBAGYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * Progress describes how far the current stage has come.
@@ -135,8 +135,9 @@ export const AttemptSchema: GenMessage<Attempt> = /*@__PURE__*/
 
 /**
  * Document is one uploaded file and its processing state.
- * A collection holds at most one document per content (SHA-256): uploading the same bytes again
- * returns the existing document instead of creating a new one (see UploadDocument).
+ * A collection holds at most one document per content (SHA-256) among the documents without a
+ * source_uri: uploading the same bytes again returns the existing document instead of creating a
+ * new one (see UploadDocument). A document with a source_uri is one version of that source.
  *
  * @generated from message sluice.v1.Document
  */
@@ -290,6 +291,31 @@ export type Document = Message<"sluice.v1.Document"> & {
    * @generated from field: map<string, sluice.v1.MetadataValue> typed_metadata = 21;
    */
   typedMetadata: { [key: string]: MetadataValue };
+
+  /**
+   * The path or URL that names the document in its source, as given at upload; empty for a
+   * document uploaded without one. Unique among the collection's live documents: new content for
+   * the same source_uri is a new version of this document (docs/architecture.md, "Document
+   * versions").
+   *
+   * @generated from field: string source_uri = 22;
+   */
+  sourceUri: string;
+
+  /**
+   * This version's number (1, 2, …) among the versions of its source_uri; 0 without a source_uri.
+   *
+   * @generated from field: int32 version = 23;
+   */
+  version: number;
+
+  /**
+   * The versions of the document's source_uri: the current one, the pending or failed one and a
+   * short history; filled by GetDocument only, and only for a document with a source_uri.
+   *
+   * @generated from field: sluice.v1.DocumentVersions versions = 24;
+   */
+  versions?: DocumentVersions | undefined;
 };
 
 /**
@@ -298,6 +324,119 @@ export type Document = Message<"sluice.v1.Document"> & {
  */
 export const DocumentSchema: GenMessage<Document> = /*@__PURE__*/
   messageDesc(file_sluice_v1_document, 2);
+
+/**
+ * DocumentVersion is one version of a document with a source_uri.
+ *
+ * @generated from message sluice.v1.DocumentVersion
+ */
+export type DocumentVersion = Message<"sluice.v1.DocumentVersion"> & {
+  /**
+   * The version's number, from 1.
+   *
+   * @generated from field: int32 version = 1;
+   */
+  version: number;
+
+  /**
+   * The id of the version's document; it no longer exists once the version ended.
+   *
+   * @generated from field: string document_id = 2;
+   */
+  documentId: string;
+
+  /**
+   * The SHA-256 of the version's content, lowercase hex.
+   *
+   * @generated from field: string content_sha256 = 3;
+   */
+  contentSha256: string;
+
+  /**
+   * Where the version stands.
+   *
+   * @generated from field: sluice.v1.VersionState state = 4;
+   */
+  state: VersionState;
+
+  /**
+   * The version's document status while it exists; UNSPECIFIED once it ended.
+   *
+   * @generated from field: sluice.v1.DocumentStatus status = 5;
+   */
+  status: DocumentStatus;
+
+  /**
+   * Why the version failed (a FAILED version, or one superseded after failing).
+   *
+   * @generated from field: string error_message = 6;
+   */
+  errorMessage: string;
+
+  /**
+   * When the version was uploaded.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 7;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * When the version first became READY as the current version; unset if it never served.
+   *
+   * @generated from field: google.protobuf.Timestamp serving_time = 8;
+   */
+  servingTime?: Timestamp | undefined;
+
+  /**
+   * When the version ended (replaced, superseded or deleted); unset while it exists.
+   *
+   * @generated from field: google.protobuf.Timestamp end_time = 9;
+   */
+  endTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message sluice.v1.DocumentVersion.
+ * Use `create(DocumentVersionSchema)` to create a new message.
+ */
+export const DocumentVersionSchema: GenMessage<DocumentVersion> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document, 3);
+
+/**
+ * DocumentVersions is the version view of a document with a source_uri.
+ *
+ * @generated from message sluice.v1.DocumentVersions
+ */
+export type DocumentVersions = Message<"sluice.v1.DocumentVersions"> & {
+  /**
+   * The version the document serves; unset when there is none (the first version failed, or the
+   * current one was deleted by id while a newer one is processed).
+   *
+   * @generated from field: sluice.v1.DocumentVersion current = 1;
+   */
+  current?: DocumentVersion | undefined;
+
+  /**
+   * The newer version, PENDING while it is processed or FAILED; unset when there is none.
+   *
+   * @generated from field: sluice.v1.DocumentVersion next = 2;
+   */
+  next?: DocumentVersion | undefined;
+
+  /**
+   * The latest versions, newest first (at most 10), the current and next ones included.
+   *
+   * @generated from field: repeated sluice.v1.DocumentVersion history = 3;
+   */
+  history: DocumentVersion[];
+};
+
+/**
+ * Describes the message sluice.v1.DocumentVersions.
+ * Use `create(DocumentVersionsSchema)` to create a new message.
+ */
+export const DocumentVersionsSchema: GenMessage<DocumentVersions> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document, 4);
 
 /**
  * StringList is a list of strings: one kind of MetadataValue.
@@ -318,7 +457,7 @@ export type StringList = Message<"sluice.v1.StringList"> & {
  * Use `create(StringListSchema)` to create a new message.
  */
 export const StringListSchema: GenMessage<StringList> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_document, 3);
+  messageDesc(file_sluice_v1_document, 5);
 
 /**
  * MetadataValue is one typed value of a document's metadata (see docs/search.md, "Filters").
@@ -380,7 +519,7 @@ export type MetadataValue = Message<"sluice.v1.MetadataValue"> & {
  * Use `create(MetadataValueSchema)` to create a new message.
  */
 export const MetadataValueSchema: GenMessage<MetadataValue> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_document, 4);
+  messageDesc(file_sluice_v1_document, 6);
 
 /**
  * DocumentEvent is one change of a watched document.
@@ -408,7 +547,7 @@ export type DocumentEvent = Message<"sluice.v1.DocumentEvent"> & {
  * Use `create(DocumentEventSchema)` to create a new message.
  */
 export const DocumentEventSchema: GenMessage<DocumentEvent> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_document, 5);
+  messageDesc(file_sluice_v1_document, 7);
 
 /**
  * BoundingBox is where a part of a document lies on one of its pages, in fractions of the
@@ -458,7 +597,7 @@ export type BoundingBox = Message<"sluice.v1.BoundingBox"> & {
  * Use `create(BoundingBoxSchema)` to create a new message.
  */
 export const BoundingBoxSchema: GenMessage<BoundingBox> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_document, 6);
+  messageDesc(file_sluice_v1_document, 8);
 
 /**
  * DocumentStatus is the user-visible processing state of a document.
@@ -646,4 +785,69 @@ export enum AttemptOutcome {
  */
 export const AttemptOutcomeSchema: GenEnum<AttemptOutcome> = /*@__PURE__*/
   enumDesc(file_sluice_v1_document, 2);
+
+/**
+ * VersionState says where one version of a document (one source_uri) stands.
+ *
+ * @generated from enum sluice.v1.VersionState
+ */
+export enum VersionState {
+  /**
+   * Not set.
+   *
+   * @generated from enum value: VERSION_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The version the document serves: searchable while READY (it may still be processing when it
+   * is the first version, or after ReprocessDocument).
+   *
+   * @generated from enum value: VERSION_STATE_CURRENT = 1;
+   */
+  CURRENT = 1,
+
+  /**
+   * Newer content being processed; the current version keeps serving until this one is READY,
+   * and the two swap in that same commit.
+   *
+   * @generated from enum value: VERSION_STATE_PENDING = 2;
+   */
+  PENDING = 2,
+
+  /**
+   * Newer content that FAILED; the current version keeps serving. RetryDocument retries it; new
+   * content replaces it.
+   *
+   * @generated from enum value: VERSION_STATE_FAILED = 3;
+   */
+  FAILED = 3,
+
+  /**
+   * Was current; a newer version replaced it at its READY commit.
+   *
+   * @generated from enum value: VERSION_STATE_REPLACED = 4;
+   */
+  REPLACED = 4,
+
+  /**
+   * Was pending or failed; newer content (or the current content again) arrived before it served.
+   *
+   * @generated from enum value: VERSION_STATE_SUPERSEDED = 5;
+   */
+  SUPERSEDED = 5,
+
+  /**
+   * Deleted by DeleteDocument.
+   *
+   * @generated from enum value: VERSION_STATE_DELETED = 6;
+   */
+  DELETED = 6,
+}
+
+/**
+ * Describes the enum sluice.v1.VersionState.
+ */
+export const VersionStateSchema: GenEnum<VersionState> = /*@__PURE__*/
+  enumDesc(file_sluice_v1_document, 3);
 

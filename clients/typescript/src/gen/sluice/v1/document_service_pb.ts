@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/v1/document_service.proto.
  */
 export const file_sluice_v1_document_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBzbHVpY2UvdjEvZG9jdW1lbnRfc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIkQKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EikKCmNvbGxlY3Rpb24YASABKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIkChRHZXRDb2xsZWN0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXgoXTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USKgoLY29sbGVjdGlvbnMYASADKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoXRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCKUAQoYUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSKwoIZW1iZWRkZXIYAiABKAsyGS5zbHVpY2UudjEuRW1iZWRkZXJDb25maWcSKgoMZXZhbF9xdWVyaWVzGAMgAygLMhQuc2x1aWNlLnYxLkV2YWxRdWVyeRIRCgltaW5fcmF0aW8YBCABKAIiOAoJRXZhbFF1ZXJ5Eg0KBXF1ZXJ5GAEgASgJEhAKCHJlbGV2YW50GAIgAygJEgoKAmlkGAMgASgJIiQKFENhbmNlbFJlaW5kZXhSZXF1ZXN0EgwKBG5hbWUYASABKAkiNQoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAEgASgDIq0DChZVcGxvYWREb2N1bWVudE1ldGFkYXRhEhIKCmNvbGxlY3Rpb24YASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEkEKCG1ldGFkYXRhGAQgAygLMi8uc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuTWV0YWRhdGFFbnRyeRISCgpyZXF1ZXN0X2lkGAUgASgJEhsKE2V4cGVjdGVkX3NpemVfYnl0ZXMYBiABKAMSFwoPZXhwZWN0ZWRfc2hhMjU2GAcgASgJEkwKDnR5cGVkX21ldGFkYXRhGAggAygLMjQuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuVHlwZWRNZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARpOChJUeXBlZE1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEicKBXZhbHVlGAIgASgLMhguc2x1aWNlLnYxLk1ldGFkYXRhVmFsdWU6AjgBIjsKFVVwbG9hZERvY3VtZW50VHJhaWxlchISCgpzaXplX2J5dGVzGAEgASgDEg4KBnNoYTI1NhgCIAEoCSKeAQoVVXBsb2FkRG9jdW1lbnRSZXF1ZXN0EjUKCG1ldGFkYXRhGAEgASgLMiEuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGFIABIOCgRkYXRhGAIgASgMSAASMwoHdHJhaWxlchgDIAEoCzIgLnNsdWljZS52MS5VcGxvYWREb2N1bWVudFRyYWlsZXJIAEIJCgdwYXlsb2FkIiAKEkdldERvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSJ8ChRMaXN0RG9jdW1lbnRzUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJYChVMaXN0RG9jdW1lbnRzUmVzcG9uc2USJgoJZG9jdW1lbnRzGAEgAygLMhMuc2x1aWNlLnYxLkRvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIjChVEZWxldGVEb2N1bWVudFJlcXVlc3QSCgoCaWQYASABKAkiNwoWRGVsZXRlRG9jdW1lbnRSZXNwb25zZRIdChVjYW5jZWxsZWRfcnVubmluZ19qb2IYASABKAgiIgoUUmV0cnlEb2N1bWVudFJlcXVlc3QSCgoCaWQYASABKAkiJgoYUmVwcm9jZXNzRG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIiIKFFdhdGNoRG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIqEBChZXYXRjaENvbGxlY3Rpb25SZXF1ZXN0EhIKCmNvbGxlY3Rpb24YASABKAkSFAoMYWZ0ZXJfY3Vyc29yGAIgASgJEhkKEXN0YXJ0X2Zyb21fb2xkZXN0GAMgASgIEisKCHN0YXR1c2VzGAQgAygOMhkuc2x1aWNlLnYxLkRvY3VtZW50U3RhdHVzEhUKDXRlcm1pbmFsX29ubHkYBSABKAgiuQEKD0NvbGxlY3Rpb25FdmVudBIOCgZjdXJzb3IYASABKAkSEAoIZXZlbnRfaWQYAiABKAMSLAoEdHlwZRgDIAEoDjIeLnNsdWljZS52MS5Db2xsZWN0aW9uRXZlbnRUeXBlEiUKCGRvY3VtZW50GAQgASgLMhMuc2x1aWNlLnYxLkRvY3VtZW50Ei8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCqnAQoTQ29sbGVjdGlvbkV2ZW50VHlwZRIlCiFDT0xMRUNUSU9OX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIhCh1DT0xMRUNUSU9OX0VWRU5UX1RZUEVfQ0hBTkdFRBABEiEKHUNPTExFQ1RJT05fRVZFTlRfVFlQRV9ERUxFVEVEEAISIwofQ09MTEVDVElPTl9FVkVOVF9UWVBFX0hFQVJUQkVBVBADMusICg9Eb2N1bWVudFNlcnZpY2USTQoQQ3JlYXRlQ29sbGVjdGlvbhIiLnNsdWljZS52MS5DcmVhdGVDb2xsZWN0aW9uUmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uEkcKDUdldENvbGxlY3Rpb24SHy5zbHVpY2UudjEuR2V0Q29sbGVjdGlvblJlcXVlc3QaFS5zbHVpY2UudjEuQ29sbGVjdGlvbhJYCg9MaXN0Q29sbGVjdGlvbnMSIS5zbHVpY2UudjEuTGlzdENvbGxlY3Rpb25zUmVxdWVzdBoiLnNsdWljZS52MS5MaXN0Q29sbGVjdGlvbnNSZXNwb25zZRJbChBEZWxldGVDb2xsZWN0aW9uEiIuc2x1aWNlLnYxLkRlbGV0ZUNvbGxlY3Rpb25SZXF1ZXN0GiMuc2x1aWNlLnYxLkRlbGV0ZUNvbGxlY3Rpb25SZXNwb25zZRJPChFSZWluZGV4Q29sbGVjdGlvbhIjLnNsdWljZS52MS5SZWluZGV4Q29sbGVjdGlvblJlcXVlc3QaFS5zbHVpY2UudjEuQ29sbGVjdGlvbhJHCg1DYW5jZWxSZWluZGV4Eh8uc2x1aWNlLnYxLkNhbmNlbFJlaW5kZXhSZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24SSQoOVXBsb2FkRG9jdW1lbnQSIC5zbHVpY2UudjEuVXBsb2FkRG9jdW1lbnRSZXF1ZXN0GhMuc2x1aWNlLnYxLkRvY3VtZW50KAESQQoLR2V0RG9jdW1lbnQSHS5zbHVpY2UudjEuR2V0RG9jdW1lbnRSZXF1ZXN0GhMuc2x1aWNlLnYxLkRvY3VtZW50ElIKDUxpc3REb2N1bWVudHMSHy5zbHVpY2UudjEuTGlzdERvY3VtZW50c1JlcXVlc3QaIC5zbHVpY2UudjEuTGlzdERvY3VtZW50c1Jlc3BvbnNlElUKDkRlbGV0ZURvY3VtZW50EiAuc2x1aWNlLnYxLkRlbGV0ZURvY3VtZW50UmVxdWVzdBohLnNsdWljZS52MS5EZWxldGVEb2N1bWVudFJlc3BvbnNlEkUKDVJldHJ5RG9jdW1lbnQSHy5zbHVpY2UudjEuUmV0cnlEb2N1bWVudFJlcXVlc3QaEy5zbHVpY2UudjEuRG9jdW1lbnQSTQoRUmVwcm9jZXNzRG9jdW1lbnQSIy5zbHVpY2UudjEuUmVwcm9jZXNzRG9jdW1lbnRSZXF1ZXN0GhMuc2x1aWNlLnYxLkRvY3VtZW50EkwKDVdhdGNoRG9jdW1lbnQSHy5zbHVpY2UudjEuV2F0Y2hEb2N1bWVudFJlcXVlc3QaGC5zbHVpY2UudjEuRG9jdW1lbnRFdmVudDABElIKD1dhdGNoQ29sbGVjdGlvbhIhLnNsdWljZS52MS5XYXRjaENvbGxlY3Rpb25SZXF1ZXN0Ghouc2x1aWNlLnYxLkNvbGxlY3Rpb25FdmVudDABYgZwcm90bzM", [file_google_protobuf_timestamp, file_sluice_v1_collection, file_sluice_v1_document]);
+  fileDesc("CiBzbHVpY2UvdjEvZG9jdW1lbnRfc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIkQKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EikKCmNvbGxlY3Rpb24YASABKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIkChRHZXRDb2xsZWN0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXgoXTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USKgoLY29sbGVjdGlvbnMYASADKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoXRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCKUAQoYUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSKwoIZW1iZWRkZXIYAiABKAsyGS5zbHVpY2UudjEuRW1iZWRkZXJDb25maWcSKgoMZXZhbF9xdWVyaWVzGAMgAygLMhQuc2x1aWNlLnYxLkV2YWxRdWVyeRIRCgltaW5fcmF0aW8YBCABKAIiOAoJRXZhbFF1ZXJ5Eg0KBXF1ZXJ5GAEgASgJEhAKCHJlbGV2YW50GAIgAygJEgoKAmlkGAMgASgJIiQKFENhbmNlbFJlaW5kZXhSZXF1ZXN0EgwKBG5hbWUYASABKAkiNQoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAEgASgDIsEDChZVcGxvYWREb2N1bWVudE1ldGFkYXRhEhIKCmNvbGxlY3Rpb24YASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEkEKCG1ldGFkYXRhGAQgAygLMi8uc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuTWV0YWRhdGFFbnRyeRISCgpyZXF1ZXN0X2lkGAUgASgJEhsKE2V4cGVjdGVkX3NpemVfYnl0ZXMYBiABKAMSFwoPZXhwZWN0ZWRfc2hhMjU2GAcgASgJEkwKDnR5cGVkX21ldGFkYXRhGAggAygLMjQuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuVHlwZWRNZXRhZGF0YUVudHJ5EhIKCnNvdXJjZV91cmkYCSABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGk4KElR5cGVkTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5zbHVpY2UudjEuTWV0YWRhdGFWYWx1ZToCOAEiOwoVVXBsb2FkRG9jdW1lbnRUcmFpbGVyEhIKCnNpemVfYnl0ZXMYASABKAMSDgoGc2hhMjU2GAIgASgJIp4BChVVcGxvYWREb2N1bWVudFJlcXVlc3QSNQoIbWV0YWRhdGEYASABKAsyIS5zbHVpY2UudjEuVXBsb2FkRG9jdW1lbnRNZXRhZGF0YUgAEg4KBGRhdGEYAiABKAxIABIzCgd0cmFpbGVyGAMgASgLMiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50VHJhaWxlckgAQgkKB3BheWxvYWQiSAoSR2V0RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNvbGxlY3Rpb24YAiABKAkSEgoKc291cmNlX3VyaRgDIAEoCSKQAQoUTGlzdERvY3VtZW50c1JlcXVlc3QSEgoKY29sbGVjdGlvbhgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5zbHVpY2UudjEuRG9jdW1lbnRTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEgoKc291cmNlX3VyaRgFIAEoCSJYChVMaXN0RG9jdW1lbnRzUmVzcG9uc2USJgoJZG9jdW1lbnRzGAEgAygLMhMuc2x1aWNlLnYxLkRvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJLChVEZWxldGVEb2N1bWVudFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY29sbGVjdGlvbhgCIAEoCRISCgpzb3VyY2VfdXJpGAMgASgJIlIKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USHQoVY2FuY2VsbGVkX3J1bm5pbmdfam9iGAEgASgIEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAIgASgFIiIKFFJldHJ5RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIiYKGFJlcHJvY2Vzc0RvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIiChRXYXRjaERvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSKhAQoWV2F0Y2hDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEhQKDGFmdGVyX2N1cnNvchgCIAEoCRIZChFzdGFydF9mcm9tX29sZGVzdBgDIAEoCBIrCghzdGF0dXNlcxgEIAMoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIVCg10ZXJtaW5hbF9vbmx5GAUgASgIIrkBCg9Db2xsZWN0aW9uRXZlbnQSDgoGY3Vyc29yGAEgASgJEhAKCGV2ZW50X2lkGAIgASgDEiwKBHR5cGUYAyABKA4yHi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50VHlwZRIlCghkb2N1bWVudBgEIAEoCzITLnNsdWljZS52MS5Eb2N1bWVudBIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqpwEKE0NvbGxlY3Rpb25FdmVudFR5cGUSJQohQ09MTEVDVElPTl9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodQ09MTEVDVElPTl9FVkVOVF9UWVBFX0NIQU5HRUQQARIhCh1DT0xMRUNUSU9OX0VWRU5UX1RZUEVfREVMRVRFRBACEiMKH0NPTExFQ1RJT05fRVZFTlRfVFlQRV9IRUFSVEJFQVQQAzLrCAoPRG9jdW1lbnRTZXJ2aWNlEk0KEENyZWF0ZUNvbGxlY3Rpb24SIi5zbHVpY2UudjEuQ3JlYXRlQ29sbGVjdGlvblJlcXVlc3QaFS5zbHVpY2UudjEuQ29sbGVjdGlvbhJHCg1HZXRDb2xsZWN0aW9uEh8uc2x1aWNlLnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24SWAoPTGlzdENvbGxlY3Rpb25zEiEuc2x1aWNlLnYxLkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QaIi5zbHVpY2UudjEuTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USWwoQRGVsZXRlQ29sbGVjdGlvbhIiLnNsdWljZS52MS5EZWxldGVDb2xsZWN0aW9uUmVxdWVzdBojLnNsdWljZS52MS5EZWxldGVDb2xsZWN0aW9uUmVzcG9uc2USTwoRUmVpbmRleENvbGxlY3Rpb24SIy5zbHVpY2UudjEuUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24SRwoNQ2FuY2VsUmVpbmRleBIfLnNsdWljZS52MS5DYW5jZWxSZWluZGV4UmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uEkkKDlVwbG9hZERvY3VtZW50EiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudCgBEkEKC0dldERvY3VtZW50Eh0uc2x1aWNlLnYxLkdldERvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudBJSCg1MaXN0RG9jdW1lbnRzEh8uc2x1aWNlLnYxLkxpc3REb2N1bWVudHNSZXF1ZXN0GiAuc2x1aWNlLnYxLkxpc3REb2N1bWVudHNSZXNwb25zZRJVCg5EZWxldGVEb2N1bWVudBIgLnNsdWljZS52MS5EZWxldGVEb2N1bWVudFJlcXVlc3QaIS5zbHVpY2UudjEuRGVsZXRlRG9jdW1lbnRSZXNwb25zZRJFCg1SZXRyeURvY3VtZW50Eh8uc2x1aWNlLnYxLlJldHJ5RG9jdW1lbnRSZXF1ZXN0GhMuc2x1aWNlLnYxLkRvY3VtZW50Ek0KEVJlcHJvY2Vzc0RvY3VtZW50EiMuc2x1aWNlLnYxLlJlcHJvY2Vzc0RvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudBJMCg1XYXRjaERvY3VtZW50Eh8uc2x1aWNlLnYxLldhdGNoRG9jdW1lbnRSZXF1ZXN0Ghguc2x1aWNlLnYxLkRvY3VtZW50RXZlbnQwARJSCg9XYXRjaENvbGxlY3Rpb24SIS5zbHVpY2UudjEuV2F0Y2hDb2xsZWN0aW9uUmVxdWVzdBoaLnNsdWljZS52MS5Db2xsZWN0aW9uRXZlbnQwAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_sluice_v1_collection, file_sluice_v1_document]);
 
 /**
  * CreateCollectionRequest carries the collection to create.
@@ -338,6 +338,15 @@ export type UploadDocumentMetadata = Message<"sluice.v1.UploadDocumentMetadata">
    * @generated from field: map<string, sluice.v1.MetadataValue> typed_metadata = 8;
    */
   typedMetadata: { [key: string]: MetadataValue };
+
+  /**
+   * The path or URL naming the document in its source (at most 2048 characters, no control
+   * characters); empty for none. New content for a source_uri the collection holds is a new
+   * version of that document (see UploadDocument).
+   *
+   * @generated from field: string source_uri = 9;
+   */
+  sourceUri: string;
 };
 
 /**
@@ -433,11 +442,25 @@ export const UploadDocumentRequestSchema: GenMessage<UploadDocumentRequest> = /*
  */
 export type GetDocumentRequest = Message<"sluice.v1.GetDocumentRequest"> & {
   /**
-   * The document's id.
+   * The document's id (or resource name); or empty, with collection and source_uri.
    *
    * @generated from field: string id = 1;
    */
   id: string;
+
+  /**
+   * The collection holding source_uri; only with source_uri.
+   *
+   * @generated from field: string collection = 2;
+   */
+  collection: string;
+
+  /**
+   * The document's source_uri instead of its id: the current version (or the pending one).
+   *
+   * @generated from field: string source_uri = 3;
+   */
+  sourceUri: string;
 };
 
 /**
@@ -480,6 +503,13 @@ export type ListDocumentsRequest = Message<"sluice.v1.ListDocumentsRequest"> & {
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
+
+  /**
+   * Only the versions of this source_uri; empty for every document.
+   *
+   * @generated from field: string source_uri = 5;
+   */
+  sourceUri: string;
 };
 
 /**
@@ -524,11 +554,25 @@ export const ListDocumentsResponseSchema: GenMessage<ListDocumentsResponse> = /*
  */
 export type DeleteDocumentRequest = Message<"sluice.v1.DeleteDocumentRequest"> & {
   /**
-   * The document's id.
+   * The document's id (or resource name); or empty, with collection and source_uri.
    *
    * @generated from field: string id = 1;
    */
   id: string;
+
+  /**
+   * The collection holding source_uri; only with source_uri.
+   *
+   * @generated from field: string collection = 2;
+   */
+  collection: string;
+
+  /**
+   * Delete every live version of this source_uri instead of one document by id.
+   *
+   * @generated from field: string source_uri = 3;
+   */
+  sourceUri: string;
 };
 
 /**
@@ -550,6 +594,13 @@ export type DeleteDocumentResponse = Message<"sluice.v1.DeleteDocumentResponse">
    * @generated from field: bool cancelled_running_job = 1;
    */
   cancelledRunningJob: boolean;
+
+  /**
+   * The number of documents (versions) deleted.
+   *
+   * @generated from field: int32 deleted_documents = 2;
+   */
+  deletedDocuments: number;
 };
 
 /**
@@ -861,6 +912,16 @@ export const DocumentService: GenService<{
    * created; reusing a request_id for other bytes or another collection is ALREADY_EXISTS with
    * reason REQUEST_ID_REUSED. To process identical bytes again, use ReprocessDocument.
    *
+   * Versions: with a source_uri, deduplication is by source instead. New content for a
+   * source_uri the collection holds becomes that document's next version (PENDING), while the
+   * current version keeps serving; at the next version's READY commit the current one is deleted
+   * (chunks, job, content) in the same transaction, so search returns exactly one of them at
+   * every moment. A next version that FAILS leaves the current one serving. The same bytes as the
+   * current or the pending version return that version and create nothing; newer content while
+   * a version is pending supersedes it (it is deleted with its job). The same bytes under another
+   * source_uri, or without one, are another document. An invalid source_uri is INVALID_ARGUMENT
+   * with reason INVALID_SOURCE_URI.
+   *
    * @generated from rpc sluice.v1.DocumentService.UploadDocument
    */
   uploadDocument: {
@@ -869,7 +930,9 @@ export const DocumentService: GenService<{
     output: typeof DocumentSchema;
   },
   /**
-   * GetDocument returns one document with its attempt history.
+   * GetDocument returns one document with its attempt history (and, with a source_uri, its
+   * versions), by id or by collection and source_uri (then the current version, or the pending
+   * one when there is no current one).
    *
    * @generated from rpc sluice.v1.DocumentService.GetDocument
    */
@@ -879,7 +942,9 @@ export const DocumentService: GenService<{
     output: typeof DocumentSchema;
   },
   /**
-   * ListDocuments lists documents, newest first, filtered by collection and status.
+   * ListDocuments lists documents, newest first, filtered by collection, status and source_uri.
+   * Every live version is a document: a source being replaced lists its current and its next
+   * version.
    *
    * @generated from rpc sluice.v1.DocumentService.ListDocuments
    */
@@ -889,7 +954,8 @@ export const DocumentService: GenService<{
     output: typeof ListDocumentsResponseSchema;
   },
   /**
-   * DeleteDocument deletes a document, its content and chunks, and cancels its job.
+   * DeleteDocument deletes a document, its content and chunks, and cancels its job. By id it
+   * deletes that version only; by collection and source_uri, every live version of the source.
    *
    * @generated from rpc sluice.v1.DocumentService.DeleteDocument
    */
