@@ -223,6 +223,47 @@ def safe_filename(name: str) -> str:
     return name
 
 
+MAX_SOURCE_URI_CHARS = 2048
+
+
+class VersionRole(enum.StrEnum):
+    """The role of one version (one `documents` row) among the live versions of its source
+    (docs/architecture.md#document-versions); not a state machine: it changes once, NEXT →
+    CURRENT, in the READY commit that deletes the version it replaces."""
+
+    # The version the document serves (searchable while READY): at most one per source.
+    CURRENT = "CURRENT"
+    # Newer content being processed, or FAILED: at most one per source.
+    NEXT = "NEXT"
+
+
+class VersionOutcome(enum.StrEnum):
+    """How a version's row ended (document_versions.outcome)."""
+
+    # It was CURRENT; a newer version's READY commit deleted it.
+    REPLACED = "REPLACED"
+    # It was NEXT; newer content (or the current content again) arrived before it served.
+    SUPERSEDED = "SUPERSEDED"
+    # DeleteDocument (or its collection's deletion).
+    DELETED = "DELETED"
+
+
+def source_uri_of(value: str) -> str | None:
+    """An upload's or a look-up's `source_uri` as given (None when empty), or INVALID_ARGUMENT:
+    at most 2048 characters, no control characters, not only blanks. Not normalised: it names
+    the document in its source, byte for byte."""
+    if not value:
+        return None
+    if len(value) > MAX_SOURCE_URI_CHARS:
+        raise InvalidArgument(f"source_uri is longer than {MAX_SOURCE_URI_CHARS} characters",
+                              reason=Reason.INVALID_SOURCE_URI)
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise InvalidArgument("source_uri contains a control character", reason=Reason.INVALID_SOURCE_URI)
+    if not value.strip():
+        raise InvalidArgument("source_uri is blank", reason=Reason.INVALID_SOURCE_URI)
+    return value
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class EventCursor:
     """A position in a collection's events log: after the event `event_id` written by transaction

@@ -27,6 +27,7 @@ from .store import (
     QueueStore,
     WatchPage,
 )
+from .store.versions import VersionsView
 from .store.tenants import ApiKeyRow, Quota, TenantRow, TenantStore
 
 
@@ -67,8 +68,8 @@ class DocumentsPort(DocumentLogPort, Protocol):
     async def create_document(self, new: NewDocument) -> tuple[DocumentRow, bool]: ...
 
     async def get_document_with_history(
-        self, tenant_id: int, document_id: uuid.UUID
-    ) -> tuple[DocumentRow, list[AttemptRow]]: ...
+        self, tenant_id: int, document_id: uuid.UUID | None, source: tuple[str, str] | None = None,
+    ) -> tuple[DocumentRow, list[AttemptRow], VersionsView | None]: ...
 
     async def list_documents(
         self,
@@ -77,9 +78,12 @@ class DocumentsPort(DocumentLogPort, Protocol):
         status: str | None,
         after: tuple[dt.datetime, uuid.UUID] | None,
         limit: int,
+        source_uri: str | None = None,
     ) -> list[DocumentRow]: ...
 
     async def delete_document(self, tenant_id: int, document_id: uuid.UUID) -> bool: ...
+
+    async def delete_source(self, tenant_id: int, collection: str, source_uri: str) -> tuple[bool, int]: ...
 
     async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: DocumentStatus) -> DocumentRow: ...
 

@@ -16,9 +16,19 @@ from sluice_common.errors import InvalidArgument
 from sluice_common.names import document_name
 from sluice_common.reasons import Reason
 
-from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind
+from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, VersionRole
 from ..service import IncomingChunk, KeepAlive
-from ..store import AttemptRow, ClaimedJob, CollectionEventRow, CollectionRow, DocumentRow, GenerationEvaluationRow, GenerationRow
+from ..store import (
+    AttemptRow,
+    ClaimedJob,
+    CollectionEventRow,
+    CollectionRow,
+    DocumentRow,
+    GenerationEvaluationRow,
+    GenerationRow,
+    VersionRow,
+    VersionsView,
+)
 from ..store.tenants import ApiKeyRow, TenantRow
 
 PROVIDER_TO_PROTO = {
@@ -115,7 +125,41 @@ def collection_to_proto(row: CollectionRow) -> collection_pb2.Collection:
     )
 
 
-def document_to_proto(row: DocumentRow, history: list[AttemptRow] | None = None) -> document_pb2.Document:
+def version_state(row: VersionRow) -> int:
+    """Where a version stands: its role and status while it exists, else how it ended."""
+    if row.version_role is VersionRole.CURRENT:
+        return document_pb2.VERSION_STATE_CURRENT
+    if row.version_role is VersionRole.NEXT:
+        return document_pb2.VERSION_STATE_FAILED if row.status is DocumentStatus.FAILED else document_pb2.VERSION_STATE_PENDING
+    return document_pb2.VersionState.Value("VERSION_STATE_" + str(row.outcome)) if row.outcome else 0
+
+
+def version_to_proto(row: VersionRow) -> document_pb2.DocumentVersion:
+    return document_pb2.DocumentVersion(
+        version=row.version,
+        document_id=str(row.document_id),
+        content_sha256=row.content_sha256,
+        state=version_state(row),
+        status=document_status_to_proto(row.status),
+        error_message=row.error_message or "",
+        create_time=timestamp(row.created_at),
+        serving_time=timestamp(row.serving_at),
+        end_time=timestamp(row.ended_at),
+    )
+
+
+def versions_to_proto(view: VersionsView) -> document_pb2.DocumentVersions:
+    versions = document_pb2.DocumentVersions(history=[version_to_proto(v) for v in view.history])
+    if view.current is not None:
+        versions.current.CopyFrom(version_to_proto(view.current))
+    if view.next is not None:
+        versions.next.CopyFrom(version_to_proto(view.next))
+    return versions
+
+
+def document_to_proto(
+    row: DocumentRow, history: list[AttemptRow] | None = None, versions: VersionsView | None = None,
+) -> document_pb2.Document:
     doc = document_pb2.Document(
         name=document_name(row.collection, str(row.id)),
         id=str(row.id),
@@ -141,7 +185,11 @@ def document_to_proto(row: DocumentRow, history: list[AttemptRow] | None = None)
         job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row.job_status),
         create_time=timestamp(row.created_at),
         update_time=timestamp(row.updated_at),
+        source_uri=row.source_uri or "",
+        version=row.version or 0,
     )
+    if versions is not None:
+        doc.versions.CopyFrom(versions_to_proto(versions))
     if row.job_status == "PENDING" and row.available_at > row.db_now:
         doc.next_attempt_time.CopyFrom(timestamp(row.available_at))
     for attempt in history or ():

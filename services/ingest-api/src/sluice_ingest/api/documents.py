@@ -32,7 +32,8 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
                     raise InvalidArgument("the first message of an upload must carry metadata", reason=Reason.MISSING_METADATA)
                 m = first.metadata
                 meta = UploadMeta(m.collection, m.filename, m.mime_type, dict(m.metadata), m.request_id,
-                                  m.expected_size_bytes, m.expected_sha256, typed_metadata_of(m.typed_metadata))
+                                  m.expected_size_bytes, m.expected_sha256, typed_metadata_of(m.typed_metadata),
+                                  m.source_uri)
 
                 async def data():
                     async for message in messages:
@@ -51,19 +52,22 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
 
     @grpc_errors
     async def GetDocument(self, request, context):
-        document, history = await self.documents.get_document(tenant(), request.id)
-        return document_to_proto(document, history)
+        document, history, versions = await self.documents.get_document(
+            tenant(), request.id, request.collection, request.source_uri)
+        return document_to_proto(document, history, versions)
 
     @grpc_errors
     async def ListDocuments(self, request, context):
         status = document_status_from_proto(request.status)
-        rows, token = await self.documents.list_documents(tenant(), request.collection, status, request.page_size, request.page_token)
+        rows, token = await self.documents.list_documents(tenant(), request.collection, status, request.page_size,
+                                                          request.page_token, request.source_uri)
         return document_service_pb2.ListDocumentsResponse(documents=[document_to_proto(r) for r in rows], next_page_token=token)
 
     @grpc_errors
     async def DeleteDocument(self, request, context):
-        cancelled = await self.documents.delete_document(tenant(), request.id)
-        return document_service_pb2.DeleteDocumentResponse(cancelled_running_job=cancelled)
+        cancelled, deleted = await self.documents.delete_document(tenant(), request.id, request.collection,
+                                                                  request.source_uri)
+        return document_service_pb2.DeleteDocumentResponse(cancelled_running_job=cancelled, deleted_documents=deleted)
 
     @grpc_errors
     async def RetryDocument(self, request, context):

@@ -18,10 +18,10 @@ from sluice_common.reasons import Reason
 
 from .. import metrics, uploads
 from ..arguments import decode_token, encode_token, page_size_of, parse_id
-from ..domain import DocumentStatus, safe_filename
+from ..domain import DocumentStatus, safe_filename, source_uri_of
 from ..ports import CollectionsPort, DocumentsPort
 from ..settings import IngestSettings
-from ..store import AttemptRow, DocumentRow, NewDocument
+from ..store import AttemptRow, DocumentRow, NewDocument, VersionsView
 
 log = logging.getLogger("sluice.ingest")
 
@@ -50,6 +50,7 @@ class UploadMeta:
     expected_sha256: str = ""
     # Typed entries, already converted to their stored JSON (sluice_common.metadata.from_proto).
     typed_metadata: dict[str, Any] = field(default_factory=dict)
+    source_uri: str = ""
 
 
 
@@ -92,6 +93,7 @@ class DocumentUseCases:
             raise InvalidArgument(str(err), reason=Reason.INVALID_METADATA) from None
         if len(meta.request_id) > 128:
             raise InvalidArgument("request_id is longer than 128 characters", reason=Reason.INVALID_REQUEST_ID)
+        source_uri = source_uri_of(meta.source_uri)
         await self.collections.collection_settings(tenant_id, meta.collection)  # fail fast, before the bytes arrive
 
         s = self.settings
@@ -103,23 +105,32 @@ class DocumentUseCases:
             mime_type = detect_mime_type(filename, meta.mime_type, content.head[:8])
             document, created = await self.documents.create_document(
                 NewDocument(tenant_id, meta.collection, filename, mime_type, document_metadata, meta.request_id or None,
-                            content, content.sha256)
+                            content, content.sha256, source_uri)
             )
         finally:
             content.close()
         if created:
             metrics.UPLOADS.inc()
-            log.info("document uploaded", extra={"document_id": str(document.id), "bytes": content.size})
+            log.info("document uploaded", extra={"document_id": str(document.id), "bytes": content.size,
+                                                 "version": document.version})
         return document, created
 
-    async def get_document(self, tenant_id: int, document_id: str) -> tuple[DocumentRow, list[AttemptRow]]:
+    async def get_document(
+        self, tenant_id: int, document_id: str, collection: str = "", source_uri: str = "",
+    ) -> tuple[DocumentRow, list[AttemptRow], VersionsView | None]:
+        """By id, or by collection and source_uri (the source's current version, else its next)."""
+        source = source_of(document_id, collection, source_uri)
+        if source is not None:
+            return await self.documents.get_document_with_history(tenant_id, None, source)
         return await self.documents.get_document_with_history(tenant_id, parse_id(document_id))
 
     async def list_documents(
-        self, tenant_id: int, collection: str, status: DocumentStatus | None, page_size: int, page_token: str
+        self, tenant_id: int, collection: str, status: DocumentStatus | None, page_size: int, page_token: str,
+        source_uri: str = "",
     ) -> tuple[list[DocumentRow], str]:
         limit = page_size_of(page_size)
-        filters = f"{collection}|{status or ''}"
+        source = source_uri_of(source_uri)
+        filters = f"{collection}|{status or ''}" + (f"|{source}" if source else "")
         token = decode_token(page_token, filters)
         after = None
         if token:
@@ -127,18 +138,26 @@ class DocumentUseCases:
                 after = (dt.datetime.fromisoformat(token["t"]), uuid.UUID(token["i"]))
             except (KeyError, ValueError, TypeError):
                 raise InvalidArgument("page_token is not valid", reason=Reason.INVALID_PAGE_TOKEN) from None
-        rows = await self.documents.list_documents(tenant_id, collection or None, str(status) if status else None, after, limit + 1)
+        rows = await self.documents.list_documents(tenant_id, collection or None, str(status) if status else None, after,
+                                                   limit + 1, source)
         next_token = ""
         if len(rows) > limit:
             last = rows[limit - 1]
             next_token = encode_token({"f": filters, "t": last.created_at.isoformat(), "i": str(last.id)})
         return rows[:limit], next_token
 
-    async def delete_document(self, tenant_id: int, document_id: str) -> bool:
+    async def delete_document(self, tenant_id: int, document_id: str, collection: str = "", source_uri: str = "") -> tuple[bool, int]:
+        """By id (that version), or by collection and source_uri (every live version of the source).
+        Returns (a running job was cancelled, documents deleted)."""
+        source = source_of(document_id, collection, source_uri)
+        if source is not None:
+            cancelled, deleted = await self.documents.delete_source(tenant_id, *source)
+            log.info("source deleted", extra={"collection": source[0], "versions": deleted, "cancelled_running_job": cancelled})
+            return cancelled, deleted
         doc_id = parse_id(document_id)
         cancelled = await self.documents.delete_document(tenant_id, doc_id)
         log.info("document deleted", extra={"document_id": str(doc_id), "cancelled_running_job": cancelled})
-        return cancelled
+        return cancelled, 1
 
     async def retry_document(self, tenant_id: int, document_id: str) -> DocumentRow:
         return await self.documents.restart_document(tenant_id, parse_id(document_id), DocumentStatus.FAILED)
@@ -147,4 +166,18 @@ class DocumentUseCases:
         return await self.documents.restart_document(tenant_id, parse_id(document_id), DocumentStatus.READY)
 
 
-__all__ = ["DocumentUseCases", "UploadMeta", "detect_mime_type"]
+def source_of(document_id: str, collection: str, source_uri: str) -> tuple[str, str] | None:
+    """(collection, source_uri) when a call names its document by source, None for an id."""
+    source = source_uri_of(source_uri)
+    if source is None:
+        return None
+    if document_id:
+        raise InvalidArgument("give the document's id or its collection and source_uri, not both",
+                              reason=Reason.INVALID_SOURCE_URI)
+    if not collection:
+        raise InvalidArgument("a source_uri is looked up in a collection: collection is required",
+                              reason=Reason.COLLECTION_REQUIRED)
+    return collection, source
+
+
+__all__ = ["DocumentUseCases", "UploadMeta", "detect_mime_type", "source_of"]

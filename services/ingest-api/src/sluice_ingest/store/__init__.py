@@ -35,10 +35,11 @@ from .rows import (
     UploadedContent,
 )
 from .tenants import TenantStore
+from .versions import VersionRow, VersionsView
 
 __all__ = [
     "CLAIM_SQL", "AttemptRow", "ChunkRow", "ClaimedJob", "CollectionEventRow", "CollectionRow", "CollectionStore",
     "DocumentRow", "DocumentStore", "EventRow", "EventStore", "GenerationEvaluationRow", "GenerationFailure",
     "GenerationRow", "GenerationStore", "JobPolicy", "NewCollection", "NewDocument", "QueueStore", "RetentionStore",
-    "StoreBase", "TenantStore", "UploadedContent", "WatchPage",
+    "StoreBase", "TenantStore", "UploadedContent", "VersionRow", "VersionsView", "WatchPage",
 ]

@@ -37,6 +37,7 @@ from .common import NO_ERROR, fetch_document_lookup, lookup_document, send_docum
 from .leases import HeldJob, QueueBase, end_attempt, hold_job, lease_failure
 from .queue_sql import QUEUE_LITERALS
 from .rows import ChunkRow, DocumentRow
+from .versions import swap_in
 
 # CompleteJob's first round trip: fence (and renew) the lease, lock the document and, FOR SHARE,
 # the generation the job writes into (job, document, generation: the lock order used
@@ -178,6 +179,9 @@ class CommitStore(QueueBase):
                     await move.confirm()
                 building = await building_cursor.fetchone() if building_cursor is not None else None
                 document = await fetch_document_lookup(document_cursor)
+                if policy.drives_document and document.source_uri is not None:
+                    # A new version of a source: the version it replaces leaves in this same commit.
+                    document = await swap_in(conn, document)
                 if building is not None:
                     await add_embed_job(conn, job.document_id, building[0])
         if switched_under_us:

@@ -25,6 +25,8 @@ from ..domain import (
     check_document_transition,
     JobKind,
     JobStatus,
+    VersionOutcome,
+    VersionRole,
 )
 from ..transitions import NOW, RELEASED_LEASE, move_document, move_job
 from .common import (
@@ -41,6 +43,16 @@ from .common import (
     one_row,
 )
 from .rows import AttemptRow, DocumentRow, EventRow, NewDocument, UploadedContent
+from .versions import (
+    VersionsView,
+    add_version,
+    delete_versions,
+    end_versions,
+    lock_live_versions,
+    lock_source,
+    record_version,
+    versions_view,
+)
 
 
 class DocumentStore(StoreBase):
@@ -48,7 +60,8 @@ class DocumentStore(StoreBase):
         """Rule 5: the document, its content and its job are created in one transaction.
 
         Returns (document, created). An existing document is returned for a repeated
-        request_id or for the same content in the same collection.
+        request_id or for the same content in the same collection (with a source_uri: the same
+        content as the source's current or next version; docs/architecture.md#document-versions).
         """
         async with self.pool.connection() as conn, conn.transaction():
             collection = await lookup_collection_settings(conn, new.tenant_id, new.collection)
@@ -57,20 +70,38 @@ class DocumentStore(StoreBase):
                     conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
                 )
                 if existing is not None:
-                    if existing.collection_id != collection.id or existing.content_sha256 != new.content_sha256:
+                    if (existing.collection_id != collection.id or existing.content_sha256 != new.content_sha256
+                            or existing.source_uri != new.source_uri):
                         raise AlreadyExists(
                             "request_id was already used for a different upload",
                             reason=Reason.REQUEST_ID_REUSED,
                             request_id=new.request_id,
                         )
                     return existing, False
+            version: int | None = None
+            role: VersionRole | None = None
+            if new.source_uri is not None:
+                await lock_source(conn, collection.id, new.source_uri)
+                live = await lock_live_versions(conn, collection.id, new.source_uri)
+                current = next((d for d in live if d.version_role is VersionRole.CURRENT), None)
+                upcoming = next((d for d in live if d.version_role is VersionRole.NEXT), None)
+                if upcoming is not None and upcoming.content_sha256 == new.content_sha256:
+                    return upcoming, False  # the same content again is not a new version
+                if upcoming is not None:
+                    # Newer content (or the current content again) supersedes the pending version:
+                    # its job goes with it, and its worker learns at its next lease renewal.
+                    await delete_versions(conn, [upcoming], VersionOutcome.SUPERSEDED)
+                if current is not None and current.content_sha256 == new.content_sha256:
+                    return current, False
+                version = await add_version(conn, new.tenant_id, collection.id, new.source_uri)
+                role = VersionRole.NEXT if current is not None else VersionRole.CURRENT
             await check_quota(conn, new.tenant_id, documents=1, stored_bytes=new.content.size)
             row = await (
                 await conn.execute(
                     """
                     INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes,
-                        metadata, request_id)
-                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+                        metadata, request_id, source_uri, version, version_role)
+                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
                     ON CONFLICT DO NOTHING
                     RETURNING id
                     """,
@@ -83,13 +114,17 @@ class DocumentStore(StoreBase):
                         new.content.size,
                         json.dumps(new.metadata),
                         new.request_id,
+                        new.source_uri,
+                        version,
+                        None if role is None else str(role),
                     ),
                 )
             ).fetchone()
             if row is None:
                 # Same content already in this collection (or a concurrent twin with our request_id).
-                existing = await lookup_document_where(
-                    conn, "d.collection_id = %s AND d.content_sha256 = %s", (collection.id, new.content_sha256)
+                existing = None if new.source_uri is not None else await lookup_document_where(
+                    conn, "d.collection_id = %s AND d.content_sha256 = %s AND d.source_uri IS NULL",
+                    (collection.id, new.content_sha256),
                 )
                 if existing is None and new.request_id:
                     existing = await lookup_document_where(
@@ -104,6 +139,8 @@ class DocumentStore(StoreBase):
                 "INSERT INTO ingestion_jobs (document_id, max_attempts, trace_context) VALUES (%s, %s, %s)",
                 (document_id, collection.max_attempts, tracing.current_trace_context()),
             )
+            if new.source_uri is not None:
+                await record_version(conn, document_id)
             return await lookup_document(conn, document_id), True
 
     @staticmethod
@@ -124,17 +161,40 @@ class DocumentStore(StoreBase):
             return await lookup_document(conn, document_id, tenant_id)
 
     async def get_document_with_history(
-        self, tenant_id: int, document_id: uuid.UUID
-    ) -> tuple[DocumentRow, list[AttemptRow]]:
+        self, tenant_id: int, document_id: uuid.UUID | None, source: tuple[str, str] | None = None,
+    ) -> tuple[DocumentRow, list[AttemptRow], VersionsView | None]:
+        """A document with its attempts and (with a source_uri) its versions, by id or by
+        (collection, source_uri): then the source's current version, else its next one."""
         async with self.pool.connection() as conn, conn.transaction():
-            document = await lookup_document(conn, document_id, tenant_id)
+            if source is not None:
+                document = await self._lookup_source(conn, tenant_id, *source)
+            else:
+                assert document_id is not None
+                document = await lookup_document(conn, document_id, tenant_id)
             cur = conn.cursor(row_factory=class_row(AttemptRow))
             await cur.execute(
                 "SELECT number, worker_id, stage::text AS stage, outcome::text AS outcome, error_code, error_message,"
                 " retryable, started_at, ended_at FROM job_attempts WHERE job_id = %s ORDER BY id",
                 (document.job_id,),
             )
-            return document, await cur.fetchall()
+            attempts = await cur.fetchall()
+            versions = None
+            if document.source_uri is not None:
+                versions = await versions_view(conn, document.collection_id, document.source_uri)
+            return document, attempts, versions
+
+    @staticmethod
+    async def _lookup_source(conn: psycopg.AsyncConnection, tenant_id: int, collection: str, source_uri: str) -> DocumentRow:
+        settings = await lookup_collection_settings(conn, tenant_id, collection)
+        document = await lookup_document_where(
+            conn, "d.collection_id = %s AND d.source_uri = %s AND d.tenant_id = %s"
+            " ORDER BY d.version_role = 'CURRENT' DESC LIMIT 1",
+            (settings.id, source_uri, tenant_id),
+        )
+        if document is None:
+            raise NotFound(f"collection {collection!r} holds no document with source_uri {source_uri[:200]!r}",
+                           reason=Reason.DOCUMENT_NOT_FOUND)
+        return document
 
     async def latest_event_id(self, document_id: uuid.UUID) -> int:
         """The newest event of a document (callers have checked its tenant with get_document)."""
@@ -161,6 +221,7 @@ class DocumentStore(StoreBase):
         status: str | None,
         after: tuple[dt.datetime, uuid.UUID] | None,
         limit: int,
+        source_uri: str | None = None,
     ) -> list[DocumentRow]:
         async with self.pool.connection() as conn:
             conditions: list[str] = ["d.tenant_id = %s"]
@@ -172,6 +233,9 @@ class DocumentStore(StoreBase):
             if status:
                 conditions.append("d.status = %s")
                 params.append(status)
+            if source_uri:
+                conditions.append("d.source_uri = %s")
+                params.append(source_uri)
             if after:
                 conditions.append("(d.created_at, d.id) < (%s, %s)")
                 params.extend(after)
@@ -194,8 +258,24 @@ class DocumentStore(StoreBase):
             job = next((j for j in jobs if j[1] == JobKind.INGEST), None)
             if job is None:
                 raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
+            await end_versions(conn, [document_id], VersionOutcome.DELETED)
             await conn.execute("DELETE FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id))
             return bool(job[0] == JobStatus.RUNNING)
+
+    async def delete_source(self, tenant_id: int, collection: str, source_uri: str) -> tuple[bool, int]:
+        """Every live version of a source (jobs locked first, the NEXT version's before the
+        CURRENT one's, as its READY commit takes them); (a job was running, versions deleted)."""
+        async with self.pool.connection() as conn, conn.transaction():
+            settings = await lookup_collection_settings(conn, tenant_id, collection)
+            live = await lock_live_versions(conn, settings.id, source_uri, tenant_id)
+            if not live:
+                raise NotFound(f"collection {collection!r} holds no document with source_uri {source_uri[:200]!r}",
+                               reason=Reason.DOCUMENT_NOT_FOUND)
+            running = await (await conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM ingestion_jobs WHERE document_id = ANY(%s) AND kind = 'INGEST'"
+                " AND status = 'RUNNING')", ([d.id for d in live],))).fetchone()
+            await delete_versions(conn, live, VersionOutcome.DELETED)
+            return bool(running and running[0]), len(live)
 
     async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: DocumentStatus) -> DocumentRow:
         """RetryDocument (FAILED) and ReprocessDocument (READY): back to PENDING with fresh attempts."""

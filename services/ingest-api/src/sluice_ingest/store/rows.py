@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, JobStatus
+from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, JobStatus, VersionRole
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class NewDocument:
     request_id: str | None
     content: UploadedContent
     content_sha256: str
+    source_uri: str | None = None  # a version of this source (docs/architecture.md#document-versions)
 
 
 @dataclass(frozen=True)
@@ -185,9 +186,14 @@ class DocumentRow:
     max_attempts: int
     available_at: dt.datetime
     db_now: dt.datetime
+    # A version of a source (docs/architecture.md#document-versions); None without a source.
+    source_uri: str | None = None
+    version: int | None = None
+    version_role: VersionRole | None = None
 
     def __post_init__(self) -> None:
-        as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus)
+        as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus,
+                   version_role=VersionRole)
 
 
 @dataclass(frozen=True, slots=True)
