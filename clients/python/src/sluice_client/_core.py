@@ -119,9 +119,27 @@ def search_request(collection: str, query: str, *, top_k: int, mode: SearchMode 
 
 
 def list_documents_request(collection: str | None, status: DocumentStatus | str | int | None, page_size: int,
-                           page_token: str) -> document_service_pb2.ListDocumentsRequest:
+                           page_token: str, source_uri: str | None = None) -> document_service_pb2.ListDocumentsRequest:
     return document_service_pb2.ListDocumentsRequest(collection=collection or "", page_size=page_size, page_token=page_token,
-                                                     status=DocumentStatus.of(status).value)  # type: ignore[arg-type]
+                                                     status=DocumentStatus.of(status).value,  # type: ignore[arg-type]
+                                                     source_uri=source_uri or "")
+
+
+def document_key(document_id: str | None, collection: str | None, source_uri: str | None) -> dict[str, str]:
+    """GetDocument's and DeleteDocument's way of naming a document: its id, or its collection
+    and source_uri (a source's current version; for a deletion, every version)."""
+    if source_uri:
+        if document_id or not collection:
+            raise ValueError("name a document by its id, or by collection= and source_uri=")
+        return {"collection": collection, "source_uri": source_uri}
+    if not document_id:
+        raise ValueError("a document id (or collection= and source_uri=) is required")
+    return {"id": document_id}
+
+
+def upload_identity(identity: str, source_uri: str | None) -> str:
+    """What the default request_id is derived from: a version of a source is its own request."""
+    return identity + ("\0" + source_uri if source_uri else "")
 
 
 # ------------------------------------------------------------------ many documents at once

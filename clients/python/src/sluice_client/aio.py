@@ -251,14 +251,15 @@ class AsyncDocuments:
     async def upload(self, collection: str, source: uploads.Source, *, filename: str | None = None,
                      mime_type: str | None = None, metadata: Mapping[str, str] | None = None,
                      typed_metadata: Mapping[str, Any] | None = None, request_id: str | None = None,
-                     timeout: float | None = None) -> Document:
+                     timeout: float | None = None, source_uri: str | None = None) -> Document:
         """See Documents.upload."""
         client = self._client
         prepared = await asyncio.to_thread(uploads.prepare, source, filename)
         message = uploads.metadata_message(
             collection, prepared, mime_type=mime_type, metadata=metadata, typed_metadata=typed_metadata,
-            request_id_value=request_id or uploads.request_id(collection, prepared.identity, prepared.sha256,
-                                                               client.settings.request_id_prefix))
+            request_id_value=request_id or uploads.request_id(
+                collection, _core.upload_identity(prepared.identity, source_uri), prepared.sha256,
+                client.settings.request_id_prefix), source_uri=source_uri)
         call = client._stub(INGEST).UploadDocument
 
         def translate(error: SluiceError) -> SluiceError:
@@ -325,17 +326,18 @@ class AsyncDocuments:
                 await tracker.close()
         return [results[f] for f in files]
 
-    async def get(self, document_id: str, *, timeout: float | None = None) -> Document:
-        request = document_service_pb2.GetDocumentRequest(id=document_id)
+    async def get(self, document_id: str | None = None, *, collection: str | None = None, source_uri: str | None = None,
+                  timeout: float | None = None) -> Document:
+        request = document_service_pb2.GetDocumentRequest(**_core.document_key(document_id, collection, source_uri))
         return Document.from_proto(await self._client._unary(INGEST, "GetDocument", request, timeout=timeout))
 
     async def list(self, collection: str | None = None, *, status: DocumentStatus | str | None = None,
-                   page_size: int = _core.PAGE_SIZE, limit: int | None = None) -> AsyncIterator[Document]:
+                   page_size: int = _core.PAGE_SIZE, limit: int | None = None, source_uri: str | None = None) -> AsyncIterator[Document]:
         token, count = "", 0
         while True:
             size = page_size if not limit else min(page_size, limit - count)
             page = await self._client._unary(INGEST, "ListDocuments",
-                                             _core.list_documents_request(collection, status, size, token))
+                                             _core.list_documents_request(collection, status, size, token, source_uri))
             for document in page.documents:
                 yield Document.from_proto(document)
                 count += 1
@@ -345,8 +347,9 @@ class AsyncDocuments:
             if not token:
                 return
 
-    async def delete(self, document_id: str, *, timeout: float | None = None) -> bool:
-        request = document_service_pb2.DeleteDocumentRequest(id=document_id)
+    async def delete(self, document_id: str | None = None, *, collection: str | None = None,
+                     source_uri: str | None = None, timeout: float | None = None) -> bool:
+        request = document_service_pb2.DeleteDocumentRequest(**_core.document_key(document_id, collection, source_uri))
         return (await self._client._unary(INGEST, "DeleteDocument", request, timeout=timeout)).cancelled_running_job
 
     async def retry(self, document_id: str, *, timeout: float | None = None) -> Document:

@@ -391,7 +391,7 @@ class Documents:
     def upload(self, collection: str, source: uploads.Source, *, filename: str | None = None,
                mime_type: str | None = None, metadata: Mapping[str, str] | None = None,
                typed_metadata: Mapping[str, Any] | None = None, request_id: str | None = None,
-               timeout: float | None = None) -> Document:
+               timeout: float | None = None, source_uri: str | None = None) -> Document:
         """Upload a file (path, bytes or binary file object) into a collection; returns the
         document, PENDING (or the existing one, when the collection already holds these bytes).
 
@@ -403,8 +403,9 @@ class Documents:
         client = self._client
         message = uploads.metadata_message(
             collection, prepared, mime_type=mime_type, metadata=metadata, typed_metadata=typed_metadata,
-            request_id_value=request_id or uploads.request_id(collection, prepared.identity, prepared.sha256,
-                                                               client.settings.request_id_prefix))
+            request_id_value=request_id or uploads.request_id(
+                collection, _core.upload_identity(prepared.identity, source_uri), prepared.sha256,
+                client.settings.request_id_prefix), source_uri=source_uri)
         call = client._stub(INGEST).UploadDocument
         metadata_ = client.settings.metadata
 
@@ -476,19 +477,21 @@ class Documents:
                 tracker.close()
         return [results[f] for f in files]
 
-    def get(self, document_id: str, *, timeout: float | None = None) -> Document:
-        """One document, with its attempt history."""
-        request = document_service_pb2.GetDocumentRequest(id=document_id)
+    def get(self, document_id: str | None = None, *, collection: str | None = None, source_uri: str | None = None,
+            timeout: float | None = None) -> Document:
+        """One document, with its attempt history; by collection and source_uri, the source's
+        current version (its `raw.versions` shows the pending or failed one and the history)."""
+        request = document_service_pb2.GetDocumentRequest(**_core.document_key(document_id, collection, source_uri))
         return Document.from_proto(self._client._unary(INGEST, "GetDocument", request, timeout=timeout))
 
     def list(self, collection: str | None = None, *, status: DocumentStatus | str | None = None,
-             page_size: int = _core.PAGE_SIZE, limit: int | None = None) -> Iterator[Document]:
+             page_size: int = _core.PAGE_SIZE, limit: int | None = None, source_uri: str | None = None) -> Iterator[Document]:
         """Documents, newest first, optionally of one collection and status; fetched a page at a
         time as you iterate, at most `limit`."""
         token, count = "", 0
         while True:
             size = page_size if not limit else min(page_size, limit - count)
-            page = self._client._unary(INGEST, "ListDocuments", _core.list_documents_request(collection, status, size, token))
+            page = self._client._unary(INGEST, "ListDocuments", _core.list_documents_request(collection, status, size, token, source_uri))
             for document in page.documents:
                 yield Document.from_proto(document)
                 count += 1
@@ -498,9 +501,11 @@ class Documents:
             if not token:
                 return
 
-    def delete(self, document_id: str, *, timeout: float | None = None) -> bool:
-        """Delete a document, its content and chunks; True when a running job was cancelled."""
-        request = document_service_pb2.DeleteDocumentRequest(id=document_id)
+    def delete(self, document_id: str | None = None, *, collection: str | None = None,
+               source_uri: str | None = None, timeout: float | None = None) -> bool:
+        """Delete a document, its content and chunks (by collection and source_uri: every version of
+        the source); True when a running job was cancelled."""
+        request = document_service_pb2.DeleteDocumentRequest(**_core.document_key(document_id, collection, source_uri))
         return self._client._unary(INGEST, "DeleteDocument", request, timeout=timeout).cancelled_running_job
 
     def retry(self, document_id: str, *, timeout: float | None = None) -> Document:

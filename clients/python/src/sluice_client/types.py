@@ -170,6 +170,10 @@ class Document:
     update_time: dt.datetime | None
     next_attempt_time: dt.datetime | None
     attempt_history: list[Attempt] = field(default_factory=list)
+    # The path or URL naming the document in its source, and this version's number (0 without
+    # one); GetDocument's `raw.versions` shows the current, pending or failed and past versions.
+    source_uri: str = ""
+    version: int = 0
     raw: document_pb2.Document = field(default_factory=document_pb2.Document, repr=False, compare=False)
 
     @property
@@ -211,6 +215,8 @@ class Document:
             create_time=_time(message.create_time),
             update_time=_time(message.update_time),
             next_attempt_time=_time(message.next_attempt_time, message.HasField("next_attempt_time")),
+            source_uri=message.source_uri,
+            version=message.version,
             attempt_history=[
                 Attempt(a.number, a.worker_id, DocumentStatus(a.stage),
                         document_pb2.AttemptOutcome.Name(a.outcome).removeprefix("ATTEMPT_OUTCOME_"), a.error_code,

@@ -152,7 +152,7 @@ def _name_of(handle: Any) -> str:
 
 def metadata_message(collection: str, prepared: PreparedUpload, *, mime_type: str | None, metadata: Mapping[str, str] | None,
                      typed_metadata: Mapping[str, Any] | None, request_id_value: str,
-                     ) -> document_service_pb2.UploadDocumentMetadata:
+                     source_uri: str | None = None) -> document_service_pb2.UploadDocumentMetadata:
     from .filters import metadata_value
 
     return document_service_pb2.UploadDocumentMetadata(
@@ -165,6 +165,7 @@ def metadata_message(collection: str, prepared: PreparedUpload, *, mime_type: st
         request_id=request_id_value,
         expected_size_bytes=prepared.size,
         expected_sha256=prepared.sha256,
+        source_uri=source_uri or "",
     )
 
 
