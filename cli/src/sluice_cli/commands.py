@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import time
+from collections.abc import Callable
 
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
-from sluice_client import Client, Document, DocumentStatus, Embedder, WaitTimeout
+from sluice_client import Client, Document, DocumentStatus, Embedder, SearchMode, WaitTimeout
+from sluice_client.protos import collection_pb2
 from sluice_client.types import EmbedderConfig
-from sluice_client.protos import collection_pb2, search_service_pb2
-
 from sluice_common.evaluation import QuerySetError, load_queries
 from sluice_common.names import document_id_of
 
@@ -34,9 +35,9 @@ DEFAULT_EMBEDDER = "local"
 
 STATUS_CHOICES = ["pending", "parsing", "chunking", "embedding", "indexing", "ready", "failed"]
 MODES = {
-    "vector": search_service_pb2.SEARCH_MODE_VECTOR,
-    "keyword": search_service_pb2.SEARCH_MODE_KEYWORD,
-    "hybrid": search_service_pb2.SEARCH_MODE_HYBRID,
+    "vector": SearchMode.VECTOR,
+    "keyword": SearchMode.KEYWORD,
+    "hybrid": SearchMode.HYBRID,
 }
 
 
@@ -50,7 +51,12 @@ def default_embedder() -> str:
 
 # The local models that packages carry (both 384 dimensions), named with or without a backend
 # suffix (":torch", ":onnx-int8", ":onnx-fp32"); docs/embedders.md.
-LOCAL_MODELS = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "multilingual-e5-small", "intfloat/multilingual-e5-small"}
+LOCAL_MODELS = {
+    "all-minilm-l6-v2",
+    "sentence-transformers/all-minilm-l6-v2",
+    "multilingual-e5-small",
+    "intfloat/multilingual-e5-small",
+}
 
 
 def local_model_name(model: str) -> str:
@@ -58,24 +64,33 @@ def local_model_name(model: str) -> str:
     return (name if name and backend in ("torch", "onnx-int8", "onnx-fp32") else model).lower()
 
 
-def embedder_of(args) -> EmbedderConfig:
+def embedder_of(args: argparse.Namespace) -> EmbedderConfig:
     """--embedder, --model and --dimensions as the embedder to ask for (create and reindex)."""
     _, model, dimensions = EMBEDDERS[args.embedder]
     if args.model:
         model = args.model
         named = args.embedder == "local" and local_model_name(model) in LOCAL_MODELS
         if args.embedder != "hashing" and not args.dimensions and model != EMBEDDERS[args.embedder][1] and not named:
-            raise CliError(f"--dimensions is required with --model {model!r} (the size of its vectors)", EXIT_USAGE, "DIMENSIONS_REQUIRED")
+            raise CliError(
+                f"--dimensions is required with --model {model!r} (the size of its vectors)", EXIT_USAGE, "DIMENSIONS_REQUIRED"
+            )
     if args.dimensions:
         dimensions = args.dimensions
     return EmbedderConfig(Embedder.of(args.embedder), model, dimensions)
 
 
-def collections_create(client: Client, args) -> int:
+def collections_create(client: Client, args: argparse.Namespace) -> int:
     embedder = embedder_of(args)
-    created = client.collections.create(args.name, embedder=embedder.provider, model=embedder.model, dimensions=embedder.dimensions,
-                                        chunk_size=args.chunk_size, overlap=args.overlap, max_attempts=args.max_attempts,
-                                        description=args.description or "")
+    created = client.collections.create(
+        args.name,
+        embedder=embedder.provider,
+        model=embedder.model,
+        dimensions=embedder.dimensions,
+        chunk_size=args.chunk_size,
+        overlap=args.overlap,
+        max_attempts=args.max_attempts,
+        description=args.description or "",
+    )
     if args.json:
         render.print_json(render.to_dict(created.raw))
     else:
@@ -87,7 +102,7 @@ def collections_create(client: Client, args) -> int:
     return EXIT_OK
 
 
-def collections_list(client: Client, args) -> int:
+def collections_list(client: Client, args: argparse.Namespace) -> int:
     collections = [c.raw for c in client.collections.list()]
     if args.json:
         render.print_json({"collections": [render.to_dict(c) for c in collections]})
@@ -98,7 +113,7 @@ def collections_list(client: Client, args) -> int:
     return EXIT_OK
 
 
-def collections_show(client: Client, args) -> int:
+def collections_show(client: Client, args: argparse.Namespace) -> int:
     collection = client.collections.get(args.name).raw
     if args.json:
         render.print_json(render.to_dict(collection))
@@ -110,7 +125,7 @@ def collections_show(client: Client, args) -> int:
     return EXIT_OK
 
 
-def eval_set_of(args) -> list[dict[str, object]]:
+def eval_set_of(args: argparse.Namespace) -> list[dict[str, object]]:
     """The queries of --eval-set as ReindexCollection takes them (none without it)."""
     if args.min_ratio and not args.eval_set:
         raise CliError("--min-ratio needs --eval-set", EXIT_USAGE, "USAGE")
@@ -125,7 +140,7 @@ def eval_set_of(args) -> list[dict[str, object]]:
     return [{"query": q.query, "relevant": list(q.relevant), "id": q.id} for q in queries]
 
 
-def collections_reindex(client: Client, args) -> int:
+def collections_reindex(client: Client, args: argparse.Namespace) -> int:
     """Start a reindex (or retry its failed documents), follow it to the switch with a progress
     bar (polling GetCollection), or cancel it."""
     if args.cancel:
@@ -196,7 +211,7 @@ def collections_reindex(client: Client, args) -> int:
     return EXIT_OK
 
 
-def collections_delete(client: Client, args) -> int:
+def collections_delete(client: Client, args: argparse.Namespace) -> int:
     deleted = client.collections.delete(args.name, force=args.force)
     if args.json:
         render.print_json({"name": args.name, "deleted_documents": str(deleted)})  # int64 as in the contract's JSON
@@ -226,28 +241,41 @@ def resolve_document_id(client: Client, ref: str, collection: str = "") -> str:
         raise CliError(f"no document matches {ref!r} (give its id; `sluice ls` lists them)", EXIT_NOT_FOUND, "DOCUMENT_NOT_FOUND")
     if len(matches) > 1:
         listing = ", ".join(f"{d.id} ({d.collection}/{d.filename})" for d in matches[:5])
-        raise CliError(f"{ref!r} matches {len(matches)} documents: {listing}; give the id or --collection", EXIT_USAGE, "AMBIGUOUS")
+        raise CliError(
+            f"{ref!r} matches {len(matches)} documents: {listing}; give the id or --collection", EXIT_USAGE, "AMBIGUOUS"
+        )
     return matches[0].id
 
 
-def ls(client: Client, args) -> int:
+def ls(client: Client, args: argparse.Namespace) -> int:
     documents = [d.raw for d in client.documents.list(args.collection or None, status=args.status, limit=args.limit or None)]
     if args.json:
         render.print_json({"documents": [render.to_dict(d) for d in documents]})
         return EXIT_OK
     if not documents:
-        render.out.print("No documents." + ("" if args.collection or args.status else " Upload some: sluice upload PATH --collection NAME"))
+        render.out.print(
+            "No documents." + ("" if args.collection or args.status else " Upload some: sluice upload PATH --collection NAME")
+        )
         return EXIT_OK
     render.out.print(render.documents_table(documents, show_collection=not args.collection))
     counts: dict[str, int] = {}
     for d in documents:
         counts[render.status_name(d.status)] = counts.get(render.status_name(d.status), 0) + 1
-    render.out.print(Text(f"{len(documents)} document(s): " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), style="dim"))
+    render.out.print(
+        Text(f"{len(documents)} document(s): " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), style="dim")
+    )
     return EXIT_OK
 
 
-def show(client: Client, args) -> int:
-    doc = client.documents.get(resolve_document_id(client, args.document, args.collection or "")).raw
+def show(client: Client, args: argparse.Namespace) -> int:
+    if args.source_uri:
+        if args.document or not args.collection:
+            raise CliError("--source-uri needs --collection and no DOC", EXIT_USAGE, "INVALID_ARGUMENT")
+        doc = client.documents.get(collection=args.collection, source_uri=args.source_uri).raw
+    elif args.document:
+        doc = client.documents.get(resolve_document_id(client, args.document, args.collection or "")).raw
+    else:
+        raise CliError("give a document, or --collection and --source-uri", EXIT_USAGE, "MISSING_ARGUMENT")
     if args.json:
         render.print_json(render.to_dict(doc))
     else:
@@ -256,19 +284,23 @@ def show(client: Client, args) -> int:
     return EXIT_OK
 
 
-def watch(client: Client, args) -> int:
+def watch(client: Client, args: argparse.Namespace) -> int:
     collection_options = args.cursor or args.from_start or args.status or args.terminal
     if args.document is None:
         if not args.collection:
-            raise CliError("give a document to follow, or --collection to follow every event of a collection", EXIT_USAGE, "MISSING_ARGUMENT")
+            raise CliError(
+                "give a document to follow, or --collection to follow every event of a collection", EXIT_USAGE, "MISSING_ARGUMENT"
+            )
         return watch_collection(client, args)
     if collection_options:
-        raise CliError("--cursor, --from-start, --status and --terminal are for a collection: leave out DOC", EXIT_USAGE, "INVALID_ARGUMENT")
+        raise CliError(
+            "--cursor, --from-start, --status and --terminal are for a collection: leave out DOC", EXIT_USAGE, "INVALID_ARGUMENT"
+        )
     doc = client.documents.get(resolve_document_id(client, args.document, args.collection or ""))
     return watch_document(client, doc, args.timeout if args.timeout and args.timeout > 0 else None, as_json=args.json)
 
 
-def _follow(client: Client, doc: Document, timeout: float | None, on_change) -> Document:
+def _follow(client: Client, doc: Document, timeout: float | None, on_change: Callable[[Document], None]) -> Document:
     """The document once READY or FAILED, telling `on_change` of each state on the way."""
     try:
         for state in client.documents.watch(doc.id, timeout=timeout):
@@ -326,13 +358,18 @@ def watch_document(client: Client, doc: Document, timeout: float | None, *, as_j
         doc = _follow(client, doc, timeout, print_change)
     if not as_json:
         if doc.ready:
-            render.out.print(Text("✓ ", style="green") + Text(f"{doc.filename} READY ({render.chunks_label(doc.chunk_count)}) {doc.id}"))
+            render.out.print(
+                Text("✓ ", style="green") + Text(f"{doc.filename} READY ({render.chunks_label(doc.chunk_count)}) {doc.id}")
+            )
         else:
-            render.out.print(Text("✗ ", style="red") + Text(f"{doc.filename} FAILED: {doc.error_message}" + (f" [{doc.error_code}]" if doc.error_code else "")))
+            render.out.print(
+                Text("✗ ", style="red")
+                + Text(f"{doc.filename} FAILED: {doc.error_message}" + (f" [{doc.error_code}]" if doc.error_code else ""))
+            )
     return EXIT_OK if doc.status is DocumentStatus.READY else EXIT_FAILED
 
 
-def retry(client: Client, args) -> int:
+def retry(client: Client, args: argparse.Namespace) -> int:
     doc = client.documents.retry(resolve_document_id(client, args.document, args.collection or ""))
     if args.wait:
         return watch_document(client, doc, None, as_json=args.json)
@@ -343,9 +380,17 @@ def retry(client: Client, args) -> int:
     return EXIT_OK
 
 
-def rm(client: Client, args) -> int:
-    results = []
+def rm(client: Client, args: argparse.Namespace) -> int:
+    results: list[dict[str, object]] = []
+    if bool(args.source_uri) == bool(args.documents) or (args.source_uri and not args.collection):
+        raise CliError("give documents, or --collection and --source-uri", EXIT_USAGE, "MISSING_ARGUMENT")
     try:
+        if args.source_uri:
+            cancelled = client.documents.delete(collection=args.collection, source_uri=args.source_uri)
+            results.append({"source_uri": args.source_uri, "cancelled_running_job": cancelled})
+            if not args.json:
+                extra = " (a running job was cancelled)" if cancelled else ""
+                render.out.print(f"Deleted every version of {escape(args.source_uri)}{extra}")
         for ref in args.documents:
             doc_id = resolve_document_id(client, ref, args.collection or "")
             cancelled = client.documents.delete(doc_id)
@@ -363,7 +408,7 @@ def rm(client: Client, args) -> int:
 # ------------------------------------------------------------------ search
 
 
-def search(client: Client, args) -> int:
+def search(client: Client, args: argparse.Namespace) -> int:
     if not args.query.strip():
         raise CliError("the query is empty", EXIT_USAGE, "INVALID_ARGUMENT")
     filters = dict(item.partition("=")[::2] for item in args.filter or [])
@@ -391,8 +436,15 @@ def search(client: Client, args) -> int:
         render.out.print(f"No matches in {escape(args.collection)} (only READY documents are searched).")
         return EXIT_OK
     render.print_hits(render.out, response.hits, context=args.neighbors > 0)
-    reranker = response.rerank.model or collection_pb2.RerankerProvider.Name(response.rerank.provider).removeprefix("RERANKER_PROVIDER_").lower()
+    reranker = (
+        response.rerank.model
+        or collection_pb2.RerankerProvider.Name(response.rerank.provider).removeprefix("RERANKER_PROVIDER_").lower()
+    )
     reranked = f", reranked by {reranker}" if status == "APPLIED" else ""
-    render.out.print(Text(f"{len(response.hits)} hit(s), {render.mode_name(response.mode).lower()} search{reranked}, {elapsed_ms:.0f} ms",
-                          style="dim"))
+    render.out.print(
+        Text(
+            f"{len(response.hits)} hit(s), {render.mode_name(response.mode).lower()} search{reranked}, {elapsed_ms:.0f} ms",
+            style="dim",
+        )
+    )
     return EXIT_OK

@@ -18,6 +18,7 @@ class Candidate:
 
     path: Path
     display: str
+    source_uri: str | None = None  # with --source-uri-from-path (docs/cli.md)
 
 
 def find_files(paths: list[str]) -> list[Candidate]:
@@ -31,6 +32,17 @@ def find_files(paths: list[str]) -> list[Candidate]:
     except FileNotFoundError as error:
         raise CliError(str(error), EXIT_USAGE, "PATH_NOT_FOUND") from None
     return [Candidate(path=path, display=str(path)) for path in found]
+
+
+def source_uri_from_path(candidate: Candidate, paths: list[str]) -> Candidate:
+    """The candidate named in its source by its path relative to the folder it was found under
+    (with "/" between parts), or by its file name when it was named directly."""
+    path = Path(os.path.abspath(candidate.path))
+    for raw in paths:
+        root = Path(os.path.abspath(raw))
+        if root.is_dir() and root in path.parents:
+            return Candidate(candidate.path, candidate.display, path.relative_to(root).as_posix())
+    return Candidate(candidate.path, candidate.display, path.name)
 
 
 def request_id(collection: str, path: Path, sha256: str) -> str:

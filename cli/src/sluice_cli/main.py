@@ -1,4 +1,3 @@
-# ruff: noqa: E402 - GRPC_VERBOSITY must be set before grpc is imported
 """`sluice`: the command-line client of Sluice.
 
 Exit codes (scripts may rely on them): 0 ok, 1 operation failed, 2 usage error or invalid
@@ -18,14 +17,21 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
 import grpc
-from sluice_client import SluiceError
+from rich.markup import escape
+from sluice_client import Client, SluiceError
+from sluice_client.client import ROLES
+from sluice_client.types import WEBHOOK_EVENT_TYPES
 
 from . import __version__, admin, commands, evaluate, mcp, render, typed, webhooks
 from .client import open_client
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error, from_sdk_error
 from .upload import run_upload
+
+# What a subcommand runs (set_defaults(handler=...)): its exit code.
+Handler = Callable[[Client, argparse.Namespace], int]
 
 EPILOG = """exit codes: 0 ok, 1 operation failed (e.g. a document FAILED), 2 usage error or invalid
 argument, 3 not found, 4 server unavailable (not running, unreachable, TLS handshake failed).
@@ -38,17 +44,34 @@ environment: SLUICE_INGEST_ADDRESS (default localhost:50051), SLUICE_SEARCH_ADDR
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
     """Options accepted both before and after the subcommand (`sluice --json ls` or `sluice ls --json`)."""
     parent = argparse.ArgumentParser(add_help=False)
-    suppress = {} if defaults else {"default": argparse.SUPPRESS}
-    parent.add_argument("--json", action="store_true", help="machine-readable JSON output", **({"default": False} if defaults else suppress))
-    parent.add_argument("--ingest-address", metavar="HOST:PORT", help="ingest-api address (env SLUICE_INGEST_ADDRESS)", **suppress)
-    parent.add_argument("--search-address", metavar="HOST:PORT", help="search address (env SLUICE_SEARCH_ADDRESS)", **suppress)
-    parent.add_argument("--api-key", metavar="KEY", help="API key for every call (env SLUICE_API_KEY; default: .sluice/credentials)", **suppress)
-    parent.add_argument("--ca-file", metavar="PEM", help="CA of the servers' TLS certificates (env SLUICE_TLS_CA_FILE)", **suppress)
+    # Without defaults (the copy after the subcommand), an option left out does not overwrite
+    # the value given before the subcommand.
+    default = None if defaults else argparse.SUPPRESS
+    parent.add_argument(
+        "--json", action="store_true", help="machine-readable JSON output", default=False if defaults else default
+    )
+    parent.add_argument(
+        "--ingest-address", metavar="HOST:PORT", help="ingest-api address (env SLUICE_INGEST_ADDRESS)", default=default
+    )
+    parent.add_argument(
+        "--search-address", metavar="HOST:PORT", help="search address (env SLUICE_SEARCH_ADDRESS)", default=default
+    )
+    parent.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="API key for every call (env SLUICE_API_KEY; default: .sluice/credentials)",
+        default=default,
+    )
+    parent.add_argument(
+        "--ca-file", metavar="PEM", help="CA of the servers' TLS certificates (env SLUICE_TLS_CA_FILE)", default=default
+    )
     parent.add_argument("--tls-cert", metavar="PEM", help="client certificate for mutual TLS (env SLUICE_TLS_CLIENT_CERT_FILE)",
-                        **suppress)
+                        default=default)
     parent.add_argument("--tls-key", metavar="PEM", help="the client certificate's key (env SLUICE_TLS_CLIENT_KEY_FILE)",
-                        **suppress)
-    parent.add_argument("--as-tenant", metavar="NAME", help="act for this tenant (admin keys; env SLUICE_TENANT)", **suppress)
+                        default=default)
+    parent.add_argument(
+        "--as-tenant", metavar="NAME", help="act for this tenant (admin keys; env SLUICE_TENANT)", default=default
+    )
     return parent
 
 
@@ -135,10 +158,30 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("paths", nargs="+", metavar="PATH")
     up.add_argument("--collection", "-c", required=True)
     up.add_argument("--no-wait", action="store_true", help="return once uploaded, without following processing")
-    up.add_argument("--timeout", type=float, default=0, metavar="SECONDS", help="stop waiting after this long (exit 1); 0 waits forever")
-    up.add_argument("--metadata", "-m", action="append", type=_key_value, metavar="KEY=VALUE", help="metadata for every uploaded document (repeatable)")
-    up.add_argument("--typed", action="append", type=_key_value, metavar="KEY=VALUE",
-                    help="typed metadata (repeatable): true/false, numbers, ISO dates and [a,b] lists keep their type; quote to keep text")
+    up.add_argument(
+        "--timeout", type=float, default=0, metavar="SECONDS", help="stop waiting after this long (exit 1); 0 waits forever"
+    )
+    up.add_argument(
+        "--metadata",
+        "-m",
+        action="append",
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="metadata for every uploaded document (repeatable)",
+    )
+    up.add_argument(
+        "--typed",
+        action="append",
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="typed metadata (repeatable): true/false, numbers, ISO dates and [a,b] lists keep their type; quote to keep text",
+    )
+    up.add_argument(
+        "--source-uri-from-path",
+        action="store_true",
+        help="name each document in its source by its path relative to the uploaded folder (a file named "
+        "directly: its name); uploading a changed file again then replaces it as a new version",
+    )
     up.set_defaults(handler=_upload)
 
     # ls
@@ -156,12 +199,17 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=help_text, parents=[common])
         p.add_argument("document", metavar="DOC", help="document id (or unique id prefix or file name)",
-                       **({"nargs": "?"} if name == "watch" else {}))
+                       nargs="?" if name in ("watch", "show") else None)
+        if name == "show":
+            p.add_argument("--source-uri", metavar="URI", help="the document of this source_uri in --collection "
+                                                               "(its current version), with its versions")
         p.add_argument("--collection", "-c", help="narrow a prefix or file name to this collection")
         if name == "watch":
             p.add_argument("--timeout", type=float, default=0, metavar="SECONDS", help="give up after this long (exit 1)")
             start = p.add_mutually_exclusive_group()
-            start.add_argument("--cursor", metavar="CURSOR", help="collection: resume after this cursor (printed with each event)")
+            start.add_argument(
+                "--cursor", metavar="CURSOR", help="collection: resume after this cursor (printed with each event)"
+            )
             start.add_argument("--from-start", action="store_true", help="collection: begin with the oldest retained event")
             p.add_argument("--status", metavar="S1,S2", help="collection: only events leaving a document in these statuses "
                                                              "(e.g. ready,failed; deletions are always shown)")
@@ -171,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(handler=handler)
 
     rm = sub.add_parser("rm", help="delete documents (cancels their running jobs)", parents=[common])
-    rm.add_argument("documents", nargs="+", metavar="DOC")
+    rm.add_argument("documents", nargs="*", metavar="DOC")
+    rm.add_argument("--source-uri", metavar="URI", help="delete every version of this source_uri in --collection")
     rm.add_argument("--collection", "-c", help="narrow a prefix or file name to this collection")
     rm.set_defaults(handler=commands.rm)
 
@@ -180,11 +229,19 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--collection", "-c", required=True)
     search.add_argument("--mode", choices=sorted(commands.MODES), help="default: hybrid")
     search.add_argument("-k", "--top-k", dest="k", type=_positive, default=10, help="number of hits (default 10)")
-    search.add_argument("--filter", action="append", type=_key_value, metavar="KEY=VALUE", help="metadata that must match (repeatable)")
-    search.add_argument("--where", action="append", metavar="CONDITION",
-                        help="a typed metadata condition, all must hold (repeatable): 'year>=2024', 'lang in en,de', 'draft=false', "
-                             "'published<2025-01-01', 'tags exists'")
-    search.add_argument("--neighbors", type=int, default=0, metavar="N", help="join N chunks before and after each hit as its context (0-5)")
+    search.add_argument(
+        "--filter", action="append", type=_key_value, metavar="KEY=VALUE", help="metadata that must match (repeatable)"
+    )
+    search.add_argument(
+        "--where",
+        action="append",
+        metavar="CONDITION",
+        help="a typed metadata condition, all must hold (repeatable): 'year>=2024', 'lang in en,de', 'draft=false', "
+        "'published<2025-01-01', 'tags exists'",
+    )
+    search.add_argument(
+        "--neighbors", type=int, default=0, metavar="N", help="join N chunks before and after each hit as its context (0-5)"
+    )
     search.add_argument("--max-per-document", type=int, default=0, metavar="K", help="at most K hits from one document")
     search.add_argument("--min-score", type=float, metavar="S", help="drop hits whose first-stage score is below S")
     search.add_argument("--no-rerank", action="store_true", help="do not rerank, even if the collection has a reranker")
@@ -211,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     hadd.add_argument("collection")
     hadd.add_argument("url")
     hadd.add_argument("--events", metavar="TYPE[,TYPE]",
-                      help=f"event types (default: all): {', '.join(webhooks.EVENT_TYPES)}")
+                      help=f"event types (default: all): {', '.join(WEBHOOK_EVENT_TYPES)}")
     hadd.add_argument("--description", help="a note for people")
     hadd.set_defaults(handler=webhooks.add)
     hls = hooks_sub.add_parser("list", aliases=["ls"], help="list webhooks", parents=[common])
@@ -244,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub.required = True
     kcreate = keys_sub.add_parser("create", help="create a key; its secret is printed once", parents=[common])
     kcreate.add_argument("--tenant", dest="key_tenant", required=True)
-    kcreate.add_argument("--role", required=True, choices=sorted(admin.ROLES))
+    kcreate.add_argument("--role", required=True, choices=sorted(ROLES))
     kcreate.add_argument("--name", default="", help="a label, e.g. who holds the key")
     kcreate.set_defaults(handler=admin.keys_create)
     kls = keys_sub.add_parser("list", aliases=["ls"], help="list keys (prefixes only)", parents=[common])
@@ -258,18 +315,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _upload(client, args) -> int:
+def _upload(client: Client, args: argparse.Namespace) -> int:
     metadata = dict(item.split("=", 1) for item in (args.metadata or []))
     typed_values = {key: typed.value(text, lists=True) for key, text in (item.split("=", 1) for item in (args.typed or []))}
-    return run_upload(client, args.paths, args.collection, wait=not args.no_wait, timeout=args.timeout, as_json=args.json, metadata=metadata,
-                      typed_metadata=typed_values)
+    return run_upload(
+        client,
+        args.paths,
+        args.collection,
+        wait=not args.no_wait,
+        timeout=args.timeout,
+        as_json=args.json,
+        metadata=metadata,
+        typed_metadata=typed_values,
+        source_uri_from_path=args.source_uri_from_path,
+    )
 
 
 def report_error(error: CliError, as_json: bool) -> None:
     if as_json:
-        sys.stderr.write(json.dumps({"error": {"message": error.message, "reason": error.reason, "exit_code": error.exit_code}}, ensure_ascii=False) + "\n")
+        sys.stderr.write(
+            json.dumps(
+                {"error": {"message": error.message, "reason": error.reason, "exit_code": error.exit_code}}, ensure_ascii=False
+            )
+            + "\n"
+        )
     else:
-        render.err.print(f"[bold red]error:[/] {render.escape(error.message)}", soft_wrap=True)
+        render.err.print(f"[bold red]error:[/] {escape(error.message)}", soft_wrap=True)
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -284,7 +355,8 @@ def run(argv: list[str] | None = None) -> int:
                          api_key=getattr(args, "api_key", None), ca_file=getattr(args, "ca_file", None),
                          cert_file=getattr(args, "tls_cert", None), key_file=getattr(args, "tls_key", None),
                          tenant=getattr(args, "as_tenant", None)) as client:
-            return args.handler(client, args)
+            handler: Handler = args.handler
+            return handler(client, args)
     except CliError as error:
         report_error(error, as_json)
         return error.exit_code

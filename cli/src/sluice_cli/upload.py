@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -24,6 +25,7 @@ from sluice_client import Client, Document, DocumentStatus, DocumentTracker, Slu
 from . import render
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, from_sdk_error
 from .files import Candidate, find_files
+from .files import source_uri_from_path as source_uri_from_path_of
 
 MAX_UPLOADS = 4
 INTERRUPTED = 130
@@ -45,7 +47,7 @@ class Outcome:
     def failed(self) -> bool:
         return bool(self.error) or (self.document is not None and self.document.failed)
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, object]:
         return {
             "path": self.candidate.display,
             "status": self.status,
@@ -134,10 +136,14 @@ class UploadJob:
 
 
 def run_upload(client: Client, paths: list[str], collection: str, *, wait: bool, timeout: float, as_json: bool,
-               metadata: dict[str, str], typed_metadata: dict | None = None) -> int:
+               metadata: dict[str, str], typed_metadata: Mapping[str, object] | None = None,
+               source_uri_from_path: bool = False) -> int:
     # The collection first: an unknown name is exit 3 before anything is read or sent.
     client.collections.get(collection)
     candidates = find_files(paths)
+    if source_uri_from_path:
+        candidates = [source_uri_from_path_of(c, paths) for c in candidates]
+    source_uris = {c.path: c.source_uri for c in candidates}
     if not candidates:
         raise CliError("nothing to upload: the given folders hold no files (hidden files are skipped)", EXIT_USAGE, "NO_FILES")
     deadline = time.monotonic() + timeout if timeout > 0 else None
@@ -157,7 +163,8 @@ def run_upload(client: Client, paths: list[str], collection: str, *, wait: bool,
             if tracker is not None:
                 tracker.start()  # before the first upload, so that no event is missed
             results = client.documents.upload_many(collection, [c.path for c in candidates], concurrency=MAX_UPLOADS,
-                                                   metadata=metadata, typed_metadata=typed_metadata, on_start=job.starting)
+                                                   metadata=metadata, typed_metadata=typed_metadata, on_start=job.starting,
+                                                   source_uri_of=source_uris.get)
             try:
                 for result in results:
                     job.uploaded(result, tracker)
@@ -206,11 +213,16 @@ def summarize(results: list[Outcome], collection: str, *, wait: bool, as_json: b
     parts = [f"{n} {name}" for name, n in sorted(counts.items(), key=lambda kv: _status_order(kv[0]))]
     noun = "file" if len(results) == 1 else "files"
     style = "red" if failed else "green"
-    render.out.print(Text(f"{len(results)} {noun} → collection {collection}: ", style="bold") + Text(", ".join(parts), style=style))
+    render.out.print(
+        Text(f"{len(results)} {noun} → collection {collection}: ", style="bold") + Text(", ".join(parts), style=style)
+    )
     if failed:
         render.out.print(Text("Failures:", style="bold red"))
         for o in failed:
-            message = o.error or o.document.error_message + (f" [{o.document.error_code}]" if o.document.error_code else "")
+            if o.error or o.document is None:
+                message = o.error
+            else:
+                message = o.document.error_message + (f" [{o.document.error_code}]" if o.document.error_code else "")
             ident = f" ({o.document.id})" if o.document is not None else ""
             render.out.print(f"  {escape(o.candidate.display)}{ident}: {escape(message)}", highlight=False)
         if any(o.document is not None and o.document.failed for o in failed):
@@ -228,10 +240,10 @@ def _status_order(name: str) -> int:
 class Reporter:
     """Shows upload progress; the base class shows nothing (--json)."""
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def added(self, candidate: Candidate) -> None: ...

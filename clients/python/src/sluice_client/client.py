@@ -17,7 +17,7 @@ import builtins
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -47,6 +47,7 @@ from .protos import (
 )
 from .retry import RetryPolicy
 from .types import (
+    WEBHOOK_EVENT_TYPES,
     ApiKey,
     Collection,
     CollectionEvent,
@@ -60,7 +61,6 @@ from .types import (
     Tenant,
     Webhook,
     WebhookDelivery,
-    WEBHOOK_EVENT_TYPES,
 )
 
 T = TypeVar("T")
@@ -420,9 +420,12 @@ class Documents:
 
     def upload_many(self, collection: str, sources: Iterable[uploads.Source], *, concurrency: int = 4,
                     metadata: Mapping[str, str] | None = None, typed_metadata: Mapping[str, Any] | None = None,
-                    on_start: Callable[[Any], None] | None = None) -> Iterator[UploadResult]:
+                    on_start: Callable[[Any], None] | None = None,
+                    source_uri_of: Callable[[Any], str | None] | None = None) -> Generator[UploadResult, None, None]:
         """Upload sources `concurrency` at a time; yields each result as it finishes (not in order).
-        A source that fails is a result with `error`; the others go on."""
+        A source that fails is a result with `error`; the others go on. Close the generator to
+        stop early: the uploads not yet started are cancelled. `source_uri_of(source)` names each
+        upload's document in its source (a new version when its content changed)."""
         sources = list(sources)
         if not sources:
             return
@@ -431,7 +434,8 @@ class Documents:
             if on_start is not None:
                 on_start(source)
             try:
-                return UploadResult(source, self.upload(collection, source, metadata=metadata, typed_metadata=typed_metadata))
+                return UploadResult(source, self.upload(collection, source, metadata=metadata, typed_metadata=typed_metadata,
+                                                        source_uri=source_uri_of(source) if source_uri_of else None))
             except SluiceError as error:
                 return UploadResult(source, error=error)
 
