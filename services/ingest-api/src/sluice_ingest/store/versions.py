@@ -97,7 +97,7 @@ async def end_versions(
         return
     await conn.execute(
         "UPDATE document_versions v SET outcome = %s, ended_at = now(),"
-        " error_message = CASE WHEN d.status = 'FAILED' THEN d.error_message END"
+        " error_message = CASE d.status WHEN 'FAILED' THEN d.error_message END"
         " FROM documents d WHERE d.id = v.document_id AND v.document_id = ANY(%s) AND v.outcome IS NULL",
         (str(outcome), document_ids),
     )
