@@ -98,17 +98,24 @@ class ConnectHandlers:
         async for piece in request.stream():
             body += piece
             if len(body) > self.max_json_bytes:
-                raise GatewayError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"request body over {self.max_json_bytes} bytes", "REQUEST_TOO_LARGE")
+                raise GatewayError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED, f"request body over {self.max_json_bytes} bytes", "REQUEST_TOO_LARGE"
+                )
         msg = method.request_class()
         if content_type == PROTO_TYPE:
             try:
                 msg.ParseFromString(body)
             except message.DecodeError as error:
-                raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, f"the body is not a {msg.DESCRIPTOR.full_name}: {error}", "INVALID_BODY") from None
+                raise GatewayError(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"the body is not a {msg.DESCRIPTOR.full_name}: {error}", "INVALID_BODY"
+                ) from None
             return msg
         if content_type not in JSON_TYPES:
-            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
-                               f"Content-Type {content_type!r} is not supported: send application/json (or application/proto)", "INVALID_BODY")
+            raise GatewayError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Content-Type {content_type!r} is not supported: send application/json (or application/proto)",
+                "INVALID_BODY",
+            )
         try:
             parse_json(body, msg)
         except (json_format.ParseError, ValueError) as error:
@@ -120,7 +127,11 @@ class ConnectHandlers:
         """POST /sluice.v1.<Service>/<Method>."""
         method = METHODS.get(request.url.path)
         if method is None:
-            return error_response(GatewayError(grpc.StatusCode.NOT_FOUND, f"no such method: {request.url.path} (see /openapi.json)", "METHOD_NOT_FOUND"))
+            return error_response(
+                GatewayError(
+                    grpc.StatusCode.NOT_FOUND, f"no such method: {request.url.path} (see /openapi.json)", "METHOD_NOT_FOUND"
+                )
+            )
         if method == UPLOAD:
             return error_response(GatewayError(
                 grpc.StatusCode.UNIMPLEMENTED,
@@ -135,7 +146,9 @@ class ConnectHandlers:
             return await self.stream(request, method, msg)
         parsed = time.perf_counter()
         try:
-            reply = await self.backends.callable(method)(msg, metadata=forwarded_metadata(request.headers), timeout=self.timeout_of(request))
+            reply = await self.backends.callable(method)(
+                msg, metadata=forwarded_metadata(request.headers), timeout=self.timeout_of(request)
+            )
         except grpc.RpcError as error:
             return error_response(error)
         answered = time.perf_counter()
@@ -144,8 +157,10 @@ class ConnectHandlers:
         else:
             response = JSONResponse(to_json(reply))
         # Where the time went, for a browser's network panel or `curl -v` (docs/http.md#speed).
-        response.headers["Server-Timing"] = (f"parse;dur={(parsed - started) * 1000:.2f}, backend;dur={(answered - parsed) * 1000:.2f}, "
-                                             f"encode;dur={(time.perf_counter() - answered) * 1000:.2f}")
+        response.headers["Server-Timing"] = (
+            f"parse;dur={(parsed - started) * 1000:.2f}, backend;dur={(answered - parsed) * 1000:.2f}, "
+            f"encode;dur={(time.perf_counter() - answered) * 1000:.2f}"
+        )
         return response
 
     async def stream(self, request: Request, method: Method, msg: message.Message) -> Response:
@@ -214,7 +229,9 @@ class ConnectHandlers:
 def upload_metadata(request: Request) -> ds.UploadDocumentMetadata:
     """The upload's first message from the path, the query and the headers (docs/http.md, Uploads)."""
     query, headers = request.query_params, request.headers
-    filename = query.get("filename") or headers.get("x-sluice-filename") or _disposition_filename(headers.get("content-disposition", ""))
+    filename = (
+        query.get("filename") or headers.get("x-sluice-filename") or _disposition_filename(headers.get("content-disposition", ""))
+    )
     if not filename:
         raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
                            "name the file: ?filename=report.pdf (or an X-Sluice-Filename header)", "FILENAME_MISSING")

@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 
 import grpc
-from sluice.v1 import document_pb2, search_service_pb2 as ss
+from sluice.v1 import document_pb2
+from sluice.v1 import search_service_pb2 as ss
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 

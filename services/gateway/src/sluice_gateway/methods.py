@@ -41,7 +41,9 @@ class Method:
     @property
     def kind(self) -> str:
         client, server = self.descriptor.client_streaming, self.descriptor.server_streaming
-        return {(False, False): "unary", (False, True): "server_stream", (True, False): "client_stream"}.get((client, server), "bidi")
+        return {(False, False): "unary", (False, True): "server_stream", (True, False): "client_stream"}.get(
+            (client, server), "bidi"
+        )
 
     @property
     def request_class(self) -> type[message.Message]:

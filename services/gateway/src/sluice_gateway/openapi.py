@@ -107,7 +107,10 @@ def _operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
                                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ConnectError"}}}}},
     }
     if method != UPLOAD:
-        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": builder.ref(method.descriptor.input_type)}}}
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": builder.ref(method.descriptor.input_type)}},
+        }
     if method.kind == "server_stream":
         operation["summary"] = f"{method.descriptor.name} as server-sent events"
         operation["responses"]["200"] = {
@@ -126,7 +129,13 @@ def _upload(builder: SchemaBuilder) -> dict[str, Any]:
     operation["summary"] = "UploadDocument: the file as the raw body; the gateway streams it with size and SHA-256"
 
     def query(name: str, description: str) -> dict[str, Any]:
-        return {"name": name, "in": "query", "required": name == "filename", "schema": {"type": "string"}, "description": description}
+        return {
+            "name": name,
+            "in": "query",
+            "required": name == "filename",
+            "schema": {"type": "string"},
+            "description": description,
+        }
 
     operation["parameters"] = [
         {"name": "collection", "in": "path", "required": True, "schema": {"type": "string"}},
@@ -139,20 +148,36 @@ def _upload(builder: SchemaBuilder) -> dict[str, Any]:
          "schema": {"type": "object", "additionalProperties": {"type": "string"}},
          "description": "string metadata as metadata.KEY=VALUE"},
     ]
-    operation["requestBody"] = {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}
+    operation["requestBody"] = {
+        "required": True,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    }
     return operation
 
 
 DIFY_REQUEST = {
-    "type": "object", "required": ["knowledge_id", "query"],
+    "type": "object",
+    "required": ["knowledge_id", "query"],
     "properties": {
         "knowledge_id": {"type": "string", "description": "the collection's name"},
         "query": {"type": "string"},
-        "retrieval_setting": {"type": "object", "properties": {"top_k": {"type": "integer"}, "score_threshold": {"type": "number"}}},
-        "metadata_condition": {"type": "object", "properties": {
-            "logical_operator": {"type": "string", "enum": ["and", "or"]},
-            "conditions": {"type": "array", "items": {"type": "object", "properties": {
-                "name": {"type": "string"}, "comparison_operator": {"type": "string"}, "value": {}}}}}},
+        "retrieval_setting": {
+            "type": "object",
+            "properties": {"top_k": {"type": "integer"}, "score_threshold": {"type": "number"}},
+        },
+        "metadata_condition": {
+            "type": "object",
+            "properties": {
+                "logical_operator": {"type": "string", "enum": ["and", "or"]},
+                "conditions": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}, "comparison_operator": {"type": "string"}, "value": {}},
+                    },
+                },
+            },
+        },
     },
 }
 DIFY_RESPONSE = {"type": "object", "properties": {"records": {"type": "array", "items": {"type": "object", "properties": {
@@ -168,15 +193,26 @@ def build_openapi(server_url: str = "") -> dict[str, Any]:
             paths["/v1/collections/{collection}/documents"] = {"post": _upload(builder)}
         else:
             paths[method.path] = {"post": _operation(method, builder)}
-    paths["/retrieval"] = {"post": {
-        "operationId": "Dify.Retrieval", "tags": ["Dify"], "summary": "Dify's External Knowledge API",
-        "requestBody": {"required": True, "content": {"application/json": {"schema": DIFY_REQUEST}}},
-        "responses": {"200": {"description": "records", "content": {"application/json": {"schema": DIFY_RESPONSE}}},
-                      "default": {"description": "a Dify error (1001, 1002, 2001)", "content": {"application/json": {"schema": DIFY_ERROR}}}},
-    }}
+    paths["/retrieval"] = {
+        "post": {
+            "operationId": "Dify.Retrieval",
+            "tags": ["Dify"],
+            "summary": "Dify's External Knowledge API",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": DIFY_REQUEST}}},
+            "responses": {
+                "200": {"description": "records", "content": {"application/json": {"schema": DIFY_RESPONSE}}},
+                "default": {
+                    "description": "a Dify error (1001, 1002, 2001)",
+                    "content": {"application/json": {"schema": DIFY_ERROR}},
+                },
+            },
+        }
+    }
     paths["/healthz"] = {"get": {"operationId": "Gateway.Health", "security": [], "responses": {
         "200": {"description": "the gateway and both backends are SERVING"}, "503": {"description": "a backend is not"}}}}
-    paths["/openapi.json"] = {"get": {"operationId": "Gateway.OpenAPI", "security": [], "responses": {"200": {"description": "this document"}}}}
+    paths["/openapi.json"] = {
+        "get": {"operationId": "Gateway.OpenAPI", "security": [], "responses": {"200": {"description": "this document"}}}
+    }
     document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "Sluice HTTP/JSON API", "version": "v1",
