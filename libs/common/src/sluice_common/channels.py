@@ -8,7 +8,7 @@ method name for a client that holds several keys (tests; the dev runner).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 
 import grpc
 
@@ -16,6 +16,12 @@ from . import tracing
 from .tls import ClientTLS, secure_or_insecure_channel
 
 KeySource = str | Callable[[str], str | None] | None
+Metadata = list[tuple[str, str | bytes]]
+# A gRPC channel option, e.g. ("grpc.lb_policy_name", "round_robin").
+ChannelOption = tuple[str, object]
+# grpc ships no type information: a client interceptor's continuation, as typed here.
+Continuation = Callable[[grpc.ClientCallDetails, object], object]
+AioContinuation = Callable[[grpc.aio.ClientCallDetails, object], Awaitable[object]]
 
 # Per-call balancing over every address a name resolves to, for targets that name their
 # resolver (`dns:///ingest-api:50051` behind a Kubernetes headless Service, `ipv4:a:p,b:p`):
@@ -27,7 +33,7 @@ ROUND_ROBIN = ("grpc.lb_policy_name", "round_robin")
 BALANCED_SCHEMES = ("dns:", "ipv4:", "ipv6:")
 
 
-def _balanced(address: str, options) -> list:
+def _balanced(address: str, options: Iterable[ChannelOption] | None) -> list[ChannelOption]:
     options = list(options or ())
     chosen = any(name in ("grpc.lb_policy_name", "grpc.service_config") for name, _ in options)
     if address.startswith(BALANCED_SCHEMES) and not chosen:
@@ -35,49 +41,64 @@ def _balanced(address: str, options) -> list:
     return options
 
 
-def _metadata(key: KeySource, method: str, metadata, extra: Sequence[tuple[str, str]]):
+def _metadata(
+    key: KeySource, method: str, metadata: Iterable[tuple[str, str | bytes]] | None, extra: Sequence[tuple[str, str]]
+) -> Metadata:
     value = key(method) if callable(key) else key
-    items = list(metadata or ())
+    items: Metadata = list(metadata or ())
     if value:
         items.append(("authorization", f"Bearer {value}"))
     items.extend(extra)
     return items
 
 
-def _method_name(method) -> str:
+def _method_name(method: str | bytes) -> str:
     return method.decode() if isinstance(method, bytes) else method
 
 
+# grpc ships no type information: its interceptor bases are Any (hence the ignores).
 class _SyncKey(
-    grpc.UnaryUnaryClientInterceptor,
-    grpc.UnaryStreamClientInterceptor,
-    grpc.StreamUnaryClientInterceptor,
-    grpc.StreamStreamClientInterceptor,
+    grpc.UnaryUnaryClientInterceptor,  # type: ignore[misc]
+    grpc.UnaryStreamClientInterceptor,  # type: ignore[misc]
+    grpc.StreamUnaryClientInterceptor,  # type: ignore[misc]
+    grpc.StreamStreamClientInterceptor,  # type: ignore[misc]
 ):
     def __init__(self, key: KeySource, extra: Sequence[tuple[str, str]]) -> None:
         self.key = key
         self.extra = tuple(extra)
 
-    def _details(self, details):
+    def _details(self, details: grpc.ClientCallDetails) -> _CallDetails:
         metadata = _metadata(self.key, _method_name(details.method), details.metadata, self.extra)
         return _CallDetails(details.method, details.timeout, metadata, details.credentials,
                             getattr(details, "wait_for_ready", None), getattr(details, "compression", None))
 
-    def intercept_unary_unary(self, continuation, details, request):
+    def intercept_unary_unary(self, continuation: Continuation, details: grpc.ClientCallDetails, request: object) -> object:
         return continuation(self._details(details), request)
 
-    def intercept_unary_stream(self, continuation, details, request):
+    def intercept_unary_stream(self, continuation: Continuation, details: grpc.ClientCallDetails, request: object) -> object:
         return continuation(self._details(details), request)
 
-    def intercept_stream_unary(self, continuation, details, request_iterator):
+    def intercept_stream_unary(
+        self, continuation: Continuation, details: grpc.ClientCallDetails, request_iterator: Iterator[object]
+    ) -> object:
         return continuation(self._details(details), request_iterator)
 
-    def intercept_stream_stream(self, continuation, details, request_iterator):
+    def intercept_stream_stream(
+        self, continuation: Continuation, details: grpc.ClientCallDetails, request_iterator: Iterator[object]
+    ) -> object:
         return continuation(self._details(details), request_iterator)
 
 
-class _CallDetails(grpc.ClientCallDetails):
-    def __init__(self, method, timeout, metadata, credentials, wait_for_ready, compression) -> None:
+class _CallDetails(grpc.ClientCallDetails):  # type: ignore[misc]  # grpc ships no type information
+    def __init__(
+        self,
+        method: str | bytes,
+        timeout: float | None,
+        metadata: Metadata,
+        credentials: grpc.CallCredentials | None,
+        wait_for_ready: bool | None,
+        compression: grpc.Compression | None,
+    ) -> None:
         self.method = method
         self.timeout = timeout
         self.metadata = metadata
@@ -86,40 +107,56 @@ class _CallDetails(grpc.ClientCallDetails):
         self.compression = compression
 
 
-def _aio_details(key: KeySource, extra, details) -> grpc.aio.ClientCallDetails:
+def _aio_details(
+    key: KeySource, extra: Sequence[tuple[str, str]], details: grpc.aio.ClientCallDetails
+) -> grpc.aio.ClientCallDetails:
     metadata = grpc.aio.Metadata(*_metadata(key, _method_name(details.method), details.metadata, extra))
     return grpc.aio.ClientCallDetails(details.method, details.timeout, metadata, details.credentials, details.wait_for_ready)
 
 
-class _AioUnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):
-    def __init__(self, key, extra) -> None:
+class _AioUnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]  # grpc ships no type information
+    def __init__(self, key: KeySource, extra: Sequence[tuple[str, str]]) -> None:
         self.key, self.extra = key, tuple(extra)
 
-    async def intercept_unary_unary(self, continuation, details, request):
+    async def intercept_unary_unary(
+        self, continuation: AioContinuation, details: grpc.aio.ClientCallDetails, request: object
+    ) -> object:
         return await continuation(_aio_details(self.key, self.extra, details), request)
 
 
-class _AioUnaryStream(grpc.aio.UnaryStreamClientInterceptor):
-    def __init__(self, key, extra) -> None:
+class _AioUnaryStream(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]  # grpc ships no type information
+    def __init__(self, key: KeySource, extra: Sequence[tuple[str, str]]) -> None:
         self.key, self.extra = key, tuple(extra)
 
-    async def intercept_unary_stream(self, continuation, details, request):
+    async def intercept_unary_stream(
+        self, continuation: AioContinuation, details: grpc.aio.ClientCallDetails, request: object
+    ) -> object:
         return await continuation(_aio_details(self.key, self.extra, details), request)
 
 
-class _AioStreamUnary(grpc.aio.StreamUnaryClientInterceptor):
-    def __init__(self, key, extra) -> None:
+class _AioStreamUnary(grpc.aio.StreamUnaryClientInterceptor):  # type: ignore[misc]  # grpc ships no type information
+    def __init__(self, key: KeySource, extra: Sequence[tuple[str, str]]) -> None:
         self.key, self.extra = key, tuple(extra)
 
-    async def intercept_stream_unary(self, continuation, details, request_iterator):
+    async def intercept_stream_unary(
+        self,
+        continuation: AioContinuation,
+        details: grpc.aio.ClientCallDetails,
+        request_iterator: AsyncIterator[object] | Iterator[object],
+    ) -> object:
         return await continuation(_aio_details(self.key, self.extra, details), request_iterator)
 
 
-class _AioStreamStream(grpc.aio.StreamStreamClientInterceptor):
-    def __init__(self, key, extra) -> None:
+class _AioStreamStream(grpc.aio.StreamStreamClientInterceptor):  # type: ignore[misc]  # grpc ships no type information
+    def __init__(self, key: KeySource, extra: Sequence[tuple[str, str]]) -> None:
         self.key, self.extra = key, tuple(extra)
 
-    async def intercept_stream_stream(self, continuation, details, request_iterator):
+    async def intercept_stream_stream(
+        self,
+        continuation: AioContinuation,
+        details: grpc.aio.ClientCallDetails,
+        request_iterator: AsyncIterator[object] | Iterator[object],
+    ) -> object:
         return await continuation(_aio_details(self.key, self.extra, details), request_iterator)
 
 
@@ -128,7 +165,7 @@ def keyed_channel(
     key: KeySource,
     *,
     tls: ClientTLS | None = None,
-    options=None,
+    options: Iterable[ChannelOption] | None = None,
     extra_metadata: Sequence[tuple[str, str]] = (),
 ) -> grpc.Channel:
     """A sync channel whose every call carries `key` (and `extra_metadata`)."""
@@ -141,7 +178,7 @@ def keyed_aio_channel(
     key: KeySource,
     *,
     tls: ClientTLS | None = None,
-    options=None,
+    options: Iterable[ChannelOption] | None = None,
     extra_metadata: Sequence[tuple[str, str]] = (),
 ) -> grpc.aio.Channel:
     """An asyncio channel whose every call carries `key` (and `extra_metadata`)."""

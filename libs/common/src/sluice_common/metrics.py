@@ -39,9 +39,14 @@ def start_metrics_server(settings: CommonSettings, service_bind: str = "") -> WS
         return None
     cert, key, client_ca = settings.metrics_tls_cert_file, settings.metrics_tls_key_file, settings.metrics_tls_client_ca_file
     if bool(cert) != bool(key):
-        raise SystemExit("SLUICE_METRICS_TLS_CERT_FILE and SLUICE_METRICS_TLS_KEY_FILE go together (HTTPS for /metrics needs both)")
+        raise SystemExit(
+            "SLUICE_METRICS_TLS_CERT_FILE and SLUICE_METRICS_TLS_KEY_FILE go together (HTTPS for /metrics needs both)"
+        )
     if client_ca and not cert:
-        raise SystemExit("SLUICE_METRICS_TLS_CLIENT_CA_FILE needs SLUICE_METRICS_TLS_CERT_FILE and _KEY_FILE: client certificates only exist over HTTPS")
+        raise SystemExit(
+            "SLUICE_METRICS_TLS_CLIENT_CA_FILE needs SLUICE_METRICS_TLS_CERT_FILE and _KEY_FILE: "
+            "client certificates only exist over HTTPS"
+        )
     server, _thread = start_http_server(
         settings.metrics_port,
         addr=metrics_host(settings.metrics_host, service_bind),

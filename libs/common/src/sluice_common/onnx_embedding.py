@@ -65,12 +65,14 @@ def export_int8(model_dir: Path, target: Path) -> None:
     model = AutoModel.from_pretrained(str(model_dir)).eval()
 
     class Pooled(torch.nn.Module):
-        def __init__(self, inner) -> None:
+        def __init__(self, inner: torch.nn.Module) -> None:
             super().__init__()
             self.inner = inner
 
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+            hidden = self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, p=2, dim=1)
@@ -93,10 +95,18 @@ def export_int8(model_dir: Path, target: Path) -> None:
         # The feed-forward down-projections (after GELU, where activations have outliers) stay fp32.
         keep = [n.name for n in onnx.load(str(fp32)).graph.node if n.op_type == "MatMul" and _is_ffn_output(n.name)]
         quantize_dynamic(
-            str(fp32), str(quantized), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"], per_channel=True, nodes_to_exclude=keep
+            str(fp32),
+            str(quantized),
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul"],
+            per_channel=True,
+            nodes_to_exclude=keep,
         )
         os.replace(quantized, target)  # atomic: a reader sees the whole file or none
-    log.info("exported ONNX int8 model", extra={"model_dir": str(model_dir), "path": str(target), "seconds": round(time.monotonic() - started, 1)})
+    log.info(
+        "exported ONNX int8 model",
+        extra={"model_dir": str(model_dir), "path": str(target), "seconds": round(time.monotonic() - started, 1)},
+    )
 
 
 def _is_ffn_output(node_name: str) -> bool:

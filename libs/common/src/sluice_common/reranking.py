@@ -86,10 +86,14 @@ def check(provider: str, model: str = "", base_url: str = "", api_key_env: str =
         raise RerankerInvalid(f"unknown reranker provider {provider!r}")
     candidates = candidates or DEFAULT_CANDIDATES
     if not 1 <= candidates <= MAX_CANDIDATES:
-        raise RerankerInvalid(f"reranker.candidates must be between 1 and {MAX_CANDIDATES} (0 means {DEFAULT_CANDIDATES}); got {candidates}")
+        raise RerankerInvalid(
+            f"reranker.candidates must be between 1 and {MAX_CANDIDATES} (0 means {DEFAULT_CANDIDATES}); got {candidates}"
+        )
     timeout_ms = timeout_ms or DEFAULT_TIMEOUT_MS
     if not 1 <= timeout_ms <= MAX_TIMEOUT_MS:
-        raise RerankerInvalid(f"reranker.timeout_ms must be between 1 and {MAX_TIMEOUT_MS} (0 means {DEFAULT_TIMEOUT_MS}); got {timeout_ms}")
+        raise RerankerInvalid(
+            f"reranker.timeout_ms must be between 1 and {MAX_TIMEOUT_MS} (0 means {DEFAULT_TIMEOUT_MS}); got {timeout_ms}"
+        )
     model = model.strip() or DEFAULT_MODELS[provider]
     if len(model) > 200:
         raise RerankerInvalid("reranker.model is longer than 200 characters")
@@ -136,7 +140,7 @@ def override(base: RerankerSpec, candidates: int = 0, timeout_ms: int = 0) -> Re
     return check(spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.candidates, spec.timeout_ms)
 
 
-_TO_PROTO = {COHERE: collection_pb2.RERANKER_PROVIDER_COHERE, JINA: collection_pb2.RERANKER_PROVIDER_JINA,
+_TO_PROTO: dict[str, int] = {COHERE: collection_pb2.RERANKER_PROVIDER_COHERE, JINA: collection_pb2.RERANKER_PROVIDER_JINA,
              TEI: collection_pb2.RERANKER_PROVIDER_TEI, CROSS_ENCODER: collection_pb2.RERANKER_PROVIDER_CROSS_ENCODER}
 _FROM_PROTO = {value: name for name, value in _TO_PROTO.items()}
 
@@ -161,8 +165,23 @@ def to_proto(spec: RerankerSpec | None) -> collection_pb2.RerankerConfig | None:
 
 
 def provider_proto(name: str) -> int:
-    return _TO_PROTO.get(name, collection_pb2.RERANKER_PROVIDER_UNSPECIFIED)
+    return int(_TO_PROTO.get(name, collection_pb2.RERANKER_PROVIDER_UNSPECIFIED))
 
 
-__all__ = ["CROSS_ENCODER", "COHERE", "HTTP_PROVIDERS", "JINA", "PROVIDERS", "TEI", "RerankSettings", "RerankerInvalid",
-           "RerankerSpec", "check", "check_url", "from_proto", "override", "provider_proto", "to_proto"]
+__all__ = [
+    "COHERE",
+    "CROSS_ENCODER",
+    "HTTP_PROVIDERS",
+    "JINA",
+    "PROVIDERS",
+    "TEI",
+    "RerankSettings",
+    "RerankerInvalid",
+    "RerankerSpec",
+    "check",
+    "check_url",
+    "from_proto",
+    "override",
+    "provider_proto",
+    "to_proto",
+]

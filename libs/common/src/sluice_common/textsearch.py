@@ -1,6 +1,7 @@
 """Word segmentation for keyword search, shared by the index side and the query side.
 
-PostgreSQL's full-text parser does not segment Chinese, so the application does (docs/search.md#keyword-ranking-bm25-inside-postgresql):
+PostgreSQL's full-text parser does not segment Chinese, so the application does
+(docs/search.md#keyword-ranking-bm25-inside-postgresql):
 ingest-api stores `search_terms(text)` in `chunks.search_terms`, and the generated column
 `search_tsv = to_tsvector('simple', search_terms)` turns those words into lexemes unchanged.
 The search service builds its `tsquery` and its highlights with the same segmenter, so the
@@ -25,6 +26,10 @@ import re
 import threading
 import unicodedata
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import jieba
 
 # A term: letters and digits of any script; underscores and punctuation separate terms.
 _TERM = re.compile(r"[^\W_]+")
@@ -35,7 +40,7 @@ STOP_WORDS = frozenset(
     a an and are as at be by for from has have how i in is it its of on or that the this to
     was were what when where which who why will with you your do does did can
     的 了 是 在 和 与 及 或 也 就 都 而 把 被 对 从 吗 呢 吧 啊 一个 什么 怎么 如何 哪些 为什么
-    """.split()
+    """.split()  # noqa: SIM905 - a list of words reads best as the words
 )
 # Bounds that keep a hostile query cheap.
 MAX_QUERY_TERMS = 64
@@ -44,10 +49,10 @@ MAX_QUERY_TERMS = 64
 TERM_DIMENSIONS = 2**29
 
 _lock = threading.Lock()
-_tokenizer = None
+_tokenizer: jieba.Tokenizer | None = None
 
 
-def _jieba():
+def _jieba() -> jieba.Tokenizer:
     """jieba's tokenizer, loaded once on first use, offline and without its start-up chatter."""
     global _tokenizer
     if _tokenizer is None:

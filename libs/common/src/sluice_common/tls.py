@@ -9,6 +9,7 @@ network behind a TLS-terminating proxy).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +68,9 @@ def check_plaintext_allowed(bind: str, tls: ServerTLS, allow_plaintext: bool) ->
     )
 
 
-def secure_or_insecure_channel(address: str, tls: ClientTLS, options=None, *, aio: bool = False):
+def secure_or_insecure_channel(
+    address: str, tls: ClientTLS, options: Sequence[tuple[str, object]] | None = None, *, aio: bool = False
+) -> grpc.Channel | grpc.aio.Channel:
     module = grpc.aio if aio else grpc
     if tls.enabled:
         return module.secure_channel(address, tls.credentials(), options=options)

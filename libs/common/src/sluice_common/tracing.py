@@ -20,9 +20,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import propagate, trace
+from opentelemetry.util.types import AttributeValue
+
+if TYPE_CHECKING:
+    import grpc
 
 TRACER_NAME = "sluice"
 # Calls that are not about one document: untraced even when tracing is on.
@@ -61,38 +66,38 @@ def configure_tracing(service: str) -> bool:
     return True
 
 
-def _filter():
+def _filter() -> Callable[[object], bool]:
     from opentelemetry.instrumentation.grpc import filters
 
     untraced = [filters.service_name(name) for name in UNTRACED_SERVICES] + [filters.method_name(m) for m in UNTRACED_METHODS]
     return filters.negate(filters.any_of(*untraced))
 
 
-def server_interceptors() -> list:
+def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
     """For grpc.aio servers (sluice_common.serving); empty when tracing is off."""
     if not _enabled:
         return []
     from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
-    return [aio_server_interceptor(filter_=_filter())]
+    return [aio_server_interceptor(filter_=_filter())]  # type: ignore[no-untyped-call]  # the instrumentation is unannotated
 
 
-def aio_client_interceptors() -> list:
+def aio_client_interceptors() -> list[grpc.aio.ClientInterceptor]:
     if not _enabled:
         return []
     from opentelemetry.instrumentation.grpc import aio_client_interceptors as interceptors
 
-    return list(interceptors(filter_=_filter()))
+    return list(interceptors(filter_=_filter()))  # type: ignore[no-untyped-call]  # the instrumentation is unannotated
 
 
-def traced_channel(channel):
+def traced_channel(channel: grpc.Channel) -> grpc.Channel:
     """A sync channel whose calls are traced (unchanged when tracing is off)."""
     if not _enabled:
         return channel
     import grpc
     from opentelemetry.instrumentation.grpc import client_interceptor
 
-    return grpc.intercept_channel(channel, client_interceptor(filter_=_filter()))
+    return grpc.intercept_channel(channel, client_interceptor(filter_=_filter()))  # type: ignore[no-untyped-call]  # the instrumentation is unannotated
 
 
 def tracer() -> trace.Tracer:
@@ -122,21 +127,25 @@ def decode_trace_context(stored: str | None) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def job_span(name: str, carrier: Mapping[str, str], attributes: Mapping[str, object] | None = None) -> Iterator[trace.Span]:
+def job_span(
+    name: str, carrier: Mapping[str, str], attributes: Mapping[str, AttributeValue] | None = None
+) -> Iterator[trace.Span]:
     """A span, current for the block, whose parent is the context a job carries (its upload)."""
     parent = propagate.extract(dict(carrier)) if carrier else None
-    with tracer().start_as_current_span(name, context=parent, kind=trace.SpanKind.CONSUMER, attributes=dict(attributes or {})) as span:
+    with tracer().start_as_current_span(
+        name, context=parent, kind=trace.SpanKind.CONSUMER, attributes=dict(attributes or {})
+    ) as span:
         yield span
 
 
 @contextlib.contextmanager
-def span(name: str, **attributes) -> Iterator[trace.Span]:
+def span(name: str, **attributes: AttributeValue) -> Iterator[trace.Span]:
     """A child of the current span for the block (a stage, an embedding batch)."""
     with tracer().start_as_current_span(name, attributes=attributes) as current:
         yield current
 
 
-def record_span(name: str, carrier: Mapping[str, str], start_ns: int, end_ns: int, **attributes) -> None:
+def record_span(name: str, carrier: Mapping[str, str], start_ns: int, end_ns: int, **attributes: AttributeValue) -> None:
     """A finished span under a job's context, for something timed before the job was known (its claim)."""
     if not _enabled:
         return
@@ -145,14 +154,14 @@ def record_span(name: str, carrier: Mapping[str, str], start_ns: int, end_ns: in
     recorded.end(end_time=end_ns)
 
 
-def annotate(**attributes) -> None:
+def annotate(**attributes: AttributeValue) -> None:
     """Attributes on the current span (search: mode and hit count)."""
     current = trace.get_current_span()
     if current.is_recording():
         current.set_attributes(attributes)
 
 
-def add_trace_ids(_logger, _method, event: dict) -> dict:
+def add_trace_ids(_logger: object, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """structlog processor: `trace_id` and `span_id` of the current span, when there is one."""
     context = trace.get_current_span().get_span_context()
     if context.is_valid:

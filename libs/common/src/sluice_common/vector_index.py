@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from psycopg import sql
 
-
 INDEX_PREFIX = "chunks_embedding_g"
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TypeAlias
 
 import grpc
 
-from ..errors import InvalidArgument, SluiceError, status_of_unexpected, to_grpc_status
+from ..errors import InvalidArgument, SluiceError, abort, status_of_unexpected, to_grpc_status
 from ..reasons import Reason
 from .access import METHOD_ROLES, OPEN_SERVICES, REFLECTION_SERVICES, Role
 from .directory import KeyDirectory
@@ -35,14 +36,19 @@ class _Malformed:
         self.error = error
 
 
-def _safe_deserializer(deserialize):
+# grpc ships no type information; these say what passes through a handler here.
+Deserializer = Callable[[bytes], object]
+Context: TypeAlias = grpc.aio.ServicerContext
+
+
+def _safe_deserializer(deserialize: Deserializer | None) -> Deserializer | None:
     if deserialize is None:
         return None
 
-    def wrapped(data: bytes):
+    def wrapped(data: bytes) -> object:
         try:
             return deserialize(data)
-        except Exception as exc:  # noqa: BLE001 - DecodeError, invalid UTF-8 in a string field, …
+        except Exception as exc:  # DecodeError, invalid UTF-8 in a string field, …
             return _Malformed(exc)
 
     return wrapped
@@ -55,14 +61,20 @@ def _malformed_error() -> InvalidArgument:
     )
 
 
-async def _checked_stream(requests):
+async def _checked_stream(requests: AsyncIterator[object]) -> AsyncIterator[object]:
     async for request in requests:
         if isinstance(request, _Malformed):
             raise _malformed_error()
         yield request
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+async def _reject_malformed(method: str, request: object, context: Context) -> None:
+    if isinstance(request, _Malformed):
+        log.info("malformed request refused", extra={"method": method, "error": type(request.error).__name__})
+        await abort(context, to_grpc_status(_malformed_error()))
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type information
     """Authenticates and authorizes every call; see the module docstring."""
 
     def __init__(
@@ -80,8 +92,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self.open_services = OPEN_SERVICES if reflection else OPEN_SERVICES - REFLECTION_SERVICES
         self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
-    async def intercept_service(self, continuation, handler_call_details):
-        method = handler_call_details.method
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        method: str = handler_call_details.method
         service = method.split("/")[1] if method.count("/") == 2 else ""
         if service in REFLECTION_SERVICES and service not in self.open_services:
             return None  # reflection turned off: UNIMPLEMENTED, as if it were never registered
@@ -94,36 +110,32 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             self._wrapped[method] = cached
         return cached[1]
 
-    async def admit(self, method: str, context) -> Principal:
+    async def admit(self, method: str, context: Context) -> Principal:
         return await self.guard.admit(method, context.invocation_metadata())
+
+    async def _enter(self, method: str, context: Context) -> contextvars.Token[Principal]:
+        """Admits the call and makes its Principal current; aborts the call when refused."""
+        try:
+            return _current.set(await self.admit(method, context))
+        except SluiceError as err:
+            await abort(context, to_grpc_status(err))
+        except Exception as exc:  # e.g. the database is down: no traceback to the client
+            if type(exc).__name__ in {"AbortError", "UsageError"}:
+                raise
+            await abort(context, status_of_unexpected(exc))
 
     def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         deserializer = _safe_deserializer(handler.request_deserializer)
         serializer = handler.response_serializer
-
-        async def enter(context) -> contextvars.Token | None:
-            try:
-                return _current.set(await self.admit(method, context))
-            except SluiceError as err:
-                await context.abort_with_status(to_grpc_status(err))
-            except Exception as exc:  # noqa: BLE001 - e.g. the database is down: no traceback to the client
-                if type(exc).__name__ in {"AbortError", "UsageError"}:
-                    raise
-                await context.abort_with_status(status_of_unexpected(exc))
-            return None
-
-        async def reject_malformed(request, context) -> None:
-            if isinstance(request, _Malformed):
-                log.info("malformed request refused", extra={"method": method, "error": type(request.error).__name__})
-                await context.abort_with_status(to_grpc_status(_malformed_error()))
+        enter = self._enter
 
         if handler.unary_unary:
             inner = handler.unary_unary
 
-            async def unary_unary(request, context):
-                token = await enter(context)
+            async def unary_unary(request: object, context: Context) -> object:
+                token = await enter(method, context)
                 try:
-                    await reject_malformed(request, context)
+                    await _reject_malformed(method, request, context)
                     return await inner(request, context)
                 finally:
                     _current.reset(token)
@@ -132,10 +144,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_stream:
             inner_us = handler.unary_stream
 
-            async def unary_stream(request, context):
-                token = await enter(context)
+            async def unary_stream(request: object, context: Context) -> AsyncIterator[object]:
+                token = await enter(method, context)
                 try:
-                    await reject_malformed(request, context)
+                    await _reject_malformed(method, request, context)
                     async for response in inner_us(request, context):
                         yield response
                 finally:
@@ -145,8 +157,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if handler.stream_unary:
             inner_su = handler.stream_unary
 
-            async def stream_unary(requests, context):
-                token = await enter(context)
+            async def stream_unary(requests: AsyncIterator[object], context: Context) -> object:
+                token = await enter(method, context)
                 try:
                     return await inner_su(_checked_stream(requests), context)
                 finally:
@@ -155,8 +167,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return grpc.stream_unary_rpc_method_handler(stream_unary, deserializer, serializer)
         inner_ss = handler.stream_stream
 
-        async def stream_stream(requests, context):
-            token = await enter(context)
+        async def stream_stream(requests: AsyncIterator[object], context: Context) -> AsyncIterator[object]:
+            token = await enter(method, context)
             try:
                 async for response in inner_ss(_checked_stream(requests), context):
                     yield response

@@ -1,7 +1,7 @@
 """The per-key rate limit: a token bucket per key in this process, and the wait it names.
 
 Per process by design (no shared state to slow every call down): N replicas of a service admit
-up to N × rate calls a second of one key in all. A refused call is told when to come back
+up to N * rate calls a second of one key in all. A refused call is told when to come back
 (RetryInfo), and the calls refused together are told different times: each refusal books the
 next free slot after those already handed out, one token interval apart. Clients that honour
 the hint then come back spread out at the bucket's rate instead of all at once to be refused

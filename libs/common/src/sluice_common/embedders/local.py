@@ -104,13 +104,11 @@ class SentenceTransformerEmbedder:
 
     def _encode(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
         """Vectors of `texts`; `query` matters to e5 only ("query: " or "passage: " in front)."""
-        if self.e5:
-            array = self._encode_e5(texts, query)
-        else:
-            array = self._encode_sentence_transformer(texts)
+        array = self._encode_e5(texts, query) if self.e5 else self._encode_sentence_transformer(texts)
         if array.shape[1] != self.dimensions:
             raise EmbeddingError(
-                f"the model {self.model!r} makes {array.shape[1]}-dimensional vectors but the collection expects {self.dimensions}",
+                f"the model {self.model!r} makes {array.shape[1]}-dimensional vectors "
+                f"but the collection expects {self.dimensions}",
                 code="EMBEDDER_DIMENSION_MISMATCH",
                 retryable=False,
             )

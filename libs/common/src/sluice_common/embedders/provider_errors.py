@@ -23,16 +23,25 @@ def classify_status(status: int, retry_after: float | None, detail: str) -> Embe
         return EmbeddingError(f"the embedding request was too large{suffix}", code="EMBEDDING_REQUEST_TOO_LARGE", retryable=False)
     if status in (400, 422):
         # The provider read the request and refused this input: sending it again cannot help.
-        return EmbeddingError(f"the embedding provider rejected the text{suffix}", code="EMBEDDING_INPUT_REJECTED", retryable=False)
+        return EmbeddingError(
+            f"the embedding provider rejected the text{suffix}", code="EMBEDDING_INPUT_REJECTED", retryable=False
+        )
     if status in (401, 403):
         return EmbeddingError(
-            f"the embedding provider refused the credentials (HTTP {status}){suffix}", code="EMBEDDING_AUTH_FAILED", retryable=True
+            f"the embedding provider refused the credentials (HTTP {status}){suffix}",
+            code="EMBEDDING_AUTH_FAILED",
+            retryable=True,
         )
     if status >= 500:
         return EmbeddingError(
-            f"the embedding provider failed (HTTP {status}){suffix}", code="EMBEDDING_PROVIDER_ERROR", retryable=True, retry_after=retry_after
+            f"the embedding provider failed (HTTP {status}){suffix}",
+            code="EMBEDDING_PROVIDER_ERROR",
+            retryable=True,
+            retry_after=retry_after,
         )
-    return EmbeddingError(f"the embedding provider answered HTTP {status}{suffix}", code="EMBEDDING_PROVIDER_ERROR", retryable=True)
+    return EmbeddingError(
+        f"the embedding provider answered HTTP {status}{suffix}", code="EMBEDDING_PROVIDER_ERROR", retryable=True
+    )
 
 
 def retry_after_of(headers: Mapping[str, str] | None) -> float | None:

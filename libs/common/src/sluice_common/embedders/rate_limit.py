@@ -4,6 +4,7 @@ embedder of the process that talks to the same base URL (`provider_limit`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import deque
 
@@ -39,10 +40,8 @@ class AimdLimit:
             with self._lock:
                 granted = waiter.granted
                 if not granted:
-                    try:
+                    with contextlib.suppress(ValueError):
                         self._waiters.remove(waiter)
-                    except ValueError:
-                        pass
             if granted:  # handed a slot, then cancelled before using it: give it on
                 self._free(adjust=None)
             raise
