@@ -46,8 +46,8 @@ class Settings:
         self.request_id_prefix = request_id_prefix
         self.extra_options = list(channel_options or ())
         extra = ((TENANT_HEADER, self.tenant),) if self.tenant else ()
-        self.metadata = (("authorization", f"Bearer {self.keys.client}"),) + extra if self.keys.client else extra
-        self.admin_metadata = (("authorization", f"Bearer {self.keys.admin}"),) + extra if self.keys.admin else extra
+        self.metadata = (("authorization", f"Bearer {self.keys.client}"), *extra) if self.keys.client else extra
+        self.admin_metadata = (("authorization", f"Bearer {self.keys.admin}"), *extra) if self.keys.admin else extra
 
     def channel_options(self, address: str) -> list[tuple[str, Any]]:
         options: list[tuple[str, Any]] = [

@@ -14,8 +14,9 @@ sync client only.
 
 from __future__ import annotations
 
-import builtins
 import asyncio
+import builtins
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -80,8 +81,9 @@ class AsyncClient:
                 channel = (grpc.aio.secure_channel(address, tls.credentials(), options=options, interceptors=interceptors)
                            if tls.enabled else grpc.aio.insecure_channel(address, options=options, interceptors=interceptors))
                 self._channels[address] = channel
-            stub = (search_service_pb2_grpc.SearchServiceStub(channel) if service == SEARCH
-                    else document_service_pb2_grpc.DocumentServiceStub(channel))
+            # The generated stubs carry no annotations.
+            stub = (search_service_pb2_grpc.SearchServiceStub(channel) if service == SEARCH  # type: ignore[no-untyped-call]
+                    else document_service_pb2_grpc.DocumentServiceStub(channel))  # type: ignore[no-untyped-call]
             self._stubs[service] = stub
         return stub
 
@@ -181,7 +183,7 @@ class AsyncCollections:
 
     async def delete(self, name: str, *, force: bool = False, timeout: float | None = None) -> int:
         request = document_service_pb2.DeleteCollectionRequest(name=name, force=force)
-        return (await self._client._unary(INGEST, "DeleteCollection", request, timeout=timeout)).deleted_documents
+        return int((await self._client._unary(INGEST, "DeleteCollection", request, timeout=timeout)).deleted_documents)
 
     async def watch(self, name: str, *, cursor: str = "", from_start: bool = False,
                     statuses: Iterable[DocumentStatus | str] = (), terminal_only: bool = False,
@@ -225,7 +227,9 @@ class AsyncCollections:
             failures += 1
 
 
-async def _messages(prepared: uploads.PreparedUpload, metadata: document_service_pb2.UploadDocumentMetadata):
+async def _messages(
+    prepared: uploads.PreparedUpload, metadata: document_service_pb2.UploadDocumentMetadata
+) -> AsyncIterator[document_service_pb2.UploadDocumentRequest]:
     """The upload stream, its file read in a thread so the event loop never waits on the disk.
 
     When the source cannot be read or has changed, the stream just ends without its trailer (an
@@ -297,7 +301,7 @@ class AsyncDocuments:
             for task in tasks:
                 task.cancel()
 
-    async def upload_folder(self, collection: str, *paths: str | os.PathLike, concurrency: int = 4, wait: bool = True,
+    async def upload_folder(self, collection: str, *paths: str | os.PathLike[str], concurrency: int = 4, wait: bool = True,
                             timeout: float | None = None, metadata: Mapping[str, str] | None = None,
                             typed_metadata: Mapping[str, Any] | None = None,
                             on_change: Callable[[Document], None] | None = None) -> builtins.list[UploadResult]:
@@ -331,8 +335,15 @@ class AsyncDocuments:
         request = document_service_pb2.GetDocumentRequest(**_core.document_key(document_id, collection, source_uri))
         return Document.from_proto(await self._client._unary(INGEST, "GetDocument", request, timeout=timeout))
 
-    async def list(self, collection: str | None = None, *, status: DocumentStatus | str | None = None,
-                   page_size: int = _core.PAGE_SIZE, limit: int | None = None, source_uri: str | None = None) -> AsyncIterator[Document]:
+    async def list(
+        self,
+        collection: str | None = None,
+        *,
+        status: DocumentStatus | str | None = None,
+        page_size: int = _core.PAGE_SIZE,
+        limit: int | None = None,
+        source_uri: str | None = None,
+    ) -> AsyncIterator[Document]:
         token, count = "", 0
         while True:
             size = page_size if not limit else min(page_size, limit - count)
@@ -350,7 +361,7 @@ class AsyncDocuments:
     async def delete(self, document_id: str | None = None, *, collection: str | None = None,
                      source_uri: str | None = None, timeout: float | None = None) -> bool:
         request = document_service_pb2.DeleteDocumentRequest(**_core.document_key(document_id, collection, source_uri))
-        return (await self._client._unary(INGEST, "DeleteDocument", request, timeout=timeout)).cancelled_running_job
+        return bool((await self._client._unary(INGEST, "DeleteDocument", request, timeout=timeout)).cancelled_running_job)
 
     async def retry(self, document_id: str, *, timeout: float | None = None) -> Document:
         request = document_service_pb2.RetryDocumentRequest(id=document_id)
@@ -443,7 +454,7 @@ class AsyncDocumentTracker:
         self._changed = asyncio.Event()
         self._opened = asyncio.Event()
         self._error: SluiceError | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._needs_relist = False
         self._last_change = time.monotonic()
 
@@ -476,19 +487,15 @@ class AsyncDocumentTracker:
                     self._apply(self._state.apply(document))
                 continue
             self._changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), min(1.0, remaining) if remaining is not None else 1.0)
-            except TimeoutError:
-                pass
         return list(self._state.documents.values())
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # closing: its outcome no longer matters
                 await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing: its outcome no longer matters
-                pass
 
     async def __aenter__(self) -> AsyncDocumentTracker:
         return await self.start()

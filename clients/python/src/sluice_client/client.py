@@ -125,13 +125,13 @@ class Client:
         stub = self._stubs.get(name)
         if stub is None:
             if name == SEARCH:
-                stub = search_service_pb2_grpc.SearchServiceStub(self._channel(self.search_address))
+                stub = search_service_pb2_grpc.SearchServiceStub(self._channel(self.search_address))  # type: ignore[no-untyped-call]  # generated, unannotated
             elif name == "admin":
-                stub = admin_service_pb2_grpc.AdminServiceStub(self._channel(self.ingest_address))
+                stub = admin_service_pb2_grpc.AdminServiceStub(self._channel(self.ingest_address))  # type: ignore[no-untyped-call]  # generated, unannotated
             elif name == "webhooks":
-                stub = webhook_service_pb2_grpc.WebhookServiceStub(self._channel(self.ingest_address))
+                stub = webhook_service_pb2_grpc.WebhookServiceStub(self._channel(self.ingest_address))  # type: ignore[no-untyped-call]  # generated, unannotated
             else:
-                stub = document_service_pb2_grpc.DocumentServiceStub(self._channel(self.ingest_address))
+                stub = document_service_pb2_grpc.DocumentServiceStub(self._channel(self.ingest_address))  # type: ignore[no-untyped-call]  # generated, unannotated
             self._stubs[name] = stub
         return stub
 
@@ -256,7 +256,7 @@ class Collections:
     def delete(self, name: str, *, force: bool = False, timeout: float | None = None) -> int:
         """Delete a collection (with `force`, also its documents); returns the documents deleted."""
         request = document_service_pb2.DeleteCollectionRequest(name=name, force=force)
-        return self._client._unary(INGEST, "DeleteCollection", request, timeout=timeout).deleted_documents
+        return int(self._client._unary(INGEST, "DeleteCollection", request, timeout=timeout).deleted_documents)
 
     def reindex(self, name: str, *, embedder: Embedder | str = Embedder.LOCAL, model: str = "", dimensions: int = 0,
                 eval_queries: Iterable[Mapping[str, Any]] = (), min_ratio: float = 0.0,
@@ -447,7 +447,7 @@ class Documents:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def upload_folder(self, collection: str, *paths: str | os.PathLike, concurrency: int = 4, wait: bool = True,
+    def upload_folder(self, collection: str, *paths: str | os.PathLike[str], concurrency: int = 4, wait: bool = True,
                       timeout: float | None = None, metadata: Mapping[str, str] | None = None,
                       typed_metadata: Mapping[str, Any] | None = None,
                       on_change: Callable[[Document], None] | None = None) -> builtins.list[UploadResult]:
@@ -495,7 +495,9 @@ class Documents:
         token, count = "", 0
         while True:
             size = page_size if not limit else min(page_size, limit - count)
-            page = self._client._unary(INGEST, "ListDocuments", _core.list_documents_request(collection, status, size, token, source_uri))
+            page = self._client._unary(
+                INGEST, "ListDocuments", _core.list_documents_request(collection, status, size, token, source_uri)
+            )
             for document in page.documents:
                 yield Document.from_proto(document)
                 count += 1
@@ -510,7 +512,7 @@ class Documents:
         """Delete a document, its content and chunks (by collection and source_uri: every version of
         the source); True when a running job was cancelled."""
         request = document_service_pb2.DeleteDocumentRequest(**_core.document_key(document_id, collection, source_uri))
-        return self._client._unary(INGEST, "DeleteDocument", request, timeout=timeout).cancelled_running_job
+        return bool(self._client._unary(INGEST, "DeleteDocument", request, timeout=timeout).cancelled_running_job)
 
     def retry(self, document_id: str, *, timeout: float | None = None) -> Document:
         """Process a FAILED document again (PENDING, with fresh attempts)."""
@@ -806,7 +808,8 @@ class Webhooks:
 
     def delete(self, webhook_id: str) -> int:
         """Delete a webhook; returns the pending deliveries dropped with it."""
-        return self._call("DeleteWebhook", webhook_service_pb2.DeleteWebhookRequest(id=webhook_id)).dropped_pending_deliveries
+        reply = self._call("DeleteWebhook", webhook_service_pb2.DeleteWebhookRequest(id=webhook_id))
+        return int(reply.dropped_pending_deliveries)
 
     def rotate_secret(self, webhook_id: str) -> NewWebhook:
         response = self._call("RotateWebhookSecret", webhook_service_pb2.RotateWebhookSecretRequest(id=webhook_id))
@@ -814,7 +817,11 @@ class Webhooks:
 
     def deliveries(self, webhook_id: str, *, failed: bool = False, limit: int = 50) -> builtins.list[WebhookDelivery]:
         """A webhook's deliveries, newest first (with `failed`, only those given up)."""
-        state = webhook_service_pb2.WEBHOOK_DELIVERY_STATE_FAILED if failed else webhook_service_pb2.WEBHOOK_DELIVERY_STATE_UNSPECIFIED
+        state = (
+            webhook_service_pb2.WEBHOOK_DELIVERY_STATE_FAILED
+            if failed
+            else webhook_service_pb2.WEBHOOK_DELIVERY_STATE_UNSPECIFIED
+        )
         rows: list[WebhookDelivery] = []
         token = ""
         while len(rows) < limit:
@@ -855,7 +862,9 @@ class Admin:
         return NewApiKey(ApiKey.from_proto(response.api_key), response.secret)
 
     def list_keys(self, tenant: str = "") -> list[ApiKey]:
-        return [ApiKey.from_proto(k) for k in self._call("ListApiKeys", admin_service_pb2.ListApiKeysRequest(tenant=tenant)).api_keys]
+        return [
+            ApiKey.from_proto(k) for k in self._call("ListApiKeys", admin_service_pb2.ListApiKeysRequest(tenant=tenant)).api_keys
+        ]
 
     def revoke_key(self, key: str) -> ApiKey:
         """Revoke a key by id or prefix (slk_<id>_): refused by every process within a second."""

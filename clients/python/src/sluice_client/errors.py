@@ -12,10 +12,13 @@ changed while uploading, a wait that timed out) are SluiceErrors too, with `code
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
+
+if TYPE_CHECKING:
+    from .types import Document
 
 _DETAILS_KEY = "grpc-status-details-bin"
 
@@ -140,7 +143,7 @@ class WaitTimeout(SluiceError):
     """A wait for documents ended before they were READY or FAILED; `documents` are their last
     states (they go on processing on the server)."""
 
-    def __init__(self, message: str, *, documents: list | None = None, **kwargs: Any) -> None:
+    def __init__(self, message: str, *, documents: list[Document] | None = None, **kwargs: Any) -> None:
         super().__init__(message, reason="TIMEOUT", **kwargs)
         self.documents = list(documents or [])
 
@@ -181,7 +184,7 @@ def status_details(error: grpc.RpcError) -> tuple[str, dict[str, str], float | N
     status = status_pb2.Status()
     try:
         status.ParseFromString(blob)
-    except Exception:  # noqa: BLE001 - malformed trailers must not hide the real error
+    except Exception:  # malformed trailers must not hide the real error
         return "", {}, None
     reason, metadata, retry_after = "", {}, None
     for detail in status.details:

@@ -104,7 +104,8 @@ class Embedder(enum.Enum):
 def _time(stamp: Timestamp, present: bool = True) -> dt.datetime | None:
     if not present or (stamp.seconds == 0 and stamp.nanos == 0):
         return None
-    return stamp.ToDatetime(tzinfo=dt.UTC)
+    value: dt.datetime = stamp.ToDatetime(tzinfo=dt.UTC)
+    return value
 
 
 def python_value(value: document_pb2.MetadataValue) -> Any:
@@ -333,7 +334,8 @@ class SearchResults(Sequence[Hit]):
     @property
     def rerank_status(self) -> str:
         """UNSPECIFIED (not asked for), APPLIED, FAILED, TIMED_OUT or SKIPPED."""
-        return search_service_pb2.RerankStatus.Name(self.raw.rerank.status).removeprefix("RERANK_STATUS_")
+        name: str = search_service_pb2.RerankStatus.Name(self.raw.rerank.status)
+        return name.removeprefix("RERANK_STATUS_")
 
     @overload
     def __getitem__(self, index: int) -> Hit: ...
@@ -341,7 +343,7 @@ class SearchResults(Sequence[Hit]):
     @overload
     def __getitem__(self, index: slice) -> list[Hit]: ...
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> Hit | list[Hit]:
         return self.hits[index]
 
     def __len__(self) -> int:

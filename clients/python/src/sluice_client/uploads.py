@@ -24,7 +24,7 @@ from .protos import document_pb2, document_service_pb2
 
 CHUNK_BYTES = 1024 * 1024  # bytes per upload message
 
-Source = str | os.PathLike | bytes | bytearray | memoryview | IO[bytes]
+Source = str | os.PathLike[str] | bytes | bytearray | memoryview | IO[bytes]
 
 # mimetypes knows these only on some systems.
 _EXTRA_TYPES = {
@@ -75,7 +75,9 @@ class PreparedUpload:
     path: Path | None = None
     read_failure: list[str] = field(default_factory=list)
 
-    def messages(self, metadata: document_service_pb2.UploadDocumentMetadata) -> Iterator[document_service_pb2.UploadDocumentRequest]:
+    def messages(
+        self, metadata: document_service_pb2.UploadDocumentMetadata
+    ) -> Iterator[document_service_pb2.UploadDocumentRequest]:
         """The stream of one attempt: metadata, the bytes (hashed as they go), then the trailer
         only if they are still the bytes announced."""
         yield document_service_pb2.UploadDocumentRequest(metadata=metadata)
@@ -120,9 +122,9 @@ def prepare(source: Source, filename: str | None = None) -> PreparedUpload:
         except OSError as error:
             raise UploadSourceError(read_error(path, error), reason="SOURCE_UNREADABLE") from None
         prepared = PreparedUpload(filename or path.name, size, digest.hexdigest(), os.path.abspath(path),
-                                  lambda: open(path, "rb"), path=path)
+                                  lambda: open(path, "rb"), path=path)  # noqa: SIM115 - reopened for the caller, who closes it
     elif hasattr(source, "read"):
-        stream: Any = source
+        stream = source
         start = stream.tell() if stream.seekable() else None
         if start is None:  # a pipe or socket: read it whole, since a retry must send it again
             data = stream.read()
@@ -169,7 +171,7 @@ def metadata_message(collection: str, prepared: PreparedUpload, *, mime_type: st
     )
 
 
-def find_files(paths: list[str | os.PathLike]) -> list[Path]:
+def find_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
     """Files named directly, and every non-hidden file under named folders, in a stable order.
 
     Hidden files and folders (".git", ".DS_Store") are skipped inside folders but taken when
