@@ -37,12 +37,7 @@ def find_files(paths: list[str]) -> list[Candidate]:
 def source_uri_from_path(candidate: Candidate, paths: list[str]) -> Candidate:
     """The candidate named in its source by its path relative to the folder it was found under
     (with "/" between parts), or by its file name when it was named directly."""
-    path = Path(os.path.abspath(candidate.path))
-    for raw in paths:
-        root = Path(os.path.abspath(raw))
-        if root.is_dir() and root in path.parents:
-            return Candidate(candidate.path, candidate.display, path.relative_to(root).as_posix())
-    return Candidate(candidate.path, candidate.display, path.name)
+    return Candidate(candidate.path, candidate.display, uploads.source_uri_of(candidate.path, list(paths)))
 
 
 def request_id(collection: str, path: Path, sha256: str) -> str:

@@ -25,7 +25,7 @@ from sluice_client import Client, SluiceError
 from sluice_client.client import ROLES
 from sluice_client.types import WEBHOOK_EVENT_TYPES
 
-from . import __version__, admin, commands, evaluate, mcp, render, typed, webhooks
+from . import __version__, admin, commands, evaluate, mcp, render, sync, typed, webhooks
 from .client import open_client
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error, from_sdk_error
 from .upload import run_upload
@@ -183,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         "directly: its name); uploading a changed file again then replaces it as a new version",
     )
     up.set_defaults(handler=_upload)
+    sync.register(sub, common)  # `sluice sync DIR`: a one-off folder sync (docs/cli.md)
 
     # ls
     ls = sub.add_parser("ls", help="list documents and their status", parents=[common])

@@ -147,13 +147,7 @@ def run_upload(client: Client, paths: list[str], collection: str, *, wait: bool,
     if not candidates:
         raise CliError("nothing to upload: the given folders hold no files (hidden files are skipped)", EXIT_USAGE, "NO_FILES")
     deadline = time.monotonic() + timeout if timeout > 0 else None
-    reporter: Reporter
-    if as_json:
-        reporter = Reporter()
-    elif render.err.is_terminal:
-        reporter = BarReporter(len(candidates))
-    else:
-        reporter = LineReporter()
+    reporter = make_reporter(len(candidates), as_json=as_json)
     job = UploadJob(candidates, reporter)
     tracker = client.documents.tracker(collection, on_change=job.changed) if wait else None
     with reporter:
@@ -235,6 +229,15 @@ def summarize(results: list[Outcome], collection: str, *, wait: bool, as_json: b
 def _status_order(name: str) -> int:
     order = ["READY", "FAILED", "ERROR", "PENDING", "PARSING", "CHUNKING", "EMBEDDING", "INDEXING"]
     return order.index(name) if name in order else len(order)
+
+
+def make_reporter(total: int, *, as_json: bool) -> Reporter:
+    """Bars on a terminal, a line per finished file otherwise, nothing with --json."""
+    if as_json:
+        return Reporter()
+    if render.err.is_terminal:
+        return BarReporter(total)
+    return LineReporter()
 
 
 class Reporter:

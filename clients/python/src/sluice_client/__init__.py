@@ -26,6 +26,7 @@ from .errors import (
     DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
+    MassDeleteRefused,
     NotFound,
     PermissionDenied,
     RateLimited,
@@ -38,6 +39,7 @@ from .errors import (
     WaitTimeout,
 )
 from .retry import RetryPolicy
+from .sync import SyncFailure, SyncReport
 from .types import (
     ApiKey,
     Collection,
@@ -73,6 +75,7 @@ __all__ = [
     "FailedPrecondition",
     "Hit",
     "InvalidArgument",
+    "MassDeleteRefused",
     "NotFound",
     "PermissionDenied",
     "Progress",
@@ -82,6 +85,8 @@ __all__ = [
     "SearchMode",
     "SearchResults",
     "SluiceError",
+    "SyncFailure",
+    "SyncReport",
     "TLSError",
     "Tenant",
     "Unauthenticated",

@@ -20,19 +20,22 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 
-from . import _core, uploads
+from . import _core, sync, uploads
 from .errors import (
     AlreadyExists,
+    NotFound,
     OutOfRange,
     RateLimited,
     SluiceError,
     TLSError,
     Unavailable,
     UploadSourceError,
+    WaitTimeout,
     from_rpc_error,
 )
 from .protos import (
@@ -480,6 +483,101 @@ class Documents:
             if tracker is not None:
                 tracker.close()
         return [results[f] for f in files]
+
+    def sync_folder(self, collection: str, folder: str | os.PathLike[str], *, delete: bool = False,
+                    allow_mass_delete: bool = False, max_delete_share: float = sync.DEFAULT_MAX_DELETE_SHARE,
+                    concurrency: int = 4, include_hidden: bool = False, wait: bool = True, timeout: float | None = None,
+                    on_plan: Callable[[sync.SyncPlan], None] | None = None,
+                    on_start: Callable[[Any], None] | None = None,
+                    on_uploaded: Callable[[UploadResult], None] | None = None,
+                    on_change: Callable[[Document], None] | None = None) -> sync.SyncReport:
+        """Bring a collection up to date with a local folder, once (sync.py): each file's
+        source_uri is its path relative to the folder; a file whose SHA-256 is its source's newest
+        live version is unchanged and not sent; new and changed files are uploaded `concurrency`
+        at a time (a changed one becomes a new version, swapped in at READY) and, with `wait`,
+        followed to READY or FAILED; then, with `delete`, the collection's sources that have no
+        file any more are deleted (every version). Documents without a source_uri are never
+        touched. MassDeleteRefused, before anything is sent, when that would delete more than
+        `max_delete_share` of the collection's sources, unless `allow_mass_delete`. Hidden files
+        are skipped unless `include_hidden`. The hooks hear of the plan, of each upload as it
+        starts and ends, and of each change of an uploaded document (from other threads)."""
+        folder = Path(folder)
+        files = sync.folder_files(folder, include_hidden=include_hidden)
+        listed = builtins.list(self.list(collection))
+        with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="sluice-hash") as pool:
+            hashes = {uri: (sha256, error) for uri, sha256, error in pool.map(sync.hash_file, files.keys(), files.values())}
+        plan = sync.plan(files, hashes, listed)
+        if delete and not allow_mass_delete:
+            sync.check_mass_delete(collection, plan, max_delete_share)
+        if on_plan is not None:
+            on_plan(plan)
+        report = sync.SyncReport(collection, folder, unchanged=plan.unchanged, failed=plan.failed, waited=wait)
+        uploaded: dict[str, tuple[sync.SyncUpload, Document]] = {}
+        by_path = {item.path: item for item in plan.uploads}
+        tracker = self.tracker(collection, on_change=on_change) if wait and plan.uploads else None
+        try:
+            if tracker is not None:
+                tracker.start()  # before the first upload, so that no event is missed
+            results = self.upload_many(collection, builtins.list(by_path), concurrency=concurrency, on_start=on_start,
+                                       source_uri_of=lambda path: by_path[path].source_uri)
+            try:
+                for result in results:
+                    item = by_path[result.source]
+                    if result.document is None:
+                        message = result.error.message if result.error is not None else "no document"
+                        report.failed.append(sync.SyncFailure(item.source_uri, message, item.path))
+                    else:
+                        if tracker is not None:
+                            result.document = tracker.track(result.document)
+                        uploaded[result.document.id] = (item, result.document)
+                    if on_uploaded is not None:
+                        on_uploaded(result)
+            finally:
+                results.close()
+            if tracker is not None:
+                try:
+                    final = tracker.wait(timeout)
+                except WaitTimeout as error:
+                    final = error.documents
+                for document in final:
+                    if document.id in uploaded:
+                        uploaded[document.id] = (uploaded[document.id][0], document)
+        finally:
+            if tracker is not None:
+                tracker.close()
+        for item, document in sorted(uploaded.values(), key=lambda pair: pair[0].source_uri):
+            if document.failed:
+                report.failed.append(sync.SyncFailure(item.source_uri, document.error_message or "processing failed",
+                                                      item.path, document))
+            elif wait and not document.done:
+                report.failed.append(sync.SyncFailure(
+                    item.source_uri, f"timed out waiting for it (still {document.status.name})", item.path, document))
+            else:
+                (report.new if item.new else report.updated).append(document)
+        if delete:
+            self._delete_sources(collection, plan.gone, report, concurrency)
+        else:
+            report.kept = plan.gone
+        return report
+
+    def _delete_sources(self, collection: str, source_uris: builtins.list[str], report: sync.SyncReport,
+                        concurrency: int) -> None:
+        """Delete every version of each source; one already gone counts as deleted."""
+        def one(source_uri: str) -> tuple[str, SluiceError | None]:
+            try:
+                self.delete(collection=collection, source_uri=source_uri)
+            except NotFound:
+                pass
+            except SluiceError as error:
+                return source_uri, error
+            return source_uri, None
+
+        with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="sluice-delete") as pool:
+            for source_uri, error in pool.map(one, source_uris):
+                if error is None:
+                    report.deleted.append(source_uri)
+                else:
+                    report.failed.append(sync.SyncFailure(source_uri, f"could not delete it: {error.message}"))
 
     def get(self, document_id: str | None = None, *, collection: str | None = None, source_uri: str | None = None,
             timeout: float | None = None) -> Document:

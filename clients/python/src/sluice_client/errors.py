@@ -148,6 +148,20 @@ class WaitTimeout(SluiceError):
         self.documents = list(documents or [])
 
 
+class MassDeleteRefused(SluiceError):
+    """`sync_folder` would delete more than its share of the collection's sources; nothing was
+    uploaded or deleted. `would_delete` of `sources`, against `max_delete_share`; the
+    `source_uris` it would have deleted."""
+
+    def __init__(self, message: str, *, would_delete: int, sources: int, max_delete_share: float,
+                 source_uris: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(message, reason="MASS_DELETE_REFUSED", **kwargs)
+        self.would_delete = would_delete
+        self.sources = sources
+        self.max_delete_share = max_delete_share
+        self.source_uris = list(source_uris or [])
+
+
 class ConfigError(SluiceError):
     """The client's own configuration is wrong (a credentials file or certificate that cannot be read)."""
 

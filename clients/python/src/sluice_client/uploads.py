@@ -104,6 +104,20 @@ class PreparedUpload:
             trailer=document_service_pb2.UploadDocumentTrailer(size_bytes=sent, sha256=digest.hexdigest()))
 
 
+def file_digest(path: Path) -> tuple[int, str]:
+    """A file's size and SHA-256 (lowercase hex), read a block at a time.
+    UploadSourceError (reason SOURCE_UNREADABLE) when it cannot be read."""
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(path, "rb") as handle:
+            while block := handle.read(CHUNK_BYTES):
+                digest.update(block)
+                size += len(block)
+    except OSError as error:
+        raise UploadSourceError(read_error(path, error), reason="SOURCE_UNREADABLE") from None
+    return size, digest.hexdigest()
+
+
 def prepare(source: Source, filename: str | None = None) -> PreparedUpload:
     """Hash a source once (size and SHA-256) and remember how to read it again.
     UploadSourceError (reason SOURCE_UNREADABLE, SOURCE_EMPTY) when it cannot be sent."""
@@ -113,15 +127,8 @@ def prepare(source: Source, filename: str | None = None) -> PreparedUpload:
         prepared = PreparedUpload(name, len(data), hashlib.sha256(data).hexdigest(), name, lambda: io.BytesIO(data))
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        digest, size = hashlib.sha256(), 0
-        try:
-            with open(path, "rb") as handle:
-                while block := handle.read(CHUNK_BYTES):
-                    digest.update(block)
-                    size += len(block)
-        except OSError as error:
-            raise UploadSourceError(read_error(path, error), reason="SOURCE_UNREADABLE") from None
-        prepared = PreparedUpload(filename or path.name, size, digest.hexdigest(), os.path.abspath(path),
+        size, sha256 = file_digest(path)
+        prepared = PreparedUpload(filename or path.name, size, sha256, os.path.abspath(path),
                                   lambda: open(path, "rb"), path=path)  # noqa: SIM115 - reopened for the caller, who closes it
     elif hasattr(source, "read"):
         stream = source
@@ -171,11 +178,12 @@ def metadata_message(collection: str, prepared: PreparedUpload, *, mime_type: st
     )
 
 
-def find_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
+def find_files(paths: list[str | os.PathLike[str]], *, include_hidden: bool = False) -> list[Path]:
     """Files named directly, and every non-hidden file under named folders, in a stable order.
 
-    Hidden files and folders (".git", ".DS_Store") are skipped inside folders but taken when
-    named directly. FileNotFoundError names the paths that do not exist (nothing is uploaded)."""
+    Hidden files and folders (".git", ".DS_Store") are skipped inside folders (unless
+    `include_hidden`) but taken when named directly. FileNotFoundError names the paths that do
+    not exist (nothing is uploaded)."""
     missing = [str(p) for p in paths if not os.path.lexists(p)]
     if missing:
         raise FileNotFoundError(f"no such file or directory: {', '.join(missing)}")
@@ -192,13 +200,27 @@ def find_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
         path = Path(raw)
         if path.is_dir():
             for root, dirs, files in os.walk(path, followlinks=False):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                dirs[:] = sorted(d for d in dirs if include_hidden or not d.startswith("."))
                 for name in sorted(files):
-                    if not name.startswith("."):
+                    if include_hidden or not name.startswith("."):
                         add(Path(root) / name)
         else:
             add(path)
     return found
 
 
-__all__ = ["CHUNK_BYTES", "PreparedUpload", "Source", "find_files", "guess_mime_type", "prepare", "request_id"]
+def source_uri_of(path: str | os.PathLike[str], roots: list[str | os.PathLike[str]]) -> str:
+    """How a local file is named in its source: its path relative to the folder among `roots` it
+    lies under, with "/" between parts ("notes/a.md"), or its file name when it lies under none
+    (a file named directly). `sluice upload --source-uri-from-path` and `sync_folder` both name
+    files so, so that either one's documents are the other's versions."""
+    absolute = Path(os.path.abspath(path))
+    for raw in roots:
+        root = Path(os.path.abspath(raw))
+        if root in absolute.parents and root.is_dir():
+            return absolute.relative_to(root).as_posix()
+    return absolute.name
+
+
+__all__ = ["CHUNK_BYTES", "PreparedUpload", "Source", "file_digest", "find_files", "guess_mime_type", "prepare",
+           "request_id", "source_uri_of"]
