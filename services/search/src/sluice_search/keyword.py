@@ -109,31 +109,79 @@ def scoring_query(
         "kw_weights": [weights[t] for t in weights],
         "kw_match": match_text(candidates, scored),
     }
-    vector = sql.SQL(
+    head = sql.SQL(
         "WITH q AS ("
-        " SELECT ('{{' || string_agg(dim || ':' || w, ',' ORDER BY dim) || '}}/{dims}')::sparsevec AS v"
+        " SELECT ('{{' || string_agg(dim || ':' || w, ',' ORDER BY dim) || '}}/{dims}')::sparsevec AS v,"
+        " to_tsquery('simple', %(kw_match)s) AS match"
         " FROM (SELECT sluice_term_dim(t) AS dim, sum(w)::real AS w"
         " FROM unnest(%(kw_terms)s::text[], %(kw_weights)s::float8[]) AS x(t, w) GROUP BY 1) s)"
     ).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS)))
-    scores = sql.SQL("sluice_keyword_scores(%(kw_generation)s, to_tsquery('simple', %(kw_match)s), q.v) s")
+    return _scoring(head, sql.SQL(""), chunk_scope, columns, where, limit, join_first=join_first), params
+
+
+# The first round with the statistics folded in (one round trip instead of two): the query's
+# words as the index holds them with their document frequencies (`st`, '' the generation's chunk
+# count), their IDF (`w`, Lucene's formula as idf() computes it: the same float8 operations and
+# the same C log, so the same weights), the first candidate set chosen as first_candidates()
+# chooses it (the rarest words, by df then by code point, while their chunks number at most the
+# budget; always the rarest), and the statistics handed back with every row (the last two
+# columns) for the rounds that may follow. The words are lexemes of to_tsvector over words of
+# letters and digits, so they are letters and digits too: the quoting below is tsquery_text's.
+FIRST_ROUND_HEAD = (
+    "WITH st AS MATERIALIZED ("
+    " SELECT s.term, sum(s.df)::float8 AS df FROM keyword_stats s"
+    " WHERE s.generation_id = %(kw_generation)s AND s.term = ANY(ARRAY("
+    "SELECT l.lexeme FROM unnest(to_tsvector('sluice_text', %(kw_text)s)) l) || ''::text)"
+    " GROUP BY s.term),"
+    " n AS (SELECT coalesce(max(st.df) FILTER (WHERE st.term = ''), 0) AS chunks FROM st),"
+    " w AS (SELECT st.term, ln(1 + (n.chunks - st.df + 0.5) / (st.df + 0.5)) AS w,"
+    " sum(st.df) OVER (ORDER BY st.df, st.term COLLATE \"C\" ROWS UNBOUNDED PRECEDING) AS postings,"
+    " row_number() OVER (ORDER BY st.df, st.term COLLATE \"C\") AS place"
+    " FROM st, n WHERE st.term <> '' AND st.df > 0 AND n.chunks > 0),"
+    " q AS ("
+    " SELECT ('{{' || string_agg(dim || ':' || w, ',' ORDER BY dim) || '}}/{dims}')::sparsevec AS v,"
+    " to_tsquery('simple', (SELECT string_agg('''' || w.term || '''', ' | ') FROM w"
+    " WHERE w.place = 1 OR w.postings <= %(kw_budget)s)) AS match"
+    " FROM (SELECT sluice_term_dim(w.term) AS dim, sum(w.w)::real AS w FROM w GROUP BY 1) s)"
+)
+FIRST_ROUND_STATS = sql.SQL(", (SELECT array_agg(st.term) FROM st), (SELECT array_agg(st.df) FROM st)")
+
+
+def first_round_query(
+    generation_id: int, text: str, chunk_scope: sql.Composable, columns: sql.Composable, where: sql.Composable,
+    params: dict[str, Any], limit: int, *, join_first: bool,
+) -> tuple[sql.Composed, dict[str, Any]]:
+    """The statistics of the words of `text` and the first round's scoring in one statement: the
+    rows of scoring_query over first_candidates(), each followed by the statistics (the query's
+    words, and their document frequencies, as STATS_SQL gives them). No row, no statistics."""
+    params = {**params, "kw_generation": generation_id, "kw_text": text, "kw_budget": float(FIRST_CANDIDATES)}
+    head = sql.SQL(FIRST_ROUND_HEAD).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS)))
+    return _scoring(head, FIRST_ROUND_STATS, chunk_scope, columns, where, limit, join_first=join_first), params
+
+
+def _scoring(head: sql.Composable, extra: sql.Composable, chunk_scope: sql.Composable, columns: sql.Composable,
+             where: sql.Composable, limit: int, *, join_first: bool) -> sql.Composed:
+    """The scoring statement after `head`, which defines `q` (the query's sparse vector `v` and
+    the candidates' tsquery `match`); `extra` are more columns at the end."""
+    scores = sql.SQL("sluice_keyword_scores(%(kw_generation)s, q.match, q.v) s")
     if join_first:
         query = sql.SQL(
-            "{vector} SELECT {columns}, s.score AS rank"
+            "{head} SELECT {columns}, s.score AS rank{extra}"
             " FROM q, {scores} JOIN chunks c ON c.id = s.chunk_id JOIN documents d ON d.id = c.document_id"
             " WHERE {scope} AND d.status = 'READY'{where} ORDER BY rank DESC, c.id LIMIT {limit}"
         )
     else:
-        # The last column counts the candidates: when there are no more than the overfetch, a
-        # short answer holds every READY one.
+        # The column after the score counts the candidates: when there are no more than the
+        # overfetch, a short answer holds every READY one.
         query = sql.SQL(
-            "{vector}, every AS MATERIALIZED (SELECT s.chunk_id AS id, s.score AS rank FROM q, {scores}),"
+            "{head}, every AS MATERIALIZED (SELECT s.chunk_id AS id, s.score AS rank FROM q, {scores}),"
             " best AS (SELECT id, rank FROM every ORDER BY rank DESC, id LIMIT {overfetch})"
-            " SELECT {columns}, best.rank, (SELECT count(*) FROM every) FROM best JOIN chunks c ON c.id = best.id"
+            " SELECT {columns}, best.rank, (SELECT count(*) FROM every){extra} FROM best JOIN chunks c ON c.id = best.id"
             " JOIN documents d ON d.id = c.document_id"
             " WHERE {scope} AND d.status = 'READY'{where} ORDER BY best.rank DESC, c.id LIMIT {limit}"
         )
-    return query.format(vector=vector, columns=columns, scores=scores, scope=chunk_scope, where=where,
-                        limit=sql.Literal(int(limit)), overfetch=sql.Literal(int(limit) * OVERFETCH)), params
+    return query.format(head=head, extra=extra, columns=columns, scores=scores, scope=chunk_scope, where=where,
+                        limit=sql.Literal(int(limit)), overfetch=sql.Literal(int(limit) * OVERFETCH))
 
 
 def match_text(candidates: Sequence[str], scored: Sequence[str] = ()) -> str:
@@ -163,22 +211,33 @@ async def search(
         return []
     # From here on, terms are the index's (stemmed) lexemes, matched with the 'simple'
     # configuration, which keeps them as they are.
-    rows = await (await conn.execute(STATS_SQL, {"generation": generation_id, "text": " ".join(terms)})).fetchall()
-    dfs = {term: df for term, df in rows if df > 0}
+    text = " ".join(terms)
+    # A filter narrows the documents: then the join comes first (see OVERFETCH).
+    join_first = not (isinstance(where, sql.SQL) and not where.as_string(None))
+    query, query_params = first_round_query(generation_id, text, chunk_scope, columns, where, params, limit,
+                                            join_first=join_first)
+    pending: list[tuple[Any, ...]] | None = await (await conn.execute(query, query_params)).fetchall()
+    if pending:
+        stats = list(zip(pending[0][-2], pending[0][-1], strict=True))
+        pending = [row[:-2] for row in pending]
+    else:  # no row, no statistics: ask for them alone
+        stats = await (await conn.execute(STATS_SQL, {"generation": generation_id, "text": text})).fetchall()
+    dfs = {term: float(df) for term, df in stats if df > 0}
     chunks = dfs.pop("", 0.0)
     if not dfs or chunks <= 0:
         return []
     weights = {t: idf(chunks, df) for t, df in sorted(dfs.items())}
     order = candidate_rounds(weights, dfs)
     taken = first_candidates(order, dfs)
-    # A filter narrows the documents: then the join comes first (see OVERFETCH).
-    join_first = not (isinstance(where, sql.SQL) and not where.as_string(None))
     found: list[tuple[Any, ...]] = []
     done = 0  # the terms whose chunks earlier rounds scored
     while True:
-        query, query_params = scoring_query(generation_id, chunk_scope, columns, where, params, order[done:taken],
-                                            weights, limit, join_first=join_first, scored=order[:done])
-        rows = await (await conn.execute(query, query_params)).fetchall()
+        if pending is not None:  # the first round's rows, read with the statistics
+            rows, pending = pending, None
+        else:
+            query, query_params = scoring_query(generation_id, chunk_scope, columns, where, params, order[done:taken],
+                                                weights, limit, join_first=join_first, scored=order[:done])
+            rows = await (await conn.execute(query, query_params)).fetchall()
         if not join_first:
             if len(rows) < limit and (not rows or rows[0][-1] > limit * OVERFETCH):
                 # Fewer READY chunks among the best than wanted: maybe others further down are.
