@@ -193,6 +193,21 @@ export class Client {
   }
 }
 
+/** A document named by its source instead of its id (docs/architecture.md, "Document versions"). */
+export interface SourceKey {
+  collection: string;
+  sourceUri: string;
+}
+
+function documentKey(key: string | SourceKey): { id?: string; collection?: string; sourceUri?: string } {
+  if (typeof key === "string") {
+    if (!key) throw new TypeError("a document id (or { collection, sourceUri }) is required");
+    return { id: key };
+  }
+  if (!key.collection || !key.sourceUri) throw new TypeError("name a document by its id, or by { collection, sourceUri }");
+  return { collection: key.collection, sourceUri: key.sourceUri };
+}
+
 export interface SearchOptions {
   /** How many hits (10). */
   topK?: number;
@@ -415,7 +430,8 @@ export class Documents {
     const prepared = await prepare(source, options.filename);
     const client = this.client;
     const message = metadataMessage(collection, prepared, options,
-      options.requestId ?? requestId(collection, prepared.identity, prepared.sha256, client.requestIdPrefix));
+      options.requestId ?? requestId(collection, prepared.identity + (options.sourceUri ? "\0" + options.sourceUri : ""),
+        prepared.sha256, client.requestIdPrefix));
     const translate = (error: SluiceError): SluiceError =>
       // our side failed: nothing was stored, and a retry would fail the same way
       prepared.readFailure.length > 0 ? new UploadSourceError(prepared.readFailure[0], { reason: "SOURCE_CHANGED" }) : error;
@@ -424,15 +440,18 @@ export class Documents {
     return new Document(response);
   }
 
-  /** One document, with its attempt history. */
-  async get(id: string, options: { timeoutMs?: number } = {}): Promise<Document> {
+  /** One document, with its attempt history: by id, or by `{ collection, sourceUri }` (the
+   * source's current version, or its pending one when it has none yet). */
+  async get(key: string | SourceKey, options: { timeoutMs?: number } = {}): Promise<Document> {
+    const request = documentKey(key);
     return new Document(await this.client.invoke((timeoutMs) =>
-      this.service.getDocument({ id }, { headers: this.client.headers, timeoutMs }), options));
+      this.service.getDocument(request, { headers: this.client.headers, timeoutMs }), options));
   }
 
   /** Documents, newest first, optionally of one collection and status; fetched a page at a time as
    * you iterate, at most `limit`. */
-  async *list(collection?: string, options: { status?: DocumentStatus | string; pageSize?: number; limit?: number } = {}): AsyncGenerator<Document> {
+  async *list(collection?: string,
+    options: { status?: DocumentStatus | string; pageSize?: number; limit?: number; sourceUri?: string } = {}): AsyncGenerator<Document> {
     const pageSize = options.pageSize ?? PAGE_SIZE;
     const status = documentStatus(options.status);
     let pageToken = "";
@@ -441,7 +460,8 @@ export class Documents {
       const token = pageToken;
       const size = options.limit ? Math.min(pageSize, options.limit - count) : pageSize;
       const page = await this.client.invoke((timeoutMs) => this.service.listDocuments(
-        { collection: collection ?? "", status, pageSize: size, pageToken: token }, { headers: this.client.headers, timeoutMs }));
+        { collection: collection ?? "", status, pageSize: size, pageToken: token, sourceUri: options.sourceUri ?? "" },
+        { headers: this.client.headers, timeoutMs }));
       for (const document of page.documents) {
         yield new Document(document);
         count += 1;
@@ -451,10 +471,12 @@ export class Documents {
     } while (pageToken);
   }
 
-  /** Delete a document, its content and chunks; true when a running job was cancelled. */
-  async delete(id: string, options: { timeoutMs?: number } = {}): Promise<boolean> {
+  /** Delete a document, its content and chunks (by `{ collection, sourceUri }`: every version of
+   * the source); true when a running job was cancelled. */
+  async delete(key: string | SourceKey, options: { timeoutMs?: number } = {}): Promise<boolean> {
+    const request = documentKey(key);
     const response = await this.client.invoke((timeoutMs) =>
-      this.service.deleteDocument({ id }, { headers: this.client.headers, timeoutMs }), options);
+      this.service.deleteDocument(request, { headers: this.client.headers, timeoutMs }), options);
     return response.cancelledRunningJob;
   }
 

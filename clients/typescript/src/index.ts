@@ -12,7 +12,7 @@
  */
 export {
   Client, CollectionWatch, Collections, Documents, INGEST, PAGE_SIZE, RECONNECT_WINDOW_MS, SEARCH,
-  type ClientOptions, type CreateCollectionOptions, type SearchOptions, type WatchCollectionOptions,
+  type ClientOptions, type CreateCollectionOptions, type SearchOptions, type SourceKey, type WatchCollectionOptions,
 } from "./client.js";
 export * from "./errors.js";
 export { condition, metadataValue, parseValue, where, type MetadataInput } from "./filters.js";

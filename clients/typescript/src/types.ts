@@ -120,6 +120,10 @@ export class Document {
   readonly updateTime: Date | undefined;
   readonly nextAttemptTime: Date | undefined;
   readonly attemptHistory: Attempt[];
+  /** The path or URL naming the document in its source ("" without one); its versions share it. */
+  readonly sourceUri: string;
+  /** This version's number among the versions of its sourceUri (0 without a sourceUri). */
+  readonly version: number;
 
   constructor(readonly raw: DocumentMessage) {
     this.id = raw.id;
@@ -136,6 +140,8 @@ export class Document {
     this.maxAttempts = raw.maxAttempts;
     this.chunkCount = raw.chunkCount;
     this.contentSha256 = raw.contentSha256;
+    this.sourceUri = raw.sourceUri;
+    this.version = raw.version;
     this.sizeBytes = raw.sizeBytes;
     this.metadata = { ...raw.metadata };
     this.typedMetadata = Object.fromEntries(Object.entries(raw.typedMetadata).map(([k, v]) => [k, jsValue(v)]));

@@ -152,8 +152,12 @@ export interface UploadOptions {
   metadata?: Record<string, string>;
   /** Metadata that keeps its type: numbers, booleans, Dates, lists of strings. */
   typedMetadata?: Record<string, MetadataInput>;
-  /** The idempotency key (default: stable for collection, file and content). */
+  /** The idempotency key (default: stable for collection, file, content and sourceUri). */
   requestId?: string;
+  /** The path or URL naming the document in its source: new content for a sourceUri the
+   * collection holds becomes a new version, swapped in when READY (docs/architecture.md,
+   * "Document versions"); the same content again is not a new version. */
+  sourceUri?: string;
   /** The deadline of the upload, retries included (default: at least 60 s, and a second per MiB). */
   timeoutMs?: number;
 }
@@ -167,6 +171,7 @@ export function metadataMessage(collection: string, prepared: PreparedUpload, op
     metadata: { ...(options.metadata ?? {}) },
     typedMetadata: Object.fromEntries(Object.entries(options.typedMetadata ?? {}).map(([k, v]) => [k, metadataValue(v)])),
     requestId: requestIdValue,
+    sourceUri: options.sourceUri ?? "",
     expectedSizeBytes: BigInt(prepared.size),
     expectedSha256: prepared.sha256,
   });

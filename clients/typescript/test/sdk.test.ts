@@ -190,3 +190,33 @@ test("the key comes from the option, else SLUICE_API_KEY, else the credentials f
     if (saved.credentials === undefined) delete process.env.SLUICE_CREDENTIALS; else process.env.SLUICE_CREDENTIALS = saved.credentials;
   }
 });
+
+test("a sourceUri makes new content a new version: swapped in at READY, found by source, deleted by source", async () => {
+  await client.collections.create("ts-versions", { embedder: "hashing" });
+  const source = { collection: "ts-versions", sourceUri: "notes/notes.txt" };
+  const first = await client.documents.upload("ts-versions", Buffer.from("The keeper logs the amber signal.\n"),
+    { filename: "notes.txt", sourceUri: source.sourceUri });
+  assert.equal(first.sourceUri, "notes/notes.txt");
+  assert.equal(first.version, 1);
+  await client.documents.wait(first.id, { timeoutMs: 60_000 });
+  const same = await client.documents.upload("ts-versions", Buffer.from("The keeper logs the amber signal.\n"),
+    { filename: "notes.txt", sourceUri: source.sourceUri });
+  assert.equal(same.id, first.id, "the same content again is not a new version");
+  const second = await client.documents.upload("ts-versions", Buffer.from("The keeper logs the violet signal.\n"),
+    { filename: "notes.txt", sourceUri: source.sourceUri });
+  assert.notEqual(second.id, first.id);
+  assert.equal(second.version, 2);
+  await client.documents.wait(second.id, { timeoutMs: 60_000 });
+  const current = await client.documents.get(source);
+  assert.equal(current.id, second.id);
+  assert.equal(current.statusName, "READY");
+  const listed = await collect(client.documents.list("ts-versions", { sourceUri: source.sourceUri }));
+  assert.deepEqual(listed.map((d) => d.id), [second.id], "the old version left with the swap");
+  const hits = await client.search("ts-versions", "signal", { mode: "keyword" });
+  assert.deepEqual(hits.hits.map((h) => h.documentId), [second.id]);
+  assert.match(hits.hits[0].text, /violet/);
+  await assert.rejects(client.documents.get(first.id), NotFound);
+  await client.documents.delete(source);
+  await assert.rejects(client.documents.get(source), NotFound);
+  await assert.rejects(client.documents.get({ collection: "", sourceUri: "x" }), TypeError);
+});
