@@ -17,7 +17,9 @@ gRPC. Prints p50/p99, the ratio of each mode to VECTOR (the baseline, in the sam
 the mean number of hits.
 `--db-dir` keeps the loaded database (loading ~100,000 chunks through the triggers takes half an
 hour on two cores) and reuses it on the next run, applying any new migration to it first.
-`--busy` runs a CPU hog on every core during the measurement.
+`--busy` runs a CPU hog on every core during the measurement. `--answers FILE` keeps every
+answer of the gRPC run, or compares this run's with it: run an older version first with
+`PYTHONPATH=<its services/search/src>` (the search subprocess imports it), then this one.
 """
 
 from __future__ import annotations
@@ -333,6 +335,27 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
                   f" per query, median of this / that {np.median(totals / base):.2f}; {differ} answers differ")
 
 
+def compare_answers(path: str, answers: dict[str, list[list]], queries: list[str]) -> None:
+    """Write every answer (chunk ids and scores, per mode and query) to `path`, or, when it exists
+    (another version's run), compare with it and print the queries whose answers differ."""
+    import json
+
+    file = Path(path)
+    if not file.exists():
+        file.write_text(json.dumps({"queries": queries, "answers": answers}))
+        print(f"answers written to {path}")
+        return
+    before = json.loads(file.read_text())
+    if before["queries"] != queries:
+        print(f"{path} holds other queries: not compared")
+        return
+    for mode, theirs in before["answers"].items():
+        differ = [q for q, a, b in zip(queries, answers[mode], theirs, strict=True) if a != b]
+        print(f"{mode}: {len(differ)} of {len(queries)} answers differ from {path}")
+        for q in differ[:5]:
+            print(f"  {q!r}")
+
+
 def measure(reader_url: str, key: str, queries: list[str], args) -> dict:
     process, address = start_search(reader_url, 40)
     results = {}
@@ -345,6 +368,7 @@ def measure(reader_url: str, key: str, queries: list[str], args) -> dict:
                 stub.Search(pb.SearchRequest(collection="bench", query=q, top_k=10, mode=mode), metadata=auth)
         seconds: dict[str, list[float]] = {m: [] for m in MODES}
         hits: dict[str, list[int]] = {m: [] for m in MODES}
+        answers: dict[str, list[list]] = {m: [] for m in MODES}
         for n, q in enumerate(queries):
             names = list(MODES)
             names = names[n % 3:] + names[: n % 3]  # take turns going first
@@ -354,11 +378,14 @@ def measure(reader_url: str, key: str, queries: list[str], args) -> dict:
                                        metadata=auth)
                 seconds[name].append(time.perf_counter() - started)
                 hits[name].append(len(response.hits))
+                answers[name].append([[h.chunk_id, round(h.score, 5)] for h in response.hits])
         channel.close()
         for name in MODES:
             ms = np.asarray(seconds[name]) * 1000
             results[name] = {"grpc": (float(np.percentile(ms, 50)), float(np.percentile(ms, 99))),
                              "hits": float(np.mean(hits[name]))}
+        if args.answers:
+            compare_answers(args.answers, answers, queries)
     finally:
         process.terminate()
         process.wait(30)
@@ -386,6 +413,9 @@ def main(argv: list[str] | None = None) -> None:
                              " its answers compared")
     parser.add_argument("--limit", type=int, default=10, help="with --profile: hits asked (HYBRID asks 50)")
     parser.add_argument("--exact", type=int, default=0, help="with --profile: hits that must be exact (HYBRID: 10)")
+    parser.add_argument("--answers", default="", metavar="JSON",
+                        help="write every gRPC answer (chunk ids, scores) there, or compare with it when it exists"
+                             " (run another version first: PYTHONPATH=<its src> for the search subprocess)")
     parser.add_argument("--plan-cache-mode", default="", help="with --profile: PostgreSQL's plan_cache_mode")
     parser.add_argument("--explain", type=int, default=3, metavar="N",
                         help="with --profile: EXPLAIN (ANALYZE, BUFFERS) the statements of the first N queries")

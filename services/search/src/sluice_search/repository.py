@@ -53,6 +53,10 @@ _HIT_COLUMNS = sql.SQL(
     " c.text_as_html, c.text_source, c.ocr_confidence, c.boxes"
 )
 _SCORE = 12  # the column after _HIT_COLUMNS
+# HYBRID's candidates are ranked on ids and scores alone; only the fused answer's rows are read
+# whole (hits_by_id): fusing 2 × 50 candidates into 10 reads no text, metadata or boxes for 90.
+_ID_COLUMNS = sql.SQL("c.id")
+_ID_SCORE = 1  # the column after _ID_COLUMNS
 
 
 async def open_read_pool(
@@ -268,25 +272,57 @@ class SearchRepository:
         join rejected more than the scan budget), an exact scan answers, so the result is
         always min(limit, matching READY chunks).
         """
+        rows = await self._vector_rows(collection, vector, limit, filter, _HIT_COLUMNS, _SCORE)
+        return [_hit(r, 1.0 - float(r[_SCORE])) for r in rows]
+
+    async def vector_candidates(
+        self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter
+    ) -> list[tuple[int, float]]:
+        """vector_search's answer as (chunk id, score) alone (HYBRID's first phase)."""
+        rows = await self._vector_rows(collection, vector, limit, filter, _ID_COLUMNS, _ID_SCORE)
+        return [(r[0], 1.0 - float(r[_ID_SCORE])) for r in rows]
+
+    async def _vector_rows(self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter,
+                           columns: sql.Composable, score: int) -> list[tuple]:
+        """vector_search's rows: `columns` (the first the chunk id) and the distance at `score`, best first."""
         async with self._tenant_session(collection.tenant_id) as conn:
             if filter and self._exact_filter_max_chunks > 0:
-                query, params = selective_vector_query(collection, vector, limit, filter, self._exact_filter_max_chunks)
+                query, params = selective_vector_query(collection, vector, limit, filter, self._exact_filter_max_chunks,
+                                                       columns=columns)
                 rows = await (await conn.execute(query, params)).fetchall()
                 documents, chunks = rows[0][:2]
                 if documents <= self._exact_filter_max_chunks and chunks <= self._exact_filter_max_chunks:
                     hits = [row[2:] for row in rows if row[2] is not None]
-                    hits.sort(key=lambda r: (r[_SCORE], r[0]))
-                    return [_hit(r, 1.0 - float(r[_SCORE])) for r in hits]
-            indexed, params = vector_query(collection, vector, limit, filter)
+                    hits.sort(key=lambda r: (r[score], r[0]))
+                    return hits
+            indexed, params = vector_query(collection, vector, limit, filter, columns=columns)
             rows = await (await conn.execute(indexed, params)).fetchall()
             if len(rows) < limit:
-                exact, params = vector_query(collection, vector, limit, filter, exact=True)
+                exact, params = vector_query(collection, vector, limit, filter, exact=True, columns=columns)
                 metrics.EXACT_FALLBACKS.inc()
                 rows = await (await conn.execute(exact, params)).fetchall()
                 log.debug("exact vector fallback", extra={"collection_id": collection.id, "rows": len(rows)})
         # relaxed_order: the index hands rows back nearly sorted; the final order is exact.
-        rows.sort(key=lambda r: (r[_SCORE], r[0]))
-        return [_hit(r, 1.0 - float(r[_SCORE])) for r in rows]
+        rows.sort(key=lambda r: (r[score], r[0]))
+        return rows
+
+    async def hits_by_id(self, collection: Collection, chunk_ids: Sequence[int], filter: DocumentFilter) -> dict[int, Hit]:
+        """The hits of these chunks (HYBRID's second phase), score 0, keyed by chunk id; a chunk
+        whose document is no longer READY or no longer passes the filter, or that left the
+        collection's generation or the tenant since it was ranked, is missing (service.py
+        decides what then). One statement, under the same rules as every search."""
+        if not chunk_ids:
+            return {}
+        where, params = _filter_sql(filter)
+        params["ids"] = list(chunk_ids)
+        query = sql.SQL(
+            "SELECT {cols} FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE c.id = ANY(%(ids)s::bigint[]) AND {pred} AND c.tenant_id = {tid} AND d.status = 'READY'{where}"
+        ).format(cols=_HIT_COLUMNS, pred=vector_index.generation_predicate(collection.generation_id),
+                 tid=sql.Literal(int(collection.tenant_id)), where=where)
+        async with self._tenant_session(collection.tenant_id) as conn:
+            rows = await (await conn.execute(query, params)).fetchall()
+        return {r[0]: _hit(r, 0.0) for r in rows}
 
     async def chunk_texts(self, collection: Collection, windows: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int], str]:
         """The texts of the chunks in each (document, first, last chunk index) window, of READY
@@ -310,17 +346,30 @@ class SearchRepository:
         """The `limit` READY chunks that contain any of `terms`, by BM25 score, the first `exact`
         of them (all by default) exactly BM25's best (keyword.py)."""
         where, params = _filter_sql(filter)
-        scope = sql.SQL("{pred} AND c.tenant_id = {tid}").format(
+        async with self._tenant_session(collection.tenant_id) as conn:
+            rows = await keyword.search(conn, collection.generation_id, terms, limit, self._keyword_scope(collection),
+                                        _HIT_COLUMNS, where, params, _SCORE, exact)
+        return [_hit(r, float(r[_SCORE])) for r in rows]
+
+    async def keyword_candidates(self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter,
+                                 exact: int | None = None) -> list[tuple[int, float]]:
+        """keyword_search's answer as (chunk id, score) alone (HYBRID's first phase)."""
+        where, params = _filter_sql(filter)
+        async with self._tenant_session(collection.tenant_id) as conn:
+            rows = await keyword.search(conn, collection.generation_id, terms, limit, self._keyword_scope(collection),
+                                        _ID_COLUMNS, where, params, _ID_SCORE, exact)
+        return [(r[0], float(r[_ID_SCORE])) for r in rows]
+
+    @staticmethod
+    def _keyword_scope(collection: Collection) -> sql.Composable:
+        return sql.SQL("{pred} AND c.tenant_id = {tid}").format(
             pred=vector_index.generation_predicate(collection.generation_id), tid=sql.Literal(int(collection.tenant_id))
         )
-        async with self._tenant_session(collection.tenant_id) as conn:
-            rows = await keyword.search(conn, collection.generation_id, terms, limit, scope, _HIT_COLUMNS, where, params,
-                                        _SCORE, exact)
-        return [_hit(r, float(r[_SCORE])) for r in rows]
 
 
 def selective_vector_query(
-    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, max_chunks: int
+    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, max_chunks: int,
+    *, columns: sql.Composable = _HIT_COLUMNS,
 ) -> tuple[sql.Composed, dict]:
     """One statement for a filtered VECTOR search: the READY documents the filter selects (at
     most max_chunks + 1 of them) and, when they hold at most max_chunks chunks, the `limit`
@@ -348,7 +397,7 @@ def selective_vector_query(
         where=where,
         cap=sql.Literal(int(max_chunks)),
         cap_plus_one=sql.Literal(int(max_chunks) + 1),
-        cols=_HIT_COLUMNS,
+        cols=columns,
         distance=distance,
         pred=vector_index.generation_predicate(collection.generation_id),
         limit=sql.Literal(int(limit)),
@@ -357,7 +406,8 @@ def selective_vector_query(
 
 
 def vector_query(
-    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, *, exact: bool = False
+    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, *, exact: bool = False,
+    columns: sql.Composable = _HIT_COLUMNS,
 ) -> tuple[sql.Composed, dict]:
     """The vector query and its parameters: through the partial HNSW index, or exact."""
     where, params = _filter_sql(filter)
@@ -373,7 +423,7 @@ def vector_query(
         " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY'{where}"
         " ORDER BY {order} LIMIT {limit}"
     ).format(
-        cols=_HIT_COLUMNS,
+        cols=columns,
         distance=distance,
         pred=vector_index.generation_predicate(collection.generation_id),
         tid=sql.Literal(int(collection.tenant_id)),

@@ -27,12 +27,27 @@ class Repository(Protocol):
         self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
     ) -> list[Hit]: ...
 
+    async def vector_candidates(
+        self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter
+    ) -> list[tuple[int, float]]: ...
+
+    async def keyword_candidates(
+        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
+    ) -> list[tuple[int, float]]: ...
+
+    async def hits_by_id(self, collection: Collection, chunk_ids: Sequence[int], filter: DocumentFilter) -> dict[int, Hit]: ...
+
     async def embedders_in_use(self) -> list[tuple[str, str, int]]: ...
 
     async def chunk_texts(self, collection: Collection, windows: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int], str]: ...
 
 
 EmbedderFactory = Callable[[str, str, int], Embedder]
+
+# HYBRID ranks ids and scores, then reads the fused answer's rows (_hybrid): when a chosen chunk
+# is gone by then (its document left READY between the two statements), the ranking is run again
+# this many times in all, the last time filling from the next fused candidates.
+HYBRID_ATTEMPTS = 3
 
 
 class SearchService:
@@ -159,16 +174,45 @@ class SearchService:
         else:
             # The query is embedded before any database work: no connection waits on a model.
             vector = query.vector or await self._embed(collection, query.text)
-            candidates = max(query.top_k, self._hybrid_candidates)
-            vector_hits, keyword_hits = await asyncio.gather(
-                self._repository.vector_search(collection, vector, candidates, query.filter),
-                # Only the first top_k can win on keyword alone: the tail need not be exact (keyword.py).
-                self._repository.keyword_search(collection, terms, candidates, query.filter, exact=query.top_k),
-            )
-            hits = self._fuse(vector_hits, keyword_hits, query.top_k, self._vector_share(collection, query.text))
+            hits = await self._hybrid(collection, query, vector, terms)
         for hit in hits:
             hit.highlights = highlight.highlight_spans(hit.text, terms)
         return hits
+
+    async def _hybrid(self, collection: Collection, query: SearchQuery, vector: Sequence[float],
+                      terms: Sequence[str]) -> list[Hit]:
+        """Both rankings as (chunk id, score), fused, then the rows of the fused top_k alone, in
+        one statement that checks READY, the generation, the tenant and the filter again.
+
+        A chunk ranked but missing from the rows left the answer between the two statements (its
+        document stopped being READY, or was deleted). The answer is then ranked again, as the
+        single statement of the old path would have ranked it a moment later: removing a
+        candidate moves the others' normalised scores (relative score) or ranks (RRF), and lets
+        in one more candidate at each list's tail, so the next fused candidate is not always
+        the right one. After HYBRID_ATTEMPTS rankings that each lost a chunk (documents leaving
+        READY faster than a query runs), the last one's top_k is filled from its next candidates."""
+        candidates = max(query.top_k, self._hybrid_candidates)
+        share = self._vector_share(collection, query.text)
+        for attempt in range(1, HYBRID_ATTEMPTS + 1):
+            vector_ranked, keyword_ranked = await asyncio.gather(
+                self._repository.vector_candidates(collection, vector, candidates, query.filter),
+                # Only the first top_k can win on keyword alone: the tail need not be exact (keyword.py).
+                self._repository.keyword_candidates(collection, terms, candidates, query.filter, exact=query.top_k),
+            )
+            lists = [[_ranked(cid, score) for cid, score in ranked] for ranked in (vector_ranked, keyword_ranked)]
+            fused = self._fuse(lists[0], lists[1], len(vector_ranked) + len(keyword_ranked), share)
+            last = attempt == HYBRID_ATTEMPTS
+            wanted = fused if last else fused[: query.top_k]
+            rows = await self._repository.hits_by_id(collection, [hit.chunk_id for hit in wanted], query.filter)
+            if last or len(rows) == len(wanted):
+                break
+        hits = []
+        for ranked in wanted:
+            row = rows.get(ranked.chunk_id)
+            if row is not None:
+                row.score = ranked.score
+                hits.append(row)
+        return hits[: query.top_k]
 
     def _vector_share(self, collection: Collection, text: str) -> float:
         """The vector list's weight in HYBRID: the configured one, except for a query in another
@@ -198,3 +242,9 @@ class SearchService:
                 reason=Reason.EMBEDDER_DIMENSION_MISMATCH,
             )
         return vector
+
+
+def _ranked(chunk_id: int, score: float) -> Hit:
+    """A candidate as fusion sees it: an id and a score (the row is read after fusion)."""
+    return Hit(chunk_id=chunk_id, text="", score=score, document_id="", filename="", chunk_index=0, page_number=0,
+               element_type="", metadata={})
