@@ -144,7 +144,7 @@ FIRST_ROUND_HEAD = (
     " WHERE w.place = 1 OR w.postings <= %(kw_budget)s)) AS match"
     " FROM (SELECT sluice_term_dim(w.term) AS dim, sum(w.w)::real AS w FROM w GROUP BY 1) s)"
 )
-FIRST_ROUND_STATS = sql.SQL(", (SELECT array_agg(st.term) FROM st), (SELECT array_agg(st.df) FROM st)")
+FIRST_ROUND_STATS = sql.SQL(", (SELECT array_agg(st.term ORDER BY st.term) FROM st), (SELECT array_agg(st.df ORDER BY st.term) FROM st)")
 
 
 def first_round_query(
