@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+
 from rich.markup import escape
 from rich.table import Table
-
 from sluice_client import Client
 from sluice_client.client import ROLES
 
@@ -18,7 +19,7 @@ def _limit(value: int) -> str:
     return str(value) if value else "unlimited"
 
 
-def tenants_create(client: Client, args) -> int:
+def tenants_create(client: Client, args: argparse.Namespace) -> int:
     created = client.admin.create_tenant(args.name, max_documents=args.max_documents, max_stored_bytes=args.max_bytes,
                                          max_collections=args.max_collections).raw
     if args.json:
@@ -29,7 +30,7 @@ def tenants_create(client: Client, args) -> int:
     return EXIT_OK
 
 
-def tenants_list(client: Client, args) -> int:
+def tenants_list(client: Client, args: argparse.Namespace) -> int:
     tenants = [t.raw for t in client.admin.list_tenants()]
     if args.json:
         render.print_json({"tenants": [render.to_dict(t) for t in tenants]})
@@ -46,7 +47,7 @@ def tenants_list(client: Client, args) -> int:
     return EXIT_OK
 
 
-def keys_create(client: Client, args) -> int:
+def keys_create(client: Client, args: argparse.Namespace) -> int:
     response = client.admin.create_key(args.key_tenant, args.role, name=args.name)
     if args.json:
         render.print_json({"api_key": render.to_dict(response.key.raw), "secret": response.secret})
@@ -58,7 +59,7 @@ def keys_create(client: Client, args) -> int:
     return EXIT_OK
 
 
-def keys_list(client: Client, args) -> int:
+def keys_list(client: Client, args: argparse.Namespace) -> int:
     keys = [k.raw for k in client.admin.list_keys(args.key_tenant)]
     if args.json:
         render.print_json({"api_keys": [render.to_dict(k) for k in keys]})
@@ -74,7 +75,7 @@ def keys_list(client: Client, args) -> int:
     return EXIT_OK
 
 
-def keys_revoke(client: Client, args) -> int:
+def keys_revoke(client: Client, args: argparse.Namespace) -> int:
     key = client.admin.revoke_key(args.key).raw
     if args.json:
         render.print_json(render.to_dict(key))

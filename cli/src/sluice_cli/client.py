@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sluice_client import Client
-
 from sluice_common import tracing
 
 # Unary calls fail instead of hanging when a server accepts the connection but never answers.

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import grpc
 from sluice_client import errors as sdk
-
 from sluice_common.reasons import Reason
 
 EXIT_OK = 0

@@ -8,14 +8,13 @@ are in docs/evaluation.md.
 
 from __future__ import annotations
 
+import argparse
 import time
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-
 from sluice_client import Client, SluiceError
-
 from sluice_common.evaluation import METRICS, QuerySetError, evaluate, load_queries
 
 from . import render
@@ -36,13 +35,13 @@ def parse_modes(value: str) -> list[str]:
     return list(dict.fromkeys(modes))
 
 
-def run_eval(client: Client, args) -> int:
+def run_eval(client: Client, args: argparse.Namespace) -> int:
     modes = parse_modes(args.modes)
     try:
         queries = load_queries(args.queries)
     except QuerySetError as error:
         raise CliError(f"query set {error}", EXIT_USAGE, "QUERY_SET_INVALID") from None
-    results: dict[str, dict] = {}
+    results: dict[str, dict[str, float]] = {}
     # Warm-up, not counted: the first search of a collection on a local model loads the model in
     # search (seconds, more on a busy machine), which would otherwise time out or skew the p50.
     for mode in modes:

@@ -13,24 +13,31 @@ traceback or one of our paths (docs/contributing.md, "Errors").
 
 # No `from __future__ import annotations`: the MCP library reads the tools' annotations (local
 # aliases included) to publish their schemas.
+import argparse
 import base64
 import binascii
 import datetime as dt
 import ipaddress
 import json
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVarTuple
 
 import grpc
-from typing_extensions import TypedDict  # pydantic reads nested TypedDicts from here before Python 3.12
 from sluice_client import Client, Collection, Document, Hit, SluiceError, WaitTimeout
-
 from sluice_common.reasons import Reason
+from typing_extensions import TypedDict  # pydantic reads nested TypedDicts from here before Python 3.12
 
 from . import __version__
 from .commands import resolve_document_id
 from .errors import EXIT_OK, EXIT_USAGE, CliError, from_sdk_error
+
+if TYPE_CHECKING:  # imported where used: the MCP library is slow to import
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import CallToolResult
+
+_Args = TypeVarTuple("_Args")
 
 SERVER_NAME = "sluice"
 TRANSPORTS = ("stdio", "http")
@@ -145,13 +152,13 @@ def _document_line(doc: DocumentOut) -> str:
     return line
 
 
-def _result(structured: Any, text: str) -> Any:
+def _result(structured: Mapping[str, object], text: str) -> "CallToolResult":
     from mcp.types import CallToolResult, TextContent
 
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(structured))
 
 
-def tool_error(message: str, reason: str, code: str = "") -> Any:
+def tool_error(message: str, reason: str, code: str = "") -> "CallToolResult":
     """A tool error the model can read: the message with its reason, and the same as data."""
     from mcp.types import CallToolResult, TextContent
 
@@ -160,7 +167,7 @@ def tool_error(message: str, reason: str, code: str = "") -> Any:
                           structured_content={"error": {"reason": reason, "message": text, "code": code}})
 
 
-def error_result(error: SluiceError | CliError) -> Any:
+def error_result(error: SluiceError | CliError) -> "CallToolResult":
     """A failed call as a tool error: the CLI's one translation (errors.py), so the MCP server
     says what `sluice` would say (the server's message and reason, or what failed on the way)."""
     failure = error if isinstance(error, CliError) else from_sdk_error(error)
@@ -226,8 +233,9 @@ def may_write(client: Client) -> bool | None:
     return True  # not reached: the name is invalid
 
 
-def build_server(client: Client, *, default_collection: str | None = None, read_only: bool = False,
-                 allowed_dirs: list[Path] | None = None) -> Any:
+def build_server(  # noqa: C901 - one small closure per tool, registered in turn
+    client: Client, *, default_collection: str | None = None, read_only: bool = False, allowed_dirs: list[Path] | None = None
+) -> "MCPServer":
     """The MCP server with Sluice's tools over `client`; without the upload tools if `read_only`."""
     from mcp.server.mcpserver import MCPServer
     from mcp.types import CallToolResult, ToolAnnotations
@@ -238,7 +246,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
     write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
     collection_help = ("the collection" + (f" (default {default_collection!r})" if default_collection else "")
                        + "; list_collections names them")
-    CollectionArg = Annotated[str | None, Field(description=collection_help)]  # noqa: N806 - a type alias
+    CollectionArg = Annotated[str | None, Field(description=collection_help)]  # a type alias, named as one
 
     instructions = (
         "Sluice ingests documents (PDF, Office, HTML, text, ...) into collections and searches their chunks. "
@@ -256,7 +264,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
                            EXIT_USAGE, Reason.COLLECTION_REQUIRED)
         return name
 
-    def call(fn, *args: Any) -> Any:
+    def call(fn: Callable[[*_Args], CallToolResult], *args: *_Args) -> CallToolResult:
         try:
             return fn(*args)
         except (SluiceError, CliError) as error:
@@ -265,7 +273,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
     # -- search
 
     def _search(collection: str | None, query: str, top_k: int, mode: str, filters: dict[str, str] | None,
-                where: list[str] | None) -> Any:
+                where: list[str] | None) -> CallToolResult:
         name = collection_of(collection)
         if not query.strip():
             raise CliError("the query is empty", EXIT_USAGE, Reason.INVALID_ARGUMENT)
@@ -283,7 +291,9 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
         lines = [f"{len(out['hits'])} hit(s) in {name} ({out['mode'].lower()} search):"]
         for rank, hit in enumerate(out["hits"], 1):
             page = f", page {hit['page_number']}" if hit["page_number"] else ""
-            lines.append(f"\n[{rank}] {hit['filename']}{page} (score {hit['score']:.3f}, document {hit['document_id']})\n{hit['text']}")
+            lines.append(
+                f"\n[{rank}] {hit['filename']}{page} (score {hit['score']:.3f}, document {hit['document_id']})\n{hit['text']}"
+            )
         return _result(out, "\n".join(lines))
 
     @server.tool(title="Search a collection", annotations=read, structured_output=True)
@@ -291,11 +301,18 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
         query: Annotated[str, Field(description="what to look for, in words")],
         collection: CollectionArg = default_collection,
         top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="how many passages to return")] = 5,
-        mode: Annotated[Literal["hybrid", "vector", "keyword"],
-                        Field(description="hybrid fuses vector (meaning) and keyword (exact words) ranks")] = "hybrid",
-        filters: Annotated[dict[str, str] | None, Field(description="metadata that must be equal, e.g. {\"lang\": \"en\"}")] = None,
-        where: Annotated[list[str] | None, Field(description="typed metadata conditions, all must hold: "
-                                                             "'year>=2024', 'lang in en,de', 'draft=false', 'tags exists'")] = None,
+        mode: Annotated[
+            Literal["hybrid", "vector", "keyword"],
+            Field(description="hybrid fuses vector (meaning) and keyword (exact words) ranks"),
+        ] = "hybrid",
+        filters: Annotated[dict[str, str] | None, Field(description='metadata that must be equal, e.g. {"lang": "en"}')] = None,
+        where: Annotated[
+            list[str] | None,
+            Field(
+                description="typed metadata conditions, all must hold: "
+                "'year>=2024', 'lang in en,de', 'draft=false', 'tags exists'"
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, SearchOut]:
         """Search the READY documents of a collection; returns the best-matching passages with their document,
         page and score."""
@@ -303,7 +320,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
 
     # -- collections and documents
 
-    def _list_collections() -> Any:
+    def _list_collections() -> CallToolResult:
         out = CollectionList(collections=[collection_out(c) for c in client.collections.list()])
         if not out["collections"]:
             return _result(out, "No collections yet.")
@@ -316,7 +333,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
         """List the collections with their document counts and embedders."""
         return call(_list_collections)
 
-    def _get_document(document: str, collection: str | None) -> Any:
+    def _get_document(document: str, collection: str | None) -> CallToolResult:
         doc = document_out(client.documents.get(resolve_document_id(client, document, collection or "")))
         return _result(doc, _document_line(doc))
 
@@ -329,7 +346,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
         """A document's status (READY means searchable), error, size and chunk count."""
         return call(_get_document, document, collection)
 
-    def _list_documents(collection: str | None, status: str | None, page_size: int, page_token: str) -> Any:
+    def _list_documents(collection: str | None, status: str | None, page_size: int, page_token: str) -> CallToolResult:
         name = (collection or default_collection or "").strip() or None
         out = list_page(client, name, status, page_size, page_token)
         if not out["documents"]:
@@ -341,10 +358,17 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
 
     @server.tool(title="List documents", annotations=read, structured_output=True)
     def list_documents(
-        collection: Annotated[str | None, Field(description="only this collection" + (
-            f" (default {default_collection!r})" if default_collection else " (default: every collection)"))] = default_collection,
-        status: Annotated[Literal["pending", "parsing", "chunking", "embedding", "indexing", "ready", "failed"] | None,
-                          Field(description="only documents in this status")] = None,
+        collection: Annotated[
+            str | None,
+            Field(
+                description="only this collection"
+                + (f" (default {default_collection!r})" if default_collection else " (default: every collection)")
+            ),
+        ] = default_collection,
+        status: Annotated[
+            Literal["pending", "parsing", "chunking", "embedding", "indexing", "ready", "failed"] | None,
+            Field(description="only documents in this status"),
+        ] = None,
         page_size: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)] = 20,
         page_token: Annotated[str, Field(description="next_page_token of the previous page")] = "",
     ) -> Annotated[CallToolResult, DocumentPage]:
@@ -353,7 +377,7 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
 
     # -- uploads
 
-    def _finish_upload(doc: Document, wait_seconds: float) -> Any:
+    def _finish_upload(doc: Document, wait_seconds: float) -> CallToolResult:
         if wait_seconds > 0 and not doc.done:
             try:
                 doc = client.documents.wait(doc.id, timeout=wait_seconds)
@@ -368,14 +392,14 @@ def build_server(client: Client, *, default_collection: str | None = None, read_
     metadata_arg = Annotated[dict[str, str] | None, Field(description="metadata to store with the document (text)")]
 
     def _upload_text(text: str, filename: str, collection: str | None, metadata: dict[str, str] | None,
-                     wait_seconds: float) -> Any:
+                     wait_seconds: float) -> CallToolResult:
         name = collection_of(collection)
         if not text.strip():
             raise CliError("the text is empty", EXIT_USAGE, "SOURCE_EMPTY")
         doc = client.documents.upload(name, text.encode("utf-8"), filename=filename, metadata=metadata)
         return _finish_upload(doc, wait_seconds)
 
-    def _upload_file(path: str, collection: str | None, metadata: dict[str, str] | None, wait_seconds: float) -> Any:
+    def _upload_file(path: str, collection: str | None, metadata: dict[str, str] | None, wait_seconds: float) -> CallToolResult:
         name = collection_of(collection)
         resolved = Path(path).expanduser().resolve()
         if not any(resolved.is_relative_to(root) for root in roots):
@@ -422,7 +446,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def run_mcp(client: Client, args) -> int:
+def run_mcp(client: Client, args: argparse.Namespace) -> int:
     """`sluice mcp`: serve until the MCP client goes away (stdio) or Ctrl-C (http)."""
     if args.transport == "stdio" and (args.host or args.port):
         raise CliError("--host and --port are for --transport http", EXIT_USAGE, "USAGE")
@@ -446,7 +470,7 @@ def run_mcp(client: Client, args) -> int:
     return EXIT_OK
 
 
-def register(sub, common) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", common: argparse.ArgumentParser) -> None:
     """The `mcp` subcommand (main.py's parser)."""
     p = sub.add_parser("mcp", help="serve Sluice's tools to MCP clients (Claude Desktop, IDEs, agents)", parents=[common],
                        description="An MCP server with tools to search, upload, get and list documents and list "

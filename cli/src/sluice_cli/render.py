@@ -6,16 +6,18 @@ import json
 import os
 import re
 import sys
-from datetime import datetime, UTC
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import json_format
-from rich.console import Console
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
-
 from sluice_client.protos import collection_pb2, document_pb2, search_service_pb2
 
 
@@ -53,19 +55,23 @@ PROVIDER_NAMES = {
 
 
 def status_name(status: int) -> str:
-    return document_pb2.DocumentStatus.Name(status).removeprefix("DOCUMENT_STATUS_")
+    name: str = document_pb2.DocumentStatus.Name(status)
+    return name.removeprefix("DOCUMENT_STATUS_")
 
 
 def job_status_name(status: int) -> str:
-    return document_pb2.IngestionJobStatus.Name(status).removeprefix("INGESTION_JOB_STATUS_")
+    name: str = document_pb2.IngestionJobStatus.Name(status)
+    return name.removeprefix("INGESTION_JOB_STATUS_")
 
 
 def outcome_name(outcome: int) -> str:
-    return document_pb2.AttemptOutcome.Name(outcome).removeprefix("ATTEMPT_OUTCOME_")
+    name: str = document_pb2.AttemptOutcome.Name(outcome)
+    return name.removeprefix("ATTEMPT_OUTCOME_")
 
 
 def mode_name(mode: int) -> str:
-    return search_service_pb2.SearchMode.Name(mode).removeprefix("SEARCH_MODE_")
+    name: str = search_service_pb2.SearchMode.Name(mode)
+    return name.removeprefix("SEARCH_MODE_")
 
 
 def styled_status(status: int) -> Text:
@@ -98,17 +104,18 @@ def progress_text(doc: document_pb2.Document) -> str:
     return f"{doc.progress.done}/{doc.progress.total}{unit}"
 
 
-def timestamp(ts) -> str:
+def timestamp(ts: Timestamp | None) -> str:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return ""
-    value = ts.ToDatetime(tzinfo=UTC).astimezone()
+    value: datetime = ts.ToDatetime(tzinfo=UTC).astimezone()
     return value.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def age(ts) -> str:
+def age(ts: Timestamp | None) -> str:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return ""
-    seconds = (datetime.now(UTC) - ts.ToDatetime(tzinfo=UTC)).total_seconds()
+    created: datetime = ts.ToDatetime(tzinfo=UTC)
+    seconds = (datetime.now(UTC) - created).total_seconds()
     if seconds < 60:
         return f"{max(0, int(seconds))}s ago"
     if seconds < 3600:
@@ -118,9 +125,12 @@ def age(ts) -> str:
     return f"{int(seconds // 86400)}d ago"
 
 
-def to_dict(message) -> dict[str, Any]:
+def to_dict(message: Message) -> dict[str, Any]:
     """The proto3 JSON form with the .proto field names (snake_case) and enum names."""
-    return json_format.MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+    form: dict[str, Any] = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return form
 
 
 def print_json(value: Any) -> None:
@@ -133,7 +143,7 @@ def print_json_line(value: Any) -> None:
     sys.stdout.flush()
 
 
-def collections_table(collections) -> Table:
+def collections_table(collections: Iterable[collection_pb2.Collection]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("NAME", "EMBEDDER", "MODEL", "DIM", "CHUNK", "DOCS", "READY", "CREATED"):
         table.add_column(column, no_wrap=True)
@@ -154,9 +164,21 @@ def collections_table(collections) -> Table:
 GENERATION_STATES = {1: "building", 2: "active", 3: "retired", 4: "cancelled"}
 
 
-def generations_table(generations) -> Table:
+def generations_table(generations: Iterable[collection_pb2.CollectionGeneration]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("GENERATION", "STATE", "EMBEDDER", "MODEL", "DIM", "DOCS", "READY", "FAILED", "PENDING", "CREATED", "ACTIVATED"):
+    for column in (
+        "GENERATION",
+        "STATE",
+        "EMBEDDER",
+        "MODEL",
+        "DIM",
+        "DOCS",
+        "READY",
+        "FAILED",
+        "PENDING",
+        "CREATED",
+        "ACTIVATED",
+    ):
         table.add_column(column, no_wrap=True)
     for g in generations:
         table.add_row(
@@ -167,7 +189,7 @@ def generations_table(generations) -> Table:
     return table
 
 
-def documents_table(documents, *, show_collection: bool = True) -> Table:
+def documents_table(documents: Iterable[document_pb2.Document], *, show_collection: bool = True) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("ID", no_wrap=True)
     if show_collection:
@@ -180,7 +202,7 @@ def documents_table(documents, *, show_collection: bool = True) -> Table:
     table.add_column("UPDATED", no_wrap=True)
     table.add_column("ERROR", overflow="fold", max_width=60)
     for d in documents:
-        row = [d.id]
+        row: list[RenderableType] = [d.id]
         if show_collection:
             row.append(escape(d.collection))
         row += [
@@ -196,7 +218,7 @@ def documents_table(documents, *, show_collection: bool = True) -> Table:
     return table
 
 
-def document_details(doc: document_pb2.Document) -> list:
+def document_details(doc: document_pb2.Document) -> list[RenderableType]:
     """Renderables of `sluice show`: the fields, then the attempt history."""
     fields = Table.grid(padding=(0, 2))
     fields.add_column(style="bold", no_wrap=True)
@@ -226,14 +248,16 @@ def document_details(doc: document_pb2.Document) -> list:
         rows.append((f"metadata.{key}", value))
     for label, value in rows:
         fields.add_row(label, value if isinstance(value, Text) else escape(str(value)))
-    renderables: list = [fields]
+    renderables: list[RenderableType] = [fields]
     if doc.attempt_history:
         history = Table(title="attempts", title_justify="left", box=None, pad_edge=False, header_style="bold")
         for column in ("#", "WORKER", "STAGE", "OUTCOME", "STARTED", "ENDED", "ERROR"):
             history.add_column(column, no_wrap=column != "ERROR", overflow="fold")
         for a in doc.attempt_history:
             outcome = outcome_name(a.outcome)
-            style = {"SUCCEEDED": "green", "RETRYABLE_FAILURE": "yellow", "PERMANENT_FAILURE": "red", "LEASE_EXPIRED": "red"}.get(outcome, "")
+            style = {"SUCCEEDED": "green", "RETRYABLE_FAILURE": "yellow", "PERMANENT_FAILURE": "red", "LEASE_EXPIRED": "red"}.get(
+                outcome, ""
+            )
             error = a.error_message
             if a.error_code:
                 error = f"{error} [{a.error_code}]" if error else f"[{a.error_code}]"
@@ -269,7 +293,7 @@ def human_bytes(size: int) -> str:
     return f"{size} B"
 
 
-def snippet(hit, width: int = 240) -> Text:
+def snippet(hit: search_service_pb2.SearchHit, width: int = 240) -> Text:
     """The hit's text on one line, matched spans in bold, cut around the first match."""
     text = hit.text
     spans = [(h.start, h.end) for h in hit.highlights if 0 <= h.start < h.end <= len(text)]
@@ -302,7 +326,7 @@ def _flat(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
-def print_hits(console: Console, hits, *, context: bool = False) -> None:
+def print_hits(console: Console, hits: Iterable[search_service_pb2.SearchHit], *, context: bool = False) -> None:
     """One block per hit: rank, document, page, score, then the matching text (or, with
     `context`, the hit's chunk joined with its neighbours)."""
     for rank, hit in enumerate(hits, 1):

@@ -9,6 +9,7 @@ timestamp, `[a,b]` a list of strings (upload only), and anything else a string; 
 
 from __future__ import annotations
 
-from sluice_client.filters import condition, parse_value as value, where
+from sluice_client.filters import condition, where
+from sluice_client.filters import parse_value as value
 
 __all__ = ["condition", "value", "where"]

@@ -9,6 +9,8 @@ not shown; they only move the cursor.
 
 from __future__ import annotations
 
+import argparse
+
 from rich.markup import escape
 from sluice_client import Client, CollectionEvent, DocumentStatus, SluiceError
 
@@ -39,7 +41,7 @@ def event_line(event: CollectionEvent) -> str:
     return "  ".join(part for part in parts if part)
 
 
-def watch_collection(client: Client, args) -> int:
+def watch_collection(client: Client, args: argparse.Namespace) -> int:
     """Print the collection's events until Ctrl-C; reconnect with the last cursor when dropped."""
 
     def reconnecting(cursor: str, error: SluiceError) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+
 from rich.markup import escape
 from rich.table import Table
-
 from sluice_client import Client
 from sluice_client.protos import webhook_service_pb2 as wh
-from sluice_client.types import WEBHOOK_EVENT_TYPES as EVENT_TYPES, webhook_event_name as _wire_name
-
+from sluice_client.types import WEBHOOK_EVENT_TYPES as EVENT_TYPES
+from sluice_client.types import webhook_event_name as _wire_name
 from sluice_common.reasons import Reason
 
 from . import render
@@ -28,14 +29,16 @@ def event_types(text: str | None) -> list[str]:
 
 
 def _state(value: int) -> str:
-    return wh.WebhookState.Name(value).removeprefix("WEBHOOK_STATE_").lower()
+    name: str = wh.WebhookState.Name(value)
+    return name.removeprefix("WEBHOOK_STATE_").lower()
 
 
 def _delivery_state(value: int) -> str:
-    return wh.WebhookDeliveryState.Name(value).removeprefix("WEBHOOK_DELIVERY_STATE_").lower()
+    name: str = wh.WebhookDeliveryState.Name(value)
+    return name.removeprefix("WEBHOOK_DELIVERY_STATE_").lower()
 
 
-def add(client: Client, args) -> int:
+def add(client: Client, args: argparse.Namespace) -> int:
     response = client.webhooks.create(args.collection, args.url, event_types=event_types(args.events),
                                       description=args.description or "")
     if args.json:
@@ -48,7 +51,7 @@ def add(client: Client, args) -> int:
     return EXIT_OK
 
 
-def ls(client: Client, args) -> int:
+def ls(client: Client, args: argparse.Namespace) -> int:
     webhooks = [w.raw for w in client.webhooks.list(args.collection or None)]
     if args.json:
         render.print_json({"webhooks": [render.to_dict(w) for w in webhooks]})
@@ -64,7 +67,7 @@ def ls(client: Client, args) -> int:
     return EXIT_OK
 
 
-def rm(client: Client, args) -> int:
+def rm(client: Client, args: argparse.Namespace) -> int:
     dropped = client.webhooks.delete(args.id)
     if args.json:
         render.print_json({"deleted": args.id, "dropped_pending_deliveries": str(dropped)})  # int64 as in the contract's JSON
@@ -73,7 +76,7 @@ def rm(client: Client, args) -> int:
     return EXIT_OK
 
 
-def deliveries(client: Client, args) -> int:
+def deliveries(client: Client, args: argparse.Namespace) -> int:
     rows = [d.raw for d in client.webhooks.deliveries(args.id, failed=args.failed, limit=args.limit)]
     if args.json:
         render.print_json({"deliveries": [render.to_dict(d) for d in rows]})

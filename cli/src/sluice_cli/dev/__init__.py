@@ -55,16 +55,28 @@ def _env_float(name: str, default: float) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sluice-dev", description=(__doc__ or "").split("\n\n")[0], epilog="Stop with Ctrl-C.")
-    parser.add_argument("--home", default=os.environ.get("SLUICE_DEV_HOME", ".sluice"), help="data and logs (env SLUICE_DEV_HOME, default ./.sluice)")
-    parser.add_argument("--host", default=os.environ.get("SLUICE_DEV_HOST", "localhost"), help="interface to listen on, metrics included (env SLUICE_DEV_HOST)")
+    parser.add_argument(
+        "--home",
+        default=os.environ.get("SLUICE_DEV_HOME", ".sluice"),
+        help="data and logs (env SLUICE_DEV_HOME, default ./.sluice)",
+    )
+    parser.add_argument(
+        "--host",
+        default=os.environ.get("SLUICE_DEV_HOST", "localhost"),
+        help="interface to listen on, metrics included (env SLUICE_DEV_HOST)",
+    )
     parser.add_argument("--ingest-port", type=int, default=_env_int("SLUICE_DEV_INGEST_PORT", 50051))
     parser.add_argument("--search-port", type=int, default=_env_int("SLUICE_DEV_SEARCH_PORT", 50052))
     parser.add_argument("--webhooks-port", type=int, default=_env_int("SLUICE_DEV_WEBHOOKS_PORT", 50053),
                         help="sluice-webhooks' health service (env SLUICE_DEV_WEBHOOKS_PORT)")
     parser.add_argument("--gateway-port", type=int, default=_env_int("SLUICE_DEV_GATEWAY_PORT", 8080),
                         help="sluice-gateway's HTTP/JSON port; 0 runs no gateway (env SLUICE_DEV_GATEWAY_PORT)")
-    parser.add_argument("--workers", type=int, default=_env_int("SLUICE_DEV_WORKERS", 1), help="worker processes (env SLUICE_DEV_WORKERS)")
-    parser.add_argument("--metrics-port", type=int, default=_env_int("SLUICE_DEV_METRICS_PORT", 9464), help="first Prometheus port; 0 disables")
+    parser.add_argument(
+        "--workers", type=int, default=_env_int("SLUICE_DEV_WORKERS", 1), help="worker processes (env SLUICE_DEV_WORKERS)"
+    )
+    parser.add_argument(
+        "--metrics-port", type=int, default=_env_int("SLUICE_DEV_METRICS_PORT", 9464), help="first Prometheus port; 0 disables"
+    )
     parser.add_argument("--stop-timeout", type=float, default=_env_float("SLUICE_DEV_STOP_TIMEOUT", 30.0))
     parser.add_argument("--ready-timeout", type=float, default=_env_float("SLUICE_DEV_READY_TIMEOUT", 180.0))
     return parser

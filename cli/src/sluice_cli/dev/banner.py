@@ -29,7 +29,9 @@ def metrics_url(child: Child, host: str) -> str:
     return f"{scheme}://{host}:{child.metrics_port}/metrics"
 
 
-def print_banner(say: Callable[[str], None], children: list[Child], *, home: Path, host: str, ingest_address: str, tls: str) -> None:
+def print_banner(
+    say: Callable[[str], None], children: list[Child], *, home: Path, host: str, ingest_address: str, tls: str
+) -> None:
     say("")
     say("Sluice is ready.")
     for child in children:

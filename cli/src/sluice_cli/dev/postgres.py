@@ -69,7 +69,7 @@ class DevPostgres:
         admin_uri = server.start()
         self.pid = server.running_pid()
         ensure_database(admin_uri, DATABASE)
-        database_url = database_uri(admin_uri, DATABASE)
+        database_url: str = database_uri(admin_uri, DATABASE)
         (self.home / "database_url").write_text(database_url + "\n")
         return database_url
 
@@ -77,7 +77,6 @@ class DevPostgres:
     def search_database_url(database_url: str) -> str:
         """search reads as a login of its read-only role, held by row-level security."""
         import psycopg
-
         from sluice_common.embedded_pg import user_uri
 
         with psycopg.connect(database_url, autocommit=True) as conn:
@@ -85,7 +84,8 @@ class DevPostgres:
                 "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_search') THEN"
                 " CREATE ROLE sluice_search LOGIN IN ROLE sluice_search_reader; END IF; END $$"
             )
-        return user_uri(database_url, "sluice_search")
+        search_url: str = user_uri(database_url, "sluice_search")
+        return search_url
 
     def watch(self) -> bool:
         """One look: notice a new pid, start it again when it stays down. True when the pid or
@@ -111,7 +111,7 @@ class DevPostgres:
         self.say(f"sluice-dev: PostgreSQL (pid {self.pid}) is not running; starting it again")
         try:
             self.server.ensure_running()
-        except Exception as error:  # noqa: BLE001 - keep supervising; say why and retry
+        except Exception as error:  # keep supervising; say why and retry
             detail = getattr(error, "stderr", "") or str(error)
             self.retry_at = time.monotonic() + self.delay
             self.say(f"sluice-dev: starting PostgreSQL failed ({str(detail).strip()[-300:]}); "
@@ -130,7 +130,7 @@ class DevPostgres:
         self.say("stopping PostgreSQL…")
         try:
             self.server.stop()
-        except Exception as error:  # noqa: BLE001 - report, do not hide the other shutdown steps
+        except Exception as error:  # report, do not hide the other shutdown steps
             self.say(f"sluice-dev: stopping PostgreSQL failed: {error}")
         self.server = None
         self.pid = None

@@ -81,8 +81,11 @@ class DevRunner:
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "logs").mkdir(exist_ok=True)
         layout = self.layout
-        for name, port, variable in (("ingest-api", layout.ingest_port, "SLUICE_DEV_INGEST_PORT"), ("search", layout.search_port, "SLUICE_DEV_SEARCH_PORT"),
-                                     ("sluice-webhooks", layout.webhooks_port, "SLUICE_DEV_WEBHOOKS_PORT")):
+        for name, port, variable in (
+            ("ingest-api", layout.ingest_port, "SLUICE_DEV_INGEST_PORT"),
+            ("search", layout.search_port, "SLUICE_DEV_SEARCH_PORT"),
+            ("sluice-webhooks", layout.webhooks_port, "SLUICE_DEV_WEBHOOKS_PORT"),
+        ):
             if port_in_use(layout.host, port):
                 self.say(f"sluice-dev: port {port} for {name} is in use (another `make run`?); choose another with {variable}")
                 return 1
@@ -102,7 +105,9 @@ class DevRunner:
             return 1
         if self.stopping:
             return 0
-        if not self.run_tool("sluice-bootstrap", ["--credentials", str(self.home / "credentials"), "--tenant", "default"], database_url):
+        if not self.run_tool(
+            "sluice-bootstrap", ["--credentials", str(self.home / "credentials"), "--tenant", "default"], database_url
+        ):
             return 1
         self.keys = json.loads((self.home / "credentials").read_text())["keys"]
         base = child_base_env(self.environ, database_url)
@@ -160,7 +165,10 @@ class DevRunner:
             if code is not None:
                 return code
             if time.monotonic() > deadline:
-                self.say(f"sluice-dev: {', '.join(c.name for c in pending)} not SERVING after {self.ready_timeout:.0f} s; see the logs:")
+                self.say(
+                    f"sluice-dev: {', '.join(c.name for c in pending)} not SERVING after {self.ready_timeout:.0f} s; "
+                    "see the logs:"
+                )
                 for c in pending:
                     answer = f" (last health check: {last_problem[c.name]})" if c.name in last_problem else ""
                     self.say(f"  {c.log_path}{answer}\n{tail(c.log_path)}")

@@ -68,13 +68,33 @@ def plan_children(layout: Layout, base: dict[str, str], *, logs: Path, metrics_p
     def metrics(port: int) -> dict[str, str]:
         return {"SLUICE_METRICS_PORT": str(port), "SLUICE_METRICS_HOST": host}
 
-    ingest_bind, search_bind, webhooks_bind = (f"{host}:{p}" for p in (layout.ingest_port, layout.search_port, layout.webhooks_port))
+    ingest_bind, search_bind, webhooks_bind = (
+        f"{host}:{p}" for p in (layout.ingest_port, layout.search_port, layout.webhooks_port)
+    )
     children = [
-        Child("ingest-api", "sluice_ingest.main", "sluice-ingest-api", {**base, "SLUICE_BIND": ingest_bind, **metrics(metrics_ports[0])},
-              logs / "ingest-api.log", ingest_bind, metrics_ports[0]),
-        Child("search", "sluice_search.main", "sluice-search",
-              {**base, "SLUICE_SEARCH_BIND": search_bind, **metrics(metrics_ports[1]), "SLUICE_SEARCH_DATABASE_URL": search_database_url},
-              logs / "search.log", search_bind, metrics_ports[1]),
+        Child(
+            "ingest-api",
+            "sluice_ingest.main",
+            "sluice-ingest-api",
+            {**base, "SLUICE_BIND": ingest_bind, **metrics(metrics_ports[0])},
+            logs / "ingest-api.log",
+            ingest_bind,
+            metrics_ports[0],
+        ),
+        Child(
+            "search",
+            "sluice_search.main",
+            "sluice-search",
+            {
+                **base,
+                "SLUICE_SEARCH_BIND": search_bind,
+                **metrics(metrics_ports[1]),
+                "SLUICE_SEARCH_DATABASE_URL": search_database_url,
+            },
+            logs / "search.log",
+            search_bind,
+            metrics_ports[1],
+        ),
     ]
     for n in range(1, layout.workers + 1):
         default_id = f"{socket.gethostname()}-dev-{n}"
@@ -85,7 +105,9 @@ def plan_children(layout: Layout, base: dict[str, str], *, logs: Path, metrics_p
             "SLUICE_WORKER_ID": base.get("SLUICE_WORKER_ID", default_id) if layout.workers == 1 else default_id,
             **metrics(metrics_ports[1 + n]),
         }
-        children.append(Child(f"worker-{n}", "sluice_worker.main", "sluice-worker", env, logs / f"worker-{n}.log", "", metrics_ports[1 + n]))
+        children.append(
+            Child(f"worker-{n}", "sluice_worker.main", "sluice-worker", env, logs / f"worker-{n}.log", "", metrics_ports[1 + n])
+        )
     # Webhook delivery in a process of its own (ingest-api runs no dispatcher by default). Private
     # and loopback receivers stay refused unless SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true is set.
     webhooks_metrics = metrics_ports[2 + layout.workers]

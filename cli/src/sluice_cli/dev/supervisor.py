@@ -18,6 +18,7 @@ that die, while the others keep running.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -180,7 +181,9 @@ class Supervisor:
             child.delay = min(child.delay * 2, RESTART_MAX_DELAY)
             child.restart_at = now + delay
             mark_log(child, f"{child.name} (pid {child.pid}) {exit_text}; restarting in {delay:.1f} s")
-            self.say(f"sluice-dev: {child.name} (pid {child.pid}) {exit_text}; restarting in {delay:.1f} s (log {child.log_path})")
+            self.say(
+                f"sluice-dev: {child.name} (pid {child.pid}) {exit_text}; restarting in {delay:.1f} s (log {child.log_path})"
+            )
             self.on_change()
         return None
 
@@ -199,10 +202,8 @@ class Supervisor:
             return
         self.say(f"stopping {', '.join(c.name for c, _ in running)}…")
         for _, process in running:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + self.stop_timeout
         for child, process in running:
             try:

@@ -55,10 +55,18 @@ class DevTLS:
     def problems(self) -> list[str]:
         """Why the services, the workers or the readiness checks could not work together."""
         found = []
-        for name, value in zip(("SLUICE_TLS_CERT_FILE", "SLUICE_TLS_KEY_FILE", "SLUICE_TLS_CLIENT_CA_FILE", "SLUICE_TLS_CA_FILE",
-                                "SLUICE_TLS_CLIENT_CERT_FILE", "SLUICE_TLS_CLIENT_KEY_FILE"),
-                               (self.cert_file, self.key_file, self.client_ca_file, self.ca_file, self.client_cert_file, self.client_key_file),
-                               strict=True):
+        for name, value in zip(
+            (
+                "SLUICE_TLS_CERT_FILE",
+                "SLUICE_TLS_KEY_FILE",
+                "SLUICE_TLS_CLIENT_CA_FILE",
+                "SLUICE_TLS_CA_FILE",
+                "SLUICE_TLS_CLIENT_CERT_FILE",
+                "SLUICE_TLS_CLIENT_KEY_FILE",
+            ),
+            (self.cert_file, self.key_file, self.client_ca_file, self.ca_file, self.client_cert_file, self.client_key_file),
+            strict=True,
+        ):
             if value and not Path(value).is_file():
                 found.append(f"{name}={value}: no such file")
         if bool(self.cert_file) != bool(self.key_file):
@@ -66,13 +74,17 @@ class DevTLS:
         if bool(self.client_cert_file) != bool(self.client_key_file):
             found.append("SLUICE_TLS_CLIENT_CERT_FILE and SLUICE_TLS_CLIENT_KEY_FILE go together")
         if self.client_ca_file and not self.serving:
-            found.append("SLUICE_TLS_CLIENT_CA_FILE (mutual TLS) needs the services' SLUICE_TLS_CERT_FILE and SLUICE_TLS_KEY_FILE")
+            found.append(
+                "SLUICE_TLS_CLIENT_CA_FILE (mutual TLS) needs the services' SLUICE_TLS_CERT_FILE and SLUICE_TLS_KEY_FILE"
+            )
         if self.serving and not self.client_enabled:
             found.append("the services serve TLS but SLUICE_TLS_CA_FILE is not set: the workers, `sluice` and sluice-dev's "
                          "readiness checks need the CA that signed the services' certificate")
         if self.mutual and not self.client_cert_file:
-            found.append("the services require client certificates (SLUICE_TLS_CLIENT_CA_FILE) but SLUICE_TLS_CLIENT_CERT_FILE "
-                         "and SLUICE_TLS_CLIENT_KEY_FILE are not set: the workers, `sluice` and the readiness checks would be refused")
+            found.append(
+                "the services require client certificates (SLUICE_TLS_CLIENT_CA_FILE) but SLUICE_TLS_CLIENT_CERT_FILE "
+                "and SLUICE_TLS_CLIENT_KEY_FILE are not set: the workers, `sluice` and the readiness checks would be refused"
+            )
         if self.client_enabled and not self.serving:
             found.append("SLUICE_TLS_CA_FILE or SLUICE_TLS_CLIENT_CERT_FILE is set but the services serve plaintext (no "
                          "SLUICE_TLS_CERT_FILE): the workers would speak TLS to them. Set both sides, or neither")
