@@ -8,9 +8,9 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any, TypedDict
 
 from sluice.v1 import document_pb2
-
 from sluice_common.worker_errors import WorkerErrorCode
 
 # Bump when parsing or chunking changes what chunks a document yields: snapshots made by
@@ -25,7 +25,9 @@ class ChunkingSettings:
     overlap: int
 
     @classmethod
-    def effective(cls, max_characters: int, new_after_n_chars: int, overlap: int, *, default_max: int, default_new_after: int) -> ChunkingSettings:
+    def effective(
+        cls, max_characters: int, new_after_n_chars: int, overlap: int, *, default_max: int, default_new_after: int
+    ) -> ChunkingSettings:
         """Zeros mean "server default" (collection.proto); the result is always consistent."""
         maximum = max_characters or default_max
         new_after = min(new_after_n_chars or min(default_new_after, maximum), maximum)
@@ -40,6 +42,16 @@ def pipeline_version(chunking: ChunkingSettings, unstructured_version: str) -> s
         f"sluice-worker/{PIPELINE_REVISION}+unstructured-{unstructured_version}"
         f";max={chunking.max_characters};new_after={chunking.new_after_n_chars};overlap={chunking.overlap}"
     )
+
+
+class Box(TypedDict):
+    """Where on its page an element lies, in fractions of the page from its top-left corner."""
+
+    page: int
+    left: float
+    top: float
+    right: float
+    bottom: float
 
 
 @dataclass
@@ -58,9 +70,9 @@ class ChunkRecord:
     # Where the chunk's elements lie on their pages: {"page", "left", "top", "right", "bottom"}
     # in fractions of the page from its top-left corner (parsing/chunking.py); empty when the
     # parser gave no coordinates (formats without pages).
-    boxes: list[dict] = field(default_factory=list)
+    boxes: list[Box] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -20,11 +20,11 @@ from typing import TypeVar
 
 import grpc
 from sluice.v1 import document_pb2, job_service_pb2, job_service_pb2_grpc
-
 from sluice_common.channels import keyed_aio_channel
 from sluice_common.errors import reason_of
 from sluice_common.reasons import Reason
 from sluice_common.tls import ClientTLS
+
 from sluice_worker.domain import (
     INGEST_ERROR,
     INGEST_REJECTED,
@@ -157,7 +157,9 @@ class JobClient:
     async def close(self) -> None:
         await self._channel.close()
 
-    async def _call(self, name: str, attempt: Callable[[], Awaitable[T]], *, retry: bool = True, about_job_data: bool = True) -> T:
+    async def _call(
+        self, name: str, attempt: Callable[[], Awaitable[T]], *, retry: bool = True, about_job_data: bool = True
+    ) -> T:
         """`about_job_data`: the call carries or fetches the job's own data, so an answer other
         than "lease gone" or "unreachable" ends the attempt through FailJob (see module doc).
         RenewLease, FailJob and ReleaseJob pass False: they cannot end the attempt that way."""
@@ -200,9 +202,11 @@ class JobClient:
         response = await self._call(
             "RenewLease", lambda: self._stub.RenewLease(request, timeout=self.rpc_timeout), retry=False, about_job_data=False
         )
-        return response.cancelled
+        return bool(response.cancelled)
 
-    async def report_stage(self, lease: job_service_pb2.LeaseRef, stage: Stage, done: int = 0, total: int = 0, unit: str = "") -> None:
+    async def report_stage(
+        self, lease: job_service_pb2.LeaseRef, stage: Stage, done: int = 0, total: int = 0, unit: str = ""
+    ) -> None:
         request = job_service_pb2.ReportStageRequest(lease=lease, stage=int(stage), done=done, total=total, unit=unit)
         await self._call("ReportStage", lambda: self._stub.ReportStage(request, timeout=self.rpc_timeout))
 
@@ -234,7 +238,9 @@ class JobClient:
 
         return await self._call("ReadSnapshot", read)
 
-    async def save_snapshot(self, lease: job_service_pb2.LeaseRef, pipeline_version: str, chunks: list[ChunkRecord], batch_size: int) -> int:
+    async def save_snapshot(
+        self, lease: job_service_pb2.LeaseRef, pipeline_version: str, chunks: list[ChunkRecord], batch_size: int
+    ) -> int:
         async def requests() -> AsyncIterator[job_service_pb2.SaveSnapshotRequest]:
             header = job_service_pb2.SnapshotHeader(lease=lease, pipeline_version=pipeline_version, chunk_count=len(chunks))
             yield job_service_pb2.SaveSnapshotRequest(header=header)
@@ -242,23 +248,33 @@ class JobClient:
                 yield job_service_pb2.SaveSnapshotRequest(chunks=job_service_pb2.ChunkBatch(chunks=batch))
 
         response = await self._call("SaveSnapshot", lambda: self._stub.SaveSnapshot(requests(), timeout=self.stream_timeout))
-        return response.chunk_count
+        return int(response.chunk_count)
 
-    async def complete_job(self, lease: job_service_pb2.LeaseRef, chunks: list[ChunkRecord], batch_size: int) -> document_pb2.Document:
+    async def complete_job(
+        self, lease: job_service_pb2.LeaseRef, chunks: list[ChunkRecord], batch_size: int
+    ) -> document_pb2.Document:
         async def requests() -> AsyncIterator[job_service_pb2.CompleteJobRequest]:
-            yield job_service_pb2.CompleteJobRequest(header=job_service_pb2.CompleteJobHeader(lease=lease, chunk_count=len(chunks)))
+            yield job_service_pb2.CompleteJobRequest(
+                header=job_service_pb2.CompleteJobHeader(lease=lease, chunk_count=len(chunks))
+            )
             for batch in batches(chunks, batch_size):
                 yield job_service_pb2.CompleteJobRequest(chunks=job_service_pb2.ChunkBatch(chunks=batch))
 
         # No retry on a failed commit: if it did commit, a second try would only meet
         # LEASE_NOT_HELD; if it did not, the job's own retry handles it.
-        response = await self._call("CompleteJob", lambda: self._stub.CompleteJob(requests(), timeout=self.stream_timeout), retry=False)
+        response = await self._call(
+            "CompleteJob", lambda: self._stub.CompleteJob(requests(), timeout=self.stream_timeout), retry=False
+        )
         return response.document
 
     async def fail_job(self, lease: job_service_pb2.LeaseRef, *, retryable: bool, error_code: str, error_message: str) -> bool:
-        request = job_service_pb2.FailJobRequest(lease=lease, retryable=retryable, error_code=error_code, error_message=error_message)
-        response = await self._call("FailJob", lambda: self._stub.FailJob(request, timeout=self.rpc_timeout), about_job_data=False)
-        return response.will_retry
+        request = job_service_pb2.FailJobRequest(
+            lease=lease, retryable=retryable, error_code=error_code, error_message=error_message
+        )
+        response = await self._call(
+            "FailJob", lambda: self._stub.FailJob(request, timeout=self.rpc_timeout), about_job_data=False
+        )
+        return bool(response.will_retry)
 
     async def release_job(self, lease: job_service_pb2.LeaseRef) -> None:
         request = job_service_pb2.ReleaseJobRequest(lease=lease)

@@ -11,10 +11,11 @@ import logging
 import os
 import signal
 
+from sluice_common import gctune
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
 from sluice_common.tracing import configure_tracing
-from sluice_common import gctune
+
 from sluice_worker.jobs_client import JobClient
 from sluice_worker.parsing.sandbox import SandboxPool
 from sluice_worker.pipeline import JobPipeline
@@ -26,7 +27,10 @@ log = logging.getLogger("sluice.worker")
 
 def build_worker(settings: WorkerSettings, *, pool: SandboxPool | None = None) -> tuple[Worker, SandboxPool, JobClient]:
     client = JobClient(
-        settings.ingest_address, api_key=settings.worker_key(), tls=settings.client_tls(), rpc_timeout=settings.rpc_timeout_seconds
+        settings.ingest_address,
+        api_key=settings.worker_key(),
+        tls=settings.client_tls(),
+        rpc_timeout=settings.rpc_timeout_seconds,
     )
     pool = pool or SandboxPool(
         settings.worker_concurrency,
@@ -44,7 +48,11 @@ async def serve(settings: WorkerSettings) -> None:
         loop.add_signal_handler(sig, worker.request_stop)
     log.info(
         "worker starting",
-        extra={"worker_id": settings.worker_id, "ingest_address": settings.ingest_address, "concurrency": settings.worker_concurrency},
+        extra={
+            "worker_id": settings.worker_id,
+            "ingest_address": settings.ingest_address,
+            "concurrency": settings.worker_concurrency,
+        },
     )
     await pool.warm()
     gctune.tune()

@@ -22,7 +22,9 @@ STAGE_SECONDS = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
 )
 CHUNKS_PER_DOCUMENT = Histogram(
-    "sluice_worker_chunks_per_document", "Chunks per completed document.", buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
+    "sluice_worker_chunks_per_document",
+    "Chunks per completed document.",
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000),
 )
 EMBED_BATCH_SIZE = Histogram(
     "sluice_worker_embed_batch_size", "Texts per embedding call.", ["provider"], buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512)

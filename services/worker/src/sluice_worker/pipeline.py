@@ -22,17 +22,18 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from importlib.metadata import version
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from opentelemetry import trace
-
+from sluice.v1 import collection_pb2, job_service_pb2
 from sluice_common import tracing
 from sluice_common.embedders import Embedder, EmbeddingError, get_embedder, provider_name
 from sluice_common.worker_errors import client_message
+
 from sluice_worker import metrics
 from sluice_worker.domain import (
     DOCUMENT_TOO_LARGE,
@@ -42,10 +43,10 @@ from sluice_worker.domain import (
     ConfigurationInvalid,
     DocumentInvalid,
     IngestUnavailable,
-    Stage,
     JobFailure,
     JobLeaseLost,
     ParseSummary,
+    Stage,
     TransientFailure,
     pipeline_version,
     storable_chunks,
@@ -57,17 +58,25 @@ log = logging.getLogger("sluice.worker.pipeline")
 UNSTRUCTURED_VERSION = version("unstructured")
 
 
+Lease: TypeAlias = job_service_pb2.LeaseRef
+Job: TypeAlias = job_service_pb2.Job
+# The parser's progress: (done, total, unit), e.g. (3, 12, "pages").
+ProgressCallback = Callable[[int, int, str], Awaitable[None]]
+
+
 class JobPort(Protocol):
-    async def report_stage(self, lease, stage: Stage, done: int = 0, total: int = 0, unit: str = "") -> None: ...
-    async def read_document_content(self, lease) -> bytes: ...
-    async def read_snapshot(self, lease, pipeline_version: str) -> list[ChunkRecord] | None: ...
-    async def save_snapshot(self, lease, pipeline_version: str, chunks: list[ChunkRecord], batch_size: int) -> int: ...
-    async def complete_job(self, lease, chunks: list[ChunkRecord], batch_size: int): ...
-    async def fail_job(self, lease, *, retryable: bool, error_code: str, error_message: str) -> bool: ...
+    async def report_stage(self, lease: Lease, stage: Stage, done: int = 0, total: int = 0, unit: str = "") -> None: ...
+    async def read_document_content(self, lease: Lease) -> bytes: ...
+    async def read_snapshot(self, lease: Lease, pipeline_version: str) -> list[ChunkRecord] | None: ...
+    async def save_snapshot(self, lease: Lease, pipeline_version: str, chunks: list[ChunkRecord], batch_size: int) -> int: ...
+    async def complete_job(self, lease: Lease, chunks: list[ChunkRecord], batch_size: int) -> object: ...
+    async def fail_job(self, lease: Lease, *, retryable: bool, error_code: str, error_message: str) -> bool: ...
 
 
 class ParseSession(Protocol):
-    async def parse(self, data: bytes, filename: str, mime_type: str, limits: dict, *, timeout: float, progress) -> ParseSummary: ...
+    async def parse(
+        self, data: bytes, filename: str, mime_type: str, limits: dict[str, int], *, timeout: float, progress: ProgressCallback
+    ) -> ParseSummary: ...
     async def chunk(self, settings: ChunkingSettings, max_chunks: int, *, timeout: float) -> list[ChunkRecord]: ...
 
 
@@ -88,7 +97,7 @@ class ProgressReporter:
     end: the next stage's report follows at once and says the stage is over (a small document
     makes two ReportStage calls fewer)."""
 
-    def __init__(self, port: JobPort, lease, stage: Stage, total: int, unit: str, interval: float) -> None:
+    def __init__(self, port: JobPort, lease: Lease, stage: Stage, total: int, unit: str, interval: float) -> None:
         self.port, self.lease, self.stage, self.total, self.unit, self.interval = port, lease, stage, total, unit, interval
         self._last = time.monotonic()
 
@@ -112,17 +121,17 @@ class JobPipeline:
         port: JobPort,
         parser: ParserPort,
         settings: WorkerSettings,
-        embedder_for: Callable[[object], Embedder] | None = None,
+        embedder_for: Callable[[collection_pb2.EmbedderConfig], Embedder] | None = None,
     ) -> None:
         self.port = port
         self.parser = parser
         self.settings = settings
         self.embedder_for = embedder_for or self._default_embedder
 
-    def _default_embedder(self, config) -> Embedder:
+    def _default_embedder(self, config: collection_pb2.EmbedderConfig) -> Embedder:
         return get_embedder(provider_name(config.provider), config.model, config.dimensions, self.settings)
 
-    def chunking_of(self, job) -> ChunkingSettings:
+    def chunking_of(self, job: Job) -> ChunkingSettings:
         return ChunkingSettings.effective(
             job.chunking.max_characters,
             job.chunking.new_after_n_chars,
@@ -131,7 +140,7 @@ class JobPipeline:
             default_new_after=self.settings.default_chunk_new_after_n_chars,
         )
 
-    async def run(self, job) -> JobResult:
+    async def run(self, job: Job) -> JobResult:
         """Process a claimed job. Never raises except CancelledError (the caller's decision).
 
         Traced as one span under the upload's trace (the context the job carries)."""
@@ -143,7 +152,7 @@ class JobPipeline:
             span.set_attribute("sluice.outcome", result.outcome)
             return result
 
-    async def _run_job(self, job) -> JobResult:
+    async def _run_job(self, job: Job) -> JobResult:
         lease = job.lease
         state = JobResult("running")
         try:
@@ -155,7 +164,7 @@ class JobPipeline:
             return state
         except (JobFailure, EmbeddingError) as exc:
             return await self._fail(lease, exc.retryable, exc.code, exc.message, state)
-        except Exception as exc:  # noqa: BLE001 - one job's bug must not stop the worker
+        except Exception as exc:  # one job's bug must not stop the worker
             if isinstance(exc, IngestUnavailable):
                 log.warning("ingest-api unreachable; the lease will expire and the job be retried", extra={"detail": str(exc)})
                 metrics.JOBS_ABANDONED.labels(reason="ingest_unavailable").inc()
@@ -165,7 +174,7 @@ class JobPipeline:
             log.exception("job failed with an unexpected error", extra={"error_ref": ref})
             return await self._fail(lease, True, INTERNAL, f"internal error in the worker (reference {ref})", state)
 
-    async def _fail(self, lease, retryable: bool, code: str, message: str, state: JobResult) -> JobResult:
+    async def _fail(self, lease: Lease, retryable: bool, code: str, message: str, state: JobResult) -> JobResult:
         metrics.JOBS_FAILED.labels(error_code=code, retryable=str(retryable).lower()).inc()
         # The log keeps the whole message for the operator; the document's owner gets it without
         # server internals (paths, tracebacks, object addresses, SQL, secrets): every failure
@@ -177,23 +186,24 @@ class JobPipeline:
             state.outcome = "failed"
         except JobLeaseLost:
             state.outcome = "abandoned"
-        except Exception:  # noqa: BLE001 - the lease will expire and the job be retried
+        except Exception:  # the lease will expire and the job be retried
             log.warning("could not report the failure", exc_info=True)
             state.outcome = "abandoned"
         return state
 
-    async def _run(self, job, state: JobResult) -> JobResult:
+    async def _run(self, job: Job, state: JobResult) -> JobResult:
         lease = job.lease
         chunking = self.chunking_of(job)
         version = pipeline_version(chunking, UNSTRUCTURED_VERSION)
 
         # The claim lists the snapshots saved for this content: most first attempts have none.
-        chunks = await self.port.read_snapshot(lease, version) if version in job.snapshot_versions else None
-        reused = state.snapshot_reused = chunks is not None
-        if reused:
+        snapshot = await self.port.read_snapshot(lease, version) if version in job.snapshot_versions else None
+        reused = state.snapshot_reused = snapshot is not None
+        if snapshot is not None:
             # A retry after EMBEDDING or INDEXING failed: no second parse (docs/architecture.md#the-pipeline-inside-a-worker).
             metrics.SNAPSHOTS_REUSED.inc()
-            log.info("resuming from the chunk snapshot", extra={"chunks": len(chunks), "pipeline_version": version})
+            log.info("resuming from the chunk snapshot", extra={"chunks": len(snapshot), "pipeline_version": version})
+            chunks = snapshot
         else:
             chunks = await self._parse_and_chunk(job, chunking, version)
 
@@ -213,7 +223,7 @@ class JobPipeline:
         state.outcome, state.chunk_count = "succeeded", len(chunks)
         return state
 
-    async def _parse_and_chunk(self, job, chunking: ChunkingSettings, version: str) -> list[ChunkRecord]:
+    async def _parse_and_chunk(self, job: Job, chunking: ChunkingSettings, version: str) -> list[ChunkRecord]:
         # Two stage spans around one parser session: each is current while its stage runs, so
         # the calls back to ingest-api (ReportStage, ReadDocumentContent, SaveSnapshot) nest in it.
         parse_span = tracing.tracer().start_span("sluice.stage.parsing", attributes={"size_bytes": job.size_bytes})
@@ -246,14 +256,16 @@ class JobPipeline:
         metrics.STAGE_SECONDS.labels(stage=Stage.CHUNKING.name).observe(time.monotonic() - started)
         return chunks
 
-    async def _read_for_parsing(self, job) -> tuple[bytes, ProgressReporter, float]:
+    async def _read_for_parsing(self, job: Job) -> tuple[bytes, ProgressReporter, float]:
         settings = self.settings
         parsing = ProgressReporter(self.port, job.lease, Stage.PARSING, 0, "pages", settings.progress_interval_seconds)
         await parsing.start()
         started = time.monotonic()
         if job.size_bytes > settings.max_document_bytes:
             raise DocumentInvalid(
-                DOCUMENT_TOO_LARGE, f"the file is {job.size_bytes // (1024 * 1024)} MB, more than the {settings.max_document_bytes // (1024 * 1024)} MB allowed"
+                DOCUMENT_TOO_LARGE,
+                f"the file is {job.size_bytes // (1024 * 1024)} MB, "
+                f"more than the {settings.max_document_bytes // (1024 * 1024)} MB allowed",
             )
         # A small document came whole with its claim.
         data = job.content if len(job.content) == job.size_bytes else await self.port.read_document_content(job.lease)
@@ -261,9 +273,15 @@ class JobPipeline:
             raise DocumentInvalid("DOCUMENT_EMPTY", "the file is empty")
         return data, parsing, started
 
-    async def _parse(self, job, session, data: bytes, parsing: ProgressReporter, started: float):
+    async def _parse(
+        self, job: Job, session: ParseSession, data: bytes, parsing: ProgressReporter, started: float
+    ) -> ParseSummary:
         settings = self.settings
-        limits = {"max_pages": settings.max_pages, "max_unzipped_bytes": settings.max_unzipped_bytes, "max_page_pixels": settings.max_page_pixels}
+        limits = {
+            "max_pages": settings.max_pages,
+            "max_unzipped_bytes": settings.max_unzipped_bytes,
+            "max_page_pixels": settings.max_page_pixels,
+        }
 
         async def on_progress(done: int, total: int, unit: str) -> None:
             parsing.unit = unit
@@ -278,9 +296,11 @@ class JobPipeline:
                                   "peak_resident_mb": peak // 2**20})
         return summary
 
-    async def _embed(self, job, chunks: list[ChunkRecord]) -> list[list[float]]:
+    async def _embed(self, job: Job, chunks: list[ChunkRecord]) -> list[list[float]]:
         total = len(chunks)
-        reporter = ProgressReporter(self.port, job.lease, Stage.EMBEDDING, total, "chunks", self.settings.progress_interval_seconds)
+        reporter = ProgressReporter(
+            self.port, job.lease, Stage.EMBEDDING, total, "chunks", self.settings.progress_interval_seconds
+        )
         await reporter.start()
         try:
             embedder = self.embedder_for(job.embedder)
@@ -296,7 +316,9 @@ class JobPipeline:
             metrics.EMBED_BATCH_SECONDS.labels(provider=embedder.provider).observe(time.monotonic() - call_started)
             metrics.EMBED_BATCH_SIZE.labels(provider=embedder.provider).observe(len(texts))
             if len(batch) != len(texts):
-                raise TransientFailure("EMBEDDING_BAD_RESPONSE", f"the embedder returned {len(batch)} vectors for {len(texts)} texts")
+                raise TransientFailure(
+                    "EMBEDDING_BAD_RESPONSE", f"the embedder returned {len(batch)} vectors for {len(texts)} texts"
+                )
             return batch
 
         # A remote embedder takes several calls at once (its provider's shared limit bounds the

@@ -15,15 +15,16 @@ import collections
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 import structlog
-
 from sluice_common import tracing
+
 from sluice_worker import metrics
-from sluice_worker.domain import JobLeaseLost
-from sluice_worker.jobs_client import IngestUnavailable, JobClient
-from sluice_worker.pipeline import JobPipeline, JobResult
+from sluice_worker.domain import IngestUnavailable, JobLeaseLost
+from sluice_worker.jobs_client import JobClient
+from sluice_worker.pipeline import Job, JobPipeline, JobResult
 from sluice_worker.settings import WorkerSettings
 
 log = logging.getLogger("sluice.worker")
@@ -31,8 +32,8 @@ log = logging.getLogger("sluice.worker")
 
 @dataclass
 class ActiveJob:
-    job: object
-    task: asyncio.Task | None = None
+    job: Job
+    task: asyncio.Task[JobResult] | None = None
     # Why the job's task was cancelled: "cancelled", "lease_lost", "lease_expired" or "released".
     stop_reason: str = ""
     result: JobResult | None = None
@@ -49,7 +50,7 @@ class Worker:
         self.results: collections.deque[JobResult] = collections.deque(maxlen=1000)
         self._stop = asyncio.Event()
         self._stop_time: float | None = None
-        self._handlers: set[asyncio.Task] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
 
     @property
     def stopping(self) -> bool:
@@ -82,7 +83,7 @@ class Worker:
         finally:
             await self._drain()
 
-    async def _wait_for(self, awaitable) -> bool:
+    async def _wait_for(self, awaitable: Awaitable[object]) -> bool:
         """Await `awaitable` unless a stop comes first; True when it completed."""
         task = asyncio.ensure_future(awaitable)
         stop = asyncio.ensure_future(self._stop.wait())
@@ -95,7 +96,7 @@ class Worker:
             await task
         return False
 
-    async def _claim(self):
+    async def _claim(self) -> Job | None:
         # A stop cancels the long-poll at once instead of waiting out claim_wait_seconds. In the
         # rare race where the server commits the claim just as the call is cancelled, the job's
         # lease simply expires and another worker takes it over.
@@ -117,14 +118,14 @@ class Worker:
                                 **{"sluice.job_id": job.lease.job_id, "sluice.worker_id": self.settings.worker_id})
         return job
 
-    async def _handle(self, job, slots: asyncio.Semaphore) -> None:
+    async def _handle(self, job: Job, slots: asyncio.Semaphore) -> None:
         structlog.contextvars.bind_contextvars(
             job_id=job.lease.job_id, document_id=job.document_id, attempt=job.attempt, collection=job.collection
         )
         active = ActiveJob(job)
         self.active[job.lease.job_id] = active
         metrics.JOBS_IN_FLIGHT.inc()
-        heartbeat: asyncio.Task | None = None
+        heartbeat: asyncio.Task[None] | None = None
         try:
             log.info("job claimed", extra={"file_name": job.filename, "max_attempts": job.max_attempts})
             active.task = asyncio.create_task(self.pipeline.run(job))
@@ -140,7 +141,7 @@ class Worker:
             else:
                 active.result = active.task.result()
             self.results.append(active.result)
-        except Exception:  # noqa: BLE001 - never lose a slot to a bug; the lease will expire
+        except Exception:  # never lose a slot to a bug; the lease will expire
             log.exception("job handler failed")
         finally:
             if heartbeat is not None:
@@ -181,7 +182,7 @@ class Worker:
             active.stop_reason = active.stop_reason or reason
             active.task.cancel()
 
-    async def _release(self, job) -> None:
+    async def _release(self, job: Job) -> None:
         try:
             await self.client.release_job(job.lease)
             metrics.JOBS_RELEASED.inc()

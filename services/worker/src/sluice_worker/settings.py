@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import TYPE_CHECKING
 
 from pydantic import Field
-
 from sluice_common.embedders import EmbedderSettings
 from sluice_common.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from sluice_common.tls import ClientTLS
 
 
 def _default_worker_id() -> str:
@@ -75,7 +78,7 @@ class WorkerSettings(CommonSettings, EmbedderSettings):
 
         return Path(self.api_key_file).read_text().strip()
 
-    def client_tls(self):
+    def client_tls(self) -> ClientTLS:
         from sluice_common.tls import ClientTLS
 
         return ClientTLS(self.tls_ca_file, self.tls_client_cert_file, self.tls_client_key_file)

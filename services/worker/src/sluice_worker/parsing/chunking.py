@@ -14,18 +14,22 @@ Each chunk keeps where its elements lie on their pages (`ChunkRecord.boxes`), fr
 elements' `metadata.coordinates` (unstructured's CoordinatesMetadata; parsing/pdf.py and ocr.py
 set it for PDF text boxes, tables and OCR paragraphs), as fractions of the page from its
 top-left corner: one box per element, at most MAX_BOXES.
-"""
+"""  # noqa: RUF002 - names CJK punctuation
 
 from __future__ import annotations
 
 import copy
 import re
 from collections import Counter
+from typing import TYPE_CHECKING, TypedDict
 
-from sluice_worker.domain import TOO_MANY_CHUNKS, ChunkingSettings, ChunkRecord, DocumentInvalid
+from sluice_worker.domain import TOO_MANY_CHUNKS, Box, ChunkingSettings, ChunkRecord, DocumentInvalid
 from sluice_worker.parsing.tables import split_table
 
-_BOUNDARY = re.compile(r"[。！？；!?][」』）”’\"')]*|[.;](?=\s)|\n+")
+if TYPE_CHECKING:
+    from unstructured.documents.elements import Element
+
+_BOUNDARY = re.compile(r"[。！？；!?][」』）”’\"')]*|[.;](?=\s)|\n+")  # noqa: RUF001 - CJK punctuation, meant
 _TABLE_TYPES = {"Table", "TableChunk"}
 MAX_BOXES = 64
 
@@ -45,7 +49,9 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-def pack_sentences(sentences: list[str], max_characters: int, soft_max: int, overlap: int, first_max: int | None = None) -> list[str]:
+def pack_sentences(
+    sentences: list[str], max_characters: int, soft_max: int, overlap: int, first_max: int | None = None
+) -> list[str]:
     """Group sentences into pieces of at most max_characters (closed at soft_max), each piece
     after the first starting with the previous piece's last whole sentences, up to `overlap`.
     The first piece may be held to `first_max`, to leave room for the heading before it."""
@@ -73,8 +79,10 @@ def pack_sentences(sentences: list[str], max_characters: int, soft_max: int, ove
     return ["".join(piece).strip() for piece in pieces if "".join(piece).strip()]
 
 
-def presplit(elements: list, settings: ChunkingSettings) -> list:
-    out = []
+def presplit(elements: list[Element], settings: ChunkingSettings) -> list[Element]:
+    from unstructured.documents.elements import Text
+
+    out: list[Element] = []
     previous = None
     for element in elements:
         budget = settings.max_characters
@@ -85,7 +93,8 @@ def presplit(elements: list, settings: ChunkingSettings) -> list:
             if budget < settings.max_characters // 3:
                 budget = settings.max_characters
         previous = element
-        if len(element.text) <= budget or type(element).__name__ in _TABLE_TYPES:
+        # Only a Text element holds text long enough to split (the others have none of their own).
+        if len(element.text) <= budget or type(element).__name__ in _TABLE_TYPES or not isinstance(element, Text):
             out.append(element)
             continue
         pieces = pack_sentences(
@@ -97,12 +106,12 @@ def presplit(elements: list, settings: ChunkingSettings) -> list:
     return out
 
 
-def chunk_elements(elements: list, settings: ChunkingSettings, max_chunks: int) -> list[ChunkRecord]:
+def chunk_elements(elements: list[Element], settings: ChunkingSettings, max_chunks: int) -> list[ChunkRecord]:
     """Text between tables through chunk_by_title; each table into chunks of its own, split
     between rows with the header repeated (parsing/tables.py)."""
     records: list[ChunkRecord] = []
     section = ""
-    run: list = []
+    run: list[Element] = []
     for element in presplit(elements, settings):
         if type(element).__name__ not in _TABLE_TYPES:
             run.append(element)
@@ -129,7 +138,7 @@ def chunk_elements(elements: list, settings: ChunkingSettings, max_chunks: int) 
     return records
 
 
-def _chunk_text(elements: list, settings: ChunkingSettings, records: list[ChunkRecord], section: str) -> str:
+def _chunk_text(elements: list[Element], settings: ChunkingSettings, records: list[ChunkRecord], section: str) -> str:
     """Append the chunks of a run of elements without tables; return the section title in
     force after it."""
     from unstructured.chunking.title import chunk_by_title
@@ -170,10 +179,10 @@ def _chunk_text(elements: list, settings: ChunkingSettings, records: list[ChunkR
     return section
 
 
-def element_boxes(elements: list) -> list[dict]:
+def element_boxes(elements: list[Element]) -> list[Box]:
     """The elements' boxes, in fractions of their pages from the top-left corner, in order
     (an element split into several chunks gives its whole box to each)."""
-    boxes: list[dict] = []
+    boxes: list[Box] = []
     for element in elements:
         box = element_box(element)
         if box is not None and box not in boxes:
@@ -183,7 +192,7 @@ def element_boxes(elements: list) -> list[dict]:
     return boxes
 
 
-def element_box(element) -> dict | None:
+def element_box(element: Element) -> Box | None:
     metadata = element.metadata
     coordinates = getattr(metadata, "coordinates", None)
     page = getattr(metadata, "page_number", None)
@@ -204,7 +213,12 @@ def element_box(element) -> dict | None:
             "right": clamp(max(xs) / system.width), "bottom": clamp(bottom)}
 
 
-def _provenance(originals: list) -> dict:
+class _Provenance(TypedDict):
+    text_source: str
+    ocr_confidence: float | None
+
+
+def _provenance(originals: list[Element]) -> _Provenance:
     """The chunk's text source ("text_layer", "ocr" or "mixed") and, when OCR read any of it,
     the OCR confidence weighted by characters."""
     ocr_chars = 0
@@ -222,7 +236,7 @@ def _provenance(originals: list) -> dict:
     return {"text_source": "mixed" if other_chars else "ocr", "ocr_confidence": round(ocr_weighted / ocr_chars, 4)}
 
 
-def _main_type(chunk, originals: list) -> str:
+def _main_type(chunk: Element, originals: list[Element]) -> str:
     """The element type that gives the chunk most of its text (a Title only when alone)."""
     if type(chunk).__name__ in _TABLE_TYPES:
         return "Table"
@@ -231,7 +245,7 @@ def _main_type(chunk, originals: list) -> str:
         weights[type(original).__name__] += len(original.text)
     body = {name: weight for name, weight in weights.items() if name != "Title"}
     if body:
-        return max(body, key=body.get)
+        return max(body, key=body.__getitem__)
     if weights:
         return "Title"
     return type(chunk).__name__

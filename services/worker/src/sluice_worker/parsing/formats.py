@@ -8,7 +8,17 @@ from pathlib import PurePosixPath
 
 from sluice_worker.domain import DOCUMENT_CORRUPT, DOCUMENT_EMPTY, DOCUMENT_TOO_LARGE, UNSUPPORTED_TYPE, DocumentInvalid
 
-PDF, DOCX, PPTX, HTML, MARKDOWN, TEXT, EMAIL, MSG, EPUB = "pdf", "docx", "pptx", "html", "markdown", "text", "email", "msg", "epub"
+PDF, DOCX, PPTX, HTML, MARKDOWN, TEXT, EMAIL, MSG, EPUB = (
+    "pdf",
+    "docx",
+    "pptx",
+    "html",
+    "markdown",
+    "text",
+    "email",
+    "msg",
+    "epub",
+)
 IMAGE = "image"  # PNG, JPEG, TIFF (multi-page too), WebP: read by OCR
 XLSX, CSV = "xlsx", "csv"
 
@@ -61,7 +71,8 @@ def detect_format(data: bytes, filename: str, mime_type: str) -> str:
         raise DocumentInvalid(DOCUMENT_CORRUPT, "the file is named as a PDF but is not a valid PDF file")
     if claimed in _ZIP_FORMATS:
         raise DocumentInvalid(
-            DOCUMENT_CORRUPT, f"the file is named as {FORMAT_NAMES[claimed]} but is not a valid {FORMAT_NAMES[claimed]} file (not a zip package)"
+            DOCUMENT_CORRUPT,
+            f"the file is named as {FORMAT_NAMES[claimed]} but is not a valid {FORMAT_NAMES[claimed]} file (not a zip package)",
         )
     if claimed == IMAGE:
         if not data:
@@ -77,7 +88,8 @@ def detect_format(data: bytes, filename: str, mime_type: str) -> str:
         return TEXT
     raise DocumentInvalid(
         UNSUPPORTED_TYPE,
-        f"the file type of {filename!r} is not supported; supported are PDF, DOCX, PPTX, HTML, Markdown, plain text, e-mail, Excel (XLSX), CSV and images (PNG, JPEG, TIFF, WebP)",
+        f"the file type of {filename!r} is not supported; supported are PDF, DOCX, PPTX, HTML, Markdown, plain text, "
+        "e-mail, Excel (XLSX), CSV and images (PNG, JPEG, TIFF, WebP)",
     )
 
 

@@ -21,7 +21,7 @@ of elements, not with the size of the file:
   chunking treats alike unless it takes one for a heading.
 
 `begin_document()` resets the budget; partition.py calls it once per document.
-"""
+"""  # noqa: RUF002 - names CJK punctuation
 
 from __future__ import annotations
 
@@ -30,7 +30,11 @@ import random
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from spacy.tokens import Doc
+    from unstructured.documents.elements import Element
 
 # spaCy is asked about at most this many distinct texts per document, and this many characters.
 SPACY_MAX_TEXTS = 1_000
@@ -86,14 +90,14 @@ def _install() -> None:
         nlp = tokenize._get_nlp()
         nlp.max_length = min(nlp.max_length, HEURISTICS_MAX_CHARS)
 
-        def budgeted_process(text: str):
+        def budgeted_process(text: str) -> Doc | RuleDoc:
             text = str(text)
             if _budget.allows(text):
                 return spacy_process(text)
             return RuleDoc(text)
 
         # sent_tokenize, word_tokenize and pos_tag look `_process` up when they are called.
-        tokenize._process = budgeted_process
+        tokenize._process = budgeted_process  # type: ignore[assignment]  # RuleDoc quacks like the Doc its callers read
     _installed = True
 
 
@@ -106,9 +110,9 @@ class RuleSpan(NamedTuple):
     text: str
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
-_TOKEN = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")
-_ENDS_A_SENTENCE = re.compile(r"[.!?。！？][\"'”’)\]]*\s*$")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")  # noqa: RUF001 - CJK punctuation, meant
+_TOKEN = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")  # noqa: RUF001 - CJK punctuation, meant
+_ENDS_A_SENTENCE = re.compile(r"[.!?。！？][\"'”’)\]]*\s*$")  # noqa: RUF001 - CJK punctuation, meant
 VERB_TAG = "VB"  # one of unstructured's POS_VERB_TAGS
 
 
@@ -135,7 +139,7 @@ class RuleDoc:
         return (RuleToken(token, VERB_TAG if i == verb_at else "") for i, token in enumerate(tokens))
 
 
-def apply_document_languages(elements: list) -> None:
+def apply_document_languages(elements: list[Element]) -> None:
     """Detect the document's languages once, from elements drawn across it, and set them on
     every element (unstructured would have run langdetect on every element).
 

@@ -18,6 +18,7 @@ import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sluice_worker.domain import (
     DOCUMENT_CORRUPT,
@@ -27,6 +28,12 @@ from sluice_worker.domain import (
     DocumentInvalid,
 )
 
+if TYPE_CHECKING:
+    import pypdfium2
+    from PIL import Image
+    from rapidocr_onnxruntime import RapidOCR
+    from unstructured.documents.elements import Element
+
 Progress = Callable[[int, int, str], None]
 
 TEXT_LAYER, OCR = "text_layer", "ocr"
@@ -34,10 +41,10 @@ TEXT_LAYER, OCR = "text_layer", "ocr"
 # PDF pages are rendered at this resolution for OCR (enough for 9 pt print).
 RENDER_DPI = 200
 
-_engine = None
+_engine: RapidOCR | None = None
 
 
-def _get_engine():
+def _get_engine() -> RapidOCR:
     global _engine
     if _engine is None:
         from rapidocr_onnxruntime import RapidOCR
@@ -57,14 +64,14 @@ class OcrLine:
     right: float = 0.0
 
 
-def recognize(image) -> list[OcrLine]:
+def recognize(image: Image.Image) -> list[OcrLine]:
     """The text lines of a Pillow image, top to bottom."""
     from sluice_worker.parsing.ocr_page import read_page
 
     # No angle classifier: it turned whole upright lines upside down and lost them (to "S"); a
     # few degrees of skew are handled by detection. Detection at the resolution it needs, in
     # bounded memory; recognition at the page's own (ocr_page.py).
-    lines = []
+    lines: list[OcrLine] = []
     for box, text, score in read_page(_get_engine(), image):
         text = (text or "").strip()
         if not text:
@@ -111,13 +118,13 @@ def paragraphs(lines: list[OcrLine]) -> list[tuple[str, float, tuple[float, floa
     return out
 
 
-def page_elements(image, *, page_number: int, filename: str, filetype: str) -> list:
+def page_elements(image: Image.Image, *, page_number: int, filename: str, filetype: str) -> list[Element]:
     """unstructured elements for one page image, tagged as OCR text."""
     from unstructured.documents.coordinates import PixelSpace
     from unstructured.documents.elements import CoordinatesMetadata, ElementMetadata
     from unstructured.partition.text import element_from_text
 
-    elements = []
+    elements: list[Element] = []
     for text, confidence, (left, top, right, bottom) in paragraphs(recognize(image)):
         element = element_from_text(text)
         coordinates = CoordinatesMetadata(points=((left, top), (left, bottom), (right, bottom), (right, top)),
@@ -134,7 +141,7 @@ def check_pixels(width: int, height: int, max_pixels: int, what: str) -> None:
     if width * height > max_pixels:
         raise DocumentInvalid(
             IMAGE_TOO_LARGE,
-            f"{what} is {width}×{height} pixels ({width * height / 1e6:.0f} megapixels), more than the "
+            f"{what} is {width}×{height} pixels ({width * height / 1e6:.0f} megapixels), more than the "  # noqa: RUF001 - a times sign
             f"{max_pixels / 1e6:.0f} megapixels allowed per page (a decompression bomb?)",
         )
 
@@ -143,7 +150,9 @@ def check_pixels(width: int, height: int, max_pixels: int, what: str) -> None:
 IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "TIFF": "image/tiff", "WEBP": "image/webp"}
 
 
-def partition_image(data: bytes, *, filename: str, max_pages: int, max_pixels: int, progress: Progress | None = None) -> tuple[list, int]:
+def partition_image(
+    data: bytes, *, filename: str, max_pages: int, max_pixels: int, progress: Progress | None = None
+) -> tuple[list[Element], int]:
     """Elements of an image file (each frame of a multi-page TIFF is a page) and its page count.
 
     The size of every frame is read from its header and checked before its pixels are decoded,
@@ -159,7 +168,9 @@ def partition_image(data: bytes, *, filename: str, max_pages: int, max_pixels: i
         image = Image.open(io.BytesIO(data))
         kind = image.format or ""
         if kind not in IMAGE_FORMATS:
-            raise DocumentInvalid(DOCUMENT_CORRUPT, f"the image format {kind or 'unknown'} is not supported; supported are PNG, JPEG, TIFF and WebP")
+            raise DocumentInvalid(
+                DOCUMENT_CORRUPT, f"the image format {kind or 'unknown'} is not supported; supported are PNG, JPEG, TIFF and WebP"
+            )
         pages = getattr(image, "n_frames", 1)
         if pages > max_pages:
             raise DocumentInvalid(TOO_MANY_PAGES, f"the image has {pages} pages, more than the {max_pages} allowed")
@@ -174,13 +185,17 @@ def partition_image(data: bytes, *, filename: str, max_pages: int, max_pixels: i
         raise
     except UnidentifiedImageError as exc:
         # Pillow's message names its own stream object ("<_io.BytesIO object at 0x…>").
-        raise DocumentInvalid(DOCUMENT_CORRUPT, "the file is not an image that can be read (its content is damaged or of another kind)") from exc
+        raise DocumentInvalid(
+            DOCUMENT_CORRUPT, "the file is not an image that can be read (its content is damaged or of another kind)"
+        ) from exc
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
-        raise DocumentInvalid(DOCUMENT_CORRUPT, f"the image is damaged and cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from exc
+        raise DocumentInvalid(
+            DOCUMENT_CORRUPT, f"the image is damaged and cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from exc
     return elements, pages
 
 
-def render_pdf_page(pdf, index: int, max_pixels: int):
+def render_pdf_page(pdf: pypdfium2.PdfDocument, index: int, max_pixels: int) -> Image.Image:
     """Page `index` (from 0) of a pypdfium2 document as a Pillow image at RENDER_DPI, or lower
     when that would exceed `max_pixels` (a PDF page is vector: a huge one is read smaller)."""
     page = pdf[index]
@@ -190,7 +205,8 @@ def render_pdf_page(pdf, index: int, max_pixels: int):
         pixels = width * scale * height * scale
         if pixels > max_pixels:
             scale *= (max_pixels / pixels) ** 0.5
-        return page.render(scale=scale, grayscale=True).to_pil()
+        image: Image.Image = page.render(scale=scale, grayscale=True).to_pil()
+        return image
     finally:
         page.close()
 

@@ -1,22 +1,22 @@
 """One page through RapidOCR at the resolution OCR needs, in bounded memory. Runs inside the sandbox.
 
 RapidOCR's own call runs its text detector (a DBNet) on the whole page at up to 2,000 pixels
-a side, and the detector's memory grows with the pixels it sees: a 1,700 × 2,200 scan took
+a side, and the detector's memory grows with the pixels it sees: a 1,700 x 2,200 scan took
 ~0.9 GB resident (1.6 GB of address space) for detection alone. Detection does not need that
 resolution; recognition, which reads each line at 48 pixels high, is what needs the detail.
 So a page is read in two steps:
 
 1. **Detection** on the page scaled to `DETECTION_DPI` (150 dpi: the strokes of 7 pt text
    stay apart). A page's resolution is taken from the file when it states a plausible one,
-   else estimated from its short side as if it were an A4 page (a 1,700 × 2,200 scan reads as
-   ~205 dpi and is detected at 1,240 × 1,600). A page still larger than `DETECTION_TILE_PIXELS`
+   else estimated from its short side as if it were an A4 page (a 1,700 x 2,200 scan reads as
+   ~205 dpi and is detected at 1,240 x 1,600). A page still larger than `DETECTION_TILE_PIXELS`
    at that scale (a large-format scan, a long strip) is detected in full-width bands that
    overlap by `BAND_OVERLAP` pixels; each line is kept from the one band whose middle part
    holds its centre, so a line up to `BAND_OVERLAP` pixels tall is found whole, once.
 2. **Recognition** of each line cut from the full-resolution page, one line at a time (in
    batches of six, the recognizer padded every line to the widest and took 2-3 times the CPU).
 
-Measured on a 1,700 × 2,200 page of 38 lines of Chinese (2 cores, shared; one process that
+Measured on a 1,700 x 2,200 page of 38 lines of Chinese (2 cores, shared; one process that
 loads the models and reads the page): peak resident memory 677 → 511-545 MB, CPU 41 → 20-25 s
 (detection 8 → 2.7 s), the same text. In a sandbox that has parsed other documents the peak
 stays near 0.9 GB (the sandbox's own ~0.3 GB besides), and its address space near 1.6 GB:
@@ -24,6 +24,16 @@ what made that page readable is the memory limit measuring resident memory (sand
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from PIL import Image
+    from rapidocr_onnxruntime import RapidOCR
+
+# A text line's box: four [x, y] points.
+Quad = list[list[float]]
 
 # Detection sees the page at this resolution.
 DETECTION_DPI = 150
@@ -37,7 +47,7 @@ DETECTION_TILE_PIXELS = 2_500_000
 BAND_OVERLAP = 128
 
 
-def page_dpi(image) -> float:
+def page_dpi(image: Image.Image) -> float:
     """The page's resolution: as stated in the file when plausible, else estimated."""
     stated = image.info.get("dpi")
     try:
@@ -49,11 +59,11 @@ def page_dpi(image) -> float:
     return min(image.width, image.height) / PAGE_SHORT_SIDE_INCHES
 
 
-def detection_scale(image) -> float:
+def detection_scale(image: Image.Image) -> float:
     return min(1.0, DETECTION_DPI / max(1.0, page_dpi(image)))
 
 
-def read_page(engine, image) -> list[tuple[list, str, float]]:
+def read_page(engine: RapidOCR, image: Image.Image) -> list[tuple[Quad, str, float]]:
     """RapidOCR's result for a Pillow image: (box as four [x, y] points, text, score) per line,
     in full-resolution page coordinates."""
     import numpy as np
@@ -66,7 +76,9 @@ def read_page(engine, image) -> list[tuple[list, str, float]]:
         result, _ = engine(page, use_cls=False)  # small enough as it is: RapidOCR's own path
         return list(result or [])
     if scale < 1.0:
-        small = image.convert("RGB").resize((max(1, round(width * scale)), max(1, round(height * scale))), Image.BILINEAR)
+        small = image.convert("RGB").resize(
+            (max(1, round(width * scale)), max(1, round(height * scale))), Image.Resampling.BILINEAR
+        )
         detection = np.asarray(small)
     else:
         detection = page
@@ -83,7 +95,7 @@ def read_page(engine, image) -> list[tuple[list, str, float]]:
     ]
 
 
-def _detect(engine, array) -> list:
+def _detect(engine: RapidOCR, array: np.ndarray) -> list[np.ndarray]:
     """Line boxes (four points each) found in `array`, in its coordinates; by bands when it is
     larger than one tile."""
     height, width = array.shape[:2]
@@ -92,7 +104,7 @@ def _detect(engine, array) -> list:
         return [] if found is None else list(found)
     band = max(4 * BAND_OVERLAP, DETECTION_TILE_PIXELS // width)
     step = band - BAND_OVERLAP
-    boxes = []
+    boxes: list[np.ndarray] = []
     top = 0
     while True:
         last = top + band >= height

@@ -6,6 +6,7 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 from sluice_worker.domain import (
     DOCUMENT_CORRUPT,
@@ -20,6 +21,9 @@ from sluice_worker.parsing import formats, heuristics, xmltrees
 from sluice_worker.parsing.resources import out_of_memory
 from sluice_worker.parsing.text import decode_text
 
+if TYPE_CHECKING:
+    from unstructured.documents.elements import Element
+
 Progress = Callable[[int, int, str], None]
 
 
@@ -33,7 +37,7 @@ class ParseLimits:
 
 def partition_document(
     data: bytes, filename: str, mime_type: str, limits: ParseLimits, progress: Progress | None = None
-) -> tuple[list, ParseSummary]:
+) -> tuple[list[Element], ParseSummary]:
     fmt = formats.detect_format(data, filename, mime_type)
     heuristics.begin_document()
     if fmt in (formats.DOCX, formats.PPTX, formats.EPUB, formats.XLSX):
@@ -56,7 +60,7 @@ def partition_document(
             elements = _partition_other(fmt, data, filename)
     except (DocumentInvalid, MemoryError):
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # whatever a parser raises: sorted below into memory, a limit, or a damaged file
         if out_of_memory(exc):
             raise  # a resource failure, not damage: the sandbox reports PARSE_MEMORY_LIMIT
         limit = _xml_limit_failure(exc, formats.FORMAT_NAMES[fmt])
@@ -102,7 +106,7 @@ def _check_no_text_lost(fmt: str, data: bytes) -> None:
     file is empty)."""
     try:
         raw = _raw_text(fmt, data)
-    except Exception:  # noqa: BLE001 - only an estimate; the file is empty as far as we know
+    except Exception:  # only an estimate; the file is empty as far as we know
         return
     if not _WORD.search(raw):
         return
@@ -125,7 +129,7 @@ def _raw_text(fmt: str, data: bytes) -> str:
         import zipfile
         from html import unescape
 
-        parts = []
+        parts: list[str] = []
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for name in archive.namelist():
                 if name.endswith(".xml") and name.startswith(("word/", "ppt/slides/")):
@@ -147,10 +151,15 @@ def exception_summary(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
 
 
-def _partition_other(fmt: str, data: bytes, filename: str) -> list:
+class _CommonArguments(TypedDict):
+    metadata_filename: str
+    languages: list[str]
+
+
+def _partition_other(fmt: str, data: bytes, filename: str) -> list[Element]:
     # languages=[""]: no language detection per element; heuristics.apply_document_languages
     # detects them once for the document.
-    common = {"metadata_filename": filename, "languages": [""]}
+    common: _CommonArguments = {"metadata_filename": filename, "languages": [""]}
     # libxml2's own limits would silently cut long texts and deep nesting (see xmltrees).
     xmltrees.use_huge_trees()
     if fmt == formats.DOCX:
@@ -198,7 +207,7 @@ def _partition_other(fmt: str, data: bytes, filename: str) -> list:
     raise AssertionError(fmt)
 
 
-def _partition_email(data: bytes, filename: str) -> list:
+def _partition_email(data: bytes, filename: str) -> list[Element]:
     from unstructured.documents.elements import ElementMetadata, Title
     from unstructured.partition.email import partition_email
 
@@ -219,21 +228,23 @@ def _partition_email(data: bytes, filename: str) -> list:
 # A "title" with sentence punctuation inside, or this long, is a paragraph. unstructured's
 # heuristics count words by spaces, so Chinese and Japanese paragraphs come out as Title;
 # left so, every paragraph would open a section of its own.
-_SENTENCE_INSIDE = re.compile(r"[。！？．][^\s」』）”’]")
+_SENTENCE_INSIDE = re.compile(r"[。！？．][^\s」』）”’]")  # noqa: RUF001 - CJK punctuation, meant
 _MAX_TITLE_CHARS = 120
 
 
-def _clean(elements: list) -> list:
+def _clean(elements: list[Element]) -> list[Element]:
     from unstructured.documents.elements import NarrativeText, PageBreak, Title
 
-    cleaned = []
+    cleaned: list[Element] = []
     for element in elements:
         if isinstance(element, PageBreak):
             continue
         element.text = storable_text(element.text or "").strip()
         if not element.text:
             continue
-        if isinstance(element, Title) and (len(element.text) > _MAX_TITLE_CHARS or _SENTENCE_INSIDE.search(element.text) or element.text.endswith("。")):
+        if isinstance(element, Title) and (
+            len(element.text) > _MAX_TITLE_CHARS or _SENTENCE_INSIDE.search(element.text) or element.text.endswith("。")
+        ):
             element = NarrativeText(text=element.text, metadata=element.metadata)
         cleaned.append(element)
     return cleaned

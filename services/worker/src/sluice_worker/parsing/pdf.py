@@ -18,8 +18,15 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sluice_worker.domain import DOCUMENT_CORRUPT, PDF_ENCRYPTED, TOO_MANY_PAGES, DocumentInvalid
+
+if TYPE_CHECKING:
+    import pypdfium2
+    from pdfminer.layout import LTTextBox
+    from pdfplumber.pdf import PDF
+    from unstructured.documents.elements import CoordinatesMetadata, Element, Table
 
 Progress = Callable[[int, int, str], None]
 
@@ -42,7 +49,9 @@ def open_checked(data: bytes, max_pages: int) -> int:
     except DocumentInvalid:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
-        raise DocumentInvalid(DOCUMENT_CORRUPT, f"the PDF file is damaged and cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from exc
+        raise DocumentInvalid(
+            DOCUMENT_CORRUPT, f"the PDF file is damaged and cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from exc
     except NotImplementedError as exc:  # e.g. an encryption algorithm pypdf does not know
         raise DocumentInvalid(PDF_ENCRYPTED, f"the PDF is encrypted in a way that cannot be opened ({str(exc)[:200]})") from exc
     if pages > max_pages:
@@ -54,7 +63,7 @@ def open_checked(data: bytes, max_pages: int) -> int:
 
 def partition_pdf_fast(
     data: bytes, *, filename: str, max_pages: int, max_pixels: int = 40_000_000, progress: Progress | None = None
-) -> tuple[list, int]:
+) -> tuple[list[Element], int]:
     """Elements (with page numbers) and the page count. Pages with a usable text layer are read
     from it; the others (scans, or text whose glyphs map to nothing) are rendered and OCR'd,
     page by page, so a mixed PDF keeps both and every page number."""
@@ -63,14 +72,11 @@ def partition_pdf_fast(
     from pdfminer.pdfdocument import PDFEncryptionError, PDFPasswordIncorrect
     from pdfminer.pdfparser import PDFSyntaxError
     from pdfminer.psexceptions import PSException
-    from unstructured.cleaners.core import clean_extra_whitespace, clean_ligatures
-    from unstructured.documents.elements import ElementMetadata
-    from unstructured.partition.text import element_from_text
 
     from sluice_worker.parsing import ocr
 
     pages = open_checked(data, max_pages)
-    elements = []
+    elements: list[Element] = []
     done = 0
     rendered = None  # the pypdfium2 document, opened when a page first needs OCR
     plumber = None  # the pdfplumber document, for the tables of text-layer pages
@@ -88,27 +94,7 @@ def partition_pdf_fast(
                 if plumber is None:
                     plumber = _open_for_tables(data)
                 tables = page_tables(plumber, page_number, layout.height) if plumber is not None else []
-            placed: set[int] = set()
-            for box in text_boxes:
-                # Text boxes inside a table are the table's cells: the table element replaces
-                # them, where its first box stood in reading order.
-                inside = next((i for i, table in enumerate(tables) if table.holds(box.bbox)), None)
-                if inside is not None:
-                    if inside not in placed:
-                        placed.add(inside)
-                        elements.append(tables[inside].element(page_number, filename, layout.width, layout.height))
-                    continue
-                text = clean_extra_whitespace(clean_ligatures(_join_lines(box.get_text())))
-                if not text:
-                    continue
-                element = element_from_text(text)
-                element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype="application/pdf",
-                                                   coordinates=pdf_coordinates(box.bbox, layout.width, layout.height))
-                element.metadata.text_source = ocr.TEXT_LAYER
-                elements.append(element)
-            for i, table in enumerate(tables):  # a table none of whose cells was a text box
-                if i not in placed:
-                    elements.append(table.element(page_number, filename, layout.width, layout.height))
+            elements.extend(_text_layer_elements(text_boxes, tables, page_number, filename, layout.width, layout.height))
             done = page_number
             if progress is not None:
                 progress(done, pages, "pages")
@@ -124,6 +110,41 @@ def partition_pdf_fast(
         if plumber is not None:
             plumber.close()
     return elements, pages
+
+
+def _text_layer_elements(
+    text_boxes: list[LTTextBox], tables: list[PageTable], page_number: int, filename: str, width: float, height: float
+) -> list[Element]:
+    """The elements of a text-layer page in reading order, each table in place of its cells."""
+    from unstructured.cleaners.core import clean_extra_whitespace, clean_ligatures
+    from unstructured.documents.elements import ElementMetadata
+    from unstructured.partition.text import element_from_text
+
+    from sluice_worker.parsing import ocr
+
+    elements: list[Element] = []
+    placed: set[int] = set()
+    for box in text_boxes:
+        # Text boxes inside a table are the table's cells: the table element replaces
+        # them, where its first box stood in reading order.
+        inside = next((i for i, table in enumerate(tables) if table.holds(box.bbox)), None)
+        if inside is not None:
+            if inside not in placed:
+                placed.add(inside)
+                elements.append(tables[inside].element(page_number, filename, width, height))
+            continue
+        text = clean_extra_whitespace(clean_ligatures(_join_lines(box.get_text())))
+        if not text:
+            continue
+        element = element_from_text(text)
+        element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype="application/pdf",
+                                           coordinates=pdf_coordinates(box.bbox, width, height))
+        element.metadata.text_source = ocr.TEXT_LAYER
+        elements.append(element)
+    for i, table in enumerate(tables):  # a table none of whose cells was a text box
+        if i not in placed:
+            elements.append(table.element(page_number, filename, width, height))
+    return elements
 
 
 @dataclass(frozen=True)
@@ -142,7 +163,7 @@ class PageTable:
         y = (bbox[1] + bbox[3]) / 2
         return self.x0 <= x <= self.x1 and self.y0 <= y <= self.y1
 
-    def element(self, page_number: int, filename: str, page_width: float = 0.0, page_height: float = 0.0):
+    def element(self, page_number: int, filename: str, page_width: float = 0.0, page_height: float = 0.0) -> Table:
         """A unstructured Table element with the table as HTML, as the other formats give it
         (parsing/tables.py turns it into Markdown chunks, split between rows)."""
         from html import escape
@@ -162,7 +183,7 @@ class PageTable:
         return element
 
 
-def pdf_coordinates(bbox: tuple[float, float, float, float], width: float, height: float):
+def pdf_coordinates(bbox: tuple[float, float, float, float], width: float, height: float) -> CoordinatesMetadata | None:
     """A pdfminer box (x0, y0, x1, y1 in points, origin at the bottom left) as unstructured's
     CoordinatesMetadata on the page's PointSpace; None when the page size is unknown."""
     from unstructured.documents.coordinates import PointSpace
@@ -174,12 +195,12 @@ def pdf_coordinates(bbox: tuple[float, float, float, float], width: float, heigh
     return CoordinatesMetadata(points=((x0, y1), (x0, y0), (x1, y0), (x1, y1)), system=PointSpace(width=width, height=height))
 
 
-def page_tables(plumber, page_number: int, page_height: float) -> list[PageTable]:
+def page_tables(plumber: PDF, page_number: int, page_height: float) -> list[PageTable]:
     """The ruled tables of a page (pdfplumber's line strategy: drawn cell borders), with at
     least two rows and two columns; a page pdfplumber cannot read has none."""
     try:
         found = plumber.pages[page_number - 1].find_tables()
-    except Exception:  # noqa: BLE001 - table detection is an improvement, never a reason to fail
+    except Exception:  # table detection is an improvement, never a reason to fail
         return []
     tables = []
     for table in found:
@@ -192,22 +213,24 @@ def page_tables(plumber, page_number: int, page_height: float) -> list[PageTable
     return tables
 
 
-def _open_for_tables(data: bytes):
+def _open_for_tables(data: bytes) -> PDF | None:
     try:
         import pdfplumber
 
         return pdfplumber.open(io.BytesIO(data))
-    except Exception:  # noqa: BLE001 - no tables then; the text is still read
+    except Exception:  # no tables then; the text is still read
         return None
 
 
-def _open_for_rendering(data: bytes):
+def _open_for_rendering(data: bytes) -> pypdfium2.PdfDocument:
     import pypdfium2
 
     try:
         return pypdfium2.PdfDocument(data)
     except pypdfium2.PdfiumError as exc:
-        raise DocumentInvalid(DOCUMENT_CORRUPT, f"the PDF file is damaged (its pages cannot be rendered: {str(exc)[:200]})") from exc
+        raise DocumentInvalid(
+            DOCUMENT_CORRUPT, f"the PDF file is damaged (its pages cannot be rendered: {str(exc)[:200]})"
+        ) from exc
 
 
 def _join_lines(text: str) -> str:
@@ -218,6 +241,8 @@ def _join_lines(text: str) -> str:
     for line in lines:
         if out.endswith("-") and line[:1].islower():
             out = out[:-1] + line
+        elif out:
+            out = f"{out} {line}"
         else:
-            out = f"{out} {line}" if out else line
+            out = line
     return out

@@ -7,7 +7,14 @@ watchdog's kill.
 
 from __future__ import annotations
 
-_ALLOCATION_FAILED = ("bad_alloc", "bad allocation", "failed to allocate", "memory allocation failed", "out of memory", "cannot allocate memory")
+_ALLOCATION_FAILED = (
+    "bad_alloc",
+    "bad allocation",
+    "failed to allocate",
+    "memory allocation failed",
+    "out of memory",
+    "cannot allocate memory",
+)
 
 
 def out_of_memory(exc: BaseException) -> bool:

@@ -8,7 +8,7 @@ never the worker. Each job's parse therefore runs in a sandbox process:
   (`MemoryWatch`), which reads the resident size of the sandbox and of any process it started
   from /proc every 50 ms and kills the sandbox when it passes the limit. Address space is no
   measure: ONNX Runtime, OpenBLAS and every thread reserve far more of it than they touch (OCR
-  of one 1,700 × 2,200 page: 1.6 GB of address space for 0.9 GB resident), so an RLIMIT_AS at
+  of one 1,700 x 2,200 page: 1.6 GB of address space for 0.9 GB resident), so an RLIMIT_AS at
   the limit failed ordinary scans. RLIMIT_AS stays only as a backstop at
   `ADDRESS_SPACE_FACTOR` times the limit;
 * warmed once (unstructured and the spaCy model imported, a tiny text partitioned) and then
@@ -47,6 +47,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sluice_worker.domain import (
     PARSE_MEMORY_LIMIT,
@@ -62,9 +63,16 @@ from sluice_worker.domain import (
 )
 from sluice_worker.parsing.resources import memory_message, out_of_memory
 
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    from unstructured.documents.elements import Element
+
 log = logging.getLogger("sluice.worker.sandbox")
 
 ProgressCallback = Callable[[int, int, str], Awaitable[None]]
+# A message from the sandbox over its pipe: (kind, *fields), as sandbox_main sends it (pickled).
+Reply = tuple[Any, ...]
 _MEMORY_EXIT = 3
 # RLIMIT_AS, a backstop only (the watchdog holds resident memory to the limit): this many
 # times the memory limit, room for what libraries reserve and never touch.
@@ -99,16 +107,16 @@ def _warm_up() -> None:
     # The sandbox never needs torch; thinc (under spaCy) imports it when it can, which costs
     # seconds and hundreds of megabytes of the memory limit. None in sys.modules makes
     # `import torch` raise ImportError, which thinc handles.
-    sys.modules.setdefault("torch", None)
+    sys.modules.setdefault("torch", None)  # type: ignore[arg-type]  # typeshed allows modules only
     from unstructured.partition.text import partition_text
 
-    import sluice_worker.parsing.chunking  # noqa: F401
-    import sluice_worker.parsing.partition  # noqa: F401
+    import sluice_worker.parsing.chunking
+    import sluice_worker.parsing.partition  # noqa: F401 - imported for their import-time cost, paid here once
 
     partition_text(text="Warm up. The spaCy model loads on first use.")
 
 
-def sandbox_main(conn, memory_limit_mb: int, target: str | None = None) -> None:
+def sandbox_main(conn: Connection, memory_limit_mb: int, target: str | None = None) -> None:
     """Entry point of a sandbox process. `target` names a test function to run instead of
     the parse protocol (tests use it to check the limits with a hang or a memory hog)."""
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -123,11 +131,11 @@ def sandbox_main(conn, memory_limit_mb: int, target: str | None = None) -> None:
         if target is None:
             _warm_up()
         conn.send(("ready", os.getpid()))
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:  # even SystemExit: the worker must hear why the sandbox did not start
         with contextlib.suppress(Exception):
             conn.send(("error", PARSER_UNAVAILABLE, f"the parser could not start: {type(exc).__name__}: {exc}", True))
         return
-    elements: list | None = None
+    elements: list[Element] | None = None
     while True:
         try:
             message = conn.recv()
@@ -158,7 +166,7 @@ def sandbox_main(conn, memory_limit_mb: int, target: str | None = None) -> None:
         except DocumentInvalid as exc:
             elements = None
             conn.send(("error", exc.code, exc.message, False))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # a bug or a parser failure on these bytes: reported, the sandbox lives on
             elements = None
             if out_of_memory(exc):
                 # The heap may be in any state now: report, then leave so a fresh sandbox replaces us.
@@ -171,7 +179,9 @@ def sandbox_main(conn, memory_limit_mb: int, target: str | None = None) -> None:
             conn.send(("error", PARSER_CRASHED, f"the document could not be processed ({type(exc).__name__})", False))
 
 
-def _parse(conn, data: bytes, filename: str, mime_type: str, limits: dict):
+def _parse(
+    conn: Connection, data: bytes, filename: str, mime_type: str, limits: dict[str, int]
+) -> tuple[list[Element], ParseSummary]:
     from sluice_worker.parsing.partition import ParseLimits, partition_document
 
     last = [0.0]
@@ -266,20 +276,32 @@ class Sandbox:
         self.process = ctx.Process(target=sandbox_main, args=(child, memory_limit_mb, target), daemon=True, name="sluice-parse")
         self.process.start()
         child.close()
+        assert self.process.pid is not None  # set by start()
         self.memory = MemoryWatch(self.process.pid, memory_limit_mb * 1024 * 1024)
         self.documents = 0
         self.broken = False
 
     async def wait_ready(self, timeout: float) -> None:
         try:
-            reply = await self._receive(timeout, on_timeout=lambda: TransientFailure(PARSER_UNAVAILABLE, "the parser did not start in time"))
+            reply = await self._receive(
+                timeout, on_timeout=lambda: TransientFailure(PARSER_UNAVAILABLE, "the parser did not start in time")
+            )
         except DocumentInvalid as failure:  # it died starting (a memory limit too low for it): not the document's fault
             raise TransientFailure(PARSER_UNAVAILABLE, f"the parser could not start: {failure.message}") from None
         if reply[0] != "ready":
             self.kill()
             raise TransientFailure(reply[1], reply[2])
 
-    async def parse(self, data: bytes, filename: str, mime_type: str, limits: dict, *, timeout: float, progress: ProgressCallback | None) -> ParseSummary:
+    async def parse(
+        self,
+        data: bytes,
+        filename: str,
+        mime_type: str,
+        limits: dict[str, int],
+        *,
+        timeout: float,
+        progress: ProgressCallback | None,
+    ) -> ParseSummary:
         self.documents += 1
         self.memory.reset_peak()
         self.conn.send(("parse", data, filename, mime_type, limits))
@@ -291,17 +313,19 @@ class Sandbox:
         reply = await self._conversation(timeout, None)
         return [ChunkRecord(**record) for record in reply[1]]
 
-    async def call(self, function: str, *args, timeout: float):
+    async def call(self, function: str, *args: object, timeout: float) -> object:
         """Run a module-level function in the sandbox (tests: hangs, memory hogs)."""
         self.conn.send(("call", function, args))
         return (await self._conversation(timeout, None))[1]
 
-    async def _conversation(self, timeout: float, progress: ProgressCallback | None):
+    async def _conversation(self, timeout: float, progress: ProgressCallback | None) -> Reply:
         deadline = time.monotonic() + timeout
         while True:
             reply = await self._receive(
                 deadline - time.monotonic(),
-                on_timeout=lambda: DocumentInvalid(PARSE_TIMEOUT, f"parsing the document took longer than {timeout:g} seconds and was stopped"),
+                on_timeout=lambda: DocumentInvalid(
+                    PARSE_TIMEOUT, f"parsing the document took longer than {timeout:g} seconds and was stopped"
+                ),
             )
             if reply[0] == "progress":
                 if progress is not None:
@@ -314,11 +338,16 @@ class Sandbox:
                 raise (TransientFailure if retryable else DocumentInvalid)(code, message)
             return reply
 
-    async def _receive(self, timeout: float, on_timeout: Callable[[], JobFailure]):
+    async def _receive(self, timeout: float, on_timeout: Callable[[], JobFailure]) -> Reply:
         loop = asyncio.get_running_loop()
-        readable = loop.create_future()
+        readable: asyncio.Future[None] = loop.create_future()
         fd = self.conn.fileno()
-        loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+
+        def wake() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        loop.add_reader(fd, wake)
         try:
             await asyncio.wait_for(readable, max(0.0, timeout))
         except TimeoutError:
@@ -437,17 +466,30 @@ class PooledSession:
     def __init__(self, pool: SandboxPool, box: Sandbox) -> None:
         self.pool, self.box = pool, box
 
-    async def parse(self, data: bytes, filename: str, mime_type: str, limits: dict, *, timeout: float, progress: ProgressCallback | None) -> ParseSummary:
+    async def parse(
+        self,
+        data: bytes,
+        filename: str,
+        mime_type: str,
+        limits: dict[str, int],
+        *,
+        timeout: float,
+        progress: ProgressCallback | None,
+    ) -> ParseSummary:
         deadline = time.monotonic() + timeout
         try:
             return await self.box.parse(data, filename, mime_type, limits, timeout=timeout, progress=progress)
         except DocumentInvalid as failure:
             if failure.code != PARSE_MEMORY_LIMIT or self.box.documents <= 1:
                 raise
-            log.info("parse ran out of memory in a used sandbox; once more in a fresh one", extra={"documents": self.box.documents})
+            log.info(
+                "parse ran out of memory in a used sandbox; once more in a fresh one", extra={"documents": self.box.documents}
+            )
             self.box.kill()
             self.box = await self.pool._fresh()
-            return await self.box.parse(data, filename, mime_type, limits, timeout=max(1.0, deadline - time.monotonic()), progress=progress)
+            return await self.box.parse(
+                data, filename, mime_type, limits, timeout=max(1.0, deadline - time.monotonic()), progress=progress
+            )
 
     async def chunk(self, settings: ChunkingSettings, max_chunks: int, *, timeout: float) -> list[ChunkRecord]:
         return await self.box.chunk(settings, max_chunks, timeout=timeout)

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
 
 _SPACES = re.compile(r"\s+")
 
@@ -22,17 +26,17 @@ class TablePart:
     html: str
 
 
-def _cell_text(cell) -> str:
+def _cell_text(cell: HtmlElement) -> str:
     return _SPACES.sub(" ", cell.text_content()).strip()
 
 
-def _rows(table_html: str) -> list:
+def _rows(table_html: str) -> list[HtmlElement]:
     """The <tr> elements of the first table in `table_html`, in order."""
     from lxml import html as lxml_html
 
     try:
         root = lxml_html.fromstring(table_html)
-    except Exception:  # noqa: BLE001 - unreadable HTML: the caller keeps the element's text
+    except Exception:  # unreadable HTML: the caller keeps the element's text
         return []
     return [row for row in root.iter("tr") if row.xpath("./td|./th")]
 

@@ -49,11 +49,12 @@ def use_huge_trees() -> None:
     html_parser = etree.HTMLParser(remove_comments=True, remove_pis=True, huge_tree=True)
     html_parser.set_element_class_lookup(html_parser_module.element_class_lookup)
     html_parser_module.html_parser = html_parser
-    html_partition_module.html_parser = html_parser
+    # The module's own name for the parser (imported there, not exported): replaced on purpose.
+    html_partition_module.html_parser = html_parser  # type: ignore[attr-defined]
     for module in (docx.oxml.parser, docx.opc.oxml, pptx.oxml):
         parser = etree.XMLParser(remove_blank_text=True, resolve_entities=False, huge_tree=True)
         parser.set_element_class_lookup(module.element_class_lookup)
-        module.oxml_parser = parser
+        module.oxml_parser = parser  # type: ignore[attr-defined]  # each module's private parser, replaced
     _installed = True
 
 
@@ -143,7 +144,7 @@ class _Flattener(HTMLParser):
         tag, emitted = self.stack.pop()
         self.out.append(f"</{tag}>" if emitted else ("\n" if tag in _BLOCK else ""))
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         raw = self.get_starttag_text() or f"<{tag}>"
         if tag in _VOID:
             self.out.append(raw)
@@ -156,10 +157,10 @@ class _Flattener(HTMLParser):
         self.deepest = max(self.deepest, len(self.stack))
         self.out.append(raw if emit else ("\n" if tag in _BLOCK else ""))
 
-    def handle_startendtag(self, tag, attrs):
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.out.append(self.get_starttag_text() or f"<{tag}/>")
 
-    def handle_endtag(self, tag):
+    def handle_endtag(self, tag: str) -> None:
         for position in range(len(self.stack) - 1, -1, -1):
             if self.stack[position][0] == tag:
                 while len(self.stack) > position:
@@ -167,19 +168,19 @@ class _Flattener(HTMLParser):
                 return
         # A stray end tag: dropped, as a browser would.
 
-    def handle_data(self, data):
+    def handle_data(self, data: str) -> None:
         self.out.append(data)
 
-    def handle_entityref(self, name):
+    def handle_entityref(self, name: str) -> None:
         self.out.append(f"&{name};")
 
-    def handle_charref(self, name):
+    def handle_charref(self, name: str) -> None:
         self.out.append(f"&#{name};")
 
-    def handle_decl(self, decl):
+    def handle_decl(self, decl: str) -> None:
         self.out.append(f"<!{decl}>")
 
-    def unknown_decl(self, data):
+    def unknown_decl(self, data: str) -> None:
         self.out.append(f"<![{data}]>")
 
 
