@@ -9,6 +9,7 @@ traceback.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -151,7 +152,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
                     async for response in inner_us(request, context):
                         yield response
                 finally:
-                    _current.reset(token)
+                    _reset(token)
 
             return grpc.unary_stream_rpc_method_handler(unary_stream, deserializer, serializer)
         if handler.stream_unary:
@@ -173,9 +174,17 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
                 async for response in inner_ss(_checked_stream(requests), context):
                     yield response
             finally:
-                _current.reset(token)
+                _reset(token)
 
         return grpc.stream_stream_rpc_method_handler(stream_stream, deserializer, serializer)
+
+
+def _reset(token: contextvars.Token[Principal]) -> None:
+    """Undo `_enter` at the end of a streaming answer. gRPC may close a stream's generator from
+    another task than the one that started it (a client that goes away), where the token is of a
+    different Context and reset() raises; that task's Context is discarded anyway."""
+    with contextlib.suppress(ValueError):
+        _current.reset(token)
 
 
 __all__ = ["AuthInterceptor"]
