@@ -161,8 +161,13 @@ class GenerationStore(StoreBase):
         on search's verdict (module docstring); it is fixed when the generation is created: a
         retrying call may repeat it or leave it out, not change it."""
         async with self.pool.connection() as conn, conn.transaction():
+            # FOR NO KEY UPDATE, not FOR UPDATE: it still serialises reindexes of the collection, but
+            # lets the foreign-key checks of a concurrent commit (FOR KEY SHARE on this row, for its
+            # chunks and events) through. FOR UPDATE made that commit wait here while it held the
+            # ACTIVE generation FOR SHARE, which this transaction locks next: a deadlock.
             row = await (
-                await conn.execute("SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR UPDATE", (tenant_id, name))
+                await conn.execute("SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR NO KEY UPDATE",
+                                   (tenant_id, name))
             ).fetchone()
             if row is None:
                 raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
