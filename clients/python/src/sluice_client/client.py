@@ -484,7 +484,7 @@ class Documents:
                 tracker.close()
         return [results[f] for f in files]
 
-    def sync_folder(self, collection: str, folder: str | os.PathLike[str], *, delete: bool = False,
+    def sync_folder(self, collection: str, folder: str | os.PathLike[str], *, delete: bool = False,  # noqa: C901 (one pass: plan, guard, upload, wait, delete; each step short)
                     allow_mass_delete: bool = False, max_delete_share: float = sync.DEFAULT_MAX_DELETE_SHARE,
                     concurrency: int = 4, include_hidden: bool = False, wait: bool = True, timeout: float | None = None,
                     on_plan: Callable[[sync.SyncPlan], None] | None = None,
