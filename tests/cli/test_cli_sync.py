@@ -129,7 +129,9 @@ def test_the_sdk_refuses_a_mass_deletion_with_the_counts(synced, stack):
             c.documents.sync_folder("docs", synced, delete=True)
         assert (refused.value.would_delete, refused.value.sources) == (6, 6)
         assert sorted(refused.value.source_uris) == sorted(FILES)
-        report = c.documents.sync_folder("docs", synced, delete=True, max_delete_share=1.0)
+        with pytest.raises(MassDeleteRefused):  # an empty folder always asks, whatever the share
+            c.documents.sync_folder("docs", synced, delete=True, max_delete_share=1.0)
+        report = c.documents.sync_folder("docs", synced, delete=True, allow_mass_delete=True)
     assert report.counts["deleted"] == 6 and report.ok
     assert set(live(stack)) == {"plain:plain.txt"}
 

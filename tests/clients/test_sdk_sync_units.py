@@ -45,14 +45,24 @@ def test_the_plan_compares_with_the_newest_live_version_and_ignores_plain_upload
 
 
 def test_the_guard_refuses_more_than_the_share_of_sources():
-    listed = [doc(f"f{i}", "h") for i in range(10)]
-    files = {f"f{i}": Path(f"f{i}") for i in range(8)}
-    two_gone = plan(files, dict.fromkeys(files, ("h", "")), listed)
-    check_mass_delete("docs", two_gone, 0.2)  # 2 of 10 is not more than 20 %
+    listed = [doc(f"f{i}", "h") for i in range(20)]
+    files = {f"f{i}": Path(f"f{i}") for i in range(16)}
+    four_gone = plan(files, dict.fromkeys(files, ("h", "")), listed)
+    check_mass_delete("docs", four_gone, 0.2)  # 4 of 20 is not more than 20 %
     with pytest.raises(MassDeleteRefused) as refused:
-        check_mass_delete("docs", two_gone, 0.1)
-    assert (refused.value.would_delete, refused.value.sources, refused.value.reason) == (2, 10, "MASS_DELETE_REFUSED")
+        check_mass_delete("docs", four_gone, 0.1)
+    assert (refused.value.would_delete, refused.value.sources, refused.value.reason) == (4, 20, "MASS_DELETE_REFUSED")
     assert "allow_mass_delete" in refused.value.message
+
+
+def test_a_few_deletions_pass_the_guard_but_never_all_of_the_sources():
+    listed = [doc(f"f{i}", "h") for i in range(3)]
+    one_gone = plan({"f0": Path("f0"), "f1": Path("f1")}, {"f0": ("h", ""), "f1": ("h", "")}, listed)
+    check_mass_delete("docs", one_gone, 0.2)  # 1 of 3 is 33 %, but no more than MASS_DELETE_FLOOR
+    everything_gone = plan({}, {}, listed)
+    with pytest.raises(MassDeleteRefused) as refused:
+        check_mass_delete("docs", everything_gone, 0.2)  # an empty (unmounted?) folder: never without asking
+    assert (refused.value.would_delete, refused.value.sources) == (3, 3)
 
 
 def test_an_empty_or_unreadable_file_is_a_failure_not_an_upload(tmp_path):

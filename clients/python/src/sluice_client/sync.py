@@ -25,6 +25,9 @@ from .errors import MassDeleteRefused, SluiceError
 from .types import Document
 
 DEFAULT_MAX_DELETE_SHARE = 0.2
+# So many deletions are never a mass deletion, whatever the share (unless they are every source):
+# in a small collection one removed file is already a large share.
+MASS_DELETE_FLOOR = 3
 
 
 @dataclass(frozen=True)
@@ -139,11 +142,13 @@ def plan(files: dict[str, Path], hashes: dict[str, tuple[str, str]], listed: Ite
 
 
 def check_mass_delete(collection: str, sync_plan: SyncPlan, max_delete_share: float) -> None:
-    """MassDeleteRefused when deleting the gone sources would remove more than `max_delete_share`
-    of the collection's sources: a folder that lost most of its files (an unmounted disk, the
-    wrong path) must not empty the collection without being asked to."""
+    """MassDeleteRefused when deleting the gone sources would remove every source of the
+    collection, or more than `max_delete_share` of them and more than MASS_DELETE_FLOOR: a folder
+    that lost most of its files (an unmounted disk, the wrong path) must not empty the collection
+    without being asked to, while removing a file or two from a small folder needs no flag."""
     would_delete, sources = len(sync_plan.gone), sync_plan.sources
-    if would_delete and would_delete > max_delete_share * sources:
+    everything = would_delete == sources
+    if would_delete and (everything or (would_delete > max_delete_share * sources and would_delete > MASS_DELETE_FLOOR)):
         raise MassDeleteRefused(
             f"refusing to delete {would_delete} of the {sources} sources of collection {collection} "
             f"({would_delete / sources:.0%}, more than the limit of {max_delete_share:.0%}): nothing was uploaded or "
@@ -151,5 +156,5 @@ def check_mass_delete(collection: str, sync_plan: SyncPlan, max_delete_share: fl
             would_delete=would_delete, sources=sources, max_delete_share=max_delete_share, source_uris=sync_plan.gone)
 
 
-__all__ = ["DEFAULT_MAX_DELETE_SHARE", "SyncFailure", "SyncPlan", "SyncReport", "SyncUpload", "check_mass_delete",
+__all__ = ["DEFAULT_MAX_DELETE_SHARE", "MASS_DELETE_FLOOR", "SyncFailure", "SyncPlan", "SyncReport", "SyncUpload", "check_mass_delete",
            "folder_files", "hash_file", "plan"]
