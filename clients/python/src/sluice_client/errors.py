@@ -222,8 +222,8 @@ def from_rpc_error(error: grpc.RpcError, *, service: str = "", address: str = ""
     if code is grpc.StatusCode.UNAVAILABLE and not reason:
         return _transport_error(details, tls=tls, **where)
     cls = _BY_CODE.get(code, SluiceError)
-    if cls is ResourceExhausted and retry_after is not None:
-        cls = RateLimited
+    if cls is ResourceExhausted and retry_after is not None and reason != "TOO_MANY_UPLOADS":
+        cls = RateLimited  # full upload slots are the server's, not this key's: no pacing (retry.py)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED and not reason:
         details = f"{service or 'the server'} at {address} did not answer in time" if address else "the call timed out"
     return cls(details.strip() or "no details given", reason=reason or (code.name if code else "UNKNOWN"),

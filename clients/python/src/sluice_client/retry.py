@@ -5,8 +5,11 @@
   back for that long, and from then on starts its calls no faster than 90 % of the limit the
   server reported (ErrorInfo `limit_per_second`), so a bulk job settles at the limit instead of
   being refused over and over.
-- UNAVAILABLE (the server restarts, its database is away, nothing listens yet) and
-  TOO_MANY_UPLOADS (the server's upload slots are full; nothing was stored): back off
+- TOO_MANY_UPLOADS (the server's upload slots are full; nothing was stored): wait the delay
+  its RetryInfo names (when a slot should be free), spread by up to 50 % so that the refused
+  uploads of a folder do not all come back at once, as long as the deadline allows; the rest
+  of the client is not held back. From a server that names no delay: as UNAVAILABLE.
+- UNAVAILABLE (the server restarts, its database is away, nothing listens yet): back off
   exponentially with jitter, up to `attempts` tries, within the deadline.
 - A TLS handshake failure is not retried: it does not heal by waiting.
 Everything else is raised at once. Retrying is safe: a refused or unanswered upload stored
@@ -46,6 +49,8 @@ class RetryPolicy:
         `attempt` counts the earlier failures that were not rate limits."""
         if isinstance(error, RateLimited) and error.retry_after is not None:
             wait = error.retry_after * random.uniform(1.0, 1.1)
+        elif error.reason == "TOO_MANY_UPLOADS" and error.retry_after is not None:
+            wait = error.retry_after * random.uniform(1.0, 1.5)
         elif isinstance(error, TLSError):
             return None
         elif isinstance(error, Unavailable) or error.reason == "TOO_MANY_UPLOADS":

@@ -19,11 +19,12 @@ import hashlib
 import logging
 import re
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from sluice_common.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted, SluiceError
+from sluice_common.errors import DeadlineExceeded, InvalidArgument, RateLimited, ResourceExhausted, SluiceError
 from sluice_common.reasons import Reason
 
 from . import metrics
@@ -38,6 +39,12 @@ THREAD_PIECE_BYTES = 1024 * 1024
 READ_PIECE_BYTES = 1024 * 1024
 
 T = TypeVar("T")
+
+# The wait a TOO_MANY_UPLOADS refusal names (its RetryInfo) stays within these bounds, seconds.
+MIN_UPLOAD_RETRY_SECONDS = 0.1
+MAX_UPLOAD_RETRY_SECONDS = 10.0
+# How much one finished upload moves the running mean of upload durations.
+DURATION_WEIGHT = 0.2
 
 
 @dataclass(frozen=True)
@@ -122,24 +129,38 @@ class UploadGate:
     RESOURCE_EXHAUSTED (TOO_MANY_UPLOADS) rather than queued, so a client can back off. An
     admitted stream that sends nothing for `idle_timeout_seconds` is ended with
     DEADLINE_EXCEEDED (UPLOAD_IDLE_TIMEOUT) and everything it held is released.
+
+    A refusal carries a RetryInfo whose delay is when a slot should be free: the running mean
+    of recent uploads' durations shared among the streams holding the slots (one of N uploads
+    of mean length D ends about every D/N seconds), never below MIN_UPLOAD_RETRY_SECONDS
+    (docs/clients.md, "Retries and deadlines").
     """
 
     def __init__(self, max_concurrent: int, idle_timeout_seconds: float) -> None:
         self.max_concurrent = max_concurrent
         self.idle_timeout_seconds = idle_timeout_seconds
         self.active = 0
+        self.mean_duration_seconds = 1.0  # until an upload has finished
+
+    def retry_after_seconds(self) -> float:
+        """The wait a refused client is told: about when the next slot frees."""
+        wait = self.mean_duration_seconds / max(1, self.active)
+        return min(MAX_UPLOAD_RETRY_SECONDS, max(MIN_UPLOAD_RETRY_SECONDS, wait))
 
     @contextlib.contextmanager
     def admit(self) -> Iterator[None]:
         if self.active >= self.max_concurrent:
             metrics.UPLOADS_REFUSED.labels(reason=Reason.TOO_MANY_UPLOADS).inc()
-            raise ResourceExhausted(
-                f"ingest-api is receiving {self.active} uploads already (the limit); try again shortly",
+            wait = self.retry_after_seconds()
+            raise RateLimited(
+                f"ingest-api is receiving {self.active} uploads already (the limit); try again in {wait:.1f} s",
+                retry_after=wait,
                 reason=Reason.TOO_MANY_UPLOADS,
                 limit=self.max_concurrent,
             )
         self.active += 1
         metrics.UPLOADS_ACTIVE.inc()
+        started = time.monotonic()
         try:
             yield
         except SluiceError as error:
@@ -153,6 +174,8 @@ class UploadGate:
         finally:
             self.active -= 1
             metrics.UPLOADS_ACTIVE.dec()
+            elapsed = time.monotonic() - started
+            self.mean_duration_seconds += DURATION_WEIGHT * (elapsed - self.mean_duration_seconds)
 
     async def paced(self, messages: AsyncIterator[T]) -> AsyncIterator[T]:
         """`messages`, ended with UPLOAD_IDLE_TIMEOUT when the next one takes too long."""
