@@ -1,7 +1,7 @@
 """Where a cycle's CPU goes as clients are added: in-process cycles/s at 1, 4, 16 and 32 clients
 with the CPU time per cycle of this Python process (client and server calls) and of every
 PostgreSQL process (backends, WAL writer, checkpointer), read from the kernel's counters. On a
-machine of N cores, cycles/s can never exceed N / (total ms per cycle) × 1000.
+machine of N cores, cycles/s can never exceed N / (total ms per cycle) x 1000.
 
     .venv/bin/python -m bench.cpu_split [clients ...] [--jobs 1500] [--pools 10 36]
 """
@@ -14,12 +14,12 @@ import os
 import time
 
 import psutil
-
 from sluice_common import gctune
-from bench.embedded import embedded_postgres, migrated_database
-from bench.ingest_bench import WARMUP_CYCLES, add_collection, inprocess_client, seed
 from sluice_ingest.main import IngestApp
 from sluice_ingest.settings import IngestSettings
+
+from bench.embedded import embedded_postgres, migrated_database
+from bench.ingest_bench import WARMUP_CYCLES, add_collection, inprocess_client, seed
 
 
 def postgres_cpu_seconds() -> float:

@@ -8,7 +8,7 @@ same VECTOR queries go through each client in turn (rotating which goes first); 
 is read (the JSON parsed). Two HTTP clients: the standard library's http.client on one kept-alive
 connection with TCP_NODELAY, sending each request in one write (what curl does), and httpx (a
 heavier pure-Python client). Prints p50 and p95 of each and the ratio to gRPC; the target is
-HTTP/JSON p50 ≤ 1.3× gRPC's (issue 19, docs/http.md#speed).
+HTTP/JSON p50 ≤ 1.3x gRPC's (issue 19, docs/http.md#speed).
 
     .venv/bin/python -m bench.gateway_bench [--chunks 20000] [--queries 400]
 """
@@ -33,7 +33,6 @@ import numpy as np
 import psycopg
 from sluice.v1 import search_service_pb2 as pb
 from sluice.v1 import search_service_pb2_grpc
-
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
 from sluice_ingest.tenants import bootstrap_keys
 
@@ -146,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     plain_p50, plain_p95 = percentiles(timings["plain"])
     httpx_p50, httpx_p95 = percentiles(timings["httpx"])
     print()
-    print(f"{args.chunks:,} chunks × {args.dimensions}, {args.queries} VECTOR queries (top_k=10), one at a time, "
+    print(f"{args.chunks:,} chunks × {args.dimensions}, {args.queries} VECTOR queries (top_k=10), one at a time, "  # noqa: RUF001 - a times sign
           "alternating; every hit's text read")
     header = f"{'client':<44} | {'p50':>8} | {'p95':>8} | {'p50 / gRPC':>10}"
     print(header)
@@ -154,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'gRPC (raw generated stub)':<44} | {grpc_p50:>6.2f}ms | {grpc_p95:>6.2f}ms | {1.0:>9.2f}x")
     print(f"{'HTTP/JSON via sluice-gateway (http.client)':<44} | {plain_p50:>6.2f}ms | {plain_p95:>6.2f}ms | {plain_p50 / grpc_p50:>9.2f}x")
     print(f"{'HTTP/JSON via sluice-gateway (httpx)':<44} | {httpx_p50:>6.2f}ms | {httpx_p95:>6.2f}ms | {httpx_p50 / grpc_p50:>9.2f}x")
-    print(f"target: HTTP/JSON p50 ≤ {TARGET}× gRPC's — {'met' if plain_p50 <= TARGET * grpc_p50 else 'NOT met'} (http.client)")
+    print(f"target: HTTP/JSON p50 ≤ {TARGET}× gRPC's — {'met' if plain_p50 <= TARGET * grpc_p50 else 'NOT met'} (http.client)")  # noqa: RUF001 - a times sign
 
 
 if __name__ == "__main__":

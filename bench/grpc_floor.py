@@ -3,7 +3,7 @@
 A server with only grpc's own health service answers Check calls from 16 concurrent clients in
 a process of their own (as ingest_bench's gRPC clients are); prints the CPU per call of the
 server process and of the client process, and calls/s. A Sluice cycle is 6 calls (ClaimJob,
-4 ReportStage, CompleteJob), so 6 × (server + client) is the least gRPC can add to a cycle's
+4 ReportStage, CompleteJob), so 6 x (server + client) is the least gRPC can add to a cycle's
 CPU on a machine where both run, before any of Sluice's own work.
 
     .venv/bin/python -m bench.grpc_floor [--calls 20000]
@@ -62,7 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=20000)
     args = parser.parse_args()
-    idle_server, idle_client, _ = asyncio.run(measure(CONCURRENCY))  # start-up only
+    _idle_server, idle_client, _ = asyncio.run(measure(CONCURRENCY))  # start-up only
     server, client, rate = asyncio.run(measure(args.calls))
     client -= idle_client * CONCURRENCY / args.calls
     print(f"\ngrpc-python unary calls (health Check), {CONCURRENCY} concurrent clients in another process")

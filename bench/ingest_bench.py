@@ -24,21 +24,22 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
-
-from sluice.v1 import collection_pb2, document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
-from sluice.v1 import document_service_pb2_grpc, job_service_pb2_grpc
+from sluice.v1 import collection_pb2, document_service_pb2_grpc, job_service_pb2_grpc
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import job_service_pb2 as js
 from sluice_common import gctune
 from sluice_common.channels import keyed_aio_channel
-from bench.embedded import embedded_postgres
 from sluice_common.embedded_pg import database_uri, ensure_database
-from sluice_ingest.tenants import bootstrap_keys
 from sluice_ingest.domain import DocumentStatus
 from sluice_ingest.main import IngestApp
 from sluice_ingest.migrations import upgrade
 from sluice_ingest.settings import IngestSettings
 from sluice_ingest.store import ChunkRow
+from sluice_ingest.tenants import bootstrap_keys
 
 from bench import pgqueuer_reference
+from bench.embedded import embedded_postgres
 from bench.unauthenticated import without_key_check
 
 DIMS = 384
@@ -274,7 +275,7 @@ def print_cycles(results: list[tuple[str, int, float, float, float]], reference:
         n = statistics.median(r[2] for r in results if r[0] == "grpc-noauth" and r[1] == clients)
         p = statistics.median(r[2] for r in results if r[0] == "in-process" and r[1] == clients)
         print(f"{clients:>7} | {g:>13.1f} | {p:>19.1f} | {g / p:>16.2f}x | {n:>12.1f} | {n / g:>21.3f}x")
-    print("target: auth cost ≤ 1.05× (time per cycle with authentication / without)")
+    print("target: auth cost ≤ 1.05× (time per cycle with authentication / without)")  # noqa: RUF001 - a times sign
     print("\nPython CPU per cycle, ms (median): where gRPC's time goes; PostgreSQL's is the same in both modes")
     print(f"{'clients':>7} | {'in-process (client+server)':>26} | {'gRPC server':>11} | {'gRPC clients':>12} | {'gRPC added':>10}")
     print("-" * 80)
@@ -326,7 +327,7 @@ def main() -> None:
     for queued in QUEUED:
         p50, p99 = latencies[queued]
         print(f"{queued:>8,} | {p50:>7.2f} | {p99:>7.2f} | {p99 / latencies[QUEUED[0]][1]:>17.2f}x")
-    print("target: p99 at 100,000 ≤ 1.2× p99 at 1,000")
+    print("target: p99 at 100,000 ≤ 1.2× p99 at 1,000")  # noqa: RUF001 - a times sign
     sys.stdout.flush()
 
 

@@ -42,12 +42,12 @@ import psycopg
 from pgvector.psycopg import register_vector
 from sluice.v1 import search_service_pb2 as pb
 from sluice.v1 import search_service_pb2_grpc
-
-from bench.search_bench import start_search
 from sluice_common import textsearch, vector_index
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
 from sluice_common.embedders import HashingEmbedder
 from sluice_ingest.tenants import bootstrap_keys
+
+from bench.search_bench import start_search
 
 TENANT_ID = 1
 DIMENSIONS = 384
@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> None:
               f" not READY, {len(queries)} queries (page summaries), top_k=10, one at a time"
               f"{', every core busy' if args.busy else ''}; load average {load_before:.1f} before,"
               f" {os.getloadavg()[0]:.1f} after")
-        header = f"{'mode':>8} | {'gRPC p50':>9} {'gRPC p99':>9} | {'p50 × VECTOR':>12} {'p99 × VECTOR':>12} | {'hits':>5}"
+        header = f"{'mode':>8} | {'gRPC p50':>9} {'gRPC p99':>9} | {'p50 × VECTOR':>12} {'p99 × VECTOR':>12} | {'hits':>5}"  # noqa: RUF001 - a times sign
         print(header)
         print("-" * len(header))
         vector_p50, vector_p99 = results["VECTOR"]["grpc"]
@@ -238,11 +238,21 @@ def run(args: argparse.Namespace) -> None:
             p50, p99 = r["grpc"]
             print(f"{mode:>8} | {p50:>7.2f}ms {p99:>7.2f}ms | {p50 / vector_p50:>11.2f}x {p99 / vector_p99:>11.2f}x |"
                   f" {r['hits']:>5.1f}")
-        print("target (issue 18): KEYWORD and HYBRID p50 ≤ 1.5× VECTOR p50 at 100,000 chunks")
+        print("target (issue 18): KEYWORD and HYBRID p50 ≤ 1.5× VECTOR p50 at 100,000 chunks")  # noqa: RUF001 - a times sign
     finally:
         server.stop()
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _load_against(path: str):
+    """Another version's keyword.py (`--against`), loaded as a module of its own."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("keyword_against", path)
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    return other
 
 
 async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args) -> None:
@@ -250,7 +260,6 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
     search's own role and session settings (no gRPC), and EXPLAIN (ANALYZE, BUFFERS) of the
     statements of the first `--explain` queries."""
     from psycopg import sql
-
     from sluice_search import keyword
     from sluice_search.repository import _HIT_COLUMNS, _SCORE
 
@@ -290,13 +299,7 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
         for q in queries[:3]:  # warm
             await keyword.search(conn, gid, textsearch.query_terms(q), args.limit, scope, _HIT_COLUMNS, sql.SQL(""), {},
                                  _SCORE, args.exact or None)
-        other = None
-        if args.against:
-            import importlib.util
-
-            spec = importlib.util.spec_from_file_location("keyword_against", args.against)
-            other = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(other)
+        other = _load_against(args.against) if args.against else None
         per_query, against, differ = [], [], 0
         for n, q in enumerate(queries):
             explain["on"] = n < args.explain

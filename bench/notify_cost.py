@@ -18,14 +18,14 @@ import asyncio
 import statistics
 
 import psycopg
-
-from bench.embedded import embedded_postgres
-from bench.ingest_bench import add_collection, inprocess_cycles_per_second
 from sluice_common.embedded_pg import database_uri, ensure_database
 from sluice_ingest.main import IngestApp
 from sluice_ingest.migrations import upgrade
 from sluice_ingest.notify import COLLECTIONS_CHANNEL
 from sluice_ingest.settings import IngestSettings
+
+from bench.embedded import embedded_postgres
+from bench.ingest_bench import add_collection, inprocess_cycles_per_second
 
 VARIANTS = ("nobody watching", "collection watched")
 

@@ -15,11 +15,11 @@ import io
 import pstats
 import time
 
-
-from bench.ingest_bench import add_collection, inprocess_client, seed
-from bench.embedded import embedded_postgres, migrated_database
 from sluice_ingest.main import IngestApp
 from sluice_ingest.settings import IngestSettings
+
+from bench.embedded import embedded_postgres, migrated_database
+from bench.ingest_bench import add_collection, inprocess_client, seed
 
 
 async def profile(url: str, jobs: int) -> None:

@@ -51,9 +51,9 @@ import grpc
 import numpy as np
 import psycopg
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from sluice.v1 import collection_pb2, document_service_pb2 as ds, document_service_pb2_grpc
-from sluice.v1 import search_service_pb2 as pb, search_service_pb2_grpc
-
+from sluice.v1 import collection_pb2, document_service_pb2_grpc, search_service_pb2_grpc
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import search_service_pb2 as pb
 from sluice_common.channels import keyed_channel
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
 from sluice_common.evaluation import Hit, Query, evaluate, score
@@ -429,7 +429,7 @@ def run_set(admin: str, evalset: EvalSet, args, logs: Path, cache_dir: Path | No
 
     search, address = start_search(reader_url, logs)
     try:
-        print(f"[{evalset.name}] {len(evalset.queries)} queries × {len(args.modes)} modes through Search …", flush=True)
+        print(f"[{evalset.name}] {len(evalset.queries)} queries × {len(args.modes)} modes through Search …", flush=True)  # noqa: RUF001 - a times sign
         sluice = run_modes(address, keys["client"], collection, evalset.queries, args.modes)
     finally:
         stop_processes([search])
@@ -483,7 +483,7 @@ def print_table(result: dict) -> None:
     for name, errors in result["errors"].items():
         print(f"{name}: {len(errors)} queries failed and count as misses: {', '.join(list(errors)[:5])}")
     if result["ratios"]:
-        print("MRR@10 ratios: " + ", ".join(f"{name} {value:.2f}×" for name, value in result["ratios"].items()))
+        print("MRR@10 ratios: " + ", ".join(f"{name} {value:.2f}×" for name, value in result["ratios"].items()))  # noqa: RUF001 - a times sign
     print("(bm25s and exact-ST latencies are in-process, without gRPC; the model's vectors vs those stored:"
           f" mean cosine {result['stored_vs_exact_cosine']:.4f} over {result['checked_chunks']} chunks)")
 

@@ -1,4 +1,4 @@
-"""Round trips and statements per job cycle, by call (claim, ReportStage ×4, CompleteJob),
+"""Round trips and statements per job cycle, by call (claim, ReportStage x4, CompleteJob),
 counted in psycopg's Python layer (noise-free, unlike cycles/s on a shared machine).
 
     .venv/bin/python -m bench.round_trips [--jobs 50]
@@ -13,13 +13,13 @@ import asyncio
 
 import numpy as np
 from psycopg import _connection_base, _pipeline_base, cursor_async
-
-from bench.ingest_bench import DIMS, add_collection, seed
-from bench.embedded import embedded_postgres, migrated_database
+from sluice_ingest.domain import DocumentStatus
 from sluice_ingest.main import IngestApp
 from sluice_ingest.settings import IngestSettings
-from sluice_ingest.domain import DocumentStatus
 from sluice_ingest.store import ChunkRow
+
+from bench.embedded import embedded_postgres, migrated_database
+from bench.ingest_bench import DIMS, add_collection, seed
 
 COUNTS = {"round_trips": 0, "statements": 0, "commands": 0}
 _Pipeline = _pipeline_base.BasePipeline
@@ -98,7 +98,7 @@ async def run(url: str, jobs: int) -> None:
         per_cycle = len(counted) / jobs
         for k in COUNTS:
             total[k] += mean[k] * per_cycle
-        print(f"{name:>12} ×{per_cycle:.0f}: round trips {mean['round_trips']:.1f}, statements {mean['statements']:.1f},"
+        print(f"{name:>12} ×{per_cycle:.0f}: round trips {mean['round_trips']:.1f}, statements {mean['statements']:.1f},"  # noqa: RUF001 - a times sign
               f" BEGIN/COMMIT/SET {mean['commands']:.1f}")
     print(f"{'per cycle':>15}: round trips {total['round_trips']:.1f}, statements {total['statements']:.1f},"
           f" BEGIN/COMMIT/SET {total['commands']:.1f}")

@@ -5,7 +5,7 @@ search_bench loads it: documents of 100 chunks, an HNSW index); in this process 
 `SearchServiceStub` with the key as call metadata (what a hand-written client does) and a
 `sluice_client.Client`, each asking the same VECTOR queries in turn (alternating which goes
 first) and reading every hit's text (the SDK makes its typed hits when they are read). Prints
-p50 and p95 of each and the ratio; the target is SDK p50 ≤ 1.1× the raw stub's.
+p50 and p95 of each and the ratio; the target is SDK p50 ≤ 1.1x the raw stub's.
 
     .venv/bin/python -m bench.sdk_bench [--chunks 20000] [--queries 400]
 """
@@ -24,7 +24,6 @@ import psycopg
 from sluice.v1 import search_service_pb2 as pb
 from sluice.v1 import search_service_pb2_grpc
 from sluice_client import Client
-
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
 from sluice_ingest.tenants import bootstrap_keys
 
@@ -99,14 +98,14 @@ def main(argv: list[str] | None = None) -> None:
     raw_p50, raw_p95 = percentiles(timings["raw"])
     sdk_p50, sdk_p95 = percentiles(timings["sdk"])
     print()
-    print(f"{args.chunks:,} chunks × {args.dimensions}, {args.queries} VECTOR queries (top_k=10), one at a time, "
+    print(f"{args.chunks:,} chunks × {args.dimensions}, {args.queries} VECTOR queries (top_k=10), one at a time, "  # noqa: RUF001 - a times sign
           "alternating; every hit's text read")
     header = f"{'client':<28} | {'p50':>8} | {'p95':>8} | {'p50 / raw stub':>14}"
     print(header)
     print("-" * len(header))
     print(f"{'raw generated stub':<28} | {raw_p50:>6.2f}ms | {raw_p95:>6.2f}ms | {1.0:>13.2f}x")
     print(f"{'sluice_client.Client.search':<28} | {sdk_p50:>6.2f}ms | {sdk_p95:>6.2f}ms | {sdk_p50 / raw_p50:>13.2f}x")
-    print(f"target: SDK p50 ≤ {TARGET}× the raw stub's — {'met' if sdk_p50 <= TARGET * raw_p50 else 'NOT met'}")
+    print(f"target: SDK p50 ≤ {TARGET}× the raw stub's — {'met' if sdk_p50 <= TARGET * raw_p50 else 'NOT met'}")  # noqa: RUF001 - a times sign
 
 
 if __name__ == "__main__":

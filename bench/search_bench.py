@@ -19,7 +19,7 @@ row-level security. Their ratios are the cost of authentication and of tenant sc
 Filters, in the same run (`--filter-selectivity`, 0.01 by default): every document carries
 metadata {"group": "rare" | "common", "n": <a permutation of 0..documents-1>}; "rare" marks that
 fraction of the READY documents. The same queries run unfiltered, with `where` group EQ "rare"
-(served by the GIN index on documents.metadata) and with the range n LT <fraction × documents>
+(served by the GIN index on documents.metadata) and with the range n LT <fraction x documents>
 (served by no index), through search as shipped (a selective filter is answered exactly from
 its documents' chunks) and through a second search process that always walks the HNSW graph
 (SLUICE_SEARCH_EXACT_FILTER_MAX_CHUNKS=0); beside them the raw SQL of both plans, and recall@10
@@ -40,6 +40,7 @@ the budget runs out). It measures what the budget guarantees, not a model's qual
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -58,7 +59,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pgvector.psycopg import register_vector
 from sluice.v1 import search_service_pb2 as pb
 from sluice.v1 import search_service_pb2_grpc
-
 from sluice_common import vector_index
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
 from sluice_ingest.tenants import bootstrap_keys
@@ -79,7 +79,7 @@ def make_vectors(n: int, dimensions: int, kind: str, rng: np.random.Generator, b
 
 def document_metadata(documents: int, ready: np.ndarray, selectivity: float, rng: np.random.Generator) -> list[dict]:
     """{"group": "rare" | "common", "n": …} per document: `selectivity` of the READY ones are rare;
-    n is a permutation, so "n < selectivity × documents" selects that fraction of all documents."""
+    n is a permutation, so "n < selectivity x documents" selects that fraction of all documents."""
     ready_documents = np.flatnonzero(ready)
     rare = set(rng.choice(ready_documents, max(1, round(selectivity * documents)), replace=False).tolist()) if selectivity else set()
     order = rng.permutation(documents)
@@ -124,7 +124,7 @@ def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generat
             copy.set_types(["uuid", "int8", "int8", "int8", "int4", "text", "vector"])
             for row in range(n):
                 copy.write_row((ids[row // DOC_CHUNKS], TENANT_ID, cid, gid, row % DOC_CHUNKS, f"chunk {row}", vectors[row]))
-        print(f"loaded {n:,} chunks × {dimensions} in {time.perf_counter() - started:.1f} s", flush=True)
+        print(f"loaded {n:,} chunks × {dimensions} in {time.perf_counter() - started:.1f} s", flush=True)  # noqa: RUF001 - a times sign
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute("SET max_parallel_maintenance_workers = 2")
         started = time.perf_counter()
@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> None:
         for ef in args.ef_search:
             results.append(measure(url, reader_url, key, cid, gid, queries, truth, ef, args))
         print()
-        print(f"{args.chunks:,} chunks × {args.dimensions} ({args.data}), {args.not_ready:.0%} of documents not READY,"
+        print(f"{args.chunks:,} chunks × {args.dimensions} ({args.data}), {args.not_ready:.0%} of documents not READY,"  # noqa: RUF001 - a times sign
               f" {args.queries} queries, top_k=10, one at a time")
         header = f"{'ef_search':>9} | {'gRPC p50':>9} {'gRPC p95':>9} | {'SQL p50':>8} {'SQL p95':>8} | {'gRPC/SQL p50':>12} | {'recall@10':>9} | {'full top_k':>10}"
         print(header)
@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> None:
         for r in results:
             print(f"{r['ef']:>9} | {r['grpc'][0]:>7.2f}ms {r['grpc'][1]:>7.2f}ms | {r['sql'][0]:>6.2f}ms {r['sql'][1]:>6.2f}ms |"
                   f" {r['grpc'][0] / r['sql'][0]:>11.2f}x | {r['recall']:>9.3f} | {r['full']:>9.1%}")
-        print("targets: gRPC p50 ≤ 1.5× SQL p50, recall@10 ≥ 0.95, gRPC p50 ≤ 5 ms")
+        print("targets: gRPC p50 ≤ 1.5× SQL p50, recall@10 ≥ 0.95, gRPC p50 ≤ 5 ms")  # noqa: RUF001 - a times sign
         print()
         print("access control: the same queries, alternating between the two servers; SQL bare vs under row-level security")
         header = (f"{'ef_search':>9} | {'gRPC p50 auth':>13} {'no auth':>8} {'auth cost':>9} |"
@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> None:
         for r in results:
             print(f"{r['ef']:>9} | {r['grpc'][0]:>11.2f}ms {r['noauth'][0]:>6.2f}ms {r['grpc'][0] / r['noauth'][0]:>8.3f}x |"
                   f" {r['sql_tenant'][0]:>12.2f}ms {r['sql'][0]:>5.2f}ms {r['sql_tenant'][0] / r['sql'][0]:>11.3f}x")
-        print("target: auth cost ≤ 1.05× (gRPC p50 with authentication / without)")
+        print("target: auth cost ≤ 1.05× (gRPC p50 with authentication / without)")  # noqa: RUF001 - a times sign
         if args.filter_selectivity:
             print()
             report_filters(measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows, metadata, args), args)
@@ -429,7 +429,7 @@ class RerankServer:
             def log_message(self, *args) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
                 if outer.delay:
                     time.sleep(outer.delay)
@@ -438,10 +438,8 @@ class RerankServer:
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                try:
+                with contextlib.suppress(OSError):  # a client whose budget ran out
                     self.wfile.write(data)
-                except OSError:
-                    pass  # a client whose budget ran out
 
         class Server(http.server.ThreadingHTTPServer):
             daemon_threads = True

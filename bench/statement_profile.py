@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 import psycopg
-
-from bench.ingest_bench import WARMUP_CYCLES, add_collection, inprocess_client, seed
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
 from sluice_ingest.main import IngestApp
 from sluice_ingest.migrations import upgrade
 from sluice_ingest.settings import IngestSettings
+
+from bench.ingest_bench import WARMUP_CYCLES, add_collection, inprocess_client, seed
 
 TOP = """
     SELECT toplevel, calls, total_exec_time, rows, query

@@ -15,11 +15,11 @@ import threading
 import time
 
 import psycopg
-
-from bench.notify_cost import cycles_per_second, prepare
-from bench.embedded import embedded_postgres
 from sluice_common.embedded_pg import database_uri, ensure_database
 from sluice_ingest.migrations import upgrade
+
+from bench.embedded import embedded_postgres
+from bench.notify_cost import cycles_per_second, prepare
 
 SAMPLE = """
     SELECT a.state, coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU')

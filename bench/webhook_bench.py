@@ -37,14 +37,17 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from sluice.v1 import collection_pb2, document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
-from sluice.v1 import document_service_pb2_grpc, job_service_pb2_grpc, webhook_service_pb2 as wh
-from sluice.v1 import webhook_service_pb2_grpc
+from sluice.v1 import collection_pb2, document_service_pb2_grpc, job_service_pb2_grpc, webhook_service_pb2_grpc
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import job_service_pb2 as js
+from sluice.v1 import webhook_service_pb2 as wh
 from sluice_common.channels import key_for_role, keyed_aio_channel
-from bench.embedded import embedded_postgres, migrated_database
 from sluice_ingest.main import IngestApp
 from sluice_ingest.settings import IngestSettings
 from sluice_ingest.tenants import bootstrap_keys
+
+from bench.embedded import embedded_postgres, migrated_database
 
 STAGES = [D.DOCUMENT_STATUS_PARSING, D.DOCUMENT_STATUS_CHUNKING, D.DOCUMENT_STATUS_EMBEDDING, D.DOCUMENT_STATUS_INDEXING]
 CLIENTS = 4
@@ -61,7 +64,7 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
                 with lock:
                     receipts.append((time.time(), json.loads(body)["timestamp"]))
@@ -201,8 +204,8 @@ def webhooks_process(s: IngestSettings):
     import subprocess
     import sys
 
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
     import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -336,7 +339,7 @@ def main() -> None:
         with_hooks, alone = asyncio.run(live(url, keys, n, 4, False, "live", d))
         with_dead, beside_dead = asyncio.run(live(url, keys, n, 1, True, "dead", d))
     print(f"\ndispatcher: {'sluice-webhooks (own process)' if d == 'process' else 'inside ingest-api'}")
-    print(f"\nwebhook backlog drain ({n} documents × 7 events, receivers answering 200 at once)")
+    print(f"\nwebhook backlog drain ({n} documents × 7 events, receivers answering 200 at once)")  # noqa: RUF001 - a times sign
     for subs, (count, rate) in zip((1, 4), drains):
         print(f"  {subs} subscription(s): {count} deliveries, {rate:.0f} deliveries/s")
     print(f"\nlive: {n} documents ingested by {CLIENTS} clients, `document.ready` subscriptions")

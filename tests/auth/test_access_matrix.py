@@ -1,4 +1,4 @@
-"""The access matrix: every RPC of every service × every kind of caller, from one table.
+"""The access matrix: every RPC of every service x every kind of caller, from one table.
 
 The expectations are written here, independently of sluice_common.auth.METHOD_ROLES, so a
 change to the server's table that lets a role through where it should not fails this test.
@@ -8,12 +8,11 @@ but the answer is never UNAUTHENTICATED or PERMISSION_DENIED.
 
 from __future__ import annotations
 
+import auth_keys
 import grpc
 import pytest
 from google.protobuf import symbol_database
 from sluice.v1 import admin_service_pb2, document_service_pb2, job_service_pb2, search_service_pb2, webhook_service_pb2
-
-import auth_keys
 from sluice_common.auth import METHOD_ROLES
 from sluice_common.channels import keyed_channel
 from sluice_common.errors import reason_of
@@ -122,8 +121,9 @@ def matrix_servers(ingest_api, tenant_b, search_server_address):
         "admin": auth_keys.KEYS["admin"],
     }
     revoked = create_key(ingest_api.address, "default", "client")
-    from .conftest import admin_stub
     from sluice.v1 import admin_service_pb2 as admin_pb2
+
+    from .conftest import admin_stub
 
     admin_stub(ingest_api.address).RevokeApiKey(admin_pb2.RevokeApiKeyRequest(id=revoked))
     return ingest_api.address, search_server_address, keys, revoked
@@ -159,7 +159,7 @@ def test_access_matrix(matrix_servers):
     for channel in channels.values():
         channel.close()
     assert not wrong, "\n".join(wrong)
-    assert len(outcomes) == len(EXPECTED_ROLES) * len(PRINCIPALS)  # 26 RPCs × 9 principals
+    assert len(outcomes) == len(EXPECTED_ROLES) * len(PRINCIPALS)  # 26 RPCs x 9 principals
 
 
 def test_health_stays_open_and_reflection_can_be_turned_off(ingest_api_factory):
@@ -204,9 +204,7 @@ def test_invalid_utf8_in_a_string_field_is_invalid_argument_not_internal(ingest_
 
 
 def test_a_nul_in_any_name_is_invalid_argument_not_internal(ingest_api, search_server_address):
-    from sluice.v1 import search_service_pb2, search_service_pb2_grpc
-
-    from sluice.v1 import document_service_pb2_grpc
+    from sluice.v1 import document_service_pb2_grpc, search_service_pb2, search_service_pb2_grpc
 
     stub = document_service_pb2_grpc.DocumentServiceStub(keyed_channel(ingest_api.address, auth_keys.KEYS["client"]))
     search = search_service_pb2_grpc.SearchServiceStub(keyed_channel(search_server_address, auth_keys.KEYS["client"]))

@@ -11,18 +11,17 @@ import base64
 import json
 import uuid
 
+import auth_keys
 import grpc
 import psycopg
 import pytest
-from sluice.v1 import document_pb2, document_service_pb2 as ds, document_service_pb2_grpc
-from sluice.v1 import job_service_pb2 as js, job_service_pb2_grpc
-from sluice.v1 import search_service_pb2 as ss, search_service_pb2_grpc
-
-import auth_keys
+from ingest.helpers import Clients, vector_for
+from sluice.v1 import document_pb2, document_service_pb2_grpc, job_service_pb2_grpc, search_service_pb2_grpc
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import job_service_pb2 as js
+from sluice.v1 import search_service_pb2 as ss
 from sluice_common.channels import keyed_channel
 from sluice_common.errors import reason_of
-
-from ingest.helpers import Clients, vector_for
 
 SECRET = b"B's confidential quarterly numbers: 42 sluice gates"
 
@@ -111,7 +110,7 @@ def test_a_cannot_get_list_watch_retry_reprocess_or_delete_bs_things(two_tenants
 
 
 def test_a_forged_page_token_does_not_page_into_b(two_tenants):
-    a, b, a_doc, b_doc = two_tenants
+    a, b, a_doc, _b_doc = two_tenants
     for n in range(3):
         b.upload("secret", f"more of B {n}".encode(), filename=f"b{n}.txt")
     # A token for "every collection" whose cursor points just after B's newest document.
@@ -126,7 +125,7 @@ def test_a_forged_page_token_does_not_page_into_b(two_tenants):
 
 
 def test_dedup_and_request_id_do_not_reveal_bs_files(two_tenants):
-    a, b, a_doc, b_doc = two_tenants
+    a, _b, _a_doc, b_doc = two_tenants
     # The same bytes, with B's request_id, in A's collection: a new document of A's own.
     mine = a.upload("mine", SECRET, filename="numbers.txt", request_id="req-1")
     assert mine.id != b_doc.id
@@ -137,7 +136,7 @@ def test_dedup_and_request_id_do_not_reveal_bs_files(two_tenants):
 
 
 def test_snapshots_are_reused_within_a_tenant_only(two_tenants, database_url):
-    a, b, a_doc, b_doc = two_tenants
+    a, b, _a_doc, _b_doc = two_tenants
     worker = job_service_pb2_grpc.JobServiceStub(keyed_channel(a.address, auth_keys.KEYS["worker"]))
     # B saves a snapshot for its file; A uploads the same bytes: A's job finds no snapshot.
     b.upload("secret", b"snapshot bytes", filename="s.txt")
@@ -159,7 +158,7 @@ def test_snapshots_are_reused_within_a_tenant_only(two_tenants, database_url):
 
 
 def test_search_never_crosses_tenants(two_tenants, search_server_address, tenant_b):
-    a, b, a_doc, b_doc = two_tenants
+    _a, _b, _a_doc, b_doc = two_tenants
     search_a = search_service_pb2_grpc.SearchServiceStub(keyed_channel(search_server_address, auth_keys.KEYS["client"]))
     search_b = search_service_pb2_grpc.SearchServiceStub(keyed_channel(search_server_address, tenant_b.keys["reader"]))
     request = ss.SearchRequest(collection="secret", query="confidential quarterly numbers", top_k=5,
@@ -180,7 +179,7 @@ def test_search_never_crosses_tenants(two_tenants, search_server_address, tenant
 
 
 def test_row_level_security_holds_searchs_role_even_without_a_tenant_condition(two_tenants, database_url):
-    a, b, a_doc, b_doc = two_tenants
+    _a, _b, a_doc, _b_doc = two_tenants
     with psycopg.connect(auth_keys.search_url(database_url), autocommit=True) as conn:
         (tenant_a,) = conn.execute("SELECT id FROM tenants WHERE name = 'default'").fetchone()
         # No tenant set: nothing at all.
@@ -198,16 +197,15 @@ def test_row_level_security_holds_searchs_role_even_without_a_tenant_condition(t
         for statement in ("SET row_security = off; SELECT count(*) FROM chunks",
                           "DELETE FROM chunks", "SELECT count(*) FROM document_contents",
                           "SELECT count(*) FROM ingestion_jobs"):
-            with pytest.raises(psycopg.Error):
-                with conn.transaction():
-                    conn.execute("SELECT set_config('sluice.tenant_id', %s, true)", (str(tenant_a),))
-                    for part in statement.split("; "):
-                        rows = conn.execute(part).fetchall()
-                        assert not rows or rows[0][0] == 0
+            with pytest.raises(psycopg.Error), conn.transaction():
+                conn.execute("SELECT set_config('sluice.tenant_id', %s, true)", (str(tenant_a),))
+                for part in statement.split("; "):
+                    rows = conn.execute(part).fetchall()
+                    assert not rows or rows[0][0] == 0
 
 
 def test_index_poisoning_is_impossible_without_a_worker_key(two_tenants, ingest_api):
-    a, b, a_doc, b_doc = two_tenants
+    a, _b, _a_doc, _b_doc = two_tenants
     a.upload("mine", b"a document waiting for a worker", filename="w.txt")
     for key in (auth_keys.KEYS["client"], auth_keys.KEYS["reader"], auth_keys.KEYS["admin"]):
         jobs = job_service_pb2_grpc.JobServiceStub(keyed_channel(ingest_api.address, key))

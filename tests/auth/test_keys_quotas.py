@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
+import auth_keys
 import grpc
 import psycopg
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-from sluice.v1 import admin_service_pb2 as admin_pb2, document_service_pb2 as ds, document_service_pb2_grpc
-from sluice.v1 import search_service_pb2 as ss, search_service_pb2_grpc
-
-import auth_keys
+from ingest.helpers import Clients
+from sluice.v1 import admin_service_pb2 as admin_pb2
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import document_service_pb2_grpc, search_service_pb2_grpc
+from sluice.v1 import search_service_pb2 as ss
 from sluice_common.auth import RateLimiter, describe_wait, parse_key
 from sluice_common.channels import keyed_channel
 from sluice_common.errors import reason_of
-
-from ingest.helpers import Clients
 
 from .conftest import admin_stub, create_key, create_tenant
 
@@ -142,7 +143,7 @@ def test_calls_refused_together_are_told_different_waits_one_token_apart():
     now[0] += 0.0099  # 0.99 of a token: the next one is 0.1 ms away
     waits = [limiter.take("k") for _ in range(5)]
     assert waits[0] == pytest.approx(0.01)  # at least one token interval (10 ms), not 0.1 ms
-    assert all(b - a == pytest.approx(0.01) for a, b in zip(waits, waits[1:], strict=False))
+    assert all(b - a == pytest.approx(0.01) for a, b in itertools.pairwise(waits))
     # Coming back when told, each gets a token in turn.
     now[0] += waits[0]
     assert limiter.take("k") == 0

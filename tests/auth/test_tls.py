@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import auth_keys
 import grpc
 import pytest
-from sluice.v1 import document_service_pb2 as ds, document_service_pb2_grpc
-
-import auth_keys
 from certificates import issue, make_ca
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import document_service_pb2_grpc
 from sluice_common.channels import keyed_channel
 from sluice_common.tls import ClientTLS, ServerTLS, check_plaintext_allowed
 from sluice_worker.jobs_client import JobClient
@@ -58,7 +58,7 @@ async def test_mutual_tls_refuses_a_worker_without_a_client_certificate(ingest_a
         try:
             await client.claim_job("tls-worker", 0)
             outcomes[name] = "ok"
-        except Exception as error:  # noqa: BLE001 - the outcome is what is compared
+        except Exception as error:  # the outcome is what is compared
             outcomes[name] = type(error).__name__
         finally:
             await client.close()

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import uuid
 
+import auth_keys
 import grpc
 import pytest
-from sluice.v1 import webhook_service_pb2 as wh, webhook_service_pb2_grpc
-
-import auth_keys
+from ingest.helpers import Clients
+from sluice.v1 import webhook_service_pb2 as wh
+from sluice.v1 import webhook_service_pb2_grpc
 from sluice_common.channels import keyed_channel
 from sluice_common.errors import reason_of
-
-from ingest.helpers import Clients
 
 # A public address given literally (no DNS); nothing is delivered: no event follows the creation.
 PUBLIC_URL = "https://93.184.215.14/hooks/sluice"

@@ -21,14 +21,13 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import auth_keys
 import grpc
 import pytest
-from sluice.v1 import document_pb2, job_service_pb2 as js, job_service_pb2_grpc
-
-from sluice_common.embedders import get_embedder
-
-import auth_keys
 from search_server import RunningSearch
+from sluice.v1 import document_pb2, job_service_pb2_grpc
+from sluice.v1 import job_service_pb2 as js
+from sluice_common.embedders import get_embedder
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -115,7 +114,7 @@ class ScriptedWorker:
                     if not self._stopping.is_set():
                         self.errors.append(f"{error.code().name}: {error.details()}")
                         time.sleep(0.05)
-                except Exception:  # noqa: BLE001 - reported by the fixture, never lost
+                except Exception:  # reported by the fixture, never lost
                     self.errors.append(traceback.format_exc())
 
     def _stage(self, job: js.Job, stage: int, done: int = 0, total: int = 0, unit: str = "") -> None:

@@ -15,7 +15,6 @@ import subprocess
 import threading
 
 import psycopg
-
 from sluice_cli.files import request_id
 
 from .conftest import CORRUPT_CODE, WORKER_ID, run_sluice_process

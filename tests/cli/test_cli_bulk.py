@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 
+import auth_keys
 import psycopg
 from prometheus_client import REGISTRY
-
-import auth_keys
 from sluice_client import Client
 
 from .conftest import ScriptedWorker, run_sluice_process

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from sluice_common.evaluation import Hit, load_queries, score, summarize
 
 from .test_cli import create, one_error_line, upload

@@ -7,7 +7,6 @@ import datetime as dt
 import json
 
 import pytest
-
 from sluice_cli import typed
 from sluice_client.protos import search_service_pb2
 

@@ -13,16 +13,14 @@ import subprocess
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import auth_keys
 import pytest
+from helpers import free_port, wait_for, wait_for_async
 from mcp import Client as McpClient
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from sluice_client import Client
-
 from sluice_cli.mcp import build_server
-
-import auth_keys
-from helpers import free_port, wait_for, wait_for_async
+from sluice_client import Client
 
 from .conftest import VENV_BIN
 
@@ -177,7 +175,7 @@ async def test_upload_tools_listed_with_a_reader_key_say_why_they_are_refused(st
 def http_server(stack, tmp_path):
     """`sluice mcp --transport http` on a free port, with the client key; yields its URL."""
     port = free_port()
-    log = open(tmp_path / "mcp-http.log", "w")
+    log = open(tmp_path / "mcp-http.log", "w")  # noqa: SIM115 - the subprocess writes to it until the test ends
     process = subprocess.Popen([str(VENV_BIN / "sluice"), "mcp", "--transport", "http", "--port", str(port), *stack.args],
                                env={**os.environ, **mcp_env("client")}, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/mcp"

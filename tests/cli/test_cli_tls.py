@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from certificates import issue, make_ca
 
 from .conftest import run_sluice_process
@@ -15,7 +14,7 @@ from .conftest import run_sluice_process
 @pytest.fixture
 def pki(tmp_path):
     ca_key, ca_cert, ca_file = make_ca(tmp_path, "sluice-ca")
-    other_key, other_cert, other_ca_file = make_ca(tmp_path, "other-ca")
+    _other_key, _other_cert, other_ca_file = make_ca(tmp_path, "other-ca")
     return {"ca": ca_file, "other_ca": other_ca_file, "server": issue(tmp_path, "ingest-api", ca_key, ca_cert, server=True),
             "client": issue(tmp_path, "cli", ca_key, ca_cert, server=False)}
 

@@ -14,7 +14,6 @@ import sys
 import threading
 
 import pytest
-
 from ingest.helpers import Clients
 
 

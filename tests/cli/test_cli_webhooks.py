@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from ingest.webhook_receiver import Receiver, wait_for
 
 

@@ -24,10 +24,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+import helpers
 import psutil
 import pytest
-
-import helpers
 from dev_stack import ROOT, DevStack
 
 from .conftest import run_sluice_process
@@ -360,7 +359,7 @@ def test_ctrl_c_stops_everything_and_leaves_no_process(stack, tmp_path):
     code = stack.stop(signal.SIGINT)
     assert code == 0, stack.output
     assert "stopped." in stack.output
-    gone, alive = psutil.wait_procs(processes, timeout=10)
+    _gone, alive = psutil.wait_procs(processes, timeout=10)
     assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
     assert not (stack.home / "pg" / "postmaster.pid").exists()
     # PostgreSQL was restarted underneath sluice-dev (test above): none runs on its data now.

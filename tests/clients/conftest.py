@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-
 import auth_keys
+import pytest
 from cli.conftest import ScriptedWorker
 from search_server import RunningSearch
 

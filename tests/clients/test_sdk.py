@@ -6,10 +6,9 @@ from __future__ import annotations
 import io
 import threading
 
+import auth_keys
 import psycopg
 import pytest
-
-import auth_keys
 from helpers import free_port
 from sluice_client import (
     Client,
@@ -109,9 +108,8 @@ def test_errors_carry_code_reason_and_metadata(client, services):
     assert "nope" in error.message and error.service == "ingest-api" and error.address == services.ingest
     with pytest.raises(NotFound):
         client.documents.get("00000000-0000-0000-0000-000000000000")
-    with Client(f"127.0.0.1:{free_port()}", api_key="x", timeout=5) as nowhere:
-        with pytest.raises(ConnectionFailed) as down:
-            nowhere.collections.list().__next__()
+    with Client(f"127.0.0.1:{free_port()}", api_key="x", timeout=5) as nowhere, pytest.raises(ConnectionFailed) as down:
+        nowhere.collections.list().__next__()
     assert "cannot reach ingest-api" in str(down.value) and down.value.code == grpc.StatusCode.UNAVAILABLE
 
 

@@ -3,9 +3,8 @@ the same typed results, errors and retries."""
 
 from __future__ import annotations
 
-import pytest
-
 import auth_keys
+import pytest
 from sluice_client import AsyncClient, DocumentStatus, NotFound, RateLimited, WaitTimeout
 
 
@@ -71,7 +70,6 @@ async def test_a_source_that_changes_while_sent_stores_nothing_in_asyncio(aclien
     import io
 
     import psycopg
-
     from sluice_client import UploadSourceError
 
     await aclient.collections.create("docs", embedder="hashing")

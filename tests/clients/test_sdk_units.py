@@ -8,7 +8,6 @@ import io
 
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
-
 from sluice_client import _core, uploads
 from sluice_client.errors import NotFound, RateLimited, TLSError, Unavailable
 from sluice_client.protos import document_pb2

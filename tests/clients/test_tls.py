@@ -3,9 +3,8 @@ failed (certificates made here, as in tests/auth/test_tls.py)."""
 
 from __future__ import annotations
 
-import pytest
-
 import auth_keys
+import pytest
 from certificates import issue, make_ca
 from sluice_client import Client, TLSError
 

@@ -117,7 +117,7 @@ def test_postgres_is_a_pgvector_image_with_a_volume_and_health_check():
     assert any(v.endswith(":/var/lib/postgresql/data") for v in pg["volumes"])
     assert "pg_isready" in " ".join(pg["healthcheck"]["test"])
     assert "pgdata" in COMPOSE["volumes"]
-    init = [v for v in pg["volumes"] if "docker-entrypoint-initdb.d" in v][0]
+    init = next(v for v in pg["volumes"] if "docker-entrypoint-initdb.d" in v)
     assert (ROOT / init.split(":")[0]).is_dir()
 
 

@@ -17,12 +17,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from sluice.v1 import collection_pb2, document_pb2, document_service_pb2 as ds, document_service_pb2_grpc
-
 from certificates import make_pki
 from dev_stack import DevStack
 from helpers import wait_for
+from sluice.v1 import collection_pb2, document_pb2, document_service_pb2_grpc
+from sluice.v1 import document_service_pb2 as ds
 from sluice_common.channels import keyed_channel
 from sluice_common.health_probe import check_grpc
 from sluice_common.tls import ClientTLS

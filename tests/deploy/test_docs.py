@@ -4,6 +4,7 @@ README's header and links hold, and its Python example is valid code."""
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 import subprocess
 import sys
@@ -98,7 +99,7 @@ def test_every_move_the_docs_name_is_an_edge_of_its_transition_table():
             if len(machines) > 1:  # only states the document and the job share: the paragraph says which
                 said = [name for name in machines if re.search(rf"\b{name}s?\b", paragraph, re.I)]
                 machines = said if len(said) == 1 else machines
-            for source_step, target_step in zip(steps, steps[1:]):
+            for source_step, target_step in itertools.pairwise(steps):
                 for source in source_step:
                     for target in target_step:
                         checked += 1
@@ -109,7 +110,7 @@ def test_every_move_the_docs_name_is_an_edge_of_its_transition_table():
 
 
 def test_the_move_scan_catches_a_job_failing_while_pending():
-    (paragraph, steps), = moves_named_in("When attempts run out, the job goes `PENDING|RUNNING → FAILED`.")
+    (_paragraph, steps), = moves_named_in("When attempts run out, the job goes `PENDING|RUNNING → FAILED`.")
     assert steps == [["PENDING", "RUNNING"], ["FAILED"]]
     from sluice_ingest.domain import JOB_TRANSITIONS, JobStatus
 

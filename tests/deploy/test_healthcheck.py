@@ -13,9 +13,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
 from certificates import issue, make_pki
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from helpers import free_port
 from sluice_common.metrics import start_metrics_server
 from sluice_common.settings import CommonSettings
@@ -54,7 +53,7 @@ def test_grpc_probe_fails_when_nothing_listens():
 
 def test_http_probe():
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
+        def do_GET(self):  # http.server's name
             self.send_response(200 if self.path == "/metrics" else 404)
             self.end_headers()
 

@@ -9,7 +9,6 @@ import urllib.request
 
 import psutil
 import pytest
-
 from helpers import free_port
 from sluice_common.metrics import metrics_host, start_metrics_server
 from sluice_common.settings import CommonSettings

@@ -32,7 +32,7 @@ def exported() -> dict[str, set[str]]:
         for metric in vars(importlib.import_module(module)).values():
             if not isinstance(metric, MetricWrapperBase):
                 continue
-            labels = set(metric._labelnames)  # noqa: SLF001 - prometheus_client keeps them here
+            labels = set(metric._labelnames)  # prometheus_client keeps them here
             for family in metric.describe():
                 for suffix in SUFFIXES[family.type]:
                     samples[family.name + suffix] = labels | ({"le"} if suffix == "_bucket" else set())
@@ -45,9 +45,7 @@ def dashboard_expressions() -> list[str]:
     def walk(node):
         if isinstance(node, dict):
             for key, value in node.items():
-                if key in ("expr", "definition") and isinstance(value, str):
-                    expressions.append(value)
-                elif key == "query" and isinstance(value, str) and value != "prometheus":
+                if (key in ("expr", "definition") and isinstance(value, str)) or (key == "query" and isinstance(value, str) and value != "prometheus"):
                     expressions.append(value)
                 else:
                     walk(value)

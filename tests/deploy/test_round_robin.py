@@ -9,7 +9,6 @@ from concurrent import futures
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
 from sluice_common.channels import keyed_aio_channel, keyed_channel
 
 

@@ -18,11 +18,9 @@ from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from sluice.v1 import document_pb2 as D
-
 from helpers import free_port, wait_serving
+from sluice.v1 import document_pb2 as D
 from worker.e2e import Docs, WorkerProcess
-
 
 
 class OtlpReceiver:
@@ -36,7 +34,7 @@ class OtlpReceiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):  # http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
@@ -84,7 +82,7 @@ def test_one_document_is_one_trace_across_ingest_api_and_worker(database_url, tm
     env = {**os.environ, "SLUICE_DATABASE_URL": database_url, "SLUICE_BIND": address, "SLUICE_SHUTDOWN_GRACE_SECONDS": "2",
            "SLUICE_LOG_JSON": "true", **otel_env(receiver.endpoint)}
     env.pop("OTEL_SERVICE_NAME", None)
-    ingest_log = open(tmp_path / "ingest.log", "w+")
+    ingest_log = open(tmp_path / "ingest.log", "w+")  # noqa: SIM115 - the subprocess writes to it until the test ends
     ingest = subprocess.Popen([sys.executable, "-m", "sluice_ingest.main"], env=env, stdout=ingest_log, stderr=subprocess.STDOUT)
     worker = None
     try:

@@ -7,10 +7,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+import auth_keys
 import httpx
 import pytest
-
-import auth_keys
 from cli.conftest import ScriptedWorker
 from helpers import free_port, wait_for
 from search_server import RunningSearch
@@ -19,7 +18,6 @@ from search_server import RunningSearch
 class RunningGateway:
     def __init__(self, ingest: str, search: str, **overrides) -> None:
         import uvicorn
-
         from sluice_gateway.main import uvicorn_config
         from sluice_gateway.settings import GatewaySettings
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from dev_stack import DevStack
+
 from gateway.test_gateway import events
 
 pytestmark = pytest.mark.slow

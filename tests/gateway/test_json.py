@@ -9,7 +9,6 @@ import math
 import pytest
 from google.protobuf import json_format
 from sluice.v1 import search_service_pb2 as pb
-
 from sluice_gateway.connect import parse_json
 
 

@@ -8,9 +8,9 @@ import hashlib
 import socket
 
 import httpx
+from helpers import free_port, wait_for
 
 from gateway.conftest import RunningGateway, key_headers
-from helpers import free_port, wait_for
 
 
 def refused_incomplete() -> float:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import ssl
 
 import httpx
-
 from certificates import make_pki
-from gateway.conftest import RunningGateway, key_headers
 from search_server import RunningSearch
+
+from gateway.conftest import RunningGateway, key_headers
 
 
 def test_mutual_tls_to_both_backends_and_https_to_the_caller(ingest_api_factory, database_url, tmp_path):

@@ -6,9 +6,9 @@ import hashlib
 import uuid
 
 import auth_keys
-
-from sluice.v1 import collection_pb2, document_pb2, document_service_pb2 as ds, document_service_pb2_grpc
-from sluice.v1 import job_service_pb2 as js, job_service_pb2_grpc
+from sluice.v1 import collection_pb2, document_pb2, document_service_pb2_grpc, job_service_pb2_grpc
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import job_service_pb2 as js
 
 D = document_pb2
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import grpc
 import psycopg
 import pytest
-
-from sluice.v1 import document_pb2 as D, job_service_pb2 as js
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import job_service_pb2 as js
 from sluice_common.errors import reason_of
 
 from .helpers import vector_for

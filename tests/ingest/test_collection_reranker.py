@@ -15,11 +15,10 @@ from sluice.v1 import collection_pb2 as C
 from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import search_service_pb2 as sp
 from sluice.v1 import search_service_pb2_grpc
-
 from sluice_common.errors import error_info
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "search"))
-from rerank_server import LocalRerankServer  # noqa: E402
+from rerank_server import LocalRerankServer
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
-
 from sluice.v1 import document_pb2 as D
 
 from .helpers import Clients
@@ -102,7 +101,7 @@ ALLOWED_PAIRS = {
 }
 
 
-def test_reader_never_sees_document_and_job_disagree(ingest_api_factory, database_url):
+def test_reader_never_sees_document_and_job_disagree(ingest_api_factory, database_url):  # noqa: C901 - its threads are closures over the test's state
     api = ingest_api_factory(retry_delay_seconds=0.01)
     setup = Clients(api.address)
     setup.create_collection(max_attempts=3)

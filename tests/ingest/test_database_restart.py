@@ -7,21 +7,19 @@ These tests restart their own embedded PostgreSQL (not the session's, which othe
 
 from __future__ import annotations
 
-from search_server import RunningSearch
-
-import auth_keys
-
 import shutil
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+import auth_keys
 import grpc
 import psycopg
 import pytest
-from sluice.v1 import document_service_pb2 as ds, search_service_pb2, search_service_pb2_grpc
-
+from search_server import RunningSearch
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import search_service_pb2, search_service_pb2_grpc
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
 from sluice_common.errors import DatabaseUnavailable, DeadlineExceeded, domain_error_of, reason_of, status_code_of
 

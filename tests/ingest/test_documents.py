@@ -9,9 +9,11 @@ import grpc
 import psycopg
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-from sluice.v1 import collection_pb2, document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
 from helpers import expect_error, wait_for
+from sluice.v1 import collection_pb2
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import job_service_pb2 as js
 
 from .helpers import Clients
 

@@ -3,7 +3,6 @@
 import itertools
 
 import pytest
-
 from sluice_ingest.domain import (
     DOCUMENT_TRANSITIONS,
     GENERATION_TRANSITIONS,

@@ -13,9 +13,9 @@ import threading
 import uuid
 
 import psycopg
-
-from sluice.v1 import document_pb2 as D, document_service_pb2 as ds
 from helpers import wait_for
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import document_service_pb2 as ds
 from sluice_ingest import notify
 from sluice_ingest.service import watches
 

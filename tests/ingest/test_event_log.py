@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-
+from sluice_common.errors import InvalidArgument
 from sluice_ingest.domain import EventCursor
 from sluice_ingest.store.events import COLLECTION_EVENTS_SQL
-from sluice_common.errors import InvalidArgument
-
 
 COPY_LAST_EVENT = """
     INSERT INTO document_events (document_id, status, progress_done, progress_total, progress_unit, chunk_count,

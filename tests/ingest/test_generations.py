@@ -13,14 +13,15 @@ import grpc
 import psycopg
 import pytest
 from alembic import command
-
-from sluice.v1 import collection_pb2, document_service_pb2 as ds, job_service_pb2 as js
-from sluice_common import vector_index
 from helpers import expect_error, wait_for
+from sluice.v1 import collection_pb2
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import job_service_pb2 as js
+from sluice_common import vector_index
 from sluice_ingest.migrations import alembic_config
 from sluice_ingest.store.generations import INDEX_LOCK_CLASS
 
-from .helpers import D, Clients
+from .helpers import Clients, D
 
 G = collection_pb2
 FAST = {"generation_sweep_seconds": 0.05, "retired_generation_grace_seconds": 0.3}

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import psycopg
-
 from sluice_ingest.domain import JobKind
 from sluice_ingest.store import claims, commit, leases, stages
 from sluice_ingest.store.job_kinds import KIND_POLICIES, KIND_POLICY_CTE

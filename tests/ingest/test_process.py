@@ -19,7 +19,7 @@ def test_process_serves_and_stops_cleanly_on_sigterm(database_url, tmp_path):
            "SLUICE_SHUTDOWN_GRACE_SECONDS": "2"}
     migrate = subprocess.run([sys.executable, "-m", "sluice_ingest.migrations"], env=env, capture_output=True, text=True)
     assert migrate.returncode == 0, migrate.stderr  # idempotent on an already migrated database
-    log = open(tmp_path / "ingest.log", "w+")
+    log = open(tmp_path / "ingest.log", "w+")  # noqa: SIM115 - the subprocess writes to it until the test ends
     proc = subprocess.Popen([sys.executable, "-m", "sluice_ingest.main"], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_serving(f"127.0.0.1:{port}")

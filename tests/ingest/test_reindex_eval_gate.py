@@ -7,15 +7,15 @@ Real PostgreSQL and gRPC; the worker is played by hand through JobService."""
 
 from __future__ import annotations
 
+import auth_keys
 import grpc
 import psycopg
 import pytest
-
-import auth_keys
 from helpers import expect_error, wait_for
-from sluice.v1 import collection_pb2, document_service_pb2 as ds
+from sluice.v1 import collection_pb2
+from sluice.v1 import document_service_pb2 as ds
 
-from .helpers import D, Clients
+from .helpers import Clients, D
 
 G = collection_pb2
 FAST = {"generation_sweep_seconds": 0.05, "retired_generation_grace_seconds": 0.3}
@@ -126,7 +126,7 @@ def test_a_gated_generation_waits_for_its_verdict_and_a_passed_one_switches(inge
     assert record_verdict(database_url, ids[2], ids[2], 0.5, 0.5, 2) is None
     with pytest.raises(psycopg.errors.CheckViolation):
         record_verdict(database_url, ids[2], ids[1], 0.5, 0.5, 3)
-    assert record_verdict(database_url, ids[2], ids[1], 0.8, 0.75, 2) == "PASSED"  # 0.75 >= 0.9 × 0.8
+    assert record_verdict(database_url, ids[2], ids[1], 0.8, 0.75, 2) == "PASSED"  # 0.75 >= 0.9 x 0.8
     assert record_verdict(database_url, ids[2], ids[1], 0.8, 0.0, 2) is None  # the first verdict stands
     assert awaiting(database_url) == []
 

@@ -8,7 +8,6 @@ import datetime as dt
 
 import grpc
 import pytest
-
 from sluice.v1 import document_pb2 as D
 from sluice_common.errors import reason_of
 

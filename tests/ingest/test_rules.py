@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import psycopg
 import grpc
+import psycopg
 import pytest
-
-from sluice.v1 import document_pb2 as D, document_service_pb2 as ds, job_service_pb2 as js
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import job_service_pb2 as js
 from sluice_common.errors import reason_of
 
 from .helpers import Clients

@@ -9,7 +9,6 @@ import datetime as dt
 import uuid
 
 import pytest
-
 from sluice_common.errors import NotFound, OutOfRange
 from sluice_ingest.domain import EventCursor
 from sluice_ingest.notify import COLLECTIONS_CHANNEL, DOCUMENTS_CHANNEL, NotificationHub
@@ -83,19 +82,19 @@ def test_the_fake_covers_what_the_loops_use():
 
 
 async def test_a_claim_returns_at_once_when_a_job_is_due(loops):
-    store, hub, jobs, watches = loops
+    store, _hub, jobs, _watches = loops
     store.jobs.append(job())
     assert await jobs.claim_job("w", 30) is not None
     assert store.claims == 1
 
 
 async def test_a_claim_with_no_wait_returns_nothing(loops):
-    store, hub, jobs, watches = loops
+    store, _hub, jobs, _watches = loops
     assert await jobs.claim_job("w", 0) is None and store.claims == 1
 
 
 async def test_the_long_poll_is_woken_by_a_notification(loops):
-    store, hub, jobs, watches = loops
+    store, hub, jobs, _watches = loops
     waiting = asyncio.create_task(jobs.claim_job("w", 30))
     await asyncio.sleep(0.05)
     assert not waiting.done() and store.claims == 1  # nothing due: it waits
@@ -106,20 +105,21 @@ async def test_the_long_poll_is_woken_by_a_notification(loops):
 
 
 async def test_the_long_poll_wakes_itself_when_a_delayed_job_becomes_due(loops):
-    store, hub, jobs, watches = loops
+    store, _hub, jobs, _watches = loops
     store.wakeup = dt.timedelta(seconds=0.05)  # a retry due soon: no notification will come
 
     async def due_later():
         await asyncio.sleep(0.03)
         store.jobs.append(job())
 
-    asyncio.create_task(due_later())
+    due = asyncio.create_task(due_later())
     claimed = await asyncio.wait_for(jobs.claim_job("w", 30), 10)
+    await due
     assert claimed is not None and store.claims >= 2
 
 
 async def test_watch_yields_the_document_then_each_event_until_ready(loops):
-    store, hub, jobs, watches = loops
+    store, hub, _jobs, watches = loops
     seen = []
 
     async def watch():
@@ -140,7 +140,7 @@ async def test_watch_yields_the_document_then_each_event_until_ready(loops):
 
 
 async def test_watch_of_a_document_deleted_meanwhile_ends_with_not_found(loops):
-    store, hub, jobs, watches = loops
+    store, hub, _jobs, watches = loops
     updates = watches.watch_document(1, str(DOC))
     assert (await anext(updates)).status == "PENDING"
     store.document = None
@@ -207,7 +207,7 @@ async def test_filtered_out_rows_move_the_cursor_and_a_heartbeat_carries_it():
 
 
 async def test_committed_but_unreadable_events_are_read_again_without_a_notification():
-    store, hub, watches = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=0.01))
+    store, _hub, watches = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=0.01))
     store.pages.append(WatchPage([], None, False, None, True, True))  # waiting: an older writer still runs
     store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), False, None, False, True))
     stream = watches.watch_collection(1, "docs", "", False, [], False)
@@ -217,7 +217,7 @@ async def test_committed_but_unreadable_events_are_read_again_without_a_notifica
 
 
 async def test_a_full_window_is_followed_at_once_and_an_expired_cursor_is_refused():
-    store, hub, watches = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
+    store, _hub, watches = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
     store.pages.append(WatchPage([collection_event(1)], EventCursor(501, 1), True, None, False, True))
     store.pages.append(WatchPage([collection_event(2)], EventCursor(502, 2), False, None, False, True))
     stream = watches.watch_collection(1, "docs", "500.0", False, [], False)
@@ -229,7 +229,7 @@ async def test_a_full_window_is_followed_at_once_and_an_expired_cursor_is_refuse
 
 
 async def test_a_replay_reads_below_the_horizon_until_pruning_moves_it():
-    store, hub, watches = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
+    store, _hub, watches = watch_loop(IngestSettings(watch_heartbeat_seconds=60, watch_recheck_seconds=60))
     floor = EventCursor(510, 0)
     # Replaying from the start: below the horizon on purpose, and it stays put: fine.
     store.pages.append(WatchPage([collection_event(1)], EventCursor(501, 1), True, floor, False, True))

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-
 from sluice_ingest import store, transitions
 from sluice_ingest.domain import DocumentStatus, GenerationState, IllegalTransition, JobStatus, document_sources
 

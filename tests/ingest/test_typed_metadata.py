@@ -16,7 +16,6 @@ from sluice.v1 import document_pb2 as D
 from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import search_service_pb2 as sp
 from sluice.v1 import search_service_pb2_grpc
-
 from sluice_common.errors import error_info
 
 

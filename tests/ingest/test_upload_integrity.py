@@ -7,8 +7,6 @@ and the same request_id can be sent again afterwards.
 
 from __future__ import annotations
 
-import auth_keys
-
 import hashlib
 import os
 import signal
@@ -17,11 +15,12 @@ import sys
 import textwrap
 import threading
 
+import auth_keys
 import grpc
 import pytest
-
 from helpers import expect_error, wait_for
-from sluice.v1 import document_service_pb2 as ds, job_service_pb2 as js
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import job_service_pb2 as js
 from sluice_common.errors import reason_of
 
 from .helpers import Clients, upload_messages

@@ -16,12 +16,12 @@ import subprocess
 import sys
 import time
 
+import auth_keys
 import grpc
 import psycopg
-
-import auth_keys
 from helpers import free_port, wait_for, wait_serving
-from sluice.v1 import document_service_pb2 as ds, document_service_pb2_grpc
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import document_service_pb2_grpc
 from sluice_common.errors import reason_of
 
 from .helpers import Clients
@@ -126,7 +126,7 @@ def test_many_slow_uploads_cost_little_memory_and_idle_ones_give_it_back(databas
         "SLUICE_RATE_LIMIT_PER_SECOND": "0",
         "SLUICE_LOG_LEVEL": "WARNING",
     }
-    log = open(tmp_path / "ingest.log", "w+")
+    log = open(tmp_path / "ingest.log", "w+")  # noqa: SIM115 - the subprocess writes to it until the test ends
     proc = subprocess.Popen([sys.executable, "-m", "sluice_ingest.main"], env=env, stdout=log, stderr=subprocess.STDOUT)
     address = f"127.0.0.1:{port}"
     try:

@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 
 import pytest
-
 from sluice_common.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted
 from sluice_ingest import uploads
 from sluice_ingest.uploads import Expected, Trailer, UploadGate

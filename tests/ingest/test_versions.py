@@ -9,18 +9,18 @@ import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import auth_keys
 import grpc
 import psycopg
 import pytest
-
-import auth_keys
 from helpers import expect_error
 from search_server import RunningSearch
-from sluice.v1 import admin_service_pb2 as admin_pb2, admin_service_pb2_grpc
-from sluice.v1 import collection_pb2
-from sluice.v1 import document_pb2 as D, document_service_pb2 as ds, document_service_pb2_grpc
+from sluice.v1 import admin_service_pb2 as admin_pb2
+from sluice.v1 import admin_service_pb2_grpc, collection_pb2, document_service_pb2_grpc, search_service_pb2_grpc
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import job_service_pb2 as js
-from sluice.v1 import search_service_pb2 as sp, search_service_pb2_grpc
+from sluice.v1 import search_service_pb2 as sp
 from sluice_common.channels import keyed_channel
 from sluice_common.errors import reason_of
 
@@ -411,7 +411,7 @@ def test_search_returns_exactly_one_version_at_every_moment(c, database_url):
                     hits = stub.Search(sp.SearchRequest(collection="docs", query_vector=vector_for("anything"),
                                                         top_k=20)).hits
                     seen.append(frozenset(h.document_id for h in hits))
-            except BaseException as err:  # noqa: BLE001 - reported below
+            except BaseException as err:  # reported below
                 errors.append(err)
 
         searchers = [threading.Thread(target=searching) for _ in range(3)]

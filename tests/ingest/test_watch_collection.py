@@ -11,8 +11,9 @@ import time
 import grpc
 import psycopg
 import pytest
-
-from sluice.v1 import document_pb2 as D, document_service_pb2 as ds, document_service_pb2_grpc
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import document_service_pb2_grpc
 from sluice_common.channels import keyed_channel
 from sluice_common.errors import error_info, reason_of
 
@@ -89,7 +90,7 @@ def process(c: Clients, worker: str = "w1") -> bool:
     return True
 
 
-def test_a_client_disconnected_during_a_burst_resumes_with_its_cursor_and_gets_every_event_once_in_order(c, database_url):
+def test_a_client_disconnected_during_a_burst_resumes_with_its_cursor_and_gets_every_event_once_in_order(c, database_url):  # noqa: C901 - its threads are closures over the test's state
     opening = next(iter(watch(c)))  # from now: the first message says where the stream starts
     assert opening.type == HEARTBEAT and opening.cursor
     uploaders, workers, per_uploader = 3, 3, 12
@@ -100,14 +101,14 @@ def test_a_client_disconnected_during_a_burst_resumes_with_its_cursor_and_gets_e
         try:
             for i in range(per_uploader):
                 c.upload(content=f"uploader {n} document {i}".encode(), filename=f"u{n}-{i}.txt")
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:  # reported by the test
             errors.append(exc)
 
     def work(n: int) -> None:
         try:
             while process(c, f"w{n}") or not uploads_done.is_set():
                 pass
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     upload_threads = [threading.Thread(target=upload, args=(n,)) for n in range(uploaders)]
@@ -229,9 +230,9 @@ def expect(code: grpc.StatusCode, reason: str, call) -> grpc.RpcError:
 
 
 def test_bad_requests_and_other_tenants_collections(c, api):
-    from sluice.v1 import admin_service_pb2 as admin_pb2, admin_service_pb2_grpc
-
     import auth_keys
+    from sluice.v1 import admin_service_pb2 as admin_pb2
+    from sluice.v1 import admin_service_pb2_grpc
 
     IA, NF = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND
     for cursor in ("nonsense", "1.2.3", "-5.1", "12", "99999999999.1"):  # the last is ahead of the log

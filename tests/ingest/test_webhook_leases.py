@@ -8,7 +8,6 @@ import asyncio
 
 import psycopg
 import pytest
-
 from sluice_common.db import open_pool
 from sluice_ingest.domain import EventCursor
 from sluice_ingest.webhooks.store import SubscriptionLeaseLost, WebhookStore

@@ -14,7 +14,6 @@ import urllib.request
 from pathlib import Path
 
 import psycopg
-
 from helpers import free_ports, wait_for, wait_serving
 from sluice.v1 import webhook_service_pb2 as wh
 
@@ -44,7 +43,7 @@ class Process:
                "SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true", "SLUICE_WEBHOOK_POLL_SECONDS": "0.3",
                "SLUICE_WEBHOOK_LEASE_SECONDS": str(LEASE_SECONDS)}
         self.log_path = log
-        self.log = open(log, "w+")
+        self.log = open(log, "w+")  # noqa: SIM115 - the dispatcher process writes to it until stop()
         self.proc = subprocess.Popen(command(), env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_serving(f"127.0.0.1:{self.health_port}")
 

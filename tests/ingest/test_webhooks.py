@@ -13,20 +13,22 @@ real `sluice-webhooks` process."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import statistics
 import threading
 import time
 from pathlib import Path
 
+import auth_keys
 import grpc
 import psycopg
 import pytest
-
-import auth_keys
 from helpers import wait_for
-from sluice.v1 import document_pb2 as D, document_service_pb2 as ds
-from sluice.v1 import webhook_service_pb2 as wh, webhook_service_pb2_grpc
+from sluice.v1 import document_pb2 as D
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import webhook_service_pb2 as wh
+from sluice.v1 import webhook_service_pb2_grpc
 from sluice_common.channels import keyed_channel
 from sluice_common.errors import reason_of
 from sluice_ingest.webhooks import signing
@@ -61,7 +63,7 @@ def docs_verify():
     assert block, "docs/webhooks.md has no python example"
     assert len(block.group(1).strip().splitlines()) <= 12
     namespace: dict = {}
-    exec(block.group(1), namespace)  # noqa: S102 - our own documentation
+    exec(block.group(1), namespace)  # our own documentation
     return namespace["verify"]
 
 
@@ -169,7 +171,7 @@ def test_retry_delays_grow_to_about_a_day_in_total():
 
     rng = random.Random(7)
     delays = [retry_delay(n, 5.0, 6 * 3600.0, rng) for n in range(1, 10)]  # the 9 waits of 10 attempts
-    assert all(b > a for a, b in zip(delays[:5], delays[1:6]))
+    assert all(b > a for a, b in itertools.pairwise(delays[:6]))
     assert 4 <= delays[0] <= 6 and max(delays) <= 6 * 3600 * 1.2
     assert 14 * 3600 < sum(delays) < 30 * 3600
 

@@ -56,7 +56,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 receipt = Receipt(time.time(), {k.lower(): v for k, v in self.headers.items()}, body, 0)
                 with receiver.lock:
@@ -72,7 +72,7 @@ class Receiver:
                 self.send_header("content-length", "0")
                 self.end_headers()
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

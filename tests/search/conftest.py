@@ -13,7 +13,6 @@ import pytest
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 from sluice.v1 import search_service_pb2_grpc
-
 from sluice_common import textsearch, vector_index
 from sluice_search.main import create_server
 from sluice_search.settings import SearchSettings
@@ -99,7 +98,7 @@ def random_unit_vectors(n: int, dimensions: int, seed: int = 0) -> np.ndarray:
 
 def embedding_like_vectors(n: int, dimensions: int, seed: int = 0, latent: int = 16) -> np.ndarray:
     """Random unit vectors from a low-dimensional latent space plus noise, as real sentence
-    embeddings are (intrinsic dimension ≈ 10–20); the same generator as bench/search_bench.py.
+    embeddings are (intrinsic dimension ≈ 10-20); the same generator as bench/search_bench.py.
     Isotropic random vectors are the worst case of any graph index (see the bench's --data)."""
     rng = np.random.default_rng(seed)
     basis = np.random.default_rng(12345).standard_normal((latent, dimensions)).astype(np.float32)

@@ -74,7 +74,7 @@ class LocalRerankServer:
             def log_message(self, *args) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 b = server.behaviour
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -96,7 +96,7 @@ class LocalRerankServer:
                 if b.drop_last:
                     results = results[:-1]
                 if b.garbage:
-                    self._send(200, {"unexpected": True} if self.path != "/rerank" else {"unexpected": True})
+                    self._send(200, {"unexpected": True})
                 elif self.path == "/rerank":
                     self._send(200, results)
                 else:

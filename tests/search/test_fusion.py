@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from sluice_search import fusion
 from sluice_search.domain import Hit
 

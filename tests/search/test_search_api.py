@@ -9,7 +9,6 @@ import numpy as np
 import psycopg
 import pytest
 from sluice.v1 import search_service_pb2 as pb
-
 from sluice_common.embedders import get_embedder
 from sluice_common.errors import error_info
 
@@ -31,7 +30,7 @@ def library(seed):
     docs = {}
     corpus = {
         "rivers.txt": (["The Rhine flows through Basel and Cologne to the North Sea.",
-                        "长江是中国最长的河流，流经上海入海。"], {"topic": "geo", "lang": "mixed"}),
+                        "长江是中国最长的河流，流经上海入海。"], {"topic": "geo", "lang": "mixed"}),  # noqa: RUF001 - CJK punctuation, meant
         "pg.md": (["PostgreSQL full text search ranks documents with ts_rank_cd.",
                    "pgvector adds HNSW indexes for cosine distance."], {"topic": "db", "lang": "en"}),
         "draft.txt": (["The Rhine draft that is still being ingested."], {"topic": "geo"}),
@@ -218,11 +217,11 @@ async def test_concurrent_searches(search_stub, library):
 
 
 async def test_warm_up_loads_each_local_embedder_the_collections_use(database_url):
+    import psycopg
+    from auth_keys import search_url
     from sluice_common.embedders import get_embedder
     from sluice_search.repository import SearchRepository, open_read_pool
     from sluice_search.service import SearchService
-    import psycopg
-    from auth_keys import search_url
 
     with psycopg.connect(database_url, autocommit=True) as conn:
         for name, provider, model, dims in [("a", "hashing", "hashing-v1", 16), ("b", "hashing", "hashing-v1", 16),

@@ -9,11 +9,9 @@ from collections import Counter
 
 import psycopg
 import pytest
-from sluice.v1 import search_service_pb2 as pb
-
-from sluice_common import textsearch
-
 from conftest import random_unit_vectors
+from sluice.v1 import search_service_pb2 as pb
+from sluice_common import textsearch
 
 K1, B = 1.2, 0.75
 
@@ -181,7 +179,7 @@ def test_concurrent_commits_do_not_wait_on_common_terms(seed, corpus, database_u
                 )
                 holding.set()
                 release.wait(30)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:  # reported by the main thread
             errors.append(exc)
             holding.set()
 
@@ -229,7 +227,6 @@ async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, mon
     however the rounds split the candidates (each round scores the chunks of its new words that
     hold none of the earlier rounds' words; the rounds' answers are merged)."""
     from psycopg import sql
-
     from sluice_common import vector_index
     from sluice_search import keyword as kw
 
@@ -281,7 +278,6 @@ async def test_keyword_candidates_come_from_the_gin_index_under_row_level_securi
     come from sluice_keyword_scores (migration 0019) instead: the statement, as search runs it,
     never filters chunks by the match itself."""
     from psycopg import sql
-
     from sluice_common import vector_index
     from sluice_search import keyword as kw
     from sluice_search.repository import _HIT_COLUMNS

@@ -8,13 +8,14 @@ checked against the database, so the very next query is right."""
 
 from __future__ import annotations
 
+import auth_keys
 import grpc
 import pytest
-from sluice.v1 import document_service_pb2 as ds, search_service_pb2 as pb, search_service_pb2_grpc
-
-import auth_keys
 from ingest.helpers import Clients, D, vector_for
 from search_server import RunningSearch
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import search_service_pb2 as pb
+from sluice.v1 import search_service_pb2_grpc
 from sluice_common.errors import reason_of
 
 

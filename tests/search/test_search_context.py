@@ -8,7 +8,6 @@ import grpc
 import pytest
 from psycopg.types.json import Jsonb
 from sluice.v1 import search_service_pb2 as pb
-
 from sluice_common.embedders import get_embedder
 from sluice_common.errors import error_info
 from sluice_search.context import join_chunks, repeated_prefix

@@ -6,14 +6,12 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 import pytest
+from conftest import embedding_like_vectors as random_unit_vectors
 from pgvector.psycopg import register_vector
 from sluice.v1 import search_service_pb2 as pb
-
 from sluice_common import vector_index
 from sluice_search.domain import Collection, DocumentFilter
 from sluice_search.repository import vector_query
-
-from conftest import embedding_like_vectors as random_unit_vectors
 
 DIM = 64
 DOCUMENTS = 200
@@ -60,7 +58,7 @@ def exact_top(vectors, ready_rows, query, k):
 
 @pytest.mark.parametrize("fraction", [0.5, 0.9])
 async def test_vector_search_returns_top_k_ready_hits_with_high_recall(search_stub, seed, big, fraction):
-    cid, documents, vectors = big
+    _cid, documents, vectors = big
     ready = set_not_ready(seed, documents, fraction)
     ready_rows = np.array([r for d, doc in enumerate(documents) if doc in ready
                            for r in range(d * CHUNKS_PER_DOCUMENT, (d + 1) * CHUNKS_PER_DOCUMENT)])
@@ -83,7 +81,7 @@ async def test_vector_search_returns_top_k_ready_hits_with_high_recall(search_st
 
 async def test_nearly_nothing_ready_still_returns_every_ready_chunk(search_stub, seed, big):
     """99.5% not READY: 100 READY chunks; top_k=100 returns exactly those 100 (exact fallback)."""
-    cid, documents, vectors = big
+    _cid, documents, _vectors = big
     ready = set_not_ready(seed, documents, 0.995)
     query = random_unit_vectors(1, DIM, seed=3)[0]
     response = await search_stub.Search(pb.SearchRequest(collection="big", query_vector=query.tolist(), top_k=100))
@@ -95,7 +93,7 @@ async def test_nearly_nothing_ready_still_returns_every_ready_chunk(search_stub,
 def test_without_iterative_scan_the_filter_starves_results(database_url, seed, big):
     """The trap itself, measured: a plain HNSW scan yields ef_search candidates, and the READY
     join keeps ~10% of them, so LIMIT 10 is not reached. (Why search sets iterative_scan.)"""
-    cid, documents, vectors = big
+    cid, documents, _vectors = big
     set_not_ready(seed, documents, 0.9)
     collection = Collection(cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=active_generation(database_url, cid))
     query, params = vector_query(collection, random_unit_vectors(1, DIM, seed=5)[0], 10, DocumentFilter())

@@ -12,10 +12,8 @@ import grpc
 import numpy as np
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
-from sluice.v1 import document_pb2
+from sluice.v1 import document_pb2, search_service_pb2_grpc
 from sluice.v1 import search_service_pb2 as pb
-from sluice.v1 import search_service_pb2_grpc
-
 from sluice_common import metadata as md
 from sluice_common.embedders import get_embedder
 from sluice_common.errors import error_info

@@ -10,7 +10,6 @@ import asyncio
 import numpy as np
 import pytest
 from auth_keys import search_url
-
 from sluice_common import textsearch
 from sluice_common.embedders import HashingEmbedder
 from sluice_search import fusion, service
@@ -135,7 +134,7 @@ async def test_documents_leaving_ready_at_every_fetch_are_filled_from_the_next_c
 
 async def test_caps_thresholds_and_context_work_on_two_phase_hits(database_url, seed, corpus):
     tenant = await _tenant(seed)
-    pool, repository, search = await _service(database_url)
+    pool, _repository, search = await _service(database_url)
     try:
         options = ContextOptions(neighbor_chunks=1, max_hits_per_document=1)
         hits = await search.search(tenant, SearchQuery(collection="race", text="river bridge", vector=None, mode=Mode.HYBRID, top_k=4,
@@ -153,7 +152,7 @@ async def test_concurrent_status_changes_never_show_a_document_that_was_not_read
     answer is whole (top_k distinct chunks, best first) and never holds a document that stayed
     out of READY the whole time."""
     tenant = await _tenant(seed)
-    pool, repository, search = await _service(database_url)
+    pool, _repository, search = await _service(database_url)
     flapping = list(corpus)[:3]
     gone = list(corpus)[3]
     seed.set_status(gone, "EMBEDDING")

@@ -1,7 +1,7 @@
 """READY visibility while real ingestion runs (rule 3 of docs/architecture.md#the-rules), through the real APIs.
 
 ingest-api runs in-process (the `ingest_api` fixture); this test is its worker, driving
-JobService (ClaimJob → ReportStage ×4 → CompleteJob) with real gRPC calls, while searchers
+JobService (ClaimJob → ReportStage x4 → CompleteJob) with real gRPC calls, while searchers
 query SearchService without pause. Every hit must belong to a document whose CompleteJob had
 already been sent; a document is visible to the first search after CompleteJob returns,
 with all its chunks at once; and it is gone from the first search after ReprocessDocument
@@ -10,17 +10,21 @@ or DeleteDocument returns.
 
 from __future__ import annotations
 
-import auth_keys
-
 import asyncio
 import hashlib
 from collections import Counter
 
+import auth_keys
 import pytest
-from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, document_service_pb2_grpc
-from sluice.v1 import job_service_pb2, job_service_pb2_grpc
+from sluice.v1 import (
+    collection_pb2,
+    document_pb2,
+    document_service_pb2,
+    document_service_pb2_grpc,
+    job_service_pb2,
+    job_service_pb2_grpc,
+)
 from sluice.v1 import search_service_pb2 as pb
-
 from sluice_common.embedders import get_embedder
 
 DIM = 64
@@ -53,7 +57,7 @@ async def ingest_channel(ingest_api):
     await channel.close()
 
 
-async def test_documents_appear_only_when_ready_and_leave_at_once(search_stub, ingest_channel):
+async def test_documents_appear_only_when_ready_and_leave_at_once(search_stub, ingest_channel):  # noqa: C901 - its tasks are closures over the test's state
     documents = document_service_pb2_grpc.DocumentServiceStub(ingest_channel)
     jobs = job_service_pb2_grpc.JobServiceStub(ingest_channel)
     await documents.CreateCollection(document_service_pb2.CreateCollectionRequest(collection=collection_pb2.Collection(

@@ -8,13 +8,11 @@ from __future__ import annotations
 import grpc
 import pytest
 from psycopg.types.json import Jsonb
+from rerank_server import LocalRerankServer, score
 from sluice.v1 import collection_pb2 as C
 from sluice.v1 import search_service_pb2 as pb
-
 from sluice_common.embedders import get_embedder
 from sluice_common.errors import error_info
-
-from rerank_server import LocalRerankServer, score
 
 DIM = 64
 VECTOR, KEYWORD, HYBRID = pb.SEARCH_MODE_VECTOR, pb.SEARCH_MODE_KEYWORD, pb.SEARCH_MODE_HYBRID
@@ -215,7 +213,7 @@ def build_tiny_cross_encoder(path) -> None:
 
     torch.manual_seed(0)
     path.mkdir(parents=True)
-    words = sorted({w.strip(".,:").lower() for text in TEXTS + [QUERY] for w in text.split()})
+    words = sorted({w.strip(".,:").lower() for text in [*TEXTS, QUERY] for w in text.split()})
     (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
     tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"))
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

@@ -2,7 +2,6 @@
 
 import psycopg
 import pytest
-
 from sluice_common.textsearch import highlight_spans, query_terms, search_terms, tsquery_text
 
 SAMPLES = [
@@ -24,7 +23,7 @@ def test_chinese_is_segmented_with_sub_words():
 
 
 def test_full_width_and_ligatures_are_normalised():
-    assert search_terms("ＡＢＣ ﬁle") == "abc file"
+    assert search_terms("ＡＢＣ ﬁle") == "abc file"  # noqa: RUF001 - full-width letters are the input
 
 
 def test_query_terms_drop_stop_words_unless_nothing_else_is_left():

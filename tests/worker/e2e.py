@@ -7,8 +7,6 @@ object address, SQL or a secret in a message without failing."""
 
 from __future__ import annotations
 
-import auth_keys
-
 import asyncio
 import contextlib
 import hashlib
@@ -19,12 +17,13 @@ import sys
 import time
 from pathlib import Path
 
+import auth_keys
 import grpc
 import psycopg
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
-from sluice.v1 import collection_pb2, document_pb2, document_service_pb2 as ds, document_service_pb2_grpc
-
+from sluice.v1 import collection_pb2, document_pb2, document_service_pb2_grpc
+from sluice.v1 import document_service_pb2 as ds
 from sluice_common.worker_errors import internals_in
 from sluice_worker.main import build_worker
 from sluice_worker.settings import WorkerSettings

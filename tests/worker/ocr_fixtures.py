@@ -34,16 +34,16 @@ CHINESE_PAGE = [
 TEXT_LAYER_PAGE = "This first page has a real text layer about canal locks and sluice gates."
 # Lines of a full-size scanned page of Chinese (scanned_chinese_page).
 CHINESE_SCAN = [
-    "水闸把扫描的页面变成可以搜索的文字，每一页都能找到。",
+    "水闸把扫描的页面变成可以搜索的文字，每一页都能找到。",  # noqa: RUF001 - CJK punctuation, meant
     "港务长在星期二记录了四十二艘船只和三艘渔船。",
     "每张发票在付款之前必须由两位经理批准并签字。",
-    "北部地区的季度收入增长了百分之七，南部持平。",
+    "北部地区的季度收入增长了百分之七，南部持平。",  # noqa: RUF001 - CJK punctuation, meant
     "灯塔看守人在午夜记录了一场猛烈的风暴和大浪。",
     "淡水泵在冬季来临之前已经全部修好并试运行。",
-    "运河的船闸每天早上六点开放，晚上十点关闭。",
+    "运河的船闸每天早上六点开放，晚上十点关闭。",  # noqa: RUF001 - CJK punctuation, meant
     "仓库管理员每周清点一次库存并提交书面报告。",
     "新来的工程师负责检查闸门的液压系统和电缆。",
-    "夏季游客增多时，码头会临时增加两名安全员。",
+    "夏季游客增多时，码头会临时增加两名安全员。",  # noqa: RUF001 - CJK punctuation, meant
 ]
 
 
@@ -76,7 +76,7 @@ def render_page(
 
 def scanned_chinese_page(lines: list[str] = CHINESE_SCAN, size=(1700, 2200)) -> bytes:
     """A grayscale PNG the size of a US letter page scanned at 200 dpi, Chinese text on a
-    speckled background (like the scanned page of issue 21: 1,700 × 2,200, ~0.5 MB)."""
+    speckled background (like the scanned page of issue 21: 1,700 x 2,200, ~0.5 MB)."""
     return image_bytes(render_page(lines, size=size, font_size=36, noise=True, font=cjk_font()), "PNG")
 
 
@@ -138,7 +138,7 @@ def mixed_pdf() -> bytes:
 
 
 def pixel_bomb_png(width: int = 60000, height: int = 60000) -> bytes:
-    """A PNG of a few hundred bytes whose header declares width×height pixels (3.6 gigapixels)."""
+    """A PNG of a few hundred bytes whose header declares widthxheight pixels (3.6 gigapixels)."""
     small = image_bytes(Image.new("L", (1, 1), 255), "PNG")
     ihdr_at = small.index(b"IHDR")
     body = bytearray(small[ihdr_at : ihdr_at + 4 + 13])

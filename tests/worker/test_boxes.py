@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from sluice.v1 import document_pb2
-
 from sluice_worker.domain import ChunkingSettings, ChunkRecord
 from sluice_worker.jobs_client import chunk_from_proto, chunk_to_proto
 from sluice_worker.parsing.chunking import chunk_elements, element_box
@@ -30,7 +29,7 @@ def check_box(box: dict) -> None:
 
 
 def test_text_layer_pdf_boxes_are_where_the_text_is():
-    # Helvetica 14 pt at (72, 760) on a 595 × 842 pt page, origin at the bottom left.
+    # Helvetica 14 pt at (72, 760) on a 595 x 842 pt page, origin at the bottom left.
     (chunk,) = chunks_of(fx.text_layer_pdf_page("Quarterly throughput rose by forty percent"), "one.pdf")
     (box,) = chunk.boxes
     check_box(box)

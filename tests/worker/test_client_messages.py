@@ -18,7 +18,6 @@ import grpc
 import pytest
 from sluice.v1 import document_pb2 as D
 from sluice.v1 import document_service_pb2 as ds
-
 from sluice_common.worker_errors import client_message, internals_in
 
 from . import ocr_fixtures as fx
@@ -47,7 +46,7 @@ LEAKY = [
 CLEAN = [
     "the PDF is protected by a password; upload a copy without the password",
     "the file type of 'notes.bin' is not supported; supported are PDF, DOCX, PPTX, HTML, Markdown, plain text, e-mail, Excel (XLSX), CSV and images (PNG, JPEG, TIFF, WebP)",
-    "the image is 60000×60000 pixels (3600 megapixels), more than the 40 megapixels allowed per page (a decompression bomb?)",
+    "the image is 60000×60000 pixels (3600 megapixels), more than the 40 megapixels allowed per page (a decompression bomb?)",  # noqa: RUF001 - a times sign
     "the embedder at https://api.openai.com/v1/embeddings answered 503 (text/html)",
     "parsing the document took longer than 120 seconds and was stopped",
     "港务长在星期二记录了四十二艘船只。 1/2 of 2024/01/05",

@@ -8,12 +8,11 @@ import json
 import signal
 import urllib.request
 
+import auth_keys
 import grpc
 import pytest
-from sluice.v1 import collection_pb2, document_pb2
-
-import auth_keys
 from helpers import free_port, wait_for_async
+from sluice.v1 import collection_pb2, document_pb2
 from sluice_common.errors import reason_of
 from sluice_worker.domain import ChunkRecord, JobLeaseLost
 from sluice_worker.jobs_client import JobClient
@@ -64,7 +63,7 @@ async def test_every_format_reaches_ready_with_sensible_chunks(ingest_api, docs,
         tables = [r for r in chunk_rows(database_url, finished[name].id) if r[3] == "Table"]
         assert tables and all("<table>" in r[5] for r in tables), name
     chinese = chunk_rows(database_url, finished["chinese.md"].id)
-    assert all(r[1].endswith(("。", "！", "？")) or r[3] == "Title" for r in chinese)
+    assert all(r[1].endswith(("。", "！", "？")) or r[3] == "Title" for r in chinese)  # noqa: RUF001 - CJK punctuation, meant
     assert "réunion a commencé à neuf" in chunk_rows(database_url, finished["minutes-latin1.txt"].id)[0][1]
     assert "Weekly ingestion status" in chunk_rows(database_url, finished["status.eml"].id)[0][1]
 

@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from sluice_common.embedders import EmbedderSettings, EmbeddingError, get_embedder, hashing_features, provider_name
 
 from .openai_server import Injected
@@ -39,7 +38,7 @@ async def test_hashing_is_normalised_and_deterministic_across_processes():
 async def test_hashing_similarity_works_for_chinese_and_english():
     embedder = get_embedder("hashing", "hashing-v1", 512)
     query = await embedder.embed_query("向量数据库")
-    related, unrelated = await embedder.embed_documents(["语义检索需要向量数据库的支持", "今天天气很好，我们去公园散步"])
+    related, unrelated = await embedder.embed_documents(["语义检索需要向量数据库的支持", "今天天气很好，我们去公园散步"])  # noqa: RUF001 - CJK punctuation, meant
     assert cosine(query, related) > cosine(query, unrelated) + 0.2
     query = await embedder.embed_query("password security")
     related, unrelated = await embedder.embed_documents(["Never share your password with anyone", "Vacation days per year"])

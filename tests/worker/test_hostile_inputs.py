@@ -4,22 +4,20 @@ servers refusing a job's data, and files whose text the parser would silently dr
 from __future__ import annotations
 
 import asyncio
-
-import auth_keys
 import contextlib
 import io
 import zipfile
 
+import auth_keys
 import grpc
 import pytest
 from lxml import etree
 from sluice.v1 import document_pb2
-
 from sluice_worker import pipeline as pipeline_module
 from sluice_worker.domain import ChunkRecord, DocumentInvalid, storable_chunks
+from sluice_worker.jobs_client import JobClient, job_failure_of
 from sluice_worker.parsing.partition import _check_no_text_lost
 from sluice_worker.parsing.xmltrees import _depth_and_limit_error, flatten_html, prepare_html
-from sluice_worker.jobs_client import JobClient, job_failure_of
 from sluice_worker.pipeline import JobPipeline
 from sluice_worker.runner import Worker
 

@@ -13,12 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import auth_keys
 import numpy as np
 import pytest
-from sluice.v1 import collection_pb2, search_service_pb2 as pb, search_service_pb2_grpc
-
-import auth_keys
 from search_server import RunningSearch
+from sluice.v1 import collection_pb2, search_service_pb2_grpc
+from sluice.v1 import search_service_pb2 as pb
 from sluice_common import multilingual_e5
 from sluice_common.embedders import E5_MODEL, EmbedderSettings, check_local_model, get_embedder, local_model_dimensions
 
@@ -40,8 +40,9 @@ def sample_texts() -> tuple[list[str], list[str]]:
             chinese += [s.strip() + "。" for s in text.replace("\n", "").split("。") if len(s.strip()) >= 8]
         else:
             english += [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.strip()) >= 20]
-    odd = ["multiple   spaces\tand\ttabs\n\nand newlines", "ｆｕｌｌｗｉｄｔｈ ① ﬁ ligature Ünïcödé", "emoji 😀 🚀 at the end  ",
-           "  leading spaces", "", "日本語の文と English mixed 中文", "한국어 문장입니다", "<s> not a special token </s>"]
+    odd = ["multiple   spaces\tand\ttabs\n\nand newlines",
+           "ｆｕｌｌｗｉｄｔｈ ① ﬁ ligature Ünïcödé",  # noqa: RUF001 - full-width letters are the input
+           "emoji 😀 🚀 at the end  ", "  leading spaces", "", "日本語の文と English mixed 中文", "한국어 문장입니다", "<s> not a special token </s>"]
     return english[:30] + odd, chinese[:30]
 
 
@@ -118,9 +119,9 @@ PAIRS_ZH_EN = [  # a Chinese question, its English passage
     ("路由器的默认密码是什么?", "The router's admin password is printed on the label under the device; change it after the first login."),
 ]
 PAIRS_ZH_ZH = [  # a Chinese question, its Chinese passage
-    ("绿茶用多少度的水冲泡?", "绿茶不需要发酵，冲泡时水温以八十度左右为宜，水太烫会使茶汤发苦。"),
-    ("大熊猫吃什么?", "大熊猫主要以竹子为食，每天要花十几个小时进食。"),
-    ("地铁几点停止运营?", "本市地铁每天早上六点开始运营，晚上十一点停止运营。"),
+    ("绿茶用多少度的水冲泡?", "绿茶不需要发酵，冲泡时水温以八十度左右为宜，水太烫会使茶汤发苦。"),  # noqa: RUF001 - CJK punctuation, meant
+    ("大熊猫吃什么?", "大熊猫主要以竹子为食，每天要花十几个小时进食。"),  # noqa: RUF001 - CJK punctuation, meant
+    ("地铁几点停止运营?", "本市地铁每天早上六点开始运营，晚上十一点停止运营。"),  # noqa: RUF001 - CJK punctuation, meant
     ("个人所得税什么时候申报?", "个人所得税综合所得年度汇算的办理时间为次年三月一日至六月三十日。"),
 ]
 
@@ -154,7 +155,7 @@ def test_the_conversion_is_cached():
 
 
 DOCUMENTS = {
-    "tea.txt": "绿茶不需要发酵，冲泡时水温以八十度左右为宜。龙井和碧螺春都是著名的绿茶。",
+    "tea.txt": "绿茶不需要发酵，冲泡时水温以八十度左右为宜。龙井和碧螺春都是著名的绿茶。",  # noqa: RUF001 - CJK punctuation, meant
     "bicycle.txt": "To fix a flat tyre, remove the wheel, lever the tyre off the rim and patch the inner tube.",
     "volcano.txt": "A volcano erupts when magma rises through the crust and its gases escape.",
 }

@@ -6,16 +6,14 @@ tests at the bottom go through upload, the worker's sandbox, ingest-api and sear
 
 from __future__ import annotations
 
-import auth_keys
-
 import asyncio
 
+import auth_keys
 import grpc
 import pytest
 from sluice.v1 import document_pb2 as D
 from sluice.v1 import search_service_pb2 as S
 from sluice.v1 import search_service_pb2_grpc
-
 from sluice_worker.domain import DOCUMENT_EMPTY, IMAGE_TOO_LARGE, ChunkingSettings, DocumentInvalid
 from sluice_worker.parsing.chunking import chunk_elements
 from sluice_worker.parsing.partition import ParseLimits, partition_document
@@ -114,7 +112,7 @@ def test_pixel_bomb_is_refused_before_decoding():
     with pytest.raises(DocumentInvalid) as failure:
         parse(bomb, "bomb.png")
     assert failure.value.code == IMAGE_TOO_LARGE
-    assert "60000×60000 pixels" in failure.value.message and "decompression bomb" in failure.value.message
+    assert "60000×60000 pixels" in failure.value.message and "decompression bomb" in failure.value.message  # noqa: RUF001 - a times sign
 
 
 def test_too_many_image_pages_is_refused():
@@ -202,7 +200,7 @@ async def test_e2e_pixel_bomb_and_empty_image_fail_clearly_and_the_worker_keeps_
         good = await docs.upload("bad-images", "after.png", fx.image_bytes(fx.render_page(fx.PAGE_TWO, size=(1654, 400)), "PNG"))
         good = await docs.wait(good.id)
     assert bomb.status == D.DOCUMENT_STATUS_FAILED and bomb.error_code == "IMAGE_TOO_LARGE"
-    assert "60000×60000 pixels" in bomb.error_message and "decompression bomb" in bomb.error_message
+    assert "60000×60000 pixels" in bomb.error_message and "decompression bomb" in bomb.error_message  # noqa: RUF001 - a times sign
     assert good.status == D.DOCUMENT_STATUS_READY, good.error_message
 
 

@@ -12,16 +12,15 @@
 
 from __future__ import annotations
 
-import auth_keys
-
 import io
 import zipfile
+from typing import ClassVar
 
+import auth_keys
 import pytest
 from sluice.v1 import document_pb2 as D
 from sluice.v1 import search_service_pb2 as S
 from sluice.v1 import search_service_pb2_grpc
-
 from sluice_common.worker_errors import internals_in
 from sluice_worker.domain import ChunkingSettings, DocumentInvalid
 from sluice_worker.parsing import heuristics, ocr_page
@@ -42,7 +41,7 @@ def ocr_text(chunks) -> str:
 
 
 async def test_a_full_size_scanned_page_is_read_in_a_used_sandbox_under_a_limit_below_its_address_space(documents_dir):
-    """The failure of issue 21, made deterministic: OCR of a 1,700 × 2,200 page in a sandbox
+    """The failure of issue 21, made deterministic: OCR of a 1,700 x 2,200 page in a sandbox
     that parsed PDF, DOCX, PPTX, HTML and e-mail first took ~1.6 GB of address space (0.9 GB
     resident). Under RLIMIT_AS at 1,280 MB it failed DOCUMENT_CORRUPT with ONNX Runtime's
     traceback, every time; held to 1,280 MB of resident memory it reads the page."""
@@ -58,7 +57,7 @@ async def test_a_full_size_scanned_page_is_read_in_a_used_sandbox_under_a_limit_
             used = session.box.documents
     finally:
         await pool.close()
-    print(f"OCR of a 1,700 × 2,200 page in a used sandbox: peak resident {peak / 2**20:.0f} MB")
+    print(f"OCR of a 1,700 × 2,200 page in a used sandbox: peak resident {peak / 2**20:.0f} MB")  # noqa: RUF001 - a times sign
     assert summary.pages == 1 and used == 6, "read in the used sandbox, not a fresh one"
     assert 0 < peak < 1280 * 2**20
     text = ocr_text(chunks)
@@ -214,7 +213,7 @@ def test_a_page_is_detected_at_150_dpi_whatever_its_own_resolution():
 def test_a_page_larger_than_a_tile_is_detected_in_bands_and_every_line_is_read_once(monkeypatch):
     from sluice_worker.parsing.ocr import paragraphs, recognize
 
-    # A 1,000 × 1,000 page read in three bands of 512 pixels: lines fall across the bands'
+    # A 1,000 x 1,000 page read in three bands of 512 pixels: lines fall across the bands'
     # edges, and each must come out once.
     monkeypatch.setattr(ocr_page, "DETECTION_TILE_PIXELS", 300_000)
     lines = [f"Line {n} records vessel number {n * 7}." for n in range(1, 16)]
@@ -232,7 +231,7 @@ def test_spacy_answers_a_budget_of_texts_per_document_and_rules_the_rest(monkeyp
     from unstructured.partition.text_type import is_possible_narrative_text
 
     class Recording(heuristics.RuleDoc):
-        texts: list[str] = []
+        texts: ClassVar[list[str]] = []
 
         def __init__(self, text: str) -> None:
             Recording.texts.append(text)
@@ -267,7 +266,7 @@ def manual_html(paragraphs: int) -> bytes:
         if n % 500 == 0:
             parts.append(f"<h2>Part {n // 500}</h2>")
         if n % 4 == 1:
-            parts.append(f"<p>第{n}条：港务长记录了船只，水闸按时开放。</p>")
+            parts.append(f"<p>第{n}条：港务长记录了船只，水闸按时开放。</p>")  # noqa: RUF001 - CJK punctuation, meant
         else:
             parts.append(f"<p>Entry {n}: the harbour master logged vessel {n} at the sluice gate.</p>")
     parts.append("<p>闸门维修记录在最后一页。</p><p>The closing line of the manual.</p></body></html>")
@@ -316,6 +315,6 @@ async def test_an_html_manual_of_100000_paragraphs_reaches_ready_and_its_chinese
     assert document.status == D.DOCUMENT_STATUS_READY, document.error_message
     text = "".join(row[1] for row in chunk_rows(database_url, document.id))
     assert "the harbour master logged vessel 99998 at the sluice gate." in text
-    assert "第99997条：港务长记录了船只" in text and text.endswith("The closing line of the manual.")
+    assert "第99997条：港务长记录了船只" in text and text.endswith("The closing line of the manual.")  # noqa: RUF001 - CJK punctuation, meant
     response = await search.Search(S.SearchRequest(collection="manual", query="闸门维修记录", mode=S.SEARCH_MODE_KEYWORD, top_k=3))
     assert response.hits and "闸门维修记录在最后一页。" in response.hits[0].text

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import struct
 import zlib
 
 import pytest
-
 from sluice_worker.domain import ChunkingSettings, DocumentInvalid
 from sluice_worker.parsing.chunking import pack_sentences, split_sentences
 from sluice_worker.parsing.sandbox import Sandbox
@@ -107,11 +107,11 @@ async def test_chinese_markdown_chunks_on_sentence_boundaries(sandbox_pool, docu
     for chunk in chunks:
         assert len(chunk.text) <= 60
         # Every chunk ends a sentence (or is a heading).
-        assert chunk.text.endswith(("。", "！", "？")) or chunk.element_type == "Title" or "\n\n" not in chunk.text and len(chunk.text) < 20
+        assert chunk.text.endswith(("。", "！", "？")) or chunk.element_type == "Title" or ("\n\n" not in chunk.text and len(chunk.text) < 20)  # noqa: RUF001 - CJK punctuation, meant
     # Nothing lost, nothing duplicated without overlap.
     joined = "".join(re.sub(r"\s", "", c.text) for c in chunks)
     source = fixture(documents_dir, "chinese.md").decode()
-    for sentence in re.findall(r"[^。！？\n#]+[。！？]", source):
+    for sentence in re.findall(r"[^。！？\n#]+[。！？]", source):  # noqa: RUF001 - CJK punctuation, meant
         assert joined.count(sentence.strip()) == 1
     assert {c.section_title for c in chunks} >= {"文档检索系统简介", "分块策略", "失败处理"}
 
@@ -119,21 +119,21 @@ async def test_chinese_markdown_chunks_on_sentence_boundaries(sandbox_pool, docu
 async def test_chinese_overlap_repeats_whole_sentences(sandbox_pool, documents_dir):
     settings = ChunkingSettings(max_characters=80, new_after_n_chars=60, overlap=40)
     _, chunks, _ = await parse_and_chunk(sandbox_pool, fixture(documents_dir, "chinese.md"), "chinese.md", settings)
-    for previous, current in zip(chunks, chunks[1:]):
+    for previous, current in itertools.pairwise(chunks):
         if previous.section_title == current.section_title and previous.element_type == current.element_type == "Text":
-            head = re.split(r"(?<=[。！？])", current.text)[0]
+            head = re.split(r"(?<=[。！？])", current.text)[0]  # noqa: RUF001 - CJK punctuation, meant
             if head in previous.text:  # overlap present: it is a whole sentence of the previous chunk
                 assert previous.text.endswith(head) or head + "" in previous.text
 
 
 def test_sentence_packing_is_bounded_and_lossless():
-    text = "第一句话很短。第二句话稍微长一点点！第三句是问题吗？" * 5
+    text = "第一句话很短。第二句话稍微长一点点！第三句是问题吗？" * 5  # noqa: RUF001 - CJK punctuation, meant
     sentences = split_sentences(text)
     assert "".join(sentences) == text
     pieces = pack_sentences(sentences, 30, 25, 0)
     assert all(len(p) <= 30 for p in pieces)
     assert "".join(pieces) == text
-    assert all(p.endswith(("。", "！", "？")) for p in pieces)
+    assert all(p.endswith(("。", "！", "？")) for p in pieces)  # noqa: RUF001 - CJK punctuation, meant
     overlapped = pack_sentences(sentences, 30, 25, 10)
     assert all(len(p) <= 30 for p in overlapped)
     assert overlapped[1].startswith(pieces[0][-7:]) or overlapped[1].startswith("第")

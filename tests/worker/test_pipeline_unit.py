@@ -3,16 +3,21 @@ hand-back at shutdown."""
 
 from __future__ import annotations
 
-from sluice_worker.domain import Stage
-
 import asyncio
 import contextlib
 
 import pytest
 from sluice.v1 import collection_pb2, job_service_pb2
-
 from sluice_common.embedders import EmbeddingError
-from sluice_worker.domain import ChunkingSettings, ChunkRecord, DocumentInvalid, JobLeaseLost, ParseSummary, pipeline_version
+from sluice_worker.domain import (
+    ChunkingSettings,
+    ChunkRecord,
+    DocumentInvalid,
+    JobLeaseLost,
+    ParseSummary,
+    Stage,
+    pipeline_version,
+)
 from sluice_worker.pipeline import UNSTRUCTURED_VERSION, JobPipeline
 from sluice_worker.runner import Worker
 from sluice_worker.settings import WorkerSettings

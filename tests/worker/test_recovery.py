@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import psycopg
-from sluice.v1 import document_pb2 as D
-
 from helpers import free_port
+from sluice.v1 import document_pb2 as D
 
 from .e2e import Docs, WorkerProcess
 

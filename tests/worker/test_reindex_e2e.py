@@ -26,12 +26,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import auth_keys
 import grpc
 import psycopg
-from sluice.v1 import collection_pb2, document_service_pb2 as ds, search_service_pb2 as pb, search_service_pb2_grpc
-
-import auth_keys
 from search_server import RunningSearch
+from sluice.v1 import collection_pb2, search_service_pb2_grpc
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import search_service_pb2 as pb
 from sluice_common.embedders import get_embedder
 
 from .e2e import D, Docs, InProcessWorker, WorkerProcess, snapshot_count, worker_settings

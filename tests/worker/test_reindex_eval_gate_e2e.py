@@ -27,9 +27,9 @@ from pathlib import Path
 import auth_keys
 import pytest
 from search_server import RunningSearch
-from sluice.v1 import collection_pb2, document_pb2, document_service_pb2 as ds
-from sluice.v1 import search_service_pb2 as pb, search_service_pb2_grpc
-
+from sluice.v1 import collection_pb2, document_pb2, search_service_pb2_grpc
+from sluice.v1 import document_service_pb2 as ds
+from sluice.v1 import search_service_pb2 as pb
 from sluice_common.evaluation import evaluate, load_queries
 
 from .e2e import Docs, InProcessWorker, worker_settings

@@ -6,7 +6,6 @@ against the local OpenAI-compatible server; the rest of the pipeline on the unit
 from __future__ import annotations
 
 import pytest
-
 from sluice_common.embedders import EmbedderSettings, get_embedder, provider_limit
 from sluice_worker.pipeline import JobPipeline
 from sluice_worker.settings import WorkerSettings

@@ -3,16 +3,14 @@ between rows, the header repeated in every part, Markdown in the text and HTML b
 
 from __future__ import annotations
 
-import auth_keys
-
 import asyncio
 import io
 
+import auth_keys
 import pytest
 from sluice.v1 import document_pb2 as D
 from sluice.v1 import search_service_pb2 as S
 from sluice.v1 import search_service_pb2_grpc
-
 from sluice_worker.domain import ChunkingSettings
 from sluice_worker.parsing.chunking import chunk_elements
 from sluice_worker.parsing.partition import ParseLimits, partition_document
