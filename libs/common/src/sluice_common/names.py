@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 _DOCUMENT = re.compile(r"^collections/([^/]+)/documents/([^/]+)$")
+_SOURCE = re.compile(r"^collections/([^/]+)/sources/([^/]+)$")
 
 
 def document_name(collection: str, document_id: str) -> str:
@@ -27,4 +28,19 @@ def document_id_of(value: str) -> str:
     return parsed[1] if parsed else value.strip()
 
 
-__all__ = ["document_id_of", "document_name", "parse_document_name"]
+def source_name(collection: str, source_id: str) -> str:
+    """A source of a collection (docs/sources.md): `collections/{collection}/sources/{id}`."""
+    return f"collections/{collection}/sources/{source_id}"
+
+
+def source_run_name(collection: str, source_id: str, run_id: str) -> str:
+    return f"{source_name(collection, source_id)}/runs/{run_id}"
+
+
+def source_id_of(value: str) -> str:
+    """The id in a source's resource name, or `value` itself when it is a bare id."""
+    match = _SOURCE.match(value.strip())
+    return match.group(2) if match else value.strip()
+
+
+__all__ = ["document_id_of", "document_name", "parse_document_name", "source_id_of", "source_name", "source_run_name"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sluice.v1 import admin_service_pb2, admin_service_pb2_grpc
 from sluice.v1 import document_service_pb2, document_service_pb2_grpc, job_service_pb2, job_service_pb2_grpc
-from sluice.v1 import webhook_service_pb2, webhook_service_pb2_grpc
+from sluice.v1 import source_service_pb2, source_service_pb2_grpc, webhook_service_pb2, webhook_service_pb2_grpc
 from sluice_common.auth import AuthInterceptor, KeyDirectory, RateLimiter
 from sluice_common.db import open_pool
 from sluice_common.logs import configure_logging
@@ -36,6 +36,9 @@ from .store import (
     RetentionStore,
     TenantStore,
 )
+from .sources.api import SourceServicer
+from .sources.service import SourceService
+from .sources.store import SourceStore
 from .webhooks.api import WebhookServicer
 from .webhooks.dispatcher import Dispatcher
 from .webhooks.service import WebhookService
@@ -48,6 +51,7 @@ SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
     webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"].full_name,
+    source_service_pb2.DESCRIPTOR.services_by_name["SourceService"].full_name,
 )
 
 
@@ -117,6 +121,10 @@ class IngestApp:
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.admin), self.server)
         webhook_service_pb2_grpc.add_WebhookServiceServicer_to_server(
             WebhookServicer(WebhookService(WebhookStore(self.pool), s)), self.server
+        )
+        # Sources: managed here; their sync runs are carried out by `sluice-sources` (docs/sources.md).
+        source_service_pb2_grpc.add_SourceServiceServicer_to_server(
+            SourceServicer(SourceService(SourceStore(self.pool), s)), self.server
         )
         if self.dispatcher is not None:
             await self.dispatcher.start()

@@ -27,6 +27,7 @@ from .store import (
     QueueStore,
     WatchPage,
 )
+from .store.rows import Fence
 from .store.versions import VersionsView
 from .store.tenants import ApiKeyRow, Quota, TenantRow, TenantStore
 
@@ -83,7 +84,9 @@ class DocumentsPort(DocumentLogPort, Protocol):
 
     async def delete_document(self, tenant_id: int, document_id: uuid.UUID) -> bool: ...
 
-    async def delete_source(self, tenant_id: int, collection: str, source_uri: str) -> tuple[bool, int]: ...
+    async def delete_source(
+        self, tenant_id: int, collection: str, source_uri: str, fence: Fence | None = None,
+    ) -> tuple[bool, int]: ...
 
     async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: DocumentStatus) -> DocumentRow: ...
 

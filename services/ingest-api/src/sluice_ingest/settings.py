@@ -98,3 +98,26 @@ class IngestSettings(CommonSettings):
     webhook_pool_size: int = 4
     # Delivered and failed deliveries are deleted after this many days (pending ones never).
     webhook_delivery_retention_days: float = 7.0
+
+    # Sources (docs/sources.md): sync runs are leased jobs of the `sluice-sources` process.
+    # Folders a LOCAL_FOLDER source (or a GIT source given as a path) may name: absolute paths
+    # separated by ':' (like PATH); empty: no local source may be created.
+    source_local_roots: str = ""
+    # Let S3, HTTP and GIT sources reach private, loopback and link-local addresses (trusted
+    # networks, tests). Off: such a source is refused at creation and at every request.
+    source_allow_private_networks: bool = False
+    # A RUNNING sync run whose runner has not renewed its lease for this long is taken over.
+    source_lease_seconds: float = 60.0
+    # Claims of one run before it ends FAILED (a runner that keeps dying on it).
+    source_max_attempts: int = 3
+    # How often an idle runner looks for runs and due schedules.
+    source_poll_seconds: float = 2.0
+    # A run that would delete more than this share of its collection stops (BLOCKED_MASS_DELETE),
+    # unless the source sets its own share or the sync allows it.
+    source_default_max_delete_share: float = 0.2
+    # HTTP sources: pages listed at most when the source does not say (at most 10,000).
+    source_http_default_max_pages: int = 100
+    # Seconds one request of a sync run (a page, an object, a listing, a git fetch) may take.
+    source_request_timeout_seconds: float = 30.0
+    # sluice-sources: where its gRPC health service listens.
+    sources_bind: str = "localhost:50054"

@@ -22,6 +22,7 @@ from ..domain import DocumentStatus, safe_filename, source_uri_of
 from ..ports import CollectionsPort, DocumentsPort
 from ..settings import IngestSettings
 from ..store import AttemptRow, DocumentRow, NewDocument, VersionsView
+from ..store.rows import Fence
 
 log = logging.getLogger("sluice.ingest")
 
@@ -51,7 +52,8 @@ class UploadMeta:
     # Typed entries, already converted to their stored JSON (sluice_common.metadata.from_proto).
     typed_metadata: dict[str, Any] = field(default_factory=dict)
     source_uri: str = ""
-
+    # A source run's lease check, run inside the upload's transaction (docs/sources.md).
+    fence: Fence | None = None
 
 
 def detect_mime_type(filename: str, given: str, head: bytes) -> str:
@@ -105,7 +107,7 @@ class DocumentUseCases:
             mime_type = detect_mime_type(filename, meta.mime_type, content.head[:8])
             document, created = await self.documents.create_document(
                 NewDocument(tenant_id, meta.collection, filename, mime_type, document_metadata, meta.request_id or None,
-                            content, content.sha256, source_uri)
+                            content, content.sha256, source_uri, meta.fence)
             )
         finally:
             content.close()
@@ -146,12 +148,14 @@ class DocumentUseCases:
             next_token = encode_token({"f": filters, "t": last.created_at.isoformat(), "i": str(last.id)})
         return rows[:limit], next_token
 
-    async def delete_document(self, tenant_id: int, document_id: str, collection: str = "", source_uri: str = "") -> tuple[bool, int]:
+    async def delete_document(
+        self, tenant_id: int, document_id: str, collection: str = "", source_uri: str = "", fence: Fence | None = None,
+    ) -> tuple[bool, int]:
         """By id (that version), or by collection and source_uri (every live version of the source).
         Returns (a running job was cancelled, documents deleted)."""
         source = source_of(document_id, collection, source_uri)
         if source is not None:
-            cancelled, deleted = await self.documents.delete_source(tenant_id, *source)
+            cancelled, deleted = await self.documents.delete_source(tenant_id, *source, fence=fence)
             log.info("source deleted", extra={"collection": source[0], "versions": deleted, "cancelled_running_job": cancelled})
             return cancelled, deleted
         doc_id = parse_id(document_id)

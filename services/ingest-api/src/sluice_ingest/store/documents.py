@@ -42,7 +42,7 @@ from .common import (
     lookup_document_where,
     one_row,
 )
-from .rows import AttemptRow, DocumentRow, EventRow, NewDocument, UploadedContent
+from .rows import AttemptRow, DocumentRow, EventRow, Fence, NewDocument, UploadedContent
 from .versions import (
     VersionsView,
     add_version,
@@ -64,6 +64,8 @@ class DocumentStore(StoreBase):
         content as the source's current or next version; docs/architecture.md#document-versions).
         """
         async with self.pool.connection() as conn, conn.transaction():
+            if new.fence is not None:
+                await new.fence(conn)
             collection = await lookup_collection_settings(conn, new.tenant_id, new.collection)
             if new.request_id:
                 existing = await lookup_document_where(
@@ -262,10 +264,14 @@ class DocumentStore(StoreBase):
             await conn.execute("DELETE FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id))
             return bool(job[0] == JobStatus.RUNNING)
 
-    async def delete_source(self, tenant_id: int, collection: str, source_uri: str) -> tuple[bool, int]:
+    async def delete_source(
+        self, tenant_id: int, collection: str, source_uri: str, fence: Fence | None = None,
+    ) -> tuple[bool, int]:
         """Every live version of a source (jobs locked first, the NEXT version's before the
         CURRENT one's, as its READY commit takes them); (a job was running, versions deleted)."""
         async with self.pool.connection() as conn, conn.transaction():
+            if fence is not None:
+                await fence(conn)
             settings = await lookup_collection_settings(conn, tenant_id, collection)
             live = await lock_live_versions(conn, settings.id, source_uri, tenant_id)
             if not live:

@@ -29,6 +29,13 @@ class NewCollection:
     reranker: dict[str, Any] | None = None
 
 
+class Fence(Protocol):
+    """A check run inside a write's transaction that raises when the writer may no longer write
+    (a source run whose lease was lost: sources/store.py)."""
+
+    async def __call__(self, conn: Any) -> None: ...
+
+
 class UploadedContent(Protocol):
     """An upload's bytes, read back in pieces (uploads.SpooledContent): never one bytes object."""
 
@@ -48,6 +55,8 @@ class NewDocument:
     content: UploadedContent
     content_sha256: str
     source_uri: str | None = None  # a version of this source (docs/architecture.md#document-versions)
+    # Run first inside the upload's transaction; raises to refuse it (a source run's lease, docs/sources.md).
+    fence: Fence | None = None
 
 
 @dataclass(frozen=True)
