@@ -26,6 +26,10 @@ def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
     assert operations["DocumentService.UploadDocument"] == ("/v1/collections/{collection}/documents", "post")
     assert "Dify.Retrieval" in operations
     assert "text/event-stream" in document["paths"]["/sluice.v1.DocumentService/WatchDocument"]["post"]["responses"]["200"]["content"]
+    watch = document["paths"]["/sluice.v1.DocumentService/WatchCollection"]["post"]
+    assert "application/connect+json" in watch["responses"]["200"]["content"]
+    assert "application/connect+json" in watch["requestBody"]["content"]
+    assert [p["name"] for p in watch["parameters"]] == ["Last-Event-ID"]
 
     # Every $ref points at a schema of the document.
     schemas = document["components"]["schemas"]

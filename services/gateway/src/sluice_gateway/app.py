@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import dify
+from . import dify, metrics
 from .backends import Backends
 from .connect import ConnectHandlers
 from .openapi import build_openapi
@@ -47,7 +47,10 @@ def create_app(settings: GatewaySettings) -> Starlette:
         return await handlers().upload(request)
 
     async def retrieval(request: Request) -> Response:
-        return await dify.retrieval(request, backends(), settings.gateway_call_timeout_seconds)
+        response = await dify.retrieval(request, backends(), settings.gateway_call_timeout_seconds)
+        code = "ok" if response.status_code == 200 else f"http_{response.status_code}"  # Dify's errors are HTTP's
+        metrics.REQUESTS.labels("retrieval", code).inc()
+        return response
 
     async def openapi_json(request: Request) -> Response:
         return JSONResponse(openapi)

@@ -1,8 +1,9 @@
-"""The Connect protocol's unary shape for every unary RPC, server streams as server-sent
-events, and uploads from a raw HTTP body (docs/http.md)."""
+"""The Connect protocol's unary shape for every unary RPC, server streams as Connect streams
+or server-sent events, and uploads from a raw HTTP body (docs/http.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -10,6 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import grpc
 from google.protobuf import json_format, message
 from google.protobuf.descriptor import FieldDescriptor
@@ -17,12 +19,19 @@ from sluice.v1 import document_service_pb2 as ds
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from . import metrics
 from .backends import Backends, forwarded_metadata
-from .errors import GatewayError, describe
+from .errors import GatewayError, connect_code, describe
 from .methods import METHODS, UPLOAD, Method
+from .metrics import UNKNOWN
 
 JSON_TYPES = ("application/json", "")
 PROTO_TYPE = "application/proto"
+CONNECT_STREAM_JSON = "application/connect+json"
+CONNECT_STREAM_PROTO = "application/connect+proto"
+CONNECT_STREAM_TYPES = (CONNECT_STREAM_JSON, CONNECT_STREAM_PROTO)
+COMPRESSED = 0x01  # envelope flags (the Connect protocol)
+END_STREAM = 0x02
 UPLOAD_PIECE = 256 * 1024  # bytes per data message of an upload
 SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
 
@@ -67,16 +76,58 @@ def parse_json(body: bytes, msg: message.Message) -> None:
         getattr(msg, name).extend(values)
 
 
-def error_response(error: grpc.RpcError | GatewayError) -> JSONResponse:
+def error_response(error: grpc.RpcError | GatewayError, method: str = UNKNOWN) -> JSONResponse:
     if isinstance(error, GatewayError):
+        metrics.REQUESTS.labels(method, connect_code(error.code)).inc()
         return JSONResponse(error.body(), status_code=error.http_status)
     status, body, headers = describe(error)
+    metrics.REQUESTS.labels(method, body["code"]).inc()
     return JSONResponse(body, status_code=status, headers=headers)
 
 
 def sse(event: str, data: dict[str, Any], event_id: str = "") -> str:
     head = f"id: {event_id}\n" if event_id else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def envelope(flags: int, payload: bytes) -> bytes:
+    """One message of a Connect stream: a flags byte, the payload's length (4 bytes, big-endian), the payload."""
+    return bytes((flags,)) + len(payload).to_bytes(4, "big") + payload
+
+
+def end_of_stream(error: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> bytes:
+    """The Connect stream's last message: `{}` when it ended well, else `{"error": …}`; headers
+    of the error (Retry-After) as its `metadata`."""
+    body: dict[str, Any] = {}
+    if error is not None:
+        body["error"] = error
+    if headers:
+        body["metadata"] = {name.lower(): [value] for name, value in headers.items()}
+    return envelope(END_STREAM, json.dumps(body, separators=(",", ":")).encode())
+
+
+def media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+class StreamResponse(StreamingResponse):
+    """A streaming answer that also listens for the client going away, whatever ASGI version the
+    server speaks: on `http.disconnect` the body's generator is cancelled at its await (the
+    backend read), and its `finally` cancels the gRPC call. Without this, Starlette under ASGI
+    2.4 would only notice when a write failed, and an idle watch would hold its backend stream
+    open for as long as it stayed idle (docs/http.md, "Server streams")."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def respond() -> None:
+                with contextlib.suppress(OSError):
+                    await self.stream_response(send)
+                group.cancel_scope.cancel()
+
+            group.start_soon(respond)
+            await self.listen_for_disconnect(receive)
+            group.cancel_scope.cancel()
 
 
 class ConnectHandlers:
@@ -87,13 +138,17 @@ class ConnectHandlers:
 
     def timeout_of(self, request: Request) -> float:
         """Connect-Timeout-Ms when the caller sets one, else the gateway's default."""
+        return self.stream_timeout_of(request) or self.call_timeout
+
+    def stream_timeout_of(self, request: Request) -> float | None:
+        """Connect-Timeout-Ms when the caller sets one (at most the unary default), else None:
+        a stream lasts as long as its client stays."""
         header = request.headers.get("connect-timeout-ms", "")
         if header.isdigit() and 0 < int(header) < 10**10:
             return min(int(header) / 1000, self.call_timeout)
-        return self.call_timeout
+        return None
 
-    async def parse(self, request: Request, method: Method) -> message.Message:
-        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    async def body(self, request: Request) -> bytes:
         body = b""
         async for piece in request.stream():
             body += piece
@@ -101,27 +156,20 @@ class ConnectHandlers:
                 raise GatewayError(
                     grpc.StatusCode.RESOURCE_EXHAUSTED, f"request body over {self.max_json_bytes} bytes", "REQUEST_TOO_LARGE"
                 )
-        msg = method.request_class()
+        return body
+
+    async def parse(self, request: Request, method: Method) -> message.Message:
+        content_type = media_type(request)
+        body = await self.body(request)
         if content_type == PROTO_TYPE:
-            try:
-                msg.ParseFromString(body)
-            except message.DecodeError as error:
-                raise GatewayError(
-                    grpc.StatusCode.INVALID_ARGUMENT, f"the body is not a {msg.DESCRIPTOR.full_name}: {error}", "INVALID_BODY"
-                ) from None
-            return msg
+            return decode_proto(body, method)
         if content_type not in JSON_TYPES:
             raise GatewayError(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"Content-Type {content_type!r} is not supported: send application/json (or application/proto)",
                 "INVALID_BODY",
             )
-        try:
-            parse_json(body, msg)
-        except (json_format.ParseError, ValueError) as error:
-            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
-                               f"the body is not a JSON {msg.DESCRIPTOR.full_name}: {error}", "INVALID_JSON") from None
-        return msg
+        return decode_json(body, method)
 
     async def rpc(self, request: Request) -> Response:
         """POST /sluice.v1.<Service>/<Method>."""
@@ -136,69 +184,120 @@ class ConnectHandlers:
             return error_response(GatewayError(
                 grpc.StatusCode.UNIMPLEMENTED,
                 "UploadDocument is a client stream: POST the file as the body of /v1/collections/{collection}/documents "
-                "(docs/http.md, Uploads)", "USE_UPLOAD_PATH"))
+                "(docs/http.md, Uploads)", "USE_UPLOAD_PATH"), method.label)
+        if media_type(request) in CONNECT_STREAM_TYPES:
+            return await self.connect_stream(request, method)
         started = time.perf_counter()
         try:
             msg = await self.parse(request, method)
         except GatewayError as error:
-            return error_response(error)
+            return error_response(error, method.label)
         if method.kind == "server_stream":
-            return await self.stream(request, method, msg)
+            return await self.sse_stream(request, method, msg)
         parsed = time.perf_counter()
         try:
             reply = await self.backends.callable(method)(
                 msg, metadata=forwarded_metadata(request.headers), timeout=self.timeout_of(request)
             )
         except grpc.RpcError as error:
-            return error_response(error)
+            return error_response(error, method.label)
         answered = time.perf_counter()
         if request.headers.get("content-type", "").startswith(PROTO_TYPE):
             response: Response = Response(reply.SerializeToString(), media_type=PROTO_TYPE)
         else:
             response = JSONResponse(to_json(reply))
+        done = time.perf_counter()
         # Where the time went, for a browser's network panel or `curl -v` (docs/http.md#speed).
         response.headers["Server-Timing"] = (
             f"parse;dur={(parsed - started) * 1000:.2f}, backend;dur={(answered - parsed) * 1000:.2f}, "
-            f"encode;dur={(time.perf_counter() - answered) * 1000:.2f}"
+            f"encode;dur={(done - answered) * 1000:.2f}"
         )
+        metrics.REQUESTS.labels(method.label, "ok").inc()
+        metrics.LATENCY.labels(method.label).observe(done - started)
         return response
 
-    async def stream(self, request: Request, method: Method, msg: message.Message) -> Response:
-        """A server stream as server-sent events: `event: message` per message (`id:` the
-        cursor where it has one, so Last-Event-ID resumes a WatchCollection), `event: error`
-        with a Connect error if it fails midway, `event: end` when it ends. A failure before
-        the first message is an ordinary JSON error with its HTTP status."""
+    def open_stream(self, request: Request, method: Method, msg: message.Message) -> Any:
+        """The backend's server stream for `msg`, with the caller's key and Connect-Timeout-Ms.
+        Last-Event-ID resumes a WatchCollection after that cursor (an explicit after_cursor wins)."""
         last_id = request.headers.get("last-event-id", "")
         if last_id and isinstance(msg, ds.WatchCollectionRequest) and not msg.after_cursor:
             msg.after_cursor = last_id
             msg.ClearField("start_from_oldest")
-        call = self.backends.callable(method)(msg, metadata=forwarded_metadata(request.headers))
+        return self.backends.callable(method)(msg, metadata=forwarded_metadata(request.headers),
+                                              timeout=self.stream_timeout_of(request))
+
+    async def sse_stream(self, request: Request, method: Method, msg: message.Message) -> Response:
+        """A server stream as server-sent events: `event: message` per message (`id:` the
+        cursor where it has one, so Last-Event-ID resumes a WatchCollection), `event: error`
+        with a Connect error if it fails midway, `event: end` when it ends. A failure before
+        the first message is an ordinary JSON error with its HTTP status."""
+        call = self.open_stream(request, method, msg)
         try:
             first = await call.read()
         except grpc.RpcError as error:
-            return error_response(error)
+            return error_response(error, method.label)
 
         async def events() -> AsyncIterator[str]:
             item = first
-            try:
-                while item is not grpc.aio.EOF:
-                    yield sse("message", to_json(item), getattr(item, "cursor", ""))
-                    item = await call.read()
-                yield sse("end", {})
-            except grpc.RpcError as error:
-                yield sse("error", describe(error)[1])
-            finally:
-                call.cancel()
+            async with following(method, call) as outcome:
+                try:
+                    while item is not grpc.aio.EOF:
+                        yield sse("message", to_json(item), getattr(item, "cursor", ""))
+                        item = await call.read()
+                    yield sse("end", {})
+                except grpc.RpcError as error:
+                    body = describe(error)[1]
+                    outcome.append(body["code"])
+                    yield sse("error", body)
 
-        return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamResponse(events(), media_type="text/event-stream",
+                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def connect_stream(self, request: Request, method: Method) -> Response:
+        """A server stream in the Connect protocol (`application/connect+json` or `+proto`):
+        the request is one enveloped message, the answer is 200 with one enveloped message per
+        stream message and an end-of-stream message (flag 0x02) carrying the error, if any, and
+        its metadata. Every failure, a bad request included, is in that last message."""
+        content_type = media_type(request)
+        binary = content_type == CONNECT_STREAM_PROTO
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        try:
+            if method.kind != "server_stream":
+                raise GatewayError(grpc.StatusCode.UNIMPLEMENTED,
+                                   f"{method.label} is not a server stream: call it with Content-Type application/json",
+                                   "NOT_A_STREAM")
+            encoding = request.headers.get("connect-content-encoding", "identity").lower()
+            if encoding != "identity":
+                raise GatewayError(grpc.StatusCode.UNIMPLEMENTED,
+                                   f"Connect-Content-Encoding {encoding!r} is not supported: send messages uncompressed",
+                                   "UNSUPPORTED_ENCODING")
+            msg = decode_envelope(await self.body(request), method, binary)
+        except GatewayError as error:
+            metrics.REQUESTS.labels(method.label, connect_code(error.code)).inc()
+            return Response(end_of_stream(error.body()), media_type=content_type, headers=headers)
+        call = self.open_stream(request, method, msg)
+
+        async def frames() -> AsyncIterator[bytes]:
+            async with following(method, call) as outcome:
+                try:
+                    while (item := await call.read()) is not grpc.aio.EOF:
+                        payload = item.SerializeToString() if binary else json.dumps(
+                            to_json(item), separators=(",", ":")).encode()
+                        yield envelope(0, payload)
+                    yield end_of_stream()
+                except grpc.RpcError as error:
+                    _, body, error_headers = describe(error)
+                    outcome.append(body["code"])
+                    yield end_of_stream(body, error_headers)
+
+        return StreamResponse(frames(), media_type=content_type, headers=headers)
 
     async def upload(self, request: Request) -> Response:
         """POST /v1/collections/{collection}/documents: the raw file as the body."""
         try:
             metadata = upload_metadata(request)
         except GatewayError as error:
-            return error_response(error)
+            return error_response(error, "upload")
 
         async def messages() -> AsyncIterator[ds.UploadDocumentRequest]:
             yield ds.UploadDocumentRequest(metadata=metadata)
@@ -222,8 +321,68 @@ class ConnectHandlers:
         try:
             document = await self.backends.callable(UPLOAD)(messages(), metadata=forwarded_metadata(request.headers))
         except grpc.RpcError as error:
-            return error_response(error)
+            return error_response(error, "upload")
+        metrics.REQUESTS.labels("upload", "ok").inc()
         return JSONResponse(to_json(document))
+
+
+@contextlib.asynccontextmanager
+async def following(method: Method, call: Any) -> AsyncIterator[list[str]]:
+    """Book-keeping of one forwarded stream: open in the gauge while it runs; counted with its
+    outcome (`ok`, the error's code appended by the caller, or `cancelled` when the HTTP
+    client went away); the backend call cancelled whatever happened, so no stream outlives
+    its client."""
+    outcome: list[str] = []
+    metrics.STREAMS_OPEN.labels(method.label).inc()
+    try:
+        yield outcome
+    except BaseException:  # the client went away (cancelled), or the server is stopping
+        outcome.append("cancelled")
+        metrics.STREAMS_CANCELLED.labels(method.label).inc()
+        raise
+    finally:
+        call.cancel()
+        metrics.STREAMS_OPEN.labels(method.label).dec()
+        metrics.REQUESTS.labels(method.label, outcome[0] if outcome else "ok").inc()
+
+
+def decode_proto(body: bytes, method: Method) -> message.Message:
+    msg = method.request_class()
+    try:
+        msg.ParseFromString(body)
+    except message.DecodeError as error:
+        raise GatewayError(
+            grpc.StatusCode.INVALID_ARGUMENT, f"the body is not a {msg.DESCRIPTOR.full_name}: {error}", "INVALID_BODY"
+        ) from None
+    return msg
+
+
+def decode_json(body: bytes, method: Method) -> message.Message:
+    msg = method.request_class()
+    try:
+        parse_json(body, msg)
+    except (json_format.ParseError, ValueError) as error:
+        raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
+                           f"the body is not a JSON {msg.DESCRIPTOR.full_name}: {error}", "INVALID_JSON") from None
+    return msg
+
+
+def decode_envelope(body: bytes, method: Method, binary: bool) -> message.Message:
+    """The one enveloped request message of a Connect server stream."""
+    if len(body) < 5:
+        raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
+                           "a Connect stream request is one enveloped message (flags, 4-byte length, message)",
+                           "INVALID_ENVELOPE")
+    flags, length = body[0], int.from_bytes(body[1:5], "big")
+    if flags & COMPRESSED:
+        raise GatewayError(grpc.StatusCode.UNIMPLEMENTED, "compressed messages are not supported: send them uncompressed",
+                           "UNSUPPORTED_ENCODING")
+    if flags != 0 or len(body) != 5 + length:
+        raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
+                           f"a Connect stream request is exactly one enveloped message ({len(body)} bytes, "
+                           f"the envelope announces {length} + 5)", "INVALID_ENVELOPE")
+    payload = body[5:]
+    return decode_proto(payload, method) if binary else decode_json(payload, method)
 
 
 def upload_metadata(request: Request) -> ds.UploadDocumentMetadata:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uvicorn
 from sluice_common.logs import configure_logging
+from sluice_common.metrics import start_metrics_server
 from sluice_common.tls import LOOPBACK_HOSTS
 
 from .app import create_app
@@ -28,6 +29,8 @@ def uvicorn_config(settings: GatewaySettings) -> uvicorn.Config:
 def main() -> None:
     settings = GatewaySettings()
     configure_logging("sluice-gateway", settings.log_level, settings.log_json)
+    # /metrics on SLUICE_METRICS_PORT, on the HTTP bind's host unless SLUICE_METRICS_HOST says otherwise.
+    start_metrics_server(settings, settings.gateway_bind)
     uvicorn.Server(uvicorn_config(settings)).run()
 
 

@@ -39,6 +39,11 @@ class Method:
         return f"/{self.descriptor.containing_service.full_name}/{self.descriptor.name}"
 
     @property
+    def label(self) -> str:
+        """`Service.Method`, as metrics name it: SearchService.Search."""
+        return f"{self.descriptor.containing_service.name}.{self.descriptor.name}"
+
+    @property
     def kind(self) -> str:
         client, server = self.descriptor.client_streaming, self.descriptor.server_streaming
         return {(False, False): "unary", (False, True): "server_stream", (True, False): "client_stream"}.get(

@@ -112,11 +112,25 @@ def _operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
             "content": {"application/json": {"schema": builder.ref(method.descriptor.input_type)}},
         }
     if method.kind == "server_stream":
-        operation["summary"] = f"{method.descriptor.name} as server-sent events"
+        name = method.descriptor.output_type.full_name
+        operation["summary"] = f"{method.descriptor.name}: a server stream, as server-sent events or a Connect stream"
+        operation["description"] = (
+            "POST the request as JSON (`Accept: text/event-stream` optional) for server-sent events; a WatchCollection "
+            "resumes after the `Last-Event-ID` header's cursor. Or POST it as one enveloped message with Content-Type "
+            "`application/connect+json` (or `+proto`) for a Connect server stream (docs/http.md, Server streams).")
+        operation["requestBody"]["content"]["application/connect+json"] = {
+            "schema": {"type": "string", "format": "binary"}, "x-message": builder.ref(method.descriptor.input_type)}
+        operation["parameters"] = [{
+            "name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"},
+            "description": "server-sent events: resume a WatchCollection after this cursor (the last event's `id`)"}]
         operation["responses"]["200"] = {
-            "description": f"text/event-stream: `event: message` with one {method.descriptor.output_type.full_name} in JSON "
-                           "per message (`id:` its cursor, if any), then `event: end`; `event: error` with a ConnectError",
-            "content": {"text/event-stream": {"schema": {"type": "string"}, "x-message": output}},
+            "description": f"text/event-stream: `event: message` with one {name} in JSON per message (`id:` its cursor, "
+                           "if any), then `event: end`; `event: error` with a ConnectError. application/connect+json: "
+                           f"enveloped messages (a flags byte, a 4-byte big-endian length, one {name} in JSON), the last "
+                           "one (flags 0x02) `{}` or `{\"error\": ConnectError}`; a Connect stream's errors are always "
+                           "in that last message, with HTTP 200.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}, "x-message": output},
+                        "application/connect+json": {"schema": {"type": "string", "format": "binary"}, "x-message": output}},
         }
     else:
         operation["responses"]["200"] = {"description": method.descriptor.output_type.full_name,
