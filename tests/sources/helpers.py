@@ -8,11 +8,10 @@ import asyncio
 
 import auth_keys
 import psycopg
+from ingest.helpers import Clients
 from sluice.v1 import source_service_pb2 as src
 from sluice.v1 import source_service_pb2_grpc
 from sluice_common.channels import keyed_channel
-
-from ingest.helpers import Clients
 
 
 class Sources:
