@@ -3,13 +3,19 @@ and VECTOR search must still return exactly top_k READY hits with recall@10 ≥ 
 
 from __future__ import annotations
 
+import itertools
+import os
+from urllib.parse import urlsplit
+
 import numpy as np
 import psycopg
 import pytest
+from conftest import Seeder
 from conftest import embedding_like_vectors as random_unit_vectors
 from pgvector.psycopg import register_vector
 from sluice.v1 import search_service_pb2 as pb
 from sluice_common import vector_index
+from sluice_common.embedded_pg import database_uri, ensure_database
 from sluice_search.domain import Collection, DocumentFilter
 from sluice_search.repository import vector_query
 
@@ -20,8 +26,10 @@ QUERIES = 40
 NOT_READY = ["PENDING", "PARSING", "CHUNKING", "EMBEDDING", "INDEXING", "FAILED"]
 
 
-@pytest.fixture
-def big(seed):
+_copies = itertools.count()
+
+
+def load(seed: Seeder) -> tuple[int, list[str], np.ndarray]:
     cid = seed.collection("big", DIM, index=False)
     vectors = random_unit_vectors(DOCUMENTS * CHUNKS_PER_DOCUMENT, DIM, seed=7)
     documents = []
@@ -34,6 +42,43 @@ def big(seed):
     seed.conn.execute(vector_index.create_index_sql(seed.generation(cid), DIM))  # built over loaded data: faster
     seed.conn.execute("ANALYZE chunks, documents")
     return cid, documents, vectors
+
+
+def drop_database(admin_uri: str, name: str) -> None:
+    with psycopg.connect(admin_uri, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def loaded(pg_admin_uri, template_uri):
+    """The 20,000 chunks and their HNSW index, loaded once for the module into a database of their
+    own (loading and indexing take half a minute or more); each test gets a copy of it."""
+    name = f"hnsw_{os.getpid()}"
+    ensure_database(pg_admin_uri, name, template=urlsplit(template_uri).path.lstrip("/"))
+    seeder = Seeder(database_uri(pg_admin_uri, name))
+    try:
+        big = load(seeder)
+    finally:
+        seeder.close()  # CREATE DATABASE ... TEMPLATE needs the template without connections
+    yield name, big
+    drop_database(pg_admin_uri, name)
+
+
+@pytest.fixture
+def database_url(pg_admin_uri, loaded):
+    """This module's test database: a fresh copy of the loaded one, made and dropped in the test's
+    own setup and teardown like tests/conftest.py's `database_url` (see its note)."""
+    name = f"t_{os.getpid()}_hnsw_{next(_copies)}"
+    ensure_database(pg_admin_uri, name, template=loaded[0])
+    yield database_uri(pg_admin_uri, name)
+    drop_database(pg_admin_uri, name)
+
+
+@pytest.fixture
+def big(loaded):
+    """(collection id, document ids, vectors) of the loaded data; the tests change statuses in
+    their own copy only."""
+    return loaded[1]
 
 
 def active_generation(database_url, collection_id):
