@@ -40,6 +40,9 @@ class Collection:
     chunk_overlap: int = 0
     # The collection's default reranker (collections.reranker), None for none.
     reranker: RerankerSpec | None = None
+    # The precision of the generation's HNSW index (sluice_common.vector_index): float4, halfvec
+    # or binary (candidates re-scored exactly).
+    vector_precision: str = "float4"
 
 
 @dataclass(frozen=True)

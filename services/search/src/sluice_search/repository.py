@@ -36,6 +36,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from sluice_common import vector_index
+from sluice_common.vector_index import FLOAT4
 from sluice_common.db import check_if_idle, mark_returned
 from sluice_common.reranking import RerankerSpec
 from sluice_common.tasks import end_if_cancelled, pause
@@ -131,8 +132,9 @@ COLLECTIONS_CHANNEL = "sluice_collections"
 
 class SearchRepository:
     def __init__(self, pool: AsyncConnectionPool, *, collection_cache_seconds: float = 5.0,
-                 exact_filter_max_chunks: int = 2000) -> None:
+                 exact_filter_max_chunks: int = 2000, binary_rescore_candidates: int = 100) -> None:
         self._pool = pool
+        self._binary_rescore_candidates = binary_rescore_candidates
         self._cache_seconds = collection_cache_seconds
         self._exact_filter_max_chunks = exact_filter_max_chunks
         self._collections: dict[tuple[int, str], tuple[float, Collection]] = {}
@@ -218,7 +220,7 @@ class SearchRepository:
             row = await (
                 await conn.execute(
                     "SELECT c.id, c.name, g.embedder_provider, g.embedder_model, g.dimensions, c.tenant_id, g.id, g.number,"
-                    " c.chunk_overlap, c.reranker"
+                    " c.chunk_overlap, g.vector_precision, c.reranker"
                     " FROM collections c JOIN collection_generations g ON g.collection_id = c.id AND g.state = 'ACTIVE'"
                     " WHERE c.tenant_id = %s AND c.name = %s",
                     (tenant_id, name),
@@ -227,7 +229,7 @@ class SearchRepository:
         if row is None:
             self._collections.pop(key, None)
             return None
-        collection = Collection(*row[:-1], reranker=RerankerSpec.from_json(row[-1]))
+        collection = Collection(*row[:-2], reranker=RerankerSpec.from_json(row[-1]), vector_precision=row[-2])
         if len(self._collections) > 10_000:
             self._collections.clear()
         self._collections[key] = (now, collection)
@@ -241,7 +243,7 @@ class SearchRepository:
             row = await (
                 await conn.execute(
                     "SELECT c.id, c.name, g.embedder_provider, g.embedder_model, g.dimensions, c.tenant_id, g.id, g.number,"
-                    " c.chunk_overlap, c.reranker"
+                    " c.chunk_overlap, g.vector_precision, c.reranker"
                     " FROM collections c JOIN collection_generations g ON g.collection_id = c.id"
                     " WHERE c.tenant_id = %s AND c.name = %s AND g.id = %s AND g.state IN ('ACTIVE', 'BUILDING')",
                     (tenant_id, name, generation_id),
@@ -249,7 +251,7 @@ class SearchRepository:
             ).fetchone()
         if row is None:
             return None
-        return Collection(*row[:-1], reranker=RerankerSpec.from_json(row[-1]))
+        return Collection(*row[:-2], reranker=RerankerSpec.from_json(row[-1]), vector_precision=row[-2])
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]:
         """Every tenant's embedders, for warm-up: a SECURITY DEFINER function shows search these
@@ -295,7 +297,8 @@ class SearchRepository:
                     hits = [row[2:] for row in rows if row[2] is not None]
                     hits.sort(key=lambda r: (r[score], r[0]))
                     return hits
-            indexed, params = vector_query(collection, vector, limit, filter, columns=columns)
+            indexed, params = vector_query(collection, vector, limit, filter, columns=columns,
+                                           rescore_candidates=self._binary_rescore_candidates)
             rows = await (await conn.execute(indexed, params)).fetchall()
             if len(rows) < limit:
                 exact, params = vector_query(collection, vector, limit, filter, exact=True, columns=columns)
@@ -377,9 +380,7 @@ def selective_vector_query(
     when there are too many, one row of NULL hits says so and the caller walks the graph."""
     where, params = _filter_sql(filter)
     params["v"] = np.asarray(vector, dtype=np.float32)
-    distance = sql.SQL("{expr} <=> %(v)s::vector({dim})").format(
-        expr=vector_index.embedding_expr(collection.dimensions), dim=sql.Literal(int(collection.dimensions))
-    )
+    distance = vector_index.exact_distance(collection.dimensions)
     query = sql.SQL(
         "WITH m AS MATERIALIZED ("
         " SELECT d.id, d.chunk_count FROM documents d"
@@ -407,31 +408,36 @@ def selective_vector_query(
 
 def vector_query(
     collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, *, exact: bool = False,
-    columns: sql.Composable = _HIT_COLUMNS,
+    columns: sql.Composable = _HIT_COLUMNS, rescore_candidates: int = 0,
 ) -> tuple[sql.Composed, dict]:
-    """The vector query and its parameters: through the partial HNSW index, or exact."""
+    """The vector query and its parameters: through the partial HNSW index, or exact.
+
+    The ORDER BY repeats the generation's indexed expression (vector_index.index_distance, at
+    the generation's precision) so the planner uses its partial index; the distance returned is
+    always the exact one on the float4 vectors. A `binary` generation's graph only proposes
+    candidates: the nearest max(limit, `rescore_candidates`) by Hamming distance, re-scored
+    exactly, of which the best `limit` are the answer (docs/search.md, "Vector precision")."""
     where, params = _filter_sql(filter)
     params["v"] = np.asarray(vector, dtype=np.float32)
-    distance = sql.SQL("{expr} <=> %(v)s::vector({dim})").format(
-        expr=vector_index.embedding_expr(collection.dimensions), dim=sql.Literal(int(collection.dimensions))
-    )
+    distance = vector_index.exact_distance(collection.dimensions)
+    precision = FLOAT4 if exact else collection.vector_precision
     # Exact: `+ 0` makes the sort key an expression no index serves.
-    order = sql.SQL("({distance}) + 0, c.id" if exact else "{distance}").format(distance=distance)
-    query = sql.SQL(
+    order = (sql.SQL("({distance}) + 0, c.id").format(distance=distance) if exact
+             else vector_index.index_distance(collection.dimensions, precision))
+    body = sql.SQL(
         "SELECT {cols}, {distance} AS distance"
         " FROM chunks c JOIN documents d ON d.id = c.document_id"
         " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY'{where}"
         " ORDER BY {order} LIMIT {limit}"
-    ).format(
-        cols=columns,
-        distance=distance,
-        pred=vector_index.generation_predicate(collection.generation_id),
-        tid=sql.Literal(int(collection.tenant_id)),
-        where=where,
-        order=order,
-        limit=sql.Literal(int(limit)),
     )
-    return query, params
+    fields = {"cols": columns, "distance": distance, "pred": vector_index.generation_predicate(collection.generation_id),
+              "tid": sql.Literal(int(collection.tenant_id)), "where": where, "order": order}
+    if precision == vector_index.BINARY:
+        inner = body.format(**fields, limit=sql.Literal(max(int(limit), int(rescore_candidates))))
+        query = sql.SQL("SELECT * FROM ({inner}) r ORDER BY r.distance LIMIT {limit}").format(
+            inner=inner, limit=sql.Literal(int(limit)))
+        return query, params
+    return body.format(**fields, limit=sql.Literal(int(limit))), params
 
 
 def _filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict]:
