@@ -214,7 +214,8 @@ class Runner:
         sha = hashlib.sha256(data).hexdigest()
         if sha in live_shas:
             return ((item.source_uri, item.fingerprint, sha), False), None
-        meta = UploadMeta(collection=claimed.source.collection, filename=item.filename, mime_type=item.mime_type,
+        mime_type = reader.mime_type_of(item) if hasattr(reader, "mime_type_of") else item.mime_type
+        meta = UploadMeta(collection=claimed.source.collection, filename=item.filename, mime_type=mime_type,
                           source_uri=item.source_uri, fence=fence)
         try:
             _, created = await self.documents.upload_document(claimed.source.tenant_id, meta, pieces_of(data, sha))
