@@ -93,9 +93,11 @@ def create_collection_request(name: str, *, embedder: Embedder | str | None, mod
 def search_request(collection: str, query: str, *, top_k: int, mode: SearchMode | str | None,
                    filter: Mapping[str, str] | None, where: Any, filenames: Iterable[str] | None,
                    document_ids: Iterable[str] | None, neighbors: int, max_per_document: int, min_score: float | None,
-                   rerank: bool | None, query_vector: Iterable[float] | None) -> search_service_pb2.SearchRequest:
+                   rerank: bool | None, query_vector: Iterable[float] | None,
+                   consistency_token: str = "") -> search_service_pb2.SearchRequest:
     request = search_service_pb2.SearchRequest(collection=collection, query=query or "", top_k=top_k,
-                                               mode=SearchMode.of(mode).value)  # type: ignore[arg-type]
+                                               mode=SearchMode.of(mode).value,  # type: ignore[arg-type]
+                                               consistency_token=consistency_token or "")
     if query_vector is not None:
         request.query_vector.extend(query_vector)
     if filter:
@@ -147,7 +149,8 @@ def upload_identity(identity: str, source_uri: str | None) -> str:
 
 # What a collection event says of a document: its state, not its description (no metadata,
 # size, hash or create_time).
-_STATE_FIELDS = ("status", "error_message", "error_code", "attempts", "max_attempts", "chunk_count", "job_status")
+_STATE_FIELDS = ("status", "error_message", "error_code", "attempts", "max_attempts", "chunk_count", "job_status",
+                 "consistency_token")
 _STATE_MESSAGES = ("progress", "update_time", "next_attempt_time")
 
 

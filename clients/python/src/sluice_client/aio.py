@@ -125,12 +125,13 @@ class AsyncClient:
                      filter: Mapping[str, str] | None = None, where: Any = None, filenames: Iterable[str] | None = None,
                      document_ids: Iterable[str] | None = None, neighbors: int = 0, max_per_document: int = 0,
                      min_score: float | None = None, rerank: bool | None = None,
-                     query_vector: Iterable[float] | None = None, timeout: float | None = None) -> SearchResults:
+                     query_vector: Iterable[float] | None = None, consistency_token: str = "",
+                     timeout: float | None = None) -> SearchResults:
         """See Client.search."""
         request = _core.search_request(collection, query, top_k=top_k, mode=mode, filter=filter, where=where,
                                        filenames=filenames, document_ids=document_ids, neighbors=neighbors,
                                        max_per_document=max_per_document, min_score=min_score, rerank=rerank,
-                                       query_vector=query_vector)
+                                       query_vector=query_vector, consistency_token=consistency_token)
         return SearchResults(await self._unary(SEARCH, "Search", request, timeout=timeout))
 
     async def close(self) -> None:

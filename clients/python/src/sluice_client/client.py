@@ -180,17 +180,19 @@ class Client:
                filter: Mapping[str, str] | None = None, where: Any = None, filenames: Iterable[str] | None = None,
                document_ids: Iterable[str] | None = None, neighbors: int = 0, max_per_document: int = 0,
                min_score: float | None = None, rerank: bool | None = None, query_vector: Iterable[float] | None = None,
-               timeout: float | None = None) -> SearchResults:
+               consistency_token: str = "", timeout: float | None = None) -> SearchResults:
         """The chunks of READY documents that best match `query`, best first.
 
         `mode`: "hybrid" (the default for text), "vector" or "keyword". `filter`: metadata that
         must be equal; `where`: typed conditions ("year>=2024", "lang in en,de"; filters.py);
         `neighbors`: join N chunks around each hit into `hit.context`; `rerank=False`: skip the
-        collection's reranker."""
+        collection's reranker. `consistency_token`: a Document's `consistency_token`; a search
+        served by a replica then sees at least what that answer showed (it waits for the replica,
+        within `timeout`; docs/scaling.md#read-replicas-and-the-consistency-token)."""
         request = _core.search_request(collection, query, top_k=top_k, mode=mode, filter=filter, where=where,
                                        filenames=filenames, document_ids=document_ids, neighbors=neighbors,
                                        max_per_document=max_per_document, min_score=min_score, rerank=rerank,
-                                       query_vector=query_vector)
+                                       query_vector=query_vector, consistency_token=consistency_token)
         return SearchResults(self._unary(SEARCH, "Search", request, timeout=timeout))
 
     # ------------------------------------------------------------------ lifetime

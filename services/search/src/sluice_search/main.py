@@ -23,6 +23,7 @@ from sluice_common import gctune
 from sluice_common.reranking import RerankSettings
 
 from .api import SearchServicer
+from .consistency import ReplayWaiter
 from .domain import Limits
 from .eval_gate import EvalGate
 from .repository import SearchRepository, check_unprivileged, open_read_pool
@@ -80,7 +81,13 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         raise
     repository = SearchRepository(pool, collection_cache_seconds=settings.search_collection_cache_seconds,
                                   exact_filter_max_chunks=settings.search_exact_filter_max_chunks)
-    await repository.start_listening(settings.read_database_url)
+    if await _reads_a_standby(pool):
+        # LISTEN is refused during recovery: the collection cache expires by age alone there
+        # (SLUICE_SEARCH_COLLECTION_CACHE_SECONDS), and a search with a consistency token reads
+        # its collection afresh (consistency.py).
+        log.info("search reads a standby: no collection notifications; cached collections expire by age")
+    else:
+        await repository.start_listening(settings.read_database_url)
     service = SearchService(
         repository,
         embedder_factory=embedder_factory,
@@ -90,6 +97,7 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         vector_weight=settings.search_hybrid_vector_weight,
         foreign_vector_weight=settings.search_hybrid_foreign_vector_weight,
         rerankers=Rerankers(RerankSettings()),
+        replay=ReplayWaiter(pool, max_wait_seconds=settings.search_consistency_max_wait_seconds),
     )
     limits = Limits(
         max_top_k=settings.search_max_top_k,
@@ -119,6 +127,12 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         gate = EvalGate(service, repository, settings.eval_gate_database_url,
                         poll_seconds=settings.search_eval_gate_poll_seconds)
     return SearchServer(server, health_servicer, pool, port, service, repository, gate)
+
+
+async def _reads_a_standby(pool: AsyncConnectionPool) -> bool:
+    async with pool.connection() as conn:
+        row = await (await conn.execute("SELECT pg_is_in_recovery()")).fetchone()
+    return bool(row[0])
 
 
 async def serve(settings: SearchSettings) -> None:

@@ -16,3 +16,10 @@ EXACT_FALLBACKS = Counter(
     "sluice_search_exact_fallbacks_total",
     "Vector searches the HNSW scan answered short and an exact scan completed.",
 )
+CONSISTENCY_WAIT = Histogram(
+    "sluice_search_consistency_wait_seconds",
+    "Time a Search with a consistency_token waited for the database to replay it, by outcome: primary (no"
+    " wait), replayed (the replica caught up), behind (REPLICA_BEHIND was answered).",
+    ["outcome"],
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0),
+)

@@ -13,6 +13,7 @@ from sluice_common.errors import FailedPrecondition, NotFound, Unavailable
 from sluice_common.reasons import Reason
 
 from . import context, fusion, highlight, rerank
+from .consistency import ReplayWaiter
 from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery, check_dimensions
 
 
@@ -62,8 +63,10 @@ class SearchService:
         vector_weight: float = 0.5,
         foreign_vector_weight: float = 0.1,
         rerankers: rerank.Rerankers | None = None,
+        replay: ReplayWaiter | None = None,
     ) -> None:
         self._repository = repository
+        self._replay = replay
         self._rerankers = rerankers or rerank.Rerankers()
         self._embedder_factory = embedder_factory
         self._hybrid_candidates = hybrid_candidates
@@ -102,14 +105,22 @@ class SearchService:
         hits, collection, _ = await self.answer(tenant_id, query)
         return hits, collection
 
-    async def answer(self, tenant_id: int, query: SearchQuery) -> tuple[list[Hit], Collection, rerank.RerankOutcome]:
+    async def answer(self, tenant_id: int, query: SearchQuery, *, after_lsn: int | None = None,
+                     time_remaining: float | None = None) -> tuple[list[Hit], Collection, rerank.RerankOutcome]:
         """The hits, the collection generation that answered, and what reranking did.
 
         The collection comes from a cache that notifications invalidate; an answer shorter than
         top_k is the one a stale entry could have caused (a deleted or recreated collection, a
         retired generation already dropped), so it is checked against the database and, if the
-        collection changed meanwhile, asked again once."""
-        collection = await self._resolve(tenant_id, query.collection, fresh=False)
+        collection changed meanwhile, asked again once.
+
+        `after_lsn` (a consistency token's): first wait, within `time_remaining`, until the
+        database shows that point (consistency.py); on a replica the collection is then read
+        afresh, since a replica gets no notifications to keep the cache current."""
+        fresh = False
+        if after_lsn is not None and self._replay is not None:
+            fresh = await self._replay.wait(after_lsn, time_remaining)
+        collection = await self._resolve(tenant_id, query.collection, fresh=fresh)
         reranker = rerank.choose(collection.reranker, query.rerank)
         # The first stage may be asked for more than top_k: what follows it can drop hits or
         # reorder them (context.py, rerank.py).

@@ -56,6 +56,10 @@ class SearchSettings(CommonSettings):
     # answered exactly from them instead of walking the HNSW graph past the rejected chunks
     # (0 = always walk the graph). bench/search_bench.py measures both sides of it.
     search_exact_filter_max_chunks: int = 2000
+    # A search with a consistency_token waits at most this long (and never past its deadline) for
+    # a replica to replay that far, then answers UNAVAILABLE (REPLICA_BEHIND); on a primary it
+    # never waits (docs/scaling.md#read-replicas-and-the-consistency-token).
+    search_consistency_max_wait_seconds: float = Field(default=5.0, ge=0.0)
     # A search statement running longer is cancelled (milliseconds; 0 = no limit).
     search_statement_timeout_ms: int = 10000
     # The reindex quality gate (eval_gate.py; docs/search.md, "Reindexing with a quality gate"):

@@ -113,7 +113,7 @@ class Attempt(_message.Message):
     def __init__(self, number: _Optional[int] = ..., worker_id: _Optional[str] = ..., stage: _Optional[_Union[DocumentStatus, str]] = ..., outcome: _Optional[_Union[AttemptOutcome, str]] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., retryable: _Optional[bool] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Document(_message.Message):
-    __slots__ = ("name", "id", "collection", "filename", "mime_type", "status", "error_message", "error_code", "progress", "attempts", "max_attempts", "chunk_count", "content_sha256", "size_bytes", "metadata", "job_status", "create_time", "update_time", "attempt_history", "next_attempt_time", "typed_metadata", "source_uri", "version", "versions")
+    __slots__ = ("name", "id", "collection", "filename", "mime_type", "status", "error_message", "error_code", "progress", "attempts", "max_attempts", "chunk_count", "content_sha256", "size_bytes", "metadata", "job_status", "create_time", "update_time", "attempt_history", "next_attempt_time", "typed_metadata", "source_uri", "version", "versions", "consistency_token")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +152,7 @@ class Document(_message.Message):
     SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_TOKEN_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: str
     collection: str
@@ -176,7 +177,8 @@ class Document(_message.Message):
     source_uri: str
     version: int
     versions: DocumentVersions
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error_message: _Optional[str] = ..., error_code: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., chunk_count: _Optional[int] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., job_status: _Optional[_Union[IngestionJobStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt_history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., next_attempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., typed_metadata: _Optional[_Mapping[str, MetadataValue]] = ..., source_uri: _Optional[str] = ..., version: _Optional[int] = ..., versions: _Optional[_Union[DocumentVersions, _Mapping]] = ...) -> None: ...
+    consistency_token: str
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., collection: _Optional[str] = ..., filename: _Optional[str] = ..., mime_type: _Optional[str] = ..., status: _Optional[_Union[DocumentStatus, str]] = ..., error_message: _Optional[str] = ..., error_code: _Optional[str] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., chunk_count: _Optional[int] = ..., content_sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., job_status: _Optional[_Union[IngestionJobStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt_history: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., next_attempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., typed_metadata: _Optional[_Mapping[str, MetadataValue]] = ..., source_uri: _Optional[str] = ..., version: _Optional[int] = ..., versions: _Optional[_Union[DocumentVersions, _Mapping]] = ..., consistency_token: _Optional[str] = ...) -> None: ...
 
 class DocumentVersion(_message.Message):
     __slots__ = ("version", "document_id", "content_sha256", "state", "status", "error_message", "create_time", "serving_time", "end_time")

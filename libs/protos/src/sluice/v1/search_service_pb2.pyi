@@ -123,7 +123,7 @@ class TimeRange(_message.Message):
     def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("collection", "query", "query_vector", "top_k", "mode", "filter", "neighbor_chunks", "max_hits_per_document", "min_score", "rerank")
+    __slots__ = ("collection", "query", "query_vector", "top_k", "mode", "filter", "neighbor_chunks", "max_hits_per_document", "min_score", "rerank", "consistency_token")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +134,7 @@ class SearchRequest(_message.Message):
     MAX_HITS_PER_DOCUMENT_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
     RERANK_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_TOKEN_FIELD_NUMBER: _ClassVar[int]
     collection: str
     query: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
@@ -144,7 +145,8 @@ class SearchRequest(_message.Message):
     max_hits_per_document: int
     min_score: float
     rerank: SearchRerank
-    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., neighbor_chunks: _Optional[int] = ..., max_hits_per_document: _Optional[int] = ..., min_score: _Optional[float] = ..., rerank: _Optional[_Union[SearchRerank, _Mapping]] = ...) -> None: ...
+    consistency_token: str
+    def __init__(self, collection: _Optional[str] = ..., query: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., filter: _Optional[_Union[SearchFilter, _Mapping]] = ..., neighbor_chunks: _Optional[int] = ..., max_hits_per_document: _Optional[int] = ..., min_score: _Optional[float] = ..., rerank: _Optional[_Union[SearchRerank, _Mapping]] = ..., consistency_token: _Optional[str] = ...) -> None: ...
 
 class SearchRerank(_message.Message):
     __slots__ = ("disabled", "reranker", "min_score")

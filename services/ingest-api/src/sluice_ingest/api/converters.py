@@ -10,7 +10,7 @@ from google.protobuf import timestamp_pb2
 
 from sluice.v1 import admin_service_pb2 as admin_pb2
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, job_service_pb2
-from sluice_common import metadata as typed_metadata, reranking, tracing
+from sluice_common import consistency, metadata as typed_metadata, reranking, tracing
 from sluice_common.auth import Role, prefix_of
 from sluice_common.errors import InvalidArgument
 from sluice_common.names import document_name
@@ -187,6 +187,7 @@ def document_to_proto(
         update_time=timestamp(row.updated_at),
         source_uri=row.source_uri or "",
         version=row.version or 0,
+        consistency_token=consistency.token_of(row.wal_lsn),
     )
     if versions is not None:
         doc.versions.CopyFrom(versions_to_proto(versions))
@@ -231,6 +232,7 @@ def collection_event_to_proto(collection: str, row: CollectionEventRow | KeepAli
         chunk_count=row.chunk_count,
         job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row.job_status),
         update_time=timestamp(row.updated_at),
+        consistency_token=consistency.token_of(row.wal_lsn),
     )
     return document_service_pb2.CollectionEvent(
         cursor=row.cursor.encode(),

@@ -86,6 +86,7 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
             comparable = document_pb2.Document()
             comparable.CopyFrom(document)
             comparable.ClearField("update_time")
+            comparable.ClearField("consistency_token")  # read anew with every event
             if comparable == last:
                 continue
             last = comparable

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import struct
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -63,6 +64,18 @@ class DocumentStore(StoreBase):
         request_id or for the same content in the same collection (with a source_uri: the same
         content as the source's current or next version; docs/architecture.md#document-versions).
         """
+        document, created = await self._create_document(new)
+        return await self._after_commit(document), created
+
+    async def _after_commit(self, document: DocumentRow) -> DocumentRow:
+        """The row of a write with a WAL position read once its transaction committed: one read
+        inside the transaction would come before the write's own commit record, too early for a
+        consistency token (sluice_common.consistency)."""
+        async with self.pool.connection() as conn:
+            row = await one_row(conn, "SELECT pg_current_wal_insert_lsn()::text")
+        return replace(document, wal_lsn=row[0])
+
+    async def _create_document(self, new: NewDocument) -> tuple[DocumentRow, bool]:
         async with self.pool.connection() as conn, conn.transaction():
             if new.fence is not None:
                 await new.fence(conn)
@@ -210,7 +223,7 @@ class DocumentStore(StoreBase):
             await cur.execute(
                 "SELECT id, status::text AS status, error_code, error_message, progress_stage::text AS progress_stage,"
                 " progress_done, progress_total, progress_unit, chunk_count, job_status::text AS job_status, attempts,"
-                " max_attempts, available_at, updated_at, now() AS db_now"
+                " max_attempts, available_at, updated_at, now() AS db_now, pg_current_wal_insert_lsn()::text AS wal_lsn"
                 " FROM document_events WHERE document_id = %s AND id > %s AND NOT deleted ORDER BY id",
                 (document_id, after_id),
             )
@@ -285,6 +298,9 @@ class DocumentStore(StoreBase):
 
     async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: DocumentStatus) -> DocumentRow:
         """RetryDocument (FAILED) and ReprocessDocument (READY): back to PENDING with fresh attempts."""
+        return await self._after_commit(await self._restart_document(tenant_id, document_id, expected))
+
+    async def _restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: DocumentStatus) -> DocumentRow:
         job_from = JobStatus.FAILED if expected == DocumentStatus.FAILED else JobStatus.SUCCEEDED
         check_document_transition(expected, DocumentStatus.PENDING)
         async with self.pool.connection() as conn, conn.transaction():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from psycopg.rows import class_row
 
@@ -25,7 +25,8 @@ COLLECTION_EVENTS_SQL = """
     SELECT e.id, e.txid::text::bigint AS txid, e.document_id, e.deleted, e.status::text AS status,
            e.error_code, e.error_message, e.progress_stage::text AS progress_stage, e.progress_done,
            e.progress_total, e.progress_unit, e.chunk_count, e.job_status::text AS job_status, e.attempts,
-           e.max_attempts, e.available_at, e.updated_at, e.created_at, d.filename, d.mime_type
+           e.max_attempts, e.available_at, e.updated_at, e.created_at, d.filename, d.mime_type,
+           pg_current_wal_insert_lsn()::text AS wal_lsn
       FROM document_events e
       LEFT JOIN documents d ON d.id = e.document_id
      WHERE e.tenant_id = %(tenant_id)s AND e.collection_id = %(collection_id)s
@@ -61,6 +62,10 @@ class CollectionEventRow:
     created_at: dt.datetime
     filename: str | None
     mime_type: str | None
+    # pg_current_wal_insert_lsn() read by the statement that read this committed event: the
+    # token of its Document.consistency_token (sluice_common.consistency). Keyword-only, so that
+    # FilteredEventRow's fields may follow it.
+    wal_lsn: str = field(default="", kw_only=True)
 
     def __post_init__(self) -> None:
         as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus)
@@ -94,8 +99,8 @@ WATCH_PAGE_SQL = """
     SELECT e.id, e.txid::text::bigint AS txid, e.document_id, e.deleted, e.status::text AS status,
            e.error_code, e.error_message, e.progress_stage::text AS progress_stage, e.progress_done,
            e.progress_total, e.progress_unit, e.chunk_count, e.job_status::text AS job_status, e.attempts,
-           e.max_attempts, e.available_at, e.updated_at, e.created_at, d.filename, d.mime_type, e.wanted,
-           (SELECT count(*) FROM scanned) AS scanned
+           e.max_attempts, e.available_at, e.updated_at, e.created_at, d.filename, d.mime_type,
+           pg_current_wal_insert_lsn()::text AS wal_lsn, e.wanted, (SELECT count(*) FROM scanned) AS scanned
       FROM marked e
       LEFT JOIN documents d ON d.id = e.document_id
      WHERE e.wanted OR (e.txid, e.id) = (SELECT l.txid, l.id FROM last l)
@@ -139,7 +144,7 @@ class WatchPage:
 
 
 def _plain(row: FilteredEventRow) -> CollectionEventRow:
-    return CollectionEventRow(*(getattr(row, name) for name in CollectionEventRow.__dataclass_fields__))
+    return CollectionEventRow(**{name: getattr(row, name) for name in CollectionEventRow.__dataclass_fields__})
 
 
 class EventStore(StoreBase):

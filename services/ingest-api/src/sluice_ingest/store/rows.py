@@ -199,6 +199,10 @@ class DocumentRow:
     source_uri: str | None = None
     version: int | None = None
     version_role: VersionRole | None = None
+    # pg_current_wal_insert_lsn() read by the statement that read this row, or after the write
+    # that returned it committed: at or after every commit the row shows
+    # (sluice_common.consistency; the token of Document.consistency_token).
+    wal_lsn: str = ""
 
     def __post_init__(self) -> None:
         as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus,
@@ -224,6 +228,8 @@ class EventRow:
     available_at: dt.datetime
     updated_at: dt.datetime
     db_now: dt.datetime
+    # As DocumentRow.wal_lsn: read by the statement that read this committed event.
+    wal_lsn: str = ""
 
     def __post_init__(self) -> None:
         as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus)
