@@ -95,3 +95,26 @@ def test_a_runner_killed_mid_run_is_resumed_from_its_checkpoint_and_duplicates_n
     claims = [e for e in second.events() if e.get("event") == "source sync run claimed"]
     assert claims and claims[0].get("resuming_after") is not None and claims[0]["resuming_after"] >= done_before
     assert s.last_run(source).state == src.SOURCE_RUN_STATE_SUCCEEDED
+
+
+def test_sigterm_hands_the_run_back_uncharged_with_its_checkpoint(ingest_api_factory, database_url, tmp_path):
+    root = tmp_path / "root"
+    folder = root / "corpus"
+    folder.mkdir(parents=True)
+    for i in range(FILES):
+        (folder / f"{i:04}.txt").write_text(f"document {i}")
+    api = ingest_api_factory(source_local_roots=str(root))
+    s = Sources(api.address)
+    s.clients.create_collection("docs")
+    run = s.sync(s.create_folder("docs", str(folder)))
+    runner = RunnerProcess(database_url, root, tmp_path / "runner.log")
+    try:
+        wait_for(lambda: run_row(database_url, run.id)["checkpoint"].get("after"), 60, interval=0.02,
+                 what="the runner's first checkpoint")
+    finally:
+        runner.stop(signal.SIGTERM)
+    assert runner.proc.returncode == 0
+    handed_back = run_row(database_url, run.id)
+    assert handed_back["state"] == "PENDING" and handed_back["attempts"] == 0, handed_back
+    assert handed_back["checkpoint"].get("after") and handed_back["uploaded"] > 0
+    assert any(e.get("event") == "source sync run handed back" for e in runner.events())

@@ -36,7 +36,7 @@ def print_banner(
     say("Sluice is ready.")
     for child in children:
         listen = child.address or f"→ ingest-api {ingest_address}"
-        if child.name == "webhooks":
+        if child.name in ("webhooks", "sources"):
             listen = f"{child.address} (health)"
         if child.probe_url:  # the gateway: its URL, HTTP/JSON and /openapi.json (docs/http.md)
             listen = child.probe_url.removesuffix("/healthz")

@@ -85,6 +85,7 @@ class DevRunner:
             ("ingest-api", layout.ingest_port, "SLUICE_DEV_INGEST_PORT"),
             ("search", layout.search_port, "SLUICE_DEV_SEARCH_PORT"),
             ("sluice-webhooks", layout.webhooks_port, "SLUICE_DEV_WEBHOOKS_PORT"),
+            *([("sluice-sources", layout.sources_port, "SLUICE_DEV_SOURCES_PORT")] if layout.sources_port else []),
         ):
             if port_in_use(layout.host, port):
                 self.say(f"sluice-dev: port {port} for {name} is in use (another `make run`?); choose another with {variable}")
@@ -211,7 +212,7 @@ class DevRunner:
         # a client too, with them).
         self.supervisor.stop([
             [c for c in children if c.name.startswith("worker-") or c.name == "gateway"],
-            [c for c in children if c.name in ("search", "webhooks")],
+            [c for c in children if c.name in ("search", "webhooks", "sources")],
             [c for c in children if c.name == "ingest-api"],
         ])
         restarted = [f"{c.name} {c.restarts}" for c in children if c.restarts]

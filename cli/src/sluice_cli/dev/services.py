@@ -24,6 +24,7 @@ class Layout:
     webhooks_port: int
     workers: int
     gateway_port: int = 0  # sluice-gateway's HTTP port; 0: no gateway
+    sources_port: int = 0  # sluice-sources' health service (docs/sources.md); 0: no sources runner
 
     @property
     def ingest_address(self) -> str:
@@ -114,6 +115,12 @@ def plan_children(layout: Layout, base: dict[str, str], *, logs: Path, metrics_p
     children.append(Child("webhooks", "sluice_ingest.webhooks.main", "sluice-webhooks",
                           {**base, "SLUICE_WEBHOOKS_BIND": webhooks_bind, **metrics(webhooks_metrics)},
                           logs / "webhooks.log", webhooks_bind, webhooks_metrics))
+    if layout.sources_port:
+        # Sync runs of sources (docs/sources.md). Local folders stay refused unless the operator sets
+        # SLUICE_SOURCE_LOCAL_ROOTS, private hosts unless SLUICE_SOURCE_ALLOW_PRIVATE_NETWORKS=true.
+        sources_bind = f"{host}:{layout.sources_port}"
+        children.append(Child("sources", "sluice_ingest.sources.main", "sluice-sources",
+                              {**base, "SLUICE_SOURCES_BIND": sources_bind}, logs / "sources.log", sources_bind, 0))
     if layout.gateway_port:
         # HTTP/JSON in front of both services (docs/http.md); it holds no key: callers bring theirs.
         # It serves HTTPS with the services' certificate when they serve TLS, and dials them with

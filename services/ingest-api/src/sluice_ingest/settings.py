@@ -99,9 +99,8 @@ class IngestSettings(CommonSettings):
     # Delivered and failed deliveries are deleted after this many days (pending ones never).
     webhook_delivery_retention_days: float = 7.0
 
-    # Sources (docs/sources.md): sync runs are leased jobs of the `sluice-sources` process.
-    # Folders a LOCAL_FOLDER source (or a GIT source given as a path) may name: absolute paths
-    # separated by ':' (like PATH); empty: no local source may be created.
+    # Sources (docs/sources.md): the folders a LOCAL_FOLDER source (or a GIT source given as a
+    # path) may name, absolute paths separated by ':' (like PATH); empty: no local source at all.
     source_local_roots: str = ""
     # Let S3, HTTP and GIT sources reach private, loopback and link-local addresses (trusted
     # networks, tests). Off: such a source is refused at creation and at every request.
