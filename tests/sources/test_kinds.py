@@ -51,31 +51,31 @@ def git(repo, *args: str) -> None:
 
 def test_a_git_repository_at_a_ref_and_subpath(api, root, database_url):
     repo = root / "repo"
-    (repo / "docs" / "deep").mkdir(parents=True)
+    (repo / "handbook" / "deep").mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
-    (repo / "docs" / "a.md").write_text("# a\nfirst")
-    (repo / "docs" / "deep" / "b.md").write_text("# b")
-    (repo / "docs" / ".hidden").write_text("no")
+    (repo / "handbook" / "a.md").write_text("# a\nfirst")
+    (repo / "handbook" / "deep" / "b.md").write_text("# b")
+    (repo / "handbook" / ".hidden").write_text("no")
     (repo / "outside.txt").write_text("not under the subpath")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "one")
     git(repo, "checkout", "-q", "-b", "other")  # the source follows main, not what is checked out
-    (repo / "docs" / "a.md").write_text("# a\nonly on the other branch")
+    (repo / "handbook" / "a.md").write_text("# a\nonly on the other branch")
     git(repo, "commit", "-q", "-am", "other")
     git(repo, "checkout", "-q", "main")
 
     s = Sources(api.address)
     s.clients.create_collection("docs")
-    source = create(s, git=src.GitSource(repository=str(repo), ref="main", subpath="docs"))
+    source = create(s, git=src.GitSource(repository=str(repo), ref="main", subpath="handbook"))
     assert source.kind == src.SOURCE_KIND_GIT
     first = sync_and_run(s, source, database_url, root)
     assert first.state == src.SOURCE_RUN_STATE_SUCCEEDED, first.error_message
     assert counts(first) == (2, 2, 0, 0, 0)
-    uri = f"git:{repo}#docs/a.md"
-    assert sorted(live_documents(database_url)) == [uri, f"git:{repo}#docs/deep/b.md"]
+    uri = f"git:{repo}#handbook/a.md"
+    assert sorted(live_documents(database_url)) == [uri, f"git:{repo}#handbook/deep/b.md"]
 
-    (repo / "docs" / "a.md").write_text("# a\nsecond")
-    (repo / "docs" / "deep" / "b.md").unlink()
+    (repo / "handbook" / "a.md").write_text("# a\nsecond")
+    (repo / "handbook" / "deep" / "b.md").unlink()
     git(repo, "commit", "-q", "-am", "two")
     second = sync_and_run(s, source, database_url, root)
     assert counts(second) == (1, 1, 0, 1, 0)
