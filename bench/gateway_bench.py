@@ -11,6 +11,12 @@ heavier pure-Python client). Prints p50 and p95 of each and the ratio to gRPC; t
 HTTP/JSON p50 ≤ 1.3x gRPC's (issue 19, docs/http.md#speed).
 
     .venv/bin/python -m bench.gateway_bench [--chunks 20000] [--queries 400]
+
+Before/after a change: `--against DIR` runs a second sluice-gateway from another copy of the
+gateway's sources (e.g. `git archive HEAD~1 services/gateway/src | tar -x -C /tmp/old`, then
+`--against /tmp/old/services/gateway/src`) beside this tree's, and alternates its requests with
+the others', so both are measured under the same load. `--profile DIR` runs this tree's gateway
+under py-spy and writes its collapsed stacks there (`gateway.txt`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -41,10 +48,13 @@ from .search_bench import LATENT_DIMENSIONS, free_port, load, make_vectors, perc
 TARGET = 1.3
 
 
-def start_gateway(search_address: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_gateway(search_address: str, *, source: str = "") -> tuple[subprocess.Popen[bytes], str]:
+    """sluice-gateway in a process of its own: this tree's, or the one under `source` (first on PYTHONPATH)."""
     port = free_port()
     env = {**os.environ, "SLUICE_GATEWAY_BIND": f"127.0.0.1:{port}", "SLUICE_SEARCH_ADDRESS": search_address,
            "SLUICE_LOG_LEVEL": "WARNING"}
+    if source:
+        env["PYTHONPATH"] = os.pathsep.join([source, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     process = subprocess.Popen([sys.executable, "-m", "sluice_gateway.main"], env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -60,6 +70,28 @@ def start_gateway(search_address: str) -> tuple[subprocess.Popen[bytes], str]:
         time.sleep(0.2)
 
 
+class Profiler:
+    """py-spy attached to the gateway after the warm-up, stopped (SIGINT: it writes its file) at
+    the end; nothing when `directory` is empty."""
+
+    def __init__(self, directory: str, pid: int) -> None:
+        self.command = [str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--rate", "500",
+                        "--output", str(Path(directory) / "gateway.txt"), "--pid", str(pid)] if directory else []
+        self.directory = directory
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        if self.command:
+            Path(self.directory).mkdir(parents=True, exist_ok=True)
+            self.process = subprocess.Popen(self.command)
+            time.sleep(1)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(60)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=20_000)
@@ -67,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--against", default="", help="another gateway's source directory (its sluice_gateway's parent)")
+    parser.add_argument("--profile", default="", help="a directory for py-spy's collapsed stacks of this tree's gateway")
     args = parser.parse_args(argv)
 
     rng = np.random.default_rng(args.seed)
@@ -91,6 +125,11 @@ def main(argv: list[str] | None = None) -> None:
         processes.append(search)
         gateway, gateway_url = start_gateway(address)
         processes.append(gateway)
+        profiler = Profiler(args.profile, gateway.pid)
+        other_url = ""
+        if args.against:
+            other, other_url = start_gateway(address, source=args.against)
+            processes.append(other)
 
         channel = grpc.insecure_channel(address)
         raw = search_service_pb2_grpc.SearchServiceStub(channel)
@@ -100,6 +139,11 @@ def main(argv: list[str] | None = None) -> None:
         plain.connect()
         plain.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        against = None
+        if other_url:
+            against = http.client.HTTPConnection(other_url.removeprefix("http://"), timeout=30)
+            against.connect()
+            against.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         vectors_list = [q.tolist() for q in queries]
 
         def grpc_search(vector: list[float]) -> int:
@@ -110,9 +154,10 @@ def main(argv: list[str] | None = None) -> None:
         def body(vector: list[float]) -> dict[str, object]:
             return {"collection": "bench", "queryVector": vector, "topK": 10, "mode": "SEARCH_MODE_VECTOR"}
 
-        def plain_search(vector: list[float]) -> int:
-            plain.request("POST", "/sluice.v1.SearchService/Search", body=json.dumps(body(vector)).encode(), headers=headers)
-            response = plain.getresponse()
+        def plain_search(vector: list[float], connection: http.client.HTTPConnection = plain) -> int:
+            connection.request("POST", "/sluice.v1.SearchService/Search", body=json.dumps(body(vector)).encode(),
+                               headers=headers)
+            response = connection.getresponse()
             answer = json.loads(response.read())
             assert response.status == 200, answer
             return sum(len(hit["text"]) for hit in answer["hits"])
@@ -122,17 +167,24 @@ def main(argv: list[str] | None = None) -> None:
             response.raise_for_status()
             return sum(len(hit["text"]) for hit in response.json()["hits"])
 
-        for vector in vectors_list[: args.warmup]:
-            assert grpc_search(vector) == plain_search(vector) == httpx_search(vector)
         clients = [("grpc", grpc_search), ("plain", plain_search), ("httpx", httpx_search)]
+        if against is not None:
+            clients.append(("against", lambda vector: plain_search(vector, against)))
+        for vector in vectors_list[: args.warmup]:
+            assert len({run(vector) for _, run in clients}) == 1
         timings: dict[str, list[float]] = {name: [] for name, _ in clients}
+        profiler.start()
         for n, vector in enumerate(vectors_list[args.warmup :]):
-            for name, run in clients[n % 3:] + clients[: n % 3]:
+            turn = n % len(clients)
+            for name, run in clients[turn:] + clients[:turn]:
                 started = time.perf_counter()
                 run(vector)
                 timings[name].append(time.perf_counter() - started)
+        profiler.stop()
         rich.close()
         plain.close()
+        if against is not None:
+            against.close()
         channel.close()
     finally:
         for process in processes:
@@ -141,6 +193,10 @@ def main(argv: list[str] | None = None) -> None:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
+    report(args, timings)
+
+
+def report(args: argparse.Namespace, timings: dict[str, list[float]]) -> None:
     grpc_p50, grpc_p95 = percentiles(timings["grpc"])
     plain_p50, plain_p95 = percentiles(timings["plain"])
     httpx_p50, httpx_p95 = percentiles(timings["httpx"])
@@ -153,6 +209,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'gRPC (raw generated stub)':<44} | {grpc_p50:>6.2f}ms | {grpc_p95:>6.2f}ms | {1.0:>9.2f}x")
     print(f"{'HTTP/JSON via sluice-gateway (http.client)':<44} | {plain_p50:>6.2f}ms | {plain_p95:>6.2f}ms | {plain_p50 / grpc_p50:>9.2f}x")
     print(f"{'HTTP/JSON via sluice-gateway (httpx)':<44} | {httpx_p50:>6.2f}ms | {httpx_p95:>6.2f}ms | {httpx_p50 / grpc_p50:>9.2f}x")
+    if "against" in timings:
+        other_p50, other_p95 = percentiles(timings["against"])
+        print(f"{'HTTP/JSON via --against (http.client)':<44} | {other_p50:>6.2f}ms | {other_p95:>6.2f}ms | "
+              f"{other_p50 / grpc_p50:>9.2f}x")
     print(f"target: HTTP/JSON p50 ≤ {TARGET}× gRPC's — {'met' if plain_p50 <= TARGET * grpc_p50 else 'NOT met'} (http.client)")  # noqa: RUF001 - a times sign
 
 

@@ -19,8 +19,9 @@ from sluice.v1 import document_service_pb2 as ds
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from . import metrics
+from . import codec, metrics
 from .backends import Backends, forwarded_metadata
+from .codec import to_json
 from .errors import GatewayError, connect_code, describe
 from .methods import METHODS, UPLOAD, Method
 from .metrics import UNKNOWN
@@ -34,12 +35,6 @@ COMPRESSED = 0x01  # envelope flags (the Connect protocol)
 END_STREAM = 0x02
 UPLOAD_PIECE = 256 * 1024  # bytes per data message of an upload
 SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
-
-
-def to_json(msg: message.Message) -> dict[str, Any]:
-    """The protobuf JSON mapping (lowerCamelCase names, int64 as strings, enums by name)."""
-    converted: dict[str, Any] = json_format.MessageToDict(msg)
-    return converted
 
 
 def _float_lists(descriptor: Any) -> tuple[tuple[str, str], ...]:
@@ -56,7 +51,7 @@ def parse_json(body: bytes, msg: message.Message) -> None:
     is copied in directly: json_format checks each of its 384 floats in Python, which was 3 ms
     of a 10 ms search (bench/gateway_bench.py); anything else in such a list ("NaN", a string)
     takes json_format's path and its errors."""
-    document = json.loads(body) if body.strip() else {}
+    document = codec.loads(body) if body.strip() else {}
     if not isinstance(document, dict):
         raise ValueError("the body is a JSON object")
     descriptor = msg.DESCRIPTOR
@@ -87,7 +82,7 @@ def error_response(error: grpc.RpcError | GatewayError, method: str = UNKNOWN) -
 
 def sse(event: str, data: dict[str, Any], event_id: str = "") -> str:
     head = f"id: {event_id}\n" if event_id else ""
-    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+    return f"{head}event: {event}\ndata: {codec.dumps(data).decode()}\n\n"
 
 
 def envelope(flags: int, payload: bytes) -> bytes:
@@ -205,7 +200,7 @@ class ConnectHandlers:
         if request.headers.get("content-type", "").startswith(PROTO_TYPE):
             response: Response = Response(reply.SerializeToString(), media_type=PROTO_TYPE)
         else:
-            response = JSONResponse(to_json(reply))
+            response = Response(codec.dumps(to_json(reply)), media_type="application/json")
         done = time.perf_counter()
         # Where the time went, for a browser's network panel or `curl -v` (docs/http.md#speed).
         response.headers["Server-Timing"] = (
@@ -281,8 +276,7 @@ class ConnectHandlers:
             async with following(method, call) as outcome:
                 try:
                     while (item := await call.read()) is not grpc.aio.EOF:
-                        payload = item.SerializeToString() if binary else json.dumps(
-                            to_json(item), separators=(",", ":")).encode()
+                        payload = item.SerializeToString() if binary else codec.dumps(to_json(item))
                         yield envelope(0, payload)
                     yield end_of_stream()
                 except grpc.RpcError as error:
