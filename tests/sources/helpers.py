@@ -79,3 +79,15 @@ def live_documents(database_url: str, collection: str = "docs") -> dict[str, lis
     for uri, version, sha in rows:
         live.setdefault(uri, []).append((version, sha))
     return live
+
+
+def create_tenant_key(address: str, tenant: str, role: str, *, create: bool = True) -> str:
+    """A key of `role` for `tenant` (created first when `create`), through AdminService."""
+    from sluice.v1 import admin_service_pb2 as admin_pb2
+    from sluice.v1 import admin_service_pb2_grpc
+
+    admin = admin_service_pb2_grpc.AdminServiceStub(keyed_channel(address, auth_keys.KEYS["admin"]))
+    if create:
+        admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name=tenant)))
+    role_value = admin_pb2.ApiKeyRole.Value("API_KEY_ROLE_" + role.upper())
+    return admin.CreateApiKey(admin_pb2.CreateApiKeyRequest(tenant=tenant, role=role_value, name=f"test {role}")).secret
