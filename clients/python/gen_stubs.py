@@ -22,7 +22,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PROTOS = HERE.parent.parent / "protos"
 OUT = HERE / "src" / "sluice_client" / "protos"
-SOURCES = ["collection", "document", "document_service", "search_service", "admin_service", "webhook_service"]
+SOURCES = ["collection", "document", "document_service", "search_service", "admin_service", "webhook_service",
+           "source_service"]
 _IMPORT = re.compile(r"^from sluice\.v1 import ", re.MULTILINE)
 
 

@@ -25,7 +25,7 @@ from sluice_client import Client, SluiceError
 from sluice_client.client import ROLES
 from sluice_client.types import WEBHOOK_EVENT_TYPES
 
-from . import __version__, admin, commands, evaluate, mcp, render, sync, typed, webhooks
+from . import __version__, admin, commands, evaluate, mcp, render, sources, sync, typed, webhooks
 from .client import open_client
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error, from_sdk_error
 from .upload import run_upload
@@ -283,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     hdel.add_argument("--failed", action="store_true", help="only the deliveries that were given up")
     hdel.add_argument("--limit", type=_positive, default=50, help="at most this many (default 50)")
     hdel.set_defaults(handler=webhooks.deliveries)
+
+    sources.add_parsers(sub, common)  # docs/sources.md
 
     # administration (admin keys)
     tenants = sub.add_parser("tenants", help="create and list tenants (admin key)", parents=[common])

@@ -1,4 +1,4 @@
-"""The synchronous client: `Client`, with `collections`, `documents`, `webhooks`, `admin` and `search`.
+"""The synchronous client: `Client`, with `collections`, `documents`, `webhooks`, `sources`, `admin` and `search`.
 
     client = Client("localhost:50051", search_address="localhost:50052", api_key=KEY)
     client.collections.create("docs")
@@ -45,10 +45,12 @@ from .protos import (
     document_service_pb2,
     document_service_pb2_grpc,
     search_service_pb2_grpc,
+    source_service_pb2_grpc,
     webhook_service_pb2,
     webhook_service_pb2_grpc,
 )
 from .retry import RetryPolicy
+from .sources import Sources
 from .types import (
     WEBHOOK_EVENT_TYPES,
     ApiKey,
@@ -97,6 +99,7 @@ class Client:
         self.collections = Collections(self)
         self.documents = Documents(self)
         self.webhooks = Webhooks(self)
+        self.sources = Sources(self)
         self.admin = Admin(self)
 
     # ------------------------------------------------------------------ plumbing
@@ -131,6 +134,8 @@ class Client:
                 stub = search_service_pb2_grpc.SearchServiceStub(self._channel(self.search_address))  # type: ignore[no-untyped-call]  # generated, unannotated
             elif name == "admin":
                 stub = admin_service_pb2_grpc.AdminServiceStub(self._channel(self.ingest_address))  # type: ignore[no-untyped-call]  # generated, unannotated
+            elif name == "sources":
+                stub = source_service_pb2_grpc.SourceServiceStub(self._channel(self.ingest_address))  # type: ignore[no-untyped-call]  # generated, unannotated
             elif name == "webhooks":
                 stub = webhook_service_pb2_grpc.WebhookServiceStub(self._channel(self.ingest_address))  # type: ignore[no-untyped-call]  # generated, unannotated
             else:
@@ -172,7 +177,7 @@ class Client:
         call = getattr(self._stub(stub_name), method)
         metadata = self.settings.admin_metadata if admin else self.settings.metadata
         return self._invoke(lambda seconds: call(request, timeout=seconds, metadata=metadata),
-                            service=INGEST if service in ("admin", "webhooks") else service, timeout=timeout)
+                            service=INGEST if service in ("admin", "webhooks", "sources") else service, timeout=timeout)
 
     # ------------------------------------------------------------------ search
 

@@ -1,0 +1,102 @@
+"""`sluice sources add/ls/sync/rm` and the Python SDK's `client.sources`, against the real
+ingest-api and the real runner (docs/sources.md, docs/cli.md#sources)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import auth_keys
+import pytest
+from sluice_client import Client
+from sluice_client.errors import SluiceError
+
+from .helpers import live_documents, run_pending
+
+
+@pytest.fixture
+def root(tmp_path):
+    folder = tmp_path / "root"
+    (folder / "handbook").mkdir(parents=True)
+    for name in ("a.md", "b.md", "c.txt"):
+        (folder / "handbook" / name).write_text(f"the text of {name}")
+    return folder
+
+
+@pytest.fixture
+def api(ingest_api_factory, root):
+    return ingest_api_factory(source_local_roots=str(root))
+
+
+@pytest.fixture
+def sluice(api, tmp_path, monkeypatch, capsys):
+    credentials = tmp_path / "credentials"
+    credentials.write_text(json.dumps({"tenant": "default", "keys": auth_keys.KEYS}))
+    monkeypatch.setenv("SLUICE_CREDENTIALS", str(credentials))
+    monkeypatch.delenv("SLUICE_API_KEY", raising=False)
+    monkeypatch.setenv("SLUICE_INGEST_ADDRESS", api.address)
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        from sluice_cli.main import run as cli_run
+
+        capsys.readouterr()
+        code = cli_run(list(args))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+def test_the_cli_adds_lists_syncs_and_removes_a_source(sluice, root, database_url):
+    assert sluice("collections", "create", "docs")[0] == 0
+    code, out, err = sluice("sources", "add", "docs", "--folder", str(root / "handbook"), "--glob", "*.md", "--json")
+    assert code == 0, err
+    source = json.loads(out)["source"]
+    assert source["name"] == f"collections/docs/sources/{source['id']}" and source["local_folder"]["glob"] == "*.md"
+
+    code, out, _ = sluice("sources", "ls")
+    assert code == 0 and source["id"] in out and "never synced" in out
+
+    # --wait: the runner (another thread here, `sluice-sources` in production) carries the run out.
+    runner = threading.Timer(0.5, run_pending, args=(database_url,), kwargs={"source_local_roots": str(root)})
+    runner.start()
+    code, out, err = sluice("sources", "sync", source["id"], "--wait", "--timeout", "60")
+    runner.join()
+    assert code == 0, err
+    assert "succeeded: listed 2, uploaded 2, unchanged 0, deleted 0, failed 0" in out
+    assert sorted(live_documents(database_url)) == ["a.md", "b.md"]
+    code, out, _ = sluice("sources", "ls", "--collection", "docs")
+    assert "succeeded: listed 2, uploaded 2" in out
+
+    code, _, err = sluice("sources", "add", "docs", "--folder", "/etc")
+    assert code == 2 and "not under a folder this server allows" in err and "Traceback" not in err
+    code, _, err = sluice("sources", "add", "docs", "--folder", str(root), "--git", "/x")
+    assert code == 2 and "exactly one of" in err
+
+    code, out, _ = sluice("sources", "rm", source["name"])
+    assert code == 0 and "the documents it synced stay" in out
+    code, _, err = sluice("sources", "sync", source["id"])
+    assert code == 3 and "does not exist" in err
+    assert sorted(live_documents(database_url)) == ["a.md", "b.md"]
+
+
+def test_the_sdk_creates_syncs_and_waits(api, root, database_url):
+    client = Client(api.address, api_key=auth_keys.KEYS["client"])
+    client.collections.create("docs")
+    source = client.sources.create("docs", folder=str(root / "handbook"), display_name="handbook")
+    assert source.kind == "local_folder" and source.last_run is None
+    runner = threading.Timer(0.5, run_pending, args=(database_url,), kwargs={"source_local_roots": str(root)})
+    runner.start()
+    run = client.sources.sync(source.name, wait=True, timeout=60, poll_seconds=0.2)
+    runner.join()
+    assert (run.state, run.listed, run.uploaded) == ("succeeded", 3, 3)
+    assert [s.id for s in client.sources.list("docs")] == [source.id]
+    assert client.sources.get(source.id).last_run == run
+    assert [r.id for r in client.sources.runs(source.id)] == [run.id]
+    with pytest.raises(ValueError, match="exactly one kind"):
+        client.sources.create("docs", folder=str(root), git="/x")
+    client.sources.delete(source.id)
+    with pytest.raises(SluiceError) as raised:
+        client.sources.get(source.id)
+    assert raised.value.reason == "SOURCE_NOT_FOUND"
