@@ -422,7 +422,7 @@ def search(client: Client, args: argparse.Namespace) -> int:
     results = client.search(args.collection, args.query, top_k=args.k, mode=MODES[args.mode] if args.mode else None,
                             filter=filters, where=conditions, neighbors=args.neighbors,
                             max_per_document=args.max_per_document, min_score=args.min_score,
-                            rerank=False if args.no_rerank else None)
+                            rerank=False if args.no_rerank else None, consistency_token=args.consistency_token)
     elapsed_ms = (time.monotonic() - started) * 1000
     response = results.raw
     if args.json:

@@ -246,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--max-per-document", type=int, default=0, metavar="K", help="at most K hits from one document")
     search.add_argument("--min-score", type=float, metavar="S", help="drop hits whose first-stage score is below S")
     search.add_argument("--no-rerank", action="store_true", help="do not rerank, even if the collection has a reranker")
+    search.add_argument("--consistency-token", default="", metavar="TOKEN",
+                        help="a document's consistency_token (`sluice show DOC --json`): search sees at least that state, "
+                             "waiting for a replica to catch up (docs/scaling.md)")
     search.set_defaults(handler=commands.search)
 
     ev = sub.add_parser("eval", help="score a collection's search on a query set (hit@k, MRR@10, nDCG@10 per mode)",

@@ -19,7 +19,8 @@ Environment (flags override): SLUICE_DEV_HOME, SLUICE_DEV_HOST, SLUICE_DEV_INGES
 health service), SLUICE_DEV_GATEWAY_PORT (8080; 0: no gateway; busy: run without it),
 SLUICE_DEV_WORKERS (1), SLUICE_DEV_METRICS_PORT (first Prometheus port, 9464;
 0 disables metrics; they listen on SLUICE_DEV_HOST too), SLUICE_DEV_STOP_TIMEOUT (seconds, 30),
-SLUICE_DEV_READY_TIMEOUT (seconds, 180). Every other SLUICE_* variable reaches the services;
+SLUICE_DEV_READY_TIMEOUT (seconds, 180), SLUICE_DEV_REPLICA (1: start a streaming replica of the
+embedded PostgreSQL and point search at it, like --replica; docs/scaling.md). Every other SLUICE_* variable reaches the services;
 the SLUICE_TLS_* ones also decide how sluice-dev checks that they are ready.
 """
 
@@ -80,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-port", type=int, default=_env_int("SLUICE_DEV_METRICS_PORT", 9464), help="first Prometheus port; 0 disables"
     )
     parser.add_argument("--stop-timeout", type=float, default=_env_float("SLUICE_DEV_STOP_TIMEOUT", 30.0))
+    parser.add_argument(
+        "--replica", action=argparse.BooleanOptionalAction,
+        default=os.environ.get("SLUICE_DEV_REPLICA", "").strip().lower() in ("1", "true", "yes", "on"),
+        help="also start a streaming replica of PostgreSQL and point search at it (env SLUICE_DEV_REPLICA=1)",
+    )
     parser.add_argument("--ready-timeout", type=float, default=_env_float("SLUICE_DEV_READY_TIMEOUT", 180.0))
     return parser
 
@@ -106,5 +112,6 @@ def main(argv: list[str] | None = None) -> None:
         stop_timeout=args.stop_timeout,
         ready_timeout=args.ready_timeout,
         environ=inherited,
+        replica=args.replica,
     )
     sys.exit(runner.run())

@@ -30,7 +30,8 @@ def metrics_url(child: Child, host: str) -> str:
 
 
 def print_banner(
-    say: Callable[[str], None], children: list[Child], *, home: Path, host: str, ingest_address: str, tls: str
+    say: Callable[[str], None], children: list[Child], *, home: Path, host: str, ingest_address: str, tls: str,
+    replica: Path | None = None,
 ) -> None:
     say("")
     say("Sluice is ready.")
@@ -43,6 +44,9 @@ def print_banner(
         metrics = f"  metrics {metrics_url(child, host)}" if child.metrics_port else ""
         say(f"  {child.name:<11} {listen:<28} pid {child.pid:<7} log {child.log_path}{metrics}")
     say(f"  {'postgres':<11} {home / 'pg'} (unix socket; URL in {home / 'database_url'})")
+    if replica is not None:
+        say(f"  {'replica':<11} {replica} (streaming standby of postgres; search reads it; URL in {home / 'replica_url'};"
+            " pass Document.consistency_token to search to read your writes: docs/scaling.md)")
     say(f"  {'keys':<11} {home / 'credentials'} (tenant default: admin, client and worker keys; "
         f"`sluice` reads them from there)")
     if tls:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 DATABASE = "sluice"
 POSTGRES_DOWN_GRACE = 2.0  # an operator's `pg_ctl restart` is down for about a second
+REPLICA_DIRECTORY = "pg-replica"
 
 
 def forget_dead_handles(pg_dir: Path) -> None:
@@ -43,11 +44,13 @@ def forget_dead_handles(pg_dir: Path) -> None:
 
 
 class DevPostgres:
-    """One embedded PostgreSQL and its watch; `say` prints a line for the operator."""
+    """One embedded PostgreSQL and its watch; `say` prints a line for the operator. With
+    `directory="pg-replica"` and `start_standby_of`, the streaming standby of `--replica`."""
 
-    def __init__(self, home: Path, say: Callable[[str], None]) -> None:
+    def __init__(self, home: Path, say: Callable[[str], None], *, directory: str = "pg", label: str = "PostgreSQL") -> None:
         self.home = home
-        self.pg_dir = home / "pg"
+        self.pg_dir = home / directory
+        self.label = label
         self.say = say
         self.server: EmbeddedPostgres | None = None  # once started
         self.pid: int | None = None
@@ -72,6 +75,24 @@ class DevPostgres:
         database_url: str = database_uri(admin_uri, DATABASE)
         (self.home / "database_url").write_text(database_url + "\n")
         return database_url
+
+    def start_standby_of(self, primary: DevPostgres) -> str:
+        """Start the streaming standby of `primary` (made by pg_basebackup -R the first time, from
+        the same embedded binaries; afterwards it resumes streaming where it stopped); the URL of
+        its database "sluice" (as the superuser: read-only while it is a standby), also written to
+        $SLUICE_DEV_HOME/replica_url. docs/scaling.md, "A replica with make run"."""
+        from sluice_common.embedded_pg import create_standby, database_uri
+
+        assert primary.server is not None, "the primary is not started"
+        forget_dead_handles(self.pg_dir)
+        made = not (self.pg_dir / "standby.signal").exists()
+        self.say(f"{'making' if made else 'starting'} the streaming replica (data in {self.pg_dir})…")
+        server = self.server = create_standby(primary.server, self.pg_dir)
+        admin_uri = server.start()
+        self.pid = server.running_pid()
+        replica_url: str = database_uri(admin_uri, DATABASE)
+        (self.home / "replica_url").write_text(replica_url + "\n")
+        return replica_url
 
     @staticmethod
     def search_database_url(database_url: str) -> str:
@@ -98,7 +119,7 @@ class DevPostgres:
             self.down_since = None
             if pid == self.pid:
                 return False
-            self.say(f"sluice-dev: PostgreSQL is running with a new pid ({self.pid} → {pid}): restarted underneath")
+            self.say(f"sluice-dev: {self.label} is running with a new pid ({self.pid} → {pid}): restarted underneath")
             self.pid = pid
             return True
         if self.down_since is None:
@@ -108,29 +129,29 @@ class DevPostgres:
             return False
         if now < self.retry_at:
             return False
-        self.say(f"sluice-dev: PostgreSQL (pid {self.pid}) is not running; starting it again")
+        self.say(f"sluice-dev: {self.label} (pid {self.pid}) is not running; starting it again")
         try:
             self.server.ensure_running()
         except Exception as error:  # keep supervising; say why and retry
             detail = getattr(error, "stderr", "") or str(error)
             self.retry_at = time.monotonic() + self.delay
-            self.say(f"sluice-dev: starting PostgreSQL failed ({str(detail).strip()[-300:]}); "
+            self.say(f"sluice-dev: starting {self.label} failed ({str(detail).strip()[-300:]}); "
                      f"next try in {self.delay:.1f} s (log {self.server.data_dir / 'log'})")
             self.delay = min(self.delay * 2, RESTART_MAX_DELAY)
             return False
         self.restarts += 1
         self.pid = self.server.running_pid()
         self.down_since = None
-        self.say(f"sluice-dev: PostgreSQL started again (pid {self.pid}, restart {self.restarts})")
+        self.say(f"sluice-dev: {self.label} started again (pid {self.pid}, restart {self.restarts})")
         return True
 
     def stop(self) -> None:
         if self.server is None:
             return
-        self.say("stopping PostgreSQL…")
+        self.say(f"stopping {self.label}…")
         try:
             self.server.stop()
         except Exception as error:  # report, do not hide the other shutdown steps
-            self.say(f"sluice-dev: stopping PostgreSQL failed: {error}")
+            self.say(f"sluice-dev: stopping {self.label} failed: {error}")
         self.server = None
         self.pid = None

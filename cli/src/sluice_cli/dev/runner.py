@@ -19,7 +19,7 @@ from types import FrameType
 
 from .banner import print_banner
 from .ports import dial_address, pick_metrics_ports, port_in_use
-from .postgres import DevPostgres
+from .postgres import REPLICA_DIRECTORY, DevPostgres
 from .services import Layout, child_base_env, plan_children
 from .supervisor import Supervisor, tail
 from .tls import DevTLS
@@ -38,11 +38,15 @@ class DevRunner:
     ready_timeout: float
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))  # what the children inherit
     stop_signals: int = 0
+    # A streaming standby of PostgreSQL that search reads (--replica; docs/scaling.md).
+    replica: bool = False
 
     def __post_init__(self) -> None:
         self.tls = DevTLS.from_env(self.environ)
         self.supervisor = Supervisor(self.say, self.write_status, self.stop_timeout)
         self.postgres = DevPostgres(self.home, self.say)
+        self.standby = (DevPostgres(self.home, self.say, directory=REPLICA_DIRECTORY, label="PostgreSQL replica")
+                        if self.replica else None)
         self.keys: dict[str, str] = {}
 
     def say(self, message: str = "") -> None:
@@ -113,10 +117,22 @@ class DevRunner:
         self.keys = json.loads((self.home / "credentials").read_text())["keys"]
         base = child_base_env(self.environ, database_url)
         base.update(self.tls.metrics_env(self.environ))
+        search_database_url = self.postgres.search_database_url(database_url)
+        if self.standby is not None:
+            # search reads the standby as the same read-only login (roles are replicated); the
+            # reindex quality gate writes its verdicts, so it keeps the primary.
+            from sluice_common.embedded_pg import user_uri
+
+            replica_url = self.standby.start_standby_of(self.postgres)
+            self.write_status()
+            base.setdefault("SLUICE_SEARCH_EVAL_GATE_DATABASE_URL", search_database_url)
+            search_database_url = user_uri(replica_url, "sluice_search")
+            if self.stopping:
+                return 0
         self.supervisor.start(plan_children(
             layout, base, logs=self.home / "logs",
             metrics_ports=pick_metrics_ports(self.metrics_port, 3 + layout.workers, layout.host),
-            search_database_url=self.postgres.search_database_url(database_url), worker_key=self.keys["worker"],
+            search_database_url=search_database_url, worker_key=self.keys["worker"],
         ))
         return self.wait_until_ready()
 
@@ -142,6 +158,8 @@ class DevRunner:
             "children": {c.name: {"pid": c.pid if c.alive() else None, "restarts": c.restarts} for c in self.supervisor.children},
             "postgres": {"pid": self.postgres.pid, "restarts": self.postgres.restarts},
         }
+        if self.standby is not None:
+            status["replica"] = {"pid": self.standby.pid, "restarts": self.standby.restarts}
         path = self.home / "dev-status.json"
         try:
             path.with_suffix(".tmp").write_text(json.dumps(status, indent=1))
@@ -193,7 +211,8 @@ class DevRunner:
                 return code
             time.sleep(0.2)
         print_banner(self.say, self.supervisor.children, home=self.home, host=self.layout.host,
-                     ingest_address=self.layout.ingest_address, tls=self.tls.describe())
+                     ingest_address=self.layout.ingest_address, tls=self.tls.describe(),
+                     replica=self.standby.pg_dir if self.standby is not None else None)
         return 0
 
     def supervise(self) -> int:
@@ -202,6 +221,8 @@ class DevRunner:
             if code is not None:
                 return code
             if self.postgres.watch():
+                self.write_status()
+            if self.standby is not None and self.standby.watch():
                 self.write_status()
             time.sleep(TICK)
         return 0
@@ -218,6 +239,10 @@ class DevRunner:
         restarted = [f"{c.name} {c.restarts}" for c in children if c.restarts]
         if self.postgres.restarts:
             restarted.append(f"postgres {self.postgres.restarts}")
+        if self.standby is not None and self.standby.restarts:
+            restarted.append(f"replica {self.standby.restarts}")
+        if self.standby is not None and self.standby.server is not None:
+            self.standby.stop()  # before its primary, which it would otherwise keep calling
         if restarted:
             self.say("restarts during this run: " + ", ".join(restarted))
         if self.postgres.server is not None:
