@@ -8,8 +8,8 @@ search, with coroutines and async iterators.
             print(hit.filename, hit.text)
 
 Retries, pacing, errors and the upload rules are those of the sync client (retry.py, errors.py,
-uploads.py). Create and use it inside one event loop. Webhooks and administration are in the
-sync client only.
+uploads.py). Create and use it inside one event loop. `webhooks` and `admin` are those of the
+sync client as coroutines, and `documents.sync_folder` its folder sync.
 """
 
 from __future__ import annotations
@@ -20,14 +20,16 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 
-from . import _core, uploads
-from .client import INGEST, RECONNECT_WINDOW_SECONDS, SEARCH, UploadResult
+from . import _core, sync, uploads
+from .client import INGEST, RECONNECT_WINDOW_SECONDS, ROLES, SEARCH, UploadResult
 from .errors import (
     AlreadyExists,
+    NotFound,
     OutOfRange,
     RateLimited,
     SluiceError,
@@ -37,9 +39,34 @@ from .errors import (
     WaitTimeout,
     from_rpc_error,
 )
-from .protos import collection_pb2, document_pb2, document_service_pb2, document_service_pb2_grpc, search_service_pb2_grpc
+from .protos import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    collection_pb2,
+    document_pb2,
+    document_service_pb2,
+    document_service_pb2_grpc,
+    search_service_pb2_grpc,
+    webhook_service_pb2,
+    webhook_service_pb2_grpc,
+)
 from .retry import RetryPolicy
-from .types import Collection, CollectionEvent, Document, DocumentStatus, Embedder, SearchMode, SearchResults
+from .types import (
+    WEBHOOK_EVENT_TYPES,
+    ApiKey,
+    Collection,
+    CollectionEvent,
+    Document,
+    DocumentStatus,
+    Embedder,
+    NewApiKey,
+    NewWebhook,
+    SearchMode,
+    SearchResults,
+    Tenant,
+    Webhook,
+    WebhookDelivery,
+)
 
 T = TypeVar("T")
 
@@ -61,6 +88,8 @@ class AsyncClient:
         self._stubs: dict[str, Any] = {}
         self.collections = AsyncCollections(self)
         self.documents = AsyncDocuments(self)
+        self.webhooks = AsyncWebhooks(self)
+        self.admin = AsyncAdmin(self)
 
     @property
     def ingest_address(self) -> str:
@@ -82,8 +111,9 @@ class AsyncClient:
                            if tls.enabled else grpc.aio.insecure_channel(address, options=options, interceptors=interceptors))
                 self._channels[address] = channel
             # The generated stubs carry no annotations.
-            stub = (search_service_pb2_grpc.SearchServiceStub(channel) if service == SEARCH  # type: ignore[no-untyped-call]
-                    else document_service_pb2_grpc.DocumentServiceStub(channel))  # type: ignore[no-untyped-call]
+            stub = {SEARCH: search_service_pb2_grpc.SearchServiceStub, "admin": admin_service_pb2_grpc.AdminServiceStub,
+                    "webhooks": webhook_service_pb2_grpc.WebhookServiceStub}.get(
+                service, document_service_pb2_grpc.DocumentServiceStub)(channel)  # type: ignore[no-untyped-call]
             self._stubs[service] = stub
         return stub
 
@@ -115,11 +145,12 @@ class AsyncClient:
                 failures += 1
             await asyncio.sleep(wait)
 
-    async def _unary(self, service: str, method: str, request: Any, *, timeout: float | None = None) -> Any:
-        call = getattr(self._stub(service), method)
-        metadata = self.settings.metadata
-        return await self._invoke(lambda seconds: call(request, timeout=seconds, metadata=metadata), service=service,
-                                  timeout=timeout)
+    async def _unary(self, service: str, method: str, request: Any, *, timeout: float | None = None,
+                     admin: bool = False) -> Any:
+        call = getattr(self._stub("admin" if admin else service), method)
+        metadata = self.settings.admin_metadata if admin else self.settings.metadata
+        return await self._invoke(lambda seconds: call(request, timeout=seconds, metadata=metadata),
+                                  service=SEARCH if service == SEARCH else INGEST, timeout=timeout)
 
     async def search(self, collection: str, query: str = "", *, top_k: int = 10, mode: SearchMode | str | None = None,
                      filter: Mapping[str, str] | None = None, where: Any = None, filenames: Iterable[str] | None = None,
@@ -278,8 +309,9 @@ class AsyncDocuments:
         return Document.from_proto(response)
 
     async def upload_many(self, collection: str, sources: Iterable[uploads.Source], *, concurrency: int = 4,
-                          metadata: Mapping[str, str] | None = None,
-                          typed_metadata: Mapping[str, Any] | None = None) -> AsyncIterator[UploadResult]:
+                          metadata: Mapping[str, str] | None = None, typed_metadata: Mapping[str, Any] | None = None,
+                          on_start: Callable[[Any], None] | None = None,
+                          source_uri_of: Callable[[Any], str | None] | None = None) -> AsyncIterator[UploadResult]:
         """See Documents.upload_many: results as they finish, `concurrency` uploads at a time."""
         queue: asyncio.Queue[UploadResult] = asyncio.Queue()
         sources = list(sources)
@@ -287,9 +319,12 @@ class AsyncDocuments:
 
         async def one(source: Any) -> None:
             async with gate:
+                if on_start is not None:
+                    on_start(source)
                 try:
-                    result = UploadResult(source, await self.upload(collection, source, metadata=metadata,
-                                                                    typed_metadata=typed_metadata))
+                    result = UploadResult(source, await self.upload(
+                        collection, source, metadata=metadata, typed_metadata=typed_metadata,
+                        source_uri=source_uri_of(source) if source_uri_of else None))
                 except SluiceError as error:
                     result = UploadResult(source, error=error)
             await queue.put(result)
@@ -330,6 +365,90 @@ class AsyncDocuments:
             if tracker is not None:
                 await tracker.close()
         return [results[f] for f in files]
+
+    async def sync_folder(self, collection: str, folder: str | os.PathLike[str], *, delete: bool = False,  # noqa: C901 (Documents.sync_folder's one pass)
+                          allow_mass_delete: bool = False, max_delete_share: float = sync.DEFAULT_MAX_DELETE_SHARE,
+                          concurrency: int = 4, include_hidden: bool = False, wait: bool = True,
+                          timeout: float | None = None, on_plan: Callable[[sync.SyncPlan], None] | None = None,
+                          on_start: Callable[[Any], None] | None = None,
+                          on_uploaded: Callable[[UploadResult], None] | None = None,
+                          on_change: Callable[[Document], None] | None = None) -> sync.SyncReport:
+        """See Documents.sync_folder: the same plan, guard, uploads, wait and deletions; files are
+        hashed in threads, so the event loop keeps serving meanwhile."""
+        folder = Path(folder)
+        files = await asyncio.to_thread(sync.folder_files, folder, include_hidden=include_hidden)
+        listed = [document async for document in self.list(collection)]
+        hashed = await asyncio.gather(*(asyncio.to_thread(sync.hash_file, uri, path) for uri, path in files.items()))
+        plan = sync.plan(files, {uri: (sha256, error) for uri, sha256, error in hashed}, listed)
+        if delete and not allow_mass_delete:
+            sync.check_mass_delete(collection, plan, max_delete_share)
+        if on_plan is not None:
+            on_plan(plan)
+        report = sync.SyncReport(collection, folder, unchanged=plan.unchanged, failed=plan.failed, waited=wait)
+        uploaded: dict[str, tuple[sync.SyncUpload, Document]] = {}
+        by_path = {item.path: item for item in plan.uploads}
+        tracker = self.tracker(collection, on_change=on_change) if wait and plan.uploads else None
+        try:
+            if tracker is not None:
+                await tracker.start()  # before the first upload, so that no event is missed
+            async for result in self.upload_many(collection, builtins.list(by_path), concurrency=concurrency,
+                                                 on_start=on_start, source_uri_of=lambda path: by_path[path].source_uri):
+                item = by_path[result.source]
+                if result.document is None:
+                    message = result.error.message if result.error is not None else "no document"
+                    report.failed.append(sync.SyncFailure(item.source_uri, message, item.path))
+                else:
+                    if tracker is not None:
+                        result.document = tracker.track(result.document)
+                    uploaded[result.document.id] = (item, result.document)
+                if on_uploaded is not None:
+                    on_uploaded(result)
+            if tracker is not None:
+                try:
+                    final = await tracker.wait(timeout)
+                except WaitTimeout as error:
+                    final = error.documents
+                for document in final:
+                    if document.id in uploaded:
+                        uploaded[document.id] = (uploaded[document.id][0], document)
+        finally:
+            if tracker is not None:
+                await tracker.close()
+        for item, document in sorted(uploaded.values(), key=lambda pair: pair[0].source_uri):
+            if document.failed:
+                report.failed.append(sync.SyncFailure(item.source_uri, document.error_message or "processing failed",
+                                                      item.path, document))
+            elif wait and not document.done:
+                report.failed.append(sync.SyncFailure(
+                    item.source_uri, f"timed out waiting for it (still {document.status.name})", item.path, document))
+            else:
+                (report.new if item.new else report.updated).append(document)
+        if delete:
+            await self._delete_sources(collection, plan.gone, report, concurrency)
+        else:
+            report.kept = plan.gone
+        return report
+
+    async def _delete_sources(self, collection: str, source_uris: builtins.list[str], report: sync.SyncReport,
+                              concurrency: int) -> None:
+        """Delete every version of each source; one already gone counts as deleted."""
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(source_uri: str) -> SluiceError | None:
+            async with gate:
+                try:
+                    await self.delete(collection=collection, source_uri=source_uri)
+                except NotFound:
+                    pass
+                except SluiceError as error:
+                    return error
+                return None
+
+        for source_uri, error in zip(source_uris, await asyncio.gather(*(one(uri) for uri in source_uris)), strict=True):
+            if error is None:
+                report.deleted.append(source_uri)
+            else:
+                report.failed.append(sync.SyncFailure(source_uri, f"could not delete it: {error.message}"))
 
     async def get(self, document_id: str | None = None, *, collection: str | None = None, source_uri: str | None = None,
                   timeout: float | None = None) -> Document:
@@ -557,4 +676,103 @@ class AsyncDocumentTracker:
             failures += 1
 
 
-__all__ = ["AsyncClient", "AsyncCollections", "AsyncDocumentTracker", "AsyncDocuments"]
+# ---------------------------------------------------------------------- webhooks and administration
+
+
+class AsyncWebhooks:
+    """Webhooks for asyncio (see Webhooks: signed POSTs of a collection's events, docs/webhooks.md)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def _call(self, method: str, request: Any) -> Any:
+        return await self._client._unary("webhooks", method, request)
+
+    async def create(self, collection: str, url: str, *, event_types: Iterable[str] = (), description: str = "") -> NewWebhook:
+        """See Webhooks.create: the signing secret is returned this once."""
+        unknown = [t for t in event_types if t not in WEBHOOK_EVENT_TYPES]
+        if unknown:
+            raise ValueError(f"unknown event type {unknown[0]!r}; choose from {', '.join(WEBHOOK_EVENT_TYPES)}")
+        webhook = webhook_service_pb2.Webhook(collection=collection, url=url, description=description,
+                                              event_types=[WEBHOOK_EVENT_TYPES[t] for t in event_types])
+        response = await self._call("CreateWebhook", webhook_service_pb2.CreateWebhookRequest(webhook=webhook))
+        return NewWebhook(Webhook.from_proto(response.webhook), response.secret)
+
+    async def get(self, webhook_id: str) -> Webhook:
+        return Webhook.from_proto(await self._call("GetWebhook", webhook_service_pb2.GetWebhookRequest(id=webhook_id)))
+
+    async def list(self, collection: str | None = None) -> AsyncIterator[Webhook]:
+        token = ""
+        while True:
+            page = await self._call("ListWebhooks", webhook_service_pb2.ListWebhooksRequest(
+                collection=collection or "", page_size=200, page_token=token))
+            for webhook in page.webhooks:
+                yield Webhook.from_proto(webhook)
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def delete(self, webhook_id: str) -> int:
+        """Delete a webhook; returns the pending deliveries dropped with it."""
+        reply = await self._call("DeleteWebhook", webhook_service_pb2.DeleteWebhookRequest(id=webhook_id))
+        return int(reply.dropped_pending_deliveries)
+
+    async def rotate_secret(self, webhook_id: str) -> NewWebhook:
+        response = await self._call("RotateWebhookSecret", webhook_service_pb2.RotateWebhookSecretRequest(id=webhook_id))
+        return NewWebhook(Webhook.from_proto(response.webhook), response.secret)
+
+    async def deliveries(self, webhook_id: str, *, failed: bool = False, limit: int = 50) -> builtins.list[WebhookDelivery]:
+        """A webhook's deliveries, newest first (with `failed`, only those given up)."""
+        state = (webhook_service_pb2.WEBHOOK_DELIVERY_STATE_FAILED if failed
+                 else webhook_service_pb2.WEBHOOK_DELIVERY_STATE_UNSPECIFIED)
+        rows: builtins.list[WebhookDelivery] = []
+        token = ""
+        while len(rows) < limit:
+            page = await self._call("ListWebhookDeliveries", webhook_service_pb2.ListWebhookDeliveriesRequest(
+                webhook_id=webhook_id, state=state, page_size=min(limit - len(rows), 1000), page_token=token))
+            rows.extend(WebhookDelivery.from_proto(d) for d in page.deliveries)
+            token = page.next_page_token
+            if not token:
+                break
+        return rows
+
+
+class AsyncAdmin:
+    """Tenants and API keys for asyncio (see Admin: an admin key, the credentials file's or `api_key`)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def _call(self, method: str, request: Any) -> Any:
+        return await self._client._unary("admin", method, request, admin=True)
+
+    async def create_tenant(self, name: str, *, max_documents: int = 0, max_stored_bytes: int = 0,
+                            max_collections: int = 0) -> Tenant:
+        """A tenant with quotas (0 = unlimited)."""
+        quota = admin_service_pb2.TenantQuota(max_documents=max_documents, max_stored_bytes=max_stored_bytes,
+                                              max_collections=max_collections)
+        tenant = admin_service_pb2.Tenant(name=name, quota=quota)
+        return Tenant.from_proto(await self._call("CreateTenant", admin_service_pb2.CreateTenantRequest(tenant=tenant)))
+
+    async def list_tenants(self) -> builtins.list[Tenant]:
+        reply = await self._call("ListTenants", admin_service_pb2.ListTenantsRequest())
+        return [Tenant.from_proto(t) for t in reply.tenants]
+
+    async def create_key(self, tenant: str, role: str, *, name: str = "") -> NewApiKey:
+        """A key of `tenant` with `role` (admin, client, reader, worker); its secret is returned this once."""
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; choose from {', '.join(ROLES)}")
+        response = await self._call("CreateApiKey", admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role],
+                                                                                         name=name))
+        return NewApiKey(ApiKey.from_proto(response.api_key), response.secret)
+
+    async def list_keys(self, tenant: str = "") -> builtins.list[ApiKey]:
+        reply = await self._call("ListApiKeys", admin_service_pb2.ListApiKeysRequest(tenant=tenant))
+        return [ApiKey.from_proto(k) for k in reply.api_keys]
+
+    async def revoke_key(self, key: str) -> ApiKey:
+        """Revoke a key by id or prefix (slk_<id>_): refused by every process within a second."""
+        return ApiKey.from_proto(await self._call("RevokeApiKey", admin_service_pb2.RevokeApiKeyRequest(id=key)))
+
+
+__all__ = ["AsyncAdmin", "AsyncClient", "AsyncCollections", "AsyncDocumentTracker", "AsyncDocuments", "AsyncWebhooks"]
