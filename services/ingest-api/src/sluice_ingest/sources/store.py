@@ -175,7 +175,8 @@ class SourceStore:
     async def list_sources(
         self, tenant_id: int, collection: str | None, after: tuple[dt.datetime, uuid.UUID] | None, limit: int,
     ) -> list[SourceRow]:
-        conditions, params = ["s.tenant_id = %s"], [tenant_id]
+        conditions: list[str] = ["s.tenant_id = %s"]
+        params: list[Any] = [tenant_id]
         if collection:
             conditions.append("c.name = %s")
             params.append(collection)
@@ -219,7 +220,7 @@ class SourceStore:
     ) -> list[RunRow]:
         async with self.pool.connection() as conn:
             await self._get(conn, tenant_id, source_id)
-            condition, params = "", [source_id]
+            condition, params = "", list[Any]([source_id])
             if before is not None:
                 condition = " AND (r.created_at, r.id) < (%s, %s)"
                 params.extend(before)
