@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sluice.v1 import document_service_pb2, job_service_pb2, search_service_pb2
+from sluice.v1 import document_service_pb2, job_service_pb2, search_service_pb2, source_service_pb2
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +24,9 @@ def test_binding_names_exist():
             "ClaimJob", "RenewLease", "ReportStage", "ReadDocumentContent", "CompleteJob", "FailJob",
         },
         search_service_pb2.DESCRIPTOR.services_by_name["SearchService"]: {"Search"},
+        source_service_pb2.DESCRIPTOR.services_by_name["SourceService"]: {
+            "CreateSource", "GetSource", "ListSources", "DeleteSource", "SyncSource", "ListSourceRuns",
+        },
     }
     for service, methods in services.items():
         assert service.full_name.startswith("sluice.v1.")
