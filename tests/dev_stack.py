@@ -42,6 +42,7 @@ class DevStack:
             "SLUICE_DEV_INGEST_PORT": self.ingest.rsplit(":", 1)[1],
             "SLUICE_DEV_SEARCH_PORT": self.search.rsplit(":", 1)[1],
             "SLUICE_DEV_WEBHOOKS_PORT": str(free_port()),
+            "SLUICE_DEV_SOURCES_PORT": str(free_port()),
             "SLUICE_DEV_GATEWAY_PORT": str(self.gateway_port),
             "SLUICE_DEV_METRICS_PORT": str(free_port()),
             "SLUICE_DEV_WORKERS": "1",

@@ -89,11 +89,15 @@ class DevRunner:
             ("ingest-api", layout.ingest_port, "SLUICE_DEV_INGEST_PORT"),
             ("search", layout.search_port, "SLUICE_DEV_SEARCH_PORT"),
             ("sluice-webhooks", layout.webhooks_port, "SLUICE_DEV_WEBHOOKS_PORT"),
-            *([("sluice-sources", layout.sources_port, "SLUICE_DEV_SOURCES_PORT")] if layout.sources_port else []),
         ):
             if port_in_use(layout.host, port):
                 self.say(f"sluice-dev: port {port} for {name} is in use (another `make run`?); choose another with {variable}")
                 return 1
+        if layout.sources_port and port_in_use(layout.host, layout.sources_port):
+            # Sources sync on demand or on a schedule; everything else works without their runner.
+            self.say(f"sluice-dev: port {layout.sources_port} for sluice-sources is in use: running without it; "
+                     "choose another with SLUICE_DEV_SOURCES_PORT (0 turns it off)")
+            self.layout = layout = replace(layout, sources_port=0)
         if layout.gateway_port and port_in_use(layout.host, layout.gateway_port):
             # The gateway is a convenience in front of the gRPC services, which work without it.
             self.say(f"sluice-dev: port {layout.gateway_port} for sluice-gateway (HTTP/JSON) is in use: running without it; "
