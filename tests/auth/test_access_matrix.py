@@ -13,6 +13,7 @@ import grpc
 import pytest
 from google.protobuf import symbol_database
 from sluice.v1 import admin_service_pb2, document_service_pb2, job_service_pb2, search_service_pb2, webhook_service_pb2
+from sluice.v1 import source_service_pb2
 from sluice_common.auth import METHOD_ROLES
 from sluice_common.channels import keyed_channel
 from sluice_common.errors import reason_of
@@ -56,6 +57,12 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "/sluice.v1.WebhookService/DeleteWebhook": WRITE,
     "/sluice.v1.WebhookService/ListWebhookDeliveries": READ,
     "/sluice.v1.WebhookService/RotateWebhookSecret": WRITE,
+    "/sluice.v1.SourceService/CreateSource": WRITE,
+    "/sluice.v1.SourceService/GetSource": READ,
+    "/sluice.v1.SourceService/ListSources": READ,
+    "/sluice.v1.SourceService/DeleteSource": WRITE,
+    "/sluice.v1.SourceService/SyncSource": WRITE,
+    "/sluice.v1.SourceService/ListSourceRuns": READ,
     "/sluice.v1.AdminService/CreateTenant": ADMIN,
     "/sluice.v1.AdminService/ListTenants": ADMIN,
     "/sluice.v1.AdminService/CreateApiKey": ADMIN,
@@ -74,7 +81,7 @@ PRINCIPALS = [*UNAUTHENTICATED, "client of default", "client of b", "reader", "w
 ROLE_OF = {"client of default": "client", "client of b": "client", "reader": "reader", "worker": "worker",
            "admin": "admin"}
 
-FILES = (document_service_pb2, job_service_pb2, search_service_pb2, admin_service_pb2, webhook_service_pb2)
+FILES = (document_service_pb2, job_service_pb2, search_service_pb2, admin_service_pb2, webhook_service_pb2, source_service_pb2)
 
 
 def all_methods():
