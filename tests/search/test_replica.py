@@ -333,3 +333,46 @@ def test_no_search_of_the_replica_returns_a_document_that_is_not_ready_during_re
     # documents were found at other times.
     assert checked > 0, f"no search fell inside a non-READY stretch ({len(observations)} searches)"
     assert any(hits & documents.keys() for _, _, hits in observations)
+
+
+def test_a_search_the_replica_cancels_for_a_recovery_conflict_is_unavailable_and_retryable(cluster, collection):
+    """A hot standby cancels a statement that holds what replay needs (here: a lock the primary
+    took, with max_standby_streaming_delay 0 so that replay never waits). The client sees
+    UNAVAILABLE (RECOVERY_CONFLICT), which it retries, not INTERNAL."""
+    document = cluster.ready_document(collection, "conflicting with recovery")
+    admin = cluster.standby_admin_conn
+    admin.execute("ALTER SYSTEM SET max_standby_streaming_delay = 0")
+    admin.execute("SELECT pg_reload_conf()")
+    stop = threading.Event()
+    outcomes: list = []
+
+    def search() -> None:
+        while not stop.is_set():
+            try:
+                answer = cluster.on_replica.Search(search_request(collection, "conflicting with recovery"), timeout=10)
+                outcomes.append(document.id in hit_ids(answer))
+            except grpc.RpcError as error:
+                outcomes.append(error)
+
+    try:
+        searchers = [threading.Thread(target=search) for _ in range(3)]
+        for thread in searchers:
+            thread.start()
+        with psycopg.connect(cluster.primary_url, autocommit=True) as primary:
+            for _ in range(150):
+                with primary.transaction():
+                    primary.execute("LOCK TABLE chunks IN ACCESS EXCLUSIVE MODE")
+                time.sleep(0.01)
+        stop.set()
+        for thread in searchers:
+            thread.join(30)
+    finally:
+        admin.execute("ALTER SYSTEM RESET max_standby_streaming_delay")
+        admin.execute("SELECT pg_reload_conf()")
+    errors = [o for o in outcomes if isinstance(o, grpc.RpcError)]
+    assert errors, f"no search was cancelled ({len(outcomes)} searches): the conflict was not provoked"
+    from sluice_common.errors import reason_of
+
+    assert {(e.code(), reason_of(e)) for e in errors} == {(grpc.StatusCode.UNAVAILABLE, Reason.RECOVERY_CONFLICT)}
+    assert all("Traceback" not in (e.details() or "") and "conflict with recovery" not in e.details() for e in errors)
+    assert any(o is True for o in outcomes)  # the searches not cancelled found the document
