@@ -27,15 +27,20 @@ $(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproje
 	if command -v npm >/dev/null; then (cd clients/typescript && npm ci --silent --no-audit --no-fund && npm run build --silent); fi
 	touch $@
 
+# The suite on two pytest-xdist processes (docs/contributing.md#tests): each has its own embedded
+# PostgreSQL, ports and temporary directories; --dist loadfile keeps a file's tests (and its
+# module fixtures) on one process. `make test PYTEST_ARGS=` runs it in one process.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 test: venv lint
 	$(PY) scripts/gen_protos.py --check
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The fast subset (docs/contributing.md#the-fast-subset): pure Python, the documentation and
 # repository checks, and the transition moves against the real database; under a minute.
 FAST_TESTS := tests/ingest/test_domain.py tests/ingest/test_uploads.py tests/ingest/test_service_loops.py \
 	tests/worker/test_pipeline_unit.py tests/search/test_fusion.py tests/test_vocabulary.py tests/test_repository.py \
-	tests/test_background_tasks.py tests/deploy/test_docs.py tests/ingest/test_transitions.py tests/sources/test_sources_units.py
+	tests/test_background_tasks.py tests/deploy/test_docs.py tests/ingest/test_transitions.py tests/sources/test_sources_units.py \
+	tests/test_consistency.py
 test-fast: venv
 	$(PY) -m pytest -q $(FAST_TESTS)
 
@@ -47,7 +52,7 @@ MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-a
 	$(addprefix services/ingest-api/src/sluice_ingest/,service arguments.py tenants.py main.py) \
 	libs/common/src/sluice_common cli/src/sluice_cli services/worker/src/sluice_worker $(wildcard clients/python/src/sluice_client/*.py) \
 	services/gateway/src/sluice_gateway \
-	$(addprefix services/search/src/sluice_search/,keyword.py fusion.py highlight.py) \
+	$(addprefix services/search/src/sluice_search/,keyword.py fusion.py highlight.py consistency.py) \
 	$(addprefix services/ingest-api/src/sluice_ingest/webhooks/,events.py guard.py signing.py store.py sender.py dispatcher.py service.py main.py) \
 	$(addprefix services/ingest-api/src/sluice_ingest/sources/,domain.py spec.py store.py kinds.py http.py s3.py runner.py service.py main.py)
 lint: venv
