@@ -46,7 +46,8 @@ class CollectionsPort(Protocol):
 
 class GenerationsPort(Protocol):
     async def reindex_collection(self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
-                                 eval_set: list[dict[str, Any]] | None = None, min_ratio: float = 1.0) -> CollectionRow: ...
+                                 eval_set: list[dict[str, Any]] | None = None, min_ratio: float = 1.0,
+                                 *, vector_precision: str | None = None) -> CollectionRow: ...
 
     async def cancel_reindex(self, tenant_id: int, name: str) -> CollectionRow: ...
 

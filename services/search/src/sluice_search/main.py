@@ -80,7 +80,8 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         await pool.close()
         raise
     repository = SearchRepository(pool, collection_cache_seconds=settings.search_collection_cache_seconds,
-                                  exact_filter_max_chunks=settings.search_exact_filter_max_chunks)
+                                  exact_filter_max_chunks=settings.search_exact_filter_max_chunks,
+                                  binary_rescore_candidates=settings.search_binary_rescore_candidates)
     if await _reads_a_standby(pool):
         # LISTEN is refused during recovery: the collection cache expires by age alone there
         # (SLUICE_SEARCH_COLLECTION_CACHE_SECONDS), and a search with a consistency token reads

@@ -56,6 +56,10 @@ class SearchSettings(CommonSettings):
     # answered exactly from them instead of walking the HNSW graph past the rejected chunks
     # (0 = always walk the graph). bench/search_bench.py measures both sides of it.
     search_exact_filter_max_chunks: int = 2000
+    # A collection whose index generation is `binary` (docs/search.md, "Vector precision"): how
+    # many candidates its Hamming-distance graph proposes, re-scored exactly on the float4
+    # vectors, of which the best top_k are the answer (at least top_k).
+    search_binary_rescore_candidates: int = 100
     # A search with a consistency_token waits at most this long (and never past its deadline) for
     # a replica to replay that far, then answers UNAVAILABLE (REPLICA_BEHIND); on a primary it
     # never waits (docs/scaling.md#read-replicas-and-the-consistency-token).

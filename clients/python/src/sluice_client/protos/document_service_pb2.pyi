@@ -60,16 +60,18 @@ class DeleteCollectionRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class ReindexCollectionRequest(_message.Message):
-    __slots__ = ("name", "embedder", "eval_queries", "min_ratio")
+    __slots__ = ("name", "embedder", "eval_queries", "min_ratio", "vector_precision")
     NAME_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
     EVAL_QUERIES_FIELD_NUMBER: _ClassVar[int]
     MIN_RATIO_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_PRECISION_FIELD_NUMBER: _ClassVar[int]
     name: str
     embedder: _collection_pb2.EmbedderConfig
     eval_queries: _containers.RepeatedCompositeFieldContainer[EvalQuery]
     min_ratio: float
-    def __init__(self, name: _Optional[str] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ..., eval_queries: _Optional[_Iterable[_Union[EvalQuery, _Mapping]]] = ..., min_ratio: _Optional[float] = ...) -> None: ...
+    vector_precision: _collection_pb2.VectorPrecision
+    def __init__(self, name: _Optional[str] = ..., embedder: _Optional[_Union[_collection_pb2.EmbedderConfig, _Mapping]] = ..., eval_queries: _Optional[_Iterable[_Union[EvalQuery, _Mapping]]] = ..., min_ratio: _Optional[float] = ..., vector_precision: _Optional[_Union[_collection_pb2.VectorPrecision, str]] = ...) -> None: ...
 
 class EvalQuery(_message.Message):
     __slots__ = ("query", "relevant", "id")

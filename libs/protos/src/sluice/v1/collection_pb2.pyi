@@ -25,6 +25,13 @@ class GenerationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GENERATION_STATE_RETIRED: _ClassVar[GenerationState]
     GENERATION_STATE_CANCELLED: _ClassVar[GenerationState]
 
+class VectorPrecision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VECTOR_PRECISION_UNSPECIFIED: _ClassVar[VectorPrecision]
+    VECTOR_PRECISION_FLOAT4: _ClassVar[VectorPrecision]
+    VECTOR_PRECISION_HALFVEC: _ClassVar[VectorPrecision]
+    VECTOR_PRECISION_BINARY: _ClassVar[VectorPrecision]
+
 class EvaluationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     EVALUATION_STATE_UNSPECIFIED: _ClassVar[EvaluationState]
@@ -48,6 +55,10 @@ GENERATION_STATE_BUILDING: GenerationState
 GENERATION_STATE_ACTIVE: GenerationState
 GENERATION_STATE_RETIRED: GenerationState
 GENERATION_STATE_CANCELLED: GenerationState
+VECTOR_PRECISION_UNSPECIFIED: VectorPrecision
+VECTOR_PRECISION_FLOAT4: VectorPrecision
+VECTOR_PRECISION_HALFVEC: VectorPrecision
+VECTOR_PRECISION_BINARY: VectorPrecision
 EVALUATION_STATE_UNSPECIFIED: EvaluationState
 EVALUATION_STATE_PENDING: EvaluationState
 EVALUATION_STATE_PASSED: EvaluationState
@@ -81,7 +92,7 @@ class GenerationFailure(_message.Message):
     def __init__(self, document_id: _Optional[str] = ..., filename: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class CollectionGeneration(_message.Message):
-    __slots__ = ("number", "embedder", "state", "documents_total", "documents_ready", "documents_failed", "documents_pending", "create_time", "activate_time", "end_time", "failures", "evaluation")
+    __slots__ = ("number", "embedder", "state", "documents_total", "documents_ready", "documents_failed", "documents_pending", "create_time", "activate_time", "end_time", "failures", "evaluation", "vector_precision")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +105,7 @@ class CollectionGeneration(_message.Message):
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_PRECISION_FIELD_NUMBER: _ClassVar[int]
     number: int
     embedder: EmbedderConfig
     state: GenerationState
@@ -106,7 +118,8 @@ class CollectionGeneration(_message.Message):
     end_time: _timestamp_pb2.Timestamp
     failures: _containers.RepeatedCompositeFieldContainer[GenerationFailure]
     evaluation: GenerationEvaluation
-    def __init__(self, number: _Optional[int] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., state: _Optional[_Union[GenerationState, str]] = ..., documents_total: _Optional[int] = ..., documents_ready: _Optional[int] = ..., documents_failed: _Optional[int] = ..., documents_pending: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., activate_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failures: _Optional[_Iterable[_Union[GenerationFailure, _Mapping]]] = ..., evaluation: _Optional[_Union[GenerationEvaluation, _Mapping]] = ...) -> None: ...
+    vector_precision: VectorPrecision
+    def __init__(self, number: _Optional[int] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., state: _Optional[_Union[GenerationState, str]] = ..., documents_total: _Optional[int] = ..., documents_ready: _Optional[int] = ..., documents_failed: _Optional[int] = ..., documents_pending: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., activate_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failures: _Optional[_Iterable[_Union[GenerationFailure, _Mapping]]] = ..., evaluation: _Optional[_Union[GenerationEvaluation, _Mapping]] = ..., vector_precision: _Optional[_Union[VectorPrecision, str]] = ...) -> None: ...
 
 class GenerationEvaluation(_message.Message):
     __slots__ = ("state", "metric", "active_score", "candidate_score", "queries", "min_ratio", "evaluate_time", "active_generation")
@@ -139,7 +152,7 @@ class ChunkingConfig(_message.Message):
     def __init__(self, max_characters: _Optional[int] = ..., new_after_n_chars: _Optional[int] = ..., overlap: _Optional[int] = ...) -> None: ...
 
 class Collection(_message.Message):
-    __slots__ = ("name", "description", "embedder", "chunking", "document_count", "ready_document_count", "create_time", "max_attempts", "generations", "reranker")
+    __slots__ = ("name", "description", "embedder", "chunking", "document_count", "ready_document_count", "create_time", "max_attempts", "generations", "reranker", "vector_precision")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +163,7 @@ class Collection(_message.Message):
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     GENERATIONS_FIELD_NUMBER: _ClassVar[int]
     RERANKER_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_PRECISION_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     embedder: EmbedderConfig
@@ -160,7 +174,8 @@ class Collection(_message.Message):
     max_attempts: int
     generations: _containers.RepeatedCompositeFieldContainer[CollectionGeneration]
     reranker: RerankerConfig
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[ChunkingConfig, _Mapping]] = ..., document_count: _Optional[int] = ..., ready_document_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_attempts: _Optional[int] = ..., generations: _Optional[_Iterable[_Union[CollectionGeneration, _Mapping]]] = ..., reranker: _Optional[_Union[RerankerConfig, _Mapping]] = ...) -> None: ...
+    vector_precision: VectorPrecision
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., embedder: _Optional[_Union[EmbedderConfig, _Mapping]] = ..., chunking: _Optional[_Union[ChunkingConfig, _Mapping]] = ..., document_count: _Optional[int] = ..., ready_document_count: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_attempts: _Optional[int] = ..., generations: _Optional[_Iterable[_Union[CollectionGeneration, _Mapping]]] = ..., reranker: _Optional[_Union[RerankerConfig, _Mapping]] = ..., vector_precision: _Optional[_Union[VectorPrecision, str]] = ...) -> None: ...
 
 class RerankerConfig(_message.Message):
     __slots__ = ("provider", "model", "base_url", "api_key_env", "candidates", "timeout_ms")

@@ -9,7 +9,7 @@ from sluice_common.auth import current_principal
 from sluice_common.errors import grpc_errors
 
 from ..service import CollectionSpec, CollectionUseCases, EvalQueryIn
-from .converters import PROVIDER_FROM_PROTO, collection_to_proto, reranker_of
+from .converters import PROVIDER_FROM_PROTO, collection_to_proto, precision_of, reranker_of
 
 
 def tenant() -> int:
@@ -36,6 +36,7 @@ class CollectionCalls:
             chunk_overlap=c.chunking.overlap,
             max_attempts=c.max_attempts,
             reranker=reranker_of(c.reranker),
+            vector_precision=precision_of(c.vector_precision),
         )
         return collection_to_proto(await self.collections.create_collection(tenant(), spec))
 
@@ -61,6 +62,7 @@ class CollectionCalls:
         row = await self.collections.reindex_collection(
             tenant(), request.name, PROVIDER_FROM_PROTO.get(e.provider, ""), e.model, e.dimensions,
             [EvalQueryIn(q.query, tuple(q.relevant), q.id) for q in request.eval_queries], request.min_ratio,
+            vector_precision=precision_of(request.vector_precision),
         )
         return collection_to_proto(row)
 

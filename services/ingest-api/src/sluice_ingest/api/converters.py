@@ -97,7 +97,27 @@ def generation_to_proto(row: GenerationRow) -> collection_pb2.CollectionGenerati
             for f in row.failures
         ],
         evaluation=evaluation_to_proto(row.evaluation) if row.evaluation is not None else None,
+        vector_precision=PRECISION_TO_PROTO[row.vector_precision],
     )
+
+
+# VectorPrecision <-> collection_generations.vector_precision (sluice_common.vector_index).
+PRECISION_TO_PROTO = {
+    "float4": collection_pb2.VECTOR_PRECISION_FLOAT4,
+    "halfvec": collection_pb2.VECTOR_PRECISION_HALFVEC,
+    "binary": collection_pb2.VECTOR_PRECISION_BINARY,
+}
+PRECISION_FROM_PROTO = {number: name for name, number in PRECISION_TO_PROTO.items()}
+
+
+def precision_of(value: int) -> str:
+    """A VectorPrecision as its column value, "" for unset; INVALID_ARGUMENT for an unknown number."""
+    if value == collection_pb2.VECTOR_PRECISION_UNSPECIFIED:
+        return ""
+    if value not in PRECISION_FROM_PROTO:
+        raise InvalidArgument(f"vector_precision {value} is not one of FLOAT4, HALFVEC, BINARY",
+                              reason=Reason.INVALID_VECTOR_PRECISION)
+    return PRECISION_FROM_PROTO[value]
 
 
 def evaluation_to_proto(row: GenerationEvaluationRow) -> collection_pb2.GenerationEvaluation:
@@ -122,6 +142,7 @@ def collection_to_proto(row: CollectionRow) -> collection_pb2.Collection:
         create_time=timestamp(row.created_at),
         max_attempts=row.max_attempts,
         reranker=reranking.to_proto(reranking.RerankerSpec.from_json(row.reranker)),
+        vector_precision=PRECISION_TO_PROTO[row.vector_precision],
     )
 
 
@@ -387,5 +408,5 @@ def api_key_to_proto(row: ApiKeyRow) -> admin_pb2.ApiKey:
 __all__ = [
     "PROVIDER_FROM_PROTO", "ROLE_FROM_PROTO", "api_key_to_proto", "chunk_from_proto", "chunk_to_proto",
     "collection_event_to_proto", "collection_to_proto", "document_status_from_proto", "document_to_proto",
-    "job_to_proto", "reranker_of", "tenant_to_proto", "timestamp", "typed_metadata_of",
+    "job_to_proto", "precision_of", "reranker_of", "tenant_to_proto", "timestamp", "typed_metadata_of",
 ]

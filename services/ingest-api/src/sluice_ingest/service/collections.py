@@ -96,6 +96,8 @@ class CollectionSpec:
     max_attempts: int = 0
     # The default reranker, checked (sluice_common.reranking.RerankerSpec.to_json); None for none.
     reranker: dict[str, Any] | None = None
+    # The vector index's precision (sluice_common.vector_index.PRECISIONS); "" for float4.
+    vector_precision: str = ""
 
 
 class CollectionUseCases:
@@ -128,7 +130,7 @@ class CollectionUseCases:
             raise InvalidArgument("description is longer than 2000 characters", reason=Reason.INVALID_DESCRIPTION)
         return await self.collections.create_collection(
             NewCollection(tenant_id, spec.name, spec.description, spec.provider, model, dimensions, max_chars, new_after, overlap, max_attempts,
-                          spec.reranker)
+                          spec.reranker, spec.vector_precision or "float4")
         )
 
     @staticmethod
@@ -163,13 +165,17 @@ class CollectionUseCases:
         return model, dimensions
 
     async def reindex_collection(self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
-                                 eval_queries: list[EvalQueryIn] | None = None, min_ratio: float = 0.0) -> CollectionRow:
+                                 eval_queries: list[EvalQueryIn] | None = None, min_ratio: float = 0.0,
+                                 vector_precision: str = "") -> CollectionRow:
+        """`vector_precision` "" keeps the collection's (docs/search.md, "Vector precision")."""
         if not name:
             raise InvalidArgument("collection name is required", reason=Reason.MISSING_COLLECTION)
         model, dimensions = self._embedder(provider, model, dimensions, "embedder")
         eval_set, ratio = eval_set_of(eval_queries or [], min_ratio)
-        row = await self.generations.reindex_collection(tenant_id, name, provider, model, dimensions, eval_set, ratio)
+        row = await self.generations.reindex_collection(tenant_id, name, provider, model, dimensions, eval_set, ratio,
+                                                        vector_precision=vector_precision or None)
         log.info("reindex started", extra={"collection": name, "provider": provider, "model": model,
+                                           "vector_precision": vector_precision or None,
                                            "eval_queries": len(eval_set or ()), "min_ratio": ratio if eval_set else None})
         return row
 

@@ -30,9 +30,10 @@ class CollectionStore(StoreBase):
                     await conn.cursor(row_factory=dict_row).execute(
                         """
                         INSERT INTO collections (tenant_id, name, description, embedder_provider, embedder_model, dimensions,
-                            chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts, reranker)
+                            chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts, reranker, vector_precision)
                         VALUES (%(tenant_id)s, %(name)s, %(description)s, %(embedder_provider)s, %(embedder_model)s, %(dimensions)s,
-                            %(chunk_max_characters)s, %(chunk_new_after_n_chars)s, %(chunk_overlap)s, %(max_attempts)s, %(reranker)s)
+                            %(chunk_max_characters)s, %(chunk_new_after_n_chars)s, %(chunk_overlap)s, %(max_attempts)s, %(reranker)s,
+                            %(vector_precision)s)
                         ON CONFLICT (tenant_id, name) DO NOTHING
                         RETURNING id
                         """,
@@ -43,11 +44,12 @@ class CollectionStore(StoreBase):
                 raise InvalidArgument(f"invalid collection settings: {exc.diag.constraint_name}") from exc
             if row is None:
                 raise AlreadyExists(f"collection {new.name!r} already exists", reason=Reason.COLLECTION_EXISTS, collection=new.name)
-            # Generation 1 (ACTIVE) was created by the collections trigger (migration 0009).
+            # Generation 1 (ACTIVE) was created by the collections trigger (migrations 0009, 0023), with
+            # the collection's vector precision; its (empty) index is built at once.
             (generation_id,) = await one_row(
                 conn, "SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'", (row["id"],)
             )
-            await conn.execute(vector_index.create_index_sql(generation_id, new.dimensions))
+            await conn.execute(vector_index.create_index_sql(generation_id, new.dimensions, precision=new.vector_precision))
             return await with_generations(conn, await lookup_collection(conn, new.tenant_id, new.name))
 
     async def get_collection(self, tenant_id: int, name: str) -> CollectionRow:

@@ -41,7 +41,8 @@ DOCUMENT_SELECT = """
 
 COLLECTION_COLUMNS = """
     c.id, c.tenant_id, c.name, c.description, c.embedder_provider, c.embedder_model, c.dimensions,
-    c.chunk_max_characters, c.chunk_new_after_n_chars, c.chunk_overlap, c.max_attempts, c.created_at, c.reranker
+    c.chunk_max_characters, c.chunk_new_after_n_chars, c.chunk_overlap, c.max_attempts, c.created_at, c.reranker,
+    c.vector_precision
 """
 
 COLLECTION_SELECT = "SELECT" + COLLECTION_COLUMNS + """,

@@ -45,7 +45,7 @@ INDEX_LOCK_CLASS = 90091
 
 GENERATION_SELECT = """
     SELECT id, number, embedder_provider, embedder_model, dimensions, state::text AS state, created_at,
-           activated_at, ended_at, dropped_at
+           activated_at, ended_at, dropped_at, vector_precision
     FROM collection_generations
 """
 
@@ -152,32 +152,37 @@ class GenerationStore(StoreBase):
 
     async def reindex_collection(
         self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
-        eval_set: list[dict[str, Any]] | None = None, min_ratio: float = 1.0,
+        eval_set: list[dict[str, Any]] | None = None, min_ratio: float = 1.0, *, vector_precision: str | None = None,
     ) -> CollectionRow:
         """A BUILDING generation with the new embedder and an EMBED job per READY document; or,
         when a BUILDING generation with this embedder exists, fresh attempts for its failed jobs.
 
         `eval_set` (checked by the service: [{"query", "relevant", "id"}, ...]) gates the switch
         on search's verdict (module docstring); it is fixed when the generation is created: a
-        retrying call may repeat it or leave it out, not change it."""
+        retrying call may repeat it or leave it out, not change it.
+
+        `vector_precision` (None: the collection's) is the new generation's index precision; a
+        reindex to the same embedder with another precision is a reindex too (docs/search.md,
+        "Vector precision")."""
         async with self.pool.connection() as conn, conn.transaction():
             # FOR NO KEY UPDATE, not FOR UPDATE: it still serialises reindexes of the collection, but
             # lets the foreign-key checks of a concurrent commit (FOR KEY SHARE on this row, for its
             # chunks and events) through. FOR UPDATE made that commit wait here while it held the
             # ACTIVE generation FOR SHARE, which this transaction locks next: a deadlock.
             row = await (
-                await conn.execute("SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR NO KEY UPDATE",
-                                   (tenant_id, name))
+                await conn.execute("SELECT id, vector_precision FROM collections WHERE tenant_id = %s AND name = %s"
+                                   " FOR NO KEY UPDATE", (tenant_id, name))
             ).fetchone()
             if row is None:
                 raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
             collection_id = row[0]
+            precision = vector_precision or row[1]
             # The ACTIVE generation is locked before anything is read: a concurrent INGEST commit
             # (FOR SHARE on it) either committed READY before (its document gets a job here) or
             # waits and then sees the new BUILDING generation (it adds the job itself).
             active = await one_row(
                 conn,
-                "SELECT id, embedder_provider, embedder_model, dimensions FROM collection_generations"
+                "SELECT id, embedder_provider, embedder_model, dimensions, vector_precision FROM collection_generations"
                 " WHERE collection_id = %s AND state = 'ACTIVE' FOR UPDATE",
                 (collection_id,),
             )
@@ -185,16 +190,17 @@ class GenerationStore(StoreBase):
             # EMBED commits and CancelReindex: jobs, then the generation).
             building = await (
                 await conn.execute(
-                    "SELECT id, embedder_provider, embedder_model, dimensions FROM collection_generations"
+                    "SELECT id, embedder_provider, embedder_model, dimensions, vector_precision FROM collection_generations"
                     " WHERE collection_id = %s AND state = 'BUILDING'",
                     (collection_id,),
                 )
             ).fetchone()
-            wanted = (provider, model, dimensions)
+            wanted = (provider, model, dimensions, precision)
             if building is not None:
                 if tuple(building[1:]) != wanted:
                     raise FailedPrecondition(
-                        f"collection {name!r} is already being reindexed to {building[1]}/{building[2]}; cancel it first",
+                        f"collection {name!r} is already being reindexed to {building[1]}/{building[2]}"
+                        f" ({building[4]} vectors); cancel it first",
                         reason=Reason.REINDEX_IN_PROGRESS, collection=name,
                     )
                 failed = await (
@@ -228,16 +234,18 @@ class GenerationStore(StoreBase):
             else:
                 if tuple(active[1:]) == wanted:
                     raise FailedPrecondition(
-                        f"collection {name!r} already uses {provider}/{model} with {dimensions} dimensions: nothing to reindex",
+                        f"collection {name!r} already uses {provider}/{model} with {dimensions} dimensions and {precision}"
+                        " vectors: nothing to reindex",
                         reason=Reason.EMBEDDER_UNCHANGED, collection=name,
                     )
                 (generation_id,) = await one_row(
                     conn,
                     "INSERT INTO collection_generations (tenant_id, collection_id, number, embedder_provider, embedder_model,"
-                    " dimensions, eval_set, eval_min_ratio) SELECT %s, %s, max(number) + 1, %s, %s, %s, %s::jsonb, %s"
+                    " dimensions, eval_set, eval_min_ratio, vector_precision)"
+                    " SELECT %s, %s, max(number) + 1, %s, %s, %s, %s::jsonb, %s, %s"
                     " FROM collection_generations WHERE collection_id = %s RETURNING id",
                     (tenant_id, collection_id, provider, model, dimensions, _eval_set_json(eval_set),
-                     None if eval_set is None else min_ratio, collection_id),
+                     None if eval_set is None else min_ratio, precision, collection_id),
                 )
                 await conn.execute(
                     "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
@@ -245,9 +253,12 @@ class GenerationStore(StoreBase):
                     " WHERE d.collection_id = %s AND d.status = 'READY'",
                     (generation_id, collection_id),
                 )
-        # Its HNSW index, built without blocking writes; then, with nothing READY to embed, it switches at once.
-        await self.ensure_index(generation_id)
-        await self.try_switch(generation_id)
+        # Its chunks are bulk-loaded first: EMBED commits insert into no HNSW graph of this
+        # generation, and the index is built once over all of them when the generation is complete
+        # (try_switch, called by every EMBED commit and by the sweep), several times faster than
+        # growing a graph row by row (docs/search.md, "Vector precision"). With nothing READY to
+        # embed it is complete now: built and switched here.
+        await self.try_switch(generation_id, wait=True)
         return await self.collection_with_generations(tenant_id, name)
 
     async def cancel_reindex(self, tenant_id: int, name: str) -> CollectionRow:
@@ -299,7 +310,8 @@ class GenerationStore(StoreBase):
                 await asyncio.sleep(0.2)
             try:
                 row = await (await conn.execute(
-                    "SELECT dimensions, state::text FROM collection_generations WHERE id = %s", (generation_id,))).fetchone()
+                    "SELECT dimensions, state::text, vector_precision FROM collection_generations WHERE id = %s",
+                    (generation_id,))).fetchone()
                 if row is None or row[1] != GenerationState.BUILDING:
                     return False
                 state = await (await conn.execute(vector_index.index_state_sql(generation_id))).fetchone()
@@ -307,24 +319,37 @@ class GenerationStore(StoreBase):
                     return True
                 if state is not None:
                     await conn.execute(vector_index.drop_index_sql(generation_id, concurrently=True))
-                await conn.execute(vector_index.create_index_sql(generation_id, row[0], concurrently=True))
+                # A parallel build sized to the machine, in this session only (reset below).
+                for setting in vector_index.build_settings_sql():
+                    await conn.execute(setting)
+                await conn.execute(vector_index.create_index_sql(generation_id, row[0], precision=row[2], concurrently=True))
                 return True
             finally:
+                await conn.execute("RESET max_parallel_maintenance_workers")
+                await conn.execute("RESET maintenance_work_mem")
                 await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
 
-    async def try_switch(self, generation_id: int, *, announce: bool = True) -> bool:
+    async def try_switch(self, generation_id: int, *, announce: bool = True, wait: bool = False) -> bool:
         """The switch, in one transaction, if the BUILDING generation is complete: it becomes
         ACTIVE, the ACTIVE one RETIRED, the collection's embedder columns follow, and the
         generations' trigger NOTIFYs `sluice_collections`. True when it switched.
 
         A gated generation (reindexed with an eval set) switches only with a PASSED verdict; with
         none yet, `announce` NOTIFYs `sluice_collections` so that search's gate measures it now
-        rather than at its next poll; with a FAILED one it is cancelled (`_refuse`)."""
+        rather than at its next poll; with a FAILED one it is cancelled (`_refuse`). Unless `wait`,
+        it gives up when another caller is building the generation's index (ensure_index): that
+        caller switches once its build is done, or the sweep does."""
         async with self.pool.connection() as conn:
             # Without locks first: every EMBED commit calls this after its own commit, so the last
             # one to commit sees all the others; only a complete generation pays for the locks.
             if not await _complete(conn, generation_id):
                 return False
+        # Complete: its index, built once over its bulk-loaded chunks (reindex_collection), by the
+        # last EMBED commit's call (a concurrent one leaves it to the builder); before the gate,
+        # which searches the generation through it.
+        if not await self.ensure_index(generation_id, wait=wait):
+            return False
+        async with self.pool.connection() as conn:
             gate = await (
                 await conn.execute(
                     "SELECT g.eval_set IS NOT NULL, e.passed, c.tenant_id::text || ':' || c.name"
@@ -363,7 +388,7 @@ class GenerationStore(StoreBase):
             ).fetchall()
             if len(locked) != 2 or not await _complete(conn, generation_id):
                 return False
-            # Never switch search onto a generation without its index (the sweep builds a missing one).
+            # Never switch search onto a generation without its index (a concurrent cancel, or a failed build).
             index = await (await conn.execute(vector_index.index_state_sql(generation_id))).fetchone()
             if index is None or not index[0]:
                 return False
@@ -371,7 +396,8 @@ class GenerationStore(StoreBase):
             await move_generation(conn, generation_id, GenerationState.ACTIVE, {"activated_at": NOW}, sources=[GenerationState.BUILDING])
             await conn.execute(
                 "UPDATE collections c SET embedder_provider = g.embedder_provider, embedder_model = g.embedder_model,"
-                " dimensions = g.dimensions FROM collection_generations g WHERE g.id = %s AND c.id = %s",
+                " dimensions = g.dimensions, vector_precision = g.vector_precision"
+                " FROM collection_generations g WHERE g.id = %s AND c.id = %s",
                 (generation_id, collection_id),
             )
         log.info("index generation switched", extra={"generation_id": generation_id, "retired": active_id})
@@ -425,7 +451,8 @@ class GenerationStore(StoreBase):
 
     async def sweep_generations(self, grace_seconds: float) -> tuple[int, int]:
         """The periodic safety net and clean-up: switch every BUILDING generation that is complete
-        (a deletion may have completed it), and drop the chunks and index of generations
+        (a deletion may have completed it; its index is built first if a build failed or its
+        process died), and drop the chunks and index of generations
         RETIRED more than `grace_seconds` ago (a search that resolved the old generation just
         before its switch still finds its rows meanwhile). Returns (switched, dropped)."""
         async with self.pool.connection() as conn:
@@ -439,23 +466,11 @@ class GenerationStore(StoreBase):
                     (grace_seconds,),
                 )
             ).fetchall()
-        async with self.pool.connection() as conn:
-            unindexed = await (
-                await conn.execute(
-                    "SELECT g.id FROM collection_generations g LEFT JOIN pg_index i"
-                    " ON i.indexrelid = to_regclass(%s || g.id) WHERE g.state = 'BUILDING'"
-                    " AND NOT coalesce(i.indisvalid, false)",
-                    (vector_index.INDEX_PREFIX,),
-                )
-            ).fetchall()
-        for (generation_id,) in unindexed:
-            # A reindex whose process died before its index was built, or a failed build.
-            await self.ensure_index(generation_id, wait=False)
         switched = 0
         for (generation_id,) in building:
             # No announcement from here: search's gate polls on its own, and a NOTIFY every sweep
             # would drop the collection from search's cache every second.
-            switched += await self.try_switch(generation_id, announce=False)
+            switched += await self.try_switch(generation_id, announce=False, wait=False)
         for (generation_id,) in over:
             # The index first, CONCURRENTLY (no lock on chunks that would stall every search), then
             # the rows; a crash in between is repaired by the next sweep (both steps are idempotent).

@@ -27,6 +27,7 @@ class NewCollection:
     chunk_overlap: int
     max_attempts: int
     reranker: dict[str, Any] | None = None
+    vector_precision: str = "float4"  # sluice_common.vector_index.PRECISIONS
 
 
 class Fence(Protocol):
@@ -141,6 +142,7 @@ class GenerationRow:
     documents_pending: int = 0
     failures: tuple[GenerationFailure, ...] = ()
     evaluation: GenerationEvaluationRow | None = None
+    vector_precision: str = "float4"  # its index's (migration 0023)
 
     def __post_init__(self) -> None:
         as_members(self, state=GenerationState)
@@ -164,6 +166,7 @@ class CollectionRow:
     ready_document_count: int = 0
     generations: tuple[GenerationRow, ...] = field(default=())
     reranker: dict[str, Any] | None = None
+    vector_precision: str = "float4"  # what its next generations take (migration 0023)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/v1/collection.proto.
  */
 export const file_sluice_v1_collection: GenFile = /*@__PURE__*/
-  fileDesc("ChpzbHVpY2UvdjEvY29sbGVjdGlvbi5wcm90bxIJc2x1aWNlLnYxImIKDkVtYmVkZGVyQ29uZmlnEi0KCHByb3ZpZGVyGAEgASgOMhsuc2x1aWNlLnYxLkVtYmVkZGVyUHJvdmlkZXISDQoFbW9kZWwYAiABKAkSEgoKZGltZW5zaW9ucxgDIAEoBSJlChFHZW5lcmF0aW9uRmFpbHVyZRITCgtkb2N1bWVudF9pZBgBIAEoCRIQCghmaWxlbmFtZRgCIAEoCRISCgplcnJvcl9jb2RlGAMgASgJEhUKDWVycm9yX21lc3NhZ2UYBCABKAki3AMKFENvbGxlY3Rpb25HZW5lcmF0aW9uEg4KBm51bWJlchgBIAEoBRIrCghlbWJlZGRlchgCIAEoCzIZLnNsdWljZS52MS5FbWJlZGRlckNvbmZpZxIpCgVzdGF0ZRgDIAEoDjIaLnNsdWljZS52MS5HZW5lcmF0aW9uU3RhdGUSFwoPZG9jdW1lbnRzX3RvdGFsGAQgASgDEhcKD2RvY3VtZW50c19yZWFkeRgFIAEoAxIYChBkb2N1bWVudHNfZmFpbGVkGAYgASgDEhkKEWRvY3VtZW50c19wZW5kaW5nGAcgASgDEi8KC2NyZWF0ZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1hY3RpdmF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoIZmFpbHVyZXMYCyADKAsyHC5zbHVpY2UudjEuR2VuZXJhdGlvbkZhaWx1cmUSMwoKZXZhbHVhdGlvbhgMIAEoCzIfLnNsdWljZS52MS5HZW5lcmF0aW9uRXZhbHVhdGlvbiLyAQoUR2VuZXJhdGlvbkV2YWx1YXRpb24SKQoFc3RhdGUYASABKA4yGi5zbHVpY2UudjEuRXZhbHVhdGlvblN0YXRlEg4KBm1ldHJpYxgCIAEoCRIUCgxhY3RpdmVfc2NvcmUYAyABKAESFwoPY2FuZGlkYXRlX3Njb3JlGAQgASgBEg8KB3F1ZXJpZXMYBSABKAUSEQoJbWluX3JhdGlvGAYgASgCEjEKDWV2YWx1YXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEWFjdGl2ZV9nZW5lcmF0aW9uGAggASgFIlQKDkNodW5raW5nQ29uZmlnEhYKDm1heF9jaGFyYWN0ZXJzGAEgASgFEhkKEW5ld19hZnRlcl9uX2NoYXJzGAIgASgFEg8KB292ZXJsYXAYAyABKAUi6QIKCkNvbGxlY3Rpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCghlbWJlZGRlchgDIAEoCzIZLnNsdWljZS52MS5FbWJlZGRlckNvbmZpZxIrCghjaHVua2luZxgEIAEoCzIZLnNsdWljZS52MS5DaHVua2luZ0NvbmZpZxIWCg5kb2N1bWVudF9jb3VudBgFIAEoAxIcChRyZWFkeV9kb2N1bWVudF9jb3VudBgGIAEoAxIvCgtjcmVhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF4X2F0dGVtcHRzGAggASgFEjQKC2dlbmVyYXRpb25zGAkgAygLMh8uc2x1aWNlLnYxLkNvbGxlY3Rpb25HZW5lcmF0aW9uEisKCHJlcmFua2VyGAogASgLMhkuc2x1aWNlLnYxLlJlcmFua2VyQ29uZmlnIp0BCg5SZXJhbmtlckNvbmZpZxItCghwcm92aWRlchgBIAEoDjIbLnNsdWljZS52MS5SZXJhbmtlclByb3ZpZGVyEg0KBW1vZGVsGAIgASgJEhAKCGJhc2VfdXJsGAMgASgJEhMKC2FwaV9rZXlfZW52GAQgASgJEhIKCmNhbmRpZGF0ZXMYBSABKAUSEgoKdGltZW91dF9tcxgGIAEoBSqfAQoQRW1iZWRkZXJQcm92aWRlchIhCh1FTUJFRERFUl9QUk9WSURFUl9VTlNQRUNJRklFRBAAEh0KGUVNQkVEREVSX1BST1ZJREVSX0hBU0hJTkcQARIrCidFTUJFRERFUl9QUk9WSURFUl9TRU5URU5DRV9UUkFOU0ZPUk1FUlMQAhIcChhFTUJFRERFUl9QUk9WSURFUl9PUEVOQUkQAyqtAQoPR2VuZXJhdGlvblN0YXRlEiAKHEdFTkVSQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIdChlHRU5FUkFUSU9OX1NUQVRFX0JVSUxESU5HEAESGwoXR0VORVJBVElPTl9TVEFURV9BQ1RJVkUQAhIcChhHRU5FUkFUSU9OX1NUQVRFX1JFVElSRUQQAxIeChpHRU5FUkFUSU9OX1NUQVRFX0NBTkNFTExFRBAEKosBCg9FdmFsdWF0aW9uU3RhdGUSIAocRVZBTFVBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEhwKGEVWQUxVQVRJT05fU1RBVEVfUEVORElORxABEhsKF0VWQUxVQVRJT05fU1RBVEVfUEFTU0VEEAISGwoXRVZBTFVBVElPTl9TVEFURV9GQUlMRUQQAyqvAQoQUmVyYW5rZXJQcm92aWRlchIhCh1SRVJBTktFUl9QUk9WSURFUl9VTlNQRUNJRklFRBAAEhwKGFJFUkFOS0VSX1BST1ZJREVSX0NPSEVSRRABEhoKFlJFUkFOS0VSX1BST1ZJREVSX0pJTkEQAhIZChVSRVJBTktFUl9QUk9WSURFUl9URUkQAxIjCh9SRVJBTktFUl9QUk9WSURFUl9DUk9TU19FTkNPREVSEARiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChpzbHVpY2UvdjEvY29sbGVjdGlvbi5wcm90bxIJc2x1aWNlLnYxImIKDkVtYmVkZGVyQ29uZmlnEi0KCHByb3ZpZGVyGAEgASgOMhsuc2x1aWNlLnYxLkVtYmVkZGVyUHJvdmlkZXISDQoFbW9kZWwYAiABKAkSEgoKZGltZW5zaW9ucxgDIAEoBSJlChFHZW5lcmF0aW9uRmFpbHVyZRITCgtkb2N1bWVudF9pZBgBIAEoCRIQCghmaWxlbmFtZRgCIAEoCRISCgplcnJvcl9jb2RlGAMgASgJEhUKDWVycm9yX21lc3NhZ2UYBCABKAkikgQKFENvbGxlY3Rpb25HZW5lcmF0aW9uEg4KBm51bWJlchgBIAEoBRIrCghlbWJlZGRlchgCIAEoCzIZLnNsdWljZS52MS5FbWJlZGRlckNvbmZpZxIpCgVzdGF0ZRgDIAEoDjIaLnNsdWljZS52MS5HZW5lcmF0aW9uU3RhdGUSFwoPZG9jdW1lbnRzX3RvdGFsGAQgASgDEhcKD2RvY3VtZW50c19yZWFkeRgFIAEoAxIYChBkb2N1bWVudHNfZmFpbGVkGAYgASgDEhkKEWRvY3VtZW50c19wZW5kaW5nGAcgASgDEi8KC2NyZWF0ZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1hY3RpdmF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoIZmFpbHVyZXMYCyADKAsyHC5zbHVpY2UudjEuR2VuZXJhdGlvbkZhaWx1cmUSMwoKZXZhbHVhdGlvbhgMIAEoCzIfLnNsdWljZS52MS5HZW5lcmF0aW9uRXZhbHVhdGlvbhI0ChB2ZWN0b3JfcHJlY2lzaW9uGA0gASgOMhouc2x1aWNlLnYxLlZlY3RvclByZWNpc2lvbiLyAQoUR2VuZXJhdGlvbkV2YWx1YXRpb24SKQoFc3RhdGUYASABKA4yGi5zbHVpY2UudjEuRXZhbHVhdGlvblN0YXRlEg4KBm1ldHJpYxgCIAEoCRIUCgxhY3RpdmVfc2NvcmUYAyABKAESFwoPY2FuZGlkYXRlX3Njb3JlGAQgASgBEg8KB3F1ZXJpZXMYBSABKAUSEQoJbWluX3JhdGlvGAYgASgCEjEKDWV2YWx1YXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEWFjdGl2ZV9nZW5lcmF0aW9uGAggASgFIlQKDkNodW5raW5nQ29uZmlnEhYKDm1heF9jaGFyYWN0ZXJzGAEgASgFEhkKEW5ld19hZnRlcl9uX2NoYXJzGAIgASgFEg8KB292ZXJsYXAYAyABKAUinwMKCkNvbGxlY3Rpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCghlbWJlZGRlchgDIAEoCzIZLnNsdWljZS52MS5FbWJlZGRlckNvbmZpZxIrCghjaHVua2luZxgEIAEoCzIZLnNsdWljZS52MS5DaHVua2luZ0NvbmZpZxIWCg5kb2N1bWVudF9jb3VudBgFIAEoAxIcChRyZWFkeV9kb2N1bWVudF9jb3VudBgGIAEoAxIvCgtjcmVhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF4X2F0dGVtcHRzGAggASgFEjQKC2dlbmVyYXRpb25zGAkgAygLMh8uc2x1aWNlLnYxLkNvbGxlY3Rpb25HZW5lcmF0aW9uEisKCHJlcmFua2VyGAogASgLMhkuc2x1aWNlLnYxLlJlcmFua2VyQ29uZmlnEjQKEHZlY3Rvcl9wcmVjaXNpb24YCyABKA4yGi5zbHVpY2UudjEuVmVjdG9yUHJlY2lzaW9uIp0BCg5SZXJhbmtlckNvbmZpZxItCghwcm92aWRlchgBIAEoDjIbLnNsdWljZS52MS5SZXJhbmtlclByb3ZpZGVyEg0KBW1vZGVsGAIgASgJEhAKCGJhc2VfdXJsGAMgASgJEhMKC2FwaV9rZXlfZW52GAQgASgJEhIKCmNhbmRpZGF0ZXMYBSABKAUSEgoKdGltZW91dF9tcxgGIAEoBSqfAQoQRW1iZWRkZXJQcm92aWRlchIhCh1FTUJFRERFUl9QUk9WSURFUl9VTlNQRUNJRklFRBAAEh0KGUVNQkVEREVSX1BST1ZJREVSX0hBU0hJTkcQARIrCidFTUJFRERFUl9QUk9WSURFUl9TRU5URU5DRV9UUkFOU0ZPUk1FUlMQAhIcChhFTUJFRERFUl9QUk9WSURFUl9PUEVOQUkQAyqtAQoPR2VuZXJhdGlvblN0YXRlEiAKHEdFTkVSQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIdChlHRU5FUkFUSU9OX1NUQVRFX0JVSUxESU5HEAESGwoXR0VORVJBVElPTl9TVEFURV9BQ1RJVkUQAhIcChhHRU5FUkFUSU9OX1NUQVRFX1JFVElSRUQQAxIeChpHRU5FUkFUSU9OX1NUQVRFX0NBTkNFTExFRBAEKosBCg9WZWN0b3JQcmVjaXNpb24SIAocVkVDVE9SX1BSRUNJU0lPTl9VTlNQRUNJRklFRBAAEhsKF1ZFQ1RPUl9QUkVDSVNJT05fRkxPQVQ0EAESHAoYVkVDVE9SX1BSRUNJU0lPTl9IQUxGVkVDEAISGwoXVkVDVE9SX1BSRUNJU0lPTl9CSU5BUlkQAyqLAQoPRXZhbHVhdGlvblN0YXRlEiAKHEVWQUxVQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIcChhFVkFMVUFUSU9OX1NUQVRFX1BFTkRJTkcQARIbChdFVkFMVUFUSU9OX1NUQVRFX1BBU1NFRBACEhsKF0VWQUxVQVRJT05fU1RBVEVfRkFJTEVEEAMqrwEKEFJlcmFua2VyUHJvdmlkZXISIQodUkVSQU5LRVJfUFJPVklERVJfVU5TUEVDSUZJRUQQABIcChhSRVJBTktFUl9QUk9WSURFUl9DT0hFUkUQARIaChZSRVJBTktFUl9QUk9WSURFUl9KSU5BEAISGQoVUkVSQU5LRVJfUFJPVklERVJfVEVJEAMSIwofUkVSQU5LRVJfUFJPVklERVJfQ1JPU1NfRU5DT0RFUhAEYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * EmbedderConfig fixes how a collection's chunks and queries are embedded.
@@ -198,6 +198,13 @@ export type CollectionGeneration = Message<"sluice.v1.CollectionGeneration"> & {
    * @generated from field: sluice.v1.GenerationEvaluation evaluation = 12;
    */
   evaluation?: GenerationEvaluation | undefined;
+
+  /**
+   * The precision of its HNSW index, fixed when it was created (docs/search.md, "Vector precision").
+   *
+   * @generated from field: sluice.v1.VectorPrecision vector_precision = 13;
+   */
+  vectorPrecision: VectorPrecision;
 };
 
 /**
@@ -393,6 +400,14 @@ export type Collection = Message<"sluice.v1.Collection"> & {
    * @generated from field: sluice.v1.RerankerConfig reranker = 10;
    */
   reranker?: RerankerConfig | undefined;
+
+  /**
+   * The precision of the collection's vector index; set on CreateCollection (unset means FLOAT4),
+   * taken by every later generation unless ReindexCollection names another (which it then keeps).
+   *
+   * @generated from field: sluice.v1.VectorPrecision vector_precision = 11;
+   */
+  vectorPrecision: VectorPrecision;
 };
 
 /**
@@ -555,6 +570,50 @@ export const GenerationStateSchema: GenEnum<GenerationState> = /*@__PURE__*/
   enumDesc(file_sluice_v1_collection, 1);
 
 /**
+ * VectorPrecision is how a generation's HNSW index stores the vectors (docs/search.md, "Vector
+ * precision"). The chunks always keep the full float4 vector, and every score is the exact
+ * cosine similarity on it; the precision only decides the index's size, build time and recall.
+ *
+ * @generated from enum sluice.v1.VectorPrecision
+ */
+export enum VectorPrecision {
+  /**
+   * Not set: the collection's own (CreateCollection: FLOAT4; ReindexCollection: the collection's).
+   *
+   * @generated from enum value: VECTOR_PRECISION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * 4 bytes a dimension (pgvector `vector`).
+   *
+   * @generated from enum value: VECTOR_PRECISION_FLOAT4 = 1;
+   */
+  FLOAT4 = 1,
+
+  /**
+   * 2 bytes a dimension (pgvector `halfvec`): half the index, the same recall on sentence embeddings.
+   *
+   * @generated from enum value: VECTOR_PRECISION_HALFVEC = 2;
+   */
+  HALFVEC = 2,
+
+  /**
+   * 1 bit a dimension (binary quantization, Hamming distance): the graph proposes candidates that
+   * search re-scores exactly on the float4 vectors. For large collections.
+   *
+   * @generated from enum value: VECTOR_PRECISION_BINARY = 3;
+   */
+  BINARY = 3,
+}
+
+/**
+ * Describes the enum sluice.v1.VectorPrecision.
+ */
+export const VectorPrecisionSchema: GenEnum<VectorPrecision> = /*@__PURE__*/
+  enumDesc(file_sluice_v1_collection, 2);
+
+/**
  * EvaluationState is where the quality gate of a reindex stands.
  *
  * @generated from enum sluice.v1.EvaluationState
@@ -593,7 +652,7 @@ export enum EvaluationState {
  * Describes the enum sluice.v1.EvaluationState.
  */
 export const EvaluationStateSchema: GenEnum<EvaluationState> = /*@__PURE__*/
-  enumDesc(file_sluice_v1_collection, 2);
+  enumDesc(file_sluice_v1_collection, 3);
 
 /**
  * RerankerProvider names the kind of reranker that re-scores a search's best candidates.
@@ -645,5 +704,5 @@ export enum RerankerProvider {
  * Describes the enum sluice.v1.RerankerProvider.
  */
 export const RerankerProviderSchema: GenEnum<RerankerProvider> = /*@__PURE__*/
-  enumDesc(file_sluice_v1_collection, 3);
+  enumDesc(file_sluice_v1_collection, 4);
 
