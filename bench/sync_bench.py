@@ -60,7 +60,7 @@ async def pair(url: str, keys: dict[str, str], root: Path, files: int, n: int) -
     app = IngestApp(settings)
     await app.start()
     await app.serve()
-    pool = await open_pool(url, max_size=4, name="bench-sources")
+    pool = await open_pool(url, max_size=8, name="bench-sources")
     try:
         channel = keyed_aio_channel(f"127.0.0.1:{app.port}", key_for_role(keys))
         docs = document_service_pb2_grpc.DocumentServiceStub(channel)

@@ -52,7 +52,7 @@ async def _drain(settings) -> int:
     from sluice_ingest.sources.store import RunStore
     from sluice_ingest.store import CollectionStore, DocumentStore
 
-    pool = await open_pool(settings.database_url, max_size=4, name="test-sources")
+    pool = await open_pool(settings.database_url, max_size=8, name="test-sources")
     try:
         runner = Runner(settings, RunStore(pool, settings.source_lease_seconds),
                         DocumentUseCases(DocumentStore(pool), CollectionStore(pool), settings))

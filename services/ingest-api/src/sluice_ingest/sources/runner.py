@@ -47,6 +47,8 @@ log = logging.getLogger("sluice.sources")
 # A checkpoint is written after this many items or this many seconds, whichever comes first.
 CHECKPOINT_ITEMS = 50
 CHECKPOINT_SECONDS = 1.0
+# Items read and uploaded at once (the upload limit and the pool bound what this costs).
+ITEMS_AT_ONCE = 4
 PIECE = 256 * 1024
 
 
@@ -173,23 +175,27 @@ class Runner:
         seen: list[str] = []
         last_flush = time.monotonic()
         fence = self.runs.fence(claimed)
-        for item in items:
-            if after is not None and item.source_uri <= after:
-                continue
-            record, failure = await self._bring_up_to_date(claimed, reader, item, known.get(item.source_uri),
-                                                           live.get(item.source_uri, set()), fence)
-            if record is not None:
-                done.append(record[0])
-                if record[1]:
-                    progress = replace(progress, uploaded=progress.uploaded + 1)
-                else:
-                    progress = replace(progress, unchanged=progress.unchanged + 1)
-            elif failure is not None:
-                progress = replace(progress, failed=progress.failed + 1,
-                                   error_message=progress.error_message or f"{item.source_uri[:200]}: {failure}")
-                if item.source_uri in known:
-                    seen.append(item.source_uri)  # not deleted for a failed read
-            checkpoint["after"] = item.source_uri
+        todo = [item for item in items if after is None or item.source_uri > after]
+        # A few items at once (reads and uploads overlap); the checkpoint moves only past a whole
+        # group, so every item before it is done.
+        for start in range(0, len(todo), ITEMS_AT_ONCE):
+            group = todo[start:start + ITEMS_AT_ONCE]
+            outcomes = await asyncio.gather(*(
+                self._bring_up_to_date(claimed, reader, item, known.get(item.source_uri),
+                                       live.get(item.source_uri, set()), fence) for item in group))
+            for item, (record, failure) in zip(group, outcomes, strict=True):
+                if record is not None:
+                    done.append(record[0])
+                    if record[1]:
+                        progress = replace(progress, uploaded=progress.uploaded + 1)
+                    else:
+                        progress = replace(progress, unchanged=progress.unchanged + 1)
+                elif failure is not None:
+                    progress = replace(progress, failed=progress.failed + 1,
+                                       error_message=progress.error_message or f"{item.source_uri[:200]}: {failure}")
+                    if item.source_uri in known:
+                        seen.append(item.source_uri)  # not deleted for a failed read
+            checkpoint["after"] = group[-1].source_uri
             if len(done) + len(seen) >= CHECKPOINT_ITEMS or time.monotonic() - last_flush >= CHECKPOINT_SECONDS:
                 await self.runs.checkpoint(claimed, checkpoint, progress, done, seen)
                 done, seen, last_flush = [], [], time.monotonic()
