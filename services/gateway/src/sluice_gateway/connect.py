@@ -168,12 +168,11 @@ class ConnectHandlers:
 
     async def rpc(self, request: Request) -> Response:
         """POST /sluice.v1.<Service>/<Method>."""
-        method = METHODS.get(request.url.path)
+        path = request.scope["path"]
+        method = METHODS.get(path)
         if method is None:
             return error_response(
-                GatewayError(
-                    grpc.StatusCode.NOT_FOUND, f"no such method: {request.url.path} (see /openapi.json)", "METHOD_NOT_FOUND"
-                )
+                GatewayError(grpc.StatusCode.NOT_FOUND, f"no such method: {path} (see /openapi.json)", "METHOD_NOT_FOUND")
             )
         if method == UPLOAD:
             return error_response(GatewayError(
