@@ -192,3 +192,17 @@ def test_private_addresses_and_local_folders_need_the_operators_settings(ingest_
         error = expect_error(lambda source=source: s.stub.CreateSource(src.CreateSourceRequest(source=source)),
                              grpc.StatusCode.INVALID_ARGUMENT, "SOURCE_NOT_ALLOWED")
         assert "SLUICE_SOURCE_ALLOW_PRIVATE_NETWORKS" in error.details()
+
+
+def test_items_the_upload_refuses_are_counted_failed_and_the_run_goes_on(api, root, database_url):
+    s = Sources(api.address)
+    s.clients.create_collection("docs")
+    write(root / "mixed", {"a-ok.txt": "fine", "b-big.txt": "x" * 500, "c-empty.txt": ""})
+    source = s.create_folder("docs", str(root / "mixed"))
+    s.sync(source)
+    run_pending(database_url, source_local_roots=str(root), max_upload_bytes=100)
+    run = s.last_run(source)
+    assert run.state == src.SOURCE_RUN_STATE_SUCCEEDED
+    assert (run.listed, run.uploaded, run.failed) == (3, 1, 2)
+    assert run.error_message == "b-big.txt: larger than the upload limit of 100 bytes"
+    assert sorted(live_documents(database_url)) == ["a-ok.txt"]

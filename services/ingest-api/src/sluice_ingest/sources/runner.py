@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
-from sluice_common.errors import LeaseNotHeld, NotFound, SluiceError
+from sluice_common.errors import LeaseNotHeld, NotFound, SluiceError, Unavailable
 from sluice_common.tasks import end_if_cancelled
 
 from .. import uploads
@@ -225,10 +225,10 @@ class Runner:
                           source_uri=item.source_uri, fence=fence)
         try:
             _, created = await self.documents.upload_document(claimed.source.tenant_id, meta, pieces_of(data, sha))
-        except LeaseNotHeld:
-            raise
+        except (LeaseNotHeld, Unavailable, NotFound):
+            raise  # the run's, not the item's: lease lost, database down, collection gone
         except SluiceError as err:
-            return None, err.message
+            return None, err.message  # this item refused (too large, empty, quota…): the run goes on
         return ((item.source_uri, item.fingerprint, sha), created), None
 
     async def _delete_gone(self, claimed: ClaimedRun, checkpoint: dict[str, Any], progress: Progress, fence: Any) -> None:
