@@ -90,6 +90,7 @@ def collections_create(client: Client, args: argparse.Namespace) -> int:
         overlap=args.overlap,
         max_attempts=args.max_attempts,
         description=args.description or "",
+        vector_precision=args.vector_precision or "",
     )
     if args.json:
         render.print_json(render.to_dict(created.raw))

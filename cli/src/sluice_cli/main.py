@@ -124,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--overlap", type=_non_negative, metavar="CHARS", help="characters repeated between chunks")
     create.add_argument("--max-attempts", type=_positive, help="processing attempts per document before FAILED")
     create.add_argument("--description", help="a description for people")
+    create.add_argument("--vector-precision", choices=["float4", "halfvec", "binary"], default="",
+                        help="how the vector index stores vectors: float4 (default), halfvec (half the index, "
+                             "the same recall) or binary (1 bit a dimension, candidates re-scored exactly; large "
+                             "collections); scores are always exact (docs/search.md, 'Vector precision')")
     create.set_defaults(handler=commands.collections_create)
     lst = coll_sub.add_parser("list", aliases=["ls"], help="list collections", parents=[common])
     lst.set_defaults(handler=commands.collections_list)

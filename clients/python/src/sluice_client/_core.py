@@ -74,7 +74,8 @@ def embedder_config(embedder: Embedder | str | None, model: str, dimensions: int
 
 def create_collection_request(name: str, *, embedder: Embedder | str | None, model: str, dimensions: int,
                               chunk_size: int | None, overlap: int | None, max_attempts: int | None, description: str,
-                              reranker: collection_pb2.RerankerConfig | None) -> document_service_pb2.CreateCollectionRequest:
+                              reranker: collection_pb2.RerankerConfig | None,
+                              vector_precision: str = "") -> document_service_pb2.CreateCollectionRequest:
     chunking = collection_pb2.ChunkingConfig()
     if chunk_size:
         chunking.max_characters = chunk_size
@@ -87,7 +88,21 @@ def create_collection_request(name: str, *, embedder: Embedder | str | None, mod
                                            max_attempts=max_attempts or 0)
     if reranker is not None:
         collection.reranker.CopyFrom(reranker)
+    if vector_precision:
+        collection.vector_precision = vector_precision_of(vector_precision)
     return document_service_pb2.CreateCollectionRequest(collection=collection)
+
+
+_PRECISIONS = {"float4": collection_pb2.VECTOR_PRECISION_FLOAT4, "halfvec": collection_pb2.VECTOR_PRECISION_HALFVEC,
+               "binary": collection_pb2.VECTOR_PRECISION_BINARY}
+
+
+def vector_precision_of(name: str) -> collection_pb2.VectorPrecision:
+    """"float4", "halfvec" or "binary" (any case) as a VectorPrecision; ValueError otherwise."""
+    try:
+        return _PRECISIONS[name.lower()]
+    except KeyError:
+        raise ValueError(f"vector precision {name!r} is not one of float4, halfvec, binary") from None
 
 
 def search_request(collection: str, query: str, *, top_k: int, mode: SearchMode | str | None,

@@ -186,11 +186,12 @@ class AsyncCollections:
 
     async def create(self, name: str, *, embedder: Embedder | str = Embedder.LOCAL, model: str = "", dimensions: int = 0,
                      chunk_size: int | None = None, overlap: int | None = None, max_attempts: int | None = None,
-                     description: str = "", reranker: collection_pb2.RerankerConfig | None = None,
+                     description: str = "", reranker: collection_pb2.RerankerConfig | None = None, vector_precision: str = "",
                      exist_ok: bool = False, timeout: float | None = None) -> Collection:
         request = _core.create_collection_request(name, embedder=embedder, model=model, dimensions=dimensions,
                                                   chunk_size=chunk_size, overlap=overlap, max_attempts=max_attempts,
-                                                  description=description, reranker=reranker)
+                                                  description=description, reranker=reranker,
+                                                  vector_precision=vector_precision)
         try:
             return Collection.from_proto(await self._client._unary(INGEST, "CreateCollection", request, timeout=timeout))
         except AlreadyExists:

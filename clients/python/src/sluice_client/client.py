@@ -231,15 +231,17 @@ class Collections:
 
     def create(self, name: str, *, embedder: Embedder | str = Embedder.LOCAL, model: str = "", dimensions: int = 0,
                chunk_size: int | None = None, overlap: int | None = None, max_attempts: int | None = None,
-               description: str = "", reranker: collection_pb2.RerankerConfig | None = None,
+               description: str = "", reranker: collection_pb2.RerankerConfig | None = None, vector_precision: str = "",
                exist_ok: bool = False, timeout: float | None = None) -> Collection:
         """A new collection; its embedder is fixed at creation (change it later with `reindex`).
         `embedder`: "local" (offline, the default), "hashing" (tests) or "openai"; model and
-        dimensions default to the server's. AlreadyExists when the name is taken, unless
-        `exist_ok` (then the existing collection, whatever its settings)."""
+        dimensions default to the server's. `vector_precision`: "float4" (the default), "halfvec"
+        or "binary", its vector index's (docs/search.md, "Vector precision"). AlreadyExists when
+        the name is taken, unless `exist_ok` (then the existing collection, whatever its settings)."""
         request = _core.create_collection_request(name, embedder=embedder, model=model, dimensions=dimensions,
                                                   chunk_size=chunk_size, overlap=overlap, max_attempts=max_attempts,
-                                                  description=description, reranker=reranker)
+                                                  description=description, reranker=reranker,
+                                                  vector_precision=vector_precision)
         try:
             return Collection.from_proto(self._client._unary(INGEST, "CreateCollection", request, timeout=timeout))
         except AlreadyExists:
