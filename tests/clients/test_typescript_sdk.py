@@ -78,14 +78,16 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
     from prometheus_client import REGISTRY
     from sluice_client import Client
 
-    ingest = ingest_api_factory()
+    ingest = ingest_api_factory(webhook_allow_private_networks=True)  # test/admin.test.ts's webhooks (never called)
     limited = ingest_api_factory(rate_limit_per_second=5, rate_limit_burst=2)
+    slots = ingest_api_factory(max_concurrent_uploads=2)  # full upload slots: TOO_MANY_UPLOADS with a RetryInfo
     pki = make_pki(tmp_path)
     server_cert, server_key = pki["server"]
     mutual = ingest_api_factory(tls_cert_file=server_cert, tls_key_file=server_key, tls_client_ca_file=pki["ca"])
     search = RunningSearch(database_url)
     worker = ScriptedWorker(ingest.address, step_seconds=0.1)
     refused_before = REGISTRY.get_sample_value("sluice_rate_limited_calls_total") or 0
+    full_before = REGISTRY.get_sample_value("sluice_uploads_refused_total", {"reason": "TOO_MANY_UPLOADS"}) or 0
     try:
         # Search loads the local model at its first query (the README example's collection has the
         # local embedder): seconds, more on a busy machine. Here, not within the example's deadline.
@@ -95,7 +97,8 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
         credentials = tmp_path / "credentials"
         credentials.write_text(json.dumps({"tenant": "default", "keys": auth_keys.KEYS}))
         env = {**os.environ, "SLUICE_TEST_INGEST": ingest.address, "SLUICE_TEST_SEARCH": search.address,
-               "SLUICE_TEST_LIMITED": limited.address, "SLUICE_TEST_API_KEY": auth_keys.KEYS["client"],
+               "SLUICE_TEST_LIMITED": limited.address, "SLUICE_TEST_SLOTS": slots.address,
+               "SLUICE_TEST_API_KEY": auth_keys.KEYS["client"],
                "SLUICE_TEST_CREDENTIALS": str(credentials), "SLUICE_TEST_ROOT": str(ROOT),
                "SLUICE_TEST_TLS_INGEST": mutual.address, "SLUICE_TEST_TLS_CA": pki["ca"],
                "SLUICE_TEST_TLS_OTHER_CA": pki["other_ca"], "SLUICE_TEST_TLS_CLIENT_CERT": pki["client"][0],
@@ -119,6 +122,8 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
     assert not worker.errors, worker.errors
     # The limit did bite: the Node tests' calls were refused and succeeded by waiting as told.
     assert (REGISTRY.get_sample_value("sluice_rate_limited_calls_total") or 0) > refused_before
+    # And the upload slots were full at times: those uploads waited as told and were stored.
+    assert (REGISTRY.get_sample_value("sluice_uploads_refused_total", {"reason": "TOO_MANY_UPLOADS"}) or 0) > full_before
     # Every upload announced its size and SHA-256, and its request_id is the Python SDK's framing with "ts-".
     rows = {(r[0], r[1]): r for r in stored(database_url)}
     _, _, request_id, size, sha = rows[("notes", "scaling-workers.md")]

@@ -21,9 +21,13 @@ import { where as whereFilter, type MetadataInput } from "./filters.js";
 import { ChunkingConfigSchema, CollectionSchema, EmbedderConfigSchema, type EmbedderProvider } from "./gen/sluice/v1/collection_pb.js";
 import { DocumentSchema, DocumentStatus } from "./gen/sluice/v1/document_pb.js";
 import { CollectionEventType, DocumentService, WatchCollectionRequestSchema } from "./gen/sluice/v1/document_service_pb.js";
+import { AdminService } from "./gen/sluice/v1/admin_service_pb.js";
+import { WebhookService } from "./gen/sluice/v1/webhook_service_pb.js";
 import { SearchFilterSchema, SearchRequestSchema, SearchRerankSchema, SearchService, type MetadataFilter, type SearchMode } from "./gen/sluice/v1/search_service_pb.js";
 import { Pacer, RetryPolicy, sleep, type RetryPolicyOptions } from "./retry.js";
 import { Collection, CollectionEvent, Document, SearchResults, documentStatus, embedderProvider, searchMode, type Embedder } from "./types.js";
+import { Admin, Webhooks } from "./admin.js";
+import { DocumentTracker, uploadFolder, uploadMany, type BulkClient, type UploadFolderOptions, type UploadManyOptions, type UploadResult } from "./bulk.js";
 import { metadataMessage, prepare, requestId, type Source, type UploadOptions } from "./uploads.js";
 
 export const INGEST = "ingest-api";
@@ -78,10 +82,19 @@ export class Client {
   readonly requestIdPrefix: string;
   readonly collections: Collections;
   readonly documents: Documents;
+  /** Signed POSTs of a collection's events (docs/webhooks.md). */
+  readonly webhooks: Webhooks;
+  /** Tenants and API keys, with the admin key. */
+  readonly admin: Admin;
   /** The generated Connect clients, for a call this SDK does not wrap (`headers` carries the key). */
-  readonly raw: { documents: ConnectClient<typeof DocumentService>; search: ConnectClient<typeof SearchService> };
+  readonly raw: {
+    documents: ConnectClient<typeof DocumentService>; search: ConnectClient<typeof SearchService>;
+    webhooks: ConnectClient<typeof WebhookService>; admin: ConnectClient<typeof AdminService>;
+  };
   /** The metadata of every call: the key (`authorization: Bearer …`) and the tenant, if any. */
   readonly headers: Record<string, string>;
+  /** The metadata of administration calls: the admin key (the credentials file's, or `apiKey`). */
+  readonly adminHeaders: Record<string, string>;
   readonly tls: boolean;
   private readonly sessions = new Map<string, Http2SessionManager>();
   private readonly answered = new Set<string>();
@@ -97,6 +110,8 @@ export class Client {
     this.headers = {};
     if (keys.client) this.headers.authorization = `Bearer ${keys.client}`;
     if (tenant) this.headers[TENANT_HEADER] = tenant;
+    this.adminHeaders = { ...this.headers };
+    if (keys.admin) this.adminHeaders.authorization = `Bearer ${keys.admin}`;
     this.policy = new RetryPolicy({ ...(options.retry ?? {}), timeoutMs: options.timeoutMs ?? options.retry?.timeoutMs ?? 30_000 });
     this.pacer = new Pacer(options.maxCallsPerSecond);
     this.requestIdPrefix = options.requestIdPrefix ?? "ts-";
@@ -115,9 +130,13 @@ export class Client {
     this.raw = {
       documents: createClient(DocumentService, transport(this.ingestAddress)),
       search: createClient(SearchService, transport(this.searchAddress)),
+      webhooks: createClient(WebhookService, transport(this.ingestAddress)),
+      admin: createClient(AdminService, transport(this.ingestAddress)),
     };
     this.collections = new Collections(this);
     this.documents = new Documents(this);
+    this.webhooks = new Webhooks(this);
+    this.admin = new Admin(this);
   }
 
   /** The SluiceError for what a call to `service` threw. */
@@ -438,6 +457,34 @@ export class Documents {
     const response = await client.invoke((timeoutMs) => this.service.uploadDocument(prepared.messages(message),
       { headers: client.headers, timeoutMs }), { timeoutMs: options.timeoutMs ?? Math.max(60_000, (prepared.size / MIB) * 1000), translate });
     return new Document(response);
+  }
+
+  /** Upload sources (paths or bytes) `concurrency` at a time (4); yields each result as it
+   * finishes, not in order. A source that fails is a result with `error`; the others go on. */
+  uploadMany(collection: string, sources: Iterable<Source>, options: UploadManyOptions = {}): AsyncGenerator<UploadResult> {
+    return uploadMany(this.bulk, collection, sources, options);
+  }
+
+  /** Upload files and folders (recursively, hidden files skipped), `concurrency` at a time, and
+   * unless `wait: false` follow every document to READY or FAILED through one watch of the
+   * collection (not one per file). Results in file order; after `timeoutMs` the documents still
+   * processing are returned as they are (check `.document.done`). */
+  uploadFolder(collection: string, paths: string | string[], options: UploadFolderOptions = {}): Promise<UploadResult[]> {
+    return uploadFolder(this.bulk, collection, typeof paths === "string" ? [paths] : paths, options);
+  }
+
+  /** A follower of many documents of one collection through one WatchCollection stream
+   * (`start()` it before uploading, `track()` each document, `wait()`, `close()`). */
+  tracker(collection: string, options: { onChange?: (document: Document) => void } = {}): DocumentTracker {
+    return new DocumentTracker(this.bulk, collection, options.onChange);
+  }
+
+  private get bulk(): BulkClient {
+    return {
+      upload: (collection, source, options) => this.upload(collection, source, options),
+      get: (id, options) => this.get(id, options),
+      watchCollection: (collection) => this.client.collections.watch(collection, { heartbeats: true }),
+    };
   }
 
   /** One document, with its attempt history: by id, or by `{ collection, sourceUri }` (the

@@ -205,7 +205,8 @@ export function toSluiceError(reason: unknown, where: Where = {}): SluiceError {
     if (transport !== undefined) return transport;
   }
   let cls = BY_CODE[error.code] ?? SluiceError;
-  if (cls === ResourceExhausted && details.retryAfterMs !== undefined) cls = RateLimited;
+  // Full upload slots are the server's, not this key's: no pacing (retry.ts).
+  if (cls === ResourceExhausted && details.retryAfterMs !== undefined && details.reason !== "TOO_MANY_UPLOADS") cls = RateLimited;
   let message = error.rawMessage.trim();
   if (error.code === Code.DeadlineExceeded && !details.reason) {
     message = address ? `${service || "the server"} at ${address} did not answer in time` : "the call timed out";

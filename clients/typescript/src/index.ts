@@ -14,6 +14,9 @@ export {
   Client, CollectionWatch, Collections, Documents, INGEST, PAGE_SIZE, RECONNECT_WINDOW_MS, SEARCH,
   type ClientOptions, type CreateCollectionOptions, type SearchOptions, type SourceKey, type WatchCollectionOptions,
 } from "./client.js";
+export { Admin, ApiKey, ROLES, Tenant, WEBHOOK_EVENT_TYPES, Webhook, WebhookDelivery, Webhooks, webhookEventName, type NewApiKey,
+  type NewWebhook } from "./admin.js";
+export { DocumentTracker, UploadResult, findFiles, type UploadFolderOptions, type UploadManyOptions } from "./bulk.js";
 export * from "./errors.js";
 export { condition, metadataValue, parseValue, where, type MetadataInput } from "./filters.js";
 export { PACE_FRACTION, Pacer, RetryPolicy, type RetryPolicyOptions } from "./retry.js";

@@ -6,9 +6,13 @@
  *   to 10 % jitter) and try again, as long as the call's deadline allows. The whole client holds
  *   back for that long, and from then on starts its calls no faster than 90 % of the limit the
  *   server reported (ErrorInfo `limit_per_second`).
- * - UNAVAILABLE (a restart, the database away, nothing listening yet) and TOO_MANY_UPLOADS (the
- *   server's upload slots are full; nothing was stored): exponential backoff from 200 ms to 5 s,
- *   each wait drawn from the upper half of its step, up to `attempts` tries, within the deadline.
+ * - TOO_MANY_UPLOADS (the server's upload slots are full; nothing was stored): wait the delay its
+ *   RetryInfo names (when a slot should be free), spread by up to 50 % so that the refused uploads
+ *   of a batch do not all come back at once, as long as the deadline allows; the rest of the
+ *   client is not held back. From a server that names no delay: as UNAVAILABLE.
+ * - UNAVAILABLE (a restart, the database away, nothing listening yet): exponential backoff from
+ *   200 ms to 5 s, each wait drawn from the upper half of its step, up to `attempts` tries, within
+ *   the deadline.
  * - A TLS handshake failure is not retried, and neither is anything else.
  */
 import { RateLimited, SluiceError, TLSError, Unavailable } from "./errors.js";
@@ -50,6 +54,8 @@ export class RetryPolicy {
     let wait: number;
     if (error instanceof RateLimited && error.retryAfterMs !== undefined) {
       wait = error.retryAfterMs * uniform(1.0, 1.1);
+    } else if (error.reason === "TOO_MANY_UPLOADS" && error.retryAfterMs !== undefined) {
+      wait = error.retryAfterMs * uniform(1.0, 1.5);
     } else if (error instanceof TLSError) {
       return undefined;
     } else if (error instanceof Unavailable || error.reason === "TOO_MANY_UPLOADS") {

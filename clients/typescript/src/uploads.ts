@@ -77,16 +77,26 @@ export class PreparedUpload {
     yield { payload: { case: "metadata", value: metadata } };
     const digest = createHash("sha256");
     let sent = 0;
+    const blocks = this.read()[Symbol.asyncIterator]();
     try {
-      for await (const block of this.read()) {
-        digest.update(block);
-        sent += block.length;
-        yield { payload: { case: "data", value: block } };
+      for (;;) {
+        let next: IteratorResult<Uint8Array>;
+        try {
+          next = await blocks.next();
+        } catch (error) {
+          // the file went away or became unreadable: abandon the stream (no trailer, nothing stored)
+          this.readFailure.push(`cannot read ${this.path ?? "the source"}: ${(error as NodeJS.ErrnoException).code ?? error}`);
+          throw error;
+        }
+        if (next.done) break;
+        digest.update(next.value);
+        sent += next.value.length;
+        // What the transport throws in here (the server refused the stream midway, say
+        // TOO_MANY_UPLOADS) is not a read failure: it goes to the call, which may retry.
+        yield { payload: { case: "data", value: next.value } };
       }
-    } catch (error) {
-      // the file went away or became unreadable: abandon the stream (no trailer, nothing stored)
-      this.readFailure.push(`cannot read ${this.path ?? "the source"}: ${(error as NodeJS.ErrnoException).code ?? error}`);
-      throw error;
+    } finally {
+      await blocks.return?.();
     }
     const hex = digest.digest("hex");
     if (sent !== this.size || hex !== this.sha256) {

@@ -18,6 +18,8 @@ export const stack = {
   get search() { return setting("SLUICE_TEST_SEARCH"); },
   /** An ingest-api on the same database with a rate limit of 5 calls a second, in bursts of 2. */
   get limited() { return setting("SLUICE_TEST_LIMITED"); },
+  /** An ingest-api on the same database that admits 2 upload streams at once (TOO_MANY_UPLOADS beyond). */
+  get slots() { return setting("SLUICE_TEST_SLOTS"); },
   get apiKey() { return setting("SLUICE_TEST_API_KEY"); },
   get credentials() { return setting("SLUICE_TEST_CREDENTIALS"); },
   get root() { return setting("SLUICE_TEST_ROOT"); },
