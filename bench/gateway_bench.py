@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         plain.connect()
         plain.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        server_timing: list[dict[str, str]] = []
         against = None
         if other_url:
             against = http.client.HTTPConnection(other_url.removeprefix("http://"), timeout=30)
@@ -160,6 +161,9 @@ def main(argv: list[str] | None = None) -> None:
             response = connection.getresponse()
             answer = json.loads(response.read())
             assert response.status == 200, answer
+            if connection is plain:
+                server_timing.append(dict(part.strip().replace("dur=", "").split(";")  # "parse;dur=0.41, backend;…"
+                                          for part in response.getheader("server-timing", "").split(",")))
             return sum(len(hit["text"]) for hit in answer["hits"])
 
         def httpx_search(vector: list[float]) -> int:
@@ -173,6 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         for vector in vectors_list[: args.warmup]:
             assert len({run(vector) for _, run in clients}) == 1
         timings: dict[str, list[float]] = {name: [] for name, _ in clients}
+        server_timing.clear()  # the warm-up's
         profiler.start()
         for n, vector in enumerate(vectors_list[args.warmup :]):
             turn = n % len(clients)
@@ -194,6 +199,8 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
     report(args, timings)
+    inside = {part: float(np.median([float(t[part]) for t in server_timing])) for part in ("parse", "backend", "encode")}
+    print("inside this tree's gateway (Server-Timing medians): " + ", ".join(f"{k} {v:.2f}ms" for k, v in inside.items()))
 
 
 def report(args: argparse.Namespace, timings: dict[str, list[float]]) -> None:
