@@ -57,15 +57,7 @@ def fill(msg, rng: random.Random, depth: int = 0) -> None:
         if rng.random() < 0.2:
             continue  # some fields stay at their default
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            key, value = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
-            target = getattr(msg, field.name)
-            for _ in range(rng.randint(0, 3)):
-                k = scalar(key, rng)
-                if value.message_type is not None:
-                    if depth < 3:
-                        fill(target[k], rng, depth + 1)
-                else:
-                    target[k] = scalar(value, rng)
+            fill_map(getattr(msg, field.name), field, rng, depth)
         elif field.message_type is not None:
             if depth >= 3:
                 continue
@@ -80,6 +72,16 @@ def fill(msg, rng: random.Random, depth: int = 0) -> None:
             getattr(msg, field.name).extend(scalar(field, rng) for _ in range(rng.randint(0, 4)))
         else:
             setattr(msg, field.name, scalar(field, rng))
+
+
+def fill_map(target, field, rng: random.Random, depth: int) -> None:
+    key, value = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
+    for _ in range(rng.randint(0, 3)):
+        k = scalar(key, rng)
+        if value.message_type is None:
+            target[k] = scalar(value, rng)
+        elif depth < 3:
+            fill(target[k], rng, depth + 1)
 
 
 def same(a, b) -> bool:
