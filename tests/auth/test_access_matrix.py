@@ -12,8 +12,14 @@ import auth_keys
 import grpc
 import pytest
 from google.protobuf import symbol_database
-from sluice.v1 import admin_service_pb2, document_service_pb2, job_service_pb2, search_service_pb2, webhook_service_pb2
-from sluice.v1 import source_service_pb2
+from sluice.v1 import (
+    admin_service_pb2,
+    document_service_pb2,
+    job_service_pb2,
+    search_service_pb2,
+    source_service_pb2,
+    webhook_service_pb2,
+)
 from sluice_common.auth import METHOD_ROLES
 from sluice_common.channels import keyed_channel
 from sluice_common.errors import reason_of
