@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import psycopg
@@ -23,10 +24,11 @@ LEASE_SECONDS = 3
 
 class RunnerProcess:
     def __init__(self, database_url: str, root: Path, log: Path) -> None:
-        port = free_port()
+        port, self.metrics_port = free_port(), free_port()
         env = {**os.environ, "SLUICE_DATABASE_URL": database_url, "SLUICE_SOURCES_BIND": f"127.0.0.1:{port}",
                "SLUICE_SOURCE_LOCAL_ROOTS": str(root), "SLUICE_SOURCE_LEASE_SECONDS": str(LEASE_SECONDS),
-               "SLUICE_SOURCE_POLL_SECONDS": "0.2", "SLUICE_LOG_JSON": "true", "SLUICE_LOG_LEVEL": "INFO"}
+               "SLUICE_SOURCE_POLL_SECONDS": "0.2", "SLUICE_LOG_JSON": "true", "SLUICE_LOG_LEVEL": "INFO",
+               "SLUICE_METRICS_PORT": str(self.metrics_port), "SLUICE_METRICS_HOST": "127.0.0.1"}
         self.log_path = log
         self.log = open(log, "w+")  # noqa: SIM115 - the process writes to it until it ends
         installed = Path(sys.executable).parent / "sluice-sources"
@@ -34,6 +36,10 @@ class RunnerProcess:
             sys.executable, "-c", "from sluice_ingest.sources.main import main; main()"]
         self.proc = subprocess.Popen(command, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_serving(f"127.0.0.1:{port}")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as answer:
+            return answer.read().decode()
 
     def events(self) -> list[dict]:
         return [json.loads(line) for line in self.log_path.read_text().splitlines() if line.startswith("{")]
@@ -82,6 +88,9 @@ def test_a_runner_killed_mid_run_is_resumed_from_its_checkpoint_and_duplicates_n
     second = RunnerProcess(database_url, root, tmp_path / "second.log")
     try:
         wait_for(lambda: run_row(database_url, run.id)["state"] == "SUCCEEDED", 120, what="the resumed run to end")
+        exposed = second.metrics()
+        assert 'sluice_source_runs_total{state="SUCCEEDED"} 1.0' in exposed
+        assert 'sluice_source_items_total{outcome="uploaded"}' in exposed
     finally:
         second.stop()
     ended = run_row(database_url, run.id)

@@ -120,7 +120,8 @@ def plan_children(layout: Layout, base: dict[str, str], *, logs: Path, metrics_p
         # SLUICE_SOURCE_LOCAL_ROOTS, private hosts unless SLUICE_SOURCE_ALLOW_PRIVATE_NETWORKS=true.
         sources_bind = f"{host}:{layout.sources_port}"
         children.append(Child("sources", "sluice_ingest.sources.main", "sluice-sources",
-                              {**base, "SLUICE_SOURCES_BIND": sources_bind}, logs / "sources.log", sources_bind, 0))
+                              {**base, "SLUICE_SOURCES_BIND": sources_bind, "SLUICE_METRICS_PORT": "0"},
+                              logs / "sources.log", sources_bind, 0))
     if layout.gateway_port:
         # HTTP/JSON in front of both services (docs/http.md); it holds no key: callers bring theirs.
         # It serves HTTPS with the services' certificate when they serve TLS, and dials them with

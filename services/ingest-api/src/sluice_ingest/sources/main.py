@@ -17,6 +17,7 @@ import logging
 
 from sluice_common.db import open_pool
 from sluice_common.logs import configure_logging
+from sluice_common.metrics import start_metrics_server
 from sluice_common.serving import create_server, run_until_signal, set_serving
 
 from ..service.documents import DocumentUseCases
@@ -74,6 +75,7 @@ async def serve(settings: IngestSettings) -> None:
 def main() -> None:
     settings = IngestSettings()
     configure_logging("sources", settings.log_level, settings.log_json)
+    start_metrics_server(settings, settings.sources_bind)  # SLUICE_METRICS_PORT; 0 (the default): none
     asyncio.run(serve(settings))
 
 

@@ -38,6 +38,7 @@ from sluice_common.tasks import end_if_cancelled
 from .. import uploads
 from ..service.documents import DocumentUseCases, UploadMeta
 from ..settings import IngestSettings
+from . import metrics
 from .domain import ListedItem, RunState, is_mass_delete, unchanged_without_reading
 from .kinds import ItemVanished, Reader, SourceUnavailable, reader_for
 from .store import ClaimedRun, Progress, RunStore
@@ -90,6 +91,7 @@ class Runner:
     async def carry_out(self, claimed: ClaimedRun) -> None:
         extra = {"run_id": str(claimed.run.id), "source_id": str(claimed.source.id), "attempt": claimed.run.attempts}
         log.info("source sync run claimed", extra={**extra, "resuming_after": claimed.run.checkpoint.get("after")})
+        started = time.monotonic()
         work = asyncio.create_task(self._sync(claimed), name=f"source-run-{claimed.run.id}")
         beat = asyncio.create_task(self._heartbeat(claimed), name=f"source-heartbeat-{claimed.run.id}")
         try:
@@ -106,7 +108,9 @@ class Runner:
         if not work.done():
             work.cancel()
         await asyncio.gather(work, beat, return_exceptions=True)
+        metrics.RUN_SECONDS.observe(time.monotonic() - started)
         if work.cancelled() or isinstance(work.exception(), LeaseNotHeld):
+            metrics.LEASES_LOST.inc()
             log.warning("source sync run lost its lease; another runner goes on", extra=extra)
             return
         error = work.exception()
@@ -114,6 +118,14 @@ class Runner:
             log.error("source sync run failed unexpectedly", extra={**extra, "error": repr(error)})
             await self.runs.give_up(claimed, "the sync stopped on an internal error (the runner's log has it)",
                                     charge=True)
+
+    async def _finish(self, claimed: ClaimedRun, state: RunState, progress: Progress, checkpoint: dict[str, Any]) -> bool:
+        finished = await self.runs.finish(claimed, state, progress, checkpoint)
+        if finished:
+            metrics.RUNS_ENDED.labels(state=str(state)).inc()
+            for outcome in ("uploaded", "unchanged", "deleted", "failed"):
+                metrics.RUN_ITEMS.labels(outcome=outcome).inc(getattr(progress, outcome))
+        return finished
 
     async def _heartbeat(self, claimed: ClaimedRun) -> None:
         interval = self.settings.source_lease_seconds / 3
@@ -143,7 +155,7 @@ class Runner:
             items = await reader.list_items()
         except SourceUnavailable as err:
             progress = replace(progress, error_message=f"the source could not be listed: {err}")
-            await self.runs.finish(claimed, RunState.FAILED, progress, checkpoint)
+            await self._finish(claimed, RunState.FAILED, progress, checkpoint)
             log.info("source sync run failed", extra={"run_id": str(run.id), "error": str(err)})
             return
         progress = replace(progress, listed=len(items))
@@ -158,8 +170,8 @@ class Runner:
                            f" ({share:.0%}; the source's limit is {source.max_delete_share:.0%}): nothing was uploaded"
                            " or deleted; if the items are really gone, sync again allowing it (allow_mass_delete,"
                            " `sluice sources sync --allow-mass-delete`)")
-                await self.runs.finish(claimed, RunState.BLOCKED_MASS_DELETE, replace(progress, error_message=message),
-                                       checkpoint)
+                await self._finish(claimed, RunState.BLOCKED_MASS_DELETE, replace(progress, error_message=message),
+                                   checkpoint)
                 log.info("source sync run blocked", extra={"run_id": str(run.id), "would_delete": len(gone)})
                 return
             checkpoint["checked"] = True
@@ -241,7 +253,7 @@ class Runner:
                 pass  # deleted by hand already: only the record goes
             await self.runs.forget_item(claimed, source_uri)
             progress = replace(progress, deleted=progress.deleted + 1)
-        finished = await self.runs.finish(claimed, RunState.SUCCEEDED, progress, checkpoint)
+        finished = await self._finish(claimed, RunState.SUCCEEDED, progress, checkpoint)
         log.info("source sync run finished" if finished else "source sync run lost its lease at the end",
                  extra={"run_id": str(claimed.run.id), "listed": progress.listed, "uploaded": progress.uploaded,
                         "unchanged": progress.unchanged, "deleted": progress.deleted, "failed": progress.failed})
