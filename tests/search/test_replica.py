@@ -91,9 +91,10 @@ class Cluster:
         self.clients = Clients(self.ingest.address)
         # The reindex quality gate writes verdicts: a search on a standby runs without it (or
         # points it at the primary, as `make run --replica` does).
+        # No per-key rate limit: several threads search at once here.
         self.replica_search = RunningSearch(self.standby_url, search_eval_gate_enabled=False,
-                                            search_consistency_max_wait_seconds=30.0)
-        self.primary_search = RunningSearch(self.primary_url)
+                                            search_consistency_max_wait_seconds=30.0, rate_limit_per_second=0.0)
+        self.primary_search = RunningSearch(self.primary_url, rate_limit_per_second=0.0)
         self.replica_channel = auth_keys.channel(self.replica_search.address)
         self.primary_channel = auth_keys.channel(self.primary_search.address)
         self.on_replica = search_service_pb2_grpc.SearchServiceStub(self.replica_channel)
