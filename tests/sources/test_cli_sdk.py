@@ -100,3 +100,33 @@ def test_the_sdk_creates_syncs_and_waits(api, root, database_url):
     with pytest.raises(SluiceError) as raised:
         client.sources.get(source.id)
     assert raised.value.reason == "SOURCE_NOT_FOUND"
+
+
+def run_later(database_url: str, root) -> int:
+    """The runner, a moment after the sync was asked for (while the client waits)."""
+    import time
+
+    time.sleep(0.5)
+    return run_pending(database_url, source_local_roots=str(root))
+
+
+def test_the_async_sdk_creates_syncs_and_waits(api, root, database_url):
+    import asyncio
+
+    from sluice_client.aio import AsyncClient
+
+    async def scenario() -> None:
+        async with AsyncClient(api.address, api_key=auth_keys.KEYS["client"]) as client:
+            await client.collections.create("docs")
+            source = await client.sources.create("docs", folder=str(root / "handbook"), glob="*.txt")
+            runner = asyncio.get_running_loop().run_in_executor(None, run_later, database_url, root)
+            run = await client.sources.sync(source.id, wait=True, timeout=60, poll_seconds=0.2)
+            await runner
+            assert (run.state, run.listed, run.uploaded) == ("succeeded", 1, 1)
+            assert [s.id async for s in client.sources.list()] == [source.id]
+            assert (await client.sources.get(source.name)).last_run == run
+            await client.sources.delete(source.id)
+            assert [s async for s in client.sources.list("docs")] == []
+
+    asyncio.run(scenario())
+    assert sorted(live_documents(database_url)) == ["c.txt"]

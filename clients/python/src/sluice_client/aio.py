@@ -47,10 +47,12 @@ from .protos import (
     document_service_pb2,
     document_service_pb2_grpc,
     search_service_pb2_grpc,
+    source_service_pb2_grpc,
     webhook_service_pb2,
     webhook_service_pb2_grpc,
 )
 from .retry import RetryPolicy
+from .sources import AsyncSources
 from .types import (
     WEBHOOK_EVENT_TYPES,
     ApiKey,
@@ -89,6 +91,7 @@ class AsyncClient:
         self.collections = AsyncCollections(self)
         self.documents = AsyncDocuments(self)
         self.webhooks = AsyncWebhooks(self)
+        self.sources = AsyncSources(self)
         self.admin = AsyncAdmin(self)
 
     @property
@@ -112,7 +115,8 @@ class AsyncClient:
                 self._channels[address] = channel
             # The generated stubs carry no annotations.
             stub = {SEARCH: search_service_pb2_grpc.SearchServiceStub, "admin": admin_service_pb2_grpc.AdminServiceStub,
-                    "webhooks": webhook_service_pb2_grpc.WebhookServiceStub}.get(
+                    "webhooks": webhook_service_pb2_grpc.WebhookServiceStub,
+                    "sources": source_service_pb2_grpc.SourceServiceStub}.get(
                 service, document_service_pb2_grpc.DocumentServiceStub)(channel)  # type: ignore[no-untyped-call]
             self._stubs[service] = stub
         return stub

@@ -7,9 +7,10 @@ git repository; `sync` asks for a run, which the server's `sluice-sources` carri
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from .errors import WaitTimeout
 from .protos import source_service_pb2 as src
 
 if TYPE_CHECKING:
+    from .aio import AsyncClient
     from .client import Client
 
 ENDED_STATES = ("succeeded", "failed", "blocked_mass_delete")
@@ -155,4 +157,63 @@ class Sources:
         return rows
 
 
-__all__ = ["Source", "SourceRun", "Sources", "spec"]
+class AsyncSources:
+    """Sources for asyncio (see Sources)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def _call(self, method: str, request: Any) -> Any:
+        return await self._client._unary("sources", method, request)
+
+    async def create(self, collection: str, *, display_name: str = "", every_seconds: int = 0,
+                     max_delete_share: float = 0.0, **kind: Any) -> Source:
+        """See Sources.create."""
+        message = src.Source(collection=collection, display_name=display_name, schedule_interval_seconds=every_seconds,
+                             max_delete_share=max_delete_share, **spec(**kind))
+        return Source.from_proto(await self._call("CreateSource", src.CreateSourceRequest(source=message)))
+
+    async def get(self, name: str) -> Source:
+        return Source.from_proto(await self._call("GetSource", src.GetSourceRequest(name=name)))
+
+    async def list(self, collection: str | None = None) -> AsyncIterator[Source]:
+        token = ""
+        while True:
+            page = await self._call("ListSources", src.ListSourcesRequest(collection=collection or "", page_size=200,
+                                                                          page_token=token))
+            for source in page.sources:
+                yield Source.from_proto(source)
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def delete(self, name: str) -> None:
+        await self._call("DeleteSource", src.DeleteSourceRequest(name=name))
+
+    async def sync(self, name: str, *, allow_mass_delete: bool = False, wait: bool = False, timeout: float = 3600.0,
+                   poll_seconds: float = 1.0) -> SourceRun:
+        """See Sources.sync."""
+        run = SourceRun.from_proto(await self._call("SyncSource", src.SyncSourceRequest(
+            name=name, allow_mass_delete=allow_mass_delete)))
+        deadline = time.monotonic() + timeout
+        while wait and not run.ended:
+            if time.monotonic() > deadline:
+                raise WaitTimeout(f"the sync run {run.id} did not end within {timeout:.0f} s (it is {run.state})")
+            await asyncio.sleep(poll_seconds)
+            run = next((r for r in await self.runs(name, limit=20) if r.id == run.id), run)
+        return run
+
+    async def runs(self, name: str, *, limit: int = 20) -> builtins.list[SourceRun]:
+        rows: builtins.list[SourceRun] = []
+        token = ""
+        while len(rows) < limit:
+            page = await self._call("ListSourceRuns", src.ListSourceRunsRequest(
+                name=name, page_size=min(limit - len(rows), 1000), page_token=token))
+            rows.extend(SourceRun.from_proto(r) for r in page.runs)
+            token = page.next_page_token
+            if not token:
+                break
+        return rows
+
+
+__all__ = ["AsyncSources", "Source", "SourceRun", "Sources", "spec"]
