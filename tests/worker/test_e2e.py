@@ -273,16 +273,19 @@ async def test_sigterm_hands_back_unfinished_jobs_and_exits_cleanly(ingest_api, 
     assert any(e.get("event") == "job claimed" and e.get("document_id") == document.id for e in events), "logs carry the ids"
 
 
-async def test_sigterm_cancels_an_idle_long_poll(ingest_api, tmp_path):
-    # Nothing to do: the worker sits in a 60 s ClaimJob long-poll. SIGTERM must not wait it out.
-    worker = WorkerProcess(ingest_api.address, tmp_path / "idle.log", SLUICE_CLAIM_WAIT_SECONDS="60")
+async def test_sigterm_cancels_an_idle_long_poll(ingest_api_factory, tmp_path):
+    # Nothing to do: the worker sits in a 10-minute ClaimJob long-poll. SIGTERM must not wait it out.
+    ingest_api = ingest_api_factory(max_claim_wait_seconds=600.0)
+    worker = WorkerProcess(ingest_api.address, tmp_path / "idle.log", SLUICE_CLAIM_WAIT_SECONDS="600")
     try:
+        # A new worker process imports the parsers and warms its sandboxes before it claims: over a
+        # minute on a loaded machine (seen at load 2 with two test processes). The timeout is a safety net.
         await wait_for_async(lambda: "worker started: claiming jobs" in worker.log() or worker.process.poll() is not None,
-                             what="the worker to start claiming")
+                             timeout=180, what="the worker to start claiming")
         assert worker.process.poll() is None, worker.log()
         await asyncio.sleep(1.0)  # inside the long-poll now
         worker.signal(signal.SIGTERM)
-        assert await worker.wait_exit(30) == 0  # well before the 60 s poll would have ended
+        assert await worker.wait_exit(90) == 0  # long before the poll would have ended, on a loaded machine too
     finally:
         if worker.process.poll() is None:
             worker.kill()

@@ -285,6 +285,15 @@ def test_a_document_gets_its_languages_once_from_across_it():
 
 
 @pytest.fixture
+def ingest_api(ingest_api_factory):
+    """ingest-api with IngestSettings' own 60 s lease, not the suite's 5 s (INGEST_TEST_DEFAULTS in
+    tests/conftest.py): chunking a document of megabytes holds this process's GIL, which the worker's
+    heartbeats share with ingest-api and the test, for seconds on a loaded machine, and a lease
+    lapsed that way (seen at load 8) is not what these tests are about."""
+    return ingest_api_factory(lease_seconds=60.0)
+
+
+@pytest.fixture
 async def docs(ingest_api):
     client = Docs(ingest_api.address)
     yield client
