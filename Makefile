@@ -27,9 +27,13 @@ $(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproje
 	if command -v npm >/dev/null; then (cd clients/typescript && npm ci --silent --no-audit --no-fund && npm run build --silent); fi
 	touch $@
 
+# The suite on two pytest-xdist processes (docs/contributing.md#tests): each has its own embedded
+# PostgreSQL, ports and temporary directories; --dist loadfile keeps a file's tests (and its
+# module fixtures) on one process. `make test PYTEST_ARGS=` runs it in one process.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 test: venv lint
 	$(PY) scripts/gen_protos.py --check
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The fast subset (docs/contributing.md#the-fast-subset): pure Python, the documentation and
 # repository checks, and the transition moves against the real database; under a minute.
