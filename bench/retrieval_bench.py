@@ -56,7 +56,7 @@ from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import search_service_pb2 as pb
 from sluice_common.channels import keyed_channel
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
-from sluice_common.evaluation import Hit, Query, evaluate, score
+from sluice_common.evaluation import Hit, Query, evaluate, load_queries, score
 from sluice_ingest.migrations import upgrade
 from sluice_ingest.tenants import bootstrap_keys
 
@@ -65,6 +65,9 @@ from bench.evalsets import SETS, EvalSet, ensure
 REPO = Path(__file__).resolve().parents[1]
 MODES = {"VECTOR": pb.SEARCH_MODE_VECTOR, "KEYWORD": pb.SEARCH_MODE_KEYWORD, "HYBRID": pb.SEARCH_MODE_HYBRID}
 ROWS = ("bm25s-whole-docs", "exact-ST", "VECTOR", "KEYWORD", "HYBRID")
+# Hand-written questions over a set's documents (docs/evaluation.md, "Labelled questions"): how a
+# user asks ("how do I …"), not a summary. Run beside the set's own queries, through Search only.
+QUESTIONS = {"zh": Path(__file__).resolve().parent / "evalsets" / "zh_questions.jsonl"}
 COLUMNS = (("hit@1", "hit@1"), ("hit@3", "hit@3"), ("hit@10", "hit@10"), ("MRR@10", "mrr@10"), ("nDCG@10", "ndcg@10"))
 TOP_K = 10
 EXACT_CHECK = 64  # chunks embedded again to check the stored vectors (exact_reference)
@@ -431,6 +434,8 @@ def run_set(admin: str, evalset: EvalSet, args, logs: Path, cache_dir: Path | No
     try:
         print(f"[{evalset.name}] {len(evalset.queries)} queries × {len(args.modes)} modes through Search …", flush=True)  # noqa: RUF001 - a times sign
         sluice = run_modes(address, keys["client"], collection, evalset.queries, args.modes)
+        questions = labelled_questions(evalset, documents)
+        asked = run_modes(address, keys["client"], collection, questions, args.modes) if questions else {}
     finally:
         stop_processes([search])
     print(f"[{evalset.name}] references: bm25s over whole documents, exact search over the stored chunks …", flush=True)
@@ -453,7 +458,21 @@ def run_set(admin: str, evalset: EvalSet, args, logs: Path, cache_dir: Path | No
         "checked_chunks": runs["exact-ST"]["checked_chunks"],
         "first_relevant_rank": {name: first_ranks(evalset.queries, run["ranked"]) for name, run in runs.items()},
         "errors": {name: run["errors"] for name, run in runs.items() if run.get("errors")},
+        "questions": {name: evaluate(questions, run["ranked"], run["latencies"]).as_dict() for name, run in asked.items()},
+        "question_misses": {name: {q.id: [h.filename for h in run["ranked"].get(q.id, [])[:3]] for q in questions
+                                   if not set(q.relevant) & {h.filename for h in run["ranked"].get(q.id, [])[:3]}}
+                            for name, run in asked.items()},
     }
+
+
+def labelled_questions(evalset: EvalSet, documents: list[Path]) -> list[Query]:
+    """The set's hand-written questions whose document this machine's set holds (a machine with
+    other packages may lack a few: they are left out, and the table says how many remain)."""
+    path = QUESTIONS.get(evalset.name)
+    if path is None or not path.is_file():
+        return []
+    names = {p.name for p in documents}
+    return [q for q in load_queries(path) if set(q.relevant) <= names]
 
 
 def ratios(rows: dict) -> dict[str, float]:
@@ -484,6 +503,14 @@ def print_table(result: dict) -> None:
         print(f"{name}: {len(errors)} queries failed and count as misses: {', '.join(list(errors)[:5])}")
     if result["ratios"]:
         print("MRR@10 ratios: " + ", ".join(f"{name} {value:.2f}×" for name, value in result["ratios"].items()))  # noqa: RUF001 - a times sign
+    if result.get("questions"):
+        rows = result["questions"]
+        count = next(iter(rows.values()))["queries"]
+        print(f"labelled questions ({QUESTIONS[result['set']].name}, {count} hand-written):  "
+              + "   ".join(f"{name} hit@3 {row['hit@3']:.3f} MRR@10 {row['mrr@10']:.3f}" for name, row in rows.items()))
+        for name, misses in result["question_misses"].items():
+            for qid, top in misses.items():
+                print(f"  {name} misses {qid} in its top 3: {', '.join(top)}")
     print("(bm25s and exact-ST latencies are in-process, without gRPC; the model's vectors vs those stored:"
           f" mean cosine {result['stored_vs_exact_cosine']:.4f} over {result['checked_chunks']} chunks)")
 
