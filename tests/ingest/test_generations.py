@@ -389,7 +389,9 @@ def test_documents_becoming_ready_while_a_reindex_starts_are_never_missed(ingest
     """INGEST commits racing ReindexCollection (real threads): each document either was READY
     when the reindex read them (it got its EMBED job there) or committed after (its commit saw
     the BUILDING generation and added the job): every READY document ends with one."""
-    c = Clients(ingest_api_factory(generation_sweep_seconds=3600).address)
+    # The test plays the worker by hand, without heartbeats: the first of the ten leases must
+    # outlast the claims and stages of the other nine (it lapsed at the suite's 5 s at load 10).
+    c = Clients(ingest_api_factory(generation_sweep_seconds=3600, lease_seconds=60.0).address)
     c.create_collection("docs")
     ready_document(c, "already ready")
     jobs = []
