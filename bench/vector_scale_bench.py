@@ -167,6 +167,7 @@ def measure(url, reader_url, key, cid, gid, queries, truth, rare_truth, precisio
     from sluice_search.repository import vector_query
 
     result = build(url, gid, args.dimensions, precision, args.maintenance_work_mem_mb)
+    result["loadavg_start"] = os.getloadavg()[0]
     ef = args.ef_search
     process, address = start_search(reader_url, ef, search_binary_rescore_candidates=str(args.rescore))
     auth = (("authorization", f"Bearer {key}"),)
@@ -230,6 +231,7 @@ def measure(url, reader_url, key, cid, gid, queries, truth, rare_truth, precisio
     result["sql_recall"] = float(np.mean(recalls))
     result["index_used"] = vector_index.index_name(gid) in plan
     result["pg_pss_mb"] = pss_mb(postgres_pids(data_dir))
+    result["loadavg_end"] = os.getloadavg()[0]  # the machine is shared: say how busy it was
     print(f"{precision}: {json.dumps(result)}", flush=True)
     return result
 
@@ -470,7 +472,8 @@ def fit(paths: list[str]) -> None:
         if any(r is None for r in rows):
             continue
         line = [f"{precision:<8}"]
-        for name, values in (("gRPC p50", [r["grpc"][0] for r in rows]), ("gRPC p99", [r["grpc"][1] for r in rows])):
+        for name, values in (("gRPC p50", [r["grpc"][0] for r in rows]), ("gRPC p99", [r["grpc"][1] for r in rows]),
+                             ("SQL p50", [r["sql"][0] for r in rows])):
             b, a = np.polyfit(np.log10(n), values, 1)
             line.append(f"{name} {a + b * math.log10(target):.2f} ms (a + b·log10 n, b {b:.2f})")
         k, c = np.polyfit(np.log(n), np.log([r["build_s"] for r in rows]), 1)
