@@ -9,6 +9,7 @@ Replay is paused and resumed on the standby with pg_wal_replay_pause() / pg_wal_
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import shutil
 import tempfile
 import threading
@@ -30,6 +31,7 @@ from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import search_service_pb2, search_service_pb2_grpc
 from sluice_common import consistency
 from sluice_common.embedded_pg import EmbeddedPostgres, create_standby, database_uri, ensure_database
+from sluice_common.errors import reason_of
 from sluice_common.reasons import Reason
 
 DATABASE = "sluice"
@@ -181,6 +183,10 @@ def cluster():
 def collection(cluster) -> str:
     name = f"c{uuid.uuid4().hex[:10]}"
     cluster.clients.create_collection(name, dimensions=DIMENSIONS)
+    # Searches without a token follow: the replica must have the collection first.
+    with psycopg.connect(cluster.primary_url, autocommit=True) as primary:
+        created = consistency.lsn_value(primary.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
+    wait_for(lambda: consistency.replayed(cluster.replay_lsn(), created), 10, what="the replica to replay the collection")
     return name
 
 
@@ -372,8 +378,74 @@ def test_a_search_the_replica_cancels_for_a_recovery_conflict_is_unavailable_and
         admin.execute("SELECT pg_reload_conf()")
     errors = [o for o in outcomes if isinstance(o, grpc.RpcError)]
     assert errors, f"no search was cancelled ({len(outcomes)} searches): the conflict was not provoked"
-    from sluice_common.errors import reason_of
-
     assert {(e.code(), reason_of(e)) for e in errors} == {(grpc.StatusCode.UNAVAILABLE, Reason.RECOVERY_CONFLICT)}
     assert all("Traceback" not in (e.details() or "") and "conflict with recovery" not in e.details() for e in errors)
     assert any(o is True for o in outcomes)  # the searches not cancelled found the document
+
+
+@pytest.fixture(scope="module")
+def second_standby(cluster):
+    """Another standby of the same primary, and a search whose pool spreads its connections over
+    both standbys (libpq's load_balance_hosts=random), as a pool behind CloudNativePG's `-ro`
+    Service does."""
+    from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+    standby = create_standby(cluster.primary, cluster.base / "standby2")
+    admin = standby.start()
+    sockets = [parse_qs(urlsplit(url).query)["host"][0] for url in (cluster.standby_admin, admin)]
+    both = urlunsplit(urlsplit(cluster.standby_url)._replace(query=f"host={','.join(sockets)}&load_balance_hosts=random"))
+    search = None
+    try:
+        for _ in range(3):  # until its connections are on both standbys (each of 8 picks one at random)
+            search = RunningSearch(both, search_eval_gate_enabled=False, rate_limit_per_second=0.0,
+                                   search_pool_min_size=8, search_pool_max_size=8)
+            servers = {url for url in (cluster.standby_admin, admin) if psycopg.connect(url, autocommit=True).execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sluice-search'").fetchone()[0]}
+            if len(servers) == 2:
+                break
+            search.stop()
+            search = None
+        assert search is not None, "search's connections never reached both standbys"
+        channel = auth_keys.channel(search.address)
+        with psycopg.connect(admin, autocommit=True) as admin_conn:
+            yield search_service_pb2_grpc.SearchServiceStub(channel), admin_conn
+        channel.close()
+    finally:
+        if search is not None:
+            search.stop()
+        standby.stop()
+
+
+def test_with_connections_on_two_replicas_each_one_is_checked_for_the_token(cluster, second_standby, collection):
+    """The second standby's replay is paused, the first's is not: a search with the token either
+    finds the document (its connections were on the first) or answers REPLICA_BEHIND (one was on
+    the second), never an answer without it. A check made on one connection and a search run on
+    another would give such an answer."""
+    stub, second = second_standby
+    second.execute("SELECT pg_wal_replay_pause()")
+    with psycopg.connect(cluster.primary_url, autocommit=True) as primary:
+        def paused() -> bool:
+            primary.execute("SELECT pg_logical_emit_message(false, 'sluice-test', 'pause')")
+            return second.execute("SELECT pg_get_wal_replay_pause_state()").fetchone()[0] == "paused"
+
+        wait_for(paused, 10, interval=0.05, what="the second standby's replay to pause")
+    try:
+        document = cluster.ready_document(collection, "on one replica of two")
+        request = search_request(collection, "on one replica of two", document.consistency_token)
+
+        def one_search(_: int) -> str:
+            try:
+                answer = stub.Search(request, timeout=1.0)
+            except grpc.RpcError as error:
+                assert (error.code(), reason_of(error)) == (grpc.StatusCode.UNAVAILABLE, Reason.REPLICA_BEHIND), error.details()
+                return "behind"
+            return "found" if document.id in hit_ids(answer) else "missed"
+
+        # Four at a time, so that one search's statements take connections of both standbys.
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            outcomes = list(pool.map(one_search, range(32)))
+        found, behind = outcomes.count("found"), outcomes.count("behind")
+        assert "missed" not in outcomes, f"{outcomes.count('missed')} answers with the token miss the document"
+    finally:
+        second.execute("SELECT pg_wal_replay_resume()")
+    assert found and behind, (found, behind)  # both standbys served

@@ -1,18 +1,28 @@
-"""Read-your-writes on a replica: wait until search's database has replayed a consistency token
-(sluice_common.consistency; docs/scaling.md#read-replicas-and-the-consistency-token).
+"""Read-your-writes on a replica: every statement of a search with a consistency token runs on a
+database that has replayed that token (sluice_common.consistency;
+docs/scaling.md#read-replicas-and-the-consistency-token).
 
-On a primary (`pg_is_in_recovery()` false) every token is satisfied at once: the token was read
-there after the commit it covers. On a standby the wait polls `pg_last_wal_replay_lsn()` with a
-short backoff (a standby offers no notification of replay); it gives up before the call's
-deadline, or after SLUICE_SEARCH_CONSISTENCY_MAX_WAIT_SECONDS, with UNAVAILABLE (reason
-REPLICA_BEHIND, a RetryInfo) that says how far behind the replica is.
+The check is made on each connection the search takes from its pool, right before the search uses
+it (GatedPool): behind a Service that balances connections over several replicas
+(CloudNativePG's `-ro`), the pool's connections reach different servers, each at its own replay
+position, so a check on one connection says nothing of another. Per connection, what is known
+is kept: a primary (`pg_is_in_recovery()` false) satisfies every token at once and stays a
+primary for the connection's life; a standby's replay position only moves forward, so a token at
+or below the last position seen on that connection needs no statement. Otherwise the check polls
+`pg_last_wal_replay_lsn()` on that connection with a short backoff (a standby offers no
+notification of replay) and gives up before the call's deadline, or after
+SLUICE_SEARCH_CONSISTENCY_MAX_WAIT_SECONDS, with UNAVAILABLE (reason REPLICA_BEHIND, a RetryInfo)
+saying how far behind the replica is. A connection waiting stays checked out of the pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from sluice_common import consistency
@@ -27,7 +37,7 @@ FIRST_POLL_SECONDS = 0.002
 MAX_POLL_SECONDS = 0.05
 # Time kept back from the call's deadline to answer REPLICA_BEHIND (otherwise the client would
 # see DEADLINE_EXCEEDED, which says nothing of the replica), and then to search.
-DEADLINE_RESERVE_SECONDS = 0.05
+DEADLINE_RESERVE_SECONDS = 0.1
 # What RetryInfo suggests: a moment, since replay is usually catching up.
 RETRY_AFTER_SECONDS = 0.2
 
@@ -55,49 +65,97 @@ class ReplayState:
     pause_state: str
 
 
-class ReplayWaiter:
-    """Waits for the database behind `pool` to show everything a token covers."""
+@dataclass
+class Requirement:
+    """What the current request needs of every connection it uses."""
 
-    def __init__(self, pool: Any, *, max_wait_seconds: float) -> None:
-        self._pool = pool
+    lsn: int
+    started: float
+    deadline: float
+    outcomes: set[str] = field(default_factory=set)  # how each connection met it (metrics, once per request)
+
+
+_REQUIRED: ContextVar[Requirement | None] = ContextVar("sluice_search_required_lsn", default=None)
+
+
+@dataclass
+class _Known:
+    """What one connection has shown: a primary, or a standby's last replay position."""
+
+    primary: bool = False
+    replayed: int = 0
+
+
+class ReplayWaiter:
+    """Holds a request's token and checks it on each connection the request uses."""
+
+    def __init__(self, *, max_wait_seconds: float) -> None:
         self._max_wait = max_wait_seconds
         self._layout: tuple[int, int] | None = None  # (wal_block_size, wal_segment_size)
 
-    async def wait(self, token_lsn: int, time_remaining: float | None) -> bool:
-        """Return once the database has replayed `token_lsn`: at once on a primary. True when the
-        database is a standby (the caller then reads the collection afresh, not from a cache
-        filled before the replay). Raises ReplicaBehind when the budget runs out first."""
+    def require(self, token_lsn: int, time_remaining: float | None) -> Requirement:
+        """From now on in this request (its task and the tasks it starts), every connection
+        taken from a GatedPool must have replayed `token_lsn`."""
         started = time.perf_counter()
         budget = self._max_wait
         if time_remaining is not None:
             budget = min(budget, time_remaining - min(DEADLINE_RESERVE_SECONDS, time_remaining / 5))
-        deadline = started + max(budget, 0.0)
+        requirement = Requirement(token_lsn, started, started + max(budget, 0.0))
+        _REQUIRED.set(requirement)
+        return requirement
+
+    @staticmethod
+    def release(requirement: Requirement) -> None:
+        """The request is answered: no more checks, and one observation of its wait (behind if a
+        connection was, else replayed if a standby's was checked, else primary)."""
+        _REQUIRED.set(None)
+        for outcome in ("behind", "replayed", "primary"):
+            if outcome in requirement.outcomes:
+                metrics.CONSISTENCY_WAIT.labels(outcome).observe(time.perf_counter() - requirement.started)
+                return
+
+    async def gate(self, conn: Any) -> None:
+        """Return once `conn`'s server shows the current request's token (at once without one)."""
+        requirement = _REQUIRED.get()
+        if requirement is None:
+            return
+        known: _Known = getattr(conn, "sluice_replay", None) or _Known()
+        conn.sluice_replay = known
+        if known.primary:
+            requirement.outcomes.add("primary")
+            return
+        if await self._replayed(conn, known.replayed, requirement.lsn):
+            requirement.outcomes.add("replayed")
+            return
         pause = FIRST_POLL_SECONDS
         while True:
-            state = await self._state()
+            state = await self._state(conn)
             if not state.standby:
-                metrics.CONSISTENCY_WAIT.labels("primary").observe(time.perf_counter() - started)
-                return False
-            if await self._replayed(state.replay_lsn, token_lsn):
-                metrics.CONSISTENCY_WAIT.labels("replayed").observe(time.perf_counter() - started)
-                return True
+                known.primary = True
+                requirement.outcomes.add("primary")
+                return
+            known.replayed = max(known.replayed, state.replay_lsn)
+            if await self._replayed(conn, state.replay_lsn, requirement.lsn):
+                requirement.outcomes.add("replayed")
+                return
             now = time.perf_counter()
-            if now >= deadline:
-                metrics.CONSISTENCY_WAIT.labels("behind").observe(now - started)
-                raise self._behind(state, token_lsn, now - started)
-            await asyncio.sleep(min(pause, deadline - now))
+            if now >= requirement.deadline:
+                requirement.outcomes.add("behind")
+                raise self._behind(state, requirement.lsn, now - requirement.started)
+            await asyncio.sleep(min(pause, requirement.deadline - now))
             pause = min(pause * 2, MAX_POLL_SECONDS)
 
-    async def _state(self) -> ReplayState:
-        async with self._pool.connection() as conn:
-            row = await (await conn.execute(_STATE_SQL)).fetchone()
+    @staticmethod
+    async def _state(conn: Any) -> ReplayState:
+        row = await (await conn.execute(_STATE_SQL)).fetchone()
         standby, replay, pause_state = row
         return ReplayState(bool(standby), consistency.lsn_value(replay) if replay else 0, pause_state)
 
-    async def _replayed(self, replay_lsn: int, token_lsn: int) -> bool:
+    async def _replayed(self, conn: Any, replay_lsn: int, token_lsn: int) -> bool:
+        if replay_lsn == 0:
+            return False  # nothing seen on this connection yet
         if self._layout is None:
-            async with self._pool.connection() as conn:
-                settings = dict(await (await conn.execute(_LAYOUT_SQL)).fetchall())
+            settings = dict(await (await conn.execute(_LAYOUT_SQL)).fetchall())
             self._layout = (int(settings["wal_block_size"]), int(settings["wal_segment_size"]))
         block, segment = self._layout
         return consistency.replayed(replay_lsn, token_lsn, block_size=block, segment_size=segment)
@@ -114,3 +172,21 @@ class ReplayWaiter:
             bytes_behind=behind,
             replay_paused=bool(paused),
         )
+
+
+class GatedPool:
+    """search's pool as the repository sees it: each connection it hands out has passed the
+    current request's consistency check (ReplayWaiter.gate). Everything else is the pool's."""
+
+    def __init__(self, pool: Any, waiter: ReplayWaiter) -> None:
+        self._pool = pool
+        self._waiter = waiter
+
+    @asynccontextmanager
+    async def connection(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async with self._pool.connection(*args, **kwargs) as conn:
+            await self._waiter.gate(conn)
+            yield conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)

@@ -23,7 +23,7 @@ from sluice_common import gctune
 from sluice_common.reranking import RerankSettings
 
 from .api import SearchServicer
-from .consistency import ReplayWaiter
+from .consistency import GatedPool, ReplayWaiter
 from .domain import Limits
 from .eval_gate import EvalGate
 from .repository import SearchRepository, check_unprivileged, open_read_pool
@@ -79,7 +79,9 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
     except SystemExit:
         await pool.close()
         raise
-    repository = SearchRepository(pool, collection_cache_seconds=settings.search_collection_cache_seconds,
+    # Each connection a search with a consistency token uses is checked against it first.
+    replay = ReplayWaiter(max_wait_seconds=settings.search_consistency_max_wait_seconds)
+    repository = SearchRepository(GatedPool(pool, replay), collection_cache_seconds=settings.search_collection_cache_seconds,
                                   exact_filter_max_chunks=settings.search_exact_filter_max_chunks,
                                   binary_rescore_candidates=settings.search_binary_rescore_candidates)
     if await _reads_a_standby(pool):
@@ -98,7 +100,7 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
         vector_weight=settings.search_hybrid_vector_weight,
         foreign_vector_weight=settings.search_hybrid_foreign_vector_weight,
         rerankers=Rerankers(RerankSettings()),
-        replay=ReplayWaiter(pool, max_wait_seconds=settings.search_consistency_max_wait_seconds),
+        replay=replay,
     )
     limits = Limits(
         max_top_k=settings.search_max_top_k,

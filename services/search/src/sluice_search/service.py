@@ -114,12 +114,19 @@ class SearchService:
         retired generation already dropped), so it is checked against the database and, if the
         collection changed meanwhile, asked again once.
 
-        `after_lsn` (a consistency token's): first wait, within `time_remaining`, until the
-        database shows that point (consistency.py); on a replica the collection is then read
-        afresh, since a replica gets no notifications to keep the cache current."""
-        fresh = False
-        if after_lsn is not None and self._replay is not None:
-            fresh = await self._replay.wait(after_lsn, time_remaining)
+        `after_lsn` (a consistency token's): every connection the search uses must first show
+        that point, waited for within `time_remaining` (consistency.py); the collection is then
+        read afresh, since a replica gets no notifications to keep the cache current."""
+        if after_lsn is None or self._replay is None:
+            return await self._answer(tenant_id, query, fresh=False)
+        requirement = self._replay.require(after_lsn, time_remaining)
+        try:
+            return await self._answer(tenant_id, query, fresh=True)
+        finally:
+            self._replay.release(requirement)
+
+    async def _answer(self, tenant_id: int, query: SearchQuery, *, fresh: bool
+                      ) -> tuple[list[Hit], Collection, rerank.RerankOutcome]:
         collection = await self._resolve(tenant_id, query.collection, fresh=fresh)
         reranker = rerank.choose(collection.reranker, query.rerank)
         # The first stage may be asked for more than top_k: what follows it can drop hits or
