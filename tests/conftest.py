@@ -9,6 +9,13 @@ import os
 # Tests start PostgreSQL (pg_ctl) from a process whose gRPC threads are busy; gRPC's fork
 # handlers then crash the forked child (SIGBUS before exec). Nothing here forks to run gRPC.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+# pytest-xdist's worker processes (make test) start with COLUMNS=80 and LINES=24 in their
+# environment, which a run in one process does not have: the CLI's consoles, made when a test
+# module first imports it, would then cut tables and wrap paths at 80 columns. Tests that need a
+# width set COLUMNS themselves (tests/cli/conftest.py).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 import shutil
 import tempfile
 from pathlib import Path
