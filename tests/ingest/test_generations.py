@@ -458,3 +458,29 @@ def test_a_generation_never_switches_without_its_index_and_the_sweep_rebuilds_a_
         conn.execute("SELECT pg_advisory_unlock(%s, %s)", (INDEX_LOCK_CLASS, ids[2]))
     wait_for(lambda: states(collection(c))[1] == (2, G.GENERATION_STATE_ACTIVE))
     assert vector_index.index_name(ids[2]) in hnsw_indexes(database_url)
+
+
+def test_a_large_generations_index_is_built_after_the_last_commit_has_answered(ingest_api_factory, database_url):
+    """Past reindex_inline_index_max_chunks the last EMBED commit answers at once and the index
+    build (minutes at 100,000 chunks) runs in the background: here a transaction holding chunks in
+    SHARE UPDATE EXCLUSIVE mode stalls CREATE INDEX CONCURRENTLY (not the commit's inserts), and the
+    commit's answer must come back anyway; built inline, it would wait for the lock."""
+    c = Clients(ingest_api_factory(**FAST, reindex_inline_index_max_chunks=1).address)
+    c.create_collection("docs")
+    ready_document(c, "large generation")
+    c.docs.ReindexCollection(ds.ReindexCollectionRequest(name="docs", embedder=hashing()))
+    ids = generation_ids(database_url)
+    assert vector_index.index_name(ids[2]) not in hnsw_indexes(database_url)  # bulk-loaded first
+    job = c.claim()
+    with psycopg.connect(database_url) as blocker:
+        blocker.execute("LOCK TABLE chunks IN SHARE UPDATE EXCLUSIVE MODE")
+        messages = [js.CompleteJobRequest(header=js.CompleteJobHeader(lease=job.lease, chunk_count=2))]
+        chunks = [js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText", embedding=[0.25] * 16)
+                  for i, t in enumerate(["large generation", "large generation again"])]
+        messages.append(js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=chunks)))
+        document = c.jobs.CompleteJob(iter(messages), timeout=20).document  # DEADLINE_EXCEEDED if built inline
+        assert document.status == D.DOCUMENT_STATUS_READY
+        assert states(collection(c))[1] == (2, G.GENERATION_STATE_BUILDING)  # its build waits for the lock
+        blocker.rollback()
+    wait_for(lambda: states(collection(c))[1] == (2, G.GENERATION_STATE_ACTIVE))
+    assert vector_index.index_name(ids[2]) in hnsw_indexes(database_url)

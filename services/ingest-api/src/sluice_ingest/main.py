@@ -69,8 +69,8 @@ class Stores:
     tenants: TenantStore
 
     @classmethod
-    def over(cls, pool: AsyncConnectionPool, policy: JobPolicy) -> Stores:
-        generations = GenerationStore(pool)
+    def over(cls, pool: AsyncConnectionPool, policy: JobPolicy, *, inline_index_max_chunks: int = 20000) -> Stores:
+        generations = GenerationStore(pool, inline_index_max_chunks=inline_index_max_chunks)
         return cls(
             collections=CollectionStore(pool),
             documents=DocumentStore(pool),
@@ -99,7 +99,8 @@ class IngestApp:
         self.dispatcher = Dispatcher(s, self.hub) if s.webhooks_enabled else None
         await self.hub.start()
         stores = self.stores = Stores.over(
-            self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds)
+            self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds),
+            inline_index_max_chunks=s.reindex_inline_index_max_chunks,
         )
         self.store = stores.queue  # bench/ drives the queue in process through app.store
         self.keys = KeyDirectory(self.pool, cache_seconds=s.auth_cache_seconds)

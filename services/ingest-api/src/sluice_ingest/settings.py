@@ -56,6 +56,11 @@ class IngestSettings(CommonSettings):
     # How long a RETIRED generation's chunks and HNSW index stay after the switch, so a search that
     # resolved it just before the switch still finds its rows.
     retired_generation_grace_seconds: float = 30.0
+    # The EMBED commit that completes a reindex builds the new generation's HNSW index before it
+    # answers when the generation holds at most this many chunks (seconds of work); a larger one's
+    # build (minutes: about 2.5 at 100,000 chunks on 2 cores) runs in the background instead, so
+    # that the worker's CompleteJob is not held for it, and the switch follows the build.
+    reindex_inline_index_max_chunks: int = 20000
 
     # Webhooks (docs/webhooks.md): delivery runs in its own process, `sluice-webhooks` (it reads
     # these webhook_* settings too). True also runs the dispatcher inside ingest-api, sharing its

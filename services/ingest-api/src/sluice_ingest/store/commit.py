@@ -188,8 +188,8 @@ class CommitStore(QueueBase):
             raise LeaseNotHeld("the collection switched to a new index generation while this job ran; it will run again",
                                job_id=job_id)
         if policy.writes_generation is GenerationState.BUILDING:
-            # This commit may have been the generation's last: the switch, in its own transaction.
-            await self.generations.try_switch(job.generation_id)
+            # This commit may have been the generation's last: its index, then the switch.
+            await self.generations.switch_after_commit(job.generation_id)
         return document
 
     async def fail_job(

@@ -28,6 +28,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
+from psycopg_pool import AsyncConnectionPool
 
 from sluice_common import vector_index
 from sluice_common.errors import FailedPrecondition, NotFound
@@ -146,6 +147,34 @@ async def with_generations(conn: psycopg.AsyncConnection, row: CollectionRow) ->
 
 
 class GenerationStore(StoreBase):
+    def __init__(self, pool: AsyncConnectionPool, *, inline_index_max_chunks: int = 20000) -> None:
+        super().__init__(pool)
+        self.inline_index_max_chunks = inline_index_max_chunks
+        self._builds: set[asyncio.Task[bool]] = set()
+
+    async def switch_after_commit(self, generation_id: int) -> None:
+        """After an EMBED commit: if it completed its generation, the index build and the switch
+        (try_switch). A generation of at most `inline_index_max_chunks` chunks is built before
+        this returns (the commit's answer then follows the switch); a larger one's build runs in
+        the background, because CompleteJob's caller, a worker, would otherwise wait minutes for
+        it. If ingest-api stops first, the cancelled build leaves an invalid index that the
+        sweep's try_switch drops and builds again."""
+        async with self.pool.connection() as conn:
+            if not await _complete(conn, generation_id):
+                return
+            (chunks,) = await one_row(conn, "SELECT count(*) FROM chunks WHERE generation_id = %s", (generation_id,))
+        if chunks <= self.inline_index_max_chunks:
+            await self.try_switch(generation_id)
+            return
+        build = asyncio.create_task(self.try_switch(generation_id), name=f"generation-{generation_id}-index")
+        self._builds.add(build)
+        build.add_done_callback(self._build_done)
+
+    def _build_done(self, build: asyncio.Task[bool]) -> None:
+        self._builds.discard(build)
+        if not build.cancelled() and build.exception() is not None:
+            log.error("building a generation's index failed; the sweep tries again", exc_info=build.exception())
+
     async def collection_with_generations(self, tenant_id: int, name: str) -> CollectionRow:
         async with self.pool.connection() as conn, conn.transaction():
             return await with_generations(conn, await lookup_collection(conn, tenant_id, name))

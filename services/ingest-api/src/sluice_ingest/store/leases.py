@@ -30,9 +30,9 @@ from .rows import JobPolicy
 
 class GenerationSwitch(Protocol):
     """The one thing the queue needs of the generation store: an EMBED commit may complete a
-    reindex, and then the switch runs (GenerationStore.try_switch)."""
+    reindex, and then the index build and the switch run (GenerationStore.switch_after_commit)."""
 
-    async def try_switch(self, generation_id: int, *, announce: bool = True) -> bool: ...
+    async def switch_after_commit(self, generation_id: int) -> None: ...
 
 
 class QueueBase:
