@@ -190,7 +190,7 @@ def test_metrics_endpoints_answer_where_the_services_listen(stack):
     """Each service serves Prometheus metrics on the port sluice-dev printed for it, and like
     its gRPC port only on SLUICE_DEV_HOST (127.0.0.1 here), never on every interface."""
     urls = dict(re.findall(r"^  (\S+)\s.*metrics (http://\S+/metrics)$", stack.output, flags=re.M))
-    assert set(urls) == {"ingest-api", "search", "worker-1", "webhooks"}, stack.output
+    assert set(urls) == {"ingest-api", "search", "worker-1", "webhooks", "sources", "gateway"}, stack.output
     listening = stack.listening()
     assert {port for _, port in listening} >= {int(url.rsplit(":", 1)[1].split("/")[0]) for url in urls.values()}
     assert {host for host, _ in listening} == {"127.0.0.1"}, listening
@@ -199,6 +199,8 @@ def test_metrics_endpoints_answer_where_the_services_listen(stack):
         "ingest-api": ["sluice_jobs{", "sluice_job_claims_total"],
         "search": ["sluice_search_latency_seconds_bucket{", "sluice_search_requests_total{"],
         "worker-1": ["sluice_worker_jobs_claimed_total", "sluice_worker_stage_duration_seconds_bucket{"],
+        "sources": ["sluice_source_runs_total", "sluice_source_leases_lost_total"],
+        "gateway": ["sluice_gateway_requests_total", "sluice_gateway_streams_open"],
     }
     for service, url in urls.items():
         with urllib.request.urlopen(url, timeout=5) as response:

@@ -135,7 +135,7 @@ class DevRunner:
                 return 0
         self.supervisor.start(plan_children(
             layout, base, logs=self.home / "logs",
-            metrics_ports=pick_metrics_ports(self.metrics_port, 3 + layout.workers, layout.host),
+            metrics_ports=pick_metrics_ports(self.metrics_port, 5 + layout.workers, layout.host),
             search_database_url=search_database_url, worker_key=self.keys["worker"],
         ))
         return self.wait_until_ready()
