@@ -143,7 +143,7 @@ def test_make_run_with_tls_reports_ready_and_serves_metrics_over_https(base, pki
         assert_ready_over_tls(stack, client)
         assert "TLS: certificate" in stack.output
         urls = metrics_urls(stack)
-        assert set(urls) == {"ingest-api", "search", "worker-1", "webhooks"}, stack.output
+        assert set(urls) == {"ingest-api", "search", "worker-1", "webhooks", "sources", "gateway"}, stack.output
         for url in urls.values():
             assert url.startswith("https://127.0.0.1:")
             assert "python_info" in scrape(url, client)
