@@ -29,6 +29,7 @@ from . import _core, sync, uploads
 from .client import INGEST, RECONNECT_WINDOW_SECONDS, ROLES, SEARCH, UploadResult
 from .errors import (
     AlreadyExists,
+    Internal,
     NotFound,
     OutOfRange,
     RateLimited,
@@ -283,6 +284,10 @@ async def _messages(
         yield message
 
 
+# The details grpc asyncio gives a call whose status it replaced after a failed write (grpc/grpc#36066).
+LOST_STATUS = "Internal error from Core"
+
+
 class AsyncDocuments:
     """See Documents."""
 
@@ -306,6 +311,15 @@ class AsyncDocuments:
         def translate(error: SluiceError) -> SluiceError:
             if prepared.read_failure:
                 return UploadSourceError(prepared.read_failure[0], reason="SOURCE_CHANGED")
+            if isinstance(error, Internal) and error.message == LOST_STATUS:
+                # grpc asyncio (grpc/grpc#36066): when the server ends an upload early (a full
+                # upload slot, TOO_MANY_UPLOADS) while this stream is still writing, the failed
+                # write replaces the server's status with this INTERNAL. The server's answer is
+                # lost, not an internal error: try again with backoff, like UNAVAILABLE (the
+                # request_id makes a repeated upload the same document).
+                return Unavailable(f"the server ended the upload before it was sent and grpc asyncio lost its answer"
+                                   f" (grpc/grpc#36066); {error.message}", reason="UPLOAD_ANSWER_LOST",
+                                   service=error.service, address=error.address)
             return error
 
         response = await client._invoke(
