@@ -11,18 +11,6 @@ from sluice.v1 import source_service_pb2 as src
 from .helpers import Sources, live_documents, run_pending
 
 
-@pytest.fixture
-def root(tmp_path):
-    folder = tmp_path / "root"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def api(ingest_api_factory, root):
-    return ingest_api_factory(source_local_roots=str(root), source_allow_private_networks=True)
-
-
 def write(folder, files: dict[str, str]) -> None:
     for name, text in files.items():
         path = folder / name

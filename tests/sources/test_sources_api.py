@@ -7,23 +7,10 @@ import threading
 
 import grpc
 import psycopg
-import pytest
 from helpers import expect_error, wait_for
 from sluice.v1 import source_service_pb2 as src
 
 from .helpers import Sources, create_tenant_key, live_documents, run_pending
-
-
-@pytest.fixture
-def root(tmp_path):
-    folder = tmp_path / "root"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def api(ingest_api_factory, root):
-    return ingest_api_factory(source_local_roots=str(root), source_allow_private_networks=True)
 
 
 def test_a_tenant_never_sees_nor_syncs_another_tenants_sources_and_readers_only_read(api, root, database_url):
