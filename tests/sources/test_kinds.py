@@ -75,6 +75,11 @@ def test_a_git_repository_at_a_ref_and_subpath(api, root, database_url):
     assert failed.state == src.SOURCE_RUN_STATE_FAILED
     assert failed.error_message.startswith("the source could not be listed: git clone failed")
     assert "Traceback" not in failed.error_message
+    # git names the path it could not read; a path on the server never reaches the owner.
+    (root / "not-a-repo").mkdir()
+    broken = sync_and_run(s, create(s, git=src.GitSource(repository=str(root / "not-a-repo"))), database_url, root)
+    assert broken.state == src.SOURCE_RUN_STATE_FAILED
+    assert "git clone failed" in broken.error_message and str(root) not in broken.error_message, broken.error_message
 
 
 # --- http --------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from sluice.v1 import source_service_pb2 as src, source_service_pb2_grpc
 from sluice_common.auth import current_principal
 from sluice_common.errors import grpc_errors
 from sluice_common.names import source_name, source_run_name
+from sluice_common.worker_errors import client_message
 
 from ..api.converters import timestamp
 from .domain import SourceKind
@@ -43,7 +44,7 @@ def run_to_proto(row: RunRow, collection: str) -> src.SourceRun:
         name=source_run_name(collection, str(row.source_id), str(row.id)), id=str(row.id),
         state=src.SourceRunState.Value("SOURCE_RUN_STATE_" + row.state), allow_mass_delete=row.allow_mass_delete,
         listed=row.listed, uploaded=row.uploaded, unchanged=row.unchanged, deleted=row.deleted, failed=row.failed,
-        error_message=row.error_message or "", attempts=row.attempts, create_time=timestamp(row.created_at),
+        error_message=client_message(row.error_message) if row.error_message else "", attempts=row.attempts, create_time=timestamp(row.created_at),
         would_delete=row.would_delete, scheduled=row.scheduled,
     )
     if row.started_at is not None:
