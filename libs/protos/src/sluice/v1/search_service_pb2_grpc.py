@@ -47,7 +47,8 @@ class SearchServiceServicer:
     """
 
     def Search(self, request, context):
-        """Search returns the chunks that best match a query, from READY documents only.
+        """Search returns the chunks that best match a query, from READY documents only. It changes
+        nothing, so HTTP clients may also send it as a Connect GET (docs/http.md, "GET requests").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
