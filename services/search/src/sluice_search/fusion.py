@@ -69,7 +69,7 @@ def reciprocal_rank(lists: Sequence[Sequence[Hit]], weights: Sequence[float], k:
 
 
 def relative_score(lists: Sequence[Sequence[Hit]], weights: Sequence[float], top_k: int) -> list[Hit]:
-    """Σ weight · (score − worst) / (best − worst) over each list's candidates."""
+    """Σ weight · (score - worst) / (best - worst) over each list's candidates."""
     scores: dict[int, float] = {}
     for hits, weight in zip(lists, weights, strict=True):
         if not hits:

@@ -30,7 +30,6 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-
 from sluice_common import textsearch
 
 # k1 of migration 0016's document weights: a weight tf·(k1+1)/(tf + …) stays below k1 + 1.
@@ -82,7 +81,7 @@ def enough(order: Sequence[str], taken: int, weights: dict[str, float], threshol
     return taken
 
 
-# Without a document filter, the best `limit` × OVERFETCH candidates are ranked on the chunks
+# Without a document filter, the best `limit` x OVERFETCH candidates are ranked on the chunks
 # alone, and only they are joined to their documents (READY) and read whole: a query with
 # thousands of candidates then reads no text and no document for most of them. If fewer than
 # `limit` of them are READY, the query runs again with the join inside.
