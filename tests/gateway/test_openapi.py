@@ -23,6 +23,11 @@ def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
     assert len(expected) >= 26  # 14 DocumentService, 1 SearchService, 6 WebhookService, 5 AdminService
     assert expected <= operations.keys(), expected - operations.keys()
     assert operations["SearchService.Search"] == ("/sluice.v1.SearchService/Search", "post")
+    # Search is marked NO_SIDE_EFFECTS: it takes a Connect GET too; nothing else does.
+    assert [(name, where) for name, where in operations.items() if where[1] == "get" and where[0].startswith("/sluice.")] == [
+        ("SearchService.SearchByGet", ("/sluice.v1.SearchService/Search", "get"))]
+    get = document["paths"]["/sluice.v1.SearchService/Search"]["get"]
+    assert [p["name"] for p in get["parameters"] if p["required"]] == ["encoding", "message"]
     assert operations["DocumentService.UploadDocument"] == ("/v1/collections/{collection}/documents", "post")
     assert "Dify.Retrieval" in operations
     assert "text/event-stream" in document["paths"]["/sluice.v1.DocumentService/WatchDocument"]["post"]["responses"]["200"]["content"]

@@ -35,7 +35,8 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
         # The channels belong to the server's event loop: made here, closed here.
         state["backends"] = Backends(settings)
         state["handlers"] = ConnectHandlers(backends(), call_timeout=settings.gateway_call_timeout_seconds,
-                                            max_json_bytes=settings.gateway_max_json_bytes)
+                                            max_json_bytes=settings.gateway_max_json_bytes,
+                                            get_max_age=settings.gateway_get_max_age_seconds)
         try:
             yield
         finally:
@@ -74,11 +75,15 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
     )
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        """A POST to an RPC's path goes straight to its handler; everything else (and the
+        """A POST (or a Connect GET) to an RPC's path goes straight to its handler; everything else (and the
         lifespan) through Starlette's routing. Its router and exception layers were a few
         hundred microseconds of every call on a busy machine (docs/http.md, "Speed")."""
-        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in METHODS:
-            response = await handlers().rpc(Request(scope, receive))
+        if scope["type"] == "http" and scope["path"] in METHODS and scope["method"] in ("POST", "GET"):
+            request = Request(scope, receive)
+            if scope["method"] == "POST":
+                response = await handlers().rpc(request)
+            else:  # the Connect protocol's GET, for methods marked NO_SIDE_EFFECTS
+                response = await handlers().rpc_get(request)
             await response(scope, receive, send)
             return
         await routes(scope, receive, send)

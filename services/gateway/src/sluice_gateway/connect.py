@@ -3,6 +3,8 @@ or server-sent events, and uploads from a raw HTTP body (docs/http.md)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import hashlib
 import json
@@ -35,6 +37,7 @@ COMPRESSED = 0x01  # envelope flags (the Connect protocol)
 END_STREAM = 0x02
 UPLOAD_PIECE = 256 * 1024  # bytes per data message of an upload
 SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
+URLSAFE_TO_STANDARD = str.maketrans("-_", "+/")  # the Connect protocol says URL-safe; either is taken
 
 
 def _float_lists(descriptor: Any) -> tuple[tuple[str, str], ...]:
@@ -126,10 +129,11 @@ class StreamResponse(StreamingResponse):
 
 
 class ConnectHandlers:
-    def __init__(self, backends: Backends, *, call_timeout: float, max_json_bytes: int) -> None:
+    def __init__(self, backends: Backends, *, call_timeout: float, max_json_bytes: int, get_max_age: int = 0) -> None:
         self.backends = backends
         self.call_timeout = call_timeout
         self.max_json_bytes = max_json_bytes
+        self.get_max_age = get_max_age
 
     def timeout_of(self, request: Request) -> float:
         """Connect-Timeout-Ms when the caller sets one, else the gateway's default."""
@@ -188,6 +192,73 @@ class ConnectHandlers:
             return error_response(error, method.label)
         if method.kind == "server_stream":
             return await self.sse_stream(request, method, msg)
+        return await self.unary(request, method, msg, started, binary=media_type(request) == PROTO_TYPE)
+
+    async def rpc_get(self, request: Request) -> Response:
+        """GET /sluice.v1.<Service>/<Method>?encoding=json&message=…: a unary call in the Connect
+        protocol's GET shape, for the methods marked NO_SIDE_EFFECTS (docs/http.md, "GET
+        requests"). The same key, limits and errors as a POST; 405 for any other method."""
+        method = METHODS[request.scope["path"]]
+        started = time.perf_counter()
+        try:
+            if not method.side_effect_free or method.kind != "unary":
+                raise GatewayError(grpc.StatusCode.UNIMPLEMENTED,
+                                   f"{method.label} has side effects: call it with POST (only methods marked "
+                                   "NO_SIDE_EFFECTS take GET; see /openapi.json)", "GET_NOT_ALLOWED")
+            msg, binary = self.decode_get(request, method)
+        except GatewayError as error:
+            refusal = error_response(error, method.label)
+            if error.reason == "GET_NOT_ALLOWED":
+                refusal.status_code = 405
+                refusal.headers["Allow"] = "POST"
+            refusal.headers["Cache-Control"] = "no-store"
+            return refusal
+        response = await self.unary(request, method, msg, started, binary=binary)
+        # A cache (the browser's, a proxy's, a CDN's) keys the answer by the URL and the key that
+        # asked: one key's results are never served to another (docs/http.md, "GET requests").
+        response.headers["Vary"] = "Authorization"
+        if response.status_code == 200 and self.get_max_age > 0:
+            response.headers["Cache-Control"] = f"max-age={self.get_max_age}, s-maxage={self.get_max_age}"
+        else:
+            response.headers["Cache-Control"] = "no-store"
+        return response
+
+    def decode_get(self, request: Request, method: Method) -> tuple[message.Message, bool]:
+        """The request message of a Connect GET, and whether the answer is binary: `encoding`
+        (json or proto), `message` (the message, percent-encoded, or URL-safe base64 with
+        `base64=1`), `compression` (identity only) and `connect` (v1, when given)."""
+        query = request.query_params
+        version = query.get("connect")
+        if version is not None and version != "v1":
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, f"connect={version!r} is not supported: use connect=v1",
+                               "UNSUPPORTED_PROTOCOL_VERSION")
+        encoding = query.get("encoding", "")
+        if encoding not in ("json", "proto"):
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
+                               "a GET names its encoding: ?encoding=json (or proto)&message=…", "INVALID_ENCODING")
+        compression = query.get("compression", "identity").lower()
+        if compression != "identity":
+            raise GatewayError(grpc.StatusCode.UNIMPLEMENTED,
+                               f"compression {compression!r} is not supported: send the message uncompressed",
+                               "UNSUPPORTED_ENCODING")
+        text = query.get("message", "")
+        if len(text) > self.max_json_bytes:
+            raise GatewayError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"message over {self.max_json_bytes} bytes",
+                               "REQUEST_TOO_LARGE")
+        if query.get("base64") == "1":
+            try:
+                body = base64.b64decode(text.translate(URLSAFE_TO_STANDARD) + "=" * (-len(text) % 4), validate=True)
+            except (binascii.Error, ValueError):
+                raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "message is not base64 (URL-safe alphabet)",
+                                   "INVALID_BASE64") from None
+        else:
+            body = text.encode()
+        binary = encoding == "proto"
+        return (decode_proto(body, method) if binary else decode_json(body, method)), binary
+
+    async def unary(self, request: Request, method: Method, msg: message.Message, started: float, *,
+                    binary: bool) -> Response:
+        """Forward one unary call and answer it, in JSON or (binary) protobuf."""
         parsed = time.perf_counter()
         try:
             reply = await self.backends.callable(method)(
@@ -196,7 +267,7 @@ class ConnectHandlers:
         except grpc.RpcError as error:
             return error_response(error, method.label)
         answered = time.perf_counter()
-        if request.headers.get("content-type", "").startswith(PROTO_TYPE):
+        if binary:
             response: Response = Response(reply.SerializeToString(), media_type=PROTO_TYPE)
         else:
             response = Response(codec.dumps(to_json(reply)), media_type="application/json")

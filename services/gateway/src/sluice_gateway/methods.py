@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from google.protobuf import descriptor, message, message_factory
+from google.protobuf import descriptor, descriptor_pb2, message, message_factory
 from sluice.v1 import admin_service_pb2, document_service_pb2, search_service_pb2, webhook_service_pb2
 
 
@@ -49,6 +49,13 @@ class Method:
         return {(False, False): "unary", (False, True): "server_stream", (True, False): "client_stream"}.get(
             (client, server), "bidi"
         )
+
+    @property
+    def side_effect_free(self) -> bool:
+        """Marked `idempotency_level = NO_SIDE_EFFECTS` in its .proto: the Connect protocol then
+        allows it as a GET, which browsers, proxies and CDNs may cache (docs/http.md, "GET requests")."""
+        options = self.descriptor.GetOptions()
+        return bool(options.idempotency_level == descriptor_pb2.MethodOptions.NO_SIDE_EFFECTS)
 
     @property
     def request_class(self) -> type[message.Message]:

@@ -138,6 +138,29 @@ def _operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
     return operation
 
 
+def _get_operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
+    """The Connect GET of a method marked NO_SIDE_EFFECTS (docs/http.md, "GET requests")."""
+    operation = _operation(method, builder)
+    del operation["requestBody"]
+    operation["operationId"] += "ByGet"
+    operation["summary"] = f"{method.descriptor.name} as a Connect GET, which caches may keep (it changes nothing)"
+
+    def query(name: str, required: bool, description: str, enum: list[str] | None = None) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "string", **({"enum": enum} if enum else {})}
+        return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
+
+    operation["parameters"] = [
+        query("encoding", True, "how `message` is encoded: json (the answer is JSON) or proto (binary protobuf)",
+              ["json", "proto"]),
+        query("message", True, f"the {method.descriptor.input_type.full_name}: its JSON, percent-encoded, or with "
+                               "base64=1 its bytes in URL-safe base64"),
+        query("base64", False, "1: `message` is base64", ["1"]),
+        query("connect", False, "the Connect protocol version", ["v1"]),
+        query("compression", False, "only identity is accepted", ["identity"]),
+    ]
+    return operation
+
+
 def _upload(builder: SchemaBuilder) -> dict[str, Any]:
     operation = _operation(UPLOAD, builder)
     operation["summary"] = "UploadDocument: the file as the raw body; the gateway streams it with size and SHA-256"
@@ -207,6 +230,8 @@ def build_openapi(server_url: str = "") -> dict[str, Any]:
             paths["/v1/collections/{collection}/documents"] = {"post": _upload(builder)}
         else:
             paths[method.path] = {"post": _operation(method, builder)}
+            if method.side_effect_free and method.kind == "unary":
+                paths[method.path]["get"] = _get_operation(method, builder)
     paths["/retrieval"] = {
         "post": {
             "operationId": "Dify.Retrieval",

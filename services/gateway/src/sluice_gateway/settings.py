@@ -26,6 +26,10 @@ class GatewaySettings(CommonSettings):  # type: ignore[misc,unused-ignore]  # An
     # Browser origins allowed to call the gateway (CORS), comma-separated, e.g.
     # "https://app.example.com"; "*" for any. Empty: no cross-origin calls.
     gateway_cors_origins: str = ""
+    # How long a cache may keep the answer of a GET (a search sent as a Connect GET), in seconds:
+    # sent as Cache-Control max-age and s-maxage, with Vary: Authorization. 0: no-store, nothing
+    # is cached. A cached answer can miss documents that became READY since (docs/http.md).
+    gateway_get_max_age_seconds: int = 0
 
     def cors_origins(self) -> list[str]:
         return [origin.strip() for origin in self.gateway_cors_origins.split(",") if origin.strip()]
