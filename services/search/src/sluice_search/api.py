@@ -6,8 +6,8 @@ import logging
 import time
 
 from sluice.v1 import document_pb2, search_service_pb2, search_service_pb2_grpc
-
-from sluice_common import consistency, metadata as typed_metadata, reranking, tracing
+from sluice_common import consistency, reranking, tracing
+from sluice_common import metadata as typed_metadata
 from sluice_common.auth import current_principal
 from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
 from sluice_common.reasons import Reason

@@ -16,7 +16,7 @@ collection's, and the very path users' queries take. So search measures:
    collection's filters of none, no reranker) on the ACTIVE generation and on the new one, each
    a `Collection` object of its own, and score both by MRR@10 (`sluice_common.evaluation`);
 4. record the scores with `sluice_record_generation_verdict(...)` in a READ WRITE transaction:
-   search's only write. The database decides `passed` (candidate >= min_ratio × active) and
+   search's only write. The database decides `passed` (candidate >= min_ratio x active) and
    refuses a verdict on a generation that is no longer BUILDING, or measured against a
    generation that is no longer ACTIVE.
 
@@ -28,6 +28,7 @@ failed (an embedding API down, say) is tried again after a delay that doubles up
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -36,7 +37,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
-
 from sluice_common.evaluation import Query, evaluate
 from sluice_common.tasks import end_if_cancelled, pause, wait_event
 
@@ -112,10 +112,8 @@ class EvalGate:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
 
     async def _connect(self) -> psycopg.AsyncConnection:
@@ -135,7 +133,7 @@ class EvalGate:
                         conn = await self._connect()
                     await self.run_once(conn)
                     backoff = 0.5
-                except Exception as exc:  # noqa: BLE001 - the gate outlives database restarts
+                except Exception as exc:  # the gate outlives database restarts
                     end_if_cancelled(exc)
                     log.warning("reindex quality gate pass failed; trying again", extra={"error": str(exc)})
                     if conn is not None:
@@ -180,7 +178,7 @@ class EvalGate:
                     continue
                 try:
                     measurement = await self.measure(item)
-                except Exception as exc:  # noqa: BLE001 - one generation's failure must not stop the others
+                except Exception as exc:  # one generation's failure must not stop the others
                     end_if_cancelled(exc)
                     _, last = self._retry.get(item.generation_id, (0.0, 0.0))
                     delay = min(max(last * 2, RETRY_FIRST_SECONDS), RETRY_MAX_SECONDS)
@@ -232,4 +230,4 @@ class EvalGate:
         return verdict
 
 
-__all__ = ["EvalGate", "GATE_LOCK_CLASS", "queries_of", "score"]
+__all__ = ["GATE_LOCK_CLASS", "EvalGate", "queries_of", "score"]

@@ -16,7 +16,6 @@ import itertools
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
-
 from sluice_common import metadata
 
 from .domain import DocumentFilter

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from sluice.v1 import document_pb2, search_service_pb2
-
 from sluice_common import metadata
 from sluice_common.errors import InvalidArgument
 from sluice_common.reasons import Reason

@@ -10,17 +10,14 @@ import grpc
 from grpc_health.v1 import health
 from psycopg_pool import AsyncConnectionPool
 from sluice.v1 import search_service_pb2, search_service_pb2_grpc
-
-from sluice_common import serving
+from sluice_common import gctune, serving
 from sluice_common.auth import AuthInterceptor, KeyDirectory, RateLimiter
 from sluice_common.embedders import get_embedder
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
-from sluice_common.tracing import configure_tracing
-from sluice_common.tasks import end_if_cancelled, pause
-from sluice_common import gctune
-
 from sluice_common.reranking import RerankSettings
+from sluice_common.tasks import end_if_cancelled, pause
+from sluice_common.tracing import configure_tracing
 
 from .api import SearchServicer
 from .consistency import GatedPool, ReplayWaiter
@@ -163,7 +160,7 @@ async def _warm_up(service: SearchService, interval: float = 5.0) -> None:
             loaded = await service.warm_up()
             if loaded:
                 log.info("embedders warmed up", extra={"embedders": loaded})
-        except Exception as exc:  # noqa: BLE001 - warming is an optimisation; queries load lazily anyway
+        except Exception as exc:  # warming is an optimisation; queries load lazily anyway
             end_if_cancelled(exc)
             log.warning("embedder warm-up failed", extra={"error": str(exc)})
         await pause(interval)

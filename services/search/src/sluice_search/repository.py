@@ -17,7 +17,7 @@ validated integer), so the planner can match the per-generation partial HNSW ind
 (sluice_common.vector_index); everything a client sends is a bound parameter. Because the
 index's predicate is a literal in the text, a prepared statement's generic plan still matches
 the partial index (tests/search: test_partial_index_survives_a_generic_plan), so statements
-are prepared after a few runs: planning is a fifth of a 3 ms query at 100k × 384.
+are prepared after a few runs: planning is a fifth of a 3 ms query at 100k x 384.
 """
 
 from __future__ import annotations
@@ -34,12 +34,11 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
-
 from sluice_common import vector_index
-from sluice_common.vector_index import FLOAT4
 from sluice_common.db import check_if_idle, mark_returned
 from sluice_common.reranking import RerankerSpec
 from sluice_common.tasks import end_if_cancelled, pause
+from sluice_common.vector_index import FLOAT4
 
 from . import keyword, metrics
 from .domain import Collection, DocumentFilter, Hit
@@ -55,7 +54,7 @@ _HIT_COLUMNS = sql.SQL(
 )
 _SCORE = 12  # the column after _HIT_COLUMNS
 # HYBRID's candidates are ranked on ids and scores alone; only the fused answer's rows are read
-# whole (hits_by_id): fusing 2 × 50 candidates into 10 reads no text, metadata or boxes for 90.
+# whole (hits_by_id): fusing 2 x 50 candidates into 10 reads no text, metadata or boxes for 90.
 _ID_COLUMNS = sql.SQL("c.id")
 _ID_SCORE = 1  # the column after _ID_COLUMNS
 
@@ -177,7 +176,7 @@ class SearchRepository:
                             hook(note.payload)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - keep listening through database restarts
+            except Exception as exc:  # keep listening through database restarts
                 end_if_cancelled(exc)
                 log.warning("collection notification connection lost; reconnecting", extra={"error": str(exc)})
                 self._collections.clear()

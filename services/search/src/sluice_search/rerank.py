@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
-
 from sluice_common.reranking import COHERE, CROSS_ENCODER, JINA, TEI, RerankerSpec, RerankSettings, override
 
 from .domain import Hit, RerankRequest
@@ -129,7 +128,7 @@ class Rerankers:
     # ------------------------------------------------------------------ HTTP rerank APIs
 
     async def _http(self, spec: RerankerSpec, query: str, texts: list[str]) -> list[float]:
-        from sluice_common.reranking import check_url, RerankerInvalid
+        from sluice_common.reranking import RerankerInvalid, check_url
 
         try:  # the collection's default was checked by ingest-api, maybe against other settings
             check_url(spec.base_url, self._settings.allowed_urls())
@@ -186,7 +185,7 @@ class Rerankers:
             return await asyncio.shield(future)
         except RerankError:
             raise
-        except Exception as err:  # noqa: BLE001 - a model that fails is a failed rerank, not a failed search
+        except Exception as err:  # a model that fails is a failed rerank, not a failed search
             raise RerankError(f"the local reranker failed: {_short(f'{type(err).__name__}: {err}')}") from None
 
     def _done(self, _future) -> None:

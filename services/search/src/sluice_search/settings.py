@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
-
 from sluice_common.settings import CommonSettings
 
 
@@ -27,7 +26,7 @@ class SearchSettings(CommonSettings):
     # Seconds a collection's name → (id, embedder, dimensions) lookup is reused.
     search_collection_cache_seconds: float = 5.0
     # HNSW candidate list per query: recall against exact search rises with it (see bench/).
-    # 40 measured recall@10 0.987 at 100k × 384 (bench/search_bench.py) at ~3 ms of SQL.
+    # 40 measured recall@10 0.987 at 100k x 384 (bench/search_bench.py) at ~3 ms of SQL.
     search_hnsw_ef_search: int = 40
     # Iterative index scans give up after this many tuples; then the exact fallback runs.
     search_hnsw_max_scan_tuples: int = 20000
