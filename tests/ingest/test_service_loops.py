@@ -172,7 +172,7 @@ class FakeLog:
     async def events_head(self) -> EventCursor:
         return HEAD
 
-    async def watch_page(self, tenant_id, collection_id, after, limit, statuses, terminal_only) -> WatchPage:
+    async def watch_page(self, tenant_id, collection_id, after, limit, statuses, terminal_only, source_runs=None) -> WatchPage:
         self.reads.append(after)
         if self.pages:
             return self.pages.pop(0)

@@ -59,6 +59,15 @@ def run_row(database_url: str, run_id: str) -> dict:
         return dict(zip(names, cur.fetchone(), strict=True))
 
 
+def run_events(database_url: str, run_id: str) -> list[tuple[str, str, int]]:
+    """(STARTED/PROGRESS/FINISHED, the run's state, items compared so far) of the run's events
+    in the collection's log, in log order (docs/sources.md, "Run events")."""
+    with psycopg.connect(database_url) as conn:
+        return [(r[0], r[1], int(r[2])) for r in conn.execute(
+            "SELECT run_event, run ->> 'state', (run ->> 'uploaded')::int + (run ->> 'unchanged')::int"
+            " FROM document_events WHERE source_run_id = %s ORDER BY txid, id", (run_id,)).fetchall()]
+
+
 def test_a_runner_killed_mid_run_is_resumed_from_its_checkpoint_and_duplicates_nothing(ingest_api_factory, database_url,
                                                                                         tmp_path):
     root = tmp_path / "root"
@@ -104,6 +113,15 @@ def test_a_runner_killed_mid_run_is_resumed_from_its_checkpoint_and_duplicates_n
     claims = [e for e in second.events() if e.get("event") == "source sync run claimed"]
     assert claims and claims[0].get("resuming_after") is not None and claims[0]["resuming_after"] >= done_before
     assert s.last_run(source).state == src.SOURCE_RUN_STATE_SUCCEEDED
+    # One start (the second runner's claim resumed the run, it did not start it again) and one
+    # end with the final counts; the progress in between never goes backwards.
+    events = run_events(database_url, run.id)
+    kinds = [e[0] for e in events]
+    assert kinds[0] == "STARTED" and kinds[-1] == "FINISHED", kinds
+    assert kinds.count("STARTED") == 1 and kinds.count("FINISHED") == 1 and "PROGRESS" in kinds
+    assert events[-1][1:] == ("SUCCEEDED", FILES)
+    compared = [e[2] for e in events]
+    assert compared == sorted(compared)
 
 
 def test_sigterm_hands_the_run_back_uncharged_with_its_checkpoint(ingest_api_factory, database_url, tmp_path):
@@ -127,3 +145,5 @@ def test_sigterm_hands_the_run_back_uncharged_with_its_checkpoint(ingest_api_fac
     assert handed_back["state"] == "PENDING" and handed_back["attempts"] == 0, handed_back
     assert handed_back["checkpoint"].get("after") and handed_back["uploaded"] > 0
     assert any(e.get("event") == "source sync run handed back" for e in runner.events())
+    kinds = [e[0] for e in run_events(database_url, run.id)]
+    assert kinds[:1] == ["STARTED"] and "FINISHED" not in kinds  # started, not ended: it goes on

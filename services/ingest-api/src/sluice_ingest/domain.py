@@ -264,6 +264,16 @@ def source_uri_of(value: str) -> str | None:
     return value
 
 
+class SourceRunEvents(enum.StrEnum):
+    """Whether a WatchCollection stream carries the collection's sync-run events besides its
+    document events (docs/sources.md): NONE (document events only, as before run events
+    existed), INCLUDED, or ONLY (run events only)."""
+
+    NONE = "NONE"
+    INCLUDED = "INCLUDED"
+    ONLY = "ONLY"
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class EventCursor:
     """A position in a collection's events log: after the event `event_id` written by transaction

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from sluice_common.auth import Role
 
-from .domain import DocumentStatus, EventCursor
+from .domain import DocumentStatus, EventCursor, SourceRunEvents
 from .store import (
     AttemptRow,
     ChunkRow,
@@ -101,7 +101,7 @@ class CollectionLogPort(Protocol):
 
     async def watch_page(
         self, tenant_id: int, collection_id: int, after: EventCursor, limit: int,
-        statuses: list[str] | None, terminal_only: bool,
+        statuses: list[str] | None, terminal_only: bool, source_runs: SourceRunEvents = SourceRunEvents.NONE,
     ) -> WatchPage: ...
 
 

@@ -3,6 +3,7 @@ import datetime
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from sluice_client.protos import collection_pb2 as _collection_pb2
 from sluice_client.protos import document_pb2 as _document_pb2
+from sluice_client.protos import source_service_pb2 as _source_service_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -12,16 +13,31 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class SourceRunEvents(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SOURCE_RUN_EVENTS_UNSPECIFIED: _ClassVar[SourceRunEvents]
+    SOURCE_RUN_EVENTS_INCLUDED: _ClassVar[SourceRunEvents]
+    SOURCE_RUN_EVENTS_ONLY: _ClassVar[SourceRunEvents]
+
 class CollectionEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     COLLECTION_EVENT_TYPE_UNSPECIFIED: _ClassVar[CollectionEventType]
     COLLECTION_EVENT_TYPE_CHANGED: _ClassVar[CollectionEventType]
     COLLECTION_EVENT_TYPE_DELETED: _ClassVar[CollectionEventType]
     COLLECTION_EVENT_TYPE_HEARTBEAT: _ClassVar[CollectionEventType]
+    COLLECTION_EVENT_TYPE_SOURCE_RUN_STARTED: _ClassVar[CollectionEventType]
+    COLLECTION_EVENT_TYPE_SOURCE_RUN_PROGRESS: _ClassVar[CollectionEventType]
+    COLLECTION_EVENT_TYPE_SOURCE_RUN_FINISHED: _ClassVar[CollectionEventType]
+SOURCE_RUN_EVENTS_UNSPECIFIED: SourceRunEvents
+SOURCE_RUN_EVENTS_INCLUDED: SourceRunEvents
+SOURCE_RUN_EVENTS_ONLY: SourceRunEvents
 COLLECTION_EVENT_TYPE_UNSPECIFIED: CollectionEventType
 COLLECTION_EVENT_TYPE_CHANGED: CollectionEventType
 COLLECTION_EVENT_TYPE_DELETED: CollectionEventType
 COLLECTION_EVENT_TYPE_HEARTBEAT: CollectionEventType
+COLLECTION_EVENT_TYPE_SOURCE_RUN_STARTED: CollectionEventType
+COLLECTION_EVENT_TYPE_SOURCE_RUN_PROGRESS: CollectionEventType
+COLLECTION_EVENT_TYPE_SOURCE_RUN_FINISHED: CollectionEventType
 
 class CreateCollectionRequest(_message.Message):
     __slots__ = ("collection",)
@@ -218,29 +234,43 @@ class WatchDocumentRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class WatchCollectionRequest(_message.Message):
-    __slots__ = ("collection", "after_cursor", "start_from_oldest", "statuses", "terminal_only")
+    __slots__ = ("collection", "after_cursor", "start_from_oldest", "statuses", "terminal_only", "source_runs")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
     START_FROM_OLDEST_FIELD_NUMBER: _ClassVar[int]
     STATUSES_FIELD_NUMBER: _ClassVar[int]
     TERMINAL_ONLY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_RUNS_FIELD_NUMBER: _ClassVar[int]
     collection: str
     after_cursor: str
     start_from_oldest: bool
     statuses: _containers.RepeatedScalarFieldContainer[_document_pb2.DocumentStatus]
     terminal_only: bool
-    def __init__(self, collection: _Optional[str] = ..., after_cursor: _Optional[str] = ..., start_from_oldest: _Optional[bool] = ..., statuses: _Optional[_Iterable[_Union[_document_pb2.DocumentStatus, str]]] = ..., terminal_only: _Optional[bool] = ...) -> None: ...
+    source_runs: SourceRunEvents
+    def __init__(self, collection: _Optional[str] = ..., after_cursor: _Optional[str] = ..., start_from_oldest: _Optional[bool] = ..., statuses: _Optional[_Iterable[_Union[_document_pb2.DocumentStatus, str]]] = ..., terminal_only: _Optional[bool] = ..., source_runs: _Optional[_Union[SourceRunEvents, str]] = ...) -> None: ...
+
+class SourceRunEvent(_message.Message):
+    __slots__ = ("source", "source_display_name", "run")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    source_display_name: str
+    run: _source_service_pb2.SourceRun
+    def __init__(self, source: _Optional[str] = ..., source_display_name: _Optional[str] = ..., run: _Optional[_Union[_source_service_pb2.SourceRun, _Mapping]] = ...) -> None: ...
 
 class CollectionEvent(_message.Message):
-    __slots__ = ("cursor", "event_id", "type", "document", "create_time")
+    __slots__ = ("cursor", "event_id", "type", "document", "create_time", "source_run")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_RUN_FIELD_NUMBER: _ClassVar[int]
     cursor: str
     event_id: int
     type: CollectionEventType
     document: _document_pb2.Document
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, cursor: _Optional[str] = ..., event_id: _Optional[int] = ..., type: _Optional[_Union[CollectionEventType, str]] = ..., document: _Optional[_Union[_document_pb2.Document, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    source_run: SourceRunEvent
+    def __init__(self, cursor: _Optional[str] = ..., event_id: _Optional[int] = ..., type: _Optional[_Union[CollectionEventType, str]] = ..., document: _Optional[_Union[_document_pb2.Document, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., source_run: _Optional[_Union[SourceRunEvent, _Mapping]] = ...) -> None: ...

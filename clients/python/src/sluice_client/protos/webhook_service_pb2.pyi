@@ -17,6 +17,9 @@ class WebhookEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WEBHOOK_EVENT_TYPE_DOCUMENT_FAILED: _ClassVar[WebhookEventType]
     WEBHOOK_EVENT_TYPE_DOCUMENT_DELETED: _ClassVar[WebhookEventType]
     WEBHOOK_EVENT_TYPE_DOCUMENT_STATUS_CHANGED: _ClassVar[WebhookEventType]
+    WEBHOOK_EVENT_TYPE_SOURCE_RUN_STARTED: _ClassVar[WebhookEventType]
+    WEBHOOK_EVENT_TYPE_SOURCE_RUN_PROGRESS: _ClassVar[WebhookEventType]
+    WEBHOOK_EVENT_TYPE_SOURCE_RUN_FINISHED: _ClassVar[WebhookEventType]
 
 class WebhookState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -35,6 +38,9 @@ WEBHOOK_EVENT_TYPE_DOCUMENT_READY: WebhookEventType
 WEBHOOK_EVENT_TYPE_DOCUMENT_FAILED: WebhookEventType
 WEBHOOK_EVENT_TYPE_DOCUMENT_DELETED: WebhookEventType
 WEBHOOK_EVENT_TYPE_DOCUMENT_STATUS_CHANGED: WebhookEventType
+WEBHOOK_EVENT_TYPE_SOURCE_RUN_STARTED: WebhookEventType
+WEBHOOK_EVENT_TYPE_SOURCE_RUN_PROGRESS: WebhookEventType
+WEBHOOK_EVENT_TYPE_SOURCE_RUN_FINISHED: WebhookEventType
 WEBHOOK_STATE_UNSPECIFIED: WebhookState
 WEBHOOK_STATE_ACTIVE: WebhookState
 WEBHOOK_STATE_DISABLED: WebhookState
@@ -126,7 +132,7 @@ class RotateWebhookSecretRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class WebhookDelivery(_message.Message):
-    __slots__ = ("id", "webhook_id", "event_type", "document_id", "cursor", "state", "attempts", "last_status_code", "last_error", "next_attempt_time", "event_time", "delivered_time", "payload")
+    __slots__ = ("id", "webhook_id", "event_type", "document_id", "cursor", "state", "attempts", "last_status_code", "last_error", "next_attempt_time", "event_time", "delivered_time", "payload", "source_run_id")
     ID_FIELD_NUMBER: _ClassVar[int]
     WEBHOOK_ID_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +146,7 @@ class WebhookDelivery(_message.Message):
     EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_TIME_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     webhook_id: str
     event_type: str
@@ -153,7 +160,8 @@ class WebhookDelivery(_message.Message):
     event_time: _timestamp_pb2.Timestamp
     delivered_time: _timestamp_pb2.Timestamp
     payload: str
-    def __init__(self, id: _Optional[str] = ..., webhook_id: _Optional[str] = ..., event_type: _Optional[str] = ..., document_id: _Optional[str] = ..., cursor: _Optional[str] = ..., state: _Optional[_Union[WebhookDeliveryState, str]] = ..., attempts: _Optional[int] = ..., last_status_code: _Optional[int] = ..., last_error: _Optional[str] = ..., next_attempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., payload: _Optional[str] = ...) -> None: ...
+    source_run_id: str
+    def __init__(self, id: _Optional[str] = ..., webhook_id: _Optional[str] = ..., event_type: _Optional[str] = ..., document_id: _Optional[str] = ..., cursor: _Optional[str] = ..., state: _Optional[_Union[WebhookDeliveryState, str]] = ..., attempts: _Optional[int] = ..., last_status_code: _Optional[int] = ..., last_error: _Optional[str] = ..., next_attempt_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., payload: _Optional[str] = ..., source_run_id: _Optional[str] = ...) -> None: ...
 
 class ListWebhookDeliveriesRequest(_message.Message):
     __slots__ = ("webhook_id", "state", "page_size", "page_token")

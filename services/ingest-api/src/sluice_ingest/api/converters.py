@@ -9,23 +9,26 @@ import numpy as np
 from google.protobuf import timestamp_pb2
 
 from sluice.v1 import admin_service_pb2 as admin_pb2
-from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, job_service_pb2
+from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, job_service_pb2, source_service_pb2
 from sluice_common import consistency, metadata as typed_metadata, reranking, tracing
 from sluice_common.auth import Role, prefix_of
 from sluice_common.errors import InvalidArgument
-from sluice_common.names import document_name
+from sluice_common.names import document_name, source_name, source_run_name
+from sluice_common.worker_errors import client_message
 from sluice_common.reasons import Reason
 
-from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, VersionRole
+from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, SourceRunEvents, VersionRole
 from ..service import IncomingChunk, KeepAlive
+from ..sources.store import RunRow
 from ..store import (
     AttemptRow,
     ClaimedJob,
-    CollectionEventRow,
     CollectionRow,
     DocumentRow,
     GenerationEvaluationRow,
     GenerationRow,
+    LogEvent,
+    SourceRunEventRow,
     VersionRow,
     VersionsView,
 )
@@ -231,10 +234,60 @@ def document_to_proto(
     return doc
 
 
-def collection_event_to_proto(collection: str, row: CollectionEventRow | KeepAlive) -> document_service_pb2.CollectionEvent:
+def run_to_proto(row: RunRow, collection: str) -> source_service_pb2.SourceRun:
+    """A sync run; its error_message made client-safe (sluice_common.worker_errors.client_message)."""
+    src = source_service_pb2
+    run = src.SourceRun(
+        name=source_run_name(collection, str(row.source_id), str(row.id)), id=str(row.id),
+        state=src.SourceRunState.Value("SOURCE_RUN_STATE_" + row.state), allow_mass_delete=row.allow_mass_delete,
+        listed=row.listed, uploaded=row.uploaded, unchanged=row.unchanged, deleted=row.deleted, failed=row.failed,
+        error_message=client_message(row.error_message) if row.error_message else "", attempts=row.attempts,
+        create_time=timestamp(row.created_at), would_delete=row.would_delete, scheduled=row.scheduled,
+    )
+    if row.started_at is not None:
+        run.start_time.CopyFrom(timestamp(row.started_at))
+    if row.ended_at is not None:
+        run.end_time.CopyFrom(timestamp(row.ended_at))
+    return run
+
+
+# The CollectionEventType of each kind of run event (migration 0024's run_event).
+RUN_EVENT_TYPES = {
+    "STARTED": document_service_pb2.COLLECTION_EVENT_TYPE_SOURCE_RUN_STARTED,
+    "PROGRESS": document_service_pb2.COLLECTION_EVENT_TYPE_SOURCE_RUN_PROGRESS,
+    "FINISHED": document_service_pb2.COLLECTION_EVENT_TYPE_SOURCE_RUN_FINISHED,
+}
+SOURCE_RUN_EVENTS_FROM_PROTO = {
+    document_service_pb2.SOURCE_RUN_EVENTS_UNSPECIFIED: SourceRunEvents.NONE,
+    document_service_pb2.SOURCE_RUN_EVENTS_INCLUDED: SourceRunEvents.INCLUDED,
+    document_service_pb2.SOURCE_RUN_EVENTS_ONLY: SourceRunEvents.ONLY,
+}
+
+
+def source_run_events_from_proto(value: int) -> SourceRunEvents:
+    if value not in SOURCE_RUN_EVENTS_FROM_PROTO:
+        raise InvalidArgument(f"unknown source_runs value {value}", reason=Reason.INVALID_ARGUMENT)
+    return SOURCE_RUN_EVENTS_FROM_PROTO[value]
+
+
+def source_run_event_to_proto(collection: str, row: SourceRunEventRow) -> document_service_pb2.SourceRunEvent:
+    run = RunRow.from_json(row.run)
+    return document_service_pb2.SourceRunEvent(
+        source=source_name(collection, str(run.source_id)),
+        source_display_name=row.run.get("source_display_name") or "",
+        run=run_to_proto(run, collection),
+    )
+
+
+def collection_event_to_proto(collection: str, row: LogEvent | KeepAlive) -> document_service_pb2.CollectionEvent:
     if isinstance(row, KeepAlive):
         return document_service_pb2.CollectionEvent(
             cursor=row.cursor.encode(), type=document_service_pb2.COLLECTION_EVENT_TYPE_HEARTBEAT)
+    if isinstance(row, SourceRunEventRow):
+        return document_service_pb2.CollectionEvent(
+            cursor=row.cursor.encode(), event_id=row.id, type=RUN_EVENT_TYPES[row.kind],
+            source_run=source_run_event_to_proto(collection, row), create_time=timestamp(row.created_at),
+        )
     document = document_pb2.Document(
         name=document_name(collection, str(row.document_id)),
         id=str(row.document_id),
@@ -407,6 +460,7 @@ def api_key_to_proto(row: ApiKeyRow) -> admin_pb2.ApiKey:
 
 __all__ = [
     "PROVIDER_FROM_PROTO", "ROLE_FROM_PROTO", "api_key_to_proto", "chunk_from_proto", "chunk_to_proto",
-    "collection_event_to_proto", "collection_to_proto", "document_status_from_proto", "document_to_proto",
+    "collection_event_to_proto", "collection_to_proto", "run_to_proto", "source_run_event_to_proto",
+    "source_run_events_from_proto", "document_status_from_proto", "document_to_proto",
     "job_to_proto", "precision_of", "reranker_of", "tenant_to_proto", "timestamp", "typed_metadata_of",
 ]

@@ -12,7 +12,7 @@ from sluice_common.reasons import Reason
 from ..service import CollectionUseCases, DocumentUseCases, UploadMeta, WatchUseCases
 from ..uploads import Trailer
 from .collections import CollectionCalls, tenant
-from .converters import collection_event_to_proto, document_status_from_proto, document_to_proto, typed_metadata_of
+from .converters import collection_event_to_proto, document_status_from_proto, source_run_events_from_proto, document_to_proto, typed_metadata_of
 
 
 class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServiceServicer):
@@ -97,7 +97,8 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
     async def WatchCollection(self, request, context):
         statuses = [status for status in map(document_status_from_proto, request.statuses) if status is not None]
         async for row in self.watches.watch_collection(
-            tenant(), request.collection, request.after_cursor, request.start_from_oldest, statuses, request.terminal_only
+            tenant(), request.collection, request.after_cursor, request.start_from_oldest, statuses, request.terminal_only,
+            source_runs=source_run_events_from_proto(request.source_runs),
         ):
             yield collection_event_to_proto(request.collection, row)
 

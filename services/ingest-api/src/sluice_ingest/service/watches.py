@@ -12,11 +12,11 @@ from sluice_common.reasons import Reason
 
 from .. import metrics
 from ..arguments import parse_id
-from ..domain import DocumentStatus, EventCursor
+from ..domain import DocumentStatus, EventCursor, SourceRunEvents
 from ..notify import NotificationHub
 from ..ports import CollectionLogPort, DocumentLogPort
 from ..settings import IngestSettings
-from ..store import CollectionEventRow, DocumentRow
+from ..store import DocumentRow, LogEvent
 
 TERMINAL = {DocumentStatus.READY, DocumentStatus.FAILED}
 WATCH_WINDOW = 500  # log rows one WatchCollection read looks at
@@ -73,10 +73,12 @@ class WatchUseCases:
 
     async def watch_collection(
         self, tenant_id: int, collection: str, after_cursor: str, start_from_oldest: bool,
-        statuses: list[DocumentStatus], terminal_only: bool,
-    ) -> AsyncIterator[CollectionEventRow | KeepAlive]:
+        statuses: list[DocumentStatus], terminal_only: bool, source_runs: SourceRunEvents = SourceRunEvents.NONE,
+    ) -> AsyncIterator[LogEvent | KeepAlive]:
         """Every event of the collection after the cursor, in log order, for as long as the caller
-        listens; a KeepAlive when the first read or a quiet spell has nothing to send.
+        listens; a KeepAlive when the first read or a quiet spell has nothing to send. The
+        statuses and terminal_only filters apply to document events; `source_runs` says whether
+        the sync-run events of the collection's sources come too (or alone).
 
         The cursor moves past every row read, sent or filtered out, and KeepAlives carry it, so a
         narrow filter never reads the same rows twice in one stream. Exactly once across
@@ -110,7 +112,8 @@ class WatchUseCases:
                         raise Unavailable("the server is shutting down; reconnect with the last cursor",
                                           reason=Reason.SERVER_SHUTTING_DOWN, cursor=cursor.encode())
                     woken = signal.current()
-                    page = await self.log.watch_page(tenant_id, collection_id, cursor, WATCH_WINDOW, status_names, terminal_only)
+                    page = await self.log.watch_page(tenant_id, collection_id, cursor, WATCH_WINDOW, status_names, terminal_only,
+                                                    source_runs=source_runs)
                     if not page.exists:
                         raise NotFound(f"collection {collection!r} was deleted", reason=Reason.COLLECTION_NOT_FOUND,
                                        collection=collection)

@@ -9,13 +9,12 @@ from google.protobuf import json_format
 from sluice.v1 import source_service_pb2 as src, source_service_pb2_grpc
 from sluice_common.auth import current_principal
 from sluice_common.errors import grpc_errors
-from sluice_common.names import source_name, source_run_name
-from sluice_common.worker_errors import client_message
+from sluice_common.names import source_name
 
-from ..api.converters import timestamp
+from ..api.converters import run_to_proto, timestamp
 from .domain import SourceKind
 from .service import SourceService
-from .store import RunRow, SourceRow
+from .store import SourceRow
 
 # The oneof field of each kind, and its message.
 SPEC_FIELDS = {
@@ -37,21 +36,6 @@ def spec_from_proto(source: src.Source) -> tuple[SourceKind | None, dict[str, An
         return None, {}
     message = getattr(source, field)
     return KIND_OF_FIELD[field], json_format.MessageToDict(message, preserving_proto_field_name=True)
-
-
-def run_to_proto(row: RunRow, collection: str) -> src.SourceRun:
-    run = src.SourceRun(
-        name=source_run_name(collection, str(row.source_id), str(row.id)), id=str(row.id),
-        state=src.SourceRunState.Value("SOURCE_RUN_STATE_" + row.state), allow_mass_delete=row.allow_mass_delete,
-        listed=row.listed, uploaded=row.uploaded, unchanged=row.unchanged, deleted=row.deleted, failed=row.failed,
-        error_message=client_message(row.error_message) if row.error_message else "", attempts=row.attempts, create_time=timestamp(row.created_at),
-        would_delete=row.would_delete, scheduled=row.scheduled,
-    )
-    if row.started_at is not None:
-        run.start_time.CopyFrom(timestamp(row.started_at))
-    if row.ended_at is not None:
-        run.end_time.CopyFrom(timestamp(row.ended_at))
-    return run
 
 
 def source_to_proto(row: SourceRow) -> src.Source:

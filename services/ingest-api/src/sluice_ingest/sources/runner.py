@@ -48,6 +48,10 @@ log = logging.getLogger("sluice.sources")
 # A checkpoint is written after this many items or this many seconds, whichever comes first.
 CHECKPOINT_ITEMS = 50
 CHECKPOINT_SECONDS = 1.0
+# A checkpoint also writes a PROGRESS event to the collection's events log (WatchCollection,
+# webhooks) when this long has passed since the run's last one; the checkpoint that ends the
+# walk over the items always does.
+PROGRESS_EVENT_SECONDS = 2.0
 # Items read and uploaded at once (the upload limit and the pool bound what this costs).
 ITEMS_AT_ONCE = 4
 PIECE = 256 * 1024
@@ -185,7 +189,7 @@ class Runner:
         after = checkpoint.get("after")
         done: list[tuple[str, str, str]] = []
         seen: list[str] = []
-        last_flush = time.monotonic()
+        last_flush = last_event = time.monotonic()
         fence = self.runs.fence(claimed)
         todo = [item for item in items if after is None or item.source_uri > after]
         # A few items at once (reads and uploads overlap); the checkpoint moves only past a whole
@@ -209,10 +213,13 @@ class Runner:
                         seen.append(item.source_uri)  # not deleted for a failed read
             checkpoint["after"] = group[-1].source_uri
             if len(done) + len(seen) >= CHECKPOINT_ITEMS or time.monotonic() - last_flush >= CHECKPOINT_SECONDS:
-                await self.runs.checkpoint(claimed, checkpoint, progress, done, seen)
+                event = time.monotonic() - last_event >= PROGRESS_EVENT_SECONDS
+                await self.runs.checkpoint(claimed, checkpoint, progress, done, seen, progress_event=event)
                 done, seen, last_flush = [], [], time.monotonic()
+                if event:
+                    last_event = last_flush
         checkpoint["listing_done"] = True
-        await self.runs.checkpoint(claimed, checkpoint, progress, done, seen)
+        await self.runs.checkpoint(claimed, checkpoint, progress, done, seen, progress_event=True)
         await self._delete_gone(claimed, checkpoint, progress, fence)
 
     async def _bring_up_to_date(

@@ -356,11 +356,13 @@ class RunStore:
 
     async def checkpoint(
         self, claimed: ClaimedRun, checkpoint: dict[str, Any], progress: Progress,
-        items: Iterable[tuple[str, str, str]] = (), seen: Iterable[str] = (),
+        items: Iterable[tuple[str, str, str]] = (), seen: Iterable[str] = (), *, progress_event: bool = False,
     ) -> None:
         """One fenced transaction: the counts, the checkpoint, the items uploaded or found
         unchanged (source_uri, fingerprint, sha256) and the items only seen (failed reads of
-        known items), all marked as listed by this run. Renews the lease too."""
+        known items), all marked as listed by this run. Renews the lease too. With
+        `progress_event`, the counts also go into the collection's events log (a PROGRESS event,
+        migration 0024), in this same transaction."""
         params = self._fence_params(claimed)
         items, seen = list(items), list(seen)
         async with self.pool.connection() as conn, conn.transaction():
@@ -393,6 +395,10 @@ class RunStore:
                 await conn.execute(
                     "UPDATE source_items SET seen_run = %s WHERE source_id = %s AND source_uri = ANY(%s)",
                     (claimed.run.id, claimed.source.id, seen))
+            if progress_event:
+                await conn.execute(
+                    "SELECT sluice_record_source_run_event(r, 'PROGRESS') FROM source_runs r WHERE r.id = %s",
+                    (claimed.run.id,))
 
     async def gone_items(self, claimed: ClaimedRun, listed: set[str]) -> tuple[list[str], int, int]:
         """(the source's items this run did not list, the source's item count, the collection's
@@ -416,10 +422,13 @@ class RunStore:
         return [r[0] for r in rows]
 
     async def forget_item(self, claimed: ClaimedRun, source_uri: str) -> None:
+        """The item's documents are deleted: drop its record and count the deletion on the run
+        (written here, so a runner that resumes the run after a crash counts on from it)."""
         async with self.pool.connection() as conn, conn.transaction():
             await self.fence(claimed)(conn)
             await conn.execute("DELETE FROM source_items WHERE source_id = %s AND source_uri = %s",
                                (claimed.source.id, source_uri))
+            await conn.execute("UPDATE source_runs SET deleted = deleted + 1 WHERE id = %s", (claimed.run.id,))
 
     async def finish(
         self, claimed: ClaimedRun, state: RunState, progress: Progress, checkpoint: dict[str, Any],

@@ -16,7 +16,7 @@ from __future__ import annotations
 from .collections import CollectionStore
 from .common import StoreBase
 from .documents import DocumentStore
-from .events import CollectionEventRow, EventStore, RetentionStore, WatchPage
+from .events import CollectionEventRow, EventStore, LogEvent, RetentionStore, SourceRunEventRow, WatchPage
 from .generations import GenerationStore
 from .queue import CLAIM_SQL, QueueStore
 from .rows import (
@@ -38,7 +38,7 @@ from .tenants import TenantStore
 from .versions import VersionRow, VersionsView
 
 __all__ = [
-    "CLAIM_SQL", "AttemptRow", "ChunkRow", "ClaimedJob", "CollectionEventRow", "CollectionRow", "CollectionStore",
+    "CLAIM_SQL", "AttemptRow", "ChunkRow", "ClaimedJob", "CollectionEventRow", "CollectionRow", "LogEvent", "SourceRunEventRow", "CollectionStore",
     "DocumentRow", "DocumentStore", "EventRow", "EventStore", "GenerationEvaluationRow", "GenerationFailure",
     "GenerationRow", "GenerationStore", "JobPolicy", "NewCollection", "NewDocument", "QueueStore", "RetentionStore",
     "StoreBase", "TenantStore", "UploadedContent", "VersionRow", "VersionsView", "WatchPage",

@@ -12,21 +12,28 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
-from psycopg.rows import class_row
+from psycopg.rows import dict_row
 
-from ..domain import DocumentStatus, EventCursor, JobStatus
+from ..domain import DocumentStatus, EventCursor, JobStatus, SourceRunEvents
 from .common import StoreBase, lookup_collection_settings, one_row
 from .rows import as_members
 
+# What a reader selects of a log row: a document event's columns, or a run event's (migration
+# 0024: `source_run_id` set, the document columns NULL).
+EVENT_COLUMNS = """
+    e.id, e.txid::text::bigint AS txid, e.document_id, e.deleted, e.status::text AS status,
+    e.error_code, e.error_message, e.progress_stage::text AS progress_stage, e.progress_done,
+    e.progress_total, e.progress_unit, e.chunk_count, e.job_status::text AS job_status, e.attempts,
+    e.max_attempts, e.available_at, e.updated_at, e.created_at, d.filename, d.mime_type,
+    pg_current_wal_insert_lsn()::text AS wal_lsn, e.source_run_id, e.run_event, e.run
+"""
+
 # Every row's position is compared as a row value against the cursor; the index
 # document_events_collection_order (collection_id, txid, id) serves the scan.
-COLLECTION_EVENTS_SQL = """
-    SELECT e.id, e.txid::text::bigint AS txid, e.document_id, e.deleted, e.status::text AS status,
-           e.error_code, e.error_message, e.progress_stage::text AS progress_stage, e.progress_done,
-           e.progress_total, e.progress_unit, e.chunk_count, e.job_status::text AS job_status, e.attempts,
-           e.max_attempts, e.available_at, e.updated_at, e.created_at, d.filename, d.mime_type,
-           pg_current_wal_insert_lsn()::text AS wal_lsn
+COLLECTION_EVENTS_SQL = f"""
+    SELECT {EVENT_COLUMNS}
       FROM document_events e
       LEFT JOIN documents d ON d.id = e.document_id
      WHERE e.tenant_id = %(tenant_id)s AND e.collection_id = %(collection_id)s
@@ -75,13 +82,45 @@ class CollectionEventRow:
         return EventCursor(self.txid, self.id)
 
 
+@dataclass(frozen=True, slots=True)
+class SourceRunEventRow:
+    """One event of a sync run of one of the collection's sources (docs/sources.md): `kind` is
+    STARTED, PROGRESS or FINISHED; `run` is the run as the event left it (the columns of
+    sources.store.RunRow as JSON, and `source_display_name`)."""
+
+    id: int
+    txid: int
+    source_run_id: uuid.UUID
+    kind: str
+    run: dict[str, Any]
+    created_at: dt.datetime
+
+    @property
+    def cursor(self) -> EventCursor:
+        return EventCursor(self.txid, self.id)
+
+
+LogEvent = CollectionEventRow | SourceRunEventRow
+_DOCUMENT_FIELDS = tuple(CollectionEventRow.__dataclass_fields__)
+
+
+def event_of(row: dict[str, Any]) -> LogEvent:
+    """The row a reader selected (EVENT_COLUMNS) as the event it is."""
+    if row["source_run_id"] is not None:
+        return SourceRunEventRow(id=row["id"], txid=row["txid"], source_run_id=row["source_run_id"],
+                                 kind=row["run_event"], run=row["run"], created_at=row["created_at"])
+    return CollectionEventRow(**{name: row[name] for name in _DOCUMENT_FIELDS})
+
+
 # --------------------------------------------------------------------------- WatchCollection
 
 # One window of the log (up to `limit` rows after the cursor, unfiltered, in log order), of which
 # only the rows that pass the filters come back, plus the window's last row whatever it is
 # (`wanted` false): the watcher's cursor moves past filtered-out rows without sending them.
-# A deletion passes every filter; `statuses` NULL means every status.
-WATCH_PAGE_SQL = """
+# A deletion passes every document filter; `statuses` NULL means every status. A run event is
+# wanted when the watcher asked for run events (`runs` INCLUDED or ONLY), whatever the document
+# filters; with ONLY no document event is.
+WATCH_PAGE_SQL = f"""
     WITH scanned AS MATERIALIZED (
         SELECT e.* FROM document_events e
          WHERE e.tenant_id = %(tenant_id)s AND e.collection_id = %(collection_id)s
@@ -92,15 +131,13 @@ WATCH_PAGE_SQL = """
     ), last AS (
         SELECT s.txid, s.id FROM scanned s ORDER BY s.txid DESC, s.id DESC LIMIT 1
     ), marked AS (
-        SELECT s.*, (s.deleted OR ((%(statuses)s::text[] IS NULL OR s.status::text = ANY(%(statuses)s::text[]))
-                                   AND (NOT %(terminal_only)s OR s.status IN ('READY', 'FAILED')))) AS wanted
+        SELECT s.*, CASE WHEN s.source_run_id IS NOT NULL THEN %(runs)s <> 'NONE'
+                         ELSE %(runs)s <> 'ONLY' AND (s.deleted OR (
+                             (%(statuses)s::text[] IS NULL OR s.status::text = ANY(%(statuses)s::text[]))
+                             AND (NOT %(terminal_only)s OR s.status IN ('READY', 'FAILED')))) END AS wanted
           FROM scanned s
     )
-    SELECT e.id, e.txid::text::bigint AS txid, e.document_id, e.deleted, e.status::text AS status,
-           e.error_code, e.error_message, e.progress_stage::text AS progress_stage, e.progress_done,
-           e.progress_total, e.progress_unit, e.chunk_count, e.job_status::text AS job_status, e.attempts,
-           e.max_attempts, e.available_at, e.updated_at, e.created_at, d.filename, d.mime_type,
-           pg_current_wal_insert_lsn()::text AS wal_lsn, e.wanted, (SELECT count(*) FROM scanned) AS scanned
+    SELECT {EVENT_COLUMNS}, e.wanted, (SELECT count(*) FROM scanned) AS scanned
       FROM marked e
       LEFT JOIN documents d ON d.id = e.document_id
      WHERE e.wanted OR (e.txid, e.id) = (SELECT l.txid, l.id FROM last l)
@@ -118,15 +155,6 @@ WAITING_SQL = """
 
 
 @dataclass(frozen=True, slots=True)
-class FilteredEventRow(CollectionEventRow):
-    """A row of a watch window: `wanted` false for the window's last row when filtered out;
-    `scanned` is how many rows the window read."""
-
-    wanted: bool
-    scanned: int
-
-
-@dataclass(frozen=True, slots=True)
 class WatchPage:
     """What one read of a watcher sees, all in one snapshot.
 
@@ -135,16 +163,12 @@ class WatchPage:
     position pruned by age (None: nothing pruned); `waiting` when committed events are not
     readable yet; `exists` false once the collection is gone."""
 
-    events: list[CollectionEventRow]
+    events: list[LogEvent]
     read_to: EventCursor | None
     full: bool
     horizon: EventCursor | None
     waiting: bool
     exists: bool
-
-
-def _plain(row: FilteredEventRow) -> CollectionEventRow:
-    return CollectionEventRow(**{name: getattr(row, name) for name in CollectionEventRow.__dataclass_fields__})
 
 
 class EventStore(StoreBase):
@@ -159,16 +183,16 @@ class EventStore(StoreBase):
 
     async def collection_events_after(
         self, tenant_id: int, collection_id: int, after: EventCursor, limit: int
-    ) -> list[CollectionEventRow]:
+    ) -> list[LogEvent]:
         """Up to `limit` events of the collection after `after`, in log order."""
         async with self.pool.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(CollectionEventRow))
+            cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
                 COLLECTION_EVENTS_SQL,
                 {"tenant_id": tenant_id, "collection_id": collection_id, "txid": after.txid,
                  "event_id": after.event_id, "limit": limit},
             )
-            return await cur.fetchall()
+            return [event_of(row) for row in await cur.fetchall()]
 
     async def collection_id(self, tenant_id: int, name: str) -> int:
         """The id of the tenant's collection `name` (NOT_FOUND otherwise, also for another tenant's)."""
@@ -177,7 +201,7 @@ class EventStore(StoreBase):
 
     async def watch_page(
         self, tenant_id: int, collection_id: int, after: EventCursor, limit: int,
-        statuses: list[str] | None, terminal_only: bool,
+        statuses: list[str] | None, terminal_only: bool, source_runs: SourceRunEvents = SourceRunEvents.NONE,
     ) -> WatchPage:
         async with self.pool.connection() as conn, conn.transaction():
             # One snapshot for the horizon and the rows: a prune that commits in between cannot
@@ -193,16 +217,17 @@ class EventStore(StoreBase):
             horizon = EventCursor(int(horizon_txid), int(horizon_id)) if horizon_txid is not None else None
             if not exists:
                 return WatchPage([], None, False, horizon, False, False)
-            cur = conn.cursor(row_factory=class_row(FilteredEventRow))
+            cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
                 WATCH_PAGE_SQL,
                 {"tenant_id": tenant_id, "collection_id": collection_id, "txid": after.txid,
-                 "event_id": after.event_id, "limit": limit, "statuses": statuses, "terminal_only": terminal_only},
+                 "event_id": after.event_id, "limit": limit, "statuses": statuses, "terminal_only": terminal_only,
+                 "runs": str(source_runs)},
             )
             rows = await cur.fetchall()
-            read_to = rows[-1].cursor if rows else None
-            events = [_plain(row) for row in rows if row.wanted]
-            full = bool(rows) and rows[-1].scanned >= limit
+            read_to = EventCursor(rows[-1]["txid"], rows[-1]["id"]) if rows else None
+            events = [event_of(row) for row in rows if row["wanted"]]
+            full = bool(rows) and rows[-1]["scanned"] >= limit
             waiting = False
             if not full:
                 position = read_to or after
@@ -248,7 +273,7 @@ PRUNE_BY_AGE_SQL = """
 
 # Documents with events newer than a watermark: only they can have grown past the count.
 COUNT_CANDIDATES_SQL = """
-    SELECT e.document_id, max(e.id) FROM document_events e WHERE e.id > %(since)s
+    SELECT e.document_id, max(e.id) FROM document_events e WHERE e.id > %(since)s AND e.document_id IS NOT NULL
      GROUP BY e.document_id ORDER BY max(e.id) LIMIT %(limit)s
 """
 

@@ -57,11 +57,14 @@ def webhook_to_proto(row: SubscriptionRow) -> wh.Webhook:
 
 
 def delivery_to_proto(row: DeliveryRow) -> wh.WebhookDelivery:
+    run_event = row.event_type.startswith("source_run.")
     delivery = wh.WebhookDelivery(
         id=str(row.id),
         webhook_id=str(row.subscription_id),
         event_type=row.event_type,
-        document_id=str(row.document_id),
+        # A run event's delivery keys by its run (dispatcher._run_delivery): not a document.
+        document_id="" if run_event else str(row.document_id),
+        source_run_id=str(row.document_id) if run_event else "",
         cursor=EventCursor(row.event_txid, row.event_id).encode(),
         state=wh.WebhookDeliveryState.Value("WEBHOOK_DELIVERY_STATE_" + row.state),
         attempts=row.attempts,

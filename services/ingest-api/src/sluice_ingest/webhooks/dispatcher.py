@@ -34,6 +34,7 @@ import socket
 import time
 import uuid
 
+from google.protobuf import json_format
 from psycopg_pool import AsyncConnectionPool
 
 from sluice_common.db import open_pool
@@ -43,8 +44,9 @@ from .. import metrics
 from ..domain import EventCursor
 from ..notify import NotificationHub, Signal
 from ..settings import IngestSettings
-from ..store.events import EventStore
-from .events import EventType, payload, types_of_change
+from ..api.converters import source_run_event_to_proto
+from ..store.events import CollectionEventRow, EventStore, SourceRunEventRow
+from .events import RUN_EVENT_TYPES, EventType, payload, run_payload, types_of_change
 from .sender import AttemptResult, Sender
 from .store import DeliveryRow, LeasedSubscription, NewDelivery, SubscriptionLeaseLost, WebhookStore
 
@@ -286,16 +288,22 @@ class SubscriptionWorker:
                 metrics.WEBHOOK_EVENT_GAPS.inc()
                 log.warning("webhook cursor fell behind the events log's retention; events may be lost",
                             extra={"webhook_id": str(self.row.id), "cursor": self.cursor.encode()})
+            documents = [r for r in rows if isinstance(r, CollectionEventRow)]
             # Only rows that can stand for a wanted type need their previous status.
-            candidates = [r.id for r in rows if self._may_want(r.status, r.deleted)]
+            candidates = [r.id for r in documents if self._may_want(r.status, r.deleted)]
             previous = await self.d.store.previous_statuses(candidates) if candidates else {}
             # A deleted document's filename is gone with it: keep the one this subscription saw.
-            filenames = {r.document_id: r.filename for r in rows if r.filename is not None}
-            missing = {r.document_id for r in rows} - filenames.keys()
+            filenames = {r.document_id: r.filename for r in documents if r.filename is not None}
+            missing = {r.document_id for r in documents} - filenames.keys()
             if missing:
                 filenames.update(await self.d.store.known_filenames(self.row.id, list(missing)))
             deliveries = []
             for r in rows:
+                if isinstance(r, SourceRunEventRow):
+                    run_delivery = self._run_delivery(r)
+                    if run_delivery is not None:
+                        deliveries.append(run_delivery)
+                    continue
                 for event_type in types_of_change(r.status, previous.get(r.id), r.deleted):
                     if event_type not in self.wanted:
                         continue
@@ -317,6 +325,23 @@ class SubscriptionWorker:
             added += len(deliveries)
             if len(rows) < batch_size:
                 return total, added
+
+    def _run_delivery(self, r: SourceRunEventRow) -> NewDelivery | None:
+        """A sync run's event as a delivery, if the subscription named its type. The run's id is
+        the delivery's ordering key (in the column a document event keys by its document): a
+        run's events go in order, like a document's."""
+        event_type = RUN_EVENT_TYPES[r.kind]
+        if event_type not in self.wanted:
+            return None
+        event = json_format.MessageToDict(
+            source_run_event_to_proto(self.row.collection, r), preserving_proto_field_name=True,
+            always_print_fields_with_no_presence=True)
+        return NewDelivery(
+            event_id=r.id, event_txid=r.txid, document_id=r.source_run_id, event_type=str(event_type),
+            event_time=r.created_at,
+            payload=run_payload(event_type, event_id=r.id, cursor=r.cursor, timestamp=r.created_at,
+                                collection=self.row.collection, source_run=event),
+        )
 
     def _may_want(self, status: str, deleted: bool) -> bool:
         """Whether a log row can stand for an event type this subscription wants (types_of_change)."""

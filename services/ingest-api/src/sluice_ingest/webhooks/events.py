@@ -24,13 +24,23 @@ class EventType(enum.StrEnum):
     DOCUMENT_FAILED = "document.failed"
     DOCUMENT_DELETED = "document.deleted"
     DOCUMENT_STATUS_CHANGED = "document.status_changed"
+    # A sync run of one of the collection's sources (docs/sources.md): only when named.
+    SOURCE_RUN_STARTED = "source_run.started"
+    SOURCE_RUN_PROGRESS = "source_run.progress"
+    SOURCE_RUN_FINISHED = "source_run.finished"
 
 
 ALL_EVENT_TYPES: tuple[EventType, ...] = tuple(EventType)
+# What a subscription that names no type gets: the document events, as before run events existed
+# (a receiver written for them is not sent payloads of another shape).
+DOCUMENT_EVENT_TYPES: tuple[EventType, ...] = tuple(t for t in EventType if t.startswith("document."))
+# The event type of each kind of run event (migration 0024's run_event).
+RUN_EVENT_TYPES = {"STARTED": EventType.SOURCE_RUN_STARTED, "PROGRESS": EventType.SOURCE_RUN_PROGRESS,
+                   "FINISHED": EventType.SOURCE_RUN_FINISHED}
 
 
 def event_types_of(values: Iterable[str]) -> list[EventType]:
-    """The requested types, deduplicated in declaration order; none means all."""
+    """The requested types, deduplicated in declaration order; none means the document events."""
     wanted = set()
     for value in values:
         try:
@@ -40,7 +50,7 @@ def event_types_of(values: Iterable[str]) -> list[EventType]:
                 f"unknown webhook event type {value!r}; known: {', '.join(ALL_EVENT_TYPES)}",
                 reason=Reason.INVALID_EVENT_TYPE,
             ) from None
-    return [t for t in ALL_EVENT_TYPES if t in wanted] if wanted else list(ALL_EVENT_TYPES)
+    return [t for t in ALL_EVENT_TYPES if t in wanted] if wanted else list(DOCUMENT_EVENT_TYPES)
 
 
 def types_of_change(status: str, previous_status: str | None, deleted: bool) -> list[EventType]:
@@ -78,6 +88,20 @@ def payload(
             "error": {"code": error_code or "", "message": error_message or ""},
             "chunk_count": chunk_count,
         },
+    }
+
+
+def run_payload(
+    event_type: EventType, *, event_id: int, cursor: EventCursor, timestamp: dt.datetime, collection: str,
+    source_run: dict[str, Any],
+) -> dict[str, Any]:
+    """The body of a run event: `data` has the event's id, cursor and collection, and the fields
+    of the stream's SourceRunEvent (`source`, `source_display_name`, `run`) in the JSON form the
+    CLI's `watch --collection --json` prints (proto field names, enum names, int64 as strings)."""
+    return {
+        "type": str(event_type),
+        "timestamp": timestamp.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),
+        "data": {"event_id": event_id, "cursor": cursor.encode(), "collection": collection, **source_run},
     }
 
 

@@ -10,13 +10,15 @@ import type { Collection, CollectionSchema, EmbedderConfig, VectorPrecision } fr
 import { file_sluice_v1_collection } from "./collection_pb.js";
 import type { Document, DocumentEventSchema, DocumentSchema, DocumentStatus, MetadataValue } from "./document_pb.js";
 import { file_sluice_v1_document } from "./document_pb.js";
+import type { SourceRun } from "./source_service_pb.js";
+import { file_sluice_v1_source_service } from "./source_service_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file sluice/v1/document_service.proto.
  */
 export const file_sluice_v1_document_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBzbHVpY2UvdjEvZG9jdW1lbnRfc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIkQKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EikKCmNvbGxlY3Rpb24YASABKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIkChRHZXRDb2xsZWN0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXgoXTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USKgoLY29sbGVjdGlvbnMYASADKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoXRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCLKAQoYUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSKwoIZW1iZWRkZXIYAiABKAsyGS5zbHVpY2UudjEuRW1iZWRkZXJDb25maWcSKgoMZXZhbF9xdWVyaWVzGAMgAygLMhQuc2x1aWNlLnYxLkV2YWxRdWVyeRIRCgltaW5fcmF0aW8YBCABKAISNAoQdmVjdG9yX3ByZWNpc2lvbhgFIAEoDjIaLnNsdWljZS52MS5WZWN0b3JQcmVjaXNpb24iOAoJRXZhbFF1ZXJ5Eg0KBXF1ZXJ5GAEgASgJEhAKCHJlbGV2YW50GAIgAygJEgoKAmlkGAMgASgJIiQKFENhbmNlbFJlaW5kZXhSZXF1ZXN0EgwKBG5hbWUYASABKAkiNQoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAEgASgDIsEDChZVcGxvYWREb2N1bWVudE1ldGFkYXRhEhIKCmNvbGxlY3Rpb24YASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEkEKCG1ldGFkYXRhGAQgAygLMi8uc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuTWV0YWRhdGFFbnRyeRISCgpyZXF1ZXN0X2lkGAUgASgJEhsKE2V4cGVjdGVkX3NpemVfYnl0ZXMYBiABKAMSFwoPZXhwZWN0ZWRfc2hhMjU2GAcgASgJEkwKDnR5cGVkX21ldGFkYXRhGAggAygLMjQuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuVHlwZWRNZXRhZGF0YUVudHJ5EhIKCnNvdXJjZV91cmkYCSABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGk4KElR5cGVkTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5zbHVpY2UudjEuTWV0YWRhdGFWYWx1ZToCOAEiOwoVVXBsb2FkRG9jdW1lbnRUcmFpbGVyEhIKCnNpemVfYnl0ZXMYASABKAMSDgoGc2hhMjU2GAIgASgJIp4BChVVcGxvYWREb2N1bWVudFJlcXVlc3QSNQoIbWV0YWRhdGEYASABKAsyIS5zbHVpY2UudjEuVXBsb2FkRG9jdW1lbnRNZXRhZGF0YUgAEg4KBGRhdGEYAiABKAxIABIzCgd0cmFpbGVyGAMgASgLMiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50VHJhaWxlckgAQgkKB3BheWxvYWQiSAoSR2V0RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNvbGxlY3Rpb24YAiABKAkSEgoKc291cmNlX3VyaRgDIAEoCSKQAQoUTGlzdERvY3VtZW50c1JlcXVlc3QSEgoKY29sbGVjdGlvbhgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5zbHVpY2UudjEuRG9jdW1lbnRTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEgoKc291cmNlX3VyaRgFIAEoCSJYChVMaXN0RG9jdW1lbnRzUmVzcG9uc2USJgoJZG9jdW1lbnRzGAEgAygLMhMuc2x1aWNlLnYxLkRvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJLChVEZWxldGVEb2N1bWVudFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY29sbGVjdGlvbhgCIAEoCRISCgpzb3VyY2VfdXJpGAMgASgJIlIKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USHQoVY2FuY2VsbGVkX3J1bm5pbmdfam9iGAEgASgIEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAIgASgFIiIKFFJldHJ5RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIiYKGFJlcHJvY2Vzc0RvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIiChRXYXRjaERvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSKhAQoWV2F0Y2hDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEhQKDGFmdGVyX2N1cnNvchgCIAEoCRIZChFzdGFydF9mcm9tX29sZGVzdBgDIAEoCBIrCghzdGF0dXNlcxgEIAMoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIVCg10ZXJtaW5hbF9vbmx5GAUgASgIIrkBCg9Db2xsZWN0aW9uRXZlbnQSDgoGY3Vyc29yGAEgASgJEhAKCGV2ZW50X2lkGAIgASgDEiwKBHR5cGUYAyABKA4yHi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50VHlwZRIlCghkb2N1bWVudBgEIAEoCzITLnNsdWljZS52MS5Eb2N1bWVudBIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqpwEKE0NvbGxlY3Rpb25FdmVudFR5cGUSJQohQ09MTEVDVElPTl9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodQ09MTEVDVElPTl9FVkVOVF9UWVBFX0NIQU5HRUQQARIhCh1DT0xMRUNUSU9OX0VWRU5UX1RZUEVfREVMRVRFRBACEiMKH0NPTExFQ1RJT05fRVZFTlRfVFlQRV9IRUFSVEJFQVQQAzLrCAoPRG9jdW1lbnRTZXJ2aWNlEk0KEENyZWF0ZUNvbGxlY3Rpb24SIi5zbHVpY2UudjEuQ3JlYXRlQ29sbGVjdGlvblJlcXVlc3QaFS5zbHVpY2UudjEuQ29sbGVjdGlvbhJHCg1HZXRDb2xsZWN0aW9uEh8uc2x1aWNlLnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24SWAoPTGlzdENvbGxlY3Rpb25zEiEuc2x1aWNlLnYxLkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QaIi5zbHVpY2UudjEuTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USWwoQRGVsZXRlQ29sbGVjdGlvbhIiLnNsdWljZS52MS5EZWxldGVDb2xsZWN0aW9uUmVxdWVzdBojLnNsdWljZS52MS5EZWxldGVDb2xsZWN0aW9uUmVzcG9uc2USTwoRUmVpbmRleENvbGxlY3Rpb24SIy5zbHVpY2UudjEuUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24SRwoNQ2FuY2VsUmVpbmRleBIfLnNsdWljZS52MS5DYW5jZWxSZWluZGV4UmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uEkkKDlVwbG9hZERvY3VtZW50EiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudCgBEkEKC0dldERvY3VtZW50Eh0uc2x1aWNlLnYxLkdldERvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudBJSCg1MaXN0RG9jdW1lbnRzEh8uc2x1aWNlLnYxLkxpc3REb2N1bWVudHNSZXF1ZXN0GiAuc2x1aWNlLnYxLkxpc3REb2N1bWVudHNSZXNwb25zZRJVCg5EZWxldGVEb2N1bWVudBIgLnNsdWljZS52MS5EZWxldGVEb2N1bWVudFJlcXVlc3QaIS5zbHVpY2UudjEuRGVsZXRlRG9jdW1lbnRSZXNwb25zZRJFCg1SZXRyeURvY3VtZW50Eh8uc2x1aWNlLnYxLlJldHJ5RG9jdW1lbnRSZXF1ZXN0GhMuc2x1aWNlLnYxLkRvY3VtZW50Ek0KEVJlcHJvY2Vzc0RvY3VtZW50EiMuc2x1aWNlLnYxLlJlcHJvY2Vzc0RvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudBJMCg1XYXRjaERvY3VtZW50Eh8uc2x1aWNlLnYxLldhdGNoRG9jdW1lbnRSZXF1ZXN0Ghguc2x1aWNlLnYxLkRvY3VtZW50RXZlbnQwARJSCg9XYXRjaENvbGxlY3Rpb24SIS5zbHVpY2UudjEuV2F0Y2hDb2xsZWN0aW9uUmVxdWVzdBoaLnNsdWljZS52MS5Db2xsZWN0aW9uRXZlbnQwAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_sluice_v1_collection, file_sluice_v1_document]);
+  fileDesc("CiBzbHVpY2UvdjEvZG9jdW1lbnRfc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIkQKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EikKCmNvbGxlY3Rpb24YASABKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIkChRHZXRDb2xsZWN0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXgoXTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USKgoLY29sbGVjdGlvbnMYASADKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoXRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCLKAQoYUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSKwoIZW1iZWRkZXIYAiABKAsyGS5zbHVpY2UudjEuRW1iZWRkZXJDb25maWcSKgoMZXZhbF9xdWVyaWVzGAMgAygLMhQuc2x1aWNlLnYxLkV2YWxRdWVyeRIRCgltaW5fcmF0aW8YBCABKAISNAoQdmVjdG9yX3ByZWNpc2lvbhgFIAEoDjIaLnNsdWljZS52MS5WZWN0b3JQcmVjaXNpb24iOAoJRXZhbFF1ZXJ5Eg0KBXF1ZXJ5GAEgASgJEhAKCHJlbGV2YW50GAIgAygJEgoKAmlkGAMgASgJIiQKFENhbmNlbFJlaW5kZXhSZXF1ZXN0EgwKBG5hbWUYASABKAkiNQoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAEgASgDIsEDChZVcGxvYWREb2N1bWVudE1ldGFkYXRhEhIKCmNvbGxlY3Rpb24YASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEkEKCG1ldGFkYXRhGAQgAygLMi8uc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuTWV0YWRhdGFFbnRyeRISCgpyZXF1ZXN0X2lkGAUgASgJEhsKE2V4cGVjdGVkX3NpemVfYnl0ZXMYBiABKAMSFwoPZXhwZWN0ZWRfc2hhMjU2GAcgASgJEkwKDnR5cGVkX21ldGFkYXRhGAggAygLMjQuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuVHlwZWRNZXRhZGF0YUVudHJ5EhIKCnNvdXJjZV91cmkYCSABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGk4KElR5cGVkTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5zbHVpY2UudjEuTWV0YWRhdGFWYWx1ZToCOAEiOwoVVXBsb2FkRG9jdW1lbnRUcmFpbGVyEhIKCnNpemVfYnl0ZXMYASABKAMSDgoGc2hhMjU2GAIgASgJIp4BChVVcGxvYWREb2N1bWVudFJlcXVlc3QSNQoIbWV0YWRhdGEYASABKAsyIS5zbHVpY2UudjEuVXBsb2FkRG9jdW1lbnRNZXRhZGF0YUgAEg4KBGRhdGEYAiABKAxIABIzCgd0cmFpbGVyGAMgASgLMiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50VHJhaWxlckgAQgkKB3BheWxvYWQiSAoSR2V0RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNvbGxlY3Rpb24YAiABKAkSEgoKc291cmNlX3VyaRgDIAEoCSKQAQoUTGlzdERvY3VtZW50c1JlcXVlc3QSEgoKY29sbGVjdGlvbhgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5zbHVpY2UudjEuRG9jdW1lbnRTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEgoKc291cmNlX3VyaRgFIAEoCSJYChVMaXN0RG9jdW1lbnRzUmVzcG9uc2USJgoJZG9jdW1lbnRzGAEgAygLMhMuc2x1aWNlLnYxLkRvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJLChVEZWxldGVEb2N1bWVudFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY29sbGVjdGlvbhgCIAEoCRISCgpzb3VyY2VfdXJpGAMgASgJIlIKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USHQoVY2FuY2VsbGVkX3J1bm5pbmdfam9iGAEgASgIEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAIgASgFIiIKFFJldHJ5RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIiYKGFJlcHJvY2Vzc0RvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIiChRXYXRjaERvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSLSAQoWV2F0Y2hDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEhQKDGFmdGVyX2N1cnNvchgCIAEoCRIZChFzdGFydF9mcm9tX29sZGVzdBgDIAEoCBIrCghzdGF0dXNlcxgEIAMoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIVCg10ZXJtaW5hbF9vbmx5GAUgASgIEi8KC3NvdXJjZV9ydW5zGAYgASgOMhouc2x1aWNlLnYxLlNvdXJjZVJ1bkV2ZW50cyJgCg5Tb3VyY2VSdW5FdmVudBIOCgZzb3VyY2UYASABKAkSGwoTc291cmNlX2Rpc3BsYXlfbmFtZRgCIAEoCRIhCgNydW4YAyABKAsyFC5zbHVpY2UudjEuU291cmNlUnVuIugBCg9Db2xsZWN0aW9uRXZlbnQSDgoGY3Vyc29yGAEgASgJEhAKCGV2ZW50X2lkGAIgASgDEiwKBHR5cGUYAyABKA4yHi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50VHlwZRIlCghkb2N1bWVudBgEIAEoCzITLnNsdWljZS52MS5Eb2N1bWVudBIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoKc291cmNlX3J1bhgGIAEoCzIZLnNsdWljZS52MS5Tb3VyY2VSdW5FdmVudCpwCg9Tb3VyY2VSdW5FdmVudHMSIQodU09VUkNFX1JVTl9FVkVOVFNfVU5TUEVDSUZJRUQQABIeChpTT1VSQ0VfUlVOX0VWRU5UU19JTkNMVURFRBABEhoKFlNPVVJDRV9SVU5fRVZFTlRTX09OTFkQAiqzAgoTQ29sbGVjdGlvbkV2ZW50VHlwZRIlCiFDT0xMRUNUSU9OX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIhCh1DT0xMRUNUSU9OX0VWRU5UX1RZUEVfQ0hBTkdFRBABEiEKHUNPTExFQ1RJT05fRVZFTlRfVFlQRV9ERUxFVEVEEAISIwofQ09MTEVDVElPTl9FVkVOVF9UWVBFX0hFQVJUQkVBVBADEiwKKENPTExFQ1RJT05fRVZFTlRfVFlQRV9TT1VSQ0VfUlVOX1NUQVJURUQQBBItCilDT0xMRUNUSU9OX0VWRU5UX1RZUEVfU09VUkNFX1JVTl9QUk9HUkVTUxAFEi0KKUNPTExFQ1RJT05fRVZFTlRfVFlQRV9TT1VSQ0VfUlVOX0ZJTklTSEVEEAYy6wgKD0RvY3VtZW50U2VydmljZRJNChBDcmVhdGVDb2xsZWN0aW9uEiIuc2x1aWNlLnYxLkNyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24SRwoNR2V0Q29sbGVjdGlvbhIfLnNsdWljZS52MS5HZXRDb2xsZWN0aW9uUmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uElgKD0xpc3RDb2xsZWN0aW9ucxIhLnNsdWljZS52MS5MaXN0Q29sbGVjdGlvbnNSZXF1ZXN0GiIuc2x1aWNlLnYxLkxpc3RDb2xsZWN0aW9uc1Jlc3BvbnNlElsKEERlbGV0ZUNvbGxlY3Rpb24SIi5zbHVpY2UudjEuRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QaIy5zbHVpY2UudjEuRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEk8KEVJlaW5kZXhDb2xsZWN0aW9uEiMuc2x1aWNlLnYxLlJlaW5kZXhDb2xsZWN0aW9uUmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uEkcKDUNhbmNlbFJlaW5kZXgSHy5zbHVpY2UudjEuQ2FuY2VsUmVpbmRleFJlcXVlc3QaFS5zbHVpY2UudjEuQ29sbGVjdGlvbhJJCg5VcGxvYWREb2N1bWVudBIgLnNsdWljZS52MS5VcGxvYWREb2N1bWVudFJlcXVlc3QaEy5zbHVpY2UudjEuRG9jdW1lbnQoARJBCgtHZXREb2N1bWVudBIdLnNsdWljZS52MS5HZXREb2N1bWVudFJlcXVlc3QaEy5zbHVpY2UudjEuRG9jdW1lbnQSUgoNTGlzdERvY3VtZW50cxIfLnNsdWljZS52MS5MaXN0RG9jdW1lbnRzUmVxdWVzdBogLnNsdWljZS52MS5MaXN0RG9jdW1lbnRzUmVzcG9uc2USVQoORGVsZXRlRG9jdW1lbnQSIC5zbHVpY2UudjEuRGVsZXRlRG9jdW1lbnRSZXF1ZXN0GiEuc2x1aWNlLnYxLkRlbGV0ZURvY3VtZW50UmVzcG9uc2USRQoNUmV0cnlEb2N1bWVudBIfLnNsdWljZS52MS5SZXRyeURvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudBJNChFSZXByb2Nlc3NEb2N1bWVudBIjLnNsdWljZS52MS5SZXByb2Nlc3NEb2N1bWVudFJlcXVlc3QaEy5zbHVpY2UudjEuRG9jdW1lbnQSTAoNV2F0Y2hEb2N1bWVudBIfLnNsdWljZS52MS5XYXRjaERvY3VtZW50UmVxdWVzdBoYLnNsdWljZS52MS5Eb2N1bWVudEV2ZW50MAESUgoPV2F0Y2hDb2xsZWN0aW9uEiEuc2x1aWNlLnYxLldhdGNoQ29sbGVjdGlvblJlcXVlc3QaGi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50MAFiBnByb3RvMw", [file_google_protobuf_timestamp, file_sluice_v1_collection, file_sluice_v1_document, file_sluice_v1_source_service]);
 
 /**
  * CreateCollectionRequest carries the collection to create.
@@ -724,6 +726,16 @@ export type WatchCollectionRequest = Message<"sluice.v1.WatchCollectionRequest">
    * @generated from field: bool terminal_only = 5;
    */
   terminalOnly: boolean;
+
+  /**
+   * Whether the stream also carries the collection's sync-run events (SOURCE_RUN_STARTED,
+   * _PROGRESS, _FINISHED; docs/sources.md). Unset: document events only, as before run events
+   * existed. `statuses` and `terminal_only` filter document events only: a run event is sent
+   * whenever this asks for run events, whatever they say.
+   *
+   * @generated from field: sluice.v1.SourceRunEvents source_runs = 6;
+   */
+  sourceRuns: SourceRunEvents;
 };
 
 /**
@@ -734,7 +746,43 @@ export const WatchCollectionRequestSchema: GenMessage<WatchCollectionRequest> = 
   messageDesc(file_sluice_v1_document_service, 20);
 
 /**
- * CollectionEvent is one committed change of one document of the watched collection.
+ * SourceRunEvent is a sync run as one of its events left it.
+ *
+ * @generated from message sluice.v1.SourceRunEvent
+ */
+export type SourceRunEvent = Message<"sluice.v1.SourceRunEvent"> & {
+  /**
+   * The run's source, `collections/{collection}/sources/{id}` (it may have been deleted since).
+   *
+   * @generated from field: string source = 1;
+   */
+  source: string;
+
+  /**
+   * The source's display_name when the event was written.
+   *
+   * @generated from field: string source_display_name = 2;
+   */
+  sourceDisplayName: string;
+
+  /**
+   * The run: its state and counts at this event.
+   *
+   * @generated from field: sluice.v1.SourceRun run = 3;
+   */
+  run?: SourceRun | undefined;
+};
+
+/**
+ * Describes the message sluice.v1.SourceRunEvent.
+ * Use `create(SourceRunEventSchema)` to create a new message.
+ */
+export const SourceRunEventSchema: GenMessage<SourceRunEvent> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 21);
+
+/**
+ * CollectionEvent is one committed change of one document of the watched collection, or (when
+ * asked for) one event of a sync run of its sources.
  *
  * @generated from message sluice.v1.CollectionEvent
  */
@@ -761,7 +809,7 @@ export type CollectionEvent = Message<"sluice.v1.CollectionEvent"> & {
   type: CollectionEventType;
 
   /**
-   * The document as this event left it; unset for a heartbeat.
+   * The document as this event left it; unset for a heartbeat and a run event.
    *
    * @generated from field: sluice.v1.Document document = 4;
    */
@@ -773,6 +821,13 @@ export type CollectionEvent = Message<"sluice.v1.CollectionEvent"> & {
    * @generated from field: google.protobuf.Timestamp create_time = 5;
    */
   createTime?: Timestamp | undefined;
+
+  /**
+   * The sync run as this event left it; set for SOURCE_RUN_* events only.
+   *
+   * @generated from field: sluice.v1.SourceRunEvent source_run = 6;
+   */
+  sourceRun?: SourceRunEvent | undefined;
 };
 
 /**
@@ -780,7 +835,41 @@ export type CollectionEvent = Message<"sluice.v1.CollectionEvent"> & {
  * Use `create(CollectionEventSchema)` to create a new message.
  */
 export const CollectionEventSchema: GenMessage<CollectionEvent> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_document_service, 21);
+  messageDesc(file_sluice_v1_document_service, 22);
+
+/**
+ * SourceRunEvents says whether a WatchCollection stream carries sync-run events.
+ *
+ * @generated from enum sluice.v1.SourceRunEvents
+ */
+export enum SourceRunEvents {
+  /**
+   * Not asked: document events only (what clients written before run events get).
+   *
+   * @generated from enum value: SOURCE_RUN_EVENTS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Document events and run events, in log order.
+   *
+   * @generated from enum value: SOURCE_RUN_EVENTS_INCLUDED = 1;
+   */
+  INCLUDED = 1,
+
+  /**
+   * Run events only (heartbeats still carry the cursor past the document events).
+   *
+   * @generated from enum value: SOURCE_RUN_EVENTS_ONLY = 2;
+   */
+  ONLY = 2,
+}
+
+/**
+ * Describes the enum sluice.v1.SourceRunEvents.
+ */
+export const SourceRunEventsSchema: GenEnum<SourceRunEvents> = /*@__PURE__*/
+  enumDesc(file_sluice_v1_document_service, 0);
 
 /**
  * CollectionEventType says what happened to the document.
@@ -816,13 +905,37 @@ export enum CollectionEventType {
    * @generated from enum value: COLLECTION_EVENT_TYPE_HEARTBEAT = 3;
    */
   HEARTBEAT = 3,
+
+  /**
+   * A sync run of one of the collection's sources began (once per run, not again when another
+   * runner resumes it); `source_run` is set, `document` is not. Only with `source_runs` asked.
+   *
+   * @generated from enum value: COLLECTION_EVENT_TYPE_SOURCE_RUN_STARTED = 4;
+   */
+  SOURCE_RUN_STARTED = 4,
+
+  /**
+   * A sync run's counts so far (at most every few seconds while it runs, and once its items are
+   * all compared, before its deletions); `source_run` is set.
+   *
+   * @generated from enum value: COLLECTION_EVENT_TYPE_SOURCE_RUN_PROGRESS = 5;
+   */
+  SOURCE_RUN_PROGRESS = 5,
+
+  /**
+   * A sync run ended: SUCCEEDED, FAILED (`error_message` says why) or BLOCKED_MASS_DELETE, with
+   * its final counts; `source_run` is set.
+   *
+   * @generated from enum value: COLLECTION_EVENT_TYPE_SOURCE_RUN_FINISHED = 6;
+   */
+  SOURCE_RUN_FINISHED = 6,
 }
 
 /**
  * Describes the enum sluice.v1.CollectionEventType.
  */
 export const CollectionEventTypeSchema: GenEnum<CollectionEventType> = /*@__PURE__*/
-  enumDesc(file_sluice_v1_document_service, 0);
+  enumDesc(file_sluice_v1_document_service, 1);
 
 /**
  * DocumentService is the public API of ingest-api: collections and their documents.
