@@ -4,7 +4,8 @@ Its tests are Node's (`node --test` on clients/typescript/test, compiled with ts
 starts what they talk to, as the Python SDK's tests do: the real ingest-api (a second one on the
 same database with a rate limit of 5 calls a second in bursts of 2, a third that requires mutual
 TLS with certificates made here), the real search, and the ScriptedWorker doing a worker's part
-through the real JobService (tests/cli/conftest.py). Their addresses and a client key go to Node
+through the real JobService (tests/cli/conftest.py), and the sources runner carrying out sync runs
+(tests/sources/helpers.py). Their addresses and a client key go to Node
 in SLUICE_TEST_* variables. Any Node test failing fails this test; only a machine without `node`
 skips it. The README's TypeScript example is clients/typescript/examples/readme.ts, run as
 written by test/readme.test.ts."""
@@ -17,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import auth_keys
@@ -66,6 +68,31 @@ def test_the_readme_shows_the_example_the_tests_run():
     assert shown.group(1) == (PACKAGE / "examples" / "readme.ts").read_text()
 
 
+class SourcesRunner:
+    """The sources runner (`sluice-sources`' Runner over its own pool, tests/sources/helpers.py) in a
+    thread, carrying out every sync run the Node tests ask for, a few times a second."""
+
+    def __init__(self, database_url: str, root: Path) -> None:
+        self.runs = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(database_url, root), name="sources-runner", daemon=True)
+        self._thread.start()
+
+    def _loop(self, database_url: str, root: Path) -> None:
+        from sources.helpers import run_pending
+
+        while not self._stop.wait(0.3):
+            try:
+                self.runs += run_pending(database_url, source_local_roots=str(root))
+            except Exception as error:  # reported by the test, not lost in the thread
+                self.errors.append(repr(error))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
 def stored(database_url: str) -> list[tuple]:
     with psycopg.connect(database_url) as conn:
         return conn.execute(
@@ -78,7 +105,11 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
     from prometheus_client import REGISTRY
     from sluice_client import Client
 
-    ingest = ingest_api_factory(webhook_allow_private_networks=True)  # test/admin.test.ts's webhooks (never called)
+    # test/admin.test.ts's webhooks (never called); test/sources.test.ts's folders and git repositories under one root.
+    source_root = tmp_path / "sources"
+    source_root.mkdir()
+    ingest = ingest_api_factory(webhook_allow_private_networks=True, source_local_roots=str(source_root),
+                                source_allow_private_networks=True)
     limited = ingest_api_factory(rate_limit_per_second=5, rate_limit_burst=2)
     slots = ingest_api_factory(max_concurrent_uploads=2)  # full upload slots: TOO_MANY_UPLOADS with a RetryInfo
     pki = make_pki(tmp_path)
@@ -86,6 +117,7 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
     mutual = ingest_api_factory(tls_cert_file=server_cert, tls_key_file=server_key, tls_client_ca_file=pki["ca"])
     search = RunningSearch(database_url)
     worker = ScriptedWorker(ingest.address, step_seconds=0.1)
+    runner = SourcesRunner(database_url, source_root)
     refused_before = REGISTRY.get_sample_value("sluice_rate_limited_calls_total") or 0
     full_before = REGISTRY.get_sample_value("sluice_uploads_refused_total", {"reason": "TOO_MANY_UPLOADS"}) or 0
     try:
@@ -100,6 +132,7 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
                "SLUICE_TEST_LIMITED": limited.address, "SLUICE_TEST_SLOTS": slots.address,
                "SLUICE_TEST_API_KEY": auth_keys.KEYS["client"],
                "SLUICE_TEST_CREDENTIALS": str(credentials), "SLUICE_TEST_ROOT": str(ROOT),
+               "SLUICE_TEST_SOURCE_ROOT": str(source_root),
                "SLUICE_TEST_TLS_INGEST": mutual.address, "SLUICE_TEST_TLS_CA": pki["ca"],
                "SLUICE_TEST_TLS_OTHER_CA": pki["other_ca"], "SLUICE_TEST_TLS_CLIENT_CERT": pki["client"][0],
                "SLUICE_TEST_TLS_CLIENT_KEY": pki["client"][1], "SLUICE_TEST_TLS_ROGUE_CERT": pki["rogue"][0],
@@ -117,9 +150,12 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
         # Node's test runner starts its summary lines with U+2139 (information source).
         assert re.search(r"^ℹ fail 0$", output, flags=re.M) and not re.search(r"^ℹ (tests|pass) 0$", output, flags=re.M), output[-3000:]  # noqa: RUF001 - node's marker
     finally:
+        runner.stop()
         worker.stop()
         search.stop()
     assert not worker.errors, worker.errors
+    assert not runner.errors, runner.errors
+    assert runner.runs > 0  # test/sources.test.ts's syncs were carried out by the real runner
     # The limit did bite: the Node tests' calls were refused and succeeded by waiting as told.
     assert (REGISTRY.get_sample_value("sluice_rate_limited_calls_total") or 0) > refused_before
     # And the upload slots were full at times: those uploads waited as told and were stored.

@@ -10,7 +10,10 @@
 import { readdir, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 
+import { clone } from "@bufbuild/protobuf";
+
 import { SluiceError, UploadSourceError, WaitTimeout } from "./errors.js";
+import { DocumentSchema } from "./gen/sluice/v1/document_pb.js";
 import { Document } from "./types.js";
 import type { MetadataInput } from "./filters.js";
 import type { Source, UploadOptions } from "./uploads.js";
@@ -118,10 +121,21 @@ export async function findFiles(paths: string[], includeHidden = false): Promise
   return found;
 }
 
+/** The newer of two states of a document. A collection event carries only what changes while a
+ * document is processed (no createTime, sourceUri, version, SHA-256, size, metadata): laid over a
+ * full state (an upload's answer, a GetDocument), it keeps the full state's other fields. */
 function later(known: Document | undefined, other: Document): Document {
   if (known === undefined) return other;
-  if (known.updateTime && other.updateTime && other.updateTime < known.updateTime) return known;
-  return other;
+  const [newer, older] = known.updateTime && other.updateTime && other.updateTime < known.updateTime ? [known, other] : [other, known];
+  if (newer.createTime !== undefined || older.createTime === undefined) return newer;
+  const merged = clone(DocumentSchema, older.raw);
+  const event = newer.raw;
+  Object.assign(merged, {
+    status: event.status, errorMessage: event.errorMessage, errorCode: event.errorCode, progress: event.progress,
+    attempts: event.attempts, maxAttempts: event.maxAttempts, chunkCount: event.chunkCount, jobStatus: event.jobStatus,
+    updateTime: event.updateTime, consistencyToken: event.consistencyToken || merged.consistencyToken,
+  });
+  return new Document(merged);
 }
 
 /**
@@ -195,6 +209,17 @@ export class DocumentTracker {
     const state = later(this.states.get(document.id), document);
     this.states.set(document.id, state);
     return state;
+  }
+
+  /** Read each tracked document still processing once (GetDocument, `concurrency` at a time): for
+   * documents that may have changed before the stream opened (their events are not replayed). */
+  async refresh(concurrency = 8): Promise<void> {
+    const pending = this.documents.filter((d) => !d.done && !this.deleted.has(d.id));
+    let next = 0;
+    const reader = async (): Promise<void> => {
+      while (next < pending.length) this.apply(await this.client.get(pending[next++].id));
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, pending.length) }, reader));
   }
 
   /** The tracked documents' newest states, in the order they were tracked. */

@@ -28,6 +28,9 @@ import { Pacer, RetryPolicy, sleep, type RetryPolicyOptions } from "./retry.js";
 import { Collection, CollectionEvent, Document, SearchResults, documentStatus, embedderProvider, searchMode, type Embedder } from "./types.js";
 import { Admin, Webhooks } from "./admin.js";
 import { DocumentTracker, uploadFolder, uploadMany, type BulkClient, type UploadFolderOptions, type UploadManyOptions, type UploadResult } from "./bulk.js";
+import { SourceService } from "./gen/sluice/v1/source_service_pb.js";
+import { Sources } from "./sources.js";
+import { syncFolder, type SyncFolderOptions, type SyncReport } from "./sync.js";
 import { metadataMessage, prepare, requestId, type Source, type UploadOptions } from "./uploads.js";
 
 export const INGEST = "ingest-api";
@@ -86,10 +89,13 @@ export class Client {
   readonly webhooks: Webhooks;
   /** Tenants and API keys, with the admin key. */
   readonly admin: Admin;
+  /** Folders, buckets, sites and repositories the server keeps collections in step with (docs/sources.md). */
+  readonly sources: Sources;
   /** The generated Connect clients, for a call this SDK does not wrap (`headers` carries the key). */
   readonly raw: {
     documents: ConnectClient<typeof DocumentService>; search: ConnectClient<typeof SearchService>;
     webhooks: ConnectClient<typeof WebhookService>; admin: ConnectClient<typeof AdminService>;
+    sources: ConnectClient<typeof SourceService>;
   };
   /** The metadata of every call: the key (`authorization: Bearer …`) and the tenant, if any. */
   readonly headers: Record<string, string>;
@@ -132,11 +138,13 @@ export class Client {
       search: createClient(SearchService, transport(this.searchAddress)),
       webhooks: createClient(WebhookService, transport(this.ingestAddress)),
       admin: createClient(AdminService, transport(this.ingestAddress)),
+      sources: createClient(SourceService, transport(this.ingestAddress)),
     };
     this.collections = new Collections(this);
     this.documents = new Documents(this);
     this.webhooks = new Webhooks(this);
     this.admin = new Admin(this);
+    this.sources = new Sources(this);
   }
 
   /** The SluiceError for what a call to `service` threw. */
@@ -471,6 +479,71 @@ export class Documents {
    * processing are returned as they are (check `.document.done`). */
   uploadFolder(collection: string, paths: string | string[], options: UploadFolderOptions = {}): Promise<UploadResult[]> {
     return uploadFolder(this.bulk, collection, typeof paths === "string" ? [paths] : paths, options);
+  }
+
+  /** Many documents once each is READY or FAILED (or deleted), in the order given, followed
+   * through one WatchCollection stream per collection rather than one watch per document; ids or
+   * Documents (an upload's answer). WaitTimeout after `timeoutMs` (its `documents` hold the states then). */
+  async waitAll(documents: Iterable<string | Document>, options: { timeoutMs?: number;
+    onChange?: (document: Document) => void } = {}): Promise<Document[]> {
+    const deadline = options.timeoutMs === undefined ? undefined : now() + options.timeoutMs;
+    const given = [...documents];
+    // An id says nothing of its collection: read it (which is also its state now).
+    const known = await Promise.all(given.map((d) => (typeof d === "string" ? this.get(d) : d)));
+    const byCollection = new Map<string, Document[]>();
+    for (const document of known) {
+      const members = byCollection.get(document.collection);
+      if (members) members.push(document);
+      else byCollection.set(document.collection, [document]);
+    }
+    const final = new Map<string, Document>();
+    const trackers: DocumentTracker[] = [];
+    try {
+      // Settled, not raced: each tracker ends by the same deadline, and none is left waiting.
+      const outcomes = await Promise.allSettled([...byCollection].map(async ([collection, members]) => {
+        if (members.every((d) => d.done)) {
+          for (const d of members) final.set(d.id, d);
+          return;
+        }
+        const tracker = new DocumentTracker(this.bulk, collection, options.onChange);
+        trackers.push(tracker);
+        await tracker.start();
+        for (const d of members) tracker.track(d);
+        // What changed before the stream opened is not replayed: read what is still processing once.
+        await tracker.refresh();
+        let states: Document[];
+        try {
+          states = await tracker.wait(deadline === undefined ? undefined : Math.max(0, deadline - now()));
+        } catch (error) {
+          if (!(error instanceof WaitTimeout)) throw error;
+          for (const d of error.documents as Document[]) final.set(d.id, d);
+          throw error;
+        }
+        for (const d of states) final.set(d.id, d);
+      }));
+      const failure = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected" && !(o.reason instanceof WaitTimeout));
+      if (failure !== undefined) throw failure.reason;
+      if (outcomes.some((o) => o.status === "rejected")) throw timeoutError(known.map((d) => final.get(d.id) ?? d));
+    } finally {
+      for (const tracker of trackers) tracker.close();
+    }
+    return known.map((d) => final.get(d.id) ?? d);
+  }
+
+  /** Bring a collection up to date with a local folder, once (sync.ts): each file's sourceUri is
+   * its path relative to the folder; a file whose SHA-256 is its source's newest live version is
+   * unchanged and not sent; new and changed files are uploaded `concurrency` at a time (a changed
+   * one becomes a new version, swapped in at READY) and, unless `wait: false`, followed to READY or
+   * FAILED; then, with `delete`, the collection's sources that have no file any more are deleted
+   * (every version). Documents without a sourceUri are never touched. MassDeleteRefused, before
+   * anything is sent, when that would delete more than `maxDeleteShare` (0.2) of the collection's
+   * sources, unless `allowMassDelete`. The same plan and rules as the Python SDK's `sync_folder`. */
+  syncFolder(collection: string, folder: string, options: SyncFolderOptions = {}): Promise<SyncReport> {
+    return syncFolder({
+      ...this.bulk,
+      list: (name) => this.list(name),
+      deleteSource: (name, sourceUri) => this.delete({ collection: name, sourceUri }),
+    }, collection, folder, options);
   }
 
   /** A follower of many documents of one collection through one WatchCollection stream

@@ -125,6 +125,25 @@ export class WaitTimeout extends SluiceError {
   }
 }
 
+/** `syncFolder` would delete more than its share of the collection's sources; nothing was uploaded
+ * or deleted. `wouldDelete` of `sources`, against `maxDeleteShare`; the `sourceUris` it would
+ * have deleted. */
+export class MassDeleteRefused extends SluiceError {
+  readonly wouldDelete: number;
+  readonly sources: number;
+  readonly maxDeleteShare: number;
+  readonly sourceUris: string[];
+
+  constructor(message: string, options: SluiceErrorOptions & { wouldDelete: number; sources: number; maxDeleteShare: number;
+    sourceUris?: string[] }) {
+    super(message, { ...options, reason: "MASS_DELETE_REFUSED" });
+    this.wouldDelete = options.wouldDelete;
+    this.sources = options.sources;
+    this.maxDeleteShare = options.maxDeleteShare;
+    this.sourceUris = [...(options.sourceUris ?? [])];
+  }
+}
+
 /** The client's own configuration is wrong (a credentials file or certificate that cannot be read). */
 export class ConfigError extends SluiceError {}
 

@@ -23,3 +23,7 @@ export { PACE_FRACTION, Pacer, RetryPolicy, type RetryPolicyOptions } from "./re
 export * from "./types.js";
 export { CHUNK_BYTES, PreparedUpload, guessMimeType, metadataMessage, prepare, requestId, type Source, type UploadOptions } from "./uploads.js";
 export { credentialsFile, resolveKeys, type TlsFiles } from "./config.js";
+export { DataSource, ENDED_STATES, SourceKind, SourceRun, SourceRunState, Sources, specMessage, type CreateSourceOptions,
+  type SourceKindName, type SourceRunStateName, type SourceSpec, type SyncSourceOptions } from "./sources.js";
+export { DEFAULT_MAX_DELETE_SHARE, MASS_DELETE_FLOOR, SyncReport, checkMassDelete, folderFiles, plan as planSync, sourceUriOf,
+  type SyncFailure, type SyncFolderOptions, type SyncPlan, type SyncUpload } from "./sync.js";

@@ -23,6 +23,8 @@ export const stack = {
   get apiKey() { return setting("SLUICE_TEST_API_KEY"); },
   get credentials() { return setting("SLUICE_TEST_CREDENTIALS"); },
   get root() { return setting("SLUICE_TEST_ROOT"); },
+  /** A folder the ingest-api accepts as a local root of sources (folders and git repositories). */
+  get sourceRoot() { return setting("SLUICE_TEST_SOURCE_ROOT"); },
 };
 
 export function client(options: ClientOptions = {}): Client {
