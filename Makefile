@@ -52,7 +52,7 @@ MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-a
 	$(addprefix services/ingest-api/src/sluice_ingest/,service arguments.py tenants.py main.py) \
 	libs/common/src/sluice_common cli/src/sluice_cli services/worker/src/sluice_worker $(wildcard clients/python/src/sluice_client/*.py) \
 	services/gateway/src/sluice_gateway \
-	$(addprefix services/search/src/sluice_search/,keyword.py fusion.py highlight.py consistency.py) \
+	services/search/src/sluice_search \
 	$(addprefix services/ingest-api/src/sluice_ingest/webhooks/,events.py guard.py signing.py store.py sender.py dispatcher.py service.py main.py) \
 	$(addprefix services/ingest-api/src/sluice_ingest/sources/,domain.py spec.py store.py kinds.py http.py s3.py runner.py service.py main.py)
 lint: venv

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import time
 
+import grpc
+from opentelemetry.util.types import AttributeValue
 from sluice.v1 import document_pb2, search_service_pb2, search_service_pb2_grpc
 from sluice_common import consistency, reranking, tracing
 from sluice_common import metadata as typed_metadata
@@ -28,13 +30,15 @@ _MODES = {
 _PROTO_MODES = {mode: value for value, mode in _MODES.items() if mode is not None}
 
 
-class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
+# The generated servicer is untyped to mypy: libs/protos ships no py.typed and no stubs for *_grpc yet.
+class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):  # type: ignore[misc]
     def __init__(self, service: SearchService, limits: Limits) -> None:
         self._service = service
         self._limits = limits
 
     @grpc_errors
-    async def Search(self, request: search_service_pb2.SearchRequest, context) -> search_service_pb2.SearchResponse:
+    async def Search(self, request: search_service_pb2.SearchRequest,
+                     context: grpc.aio.ServicerContext) -> search_service_pb2.SearchResponse:
         started = time.perf_counter()
         mode_label = "INVALID"
         outcome = "error"
@@ -68,7 +72,9 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
             metrics.SEARCH_LATENCY.labels(mode_label).observe(elapsed)
             metrics.SEARCH_REQUESTS.labels(mode_label, outcome).inc()
         metrics.SEARCH_HITS.labels(mode_label).inc(len(hits))
-        tracing.annotate(**{"sluice.search.mode": mode_label, "sluice.search.hits": len(hits), "sluice.search.top_k": query.top_k})
+        span_attributes: dict[str, AttributeValue] = {
+            "sluice.search.mode": mode_label, "sluice.search.hits": len(hits), "sluice.search.top_k": query.top_k}
+        tracing.annotate(**span_attributes)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("search", extra={"collection": query.collection, "mode": mode_label, "top_k": query.top_k,
                                        "hits": len(hits), "ms": round(elapsed * 1000, 2)})
@@ -122,7 +128,7 @@ def rerank_request_of(message: search_service_pb2.SearchRerank) -> RerankRequest
                          min_score=message.min_score if message.HasField("min_score") else None)
 
 
-def _mode(value: int) -> Mode | None:
+def _mode(value: search_service_pb2.SearchMode) -> Mode | None:
     if value not in _MODES:
         raise InvalidArgument(f"unknown search mode {value}", reason=Reason.INVALID_MODE)
     return _MODES[value]

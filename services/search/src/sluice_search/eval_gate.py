@@ -33,14 +33,15 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, LiteralString
 
 import psycopg
 from sluice_common.evaluation import Query, evaluate
 from sluice_common.tasks import end_if_cancelled, pause, wait_event
 
-from .domain import Collection, DocumentFilter, Mode, SearchQuery
+from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery
 from .repository import SearchRepository
 from .service import SearchService
 
@@ -77,7 +78,7 @@ class Measurement:
     queries: int
 
 
-def queries_of(eval_set: Sequence[dict]) -> tuple[Query, ...]:
+def queries_of(eval_set: Sequence[Mapping[str, Any]]) -> tuple[Query, ...]:
     """The stored eval set (collection_generations.eval_set) as evaluation queries, keyed by
     position (a client's ids are optional)."""
     return tuple(Query(str(i), item["query"], tuple(item["relevant"])) for i, item in enumerate(eval_set))
@@ -85,7 +86,7 @@ def queries_of(eval_set: Sequence[dict]) -> tuple[Query, ...]:
 
 async def score(service: SearchService, collection: Collection, queries: Sequence[Query]) -> float:
     """MRR@10 of the queries on this collection object's generation, one query at a time."""
-    ranked = {}
+    ranked: dict[str, list[Hit]] = {}
     for query in queries:
         ranked[query.id] = await service.search_collection(collection, SearchQuery(
             collection=collection.name, text=query.query, vector=None, top_k=TOP_K, mode=Mode.HYBRID,
@@ -102,7 +103,7 @@ class EvalGate:
         self._poll_seconds = poll_seconds
         self._evaluated_by = evaluated_by or f"search@{socket.gethostname()}:{os.getpid()}"
         self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._retry: dict[int, tuple[float, float]] = {}  # generation id → (not before, last delay)
 
     def start(self) -> None:
@@ -167,9 +168,7 @@ class EvalGate:
             not_before, _ = self._retry.get(item.generation_id, (0.0, 0.0))
             if not_before > now:
                 continue
-            (locked,) = await (
-                await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (GATE_LOCK_CLASS, item.generation_id))
-            ).fetchone()
+            (locked,) = await _only_row(conn, "SELECT pg_try_advisory_lock(%s, %s)", (GATE_LOCK_CLASS, item.generation_id))
             if not locked:
                 continue  # another search instance is measuring it
             try:
@@ -220,14 +219,20 @@ class EvalGate:
         recorded nothing (migration 0018)."""
         async with conn.transaction():
             await conn.execute("SET TRANSACTION READ WRITE")
-            (verdict,) = await (
-                await conn.execute(
-                    "SELECT sluice_record_generation_verdict(%s, %s, %s, %s, %s, %s)",
-                    (m.generation_id, m.active_generation_id, m.active_score, m.candidate_score, m.queries,
-                     self._evaluated_by),
-                )
-            ).fetchone()
-        return verdict
+            (verdict,) = await _only_row(
+                conn,
+                "SELECT sluice_record_generation_verdict(%s, %s, %s, %s, %s, %s)",
+                (m.generation_id, m.active_generation_id, m.active_score, m.candidate_score, m.queries, self._evaluated_by),
+            )
+        return None if verdict is None else str(verdict)
+
+
+async def _only_row(conn: psycopg.AsyncConnection, query: LiteralString, params: Sequence[object]) -> tuple[Any, ...]:
+    """The one row of a statement that always returns one (a function call in SELECT)."""
+    row = await (await conn.execute(query, params)).fetchone()
+    if row is None:
+        raise RuntimeError(f"{query} returned no row")
+    return row
 
 
 __all__ = ["GATE_LOCK_CLASS", "EvalGate", "queries_of", "score"]

@@ -13,6 +13,7 @@ becomes SQL, and which of them PostgreSQL's indexes serve (docs/search.md, "Filt
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -28,7 +29,7 @@ _RANGE_SQL = {GT: ">", GTE: ">=", LT: "<", LTE: "<="}
 class Params:
     """Bound parameters named f_1, f_2, … (a query's own names never start with f_)."""
 
-    def __init__(self, params: dict) -> None:
+    def __init__(self, params: dict[str, Any]) -> None:
         self.params = params
         self._next = itertools.count(1)
 
@@ -84,7 +85,7 @@ def range_sql(column: str, time_range: TimeRange, params: Params) -> list[sql.Co
     return parts
 
 
-def filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict]:
+def filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict[str, Any]]:
     """The whole filter as predicates on `documents d`, each preceded by " AND " (empty when
     there is none), and their parameters."""
     params = Params({})

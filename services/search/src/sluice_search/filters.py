@@ -98,7 +98,7 @@ def parse_where(node: search_service_pb2.MetadataFilter, *, max_values: int = MA
     return _parse(node, "filter.where", 1, counter, max_values, max_depth, max_conditions)
 
 
-def _parse(node, where: str, depth: int, counter: Iterator[int], max_values: int, max_depth: int, max_conditions: int) -> Node:
+def _parse(node: search_service_pb2.MetadataFilter, where: str, depth: int, counter: Iterator[int], max_values: int, max_depth: int, max_conditions: int) -> Node:
     kind = node.WhichOneof("node")
     if kind is None:
         raise _invalid(where, "an empty filter (set condition, all_of or any_of)")

@@ -25,7 +25,7 @@ from .domain import Limits
 from .eval_gate import EvalGate
 from .repository import SearchRepository, check_unprivileged, open_read_pool
 from .rerank import Rerankers
-from .service import SearchService
+from .service import EmbedderFactory, SearchService
 from .settings import SearchSettings
 
 log = logging.getLogger("sluice.search")
@@ -62,7 +62,7 @@ class SearchServer:
         await self.pool.close()
 
 
-async def create_server(settings: SearchSettings, *, embedder_factory=get_embedder) -> SearchServer:
+async def create_server(settings: SearchSettings, *, embedder_factory: EmbedderFactory = get_embedder) -> SearchServer:
     pool = await open_read_pool(
         settings.read_database_url,
         min_size=settings.search_pool_min_size,
@@ -132,7 +132,7 @@ async def create_server(settings: SearchSettings, *, embedder_factory=get_embedd
 async def _reads_a_standby(pool: AsyncConnectionPool) -> bool:
     async with pool.connection() as conn:
         row = await (await conn.execute("SELECT pg_is_in_recovery()")).fetchone()
-    return bool(row[0])
+    return row is not None and bool(row[0])
 
 
 async def serve(settings: SearchSettings) -> None:

@@ -26,8 +26,10 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
 
 import numpy as np
 import psycopg
@@ -119,6 +121,8 @@ async def check_unprivileged(pool: AsyncConnectionPool) -> None:
                 " FROM pg_roles r WHERE r.rolname = current_user"
             )
         ).fetchone()
+    if row is None:  # pg_roles always holds current_user
+        raise SystemExit("search could not read its own PostgreSQL role")
     if row[1]:
         raise SystemExit(
             f"search refuses to run as PostgreSQL role {row[0]!r}: it bypasses row-level security (superuser, "
@@ -129,8 +133,15 @@ async def check_unprivileged(pool: AsyncConnectionPool) -> None:
 COLLECTIONS_CHANNEL = "sluice_collections"
 
 
+class ConnectionSource(Protocol):
+    """What the repository needs of a pool: an AsyncConnectionPool, or one behind
+    consistency.GatedPool."""
+
+    def connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection]: ...
+
+
 class SearchRepository:
-    def __init__(self, pool: AsyncConnectionPool, *, collection_cache_seconds: float = 5.0,
+    def __init__(self, pool: ConnectionSource, *, collection_cache_seconds: float = 5.0,
                  exact_filter_max_chunks: int = 2000, binary_rescore_candidates: int = 100) -> None:
         self._pool = pool
         self._binary_rescore_candidates = binary_rescore_candidates
@@ -138,8 +149,10 @@ class SearchRepository:
         self._exact_filter_max_chunks = exact_filter_max_chunks
         self._collections: dict[tuple[int, str], tuple[float, Collection]] = {}
         self._lock = asyncio.Lock()
-        self._listener: asyncio.Task | None = None
+        self._listener: asyncio.Task[None] | None = None
         self._notify_hooks: list[Callable[[str], None]] = []
+        # The tenant each pooled session was last set to (missing: unknown), dropped with the connection.
+        self._session_tenants: weakref.WeakKeyDictionary[psycopg.AsyncConnection, int] = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------ cache invalidation
 
@@ -200,10 +213,10 @@ class SearchRepository:
     async def _tenant_session(self, tenant_id: int) -> AsyncIterator[psycopg.AsyncConnection]:
         """A connection that row-level security holds to `tenant_id`."""
         async with self._pool.connection() as conn:
-            if getattr(conn, "sluice_tenant_id", None) != tenant_id:
-                conn.sluice_tenant_id = None  # unknown until the setting has succeeded
+            if self._session_tenants.get(conn) != tenant_id:
+                self._session_tenants.pop(conn, None)  # unknown until the setting has succeeded
                 await conn.execute(_SET_TENANT, (str(int(tenant_id)),))
-                conn.sluice_tenant_id = tenant_id
+                self._session_tenants[conn] = tenant_id
             yield conn
 
     async def get_collection(self, tenant_id: int, name: str, *, fresh: bool = False) -> Collection | None:
@@ -228,7 +241,7 @@ class SearchRepository:
         if row is None:
             self._collections.pop(key, None)
             return None
-        collection = Collection(*row[:-2], reranker=RerankerSpec.from_json(row[-1]), vector_precision=row[-2])
+        collection = _collection(row)
         if len(self._collections) > 10_000:
             self._collections.clear()
         self._collections[key] = (now, collection)
@@ -250,7 +263,7 @@ class SearchRepository:
             ).fetchone()
         if row is None:
             return None
-        return Collection(*row[:-2], reranker=RerankerSpec.from_json(row[-1]), vector_precision=row[-2])
+        return _collection(row)
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]:
         """Every tenant's embedders, for warm-up: a SECURITY DEFINER function shows search these
@@ -284,7 +297,7 @@ class SearchRepository:
         return [(r[0], 1.0 - float(r[_ID_SCORE])) for r in rows]
 
     async def _vector_rows(self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter,
-                           columns: sql.Composable, score: int) -> list[tuple]:
+                           columns: sql.Composable, score: int) -> list[tuple[Any, ...]]:
         """vector_search's rows: `columns` (the first the chunk id) and the distance at `score`, best first."""
         async with self._tenant_session(collection.tenant_id) as conn:
             if filter and self._exact_filter_max_chunks > 0:
@@ -372,7 +385,7 @@ class SearchRepository:
 def selective_vector_query(
     collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, max_chunks: int,
     *, columns: sql.Composable = _HIT_COLUMNS,
-) -> tuple[sql.Composed, dict]:
+) -> tuple[sql.Composed, dict[str, Any]]:
     """One statement for a filtered VECTOR search: the READY documents the filter selects (at
     most max_chunks + 1 of them) and, when they hold at most max_chunks chunks, the `limit`
     nearest of those chunks, scored exactly. Every row starts with (documents, chunks) found;
@@ -408,7 +421,7 @@ def selective_vector_query(
 def vector_query(
     collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, *, exact: bool = False,
     columns: sql.Composable = _HIT_COLUMNS, rescore_candidates: int = 0,
-) -> tuple[sql.Composed, dict]:
+) -> tuple[sql.Composed, dict[str, Any]]:
     """The vector query and its parameters: through the partial HNSW index, or exact.
 
     The ORDER BY repeats the generation's indexed expression (vector_index.index_distance, at
@@ -439,13 +452,20 @@ def vector_query(
     return body.format(**fields, limit=sql.Literal(int(limit))), params
 
 
-def _filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict]:
+def _filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict[str, Any]]:
     """The filter as AND-ed predicates on `documents d` (" AND …", or empty), every value a
     bound parameter named f_<n> (filter_sql.py)."""
     return filter_sql(filter)
 
 
-def _hit(row: tuple, score: float) -> Hit:
+def _collection(row: tuple[Any, ...]) -> Collection:
+    """A collection from the columns get_collection and generation_collection select, in their order."""
+    id_, name, provider, model, dimensions, tenant_id, generation_id, generation, chunk_overlap, precision, reranker = row
+    return Collection(id_, name, provider, model, dimensions, tenant_id, generation_id, generation, chunk_overlap,
+                      reranker=RerankerSpec.from_json(reranker), vector_precision=precision)
+
+
+def _hit(row: tuple[Any, ...], score: float) -> Hit:
     chunk_id, text, document_id, filename, chunk_index, page_number, element_type, metadata = row[:8]
     text_as_html, text_source, ocr_confidence, boxes = row[8:_SCORE]
     return Hit(

@@ -28,8 +28,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Protocol
 
 import httpx
+import numpy as np
+import numpy.typing as npt
 from sluice_common.reranking import COHERE, CROSS_ENCODER, JINA, TEI, RerankerSpec, RerankSettings, override
 
 from .domain import Hit, RerankRequest
@@ -68,11 +71,18 @@ def choose(collection_default: RerankerSpec | None, request: RerankRequest | Non
     return collection_default
 
 
+class CrossEncoderModel(Protocol):
+    """What we use of `sentence_transformers.CrossEncoder`."""
+
+    def predict(self, sentences: list[tuple[str, str]], *, batch_size: int,
+                show_progress_bar: bool) -> npt.NDArray[np.floating[Any]]: ...
+
+
 class Rerankers:
     def __init__(self, settings: RerankSettings | None = None, *, max_pending: int = 4) -> None:
         self._settings = settings or RerankSettings()
         self._client: httpx.AsyncClient | None = None
-        self._models: dict[str, object] = {}
+        self._models: dict[str, CrossEncoderModel] = {}
         self._load_lock = threading.Lock()
         # One thread: a cross-encoder uses every core for a batch; two would only contend.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cross-encoder")
@@ -188,7 +198,7 @@ class Rerankers:
         except Exception as err:  # a model that fails is a failed rerank, not a failed search
             raise RerankError(f"the local reranker failed: {_short(f'{type(err).__name__}: {err}')}") from None
 
-    def _done(self, _future) -> None:
+    def _done(self, _future: asyncio.Future[list[float]]) -> None:
         self._pending -= 1
 
     def _predict(self, model: str, query: str, texts: list[str]) -> list[float]:
@@ -196,7 +206,7 @@ class Rerankers:
         scores = encoder.predict([(query, text) for text in texts], batch_size=16, show_progress_bar=False)
         return [float(score) for score in scores]
 
-    def _model(self, name: str):
+    def _model(self, name: str) -> CrossEncoderModel:
         with self._load_lock:
             if name in self._models:
                 return self._models[name]
@@ -211,7 +221,7 @@ class Rerankers:
             from sentence_transformers import CrossEncoder
 
             started = time.perf_counter()
-            encoder = CrossEncoder(str(path), device="cpu", local_files_only=True)
+            encoder: CrossEncoderModel = CrossEncoder(str(path), device="cpu", local_files_only=True)
             self._models[name] = encoder
             log.info("local reranker loaded", extra={"model": name, "seconds": round(time.perf_counter() - started, 2)})
             return encoder

@@ -11,6 +11,7 @@ from sluice_common import textsearch
 from sluice_common.embedders import Embedder, EmbeddingError, get_embedder
 from sluice_common.errors import FailedPrecondition, NotFound, Unavailable
 from sluice_common.reasons import Reason
+from sluice_common.reranking import RerankerSpec
 
 from . import context, fusion, highlight, rerank
 from .consistency import ReplayWaiter
@@ -153,7 +154,7 @@ class SearchService:
         return hits
 
     async def _finish(self, collection: Collection, query: SearchQuery, hits: list[Hit],
-                      reranker: rerank.RerankerSpec | None) -> tuple[list[Hit], rerank.RerankOutcome]:
+                      reranker: RerankerSpec | None) -> tuple[list[Hit], rerank.RerankOutcome]:
         """After the first stage: the threshold, the reranker, the cap per document, top_k, the
         neighbours (context.py, rerank.py)."""
         for hit in hits:
