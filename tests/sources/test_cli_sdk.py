@@ -7,7 +7,9 @@ import json
 import threading
 
 import auth_keys
+import psycopg
 import pytest
+from helpers import wait_for
 from sluice_client import Client
 from sluice_client.errors import SluiceError
 
@@ -58,13 +60,18 @@ def test_the_cli_adds_lists_syncs_and_removes_a_source(sluice, root, database_ur
     code, out, _ = sluice("sources", "ls")
     assert code == 0 and source["id"] in out and "never synced" in out
 
-    # --wait: the runner (another thread here, `sluice-sources` in production) carries the run out.
-    runner = threading.Timer(0.5, run_pending, args=(database_url,), kwargs={"source_local_roots": str(root)})
+    # --wait: the runner (another thread here, `sluice-sources` in production) carries the run out
+    # once it was asked for; the command prints its progress from the collection's run events.
+    runner = threading.Thread(target=run_when_asked, args=(database_url, root))
     runner.start()
     code, out, err = sluice("sources", "sync", source["id"], "--wait", "--timeout", "60")
     runner.join()
     assert code == 0, err
-    assert "succeeded: listed 2, uploaded 2, unchanged 0, deleted 0, failed 0" in out
+    lines = out.splitlines()
+    assert lines[0].startswith("sync run ") and lines[0].endswith(": pending"), out
+    assert "started  running: listed 0, uploaded 0" in out
+    assert "progress  running: listed 2, uploaded 2, unchanged 0, deleted 0, failed 0" in out
+    assert lines[-1] == "succeeded: listed 2, uploaded 2, unchanged 0, deleted 0, failed 0"
     assert sorted(live_documents(database_url)) == ["a.md", "b.md"]
     code, out, _ = sluice("sources", "ls", "--collection", "docs")
     assert "succeeded: listed 2, uploaded 2" in out
@@ -100,6 +107,41 @@ def test_the_sdk_creates_syncs_and_waits(api, root, database_url):
     with pytest.raises(SluiceError) as raised:
         client.sources.get(source.id)
     assert raised.value.reason == "SOURCE_NOT_FOUND"
+
+
+def run_when_asked(database_url: str, root) -> int:
+    """The runner, once a run is waiting (the CLI asks for it after its stream is open)."""
+    def waiting() -> bool:
+        with psycopg.connect(database_url) as conn:
+            return conn.execute("SELECT count(*) FROM source_runs WHERE state = 'PENDING'").fetchone()[0] > 0
+
+    wait_for(waiting, 60, interval=0.05, what="the sync run to be asked for")
+    return run_pending(database_url, source_local_roots=str(root))
+
+
+def test_the_sdk_and_the_cli_show_a_run_from_the_collection_stream(api, root, database_url):
+    from sluice_cli.watch import event_line
+
+    client = Client(api.address, api_key=auth_keys.KEYS["client"])
+    client.collections.create("docs")
+    source = client.sources.create("docs", folder=str(root / "handbook"), display_name="handbook")
+    run = client.sources.sync(source.id)
+    run_pending(database_url, source_local_roots=str(root))
+    with client.collections.watch("docs", from_start=True, source_runs="only") as events:
+        seen = [next(events) for _ in range(3)]
+    assert [e.kind for e in seen] == ["SOURCE_RUN_STARTED", "SOURCE_RUN_PROGRESS", "SOURCE_RUN_FINISHED"]
+    assert all(e.is_source_run and e.document is None and e.source_run.source == source.name for e in seen)
+    finished = seen[-1].source_run
+    assert finished.source_display_name == "handbook" and finished.run.id == run.id
+    assert (finished.run.state, finished.run.listed, finished.run.uploaded) == ("succeeded", 3, 3)
+    line = event_line(seen[-1])
+    assert "source handbook  run finished  succeeded: listed 3, uploaded 3, unchanged 0, deleted 0, failed 0" in line
+    assert line.endswith(f"cursor={seen[-1].cursor}")
+    # Without asking, a watch has the document events only (as every SDK before run events).
+    with client.collections.watch("docs", from_start=True) as events:
+        assert {next(events).kind for _ in range(3)} == {"CHANGED"}
+    with pytest.raises(ValueError, match="source_runs must be one of"):
+        client.collections.watch("docs", source_runs="all")
 
 
 def run_later(database_url: str, root) -> int:

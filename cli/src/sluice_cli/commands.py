@@ -286,7 +286,7 @@ def show(client: Client, args: argparse.Namespace) -> int:
 
 
 def watch(client: Client, args: argparse.Namespace) -> int:
-    collection_options = args.cursor or args.from_start or args.status or args.terminal
+    collection_options = args.cursor or args.from_start or args.status or args.terminal or args.source_runs != "included"
     if args.document is None:
         if not args.collection:
             raise CliError(
@@ -295,7 +295,8 @@ def watch(client: Client, args: argparse.Namespace) -> int:
         return watch_collection(client, args)
     if collection_options:
         raise CliError(
-            "--cursor, --from-start, --status and --terminal are for a collection: leave out DOC", EXIT_USAGE, "INVALID_ARGUMENT"
+            "--cursor, --from-start, --status, --terminal and --source-runs are for a collection: leave out DOC", EXIT_USAGE,
+            "INVALID_ARGUMENT"
         )
     doc = client.documents.get(resolve_document_id(client, args.document, args.collection or ""))
     return watch_document(client, doc, args.timeout if args.timeout and args.timeout > 0 else None, as_json=args.json)

@@ -219,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--status", metavar="S1,S2", help="collection: only events leaving a document in these statuses "
                                                              "(e.g. ready,failed; deletions are always shown)")
             p.add_argument("--terminal", action="store_true", help="collection: only READY, FAILED and deletion events")
+            p.add_argument("--source-runs", choices=("included", "none", "only"), default="included",
+                           help="collection: the sync runs of the collection's sources (started, progress, finished) "
+                                "with the document events (default), not at all, or alone")
         if name == "retry":
             p.add_argument("--wait", action="store_true", help="follow the document after retrying")
         p.set_defaults(handler=handler)

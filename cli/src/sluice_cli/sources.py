@@ -4,6 +4,7 @@ the server (docs/sources.md). `sluice sync DIR` stays the client-side sync of a 
 from __future__ import annotations
 
 import argparse
+import time
 
 from rich.markup import escape
 from rich.table import Table
@@ -28,7 +29,7 @@ def _where(source: Source) -> str:
     return ""
 
 
-def _run_line(run: SourceRun) -> str:
+def run_line(run: SourceRun) -> str:
     counts = (f"listed {run.listed}, uploaded {run.uploaded}, unchanged {run.unchanged}, deleted {run.deleted}, "
               f"failed {run.failed}")
     if run.state == "blocked_mass_delete":
@@ -68,21 +69,49 @@ def ls(client: Client, args: argparse.Namespace) -> int:
     for s in sources:
         every = f"{s.schedule_interval_seconds}s" if s.schedule_interval_seconds else ""
         table.add_row(s.id, escape(s.collection), s.kind, escape(_where(s)), every,
-                      escape(_run_line(s.last_run)) if s.last_run else "never synced")
+                      escape(run_line(s.last_run)) if s.last_run else "never synced")
     render.out.print(table)
     return EXIT_OK
 
 
+def _sync_following(client: Client, args: argparse.Namespace) -> SourceRun:
+    """Ask for the run and print its progress from the collection's stream of run events
+    (WatchCollection, run events only) until it finishes. The stream is opened first, so the
+    run's events cannot pass before it listens."""
+    collection = client.sources.get(args.source).collection
+    deadline = time.monotonic() + args.timeout
+    events = client.collections.watch(collection, source_runs="only", heartbeats=True)
+    with events:
+        run: SourceRun | None = None
+        for event in events:
+            if run is None:  # the stream is open (its first message): now ask for the run
+                run = client.sources.sync(args.source, allow_mass_delete=args.allow_mass_delete)
+                render.out.print(escape(f"sync run {run.id}: {run.state}"), highlight=False)
+            if event.source_run is not None and event.source_run.run.id == run.id:
+                run = event.source_run.run
+                if event.kind == "SOURCE_RUN_FINISHED":
+                    return run
+                render.out.print(escape(f"{event.kind.removeprefix('SOURCE_RUN_').lower()}  {run_line(run)}"),
+                                 highlight=False)
+            if time.monotonic() > deadline:
+                raise CliError(f"the sync run {run.id} did not end within {args.timeout:.0f} s (it is {run.state})",
+                               EXIT_FAILED, "TIMEOUT")
+    raise CliError("the collection's event stream ended before the run did", EXIT_FAILED)
+
+
 def sync(client: Client, args: argparse.Namespace) -> int:
-    run = client.sources.sync(args.source, allow_mass_delete=args.allow_mass_delete, wait=args.wait,
-                              timeout=args.timeout)
+    if args.wait and not args.json:
+        run = _sync_following(client, args)
+    else:
+        run = client.sources.sync(args.source, allow_mass_delete=args.allow_mass_delete, wait=args.wait,
+                                  timeout=args.timeout)
     if args.json:
         render.print_json({"run": render.to_dict(run.raw)})
     elif not args.wait:
         render.out.print(f"Sync run {run.id} is {run.state}; follow it with `sluice sources ls` "
                          f"or `sluice sources sync {args.source} --wait`.")
     else:
-        render.out.print(escape(_run_line(run)))
+        render.out.print(escape(run_line(run)))
         if run.error_message:
             render.out.print(escape(run.error_message), markup=False, highlight=False, soft_wrap=True)
     if args.wait and run.state != "succeeded":
@@ -134,7 +163,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     ssync.add_argument("source", help="collections/C/sources/ID, or the id")
     ssync.add_argument("--allow-mass-delete", action="store_true",
                        help="let this run delete more than the source's max delete share")
-    ssync.add_argument("--wait", action="store_true", help="wait for the run to end (exit 1 unless it SUCCEEDED)")
+    ssync.add_argument("--wait", action="store_true", help="print the run's progress until it ends (exit 1 unless it "
+                                                          "SUCCEEDED)")
     ssync.add_argument("--timeout", type=float, default=3600.0, help="with --wait: give up after this many seconds")
     ssync.set_defaults(handler=sync)
     srm = sources_sub.add_parser("delete", aliases=["rm"], help="delete a source (its documents stay)", parents=[common])

@@ -1,7 +1,8 @@
-"""`sluice watch --collection C`: follow every document event of a collection (WatchCollection).
+"""`sluice watch --collection C`: follow every document event of a collection (WatchCollection),
+and the sync runs of its sources (started, progress, finished; `--source-runs`).
 
-One line per event (time, file or id, status, progress, cursor), or one JSON object per event
-with --json. The stream is resumable: when the connection drops (the server restarted, the
+One line per event (time, file or id, status, progress, cursor; for a run: its source, what
+happened and its counts), or one JSON object per event with --json. The stream is resumable: when the connection drops (the server restarted, the
 network went away) the SDK reconnects after the last cursor it received, so no event is
 missed or shown twice. Ctrl-C prints that cursor for `--cursor` to resume later. Heartbeats are
 not shown; they only move the cursor.
@@ -16,6 +17,7 @@ from sluice_client import Client, CollectionEvent, DocumentStatus, SluiceError
 
 from . import render
 from .errors import EXIT_USAGE, CliError
+from .sources import run_line
 
 STATUS_NAMES = ("pending", "parsing", "chunking", "embedding", "indexing", "ready", "failed")
 INTERRUPTED = 130
@@ -31,7 +33,20 @@ def parse_statuses(text: str | None) -> list[DocumentStatus]:
     return [DocumentStatus.of(name) for name in names]
 
 
+def run_event_line(event: CollectionEvent) -> str:
+    """`… source handbook  run progress  running: listed 120, uploaded 30, … cursor=…`."""
+    assert event.source_run is not None
+    run = event.source_run.run
+    label = event.source_run.source_display_name or event.source_run.source.rsplit("/", 1)[-1]
+    happened = event.kind.removeprefix("SOURCE_RUN_").lower()
+    parts = [render.timestamp(event.raw.create_time), f"source {label}", f"run {happened}", run_line(run),
+             run.error_message[:200] if happened == "finished" else "", f"cursor={event.cursor}"]
+    return "  ".join(part for part in parts if part)
+
+
 def event_line(event: CollectionEvent) -> str:
+    if event.source_run is not None:
+        return run_event_line(event)
     doc = event.document
     if doc is None:
         return f"cursor={event.cursor}"
@@ -49,7 +64,7 @@ def watch_collection(client: Client, args: argparse.Namespace) -> int:
 
     events = client.collections.watch(args.collection, cursor=args.cursor or "", from_start=args.from_start,
                                       statuses=parse_statuses(args.status), terminal_only=args.terminal,
-                                      on_reconnect=reconnecting)
+                                      on_reconnect=reconnecting, source_runs=args.source_runs)
     try:
         for event in events:
             if args.json:

@@ -69,6 +69,7 @@ from .types import (
     Tenant,
     Webhook,
     WebhookDelivery,
+    source_run_events,
 )
 
 T = TypeVar("T")
@@ -225,13 +226,13 @@ class AsyncCollections:
 
     async def watch(self, name: str, *, cursor: str = "", from_start: bool = False,
                     statuses: Iterable[DocumentStatus | str] = (), terminal_only: bool = False,
-                    heartbeats: bool = False) -> AsyncIterator[CollectionEvent]:
+                    heartbeats: bool = False, source_runs: str = "none") -> AsyncIterator[CollectionEvent]:
         """See Collections.watch: resumes after the last cursor when the connection drops."""
         client = self._client
         policy = client.settings.policy
         request = document_service_pb2.WatchCollectionRequest(
             collection=name, after_cursor=cursor, start_from_oldest=from_start and not cursor,
-            terminal_only=terminal_only,
+            terminal_only=terminal_only, source_runs=source_run_events(source_runs),  # type: ignore[arg-type]
             statuses=[DocumentStatus.of(s).value for s in statuses])  # type: ignore[misc]
         connected, failures, away_since = False, 0, None
         while True:

@@ -66,6 +66,7 @@ from .types import (
     Tenant,
     Webhook,
     WebhookDelivery,
+    source_run_events,
 )
 
 T = TypeVar("T")
@@ -293,15 +294,19 @@ class Collections:
 
     def watch(self, name: str, *, cursor: str = "", from_start: bool = False,
               statuses: Iterable[DocumentStatus | str] = (), terminal_only: bool = False, heartbeats: bool = False,
-              on_reconnect: Callable[[str, SluiceError], None] | None = None) -> CollectionWatch:
+              on_reconnect: Callable[[str, SluiceError], None] | None = None,
+              source_runs: str = "none") -> CollectionWatch:
         """Every document event of the collection, as an iterator that resumes by itself.
 
         It starts now (or after `cursor`, or with the oldest retained event); when the
         connection drops it reconnects after the last cursor received, so nothing is missed or
         seen twice (`on_reconnect(cursor, error)` hears of it). `.cursor` is where to resume
-        later; `.close()` ends it."""
+        later; `.close()` ends it. `source_runs="included"` adds the events of the collection's
+        sync runs (`event.source_run`: started, progress, finished; `statuses` and
+        `terminal_only` do not filter them), `"only"` gives those alone."""
         return CollectionWatch(self._client, name, cursor=cursor, from_start=from_start, statuses=statuses,
-                               terminal_only=terminal_only, heartbeats=heartbeats, on_reconnect=on_reconnect)
+                               terminal_only=terminal_only, heartbeats=heartbeats, on_reconnect=on_reconnect,
+                               source_runs=source_runs)
 
 
 class CollectionWatch(Iterator[CollectionEvent]):
@@ -309,11 +314,11 @@ class CollectionWatch(Iterator[CollectionEvent]):
 
     def __init__(self, client: Client, collection: str, *, cursor: str, from_start: bool,
                  statuses: Iterable[DocumentStatus | str], terminal_only: bool, heartbeats: bool,
-                 on_reconnect: Callable[[str, SluiceError], None] | None) -> None:
+                 on_reconnect: Callable[[str, SluiceError], None] | None, source_runs: str = "none") -> None:
         self._client = client
         self._request = document_service_pb2.WatchCollectionRequest(
             collection=collection, after_cursor=cursor, start_from_oldest=from_start and not cursor,
-            terminal_only=terminal_only,
+            terminal_only=terminal_only, source_runs=source_run_events(source_runs),  # type: ignore[arg-type]
             statuses=[DocumentStatus.of(s).value for s in statuses])  # type: ignore[misc]
         self.cursor = cursor
         self._heartbeats = heartbeats

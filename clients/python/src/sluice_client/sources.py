@@ -57,6 +57,21 @@ class SourceRun:
 
 
 @dataclass(frozen=True)
+class SourceRunEvent:
+    """A sync run as one of its events on WatchCollection left it (`CollectionEvent.source_run`):
+    the source's name and display name, and the run with its state and counts then."""
+
+    source: str
+    source_display_name: str
+    run: SourceRun
+    raw: Any = field(repr=False, compare=False)
+
+    @classmethod
+    def from_proto(cls, event: Any) -> SourceRunEvent:
+        return cls(event.source, event.source_display_name, SourceRun.from_proto(event.run), event)
+
+
+@dataclass(frozen=True)
 class Source:
     id: str
     name: str
@@ -216,4 +231,4 @@ class AsyncSources:
         return rows
 
 
-__all__ = ["AsyncSources", "Source", "SourceRun", "Sources", "spec"]
+__all__ = ["AsyncSources", "Source", "SourceRun", "SourceRunEvent", "Sources", "spec"]

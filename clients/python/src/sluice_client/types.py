@@ -17,6 +17,7 @@ from typing import Any, overload
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from .protos import admin_service_pb2, collection_pb2, document_pb2, document_service_pb2, search_service_pb2, webhook_service_pb2
+from .sources import SourceRunEvent
 
 
 class DocumentStatus(enum.Enum):
@@ -362,21 +363,33 @@ class SearchResults(Sequence[Hit]):
 
 @dataclass(frozen=True)
 class CollectionEvent:
-    """One change of a document of a watched collection; `cursor` resumes after it.
+    """One change of a document of a watched collection, or one event of a sync run of its
+    sources (asked for with `source_runs=`); `cursor` resumes after it.
 
-    `kind` is CHANGED, DELETED or HEARTBEAT (no document: the server read up to `cursor`)."""
+    `kind` is CHANGED, DELETED, HEARTBEAT (no document: the server read up to `cursor`),
+    SOURCE_RUN_STARTED, SOURCE_RUN_PROGRESS or SOURCE_RUN_FINISHED (`source_run` is set,
+    `document` is None), or UNKNOWN_<n> for a kind this SDK is older than."""
 
     cursor: str
     kind: str
     document: Document | None
     time: dt.datetime | None
     raw: document_service_pb2.CollectionEvent = field(repr=False, compare=False)
+    source_run: SourceRunEvent | None = None
+
+    @property
+    def is_source_run(self) -> bool:
+        return self.source_run is not None
 
     @classmethod
     def from_proto(cls, event: document_service_pb2.CollectionEvent) -> CollectionEvent:
-        kind = document_service_pb2.CollectionEventType.Name(event.type).removeprefix("COLLECTION_EVENT_TYPE_")
+        try:
+            kind = document_service_pb2.CollectionEventType.Name(event.type).removeprefix("COLLECTION_EVENT_TYPE_")
+        except ValueError:  # a kind added to the server after this SDK: shown, not fatal
+            kind = f"UNKNOWN_{event.type}"
         document = Document.from_proto(event.document) if event.HasField("document") else None
-        return cls(event.cursor, kind, document, _time(event.create_time), event)
+        run = SourceRunEvent.from_proto(event.source_run) if event.HasField("source_run") else None
+        return cls(event.cursor, kind, document, _time(event.create_time), event, run)
 
 
 @dataclass(frozen=True)
@@ -447,10 +460,25 @@ class NewWebhook:
     secret: str
 
 
+# Collections.watch's `source_runs`: which sync-run events a watch carries besides the documents'.
+SOURCE_RUN_EVENTS = {
+    "none": document_service_pb2.SOURCE_RUN_EVENTS_UNSPECIFIED,
+    "included": document_service_pb2.SOURCE_RUN_EVENTS_INCLUDED,
+    "only": document_service_pb2.SOURCE_RUN_EVENTS_ONLY,
+}
+
+
+def source_run_events(value: str) -> int:
+    if value not in SOURCE_RUN_EVENTS:
+        raise ValueError(f"source_runs must be one of {', '.join(SOURCE_RUN_EVENTS)}, not {value!r}")
+    return SOURCE_RUN_EVENTS[value]
+
+
 def webhook_event_name(value: int) -> str:
     """WEBHOOK_EVENT_TYPE_DOCUMENT_READY → document.ready (the payload's `type`)."""
-    kind, _, what = webhook_service_pb2.WebhookEventType.Name(value).removeprefix("WEBHOOK_EVENT_TYPE_").lower().partition("_")
-    return f"{kind}.{what}"
+    name = webhook_service_pb2.WebhookEventType.Name(value).removeprefix("WEBHOOK_EVENT_TYPE_").lower()
+    kind = "source_run" if name.startswith("source_run_") else name.partition("_")[0]  # source_run.started
+    return f"{kind}.{name.removeprefix(kind + '_')}"
 
 
 WEBHOOK_EVENT_TYPES = {webhook_event_name(v): v for v in webhook_service_pb2.WebhookEventType.values()
