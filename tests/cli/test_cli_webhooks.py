@@ -28,6 +28,8 @@ def test_add_list_deliveries_and_remove_from_the_cli(sluice, stack, tmp_path):
         made = json.loads(sluice("--json", "webhooks", "add", "docs", bad.url, "--events", "document.ready", *stack.args).out)
         assert made["secret"].startswith("whsec_")
         bad_id = made["webhook"]["id"]
+        runs_hook = sluice("webhooks", "add", "docs", good.url, "--events", "source_run.finished", *stack.args)
+        assert runs_hook.code == 0 and "source_run.finished" in runs_hook.out  # the sync-run types by their wire name
         unknown = sluice("webhooks", "add", "docs", good.url, "--events", "document.done", *stack.args)
         assert unknown.code == 2 and "document.ready" in unknown.err
         refused = sluice("webhooks", "add", "docs", "ftp://example.com/x", *stack.args)

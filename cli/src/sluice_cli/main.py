@@ -272,14 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(handler=evaluate.run_eval)
 
     # webhooks
-    hooks = sub.add_parser("webhooks", help="POST a collection's document events to a URL, signed", parents=[common])
+    hooks = sub.add_parser("webhooks", help="POST a collection's document (and sync-run) events to a URL, signed",
+                           parents=[common])
     hooks_sub = hooks.add_subparsers(dest="webhooks_command", metavar="ACTION")
     hooks_sub.required = True
     hadd = hooks_sub.add_parser("add", help="subscribe a URL; the signing secret is printed once", parents=[common])
     hadd.add_argument("collection")
     hadd.add_argument("url")
     hadd.add_argument("--events", metavar="TYPE[,TYPE]",
-                      help=f"event types (default: all): {', '.join(WEBHOOK_EVENT_TYPES)}")
+                      help=f"event types (default: the document.* ones): {', '.join(WEBHOOK_EVENT_TYPES)}")
     hadd.add_argument("--description", help="a note for people")
     hadd.set_defaults(handler=webhooks.add)
     hls = hooks_sub.add_parser("list", aliases=["ls"], help="list webhooks", parents=[common])

@@ -1,4 +1,5 @@
-"""`sluice webhooks …`: subscribe URLs to a collection's document events (docs/webhooks.md)."""
+"""`sluice webhooks …`: subscribe URLs to a collection's document events, and its sources' sync-run
+events when named (docs/webhooks.md)."""
 
 from __future__ import annotations
 
@@ -82,11 +83,11 @@ def deliveries(client: Client, args: argparse.Namespace) -> int:
         render.print_json({"deliveries": [render.to_dict(d) for d in rows]})
         return EXIT_OK
     table = Table(box=None, header_style="bold")
-    for column in ("EVENT TIME", "TYPE", "DOCUMENT", "STATE", "ATTEMPTS", "LAST", "NEXT ATTEMPT"):
+    for column in ("EVENT TIME", "TYPE", "DOCUMENT OR RUN", "STATE", "ATTEMPTS", "LAST", "NEXT ATTEMPT"):
         table.add_column(column)
     for d in rows:
         last = escape(d.last_error[:80]) if d.last_error else (f"HTTP {d.last_status_code}" if d.last_status_code else "")
-        table.add_row(render.timestamp(d.event_time), d.event_type, d.document_id, _delivery_state(d.state),
+        table.add_row(render.timestamp(d.event_time), d.event_type, d.document_id or d.source_run_id, _delivery_state(d.state),
                       str(d.attempts), last, render.timestamp(d.next_attempt_time) if d.HasField("next_attempt_time") else "")
     render.out.print(table)
     return EXIT_OK
