@@ -215,3 +215,20 @@ def test_browsers_of_the_allowed_origins_only_may_call_it(stack, http):
             assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
     finally:
         gateway.stop()
+
+
+def test_sources_are_managed_over_http_too(stack, http):
+    """SourceService (docs/sources.md) is served like the others: its errors with their reasons."""
+    create_collection(http)
+    listed = http.post("/sluice.v1.SourceService/ListSources", json={"collection": "docs"})
+    assert listed.status_code == 200 and listed.json() == {}, listed.text
+    refused = http.post("/sluice.v1.SourceService/CreateSource",
+                        json={"source": {"collection": "docs", "localFolder": {"path": "/etc"}}})
+    assert refused.status_code == 400 and refused.json()["reason"] == "SOURCE_NOT_ALLOWED", refused.text
+    assert "local folders are disabled on this server" in refused.json()["message"]
+    missing = http.post("/sluice.v1.SourceService/GetSource", json={"name": "00000000-0000-0000-0000-000000000000"})
+    assert missing.status_code == 404 and missing.json()["reason"] == "SOURCE_NOT_FOUND", missing.text
+    # A reader key may read sources, not create them.
+    reader = http.post("/sluice.v1.SourceService/CreateSource", headers=key_headers("reader"),
+                       json={"source": {"collection": "docs", "git": {"repository": "https://example.com/r.git"}}})
+    assert reader.status_code == 403, reader.text

@@ -4,7 +4,7 @@ public RPC (JobService, the workers' internal API, excepted)."""
 from __future__ import annotations
 
 from openapi_spec_validator import validate
-from sluice.v1 import admin_service_pb2, document_service_pb2, search_service_pb2, webhook_service_pb2
+from sluice.v1 import admin_service_pb2, document_service_pb2, search_service_pb2, source_service_pb2, webhook_service_pb2
 
 
 def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
@@ -18,9 +18,10 @@ def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
     services = [document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"],
                 search_service_pb2.DESCRIPTOR.services_by_name["SearchService"],
                 webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"],
-                admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"]]
+                admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
+                source_service_pb2.DESCRIPTOR.services_by_name["SourceService"]]
     expected = {f"{s.name}.{m.name}" for s in services for m in s.methods}
-    assert len(expected) >= 26  # 14 DocumentService, 1 SearchService, 6 WebhookService, 5 AdminService
+    assert len(expected) >= 32  # 14 DocumentService, 1 SearchService, 6 WebhookService, 5 AdminService, 6 SourceService
     assert expected <= operations.keys(), expected - operations.keys()
     assert operations["SearchService.Search"] == ("/sluice.v1.SearchService/Search", "post")
     # Search is marked NO_SIDE_EFFECTS: it takes a Connect GET too; nothing else does.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from google.protobuf import descriptor, descriptor_pb2, message, message_factory
-from sluice.v1 import admin_service_pb2, document_service_pb2, search_service_pb2, webhook_service_pb2
+from sluice.v1 import admin_service_pb2, document_service_pb2, search_service_pb2, source_service_pb2, webhook_service_pb2
 
 
 class Backend(Enum):
@@ -25,6 +25,7 @@ SERVICES: tuple[tuple[descriptor.ServiceDescriptor, Backend], ...] = (
     (search_service_pb2.DESCRIPTOR.services_by_name["SearchService"], Backend.SEARCH),
     (webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"], Backend.INGEST),
     (admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"], Backend.INGEST),
+    (source_service_pb2.DESCRIPTOR.services_by_name["SourceService"], Backend.INGEST),
 )
 
 
