@@ -128,7 +128,7 @@ def rerank_request_of(message: search_service_pb2.SearchRerank) -> RerankRequest
                          min_score=message.min_score if message.HasField("min_score") else None)
 
 
-def _mode(value: search_service_pb2.SearchMode) -> Mode | None:
+def _mode(value: search_service_pb2.SearchMode.ValueType) -> Mode | None:
     if value not in _MODES:
         raise InvalidArgument(f"unknown search mode {value}", reason=Reason.INVALID_MODE)
     return _MODES[value]
