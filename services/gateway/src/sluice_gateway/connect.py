@@ -200,17 +200,19 @@ class ConnectHandlers:
         requests"). The same key, limits and errors as a POST; 405 for any other method."""
         method = METHODS[request.scope["path"]]
         started = time.perf_counter()
-        try:
-            if not method.side_effect_free or method.kind != "unary":
-                raise GatewayError(grpc.StatusCode.UNIMPLEMENTED,
-                                   f"{method.label} has side effects: call it with POST (only methods marked "
-                                   "NO_SIDE_EFFECTS take GET; see /openapi.json)", "GET_NOT_ALLOWED")
-            msg, binary = self.decode_get(request, method)
-        except GatewayError as error:
-            refusal = error_response(error, method.label)
-            if error.reason == "GET_NOT_ALLOWED":
-                refusal.status_code = 405
-                refusal.headers["Allow"] = "POST"
+        refusal: Response | None = None
+        if not method.side_effect_free or method.kind != "unary":
+            refusal = error_response(GatewayError(
+                grpc.StatusCode.UNIMPLEMENTED, f"{method.label} has side effects: call it with POST (only methods marked "
+                "NO_SIDE_EFFECTS take GET; see /openapi.json)", "GET_NOT_ALLOWED"), method.label)
+            refusal.status_code = 405  # the Connect protocol's answer (connect-go's too), not 501
+            refusal.headers["Allow"] = "POST"
+        else:
+            try:
+                msg, binary = self.decode_get(request, method)
+            except GatewayError as error:
+                refusal = error_response(error, method.label)
+        if refusal is not None:
             refusal.headers["Cache-Control"] = "no-store"
             return refusal
         response = await self.unary(request, method, msg, started, binary=binary)
