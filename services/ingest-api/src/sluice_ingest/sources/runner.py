@@ -48,9 +48,9 @@ log = logging.getLogger("sluice.sources")
 # A checkpoint is written after this many items or this many seconds, whichever comes first.
 CHECKPOINT_ITEMS = 50
 CHECKPOINT_SECONDS = 1.0
-# A checkpoint also writes a PROGRESS event to the collection's events log (WatchCollection,
-# webhooks) when this long has passed since the run's last one; the checkpoint that ends the
-# walk over the items always does.
+# A checkpoint (or a deletion) also writes a PROGRESS event to the collection's events log
+# (WatchCollection, webhooks) when this long has passed since the run's last one; the checkpoint
+# that ends the walk over the items always does.
 PROGRESS_EVENT_SECONDS = 2.0
 # Items read and uploaded at once (the upload limit and the pool bound what this costs).
 ITEMS_AT_ONCE = 4
@@ -252,13 +252,17 @@ class Runner:
 
     async def _delete_gone(self, claimed: ClaimedRun, checkpoint: dict[str, Any], progress: Progress, fence: Any) -> None:
         gone = await self.runs.unseen_items(claimed)
+        last_event = time.monotonic()
         for source_uri in gone:
             try:
                 await self.documents.delete_document(claimed.source.tenant_id, "", claimed.source.collection,
                                                      source_uri, fence=fence)
             except NotFound:
                 pass  # deleted by hand already: only the record goes
-            await self.runs.forget_item(claimed, source_uri)
+            event = time.monotonic() - last_event >= PROGRESS_EVENT_SECONDS
+            await self.runs.forget_item(claimed, source_uri, progress_event=event)
+            if event:
+                last_event = time.monotonic()
             progress = replace(progress, deleted=progress.deleted + 1)
         finished = await self._finish(claimed, RunState.SUCCEEDED, progress, checkpoint)
         log.info("source sync run finished" if finished else "source sync run lost its lease at the end",

@@ -421,14 +421,19 @@ class RunStore:
                 (claimed.source.id, claimed.run.id))).fetchall()
         return [r[0] for r in rows]
 
-    async def forget_item(self, claimed: ClaimedRun, source_uri: str) -> None:
+    async def forget_item(self, claimed: ClaimedRun, source_uri: str, *, progress_event: bool = False) -> None:
         """The item's documents are deleted: drop its record and count the deletion on the run
-        (written here, so a runner that resumes the run after a crash counts on from it)."""
+        (written here, so a runner that resumes the run after a crash counts on from it); with
+        `progress_event`, a PROGRESS event of the run as it now stands, in this transaction."""
         async with self.pool.connection() as conn, conn.transaction():
             await self.fence(claimed)(conn)
             await conn.execute("DELETE FROM source_items WHERE source_id = %s AND source_uri = %s",
                                (claimed.source.id, source_uri))
             await conn.execute("UPDATE source_runs SET deleted = deleted + 1 WHERE id = %s", (claimed.run.id,))
+            if progress_event:
+                await conn.execute(
+                    "SELECT sluice_record_source_run_event(r, 'PROGRESS') FROM source_runs r WHERE r.id = %s",
+                    (claimed.run.id,))
 
     async def finish(
         self, claimed: ClaimedRun, state: RunState, progress: Progress, checkpoint: dict[str, Any],
