@@ -243,17 +243,22 @@ def test_a_run_taken_over_starts_once_and_the_old_runner_writes_no_event(api, ro
             old = await store.claim()
             assert old is not None and old.run.id.hex == run.id.replace("-", "")
             await store.checkpoint(old, {"after": "a.md"}, Progress(listed=1, unchanged=1), progress_event=True)
+            await store.forget_item(old, "gone.md")  # a deletion is counted on the run as it happens
             async with pool.connection() as conn:  # the old runner stops renewing: its lease expires
                 await conn.execute("UPDATE source_runs SET locked_at = now() - interval '1 hour' WHERE id = %s",
                                    (old.run.id,))
             new = await store.claim()
             assert new is not None and new.run.id == old.run.id and new.run.attempts == 2
+            assert new.run.deleted == 1  # the resumed run counts on from it
             with pytest.raises(LeaseNotHeld):
                 await store.checkpoint(old, {"after": "a.md"}, Progress(listed=1, uploaded=1), progress_event=True)
+            with pytest.raises(LeaseNotHeld):
+                await store.forget_item(old, "other.md", progress_event=True)
             assert not await store.finish(old, RunState.SUCCEEDED, Progress(listed=1, uploaded=1), {})
-            assert await store.finish(new, RunState.SUCCEEDED, Progress(listed=1, unchanged=1), {})
+            assert await store.finish(new, RunState.SUCCEEDED, Progress(listed=1, unchanged=1, deleted=1), {})
         finally:
             await pool.close()
 
     asyncio.run(scenario())
     assert run_events(database_url) == [("STARTED", "RUNNING"), ("PROGRESS", "RUNNING"), ("FINISHED", "SUCCEEDED")]
+    assert s.last_run(s.stub.ListSources(src.ListSourcesRequest()).sources[0]).deleted == 1
