@@ -344,7 +344,7 @@ def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows
     one that always walks the graph; the raw SQL of both plans; recall against numpy."""
     from sluice_search import api
     from sluice_search.domain import Collection, Limits
-    from sluice_search.repository import selective_vector_query, vector_query
+    from sluice_search.repository import EXACT_FILTER_WALK_COST, selective_vector_query, vector_query
 
     ef = args.ef_search[0]
     queries = queries[: args.filter_queries]
@@ -396,7 +396,7 @@ def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows
             for n, query in enumerate(list(queries[: args.warmup]) + list(queries)):
                 # As shipped: one statement, the filter's documents and the exact scan of their chunks.
                 started = time.perf_counter()
-                statement, params = selective_vector_query(collection, query, 10, document_filter, 2000)
+                statement, params = selective_vector_query(collection, query, 10, document_filter, 2000, walk_cost=EXACT_FILTER_WALK_COST)
                 conn.execute(statement, params).fetchall()
                 middle = time.perf_counter()
                 # The graph walk with the filter applied to each visited chunk.

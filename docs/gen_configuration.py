@@ -112,6 +112,12 @@ def fields(path: Path, class_name: str) -> list[tuple[str, str, str]]:
                 default = ast.get_source_segment(source, stmt.value) if stmt.value is not None else ""
                 if default.startswith("Field(default_factory"):
                     default = "(computed)"
+                elif isinstance(stmt.value, ast.Call) and getattr(stmt.value.func, "id", "") == "Field":
+                    # Field(default=0.5, ge=0.0, le=1.0): the default, and the bounds as a reader says them.
+                    keywords = {k.arg: ast.get_source_segment(source, k.value) for k in stmt.value.keywords}
+                    bounds = [f"{word} {keywords[k]}" for k, word in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"))
+                              if k in keywords]
+                    default = keywords.get("default", "") + (f" ({', '.join(bounds)})" if bounds else "")
                 rows.append((name, default, comment))
             return rows
     raise LookupError(f"{class_name} not found in {path}")

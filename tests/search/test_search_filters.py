@@ -394,7 +394,7 @@ async def test_random_filters_match_the_reference(stub_with, seed, exact_filter_
 async def test_selective_and_broad_filters_return_the_exact_top_k(stub_with, seed):
     """Around the threshold: a filter whose documents hold at most exact_filter_max_chunks chunks
     is answered exactly from them; a broader one walks the graph; both give the true top_k."""
-    stub = await stub_with(search_exact_filter_max_chunks=30)
+    stub = await stub_with(search_exact_filter_max_chunks=30, search_exact_filter_walk_cost=0.0)  # the floor alone
     cid = seed.collection("typed", DIM)
     texts = {}
     for d in range(20):
@@ -422,3 +422,39 @@ async def test_selective_and_broad_filters_return_the_exact_top_k(stub_with, see
             assert [round(h.score, 5) for h in response.hits] == [round(score, 5) for score, _ in expected]
         else:  # an approximate walk: nearly all as close as the true 12th (scores tie often here)
             assert sum(h.score >= expected[-1][0] - 1e-6 for h in response.hits) >= 10
+
+
+def plans_taken() -> dict[str, float]:
+    from prometheus_client import REGISTRY
+
+    return {plan: REGISTRY.get_sample_value("sluice_search_filter_plans_total", {"plan": plan}) or 0.0
+            for plan in ("exact", "graph")}
+
+
+async def test_the_exact_plan_grows_with_the_generation(stub_with, seed):
+    """Past the floor, a filter is scored exactly while its chunks number at most
+    sqrt(walk_cost x ef_search x the generation's chunks): here sqrt(1 x 40 x 200) = 89, so a filter
+    of 40 chunks is exact and one of 120 walks the graph; with walk_cost 0 the floor (5) alone
+    decides and the 40 chunks walk too. The plan is read from sluice_search_filter_plans_total."""
+    scaled = await stub_with(search_exact_filter_max_chunks=5, search_exact_filter_walk_cost=1.0, search_hnsw_ef_search=40)
+    floor_only = await stub_with(search_exact_filter_max_chunks=5, search_exact_filter_walk_cost=0.0, search_hnsw_ef_search=40)
+    cid = seed.collection("typed", DIM)
+    for d in range(20):
+        doc = seed.document(cid, f"doc-{d}.txt", metadata={"d": d})
+        chunk_texts = [f"river {d} part {i} report {(d * 7 + i) % 13}" for i in range(10)]
+        seed.chunks(cid, doc, chunk_texts, embed(chunk_texts))
+
+    async def plan(stub, bound):
+        before = plans_taken()
+        response = await stub.Search(pb.SearchRequest(collection="typed", query="river report 5", mode=VECTOR, top_k=5,
+                                                      filter=pb.SearchFilter(where=cond("d", "LT", bound))))
+        assert len(response.hits) == 5
+        assert {h.filename for h in response.hits} <= {f"doc-{d}.txt" for d in range(bound)}
+        after = plans_taken()
+        (taken,) = [p for p in after if after[p] > before[p]]
+        return taken
+
+    assert await plan(scaled, 4) == "exact"  # 40 chunks <= 89
+    assert await plan(scaled, 12) == "graph"  # 120 chunks > 89
+    assert await plan(floor_only, 4) == "graph"  # 40 chunks > 5
+    assert await plan(floor_only, 1) == "graph"  # 10 chunks > 5

@@ -80,6 +80,7 @@ async def create_server(settings: SearchSettings, *, embedder_factory: EmbedderF
     replay = ReplayWaiter(max_wait_seconds=settings.search_consistency_max_wait_seconds)
     repository = SearchRepository(GatedPool(pool, replay), collection_cache_seconds=settings.search_collection_cache_seconds,
                                   exact_filter_max_chunks=settings.search_exact_filter_max_chunks,
+                                  exact_filter_walk_cost=settings.search_exact_filter_walk_cost,
                                   binary_rescore_candidates=settings.search_binary_rescore_candidates)
     if await _reads_a_standby(pool):
         # LISTEN is refused during recovery: the collection cache expires by age alone there

@@ -16,6 +16,12 @@ EXACT_FALLBACKS = Counter(
     "sluice_search_exact_fallbacks_total",
     "Vector searches the HNSW scan answered short and an exact scan completed.",
 )
+FILTER_PLANS = Counter(
+    "sluice_search_filter_plans_total",
+    "Filtered vector searches by plan: exact (the filter's chunks scored one by one, few enough) or graph"
+    " (the HNSW walk with the filter applied to the chunks it visits).",
+    ["plan"],
+)
 CONSISTENCY_WAIT = Histogram(
     "sluice_search_consistency_wait_seconds",
     "Time a Search with a consistency_token waited for the database to replay it, by outcome: primary (no"

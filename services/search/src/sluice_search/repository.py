@@ -50,6 +50,15 @@ log = logging.getLogger("sluice.search.repository")
 
 _SET_TENANT = "SELECT set_config('sluice.tenant_id', %s, false)"
 
+# A filtered VECTOR search scores the filter's chunks exactly while they number at most
+# max(SLUICE_SEARCH_EXACT_FILTER_MAX_CHUNKS, sqrt(walk cost x ef_search x the generation's chunks)),
+# capped at the ceiling (selective_vector_query). The walk cost is where the two plans crossed
+# in bench/search_bench.py's filter sweep (docs/search.md, "Filters"): about 5,500 filtered chunks
+# of 100,000 and 7,200 of 300,000 at ef_search 40, i.e. 7.6 and 4.3; 5 lies between. Near the
+# crossing the two plans cost about the same, so the constant need not be exact.
+EXACT_FILTER_WALK_COST = 5.0
+EXACT_FILTER_CEILING = 100_000
+
 _HIT_COLUMNS = sql.SQL(
     "c.id, c.text, d.id::text, d.filename, c.chunk_index, c.page_number, c.element_type, d.metadata,"
     " c.text_as_html, c.text_source, c.ocr_confidence, c.boxes"
@@ -142,8 +151,10 @@ class ConnectionSource(Protocol):
 
 class SearchRepository:
     def __init__(self, pool: ConnectionSource, *, collection_cache_seconds: float = 5.0,
-                 exact_filter_max_chunks: int = 2000, binary_rescore_candidates: int = 100) -> None:
+                 exact_filter_max_chunks: int = 2000, exact_filter_walk_cost: float = EXACT_FILTER_WALK_COST,
+                 binary_rescore_candidates: int = 100) -> None:
         self._pool = pool
+        self._exact_filter_walk_cost = exact_filter_walk_cost
         self._binary_rescore_candidates = binary_rescore_candidates
         self._cache_seconds = collection_cache_seconds
         self._exact_filter_max_chunks = exact_filter_max_chunks
@@ -302,13 +313,16 @@ class SearchRepository:
         async with self._tenant_session(collection.tenant_id) as conn:
             if filter and self._exact_filter_max_chunks > 0:
                 query, params = selective_vector_query(collection, vector, limit, filter, self._exact_filter_max_chunks,
-                                                       columns=columns)
+                                                       walk_cost=self._exact_filter_walk_cost, columns=columns)
                 rows = await (await conn.execute(query, params)).fetchall()
-                documents, chunks = rows[0][:2]
-                if documents <= self._exact_filter_max_chunks and chunks <= self._exact_filter_max_chunks:
-                    hits = [row[2:] for row in rows if row[2] is not None]
+                documents, chunks, cap = rows[0][:3]
+                if documents <= cap and chunks <= cap:
+                    metrics.FILTER_PLANS.labels("exact").inc()
+                    hits = [row[3:] for row in rows if row[3] is not None]
                     hits.sort(key=lambda r: (r[score], r[0]))
                     return hits
+            if filter:
+                metrics.FILTER_PLANS.labels("graph").inc()
             indexed, params = vector_query(collection, vector, limit, filter, columns=columns,
                                            rescore_candidates=self._binary_rescore_candidates)
             rows = await (await conn.execute(indexed, params)).fetchall()
@@ -384,23 +398,36 @@ class SearchRepository:
 
 def selective_vector_query(
     collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, max_chunks: int,
-    *, columns: sql.Composable = _HIT_COLUMNS,
+    *, walk_cost: float = 0.0, columns: sql.Composable = _HIT_COLUMNS,
 ) -> tuple[sql.Composed, dict[str, Any]]:
     """One statement for a filtered VECTOR search: the READY documents the filter selects (at
-    most max_chunks + 1 of them) and, when they hold at most max_chunks chunks, the `limit`
-    nearest of those chunks, scored exactly. Every row starts with (documents, chunks) found;
-    when there are too many, one row of NULL hits says so and the caller walks the graph."""
+    most cap + 1 of them) and, when they hold at most `cap` chunks, the `limit` nearest of those
+    chunks, scored exactly. Every row starts with (documents, chunks, cap); when there are too
+    many, one row of NULL hits says so and the caller walks the graph.
+
+    The cap is max_chunks, or more in a large generation: sqrt(walk_cost x ef_search x the
+    generation's chunks), read from its keyword statistics in the same statement. A graph walk
+    that keeps a share s of the chunks visits about ef_search / s of them, so an exact scan of the
+    filter's n chunks is the cheaper plan while n^2 < walk_cost x ef_search x chunks
+    (docs/search.md, "Filters": walk_cost measured at 100,000 and 300,000 chunks). walk_cost 0
+    keeps the cap at max_chunks."""
     where, params = _filter_sql(filter)
     params["v"] = np.asarray(vector, dtype=np.float32)
     distance = vector_index.exact_distance(collection.dimensions)
     query = sql.SQL(
-        "WITH m AS MATERIALIZED ("
+        "WITH n AS MATERIALIZED ("
+        " SELECT greatest({floor}::float8, least({ceiling}::float8, floor(sqrt({walk_cost}::float8"
+        " * coalesce(nullif(current_setting('hnsw.ef_search', true), ''), '40')::float8"
+        " * coalesce(sum(s.df), 0)))))::bigint AS cap"
+        " FROM keyword_stats s WHERE s.generation_id = {gid} AND s.term = ''"
+        "), m AS MATERIALIZED ("
         " SELECT d.id, d.chunk_count FROM documents d"
-        " WHERE d.collection_id = {cid} AND d.tenant_id = {tid} AND d.status = 'READY'{where} LIMIT {cap_plus_one}"
-        "), t AS (SELECT count(*) AS documents, coalesce(sum(m.chunk_count), 0) AS chunks FROM m)"
-        " SELECT t.documents, t.chunks, h.* FROM t LEFT JOIN LATERAL ("
+        " WHERE d.collection_id = {cid} AND d.tenant_id = {tid} AND d.status = 'READY'{where}"
+        " LIMIT (SELECT n.cap + 1 FROM n)"
+        "), t AS (SELECT count(*) AS documents, coalesce(sum(m.chunk_count), 0) AS chunks, (SELECT n.cap FROM n) AS cap FROM m)"
+        " SELECT t.documents, t.chunks, t.cap, h.* FROM t LEFT JOIN LATERAL ("
         " SELECT {cols}, {distance} AS distance FROM chunks c JOIN documents d ON d.id = c.document_id"
-        " WHERE t.documents <= {cap} AND t.chunks <= {cap} AND c.document_id = ANY(ARRAY(SELECT m.id FROM m))"
+        " WHERE t.documents <= t.cap AND t.chunks <= t.cap AND c.document_id = ANY(ARRAY(SELECT m.id FROM m))"
         " AND {pred} AND c.tenant_id = {tid} AND d.status = 'READY'{where}"
         " ORDER BY ({distance}) + 0, c.id LIMIT {limit}"
         ") h ON true"
@@ -408,8 +435,10 @@ def selective_vector_query(
         cid=sql.Literal(int(collection.id)),
         tid=sql.Literal(int(collection.tenant_id)),
         where=where,
-        cap=sql.Literal(int(max_chunks)),
-        cap_plus_one=sql.Literal(int(max_chunks) + 1),
+        floor=sql.Literal(int(max_chunks)),
+        ceiling=sql.Literal(int(max(max_chunks, EXACT_FILTER_CEILING))),
+        walk_cost=sql.Literal(float(walk_cost)),
+        gid=sql.Literal(int(collection.generation_id)),
         cols=columns,
         distance=distance,
         pred=vector_index.generation_predicate(collection.generation_id),

@@ -55,6 +55,10 @@ class SearchSettings(CommonSettings):
     # answered exactly from them instead of walking the HNSW graph past the rejected chunks
     # (0 = always walk the graph). bench/search_bench.py measures both sides of it.
     search_exact_filter_max_chunks: int = 2000
+    # Above that floor, a large generation scores a filter's chunks exactly while they number at
+    # most sqrt(this x ef_search x the generation's chunks): the exact scan grows with the filter's
+    # chunks, the walk with the share it rejects (docs/search.md, "Filters"). 0: the floor alone.
+    search_exact_filter_walk_cost: float = Field(default=5.0, ge=0.0, le=1000.0)
     # A collection whose index generation is `binary` (docs/search.md, "Vector precision"): how
     # many candidates its Hamming-distance graph proposes, re-scored exactly on the float4
     # vectors, of which the best top_k are the answer (at least top_k).
