@@ -26,11 +26,12 @@ function date(value: Timestamp | undefined): Date | undefined {
   return value ? timestampDate(value) : undefined;
 }
 
-/** WEBHOOK_EVENT_TYPE_DOCUMENT_READY → "document.ready" (the payload's `type`). */
+/** WEBHOOK_EVENT_TYPE_DOCUMENT_READY → "document.ready", _SOURCE_RUN_FINISHED → "source_run.finished"
+ * (the payload's `type`). */
 export function webhookEventName(value: WebhookEventType): string {
   const name = WebhookEventType[value].toLowerCase();
-  const cut = name.indexOf("_");
-  return cut < 0 ? name : `${name.slice(0, cut)}.${name.slice(cut + 1)}`;
+  const kind = name.startsWith("source_run_") ? "source_run" : name.split("_")[0];
+  return name === kind ? name : `${kind}.${name.slice(kind.length + 1)}`;
 }
 
 /** "document.ready" → WebhookEventType.DOCUMENT_READY. */

@@ -20,7 +20,7 @@ import { AlreadyExists, RateLimited, SluiceError, TLSError, Unavailable, UploadS
 import { where as whereFilter, type MetadataInput } from "./filters.js";
 import { ChunkingConfigSchema, CollectionSchema, EmbedderConfigSchema, type EmbedderProvider } from "./gen/sluice/v1/collection_pb.js";
 import { DocumentSchema, DocumentStatus } from "./gen/sluice/v1/document_pb.js";
-import { CollectionEventType, DocumentService, WatchCollectionRequestSchema } from "./gen/sluice/v1/document_service_pb.js";
+import { CollectionEventType, DocumentService, SourceRunEvents, WatchCollectionRequestSchema } from "./gen/sluice/v1/document_service_pb.js";
 import { AdminService } from "./gen/sluice/v1/admin_service_pb.js";
 import { WebhookService } from "./gen/sluice/v1/webhook_service_pb.js";
 import { SearchFilterSchema, SearchRequestSchema, SearchRerankSchema, SearchService, type MetadataFilter, type SearchMode } from "./gen/sluice/v1/search_service_pb.js";
@@ -74,6 +74,14 @@ function now(): number {
 /** host:port of an address written as a gRPC target (`dns:///host:port`, `ipv4:host:port`). */
 function authority(address: string): string {
   return address.replace(/^dns:\/\/[^/]*\//, "").replace(/^(dns|ipv4|ipv6):/, "");
+}
+
+const SOURCE_RUN_EVENTS = { none: SourceRunEvents.UNSPECIFIED, included: SourceRunEvents.INCLUDED, only: SourceRunEvents.ONLY };
+
+function sourceRunEvents(value: string | undefined): SourceRunEvents {
+  const found = SOURCE_RUN_EVENTS[(value ?? "none") as keyof typeof SOURCE_RUN_EVENTS];
+  if (found === undefined) throw new TypeError(`sourceRuns must be one of none, included, only, not ${JSON.stringify(value)}`);
+  return found;
 }
 
 /** A connection to Sluice's ingest-api and search (config.ts says where each setting comes from). */
@@ -279,6 +287,9 @@ export interface WatchCollectionOptions {
   terminalOnly?: boolean;
   /** Yield the server's heartbeats too (kind HEARTBEAT). */
   heartbeats?: boolean;
+  /** The sync-run events of the collection's sources too ("included"), or only them ("only");
+   * "none" (the default): document events only (docs/sources.md, "Run events"). */
+  sourceRuns?: "none" | "included" | "only";
   /** Hears of every reconnection, with the cursor it resumes after. */
   onReconnect?: (cursor: string, error: SluiceError) => void;
 }
@@ -389,6 +400,7 @@ export class CollectionWatch implements AsyncIterable<CollectionEvent> {
     const request = create(WatchCollectionRequestSchema, {
       collection: this.collection, afterCursor: this.cursor, startFromOldest: Boolean(options.fromStart) && !this.cursor,
       terminalOnly: options.terminalOnly ?? false, statuses: (options.statuses ?? []).map(documentStatus),
+      sourceRuns: sourceRunEvents(options.sourceRuns),
     });
     let connected = false;
     let failures = 0;

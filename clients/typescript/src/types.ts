@@ -4,11 +4,14 @@
  * (`DocumentStatus.READY`); times are `Date`s (undefined when unset); int64 fields are `bigint`s;
  * typed metadata holds JavaScript values (string, number, boolean, Date, string[]).
  */
+import { create } from "@bufbuild/protobuf";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 
 import { EmbedderProvider, GenerationState, type Collection as CollectionMessage, type CollectionGeneration, type EmbedderConfig as EmbedderConfigMessage } from "./gen/sluice/v1/collection_pb.js";
 import { AttemptOutcome, DocumentStatus, type Document as DocumentMessage, type MetadataValue } from "./gen/sluice/v1/document_pb.js";
-import { CollectionEventType, type CollectionEvent as CollectionEventMessage } from "./gen/sluice/v1/document_service_pb.js";
+import { CollectionEventType, type CollectionEvent as CollectionEventMessage, type SourceRunEvent as SourceRunEventMessage } from "./gen/sluice/v1/document_service_pb.js";
+import { SourceRunSchema } from "./gen/sluice/v1/source_service_pb.js";
+import { SourceRun } from "./sources.js";
 import { RerankStatus, SearchMode, type SearchHit, type SearchResponse } from "./gen/sluice/v1/search_service_pb.js";
 
 export { AttemptOutcome, CollectionEventType, DocumentStatus, EmbedderProvider, GenerationState, RerankStatus, SearchMode };
@@ -279,20 +282,43 @@ export class SearchResults implements Iterable<Hit> {
   }
 }
 
-/** One change of a document of a watched collection; `cursor` resumes after it. `kind` is CHANGED,
- * DELETED or HEARTBEAT (no document: the server read up to `cursor`). */
+/** A sync run as one of its events on WatchCollection left it (`CollectionEvent.sourceRun`): the
+ * source's name and display name, and the run with its state and counts then. */
+export class SourceRunEvent {
+  readonly source: string;
+  readonly sourceDisplayName: string;
+  readonly run: SourceRun;
+
+  constructor(readonly raw: SourceRunEventMessage) {
+    this.source = raw.source;
+    this.sourceDisplayName = raw.sourceDisplayName;
+    this.run = new SourceRun(raw.run ?? create(SourceRunSchema, {}));
+  }
+}
+
+/** One change of a document of a watched collection, or one event of a sync run of its sources
+ * (asked for with `sourceRuns`); `cursor` resumes after it. `kind` is CHANGED, DELETED, HEARTBEAT
+ * (no document: the server read up to `cursor`), SOURCE_RUN_STARTED, SOURCE_RUN_PROGRESS or
+ * SOURCE_RUN_FINISHED (`sourceRun` is set, `document` is not), or UNKNOWN_<n> for a kind this SDK
+ * is older than. */
 export class CollectionEvent {
   readonly cursor: string;
   readonly eventId: bigint;
   readonly kind: string;
   readonly document: Document | undefined;
+  readonly sourceRun: SourceRunEvent | undefined;
   readonly time: Date | undefined;
 
   constructor(readonly raw: CollectionEventMessage) {
     this.cursor = raw.cursor;
     this.eventId = raw.eventId;
-    this.kind = CollectionEventType[raw.type];
+    this.kind = CollectionEventType[raw.type] ?? `UNKNOWN_${raw.type}`;
     this.document = raw.document ? new Document(raw.document) : undefined;
+    this.sourceRun = raw.sourceRun ? new SourceRunEvent(raw.sourceRun) : undefined;
     this.time = time(raw.createTime);
+  }
+
+  get isSourceRun(): boolean {
+    return this.sourceRun !== undefined;
   }
 }

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
 
-import { DataSource, InvalidArgument, NotFound, SourceRun, SourceKind } from "@sluice/client";
+import { CollectionEvent, DataSource, InvalidArgument, NotFound, SourceKind, SourceRun, WEBHOOK_EVENT_TYPES, webhookEventName } from "@sluice/client";
 
 import { client as makeClient, collect, stack } from "./helpers.js";
 
@@ -95,14 +95,14 @@ test("every kind the proto has is created with its fields, and only one kind at 
   assert.equal(crawl.nextSyncTime, undefined); // no schedule
 
   // A git repository on the server (under the operator's roots), synced for real.
-  const repository = folder({ "docs/intro.md": "how to begin", "README.md": "outside the subpath" });
+  const repository = folder({ "guide/intro.md": "how to begin", "README.md": "outside the subpath" });
   const git = (...args: string[]) => execFileSync("git", ["-C", repository, ...args], { stdio: "pipe" });
   git("init", "-q", "-b", "main");
   git("add", ".");
   git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first");
-  const repo = await client.sources.create("ts-kinds", { git: repository, ref: "main", subpath: "docs" });
+  const repo = await client.sources.create("ts-kinds", { git: repository, ref: "main", subpath: "guide" });
   assert.equal(repo.kind, "git");
-  assert.deepEqual(repo.spec, { git: repository, ref: "main", subpath: "docs" });
+  assert.deepEqual(repo.spec, { git: repository, ref: "main", subpath: "guide" });
   const run = await client.sources.sync(repo.id, { wait: true, timeoutMs: 120_000, pollMs: 200 });
   assert.equal(run.state, "succeeded", run.errorMessage);
   assert.deepEqual([run.listed, run.uploaded], [1, 1]);
@@ -120,4 +120,37 @@ test("every kind the proto has is created with its fields, and only one kind at 
   await assert.rejects(client.sources.create("ts-kinds", { sitemapUrl: "ftp://example.com/sitemap.xml" }),
     (error: unknown) => error instanceof InvalidArgument);
   await assert.rejects(client.sources.sync("00000000-0000-0000-0000-000000000000"), (error: unknown) => error instanceof NotFound);
+});
+
+test("a run's events come on the collection's watch when asked for: started, progress, finished with its counts", async () => {
+  await client.collections.create("ts-run-events", { embedder: "hashing" });
+  const root = folder({ "one.md": "first page", "two.md": "second page", "three.md": "third page" });
+  const source = await client.sources.create("ts-run-events", { folder: root, displayName: "pages" });
+  const watch = client.collections.watch("ts-run-events", { sourceRuns: "only", heartbeats: true });
+  const events: CollectionEvent[] = [];
+  const iterator = watch[Symbol.asyncIterator]();
+  // The stream is open once its first heartbeat came: then ask for the run, so that none of its events is missed.
+  const first = await iterator.next();
+  assert.equal((first.value as CollectionEvent).kind, "HEARTBEAT");
+  const asked = await client.sources.sync(source.id);
+  for (;;) {
+    const { value, done } = await iterator.next();
+    assert.ok(!done);
+    const event = value as CollectionEvent;
+    if (!event.isSourceRun) continue;
+    events.push(event);
+    if (event.kind === "SOURCE_RUN_FINISHED") break;
+  }
+  watch.close();
+  assert.equal(events[0].kind, "SOURCE_RUN_STARTED");
+  assert.ok(events.slice(1, -1).every((e) => e.kind === "SOURCE_RUN_PROGRESS"), events.map((e) => e.kind).join());
+  assert.ok(events.every((e) => e.document === undefined && e.sourceRun!.run.id === asked.id && e.sourceRun!.source === source.name));
+  const finished = events[events.length - 1].sourceRun!;
+  assert.equal(finished.sourceDisplayName, "pages");
+  assert.ok(finished.run instanceof SourceRun);
+  assert.deepEqual([finished.run.state, finished.run.listed, finished.run.uploaded], ["succeeded", 3, 3]);
+  // Webhooks name the same events.
+  assert.ok(["source_run.started", "source_run.progress", "source_run.finished"].every((t) => t in WEBHOOK_EVENT_TYPES));
+  assert.equal(webhookEventName(WEBHOOK_EVENT_TYPES["source_run.finished"]), "source_run.finished");
+  assert.equal(webhookEventName(WEBHOOK_EVENT_TYPES["document.ready"]), "document.ready");
 });
