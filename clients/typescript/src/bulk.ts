@@ -23,6 +23,8 @@ export interface BulkClient {
   upload(collection: string, source: Source, options?: UploadOptions): Promise<Document>;
   get(id: string, options?: { timeoutMs?: number }): Promise<Document>;
   watchCollection(collection: string): AsyncIterable<{ kind: string; document: Document | undefined }> & { close(): void };
+  /** The collection's documents, a page at a time (a tracker's refresh of many documents). */
+  list?(collection: string): AsyncIterable<Document>;
 }
 
 /** One source of a bulk upload: its document, or the error that stopped it. */
@@ -147,6 +149,7 @@ function later(known: Document | undefined, other: Document): Document {
  */
 export class DocumentTracker {
   static QUIET_RECHECK_MS = 60_000;
+  static REFRESH_BY_GET = 100;
   private readonly states = new Map<string, Document>(); // every document seen, tracked or not yet
   private readonly tracked = new Set<string>();
   private readonly deleted = new Set<string>(); // deleted while followed: nothing more will happen to them
@@ -211,10 +214,17 @@ export class DocumentTracker {
     return state;
   }
 
-  /** Read each tracked document still processing once (GetDocument, `concurrency` at a time): for
-   * documents that may have changed before the stream opened (their events are not replayed). */
+  /** Read each tracked document still processing once: for documents that may have changed before
+   * the stream opened (their events are not replayed). Up to REFRESH_BY_GET of them by GetDocument,
+   * `concurrency` at a time; more by one listing of the collection (a call per 1,000 documents). */
   async refresh(concurrency = 8): Promise<void> {
     const pending = this.documents.filter((d) => !d.done && !this.deleted.has(d.id));
+    if (pending.length > DocumentTracker.REFRESH_BY_GET && this.client.list !== undefined) {
+      for await (const document of this.client.list(this.collection)) {
+        if (this.tracked.has(document.id)) this.apply(document);
+      }
+      return;
+    }
     let next = 0;
     const reader = async (): Promise<void> => {
       while (next < pending.length) this.apply(await this.client.get(pending[next++].id));

@@ -569,6 +569,7 @@ export class Documents {
       upload: (collection, source, options) => this.upload(collection, source, options),
       get: (id, options) => this.get(id, options),
       watchCollection: (collection) => this.client.collections.watch(collection, { heartbeats: true }),
+      list: (collection) => this.list(collection),
     };
   }
 

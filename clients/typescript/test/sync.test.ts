@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 
-import { Document, MassDeleteRefused, SyncReport, UploadSourceError, WaitTimeout, sourceUriOf } from "@sluice/client";
+import { Document, DocumentTracker, MassDeleteRefused, SyncReport, UploadSourceError, WaitTimeout, sourceUriOf } from "@sluice/client";
 
 import { client as makeClient, collect } from "./helpers.js";
 
@@ -117,9 +117,17 @@ test("waitAll follows documents of several collections, by id or Document, to RE
   assert.deepEqual(done.map((d) => [d.filename, d.statusName]),
     [["a1.txt", "READY"], ["b1.txt", "READY"], ["bad.txt", "FAILED"], ["a2.txt", "READY"]]);
   assert.ok(changes.length > 0);
-  // Documents already done (even as stale objects from before): answered at once, fresh.
+  // Documents already done (even as stale objects from before): answered at once, fresh; read one
+  // by one, or (past REFRESH_BY_GET of them) from a listing of each collection.
   const again = await client.documents.waitAll([a1, b1]);
   assert.deepEqual(again.map((d) => d.statusName), ["READY", "READY"]);
+  DocumentTracker.REFRESH_BY_GET = 0;
+  try {
+    const listed = await client.documents.waitAll([a1, b1, a2], { timeoutMs: 30_000 });
+    assert.deepEqual(listed.map((d) => [d.filename, d.statusName]), [["a1.txt", "READY"], ["b1.txt", "READY"], ["a2.txt", "READY"]]);
+  } finally {
+    DocumentTracker.REFRESH_BY_GET = 100;
+  }
   // A deadline that passes first: WaitTimeout with the states known then.
   const slow = await client.documents.upload("ts-wait-a", Buffer.from("third of a\n"), { filename: "a3.txt" });
   await assert.rejects(client.documents.waitAll([a1, slow], { timeoutMs: 0 }), (error: unknown) => {
