@@ -41,7 +41,7 @@ def decode_token(token: str, filters: str) -> dict[str, Any] | None:
     try:
         payload = json.loads(base64.urlsafe_b64decode(token.encode()))
         assert isinstance(payload, dict)
-    except Exception:  # noqa: BLE001 - any garbage is the same invalid token
+    except Exception:  # any garbage is the same invalid token
         raise InvalidArgument("page_token is not valid", reason=Reason.INVALID_PAGE_TOKEN) from None
     if payload.get("f") != filters:
         raise InvalidArgument("page_token was issued for other filters", reason=Reason.INVALID_PAGE_TOKEN)

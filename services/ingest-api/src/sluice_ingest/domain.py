@@ -166,10 +166,10 @@ def generation_sources(target: GenerationState, narrowed: Iterable[GenerationSta
 
 
 def retry_delay_seconds(attempts: int, base: float, cap: float = 300.0) -> float:
-    """Rule 7: base × 2^(attempts-1), capped (300 s by default)."""
+    """Rule 7: base x 2^(attempts-1), capped (300 s by default)."""
     if attempts < 1:
         raise ValueError("attempts starts at 1")
-    exponent = min(attempts - 1, 32)  # 2^32 × any sane base is far past the cap
+    exponent = min(attempts - 1, 32)  # 2^32 x any sane base is far past the cap
     return float(min(base * (2**exponent), cap))
 
 

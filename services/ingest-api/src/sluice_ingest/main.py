@@ -7,18 +7,27 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from sluice.v1 import admin_service_pb2, admin_service_pb2_grpc
-from sluice.v1 import document_service_pb2, document_service_pb2_grpc, job_service_pb2, job_service_pb2_grpc
-from sluice.v1 import source_service_pb2, source_service_pb2_grpc, webhook_service_pb2, webhook_service_pb2_grpc
+from psycopg_pool import AsyncConnectionPool
+from sluice.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    document_service_pb2,
+    document_service_pb2_grpc,
+    job_service_pb2,
+    job_service_pb2_grpc,
+    source_service_pb2,
+    source_service_pb2_grpc,
+    webhook_service_pb2,
+    webhook_service_pb2_grpc,
+)
+from sluice_common import gctune
 from sluice_common.auth import AuthInterceptor, KeyDirectory, RateLimiter
 from sluice_common.db import open_pool
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
-from sluice_common.tracing import configure_tracing
 from sluice_common.serving import create_server, run_until_signal, set_serving
 from sluice_common.tasks import end_if_cancelled, pause
-from sluice_common import gctune
-from psycopg_pool import AsyncConnectionPool
+from sluice_common.tracing import configure_tracing
 
 from . import metrics
 from .api import AdminServicer, DocumentServicer, JobServicer
@@ -26,6 +35,9 @@ from .notify import NotificationHub
 from .retention import EventRetention
 from .service import AdminUseCases, CollectionUseCases, DocumentUseCases, JobUseCases, WatchUseCases
 from .settings import IngestSettings
+from .sources.api import SourceServicer
+from .sources.service import SourceService
+from .sources.store import SourceStore
 from .store import (
     CollectionStore,
     DocumentStore,
@@ -36,9 +48,6 @@ from .store import (
     RetentionStore,
     TenantStore,
 )
-from .sources.api import SourceServicer
-from .sources.service import SourceService
-from .sources.store import SourceStore
 from .webhooks.api import WebhookServicer
 from .webhooks.dispatcher import Dispatcher
 from .webhooks.service import WebhookService
@@ -158,7 +167,7 @@ class IngestApp:
         try:
             if self.dispatcher is not None:
                 await self.dispatcher.stop()
-        except Exception as exc:  # noqa: BLE001 - the rest must close all the same
+        except Exception as exc:  # the rest must close all the same
             log.warning("webhook dispatcher did not stop cleanly", extra={"error": str(exc)})
         tasks = (self._gauges, self._retention, self._sweeper)
         for task in tasks:
@@ -176,7 +185,7 @@ class IngestApp:
                 switched, dropped = await self.collections.sweep_generations()
                 if switched or dropped:
                     log.info("generations swept", extra={"switched": switched, "dropped": dropped})
-            except Exception as exc:  # noqa: BLE001 - the next sweep tries again
+            except Exception as exc:  # the next sweep tries again
                 end_if_cancelled(exc)
                 log.warning("generation sweep failed", extra={"error": str(exc)})
             await pause(self.settings.generation_sweep_seconds)
@@ -187,7 +196,7 @@ class IngestApp:
                 depth = await self.stores.queue.queue_depth()
                 for status in ("PENDING", "RUNNING", "SUCCEEDED", "FAILED"):
                     metrics.QUEUE_DEPTH.labels(status=status).set(depth.get(status, 0))
-            except Exception as exc:  # noqa: BLE001 - metrics must never take the server down
+            except Exception as exc:  # metrics must never take the server down
                 end_if_cancelled(exc)
                 log.warning("queue depth update failed", extra={"error": str(exc)})
             await pause(15)

@@ -150,7 +150,7 @@ class Listeners:
                         await self._conn.execute(DELETE, (self.id, [c for c, _ in gone], [k for _, k in gone]))
                 self._registered = wanted
                 backoff = 0.1
-            except Exception as exc:  # noqa: BLE001 - waiters poll meanwhile; everything is registered again
+            except Exception as exc:  # waiters poll meanwhile; everything is registered again
                 end_if_cancelled(exc)
                 log.warning("event listeners not registered; retrying", extra={"error": str(exc)})
                 if self._conn is not None:
@@ -297,7 +297,7 @@ class NotificationHub:
                         self.deliver(note.channel, note.payload)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - keep listening through database restarts
+            except Exception as exc:  # keep listening through database restarts
                 end_if_cancelled(exc)
                 log.warning("notification connection lost; reconnecting", extra={"error": str(exc)})
                 self._wake_all()

@@ -28,8 +28,8 @@ from .store import (
     WatchPage,
 )
 from .store.rows import Fence
-from .store.versions import VersionsView
 from .store.tenants import ApiKeyRow, Quota, TenantRow, TenantStore
+from .store.versions import VersionsView
 
 
 class CollectionsPort(Protocol):

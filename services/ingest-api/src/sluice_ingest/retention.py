@@ -16,6 +16,7 @@ import asyncio
 import logging
 import uuid
 from typing import Protocol
+
 from sluice_common.tasks import end_if_cancelled, pause
 
 from . import metrics
@@ -92,7 +93,7 @@ class EventRetention:
                     log.info("events pruned", extra={"by_age": by_age, "by_count": by_count})
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - pruning must never take the server down
+            except Exception as exc:  # pruning must never take the server down
                 end_if_cancelled(exc)
                 log.warning("events pruning failed", extra={"error": str(exc)})
             await pause(self.settings.events_prune_interval_seconds)

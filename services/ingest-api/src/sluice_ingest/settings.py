@@ -78,7 +78,7 @@ class IngestSettings(CommonSettings):
     webhook_timeout_seconds: float = 15.0
     # Attempts of one delivery before it is FAILED (with the retry defaults: about 20 hours).
     webhook_max_attempts: int = 10
-    # The n-th retry of a delivery waits base × 4^(n-1) seconds (±20 % jitter): 5 s, 20 s, 80 s…
+    # The n-th retry of a delivery waits base x 4^(n-1) seconds (±20 % jitter): 5 s, 20 s, 80 s…
     webhook_retry_base_seconds: float = 5.0
     # ...capped at this many seconds.
     webhook_retry_max_delay_seconds: float = 6 * 3600.0

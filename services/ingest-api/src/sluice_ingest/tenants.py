@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 
 import psycopg
-
 from sluice_common.auth import Role, generate_key, parse_key
 
 from .domain import check_tenant_name

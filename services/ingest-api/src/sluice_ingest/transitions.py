@@ -31,7 +31,7 @@ from .domain import (
 class Expr:
     """A SQL expression of ours (never client input) for a SET clause, with its parameters."""
 
-    __slots__ = ("text", "params")
+    __slots__ = ("params", "text")
 
     def __init__(self, text: str, *params: Any) -> None:
         self.text = text
@@ -76,7 +76,7 @@ class PendingMove:
     """A move sent but not yet confirmed (in pipeline mode its result arrives at the next sync):
     `confirm()` raises IllegalTransition when no row matched."""
 
-    __slots__ = ("cursor", "message", "details")
+    __slots__ = ("cursor", "details", "message")
 
     def __init__(self, cursor: psycopg.AsyncCursor[Any], message: str, details: dict[str, Any]) -> None:
         self.cursor = cursor

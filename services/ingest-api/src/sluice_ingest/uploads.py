@@ -88,7 +88,7 @@ class SpooledContent:
     """
 
     def __init__(self, memory_bytes: int, directory: str | None) -> None:
-        self._file = tempfile.SpooledTemporaryFile(max_size=max(1, memory_bytes), dir=directory or None)
+        self._file = tempfile.SpooledTemporaryFile(max_size=max(1, memory_bytes), dir=directory or None)  # noqa: SIM115 - held open for the upload's life, closed by close()
         if memory_bytes <= 0:  # max_size=0 would mean "never roll over"; here 0 means "always on disk"
             self._file.rollover()
         self._digest = hashlib.sha256()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sluice.v1 import admin_service_pb2 as admin_pb2, admin_service_pb2_grpc
+from sluice.v1 import admin_service_pb2 as admin_pb2
+from sluice.v1 import admin_service_pb2_grpc
 from sluice_common.errors import grpc_errors
 
 from ..service import AdminUseCases

@@ -3,7 +3,6 @@ one use case (service/collections.py), convert back."""
 
 from __future__ import annotations
 
-
 from sluice.v1 import document_service_pb2
 from sluice_common.auth import current_principal
 from sluice_common.errors import grpc_errors

@@ -7,15 +7,15 @@ import datetime as dt
 
 import numpy as np
 from google.protobuf import timestamp_pb2
-
 from sluice.v1 import admin_service_pb2 as admin_pb2
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, job_service_pb2, source_service_pb2
-from sluice_common import consistency, metadata as typed_metadata, reranking, tracing
+from sluice_common import consistency, reranking, tracing
+from sluice_common import metadata as typed_metadata
 from sluice_common.auth import Role, prefix_of
 from sluice_common.errors import InvalidArgument
 from sluice_common.names import document_name, source_name, source_run_name
-from sluice_common.worker_errors import client_message
 from sluice_common.reasons import Reason
+from sluice_common.worker_errors import client_message
 
 from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, SourceRunEvents, VersionRole
 from ..service import IncomingChunk, KeepAlive
@@ -459,8 +459,22 @@ def api_key_to_proto(row: ApiKeyRow) -> admin_pb2.ApiKey:
 
 
 __all__ = [
-    "PROVIDER_FROM_PROTO", "ROLE_FROM_PROTO", "api_key_to_proto", "chunk_from_proto", "chunk_to_proto",
-    "collection_event_to_proto", "collection_to_proto", "run_to_proto", "source_run_event_to_proto",
-    "source_run_events_from_proto", "document_status_from_proto", "document_to_proto",
-    "job_to_proto", "precision_of", "reranker_of", "tenant_to_proto", "timestamp", "typed_metadata_of",
+    "PROVIDER_FROM_PROTO",
+    "ROLE_FROM_PROTO",
+    "api_key_to_proto",
+    "chunk_from_proto",
+    "chunk_to_proto",
+    "collection_event_to_proto",
+    "collection_to_proto",
+    "document_status_from_proto",
+    "document_to_proto",
+    "job_to_proto",
+    "precision_of",
+    "reranker_of",
+    "run_to_proto",
+    "source_run_event_to_proto",
+    "source_run_events_from_proto",
+    "tenant_to_proto",
+    "timestamp",
+    "typed_metadata_of",
 ]

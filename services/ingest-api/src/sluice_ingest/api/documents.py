@@ -12,7 +12,13 @@ from sluice_common.reasons import Reason
 from ..service import CollectionUseCases, DocumentUseCases, UploadMeta, WatchUseCases
 from ..uploads import Trailer
 from .collections import CollectionCalls, tenant
-from .converters import collection_event_to_proto, document_status_from_proto, source_run_events_from_proto, document_to_proto, typed_metadata_of
+from .converters import (
+    collection_event_to_proto,
+    document_status_from_proto,
+    document_to_proto,
+    source_run_events_from_proto,
+    typed_metadata_of,
+)
 
 
 class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServiceServicer):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from sluice.v1 import job_service_pb2, job_service_pb2_grpc
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.reasons import Reason

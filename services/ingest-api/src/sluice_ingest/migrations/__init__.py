@@ -23,6 +23,7 @@ def upgrade(database_url: str, revision: str = "head") -> None:
 
 def main() -> None:
     from sluice_common.logs import configure_logging
+
     from sluice_ingest.settings import IngestSettings
 
     settings = IngestSettings()

@@ -1,9 +1,8 @@
 """Alembic environment: migrations run online against the URL given by upgrade()."""
 
 from alembic import context
-from sqlalchemy import create_engine, pool
-
 from sluice_common.db import sqlalchemy_url
+from sqlalchemy import create_engine, pool
 
 
 def run_migrations_online() -> None:

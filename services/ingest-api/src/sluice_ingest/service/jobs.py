@@ -4,6 +4,7 @@ and snapshots, the commit and the failure, each checked and then one store call 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import re
@@ -12,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 from sluice_common.errors import InvalidArgument
 from sluice_common.reasons import Reason
 from sluice_common.worker_errors import WorkerErrorCode, is_registered
@@ -75,10 +75,8 @@ class JobUseCases:
             timeout = remaining
             if until_due is not None:
                 timeout = min(timeout, max(until_due.total_seconds(), 0.0) + 0.01)
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), timeout=timeout)
-            except TimeoutError:
-                pass
 
     async def renew_lease(self, job_id: str, lease_token: str) -> dt.datetime | None:
         return await self.queue.renew_lease(parse_id(job_id, "job"), parse_id(lease_token, "lease token"))

@@ -4,6 +4,7 @@ and a collection's events log, resumable from a cursor, with keep-alives on a qu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -52,10 +53,8 @@ class WatchUseCases:
             # registered may not have notified it (notify.py). Later ones are a safety net only.
             recheck = FIRST_RECHECK_SECONDS
             while status not in TERMINAL:
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), timeout=recheck)
-                except TimeoutError:
-                    pass
                 recheck = RECHECK_SECONDS
                 changed = signal.current()
                 events = await self.documents.document_events_after(doc_id, last_event)
@@ -71,6 +70,23 @@ class WatchUseCases:
                     if status in TERMINAL:
                         break
 
+    async def _watch_start(self, tenant_id: int, collection: str, after_cursor: str,
+                           start_from_oldest: bool) -> tuple[int, EventCursor]:
+        """The collection's id and the cursor a watch starts after, once the request is checked."""
+        if not collection:
+            raise InvalidArgument("collection is required", reason=Reason.MISSING_COLLECTION)
+        if after_cursor and start_from_oldest:
+            raise InvalidArgument("give after_cursor or start_from_oldest, not both", reason=Reason.INVALID_WATCH_START)
+        start = EventCursor.parse(after_cursor) if after_cursor else None
+        collection_id = await self.log.collection_id(tenant_id, collection)
+        head = await self.log.events_head()
+        if start is not None and start > head:
+            # Every cursor handed out is at or below the head: this one was made up (or belongs to
+            # another database), and following it would skip every event until the log reached it.
+            raise InvalidArgument(f"cursor {after_cursor!r} is ahead of the events log: not a cursor this server returned",
+                                  reason=Reason.INVALID_CURSOR)
+        return collection_id, start or (EventCursor(0, 0) if start_from_oldest else head)
+
     async def watch_collection(
         self, tenant_id: int, collection: str, after_cursor: str, start_from_oldest: bool,
         statuses: list[DocumentStatus], terminal_only: bool, source_runs: SourceRunEvents = SourceRunEvents.NONE,
@@ -84,20 +100,8 @@ class WatchUseCases:
         narrow filter never reads the same rows twice in one stream. Exactly once across
         reconnects holds because the log is read only below every running writer (store/events.py)
         and a cursor older than what retention pruned is refused rather than silently short."""
-        if not collection:
-            raise InvalidArgument("collection is required", reason=Reason.MISSING_COLLECTION)
-        if after_cursor and start_from_oldest:
-            raise InvalidArgument("give after_cursor or start_from_oldest, not both", reason=Reason.INVALID_WATCH_START)
-        start = EventCursor.parse(after_cursor) if after_cursor else None
+        collection_id, cursor = await self._watch_start(tenant_id, collection, after_cursor, start_from_oldest)
         status_names = sorted({str(status) for status in statuses}) or None
-        collection_id = await self.log.collection_id(tenant_id, collection)
-        head = await self.log.events_head()
-        if start is not None and start > head:
-            # Every cursor handed out is at or below the head: this one was made up (or belongs to
-            # another database), and following it would skip every event until the log reached it.
-            raise InvalidArgument(f"cursor {after_cursor!r} is ahead of the events log: not a cursor this server returned",
-                                  reason=Reason.INVALID_CURSOR)
-        cursor = start or (EventCursor(0, 0) if start_from_oldest else head)
         # A replay starts below the horizon on purpose (it asks for what is retained); it is cut
         # short only if pruning moves on while it reads.
         replay_floor: EventCursor | None = None

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import json_format
-
-from sluice.v1 import source_service_pb2 as src, source_service_pb2_grpc
+from sluice.v1 import source_service_pb2 as src
+from sluice.v1 import source_service_pb2_grpc
 from sluice_common.auth import current_principal
 from sluice_common.errors import grpc_errors
 from sluice_common.names import source_name

@@ -24,7 +24,6 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 from urllib.robotparser import RobotFileParser
 
 import httpx
-
 from sluice_common.errors import InvalidArgument
 
 from .domain import ListedItem

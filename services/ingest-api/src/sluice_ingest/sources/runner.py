@@ -74,7 +74,7 @@ class Runner:
             worked = False
             try:
                 worked = await self.run_once()
-            except Exception as exc:  # noqa: BLE001 - a database outage: the next round tries again
+            except Exception as exc:  # a database outage: the next round tries again
                 end_if_cancelled(exc)
                 log.warning("sources runner round failed", extra={"error": str(exc)})
             if not worked:
@@ -139,7 +139,7 @@ class Runner:
                 await self.runs.renew(claimed)
             except LeaseNotHeld:
                 raise  # ends the run: another runner holds it
-            except Exception as exc:  # noqa: BLE001 - a database blip: the next beat tries again
+            except Exception as exc:  # a database blip: the next beat tries again
                 end_if_cancelled(exc)
                 log.warning("source run heartbeat failed", extra={"run_id": str(claimed.run.id), "error": str(exc)})
 
@@ -254,11 +254,9 @@ class Runner:
         gone = await self.runs.unseen_items(claimed)
         last_event = time.monotonic()
         for source_uri in gone:
-            try:
+            with contextlib.suppress(NotFound):  # deleted by hand already: only the record goes
                 await self.documents.delete_document(claimed.source.tenant_id, "", claimed.source.collection,
                                                      source_uri, fence=fence)
-            except NotFound:
-                pass  # deleted by hand already: only the record goes
             event = time.monotonic() - last_event >= PROGRESS_EVENT_SECONDS
             await self.runs.forget_item(claimed, source_uri, progress_event=event)
             if event:

@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
-
 from sluice_common.errors import InvalidArgument
 
 from .domain import ListedItem

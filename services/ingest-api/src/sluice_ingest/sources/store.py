@@ -21,7 +21,6 @@ from typing import Any
 
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-
 from sluice_common.errors import LeaseNotHeld, NotFound
 from sluice_common.reasons import Reason
 

@@ -17,7 +17,6 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
-
 from sluice_common.errors import LeaseNotHeld
 
 from .. import metrics

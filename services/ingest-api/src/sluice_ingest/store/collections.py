@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-
 import psycopg
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
-
 from sluice_common import vector_index
 from sluice_common.errors import (
     AlreadyExists,

@@ -16,7 +16,6 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import kwargs_row
 from psycopg.types.json import Jsonb
-
 from sluice_common.errors import FailedPrecondition, LeaseNotHeld
 
 from ..domain import (

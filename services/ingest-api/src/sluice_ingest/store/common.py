@@ -12,7 +12,6 @@ from typing import Any
 import psycopg
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-
 from sluice_common.errors import (
     NotFound,
     ResourceExhausted,

@@ -11,7 +11,6 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
-
 from sluice_common import tracing
 from sluice_common.errors import (
     AlreadyExists,
@@ -23,11 +22,11 @@ from sluice_common.reasons import Reason
 from ..domain import (
     DocumentStatus,
     IllegalTransition,
-    check_document_transition,
     JobKind,
     JobStatus,
     VersionOutcome,
     VersionRole,
+    check_document_transition,
 )
 from ..transitions import NOW, RELEASED_LEASE, move_document, move_job
 from .common import (

@@ -29,7 +29,6 @@ from typing import Any
 import psycopg
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
-
 from sluice_common import vector_index
 from sluice_common.errors import FailedPrecondition, NotFound
 from sluice_common.reasons import Reason

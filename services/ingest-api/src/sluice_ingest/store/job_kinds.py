@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from psycopg import sql
-
 from sluice_common.reasons import Reason
 
 from ..domain import DocumentStatus, GenerationState, JobKind

@@ -18,7 +18,6 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import kwargs_row
 from psycopg_pool import AsyncConnectionPool
-
 from sluice_common.errors import LeaseNotHeld, NotFound, SluiceError
 from sluice_common.reasons import Reason
 

@@ -13,7 +13,6 @@ import uuid
 from typing import Any
 
 from psycopg import sql
-
 from sluice_common.errors import NotFound
 from sluice_common.reasons import Reason
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-
 from sluice_common.auth import NewKey, Role, generate_key, key_id_of
 from sluice_common.errors import AlreadyExists, NotFound
 from sluice_common.reasons import Reason

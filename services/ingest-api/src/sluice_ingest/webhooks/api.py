@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sluice.v1 import webhook_service_pb2 as wh, webhook_service_pb2_grpc
+from sluice.v1 import webhook_service_pb2 as wh
+from sluice.v1 import webhook_service_pb2_grpc
 from sluice_common.auth import current_principal
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.reasons import Reason

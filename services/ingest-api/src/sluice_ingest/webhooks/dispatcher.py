@@ -36,15 +36,14 @@ import uuid
 
 from google.protobuf import json_format
 from psycopg_pool import AsyncConnectionPool
-
 from sluice_common.db import open_pool
 from sluice_common.tasks import end_if_cancelled, pause, wait_event
 
 from .. import metrics
+from ..api.converters import source_run_event_to_proto
 from ..domain import EventCursor
 from ..notify import NotificationHub, Signal
 from ..settings import IngestSettings
-from ..api.converters import source_run_event_to_proto
 from ..store.events import CollectionEventRow, EventStore, SourceRunEventRow
 from .events import RUN_EVENT_TYPES, EventType, payload, run_payload, types_of_change
 from .sender import AttemptResult, Sender
@@ -68,7 +67,7 @@ CURSOR_WRITE_SECONDS = 1.0
 
 
 def retry_delay(failed_attempts: int, base: float, cap: float, rng: random.Random | None = None) -> float:
-    """Seconds before the next attempt after `failed_attempts` failures: base × 4^(n-1), capped,
+    """Seconds before the next attempt after `failed_attempts` failures: base x 4^(n-1), capped,
     with ±20 % jitter so the retries of many deliveries do not arrive together."""
     delay = min(cap, base * 4 ** max(failed_attempts - 1, 0))
     return float(delay * (rng or random).uniform(0.8, 1.2))
@@ -114,7 +113,7 @@ class Dispatcher:
             await asyncio.wait([w.task for w in workers], timeout=5.0)
         try:
             await self.store.release(self.owner, list(self.workers))  # hand over at once, not after the lease
-        except Exception as exc:  # noqa: BLE001 - the lease then expires by itself
+        except Exception as exc:  # the lease then expires by itself
             log.warning("webhook leases not released", extra={"error": str(exc)})
         finally:
             self.workers.clear()
@@ -149,7 +148,7 @@ class Dispatcher:
                 await self._tick()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - the loop outlives a database outage
+            except Exception as exc:  # the loop outlives a database outage
                 end_if_cancelled(exc)
                 log.warning("webhook supervisor tick failed", extra={"error": str(exc)})
             await wait_event(self._changed, tick)
@@ -233,7 +232,7 @@ class SubscriptionWorker:
                 break
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - a database outage must not end the subscription
+            except Exception as exc:  # a database outage must not end the subscription
                 end_if_cancelled(exc)
                 failures += 1
                 need_due = True
@@ -380,7 +379,7 @@ class SubscriptionWorker:
             self.lease_lost = True
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - unrecorded: the delivery stays PENDING and goes again
+        except Exception as exc:  # unrecorded: the delivery stays PENDING and goes again
             log.warning("webhook attempt not recorded", extra={"webhook_id": str(self.row.id),
                                                               "delivery_id": str(delivery.id), "error": str(exc)})
             await asyncio.sleep(1.0)
@@ -395,7 +394,7 @@ class SubscriptionWorker:
             started = time.monotonic()
             try:
                 result = await self.d.sender.post(row.url, row.secret, str(delivery.id), delivery.payload.encode())
-            except Exception as exc:  # noqa: BLE001 - a bug in one attempt is a failed attempt
+            except Exception as exc:  # a bug in one attempt is a failed attempt
                 result = AttemptResult(None, f"{type(exc).__name__}: {exc}"[:500])
             metrics.WEBHOOK_ATTEMPT_SECONDS.observe(time.monotonic() - started)
         attempts = delivery.attempts + 1

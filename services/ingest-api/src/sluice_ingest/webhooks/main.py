@@ -20,12 +20,11 @@ import logging
 
 import grpc
 from grpc_health.v1 import health
-
+from sluice_common import gctune
 from sluice_common.logs import configure_logging
 from sluice_common.metrics import start_metrics_server
 from sluice_common.serving import create_server, run_until_signal, set_serving
 from sluice_common.tracing import configure_tracing
-from sluice_common import gctune
 
 from ..notify import NotificationHub
 from ..settings import IngestSettings

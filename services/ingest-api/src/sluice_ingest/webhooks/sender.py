@@ -18,11 +18,9 @@ import time
 from dataclasses import dataclass
 
 import httpx
-
 from sluice_common.errors import InvalidArgument
 
 from . import guard, signing
-
 
 MAX_BODY_READ = 64 * 1024
 

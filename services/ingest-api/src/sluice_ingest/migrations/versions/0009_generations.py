@@ -23,7 +23,6 @@ Revision ID: 0009
 """
 
 from alembic import op
-
 from sluice_common import vector_index
 
 revision = "0009"

@@ -7,7 +7,7 @@ measured on the English eval set, +0.015 MRR@10 for KEYWORD.
 Each chunk carries its BM25 document vector, `search_bm25`: a pgvector `sparsevec` with, for
 every distinct term, the term's saturated, length-normalised frequency
 
-    w(t, c) = tf · (k1 + 1) / (tf + k1 · (1 − b + b · |c| / avgdl))      k1 = 1.2, b = 0.75
+    w(t, c) = tf · (k1 + 1) / (tf + k1 · (1 - b + b · |c| / avgdl))      k1 = 1.2, b = 0.75
 
 at the dimension `sluice_term_dim(term)` (29 bits of the term's MD5; the search service hashes
 query terms the same way). A query is a sparse vector of the query terms' IDF, so the negated
