@@ -5,6 +5,7 @@ The log read straight from SQL (ORDER BY txid, id once every writer has finished
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 
@@ -368,3 +369,80 @@ def test_pruning_by_count_keeps_each_documents_latest_events_and_watch_document_
     assert [e.document.status for e in watching][-1] == D.DOCUMENT_STATUS_READY
     assert prune(api) == (0, 1)  # the completion pushed one more out; nothing else changed
     c.close()
+
+
+# --------------------------------------------------------------------------- the event's whole document
+
+# What a CollectionEvent's document and GetDocument's answer may differ in (docs/clients.md,
+# "WatchCollection"): the token of each read, and what GetDocument alone fills.
+READ_ONLY_FIELDS = ("consistency_token", "attempt_history", "versions")
+
+
+def comparable(document: D.Document) -> D.Document:
+    copy = D.Document()
+    copy.CopyFrom(document)
+    for name in READ_ONLY_FIELDS:
+        copy.ClearField(name)
+    return copy
+
+
+def event_numbered(call, event_id: int) -> ds.CollectionEvent:
+    for event in call:
+        if event.event_id == event_id:
+            return event
+    raise AssertionError(f"the stream ended before event {event_id}")
+
+
+def test_each_event_carries_the_document_getdocument_shows_at_that_event(c, database_url):
+    """Upload with source_uri and metadata, a stage with progress, a retryable failure (a retry
+    waiting), the retry, READY: after each step its event's document equals GetDocument's answer
+    but for READ_ONLY_FIELDS; the deletion's event still names the document and its last state."""
+    call = watch(c)
+    assert next(call).type == HEARTBEAT
+    content = b"the amber signal, version one"
+    created = c.docs.UploadDocument(iter([
+        ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(
+            collection="docs", filename="notes.txt", source_uri="handbook/notes.txt", metadata={"team": "ops"},
+            typed_metadata={"year": D.MetadataValue(number_value=2024), "draft": D.MetadataValue(bool_value=True)})),
+        ds.UploadDocumentRequest(data=content),
+        ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
+            size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())),
+    ]))
+    seen: list[D.Document] = []
+
+    def check() -> D.Document:
+        event = event_numbered(call, log_of(database_url)[-1][0])
+        answer = c.get(created.id)
+        assert comparable(event.document) == comparable(answer)
+        assert event.document.consistency_token  # a token of its own read
+        seen.append(event.document)
+        return event.document
+
+    first = check()
+    assert first.source_uri == "handbook/notes.txt" and first.version == 1
+    assert first.content_sha256 == hashlib.sha256(content).hexdigest() and first.size_bytes == len(content)
+    assert first.metadata == {"team": "ops", "year": "2024", "draft": "true"}
+    assert first.typed_metadata["year"].number_value == 2024 and first.create_time == created.create_time
+    job = c.claim()
+    check()
+    c.stage(job, D.DOCUMENT_STATUS_PARSING, done=1, total=3)
+    assert check().progress.total == 3
+    c.fail(job, retryable=True)
+    assert check().HasField("next_attempt_time")
+    with psycopg.connect(database_url, autocommit=True) as conn:  # the retry is due now
+        conn.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (created.id,))
+    check()
+    job = c.claim(wait=2)
+    assert job is not None
+    c.run_to_indexing(job)
+    check()
+    c.complete(job)
+    ready = check()
+    assert ready.status == D.DOCUMENT_STATUS_READY and ready.chunk_count == 2 and ready.attempts == 2
+    assert ready.create_time == created.create_time and ready.update_time.seconds > 0
+    c.docs.DeleteDocument(ds.DeleteDocumentRequest(id=created.id))
+    gone = event_numbered(call, log_of(database_url)[-1][0])
+    call.cancel()
+    # Its row is gone: the deletion shows the last state and who it was, not the description.
+    assert gone.type == DELETED and gone.document.id == created.id and gone.document.status == D.DOCUMENT_STATUS_READY
+    assert len(seen) >= 6

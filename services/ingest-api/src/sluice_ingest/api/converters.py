@@ -23,6 +23,7 @@ from ..sources.store import RunRow
 from ..store import (
     AttemptRow,
     ClaimedJob,
+    CollectionEventRow,
     CollectionRow,
     DocumentRow,
     GenerationEvaluationRow,
@@ -288,7 +289,22 @@ def collection_event_to_proto(collection: str, row: LogEvent | KeepAlive) -> doc
             cursor=row.cursor.encode(), event_id=row.id, type=RUN_EVENT_TYPES[row.kind],
             source_run=source_run_event_to_proto(collection, row), create_time=timestamp(row.created_at),
         )
-    document = document_pb2.Document(
+    return document_service_pb2.CollectionEvent(
+        cursor=row.cursor.encode(),
+        event_id=row.id,
+        type=document_service_pb2.COLLECTION_EVENT_TYPE_DELETED if row.deleted else document_service_pb2.COLLECTION_EVENT_TYPE_CHANGED,
+        document=event_document_to_proto(collection, row),
+        create_time=timestamp(row.created_at),
+    )
+
+
+def event_document_to_proto(collection: str, row: CollectionEventRow) -> document_pb2.Document:
+    """The Document as GetDocument would have answered at this event (document_to_proto's fields
+    but attempt_history and versions, which GetDocument alone fills): its state from the event,
+    what never changes from its row (store/events.py; empty once the row is gone), and a retry
+    waiting as of the event's time. The consistency token is the read's, as for GetDocument."""
+    metadata = row.metadata or {}
+    doc = document_pb2.Document(
         name=document_name(collection, str(row.document_id)),
         id=str(row.document_id),
         collection=collection,
@@ -304,17 +320,20 @@ def collection_event_to_proto(collection: str, row: LogEvent | KeepAlive) -> doc
         attempts=row.attempts,
         max_attempts=row.max_attempts,
         chunk_count=row.chunk_count,
+        content_sha256=row.content_sha256 or "",
+        size_bytes=row.size_bytes or 0,
+        metadata=typed_metadata.text_map(metadata),
+        typed_metadata=typed_metadata.typed_map(metadata),
         job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row.job_status),
+        create_time=timestamp(row.document_created_at),
         update_time=timestamp(row.updated_at),
+        source_uri=row.source_uri or "",
+        version=row.version or 0,
         consistency_token=consistency.token_of(row.wal_lsn),
     )
-    return document_service_pb2.CollectionEvent(
-        cursor=row.cursor.encode(),
-        event_id=row.id,
-        type=document_service_pb2.COLLECTION_EVENT_TYPE_DELETED if row.deleted else document_service_pb2.COLLECTION_EVENT_TYPE_CHANGED,
-        document=document,
-        create_time=timestamp(row.created_at),
-    )
+    if row.job_status == "PENDING" and row.available_at > row.created_at:
+        doc.next_attempt_time.CopyFrom(timestamp(row.available_at))
+    return doc
 
 
 def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
@@ -468,6 +487,7 @@ __all__ = [
     "collection_to_proto",
     "document_status_from_proto",
     "document_to_proto",
+    "event_document_to_proto",
     "job_to_proto",
     "precision_of",
     "reranker_of",
