@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
-from pgvector.psycopg import register_vector
 from sluice.v1 import document_pb2
 from sluice.v1 import search_service_pb2 as pb
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
@@ -37,7 +36,7 @@ from sluice_search import api
 from sluice_search.domain import Collection, Limits
 from sluice_search.repository import EXACT_FILTER_CEILING, EXACT_FILTER_WALK_COST, selective_vector_query, vector_query
 
-from bench.search_bench import DOC_CHUNKS, LATENT_DIMENSIONS, TENANT_ID, load, make_vectors
+from bench.search_bench import DOC_CHUNKS, LATENT_DIMENSIONS, TENANT_ID, load, make_vectors, search_session
 
 WARMUP = 20
 SHIPPED_FLOOR = 2000  # SLUICE_SEARCH_EXACT_FILTER_MAX_CHUNKS's default
@@ -67,12 +66,7 @@ def prepare(base: Path, fresh: bool, args: argparse.Namespace, vectors: np.ndarr
 def sweep(reader: str, collection: Collection, vectors: np.ndarray, queries: np.ndarray, ready_rows: np.ndarray,
           metadata: list[dict], args: argparse.Namespace) -> list[dict]:
     results = []
-    with psycopg.connect(reader, autocommit=True, prepare_threshold=5) as conn:
-        register_vector(conn)
-        conn.execute("SET default_transaction_read_only = on")
-        conn.execute("SET hnsw.iterative_scan = relaxed_order")
-        conn.execute(f"SET hnsw.ef_search = {int(args.ef_search)}")
-        conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(TENANT_ID),))
+    with search_session(reader, args.ef_search) as conn:
         for fraction in args.fractions:
             bound = fraction * len(metadata)
             where = pb.MetadataFilter(condition=pb.MetadataCondition(

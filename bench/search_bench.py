@@ -172,6 +172,20 @@ def start_search(url: str, ef_search: int, *, unauthenticated: bool = False, **s
     return process, address
 
 
+def search_session(url: str, ef: int, *, tenant: int | None = TENANT_ID) -> psycopg.Connection:
+    """A connection set up as search's pool sets up its sessions (read-only, iterative HNSW scans,
+    ef_search, prepared after 5 runs), on the tenant when given (as search's role, under row-level
+    security), so that a raw statement is timed as the service runs it."""
+    conn = psycopg.connect(url, autocommit=True, prepare_threshold=5)
+    register_vector(conn)
+    conn.execute("SET default_transaction_read_only = on")
+    conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+    if tenant is not None:
+        conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(tenant),))
+    return conn
+
+
 def percentiles(seconds: list[float]) -> tuple[float, float]:
     ms = np.asarray(seconds) * 1000
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
@@ -295,11 +309,7 @@ def measure(url, reader_url, key, cid, gid, queries, truth, ef, args) -> dict:
     sql_seconds = []
     # The same session as the service's pool (prepared after 5 runs, same settings): the
     # difference between the two columns is then gRPC and the service code alone.
-    with psycopg.connect(url, autocommit=True, prepare_threshold=5) as conn:
-        register_vector(conn)
-        conn.execute("SET default_transaction_read_only = on")
-        conn.execute("SET hnsw.iterative_scan = relaxed_order")
-        conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+    with search_session(url, ef, tenant=None) as conn:
         statements = [vector_query(collection, q, 10, DocumentFilter()) for q in queries]
         for query, params in statements[: args.warmup]:
             conn.execute(query, params).fetchall()
@@ -309,12 +319,7 @@ def measure(url, reader_url, key, cid, gid, queries, truth, ef, args) -> dict:
             sql_seconds.append(time.perf_counter() - started)
     # The same statements as search's role on a session set to the tenant, as search runs them.
     tenant_seconds = []
-    with psycopg.connect(reader_url, autocommit=True, prepare_threshold=5) as conn:
-        register_vector(conn)
-        conn.execute("SET default_transaction_read_only = on")
-        conn.execute("SET hnsw.iterative_scan = relaxed_order")
-        conn.execute(f"SET hnsw.ef_search = {int(ef)}")
-        conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(TENANT_ID),))
+    with search_session(reader_url, ef) as conn:
         for n, (query, params) in enumerate(statements[: args.warmup] + statements):
             started = time.perf_counter()
             conn.execute(query, params).fetchall()
@@ -385,12 +390,7 @@ def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows
     # The raw SQL of each plan, as search's role under row-level security, prepared as the pool does.
     collection = Collection(cid, "bench", "hashing", "bench", args.dimensions, tenant_id=TENANT_ID, generation_id=gid)
     sql_seconds: dict[str, list[float]] = {}
-    with psycopg.connect(reader_url, autocommit=True, prepare_threshold=5) as conn:
-        register_vector(conn)
-        conn.execute("SET default_transaction_read_only = on")
-        conn.execute("SET hnsw.iterative_scan = relaxed_order")
-        conn.execute(f"SET hnsw.ef_search = {int(ef)}")
-        conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(TENANT_ID),))
+    with search_session(reader_url, ef) as conn:
         for name, where, _ in cases:
             document_filter = api.filter_of(pb.SearchFilter(where=where), Limits())
             for n, query in enumerate(list(queries[: args.warmup]) + list(queries)):
