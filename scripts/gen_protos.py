@@ -1,5 +1,9 @@
 """Generate the Python code of protos/sluice/v1 into libs/protos/src.
 
+The type stubs (`*_pb2.pyi`, `*_pb2_grpc.pyi`) come from mypy-protobuf, and `sluice/py.typed`
+marks the package as typed, so mypy --strict checks every use of a message, an enum and a
+servicer (docs/contributing.md#typed-protos).
+
 `python scripts/gen_protos.py` writes the files; `--check` regenerates into a temporary
 directory and exits 1 when the committed code differs (stale), so CI catches a proto change
 that was not regenerated.
@@ -22,6 +26,17 @@ OUT = ROOT / "libs" / "protos" / "src"
 PACKAGE = Path("sluice") / "v1"
 
 
+def plugin(name: str) -> str:
+    """protoc's --plugin option for mypy-protobuf's `name`: protoc looks plugins up on PATH, which
+    need not hold the venv's bin (`make protos` calls .venv/bin/python), so take the one beside
+    this interpreter first."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        raise SystemExit(f"{name} not found: install mypy-protobuf (requirements.lock pins it)")
+    return f"--plugin={name}={found}"
+
+
 def generate(out: Path) -> None:
     sources = sorted(str(p.relative_to(PROTOS)) for p in (PROTOS / PACKAGE).glob("*.proto"))
     well_known = Path(protoc.__file__).parent / "_proto"
@@ -30,18 +45,23 @@ def generate(out: Path) -> None:
         f"-I{PROTOS}",
         f"-I{well_known}",
         f"--python_out={out}",
-        f"--pyi_out={out}",
         f"--grpc_python_out={out}",
+        plugin("protoc-gen-mypy"),
+        f"--mypy_out=quiet:{out}",
+        plugin("protoc-gen-mypy_grpc"),
+        f"--mypy_grpc_out=quiet:{out}",
         *sources,
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
     (out / "sluice" / "__init__.py").write_text('"""Generated gRPC code of the Sluice contract."""\n')
     (out / PACKAGE / "__init__.py").write_text('"""Generated from protos/sluice/v1; do not edit."""\n')
+    (out / "sluice" / "py.typed").write_text("")  # PEP 561: mypy reads the stubs above
 
 
 def generated_files(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in (root / "sluice").rglob("*") if p.is_file() and p.suffix in {".py", ".pyi"}}
+    return {str(p.relative_to(root)) for p in (root / "sluice").rglob("*")
+            if p.is_file() and (p.suffix in {".py", ".pyi"} or p.name == "py.typed")}
 
 
 def main() -> int:

@@ -4,7 +4,7 @@ The SDK carries its own copy of the generated code (so `pip install ./clients/py
 nothing else of this repository), made from protos/sluice/v1 with the imports pointed at
 `sluice_client.protos`. Only the public services: JobService is for workers.
 Its message classes are the same classes as `sluice.v1`'s when both are loaded (one descriptor
-pool), so messages pass freely between them.
+pool), so messages pass freely between them. The type stubs (`*.pyi`) come from mypy-protobuf.
 
 `python clients/python/gen_stubs.py` writes the files; `--check` regenerates into a temporary
 directory and exits 1 when the committed code differs (tests/clients runs it).
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -27,14 +28,25 @@ SOURCES = ["collection", "document", "document_service", "search_service", "admi
 _IMPORT = re.compile(r"^from sluice\.v1 import ", re.MULTILINE)
 
 
+def plugin(name: str) -> str:
+    """protoc's --plugin option for mypy-protobuf's `name`, the one beside this interpreter first
+    (protoc looks plugins up on PATH, which need not hold the venv's bin)."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        raise SystemExit(f"{name} not found: install mypy-protobuf (the repository's requirements.lock pins it)")
+    return f"--plugin={name}={found}"
+
+
 def generate(out: Path) -> None:
     from grpc_tools import protoc
 
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp)
         well_known = Path(protoc.__file__).parent / "_proto"
-        args = ["grpc_tools.protoc", f"-I{PROTOS}", f"-I{well_known}", f"--python_out={raw}", f"--pyi_out={raw}",
-                f"--grpc_python_out={raw}", *(f"sluice/v1/{name}.proto" for name in SOURCES)]
+        args = ["grpc_tools.protoc", f"-I{PROTOS}", f"-I{well_known}", f"--python_out={raw}", f"--grpc_python_out={raw}",
+                plugin("protoc-gen-mypy"), f"--mypy_out=quiet:{raw}", plugin("protoc-gen-mypy_grpc"),
+                f"--mypy_grpc_out=quiet:{raw}", *(f"sluice/v1/{name}.proto" for name in SOURCES)]
         if protoc.main(args) != 0:
             raise SystemExit("protoc failed")
         out.mkdir(parents=True, exist_ok=True)

@@ -54,28 +54,32 @@ PROVIDER_NAMES = {
 }
 
 
-def status_name(status: int) -> str:
+def status_name(status: document_pb2.DocumentStatus.ValueType) -> str:
     name: str = document_pb2.DocumentStatus.Name(status)
     return name.removeprefix("DOCUMENT_STATUS_")
 
 
-def job_status_name(status: int) -> str:
+def job_status_name(status: document_pb2.IngestionJobStatus.ValueType) -> str:
     name: str = document_pb2.IngestionJobStatus.Name(status)
     return name.removeprefix("INGESTION_JOB_STATUS_")
 
 
-def outcome_name(outcome: int) -> str:
+def outcome_name(outcome: document_pb2.AttemptOutcome.ValueType) -> str:
     name: str = document_pb2.AttemptOutcome.Name(outcome)
     return name.removeprefix("ATTEMPT_OUTCOME_")
 
 
-def mode_name(mode: int) -> str:
+def mode_name(mode: search_service_pb2.SearchMode.ValueType) -> str:
     name: str = search_service_pb2.SearchMode.Name(mode)
     return name.removeprefix("SEARCH_MODE_")
 
 
-def styled_status(status: int) -> Text:
-    name = status_name(status)
+def styled_status(status: document_pb2.DocumentStatus.ValueType) -> Text:
+    return styled_status_name(status_name(status))
+
+
+def styled_status_name(name: str) -> Text:
+    """A status by its name ("READY"), in its colour."""
     return Text(name, style=STATUS_STYLE.get(name, "cyan"))
 
 
@@ -223,7 +227,7 @@ def document_details(doc: document_pb2.Document) -> list[RenderableType]:
     fields = Table.grid(padding=(0, 2))
     fields.add_column(style="bold", no_wrap=True)
     fields.add_column(overflow="fold")
-    rows = [
+    rows: list[tuple[str, str | Text]] = [
         ("id", doc.id),
         ("name", doc.name),
         ("collection", doc.collection),
@@ -244,8 +248,8 @@ def document_details(doc: document_pb2.Document) -> list[RenderableType]:
     if doc.error_message:
         code = f" [{doc.error_code}]" if doc.error_code else ""
         rows.append(("error", Text(doc.error_message + code, style="red")))
-    for key, value in sorted(doc.metadata.items()):
-        rows.append((f"metadata.{key}", value))
+    for key, text in sorted(doc.metadata.items()):
+        rows.append((f"metadata.{key}", text))
     for label, value in rows:
         fields.add_row(label, value if isinstance(value, Text) else escape(str(value)))
     renderables: list[RenderableType] = [fields]

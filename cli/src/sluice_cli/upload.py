@@ -266,7 +266,7 @@ def _result_line(outcome: Outcome) -> Text:
         return Text("✗ ", style="red") + Text(outcome.candidate.display) + Text(f"  {outcome.error}", style="red")
     status = doc.status.name
     line = Text("✓ " if doc.ready else ("✗ " if doc.failed else "• "), style=render.STATUS_STYLE.get(status, "cyan"))
-    line += Text(outcome.candidate.display) + Text("  ") + render.styled_status(doc.status.value)
+    line += Text(outcome.candidate.display) + Text("  ") + render.styled_status_name(status)
     if doc.ready:
         line += Text(f"  {render.chunks_label(doc.chunk_count)}", style="dim")
     if doc.error_message:

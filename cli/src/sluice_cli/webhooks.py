@@ -29,12 +29,12 @@ def event_types(text: str | None) -> list[str]:
     return chosen
 
 
-def _state(value: int) -> str:
+def _state(value: wh.WebhookState.ValueType) -> str:
     name: str = wh.WebhookState.Name(value)
     return name.removeprefix("WEBHOOK_STATE_").lower()
 
 
-def _delivery_state(value: int) -> str:
+def _delivery_state(value: wh.WebhookDeliveryState.ValueType) -> str:
     name: str = wh.WebhookDeliveryState.Name(value)
     return name.removeprefix("WEBHOOK_DELIVERY_STATE_").lower()
 

@@ -140,7 +140,7 @@ def override(base: RerankerSpec, candidates: int = 0, timeout_ms: int = 0) -> Re
     return check(spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.candidates, spec.timeout_ms)
 
 
-_TO_PROTO: dict[str, int] = {COHERE: collection_pb2.RERANKER_PROVIDER_COHERE, JINA: collection_pb2.RERANKER_PROVIDER_JINA,
+_TO_PROTO: dict[str, collection_pb2.RerankerProvider.ValueType] = {COHERE: collection_pb2.RERANKER_PROVIDER_COHERE, JINA: collection_pb2.RERANKER_PROVIDER_JINA,
              TEI: collection_pb2.RERANKER_PROVIDER_TEI, CROSS_ENCODER: collection_pb2.RERANKER_PROVIDER_CROSS_ENCODER}
 _FROM_PROTO = {value: name for name, value in _TO_PROTO.items()}
 
@@ -164,8 +164,8 @@ def to_proto(spec: RerankerSpec | None) -> collection_pb2.RerankerConfig | None:
                                          api_key_env=spec.api_key_env, candidates=spec.candidates, timeout_ms=spec.timeout_ms)
 
 
-def provider_proto(name: str) -> int:
-    return int(_TO_PROTO.get(name, collection_pb2.RERANKER_PROVIDER_UNSPECIFIED))
+def provider_proto(name: str) -> collection_pb2.RerankerProvider.ValueType:
+    return _TO_PROTO.get(name, collection_pb2.RERANKER_PROVIDER_UNSPECIFIED)
 
 
 __all__ = [

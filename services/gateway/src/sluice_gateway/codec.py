@@ -15,11 +15,15 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from google.protobuf import descriptor, json_format, message
 from google.protobuf.internal import type_checkers
+
+if TYPE_CHECKING:
+    # What Message.DESCRIPTOR is under protobuf's upb backend (types-protobuf types it so).
+    from google._upb._message import Descriptor as UpbDescriptor
 
 FD = descriptor.FieldDescriptor
 Converter = Callable[[Any], Any]
@@ -48,7 +52,7 @@ def to_json(msg: message.Message) -> dict[str, Any]:
     return {table[field.name][0]: table[field.name][1](value) for field, value in msg.ListFields()}
 
 
-def _table(descriptor_: descriptor.Descriptor) -> dict[str, tuple[str, Converter]]:
+def _table(descriptor_: descriptor.Descriptor | UpbDescriptor) -> dict[str, tuple[str, Converter]]:
     table = {field.name: (field.json_name, _field_converter(field)) for field in descriptor_.fields}
     _CONVERTERS[descriptor_.full_name] = table
     return table

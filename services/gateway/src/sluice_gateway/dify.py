@@ -30,7 +30,7 @@ KNOWLEDGE_NOT_FOUND = 2001
 
 Op = ss.FilterOperator
 # Dify's comparison operators that Sluice's typed filters express, and how.
-OPERATORS: dict[str, int] = {
+OPERATORS: dict[str, ss.FilterOperator.ValueType] = {
     "is": Op.FILTER_OPERATOR_EQ, "=": Op.FILTER_OPERATOR_EQ,
     "is not": Op.FILTER_OPERATOR_NE, "≠": Op.FILTER_OPERATOR_NE, "!=": Op.FILTER_OPERATOR_NE,
     ">": Op.FILTER_OPERATOR_GT, "<": Op.FILTER_OPERATOR_LT,

@@ -69,8 +69,9 @@ class SchemaBuilder:
         return schema
 
     def field_schema(self, field: descriptor.FieldDescriptor) -> dict[str, Any]:
-        if field.type == FD.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
-            value = field.message_type.fields_by_name["value"]
+        entry = field.message_type  # None unless the field is a message (a map is one of entries)
+        if field.type == FD.TYPE_MESSAGE and entry is not None and entry.GetOptions().map_entry:
+            value = entry.fields_by_name["value"]
             return {"type": "object", "additionalProperties": self.single(value)}
         single = self.single(field)
         if field.is_repeated:
@@ -79,9 +80,9 @@ class SchemaBuilder:
 
     def single(self, field: descriptor.FieldDescriptor) -> dict[str, Any]:
         kind = field.type
-        if kind == FD.TYPE_MESSAGE:
+        if kind == FD.TYPE_MESSAGE and field.message_type is not None:
             return self.ref(field.message_type)
-        if kind == FD.TYPE_ENUM:
+        if kind == FD.TYPE_ENUM and field.enum_type is not None:
             return {"type": "string", "enum": [v.name for v in field.enum_type.values]}
         if kind in (FD.TYPE_DOUBLE, FD.TYPE_FLOAT):
             return {"type": "number"}

@@ -30,8 +30,7 @@ _MODES = {
 _PROTO_MODES = {mode: value for value, mode in _MODES.items() if mode is not None}
 
 
-# The generated servicer is untyped to mypy: libs/protos ships no py.typed and no stubs for *_grpc yet.
-class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):  # type: ignore[misc]
+class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
     def __init__(self, service: SearchService, limits: Limits) -> None:
         self._service = service
         self._limits = limits

@@ -165,6 +165,7 @@ def _value(value: document_pb2.MetadataValue, where: str) -> Value:
         stored = metadata.from_proto(value)
     except metadata.MetadataError as err:
         raise _invalid(where, str(err)) from None
+    assert kind is not None  # from_proto refuses a value with no kind set
     return Value({"string_value": "string", "number_value": "number", "bool_value": "bool",
                   "timestamp_value": "timestamp"}[kind], stored)
 

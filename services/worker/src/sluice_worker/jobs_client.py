@@ -207,7 +207,9 @@ class JobClient:
     async def report_stage(
         self, lease: job_service_pb2.LeaseRef, stage: Stage, done: int = 0, total: int = 0, unit: str = ""
     ) -> None:
-        request = job_service_pb2.ReportStageRequest(lease=lease, stage=int(stage), done=done, total=total, unit=unit)
+        request = job_service_pb2.ReportStageRequest(
+            lease=lease, stage=document_pb2.DocumentStatus.ValueType(stage), done=done, total=total, unit=unit
+        )
         await self._call("ReportStage", lambda: self._stub.ReportStage(request, timeout=self.rpc_timeout))
 
     async def read_document_content(self, lease: job_service_pb2.LeaseRef) -> bytes:
@@ -262,7 +264,7 @@ class JobClient:
 
         # No retry on a failed commit: if it did commit, a second try would only meet
         # LEASE_NOT_HELD; if it did not, the job's own retry handles it.
-        response = await self._call(
+        response: job_service_pb2.CompleteJobResponse = await self._call(
             "CompleteJob", lambda: self._stub.CompleteJob(requests(), timeout=self.stream_timeout), retry=False
         )
         return response.document

@@ -29,6 +29,7 @@ from importlib.metadata import version
 from typing import Protocol, TypeAlias
 
 from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
 from sluice.v1 import collection_pb2, job_service_pb2
 from sluice_common import tracing
 from sluice_common.embedders import Embedder, EmbeddingError, get_embedder, provider_name
@@ -144,7 +145,7 @@ class JobPipeline:
         """Process a claimed job. Never raises except CancelledError (the caller's decision).
 
         Traced as one span under the upload's trace (the context the job carries)."""
-        attributes = {"sluice.job_id": job.lease.job_id, "sluice.document_id": job.document_id, "sluice.attempt": job.attempt,
+        attributes: dict[str, AttributeValue] = {"sluice.job_id": job.lease.job_id, "sluice.document_id": job.document_id, "sluice.attempt": job.attempt,
                       # INGEST (1) or EMBED (2, a reindex): the same steps, ingest-api tells them apart.
                       "sluice.job_kind": int(getattr(job, "kind", 0)), "sluice.generation": int(getattr(job, "generation", 0))}
         with tracing.job_span("sluice.worker.job", dict(getattr(job, "trace_context", {}) or {}), attributes) as span:

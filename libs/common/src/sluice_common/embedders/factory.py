@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from .hashing import HashingEmbedder
 from .interface import HASHING, SENTENCE_TRANSFORMERS, Embedder, provider_name
@@ -10,8 +11,11 @@ from .local import SentenceTransformerEmbedder
 from .openai_client import OpenAIEmbedder
 from .settings import EmbedderSettings, default_settings
 
+if TYPE_CHECKING:
+    from sluice.v1.collection_pb2 import EmbedderProvider
 
-def get_embedder(provider: int | str, model: str, dimensions: int, settings: EmbedderSettings | None = None) -> Embedder:
+
+def get_embedder(provider: EmbedderProvider.ValueType | str, model: str, dimensions: int, settings: EmbedderSettings | None = None) -> Embedder:
     """The embedder of a collection. Cheap: instances are cached per process."""
     name = provider_name(provider)
     if dimensions <= 0:

@@ -3,7 +3,10 @@ the one error every provider raises."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from sluice.v1.collection_pb2 import EmbedderProvider
 
 HASHING = "hashing"
 SENTENCE_TRANSFORMERS = "sentence_transformers"
@@ -34,7 +37,7 @@ class Embedder(Protocol):
     async def embed_query(self, text: str) -> list[float]: ...
 
 
-def provider_name(provider: int | str) -> str:
+def provider_name(provider: EmbedderProvider.ValueType | str) -> str:
     """The provider string for an `EmbedderProvider` enum value (or a string, checked)."""
     if isinstance(provider, str):
         name = provider.lower().removeprefix("embedder_provider_")
