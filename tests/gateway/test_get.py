@@ -61,7 +61,7 @@ def test_search_by_get_answers_as_its_post_does(http):
         assert hits[0]["documentId"] == document["id"] and "Leases expire" in hits[0]["text"]
         # Nothing caches it unless the operator says so; a cache that does keys it by the key too.
         assert answer.headers["cache-control"] == "no-store"
-        assert answer.headers["vary"] == "Authorization"
+        assert answer.headers["vary"] == "Authorization, X-Sluice-Tenant"
     # Binary protobuf, as connect-es sends it with useBinaryFormat.
     answer = http.get(get_url(request, encoding="proto", b64=True))
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/proto"
@@ -141,7 +141,7 @@ def test_an_operator_may_let_caches_keep_search_answers(ingest_api, database_url
             answer = http.get(get_url({"collection": "docs", "query": "leases"}))
             assert answer.status_code == 200, answer.text
             assert answer.headers["cache-control"] == "max-age=30, s-maxage=30"
-            assert answer.headers["vary"] == "Authorization"
+            assert answer.headers["vary"] == "Authorization, X-Sluice-Tenant"
             refused = http.get(get_url({"collection": "nope", "query": "leases"}))
             assert refused.status_code == 404 and refused.headers["cache-control"] == "no-store"
             # A POST is never cacheable, whatever the setting.
@@ -164,7 +164,7 @@ const transport = createConnectTransport({
   interceptors: [(next) => async (request) => {
     request.header.set("Authorization", authorization);
     const response = await next(request);
-    // Only the gateway's answers to a GET carry Vary: Authorization.
+    // Only the gateway's answers to a GET carry Vary (Authorization, X-Sluice-Tenant).
     seen.push([request.method.name, response.header.get("vary")]);
     return response;
   }],
@@ -188,4 +188,4 @@ def test_connect_es_sends_search_as_a_get(http, stack, generated, tmp_path, enco
     out = json.loads(result.stdout)
     assert out["hits"][0] == document["id"] and out["collection"] == "docs"
     # Search went as a GET (useHttpGet and NO_SIDE_EFFECTS), GetCollection (not marked) as a POST.
-    assert out["seen"] == [["Search", "Authorization"], ["GetCollection", None]]
+    assert out["seen"] == [["Search", "Authorization, X-Sluice-Tenant"], ["GetCollection", None]]

@@ -94,7 +94,7 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
     # headers (docs/http.md#keys-limits-and-tls).
     return CORSMiddleware(
         app, allow_origins=settings.cors_origins(), allow_methods=["GET", "POST"],
-        allow_headers=["authorization", "content-type", "connect-protocol-version", "connect-timeout-ms", "last-event-id",
+        allow_headers=["authorization", "x-sluice-tenant", "content-type", "connect-protocol-version", "connect-timeout-ms", "last-event-id",
                        "idempotency-key", "x-sluice-filename", "x-sluice-sha256", "x-sluice-typed-metadata"],
         expose_headers=["retry-after", "server-timing"], max_age=600,
     )

@@ -1,8 +1,9 @@
 """The gRPC channels to ingest-api and search, and the callables of every method on them.
 
-Each call carries the caller's own `authorization` header as gRPC metadata, unchanged: the
-backends check the key, its role, its tenant and its rate limit exactly as for a gRPC client
-(docs/http.md, "Keys"). The gateway holds no key of its own.
+Each call carries the caller's own `authorization` and `x-sluice-tenant` headers as gRPC metadata,
+unchanged: the backends check the key, its role, its tenant (an admin key may name another) and
+its rate limit exactly as for a gRPC client (docs/http.md, "Keys"). The gateway holds no key of
+its own.
 """
 
 from __future__ import annotations
@@ -66,8 +67,15 @@ class Backends:
             await channel.close()
 
 
+# What a call says of who makes it and for whom: the key, and the tenant an admin key acts for
+# (docs/http.md, "Keys"; the backends refuse the header from any other key, TENANT_NOT_ALLOWED).
+# The tenant header is sluice_common.auth.guard.TENANT_HEADER, named here rather than imported:
+# that package loads the key directory and psycopg, which the gateway has no use for.
+TENANT_HEADER = "x-sluice-tenant"
+FORWARDED_HEADERS = ("authorization", TENANT_HEADER)
+
+
 def forwarded_metadata(headers: Any) -> list[tuple[str, str]]:
-    """The caller's credentials, as they came (absent stays absent: the backend answers
-    UNAUTHENTICATED, 401)."""
-    value = headers.get("authorization")
-    return [("authorization", value)] if value else []
+    """The caller's credentials and tenant header, as they came (absent stays absent: without a
+    key the backend answers UNAUTHENTICATED, 401)."""
+    return [(name, value) for name in FORWARDED_HEADERS if (value := headers.get(name))]

@@ -216,9 +216,10 @@ class ConnectHandlers:
             refusal.headers["Cache-Control"] = "no-store"
             return refusal
         response = await self.unary(request, method, msg, started, binary=binary)
-        # A cache (the browser's, a proxy's, a CDN's) keys the answer by the URL and the key that
-        # asked: one key's results are never served to another (docs/http.md, "GET requests").
-        response.headers["Vary"] = "Authorization"
+        # A cache (the browser's, a proxy's, a CDN's) keys the answer by the URL, the key that
+        # asked and the tenant an admin key named: one key's or tenant's results are never served
+        # for another (docs/http.md, "GET requests").
+        response.headers["Vary"] = "Authorization, X-Sluice-Tenant"
         if response.status_code == 200 and self.get_max_age > 0:
             response.headers["Cache-Control"] = f"max-age={self.get_max_age}, s-maxage={self.get_max_age}"
         else:

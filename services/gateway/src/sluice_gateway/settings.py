@@ -27,8 +27,9 @@ class GatewaySettings(CommonSettings):  # type: ignore[misc,unused-ignore]  # An
     # "https://app.example.com"; "*" for any. Empty: no cross-origin calls.
     gateway_cors_origins: str = ""
     # How long a cache may keep the answer of a GET (a search sent as a Connect GET), in seconds:
-    # sent as Cache-Control max-age and s-maxage, with Vary: Authorization. 0: no-store, nothing
-    # is cached. A cached answer can miss documents that became READY since (docs/http.md).
+    # sent as Cache-Control max-age and s-maxage, with Vary: Authorization, X-Sluice-Tenant.
+    # 0: no-store, nothing is cached. A cached answer can miss documents that became READY since
+    # (docs/http.md).
     gateway_get_max_age_seconds: int = 0
 
     def cors_origins(self) -> list[str]:
