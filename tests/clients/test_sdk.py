@@ -3,10 +3,12 @@ duplicate, pages, errors with code and reason, retries by RetryInfo and after UN
 
 from __future__ import annotations
 
+import collections
 import io
 import threading
 
 import auth_keys
+import grpc
 import psycopg
 import pytest
 from helpers import free_port
@@ -171,3 +173,81 @@ def test_folder_upload_follows_every_document_through_one_watch(client, services
     again = client.documents.upload_folder("docs", folder, timeout=60)
     assert {r.document.id for r in again} == {d.id for d in by_name.values()}
     assert client.collections.get("docs").document_count == 25
+
+
+class CallCounter(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Counts the calls a client makes, by method name (a real interceptor on the real channel)."""
+
+    def __init__(self) -> None:
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def intercept_unary_unary(self, continuation, details, request):
+        self.calls[details.method.rsplit("/", 1)[-1]] += 1
+        return continuation(details, request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        self.calls[details.method.rsplit("/", 1)[-1]] += 1
+        return continuation(details, request)
+
+
+def test_wait_all_reads_once_what_finished_before_its_watches_opened(services, monkeypatch):
+    """Documents READY before wait_all is called, given as their stale PENDING upload answers (and
+    one as an id), in two collections: each watch opens, then each document still PENDING is read
+    once by GetDocument, so no wait for an event that came before the watch (without that read, the
+    trackers would list the collections after 60 quiet seconds). Past REFRESH_BY_GET documents, one
+    listing per collection instead. The answers are whole documents: source_uri, SHA-256, metadata."""
+    from sluice_client.client import DocumentTracker
+
+    counter = CallCounter()
+    with Client(services.ingest, search_address=services.search, api_key=auth_keys.KEYS["client"],
+                wrap_channel=lambda channel: grpc.intercept_channel(channel, counter)) as client:
+        client.collections.create("docs", embedder="hashing")
+        client.collections.create("more", embedder="hashing")
+        uploaded = [client.documents.upload("docs", f"document {n}".encode(), filename=f"d{n}.txt",
+                                            source_uri=f"guide/d{n}.txt", metadata={"team": "ops"}) for n in range(3)]
+        uploaded.append(client.documents.upload("more", b"another document", filename="m.txt"))
+        for document in uploaded:
+            assert client.documents.wait(document.id, timeout=60).ready
+        assert all(d.status is DocumentStatus.PENDING for d in uploaded)  # what wait_all is given
+        given = [uploaded[0].id, *uploaded[1:]]
+        counter.calls.clear()
+        final = client.documents.wait_all(given, timeout=120)
+        assert [d.id for d in final] == [d.id for d in uploaded] and all(d.ready for d in final)
+        # One GetDocument for the id (READY: not read again), then one for each PENDING document
+        # once its collection's watch is open.
+        assert (counter.calls["GetDocument"], counter.calls["WatchCollection"], counter.calls["ListDocuments"]) == (4, 2, 0)
+        assert [d.source_uri for d in final[:3]] == ["guide/d0.txt", "guide/d1.txt", "guide/d2.txt"]
+        assert all(d.content_sha256 == u.content_sha256 and len(d.content_sha256) == 64 for d, u in zip(final, uploaded))
+        assert final[0].metadata == {"team": "ops"} and final[0].create_time == uploaded[0].create_time
+
+        monkeypatch.setattr(DocumentTracker, "REFRESH_BY_GET", 0)
+        counter.calls.clear()
+        assert all(d.ready for d in client.documents.wait_all(uploaded, timeout=120))
+        assert (counter.calls["GetDocument"], counter.calls["ListDocuments"]) == (0, 2)
+
+
+def test_documents_from_collection_events_are_whole(client, services, tmp_path):
+    """A document taken from a WatchCollection event is what GetDocument answers (its source_uri,
+    SHA-256, size, metadata, create time), and so are upload_folder's and sync_folder's results."""
+    client.collections.create("docs", embedder="hashing")
+    services.worker.pause()
+    with client.collections.watch("docs", heartbeats=True) as watch:
+        assert next(watch).kind == "HEARTBEAT"  # the stream is open: it starts before the upload
+        uploaded = client.documents.upload("docs", b"the amber signal", filename="notes.txt",
+                                           source_uri="notes.txt", metadata={"team": "ops"})
+        event = next(e for e in watch if e.kind == "CHANGED")
+    assert event.document is not None and event.document.id == uploaded.id
+    for name in ("source_uri", "version", "content_sha256", "size_bytes", "metadata", "create_time", "mime_type"):
+        assert getattr(event.document, name) == getattr(uploaded, name), name
+    services.worker.resume()
+    (done,) = client.documents.wait_all([event.document], timeout=60)
+    assert done.ready and done.source_uri == "notes.txt" and done.content_sha256 == uploaded.content_sha256
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "a.txt").write_text("first file")
+    (folder / "b.txt").write_text("second file")
+    results = client.documents.upload_folder("docs", folder, timeout=60)
+    assert all(r.document.ready and len(r.document.content_sha256) == 64 and r.document.create_time for r in results)
+    report = client.documents.sync_folder("docs", folder, timeout=60)
+    assert sorted(d.source_uri for d in report.new) == ["a.txt", "b.txt"]
+    assert all(d.ready and len(d.content_sha256) == 64 for d in report.new)

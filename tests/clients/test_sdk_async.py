@@ -3,7 +3,10 @@ the same typed results, errors and retries."""
 
 from __future__ import annotations
 
+import collections
+
 import auth_keys
+import grpc
 import pytest
 from sluice_client import AsyncClient, DocumentStatus, NotFound, RateLimited, WaitTimeout
 
@@ -88,3 +91,59 @@ async def test_a_source_that_changes_while_sent_stores_nothing_in_asyncio(aclien
     assert raised.value.reason == "SOURCE_CHANGED"
     with psycopg.connect(services.database_url) as conn:
         assert conn.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
+
+
+def method_name(details) -> str:
+    method = details.method
+    return (method.decode() if isinstance(method, bytes) else method).rsplit("/", 1)[-1]
+
+
+class CountUnary(grpc.aio.UnaryUnaryClientInterceptor):
+    """Counts an AsyncClient's unary calls by method name (a real interceptor on the real channel;
+    grpc.aio takes one kind of call per interceptor)."""
+
+    def __init__(self, calls: collections.Counter[str]) -> None:
+        self.calls = calls
+
+    async def intercept_unary_unary(self, continuation, details, request):
+        self.calls[method_name(details)] += 1
+        return await continuation(details, request)
+
+
+class CountStreams(grpc.aio.UnaryStreamClientInterceptor):
+    def __init__(self, calls: collections.Counter[str]) -> None:
+        self.calls = calls
+
+    async def intercept_unary_stream(self, continuation, details, request):
+        self.calls[method_name(details)] += 1
+        return await continuation(details, request)
+
+
+async def test_wait_all_in_asyncio_reads_once_what_finished_before_its_watches_opened(services, monkeypatch):
+    """tests/clients/test_sdk.py's test for AsyncClient: stale PENDING answers of READY documents in
+    two collections come back READY after one GetDocument each once the watches are open (no wait
+    for the 60 s quiet relist), or one listing per collection past REFRESH_BY_GET."""
+    from sluice_client.aio import AsyncDocumentTracker
+
+    calls: collections.Counter[str] = collections.Counter()
+    async with AsyncClient(services.ingest, search_address=services.search, api_key=auth_keys.KEYS["client"],
+                           interceptors=[CountUnary(calls), CountStreams(calls)]) as aclient:
+        await aclient.collections.create("docs", embedder="hashing")
+        await aclient.collections.create("more", embedder="hashing")
+        uploaded = [await aclient.documents.upload("docs", f"document {n}".encode(), filename=f"d{n}.txt",
+                                                   source_uri=f"guide/d{n}.txt") for n in range(3)]
+        uploaded.append(await aclient.documents.upload("more", b"another document", filename="m.txt"))
+        for document in uploaded:
+            assert (await aclient.documents.wait(document.id, timeout=60)).ready
+        assert all(d.status is DocumentStatus.PENDING for d in uploaded)
+        calls.clear()
+        final = await aclient.documents.wait_all([uploaded[0].id, *uploaded[1:]], timeout=120)
+        assert [d.id for d in final] == [d.id for d in uploaded] and all(d.ready for d in final)
+        assert (calls["GetDocument"], calls["WatchCollection"], calls["ListDocuments"]) == (4, 2, 0)
+        assert [d.source_uri for d in final[:3]] == ["guide/d0.txt", "guide/d1.txt", "guide/d2.txt"]
+        assert all(d.content_sha256 == u.content_sha256 for d, u in zip(final, uploaded))
+
+        monkeypatch.setattr(AsyncDocumentTracker, "REFRESH_BY_GET", 0)
+        calls.clear()
+        assert all(d.ready for d in await aclient.documents.wait_all(uploaded, timeout=120))
+        assert (calls["GetDocument"], calls["ListDocuments"]) == (0, 2)

@@ -162,8 +162,9 @@ def upload_identity(identity: str, source_uri: str | None) -> str:
 # ------------------------------------------------------------------ many documents at once
 
 
-# What a collection event says of a document: its state, not its description (no metadata,
-# size, hash or create_time).
+# What changes over a document's life. A collection event carries the whole document, but a
+# deletion's (its row is gone) and an older server's carry only these and no create_time: laid
+# over the fuller state already known, they keep its description (metadata, size, hash, source).
 _STATE_FIELDS = ("status", "error_message", "error_code", "attempts", "max_attempts", "chunk_count", "job_status",
                  "consistency_token")
 _STATE_MESSAGES = ("progress", "update_time", "next_attempt_time")

@@ -559,23 +559,45 @@ class AsyncDocuments:
         assert last is not None
         return last
 
-    async def wait_all(self, documents: Iterable[Document], *, timeout: float | None = None) -> builtins.list[Document]:
-        """See Documents.wait_all."""
-        documents = list(documents)
+    async def wait_all(self, documents: Iterable[Document | str], *, timeout: float | None = None,
+                       on_change: Callable[[Document], None] | None = None) -> builtins.list[Document]:
+        """See Documents.wait_all: every collection followed at once, each watch's documents
+        still processing read once when it opens (AsyncDocumentTracker.refresh)."""
+        known = [await self.get(d) if isinstance(d, str) else d for d in documents]
         deadline = time.monotonic() + timeout if timeout else None
         final: dict[str, Document] = {}
-        for collection in dict.fromkeys(d.collection for d in documents):
-            tracker = self.tracker(collection)
-            try:
-                await tracker.start()
-                for document in documents:
-                    if document.collection == collection:
-                        tracker.track(document)
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                final.update((d.id, d) for d in await tracker.wait(remaining))
-            finally:
+        trackers: list[AsyncDocumentTracker] = []
+
+        async def follow(collection: str, members: list[Document]) -> None:
+            tracker = self.tracker(collection, on_change=on_change)
+            trackers.append(tracker)
+            await tracker.start()
+            for document in members:
+                tracker.track(document)
+            await tracker.refresh()
+            # Never 0: a tracker reads a timeout of 0 as none.
+            remaining = None if deadline is None else max(0.001, deadline - time.monotonic())
+            final.update((d.id, d) for d in await tracker.wait(remaining))
+
+        by_collection: dict[str, list[Document]] = {}
+        for document in known:
+            by_collection.setdefault(document.collection, []).append(document)
+        waiting = {c: m for c, m in by_collection.items() if not all(d.done for d in m)}
+        final.update((d.id, d) for c, m in by_collection.items() if c not in waiting for d in m)
+        try:
+            # Settled, not raced: each follower ends by the same deadline, and none is left waiting.
+            outcomes = await asyncio.gather(*(follow(c, m) for c, m in waiting.items()), return_exceptions=True)
+            failure = next((o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, WaitTimeout)), None)
+            if failure is not None:
+                raise failure
+            if any(isinstance(o, WaitTimeout) for o in outcomes):
+                for tracker in trackers:
+                    final.update((d.id, d) for d in tracker.documents)
+                raise _core.timeout_error([final.get(d.id, d) for d in known])
+        finally:
+            for tracker in trackers:
                 await tracker.close()
-        return [final.get(d.id, d) for d in documents]
+        return [final.get(d.id, d) for d in known]
 
     def tracker(self, collection: str, *, on_change: Callable[[Document], None] | None = None) -> AsyncDocumentTracker:
         return AsyncDocumentTracker(self._client, collection, on_change=on_change)
@@ -585,6 +607,8 @@ class AsyncDocumentTracker:
     """DocumentTracker for asyncio: one WatchCollection stream followed by a task."""
 
     QUIET_RELIST_SECONDS = 60.0
+    REFRESH_BY_GET = 100  # DocumentTracker's
+    REFRESH_CONCURRENCY = 8
 
     def __init__(self, client: AsyncClient, collection: str, *, on_change: Callable[[Document], None] | None = None) -> None:
         self._client = client
@@ -611,6 +635,30 @@ class AsyncDocumentTracker:
         state = self._state.track(document)
         self._changed.set()
         return state
+
+    @property
+    def documents(self) -> builtins.list[Document]:
+        return list(self._state.documents.values())
+
+    async def refresh(self) -> None:
+        """See DocumentTracker.refresh."""
+        pending = self._state.pending()
+        if len(pending) > self.REFRESH_BY_GET:
+            async for listed in self._client.documents.list(self.collection):
+                self._apply(self._state.apply(listed))
+            return
+        slots = asyncio.Semaphore(self.REFRESH_CONCURRENCY)
+
+        async def read(document: Document) -> None:
+            async with slots:
+                try:
+                    fresh = await self._client.documents.get(document.id)
+                except NotFound:
+                    self._apply(self._state.remove(document))
+                    return
+            self._apply(self._state.apply(fresh))
+
+        await asyncio.gather(*(read(document) for document in pending))
 
     async def wait(self, timeout: float | None = None) -> builtins.list[Document]:
         deadline = time.monotonic() + timeout if timeout else None

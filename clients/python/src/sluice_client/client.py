@@ -687,23 +687,44 @@ class Documents:
         assert last is not None
         return last
 
-    def wait_all(self, documents: Iterable[Document], *, timeout: float | None = None,
+    def wait_all(self, documents: Iterable[Document | str], *, timeout: float | None = None,
                  on_change: Callable[[Document], None] | None = None) -> builtins.list[Document]:
-        """Many documents once each is READY or FAILED, followed through one watch per
-        collection rather than one per document; WaitTimeout after `timeout` seconds."""
-        documents = list(documents)
+        """Many documents (Documents, or ids: each read once) once each is READY or FAILED, in
+        the order given, followed through one watch per collection rather than one per document;
+        WaitTimeout after `timeout` seconds (its `documents` hold every state then). Once each
+        watch is open, the documents still processing are read once (DocumentTracker.refresh):
+        one that finished before it opened returns at once, its events are not replayed."""
+        known = [self.get(d) if isinstance(d, str) else d for d in documents]
         by_collection: dict[str, list[Document]] = {}
-        for document in documents:
+        for document in known:
             by_collection.setdefault(document.collection, []).append(document)
         deadline = time.monotonic() + timeout if timeout else None
         final: dict[str, Document] = {}
-        for collection, members in by_collection.items():
-            with self.tracker(collection, on_change=on_change) as tracker:
+        trackers: list[DocumentTracker] = []
+        try:
+            for collection, members in by_collection.items():  # every watch open before any wait
+                if all(d.done for d in members):
+                    final.update((d.id, d) for d in members)
+                    continue
+                tracker = self.tracker(collection, on_change=on_change)
+                trackers.append(tracker)
+                tracker.start()
                 for document in members:
                     tracker.track(document)
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                final.update((d.id, d) for d in tracker.wait(remaining))
-        return [final.get(d.id, d) for d in documents]
+                tracker.refresh()
+            for tracker in trackers:
+                # Never 0: a tracker reads a timeout of 0 as none.
+                remaining = None if deadline is None else max(0.001, deadline - time.monotonic())
+                try:
+                    final.update((d.id, d) for d in tracker.wait(remaining))
+                except WaitTimeout:
+                    for other in trackers:
+                        final.update((d.id, d) for d in other.documents)
+                    raise _core.timeout_error([final.get(d.id, d) for d in known]) from None
+        finally:
+            for tracker in trackers:
+                tracker.close()
+        return [final.get(d.id, d) for d in known]
 
     def tracker(self, collection: str, *, on_change: Callable[[Document], None] | None = None) -> DocumentTracker:
         """A follower of many documents of one collection through one WatchCollection stream
@@ -729,6 +750,10 @@ class DocumentTracker:
     of a tracked document (from the tracker's thread)."""
 
     QUIET_RELIST_SECONDS = 60.0
+    # refresh(): up to this many documents are read one GetDocument each (REFRESH_CONCURRENCY at
+    # a time), more by one listing of the collection (a call per 1,000), as the TypeScript SDK does.
+    REFRESH_BY_GET = 100
+    REFRESH_CONCURRENCY = 8
 
     def __init__(self, client: Client, collection: str, *, on_change: Callable[[Document], None] | None = None) -> None:
         self._client = client
@@ -765,6 +790,31 @@ class DocumentTracker:
     def documents(self) -> builtins.list[Document]:
         with self._lock:
             return list(self._state.documents.values())
+
+    def refresh(self) -> None:
+        """Read each tracked document still processing once, for what changed before the stream
+        opened (its events are not replayed): up to REFRESH_BY_GET by GetDocument, more by one
+        listing of the collection. One that is gone ends as deleted."""
+        with self._lock:
+            pending = self._state.pending()
+        if len(pending) > self.REFRESH_BY_GET:
+            self._relist()
+            return
+
+        def read(document: Document) -> tuple[Document, Document | None]:
+            try:
+                return document, self._client.documents.get(document.id)
+            except NotFound:
+                return document, None
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.REFRESH_CONCURRENCY, len(pending))),
+                                thread_name_prefix="sluice-refresh") as pool:
+            for document, fresh in pool.map(read, pending):
+                with self._lock:
+                    state = self._state.remove(document) if fresh is None else self._state.apply(fresh)
+                    self._changed([state] if state else [])
+                if state is not None:
+                    self._notify([state])
 
     def wait(self, timeout: float | None = None) -> builtins.list[Document]:
         """Every tracked document once READY or FAILED, in the order they were tracked.
