@@ -262,6 +262,17 @@ export class DocumentTracker {
     }
   }
 
+  /** As wait, but a timeout answers with the states reached by then instead of throwing (a
+   * folder upload or sync reports what is still processing rather than failing). */
+  async settle(timeoutMs?: number): Promise<Document[]> {
+    try {
+      return await this.wait(timeoutMs);
+    } catch (error) {
+      if (!(error instanceof WaitTimeout)) throw error;
+      return error.documents as Document[];
+    }
+  }
+
   close(): void {
     this.watch?.close();
   }
@@ -280,13 +291,7 @@ export async function uploadFolder(client: BulkClient, collection: string, paths
       results.set(result.source, tracker && result.document ? result.withDocument(tracker.track(result.document)) : result);
     }
     if (tracker !== undefined) {
-      let final: Document[];
-      try {
-        final = await tracker.wait(options.timeoutMs);
-      } catch (error) {
-        if (!(error instanceof WaitTimeout)) throw error;
-        final = error.documents as Document[];
-      }
+      const final = await tracker.settle(options.timeoutMs);
       const byId = new Map(final.map((d) => [d.id, d]));
       for (const [source, result] of results) {
         if (result.document) results.set(source, result.withDocument(byId.get(result.document.id) ?? result.document));

@@ -15,7 +15,7 @@ import { relative, resolve, sep } from "node:path";
 import { stat } from "node:fs/promises";
 
 import { DocumentTracker, findFiles, uploadMany, type BulkClient, type UploadResult } from "./bulk.js";
-import { MassDeleteRefused, NotFound, SluiceError, UploadSourceError, WaitTimeout } from "./errors.js";
+import { MassDeleteRefused, NotFound, SluiceError, UploadSourceError } from "./errors.js";
 import { Document } from "./types.js";
 import { prepare, type Source } from "./uploads.js";
 
@@ -222,14 +222,7 @@ export async function syncFolder(client: SyncClient, collection: string, folder:
       options.onUploaded?.(result);
     }
     if (tracker !== undefined) {
-      let final: Document[];
-      try {
-        final = await tracker.wait(options.timeoutMs);
-      } catch (error) {
-        if (!(error instanceof WaitTimeout)) throw error;
-        final = error.documents as Document[];
-      }
-      for (const document of final) {
+      for (const document of await tracker.settle(options.timeoutMs)) {
         const known = uploaded.get(document.id);
         if (known) uploaded.set(document.id, [known[0], document]);
       }
