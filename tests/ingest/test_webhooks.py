@@ -13,6 +13,7 @@ real `sluice-webhooks` process."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 import statistics
@@ -600,3 +601,33 @@ def test_a_subscription_registers_its_collection_and_is_woken_by_its_notificatio
     finally:
         receiver.close()
         api.close()
+
+
+def test_document_payloads_describe_the_document_and_a_deletion_keeps_its_description(api):
+    """A document event's data has the document's source_uri, version and SHA-256 (read with the
+    event from the documents row); its deletion's, once the row is gone, what this subscription's
+    earlier deliveries said (docs/webhooks.md)."""
+    receiver = Receiver(lambda receipt, seen: (200, 0.0))
+    try:
+        api.add_webhook(receiver.url, ALL)
+        content = b"the amber signal"
+        doc = api.docs.UploadDocument(iter([
+            ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection="docs", filename="notes.txt",
+                                                                        source_uri="guide/notes.txt")),
+            ds.UploadDocumentRequest(data=content),
+            ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(size_bytes=len(content),
+                                                                      sha256=hashlib.sha256(content).hexdigest())),
+        ]))
+        job = api.claim()
+        assert job is not None and job.document_id == doc.id
+        api.run_to_indexing(job)
+        api.complete(job, ["one chunk"])
+        api.delete(doc.id)
+        events = wait_for(lambda: (got := by_document(receiver.delivered()).get(doc.id, []))
+                          and got[-1]["type"] == "document.deleted" and got)
+        described = {(e["data"]["filename"], e["data"]["source_uri"], e["data"]["version"], e["data"]["content_sha256"])
+                     for e in events}
+        assert described == {("notes.txt", "guide/notes.txt", 1, hashlib.sha256(content).hexdigest())}
+        assert [e["type"] for e in events][-3:] == ["document.status_changed", "document.ready", "document.deleted"]
+    finally:
+        receiver.close()

@@ -45,7 +45,7 @@ from ..domain import EventCursor
 from ..notify import NotificationHub, Signal
 from ..settings import IngestSettings
 from ..store.events import CollectionEventRow, EventStore, SourceRunEventRow
-from .events import RUN_EVENT_TYPES, EventType, payload, run_payload, types_of_change
+from .events import RUN_EVENT_TYPES, Description, EventType, payload, run_payload, types_of_change
 from .sender import AttemptResult, Sender
 from .store import DeliveryRow, LeasedSubscription, NewDelivery, SubscriptionLeaseLost, WebhookStore
 
@@ -71,6 +71,11 @@ def retry_delay(failed_attempts: int, base: float, cap: float, rng: random.Rando
     with ±20 % jitter so the retries of many deliveries do not arrive together."""
     delay = min(cap, base * 4 ** max(failed_attempts - 1, 0))
     return float(delay * (rng or random).uniform(0.8, 1.2))
+
+
+def description_of(row: CollectionEventRow) -> Description:
+    return Description(filename=row.filename or "", source_uri=row.source_uri or "", version=row.version or 0,
+                       content_sha256=row.content_sha256 or "")
 
 
 class Dispatcher:
@@ -291,11 +296,12 @@ class SubscriptionWorker:
             # Only rows that can stand for a wanted type need their previous status.
             candidates = [r.id for r in documents if self._may_want(r.status, r.deleted)]
             previous = await self.d.store.previous_statuses(candidates) if candidates else {}
-            # A deleted document's filename is gone with it: keep the one this subscription saw.
-            filenames = {r.document_id: r.filename for r in documents if r.filename is not None}
-            missing = {r.document_id for r in documents} - filenames.keys()
+            # The events read a document's description from its row; once the row is gone (its
+            # deletion), keep what this subscription's earlier deliveries said of it.
+            descriptions = {r.document_id: description_of(r) for r in documents if r.filename is not None}
+            missing = {r.document_id for r in documents} - descriptions.keys()
             if missing:
-                filenames.update(await self.d.store.known_filenames(self.row.id, list(missing)))
+                descriptions.update(await self.d.store.known_descriptions(self.row.id, list(missing)))
             deliveries = []
             for r in rows:
                 if isinstance(r, SourceRunEventRow):
@@ -311,7 +317,8 @@ class SubscriptionWorker:
                         event_time=r.created_at,
                         payload=payload(
                             event_type, event_id=r.id, cursor=r.cursor, timestamp=r.created_at,
-                            document_id=str(r.document_id), collection=self.row.collection, filename=filenames.get(r.document_id),
+                            document_id=str(r.document_id), collection=self.row.collection,
+                            description=descriptions.get(r.document_id),
                             status=r.status, error_code=r.error_code, error_message=r.error_message,
                             chunk_count=r.chunk_count,
                         ),

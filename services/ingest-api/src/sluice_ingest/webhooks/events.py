@@ -9,6 +9,7 @@ import datetime as dt
 import enum
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from sluice_common.errors import InvalidArgument
@@ -68,12 +69,23 @@ def types_of_change(status: str, previous_status: str | None, deleted: bool) -> 
     return types
 
 
+@dataclass(frozen=True, slots=True)
+class Description:
+    """What does not change over a document's life, as a payload shows it (docs/webhooks.md)."""
+
+    filename: str = ""
+    source_uri: str = ""
+    version: int = 0
+    content_sha256: str = ""
+
+
 def payload(
     event_type: EventType, *, event_id: int, cursor: EventCursor, timestamp: dt.datetime, document_id: str,
-    collection: str, filename: str | None, status: str, error_code: str | None, error_message: str | None,
+    collection: str, description: Description | None, status: str, error_code: str | None, error_message: str | None,
     chunk_count: int,
 ) -> dict[str, Any]:
     """The Standard Webhooks body: {"type", "timestamp", "data"}."""
+    described = description or Description()
     return {
         "type": str(event_type),
         "timestamp": timestamp.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),
@@ -83,10 +95,13 @@ def payload(
             "document_id": document_id,
             "name": document_name(collection, document_id),
             "collection": collection,
-            "filename": filename or "",
+            "filename": described.filename,
             "status": status,
             "error": {"code": error_code or "", "message": error_message or ""},
             "chunk_count": chunk_count,
+            "source_uri": described.source_uri,
+            "version": described.version,
+            "content_sha256": described.content_sha256,
         },
     }
 

@@ -22,7 +22,7 @@ from sluice_common.errors import NotFound, ResourceExhausted
 from sluice_common.reasons import Reason
 
 from ..domain import EventCursor
-from .events import body_of
+from .events import Description, body_of
 
 SUBSCRIPTION_SELECT = """
     SELECT s.id, s.tenant_id, s.collection_id, c.name AS collection, s.url, s.event_types, s.description,
@@ -303,18 +303,24 @@ class WebhookStore:
             )).fetchall()
             return {int(r[0]): r[1] for r in rows}
 
-    async def known_filenames(self, subscription_id: uuid.UUID, document_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
-        """Filenames of documents that are gone, from this subscription's earlier deliveries."""
+    async def known_descriptions(
+        self, subscription_id: uuid.UUID, document_ids: Sequence[uuid.UUID],
+    ) -> dict[uuid.UUID, Description]:
+        """What this subscription's earlier deliveries said of documents that are gone (filename,
+        source_uri, version, SHA-256): their rows, which events read it from, went with them."""
         async with self.pool.connection() as conn:
             rows = await (await conn.execute(
                 """
-                SELECT DISTINCT ON (document_id) document_id, payload::jsonb -> 'data' ->> 'filename'
+                SELECT DISTINCT ON (document_id) document_id, payload::jsonb -> 'data'
                   FROM webhook_deliveries WHERE subscription_id = %s AND document_id = ANY(%s)
                  ORDER BY document_id, seq DESC
                 """,
                 (subscription_id, list(document_ids)),
             )).fetchall()
-            return {r[0]: r[1] for r in rows if r[1]}
+            return {r[0]: Description(filename=r[1].get("filename") or "", source_uri=r[1].get("source_uri") or "",
+                                      version=int(r[1].get("version") or 0),
+                                      content_sha256=r[1].get("content_sha256") or "")
+                    for r in rows if r[1] and r[1].get("filename")}
 
     async def event_exists(self, event_id: int) -> bool:
         async with self.pool.connection() as conn:
