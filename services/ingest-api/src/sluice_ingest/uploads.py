@@ -20,7 +20,7 @@ import logging
 import re
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -177,7 +177,7 @@ class UploadGate:
             elapsed = time.monotonic() - started
             self.mean_duration_seconds += DURATION_WEIGHT * (elapsed - self.mean_duration_seconds)
 
-    async def paced(self, messages: AsyncIterator[T]) -> AsyncIterator[T]:
+    async def paced(self, messages: AsyncIterator[T]) -> AsyncGenerator[T, None]:
         """`messages`, ended with UPLOAD_IDLE_TIMEOUT when the next one takes too long."""
         iterator = aiter(messages)
         while True:

@@ -3,8 +3,7 @@ Converts, calls one use case (service/admin.py), converts back."""
 
 from __future__ import annotations
 
-from typing import Any
-
+import grpc
 from sluice.v1 import admin_service_pb2 as admin_pb2
 from sluice.v1 import admin_service_pb2_grpc
 from sluice_common.errors import grpc_errors
@@ -18,27 +17,27 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         self.admin = admin
 
     @grpc_errors
-    async def CreateTenant(self, request: Any, context: Any) -> admin_pb2.Tenant:
+    async def CreateTenant(self, request: admin_pb2.CreateTenantRequest, context: grpc.aio.ServicerContext) -> admin_pb2.Tenant:
         q = request.tenant.quota
         row = await self.admin.create_tenant(request.tenant.name, q.max_documents, q.max_stored_bytes, q.max_collections)
         return tenant_to_proto(row)
 
     @grpc_errors
-    async def ListTenants(self, request: Any, context: Any) -> admin_pb2.ListTenantsResponse:
+    async def ListTenants(self, request: admin_pb2.ListTenantsRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ListTenantsResponse:
         return admin_pb2.ListTenantsResponse(tenants=[tenant_to_proto(t) for t in await self.admin.list_tenants()])
 
     @grpc_errors
-    async def CreateApiKey(self, request: Any, context: Any) -> admin_pb2.CreateApiKeyResponse:
+    async def CreateApiKey(self, request: admin_pb2.CreateApiKeyRequest, context: grpc.aio.ServicerContext) -> admin_pb2.CreateApiKeyResponse:
         row, secret = await self.admin.create_key(request.tenant, ROLE_FROM_PROTO.get(request.role), request.name)
         return admin_pb2.CreateApiKeyResponse(api_key=api_key_to_proto(row), secret=secret)
 
     @grpc_errors
-    async def ListApiKeys(self, request: Any, context: Any) -> admin_pb2.ListApiKeysResponse:
+    async def ListApiKeys(self, request: admin_pb2.ListApiKeysRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ListApiKeysResponse:
         rows = await self.admin.list_keys(request.tenant)
         return admin_pb2.ListApiKeysResponse(api_keys=[api_key_to_proto(r) for r in rows])
 
     @grpc_errors
-    async def RevokeApiKey(self, request: Any, context: Any) -> admin_pb2.ApiKey:
+    async def RevokeApiKey(self, request: admin_pb2.RevokeApiKeyRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ApiKey:
         return api_key_to_proto(await self.admin.revoke_key(request.id))
 
 

@@ -3,7 +3,8 @@ one use case (service/collections.py), convert back."""
 
 from __future__ import annotations
 
-from sluice.v1 import document_service_pb2
+import grpc
+from sluice.v1 import collection_pb2, document_service_pb2
 from sluice_common.auth import current_principal
 from sluice_common.errors import grpc_errors
 
@@ -22,7 +23,7 @@ class CollectionCalls:
     collections: CollectionUseCases
 
     @grpc_errors
-    async def CreateCollection(self, request, context):
+    async def CreateCollection(self, request: document_service_pb2.CreateCollectionRequest, context: grpc.aio.ServicerContext) -> collection_pb2.Collection:
         c = request.collection
         spec = CollectionSpec(
             name=c.name,
@@ -40,23 +41,23 @@ class CollectionCalls:
         return collection_to_proto(await self.collections.create_collection(tenant(), spec))
 
     @grpc_errors
-    async def GetCollection(self, request, context):
+    async def GetCollection(self, request: document_service_pb2.GetCollectionRequest, context: grpc.aio.ServicerContext) -> collection_pb2.Collection:
         return collection_to_proto(await self.collections.get_collection(tenant(), request.name))
 
     @grpc_errors
-    async def ListCollections(self, request, context):
+    async def ListCollections(self, request: document_service_pb2.ListCollectionsRequest, context: grpc.aio.ServicerContext) -> document_service_pb2.ListCollectionsResponse:
         rows, token = await self.collections.list_collections(tenant(), request.page_size, request.page_token)
         return document_service_pb2.ListCollectionsResponse(
             collections=[collection_to_proto(r) for r in rows], next_page_token=token
         )
 
     @grpc_errors
-    async def DeleteCollection(self, request, context):
+    async def DeleteCollection(self, request: document_service_pb2.DeleteCollectionRequest, context: grpc.aio.ServicerContext) -> document_service_pb2.DeleteCollectionResponse:
         deleted = await self.collections.delete_collection(tenant(), request.name, request.force)
         return document_service_pb2.DeleteCollectionResponse(deleted_documents=deleted)
 
     @grpc_errors
-    async def ReindexCollection(self, request, context):
+    async def ReindexCollection(self, request: document_service_pb2.ReindexCollectionRequest, context: grpc.aio.ServicerContext) -> collection_pb2.Collection:
         e = request.embedder
         row = await self.collections.reindex_collection(
             tenant(), request.name, PROVIDER_FROM_PROTO.get(e.provider, ""), e.model, e.dimensions,
@@ -66,7 +67,7 @@ class CollectionCalls:
         return collection_to_proto(row)
 
     @grpc_errors
-    async def CancelReindex(self, request, context):
+    async def CancelReindex(self, request: document_service_pb2.CancelReindexRequest, context: grpc.aio.ServicerContext) -> collection_pb2.Collection:
         return collection_to_proto(await self.collections.cancel_reindex(tenant(), request.name))
 
 

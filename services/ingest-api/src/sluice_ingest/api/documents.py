@@ -4,7 +4,9 @@ collections.py; each converts, calls one use case and converts back."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 
+import grpc
 from sluice.v1 import document_pb2, document_service_pb2, document_service_pb2_grpc
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.reasons import Reason
@@ -28,7 +30,7 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
         self.watches = watches
 
     @grpc_errors
-    async def UploadDocument(self, request_iterator, context):
+    async def UploadDocument(self, request_iterator: AsyncIterator[document_service_pb2.UploadDocumentRequest], context: grpc.aio.ServicerContext) -> document_pb2.Document:
         gate = self.documents.uploads
         # TOO_MANY_UPLOADS before a message is read; UPLOAD_IDLE_TIMEOUT between any two messages.
         with gate.admit():
@@ -41,7 +43,7 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
                                   m.expected_size_bytes, m.expected_sha256, typed_metadata_of(m.typed_metadata),
                                   m.source_uri)
 
-                async def data():
+                async def data() -> AsyncIterator[bytes | Trailer]:
                     async for message in messages:
                         kind = message.WhichOneof("payload")
                         if kind == "data":
@@ -57,34 +59,34 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
         return document_to_proto(document)
 
     @grpc_errors
-    async def GetDocument(self, request, context):
+    async def GetDocument(self, request: document_service_pb2.GetDocumentRequest, context: grpc.aio.ServicerContext) -> document_pb2.Document:
         document, history, versions = await self.documents.get_document(
             tenant(), request.id, request.collection, request.source_uri)
         return document_to_proto(document, history, versions)
 
     @grpc_errors
-    async def ListDocuments(self, request, context):
+    async def ListDocuments(self, request: document_service_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext) -> document_service_pb2.ListDocumentsResponse:
         status = document_status_from_proto(request.status)
         rows, token = await self.documents.list_documents(tenant(), request.collection, status, request.page_size,
                                                           request.page_token, request.source_uri)
         return document_service_pb2.ListDocumentsResponse(documents=[document_to_proto(r) for r in rows], next_page_token=token)
 
     @grpc_errors
-    async def DeleteDocument(self, request, context):
+    async def DeleteDocument(self, request: document_service_pb2.DeleteDocumentRequest, context: grpc.aio.ServicerContext) -> document_service_pb2.DeleteDocumentResponse:
         cancelled, deleted = await self.documents.delete_document(tenant(), request.id, request.collection,
                                                                   request.source_uri)
         return document_service_pb2.DeleteDocumentResponse(cancelled_running_job=cancelled, deleted_documents=deleted)
 
     @grpc_errors
-    async def RetryDocument(self, request, context):
+    async def RetryDocument(self, request: document_service_pb2.RetryDocumentRequest, context: grpc.aio.ServicerContext) -> document_pb2.Document:
         return document_to_proto(await self.documents.retry_document(tenant(), request.id))
 
     @grpc_errors
-    async def ReprocessDocument(self, request, context):
+    async def ReprocessDocument(self, request: document_service_pb2.ReprocessDocumentRequest, context: grpc.aio.ServicerContext) -> document_pb2.Document:
         return document_to_proto(await self.documents.reprocess_document(tenant(), request.id))
 
     @grpc_errors
-    async def WatchDocument(self, request, context):
+    async def WatchDocument(self, request: document_service_pb2.WatchDocumentRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[document_pb2.DocumentEvent]:
         sequence = 0
         last = None
         async for row in self.watches.watch_document(tenant(), request.id):
@@ -100,7 +102,7 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
             yield document_pb2.DocumentEvent(document=document, sequence=sequence)
 
     @grpc_errors
-    async def WatchCollection(self, request, context):
+    async def WatchCollection(self, request: document_service_pb2.WatchCollectionRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[document_service_pb2.CollectionEvent]:
         statuses = [status for status in map(document_status_from_proto, request.statuses) if status is not None]
         async for row in self.watches.watch_collection(
             tenant(), request.collection, request.after_cursor, request.start_from_oldest, statuses, request.terminal_only,
