@@ -173,7 +173,7 @@ def test_filters_are_applied_on_the_server_and_resumption_stays_exactly_once(c, 
     assert [(e.document.id, e.type) for e in terminal] == [
         (ready.id, CHANGED), (failed.id, CHANGED), (gone.id, DELETED)]
     assert terminal[1].document.status == D.DOCUMENT_STATUS_FAILED and terminal[1].document.error_code == "DOCUMENT_CORRUPT"
-    assert terminal[2].document.filename == ""  # the document is gone; its last state stays
+    assert terminal[2].document.filename == "3.txt"  # the document is gone; its event kept its last state and name
 
     statuses = [D.DOCUMENT_STATUS_PENDING, D.DOCUMENT_STATUS_READY]
     wanted = [row[0] for row in log if row[2] or row[1] in ("PENDING", "READY")]
@@ -396,7 +396,9 @@ def event_numbered(call, event_id: int) -> ds.CollectionEvent:
 def test_each_event_carries_the_document_getdocument_shows_at_that_event(c, database_url):
     """Upload with source_uri and metadata, a stage with progress, a retryable failure (a retry
     waiting), the retry, READY: after each step its event's document equals GetDocument's answer
-    but for READ_ONLY_FIELDS; the deletion's event still names the document and its last state."""
+    but for READ_ONLY_FIELDS. The deletion's event is the last of them with update_time moved on
+    (its row is gone: the event kept its description, migration 0025); read again after the
+    deletion, the earlier events keep their state but lose the description."""
     call = watch(c)
     assert next(call).type == HEARTBEAT
     content = b"the amber signal, version one"
@@ -443,6 +445,13 @@ def test_each_event_carries_the_document_getdocument_shows_at_that_event(c, data
     c.docs.DeleteDocument(ds.DeleteDocumentRequest(id=created.id))
     gone = event_numbered(call, log_of(database_url)[-1][0])
     call.cancel()
-    # Its row is gone: the deletion shows the last state and who it was, not the description.
-    assert gone.type == DELETED and gone.document.id == created.id and gone.document.status == D.DOCUMENT_STATUS_READY
+    assert gone.type == DELETED
+    deletion, last = comparable(gone.document), comparable(ready)
+    deletion.ClearField("update_time")
+    last.ClearField("update_time")
+    assert deletion == last and gone.document.source_uri == "handbook/notes.txt"
     assert len(seen) >= 6
+    replay = until_quiet(watch(c, start_from_oldest=True))
+    assert [e.event_id for e in replay][-1] == gone.event_id and len(replay) >= len(seen) + 1
+    assert (replay[-1].document.filename, replay[-1].document.source_uri) == ("notes.txt", "handbook/notes.txt")
+    assert all(e.document.filename == "" and e.document.source_uri == "" and e.document.status for e in replay[:-1])

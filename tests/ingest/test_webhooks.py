@@ -605,8 +605,8 @@ def test_a_subscription_registers_its_collection_and_is_woken_by_its_notificatio
 
 def test_document_payloads_describe_the_document_and_a_deletion_keeps_its_description(api):
     """A document event's data has the document's source_uri, version and SHA-256 (read with the
-    event from the documents row); its deletion's, once the row is gone, what this subscription's
-    earlier deliveries said (docs/webhooks.md)."""
+    event from the documents row), and its deletion's too (kept in the deletion's event, or else
+    from this subscription's earlier deliveries; docs/webhooks.md)."""
     receiver = Receiver(lambda receipt, seen: (200, 0.0))
     try:
         api.add_webhook(receiver.url, ALL)

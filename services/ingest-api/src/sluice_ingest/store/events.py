@@ -22,16 +22,25 @@ from .rows import as_members
 
 # What a reader selects of a log row: a document event's columns, or a run event's (migration
 # 0024: `source_run_id` set, the document columns NULL). The log holds what changes over a
-# document's life; what does not (hash, size, metadata, upload time, source_uri, version: a new
-# version is a new row) comes from the documents row, in the same statement, so that an event
-# shows the whole Document GetDocument would have answered then (NULL once the row is gone).
+# document's life; what does not (name, hash, size, metadata, upload time, source_uri, version: a
+# new version is a new row) comes from the documents row, in the same statement, so that an event
+# shows the whole Document GetDocument would have answered then. A deletion's row carries them in
+# `description` (migration 0025), written from the row it deleted; an older event read after the
+# deletion has neither (NULL).
 EVENT_COLUMNS = """
     e.id, e.txid::text::bigint AS txid, e.document_id, e.deleted, e.status::text AS status,
     e.error_code, e.error_message, e.progress_stage::text AS progress_stage, e.progress_done,
     e.progress_total, e.progress_unit, e.chunk_count, e.job_status::text AS job_status, e.attempts,
-    e.max_attempts, e.available_at, e.updated_at, e.created_at, d.filename, d.mime_type,
+    e.max_attempts, e.available_at, e.updated_at, e.created_at,
+    coalesce(d.filename, e.description ->> 'filename') AS filename,
+    coalesce(d.mime_type, e.description ->> 'mime_type') AS mime_type,
     pg_current_wal_insert_lsn()::text AS wal_lsn, e.source_run_id, e.run_event, e.run,
-    d.content_sha256, d.size_bytes, d.metadata, d.created_at AS document_created_at, d.source_uri, d.version
+    coalesce(d.content_sha256, e.description ->> 'content_sha256') AS content_sha256,
+    coalesce(d.size_bytes, (e.description ->> 'size_bytes')::bigint) AS size_bytes,
+    coalesce(d.metadata, e.description -> 'metadata') AS metadata,
+    coalesce(d.created_at, (e.description ->> 'created_at')::timestamptz) AS document_created_at,
+    coalesce(d.source_uri, e.description ->> 'source_uri') AS source_uri,
+    coalesce(d.version, (e.description ->> 'version')::int) AS version
 """
 
 # Every row's position is compared as a row value against the cursor; the index
@@ -51,8 +60,8 @@ COLLECTION_EVENTS_SQL = f"""
 @dataclass(frozen=True, slots=True)
 class CollectionEventRow:
     """One committed change of one document of a collection, with its position in the log.
-    `filename`, `mime_type` and the other fields read from the documents row are None once the
-    document is gone (a deletion's event, or a cursor resumed after the document went)."""
+    `filename`, `mime_type` and the other fields that never change are the documents row's, or
+    for a deletion the ones its event kept; None for an older event read after the deletion."""
 
     id: int
     txid: int
@@ -78,7 +87,7 @@ class CollectionEventRow:
     # token of its Document.consistency_token (sluice_common.consistency). Keyword-only, so that
     # FilteredEventRow's fields may follow it.
     wal_lsn: str = field(default="", kw_only=True)
-    # What does not change over the document's life, read from its row: None once it is gone.
+    # What does not change over the document's life (see EVENT_COLUMNS).
     content_sha256: str | None = field(default=None, kw_only=True)
     size_bytes: int | None = field(default=None, kw_only=True)
     metadata: dict[str, Any] | None = field(default=None, kw_only=True)

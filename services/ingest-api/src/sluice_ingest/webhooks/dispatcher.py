@@ -296,8 +296,9 @@ class SubscriptionWorker:
             # Only rows that can stand for a wanted type need their previous status.
             candidates = [r.id for r in documents if self._may_want(r.status, r.deleted)]
             previous = await self.d.store.previous_statuses(candidates) if candidates else {}
-            # The events read a document's description from its row; once the row is gone (its
-            # deletion), keep what this subscription's earlier deliveries said of it.
+            # The events read a document's description from its row, a deletion's from itself
+            # (migration 0025). An event read after its row went, or a deletion written before
+            # 0025, has none: keep what this subscription's earlier deliveries said of it.
             descriptions = {r.document_id: description_of(r) for r in documents if r.filename is not None}
             missing = {r.document_id for r in documents} - descriptions.keys()
             if missing:
