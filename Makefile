@@ -46,15 +46,14 @@ test-fast: venv
 
 # ruff (ruff.toml), mypy --strict on every package but parts of ingest-api, and the layer contracts of
 # import-linter (.importlinter: services independent, domains pure, the worker's pipeline
-# apart from its gRPC client, the CLI importing no service). The Python SDK's own modules
-# (clients/python/src/sluice_client/*.py) and ingest-api's api/converters.py are out until they
-# pass with the typed protos of docs/contributing.md#typed-protos (issue 21); what imports them
-# still reads them, silently.
+# apart from its gRPC client, the CLI importing no service). Ingest-api's api/converters.py is out
+# until it passes with the typed protos of docs/contributing.md#typed-protos (issue 21); what
+# imports it still reads it, silently.
 MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-api/src/sluice_ingest/transitions.py \
 	services/ingest-api/src/sluice_ingest/store services/ingest-api/src/sluice_ingest/ports.py services/ingest-api/src/sluice_ingest/retention.py \
 	$(addprefix services/ingest-api/src/sluice_ingest/,service arguments.py tenants.py main.py) \
 	$(addprefix services/ingest-api/src/sluice_ingest/api/,__init__.py admin.py collections.py documents.py jobs.py) \
-	libs/common/src/sluice_common cli/src/sluice_cli services/worker/src/sluice_worker \
+	libs/common/src/sluice_common cli/src/sluice_cli services/worker/src/sluice_worker $(wildcard clients/python/src/sluice_client/*.py) \
 	services/gateway/src/sluice_gateway \
 	services/search/src/sluice_search \
 	$(addprefix services/ingest-api/src/sluice_ingest/webhooks/,events.py guard.py signing.py store.py sender.py dispatcher.py service.py main.py) \

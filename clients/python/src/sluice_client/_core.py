@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from . import config
 from .errors import SluiceError
@@ -93,11 +93,11 @@ def create_collection_request(name: str, *, embedder: Embedder | str | None, mod
     return document_service_pb2.CreateCollectionRequest(collection=collection)
 
 
-_PRECISIONS = {"float4": collection_pb2.VECTOR_PRECISION_FLOAT4, "halfvec": collection_pb2.VECTOR_PRECISION_HALFVEC,
+_PRECISIONS: dict[str, collection_pb2.VectorPrecision.ValueType] = {"float4": collection_pb2.VECTOR_PRECISION_FLOAT4, "halfvec": collection_pb2.VECTOR_PRECISION_HALFVEC,
                "binary": collection_pb2.VECTOR_PRECISION_BINARY}
 
 
-def vector_precision_of(name: str) -> collection_pb2.VectorPrecision:
+def vector_precision_of(name: str) -> collection_pb2.VectorPrecision.ValueType:
     """"float4", "halfvec" or "binary" (any case) as a VectorPrecision; ValueError otherwise."""
     try:
         return _PRECISIONS[name.lower()]
@@ -167,7 +167,8 @@ def upload_identity(identity: str, source_uri: str | None) -> str:
 # over the fuller state already known, they keep its description (metadata, size, hash, source).
 _STATE_FIELDS = ("status", "error_message", "error_code", "attempts", "max_attempts", "chunk_count", "job_status",
                  "consistency_token")
-_STATE_MESSAGES = ("progress", "update_time", "next_attempt_time")
+_STATE_MESSAGES: tuple[Literal["progress", "update_time", "next_attempt_time"], ...] = (
+    "progress", "update_time", "next_attempt_time")
 
 
 def _newer(known: Document | None, other: Document) -> Document:

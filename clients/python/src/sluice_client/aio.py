@@ -115,11 +115,10 @@ class AsyncClient:
                 channel = (grpc.aio.secure_channel(address, tls.credentials(), options=options, interceptors=interceptors)
                            if tls.enabled else grpc.aio.insecure_channel(address, options=options, interceptors=interceptors))
                 self._channels[address] = channel
-            # The generated stubs carry no annotations.
             stub = {SEARCH: search_service_pb2_grpc.SearchServiceStub, "admin": admin_service_pb2_grpc.AdminServiceStub,
                     "webhooks": webhook_service_pb2_grpc.WebhookServiceStub,
                     "sources": source_service_pb2_grpc.SourceServiceStub}.get(
-                service, document_service_pb2_grpc.DocumentServiceStub)(channel)  # type: ignore[no-untyped-call]
+                service, document_service_pb2_grpc.DocumentServiceStub)(channel)
             self._stubs[service] = stub
         return stub
 

@@ -132,15 +132,15 @@ class Client:
         stub = self._stubs.get(name)
         if stub is None:
             if name == SEARCH:
-                stub = search_service_pb2_grpc.SearchServiceStub(self._channel(self.search_address))  # type: ignore[no-untyped-call]  # generated, unannotated
+                stub = search_service_pb2_grpc.SearchServiceStub(self._channel(self.search_address))
             elif name == "admin":
-                stub = admin_service_pb2_grpc.AdminServiceStub(self._channel(self.ingest_address))  # type: ignore[no-untyped-call]  # generated, unannotated
+                stub = admin_service_pb2_grpc.AdminServiceStub(self._channel(self.ingest_address))
             elif name == "sources":
-                stub = source_service_pb2_grpc.SourceServiceStub(self._channel(self.ingest_address))  # type: ignore[no-untyped-call]  # generated, unannotated
+                stub = source_service_pb2_grpc.SourceServiceStub(self._channel(self.ingest_address))
             elif name == "webhooks":
-                stub = webhook_service_pb2_grpc.WebhookServiceStub(self._channel(self.ingest_address))  # type: ignore[no-untyped-call]  # generated, unannotated
+                stub = webhook_service_pb2_grpc.WebhookServiceStub(self._channel(self.ingest_address))
             else:
-                stub = document_service_pb2_grpc.DocumentServiceStub(self._channel(self.ingest_address))  # type: ignore[no-untyped-call]  # generated, unannotated
+                stub = document_service_pb2_grpc.DocumentServiceStub(self._channel(self.ingest_address))
             self._stubs[name] = stub
         return stub
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 ENDED_STATES = ("succeeded", "failed", "blocked_mass_delete")
 
 
-def _state(value: int) -> str:
+def _state(value: src.SourceRunState.ValueType) -> str:
     name: str = src.SourceRunState.Name(value)
     return name.removeprefix("SOURCE_RUN_STATE_").lower()
 

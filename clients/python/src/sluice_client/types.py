@@ -474,7 +474,7 @@ def source_run_events(value: str) -> int:
     return SOURCE_RUN_EVENTS[value]
 
 
-def webhook_event_name(value: int) -> str:
+def webhook_event_name(value: webhook_service_pb2.WebhookEventType.ValueType) -> str:
     """WEBHOOK_EVENT_TYPE_DOCUMENT_READY → document.ready (the payload's `type`)."""
     name = webhook_service_pb2.WebhookEventType.Name(value).removeprefix("WEBHOOK_EVENT_TYPE_").lower()
     kind = "source_run" if name.startswith("source_run_") else name.partition("_")[0]  # source_run.started
