@@ -60,6 +60,7 @@ MYPY_STRICT := services/ingest-api/src/sluice_ingest/domain.py services/ingest-a
 	$(addprefix services/ingest-api/src/sluice_ingest/sources/,domain.py spec.py store.py kinds.py http.py s3.py runner.py service.py main.py)
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(MAKE) --no-print-directory mypy
 	$(VENV)/bin/lint-imports
 

@@ -5,9 +5,14 @@ after a single name go to that benchmark (`python -m bench search --queries 200`
 import importlib
 import sys
 
-BENCHES = {"ingest": "bench.ingest_bench", "worker": "bench.worker_bench", "search": "bench.search_bench",
-           "ocr": "bench.ocr_compare", "webhooks": "bench.webhook_bench",
-           "retrieval": "bench.retrieval_bench"}
+BENCHES = {
+    "ingest": "bench.ingest_bench",
+    "worker": "bench.worker_bench",
+    "search": "bench.search_bench",
+    "ocr": "bench.ocr_compare",
+    "webhooks": "bench.webhook_bench",
+    "retrieval": "bench.retrieval_bench",
+}
 
 names = [a for a in sys.argv[1:] if a in BENCHES] or list(BENCHES)
 options = [a for a in sys.argv[1:] if a not in BENCHES] if len(names) == 1 else []

@@ -37,8 +37,11 @@ def postgres_cpu_seconds() -> float:
 async def measure(url: str, clients: int, jobs: int, pool: int) -> tuple[float, float, float]:
     """(cycles/s, Python ms/cycle, PostgreSQL ms/cycle) after each client's warm-up; `pool`: the
     ingest-api's connections, which the clients share."""
-    app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING",
-                                   pool_max_size=pool, rate_limit_per_second=0))
+    app = IngestApp(
+        IngestSettings(
+            database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING", pool_max_size=pool, rate_limit_per_second=0
+        )
+    )
     await app.start()
     gctune.tune()  # as ingest-api's main does once started
     try:
@@ -59,8 +62,13 @@ async def measure(url: str, clients: int, jobs: int, pool: int) -> tuple[float, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1500)
-    parser.add_argument("--pools", type=int, nargs="*", default=[IngestSettings().pool_max_size],
-                        help="ingest-api connection pool sizes to run each client count with (default: its default)")
+    parser.add_argument(
+        "--pools",
+        type=int,
+        nargs="*",
+        default=[IngestSettings().pool_max_size],
+        help="ingest-api connection pool sizes to run each client count with (default: its default)",
+    )
     parser.add_argument("clients", type=int, nargs="*", default=[1, 4, 16, 32])
     args = parser.parse_args()
     rows = []
@@ -72,12 +80,16 @@ def main() -> None:
                 rows.append((clients, pool, *asyncio.run(measure(url, clients, args.jobs, pool))))
     cores = os.cpu_count() or 1
     print(f"\nin-process cycles, {args.jobs} per run after warm-up; CPU per cycle ({cores} cores)")
-    print(f"{'clients':>7} | {'pool':>4} | {'cycles/s':>8} | {'Python ms':>9} | {'PostgreSQL ms':>13} | {'total ms':>8} | {'CPU busy':>8}")
+    print(
+        f"{'clients':>7} | {'pool':>4} | {'cycles/s':>8} | {'Python ms':>9} | {'PostgreSQL ms':>13} | {'total ms':>8} | {'CPU busy':>8}"
+    )
     print("-" * 77)
     for clients, pool, rate, python, postgres in rows:
         total = python + postgres
-        print(f"{clients:>7} | {pool:>4} | {rate:>8.1f} | {python:>9.2f} | {postgres:>13.2f} | {total:>8.2f} |"
-              f" {rate * total / 10 / cores:>7.0f}%")
+        print(
+            f"{clients:>7} | {pool:>4} | {rate:>8.1f} | {python:>9.2f} | {postgres:>13.2f} | {total:>8.2f} |"
+            f" {rate * total / 10 / cores:>7.0f}%"
+        )
 
 
 if __name__ == "__main__":

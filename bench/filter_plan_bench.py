@@ -63,22 +63,34 @@ def prepare(base: Path, fresh: bool, args: argparse.Namespace, vectors: np.ndarr
     return server, user_uri(database_uri(admin, "bench"), "sluice_search"), pickle.loads((base / "loaded.pickle").read_bytes())
 
 
-def sweep(reader: str, collection: Collection, vectors: np.ndarray, queries: np.ndarray, ready_rows: np.ndarray,
-          metadata: list[dict], args: argparse.Namespace) -> list[dict]:
+def sweep(
+    reader: str,
+    collection: Collection,
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    ready_rows: np.ndarray,
+    metadata: list[dict],
+    args: argparse.Namespace,
+) -> list[dict]:
     results = []
     with search_session(reader, args.ef_search) as conn:
         for fraction in args.fractions:
             bound = fraction * len(metadata)
-            where = pb.MetadataFilter(condition=pb.MetadataCondition(
-                key="n", op=pb.FILTER_OPERATOR_LT, value=document_pb2.MetadataValue(number_value=bound)))
+            where = pb.MetadataFilter(
+                condition=pb.MetadataCondition(
+                    key="n", op=pb.FILTER_OPERATOR_LT, value=document_pb2.MetadataValue(number_value=bound)
+                )
+            )
             document_filter = api.filter_of(pb.SearchFilter(where=where), Limits())
             rows = np.array([r for r in ready_rows if metadata[r // DOC_CHUNKS]["n"] < bound])
             seconds: dict[str, list[float]] = {"exact": [], "walk": []}
             recall: dict[str, list[float]] = {"exact": [], "walk": []}
             for n, query in enumerate(queries):
                 truth = {int(rows[i]) + 1 for i in np.argsort(-(vectors[rows] @ query))[:10]}
-                plans = [("exact", selective_vector_query(collection, query, 10, document_filter, 10**9), 3),
-                         ("walk", vector_query(collection, query, 10, document_filter), 0)]
+                plans = [
+                    ("exact", selective_vector_query(collection, query, 10, document_filter, 10**9), 3),
+                    ("walk", vector_query(collection, query, 10, document_filter), 0),
+                ]
                 for name, (statement, params), id_column in plans if n % 2 == 0 else plans[::-1]:
                     started = time.perf_counter()
                     found = conn.execute(statement, params).fetchall()
@@ -86,22 +98,35 @@ def sweep(reader: str, collection: Collection, vectors: np.ndarray, queries: np.
                     if n >= WARMUP:
                         seconds[name].append(elapsed)
                         recall[name].append(len({r[id_column] for r in found} & truth) / 10)
-            cap = max(SHIPPED_FLOOR, min(EXACT_FILTER_CEILING, math.floor(math.sqrt(
-                EXACT_FILTER_WALK_COST * args.ef_search * len(vectors)))))
-            results.append({"fraction": fraction, "chunks": len(rows), "cap": cap,
-                            **{f"{k}_p50_ms": 1000 * float(np.median(v)) for k, v in seconds.items()},
-                            **{f"{k}_recall": float(np.mean(v)) for k, v in recall.items()}})
+            cap = max(
+                SHIPPED_FLOOR,
+                min(EXACT_FILTER_CEILING, math.floor(math.sqrt(EXACT_FILTER_WALK_COST * args.ef_search * len(vectors)))),
+            )
+            results.append(
+                {
+                    "fraction": fraction,
+                    "chunks": len(rows),
+                    "cap": cap,
+                    **{f"{k}_p50_ms": 1000 * float(np.median(v)) for k, v in seconds.items()},
+                    **{f"{k}_recall": float(np.mean(v)) for k, v in recall.items()},
+                }
+            )
             r = results[-1]
-            print(f"{fraction:>8.3f} | {r['chunks']:>7,} | {r['exact_p50_ms']:>8.1f} ms {r['exact_recall']:>6.3f} |"
-                  f" {r['walk_p50_ms']:>8.1f} ms {r['walk_recall']:>6.3f} | {r['walk_p50_ms'] / r['exact_p50_ms']:>10.2f} |"
-                  f" {'exact' if r['chunks'] <= cap else 'walk':>7}", flush=True)
+            print(
+                f"{fraction:>8.3f} | {r['chunks']:>7,} | {r['exact_p50_ms']:>8.1f} ms {r['exact_recall']:>6.3f} |"
+                f" {r['walk_p50_ms']:>8.1f} ms {r['walk_recall']:>6.3f} | {r['walk_p50_ms'] / r['exact_p50_ms']:>10.2f} |"
+                f" {'exact' if r['chunks'] <= cap else 'walk':>7}",
+                flush=True,
+            )
     return results
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000)
-    parser.add_argument("--fractions", type=lambda s: [float(x) for x in s.split(",")], default=[0.01, 0.02, 0.03, 0.05, 0.1, 0.2])
+    parser.add_argument(
+        "--fractions", type=lambda s: [float(x) for x in s.split(",")], default=[0.01, 0.02, 0.03, 0.05, 0.1, 0.2]
+    )
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--ef-search", type=int, default=40)
     parser.add_argument("--db-dir", type=Path)
@@ -119,11 +144,15 @@ def main(argv: list[str] | None = None) -> None:
     server, reader, (cid, gid, ready_rows, metadata) = prepare(base, fresh, args, vectors, rng)
     try:
         collection = Collection(cid, "bench", "hashing", "bench", 384, tenant_id=TENANT_ID, generation_id=gid)
-        print(f"\n{args.chunks:,} chunks x 384, ef_search {args.ef_search}, {args.queries} queries a fraction, raw SQL as"
-              f" search's role; shipped cap here: max({SHIPPED_FLOOR}, sqrt({EXACT_FILTER_WALK_COST:g} x {args.ef_search}"
-              f" x {args.chunks:,}))")
-        print(f"{'fraction':>8} | {'chunks':>7} | {'exact p50':>11} {'recall':>6} | {'walk p50':>11} {'recall':>6} |"
-              f" {'walk/exact':>10} | shipped")
+        print(
+            f"\n{args.chunks:,} chunks x 384, ef_search {args.ef_search}, {args.queries} queries a fraction, raw SQL as"
+            f" search's role; shipped cap here: max({SHIPPED_FLOOR}, sqrt({EXACT_FILTER_WALK_COST:g} x {args.ef_search}"
+            f" x {args.chunks:,}))"
+        )
+        print(
+            f"{'fraction':>8} | {'chunks':>7} | {'exact p50':>11} {'recall':>6} | {'walk p50':>11} {'recall':>6} |"
+            f" {'walk/exact':>10} | shipped"
+        )
         sweep(reader, collection, vectors, queries, ready_rows, metadata, args)
     finally:
         server.stop()

@@ -51,8 +51,12 @@ TARGET = 1.3
 def start_gateway(search_address: str, *, source: str = "") -> tuple[subprocess.Popen[bytes], str]:
     """sluice-gateway in a process of its own: this tree's, or the one under `source` (first on PYTHONPATH)."""
     port = free_port()
-    env = {**os.environ, "SLUICE_GATEWAY_BIND": f"127.0.0.1:{port}", "SLUICE_SEARCH_ADDRESS": search_address,
-           "SLUICE_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "SLUICE_GATEWAY_BIND": f"127.0.0.1:{port}",
+        "SLUICE_SEARCH_ADDRESS": search_address,
+        "SLUICE_LOG_LEVEL": "WARNING",
+    }
     if source:
         env["PYTHONPATH"] = os.pathsep.join([source, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     process = subprocess.Popen([sys.executable, "-m", "sluice_gateway.main"], env=env)
@@ -75,8 +79,22 @@ class Profiler:
     the end; nothing when `directory` is empty."""
 
     def __init__(self, directory: str, pid: int) -> None:
-        self.command = [str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--rate", "500",
-                        "--output", str(Path(directory) / "gateway.txt"), "--pid", str(pid)] if directory else []
+        self.command = (
+            [
+                str(Path(sys.executable).parent / "py-spy"),
+                "record",
+                "--format",
+                "raw",
+                "--rate",
+                "500",
+                "--output",
+                str(Path(directory) / "gateway.txt"),
+                "--pid",
+                str(pid),
+            ]
+            if directory
+            else []
+        )
         self.directory = directory
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -148,22 +166,28 @@ def main(argv: list[str] | None = None) -> None:
         vectors_list = [q.tolist() for q in queries]
 
         def grpc_search(vector: list[float]) -> int:
-            response = raw.Search(pb.SearchRequest(collection="bench", query_vector=vector, top_k=10,
-                                                   mode=pb.SEARCH_MODE_VECTOR), metadata=auth, timeout=30)
+            response = raw.Search(
+                pb.SearchRequest(collection="bench", query_vector=vector, top_k=10, mode=pb.SEARCH_MODE_VECTOR),
+                metadata=auth,
+                timeout=30,
+            )
             return sum(len(hit.text) for hit in response.hits)
 
         def body(vector: list[float]) -> dict[str, object]:
             return {"collection": "bench", "queryVector": vector, "topK": 10, "mode": "SEARCH_MODE_VECTOR"}
 
         def plain_search(vector: list[float], connection: http.client.HTTPConnection = plain) -> int:
-            connection.request("POST", "/sluice.v1.SearchService/Search", body=json.dumps(body(vector)).encode(),
-                               headers=headers)
+            connection.request("POST", "/sluice.v1.SearchService/Search", body=json.dumps(body(vector)).encode(), headers=headers)
             response = connection.getresponse()
             answer = json.loads(response.read())
             assert response.status == 200, answer
             if connection is plain:
-                server_timing.append(dict(part.strip().replace("dur=", "").split(";")  # "parse;dur=0.41, backend;…"
-                                          for part in response.getheader("server-timing", "").split(",")))
+                server_timing.append(
+                    dict(
+                        part.strip().replace("dur=", "").split(";")  # "parse;dur=0.41, backend;…"
+                        for part in response.getheader("server-timing", "").split(",")
+                    )
+                )
             return sum(len(hit["text"]) for hit in answer["hits"])
 
         def httpx_search(vector: list[float]) -> int:
@@ -208,18 +232,26 @@ def report(args: argparse.Namespace, timings: dict[str, list[float]]) -> None:
     plain_p50, plain_p95 = percentiles(timings["plain"])
     httpx_p50, httpx_p95 = percentiles(timings["httpx"])
     print()
-    print(f"{args.chunks:,} chunks × {args.dimensions}, {args.queries} VECTOR queries (top_k=10), one at a time, "  # noqa: RUF001 - a times sign
-          "alternating; every hit's text read")
+    print(
+        f"{args.chunks:,} chunks × {args.dimensions}, {args.queries} VECTOR queries (top_k=10), one at a time, "  # noqa: RUF001 - a times sign
+        "alternating; every hit's text read"
+    )
     header = f"{'client':<44} | {'p50':>8} | {'p95':>8} | {'p50 / gRPC':>10}"
     print(header)
     print("-" * len(header))
     print(f"{'gRPC (raw generated stub)':<44} | {grpc_p50:>6.2f}ms | {grpc_p95:>6.2f}ms | {1.0:>9.2f}x")
-    print(f"{'HTTP/JSON via sluice-gateway (http.client)':<44} | {plain_p50:>6.2f}ms | {plain_p95:>6.2f}ms | {plain_p50 / grpc_p50:>9.2f}x")
-    print(f"{'HTTP/JSON via sluice-gateway (httpx)':<44} | {httpx_p50:>6.2f}ms | {httpx_p95:>6.2f}ms | {httpx_p50 / grpc_p50:>9.2f}x")
+    print(
+        f"{'HTTP/JSON via sluice-gateway (http.client)':<44} | {plain_p50:>6.2f}ms | {plain_p95:>6.2f}ms | {plain_p50 / grpc_p50:>9.2f}x"
+    )
+    print(
+        f"{'HTTP/JSON via sluice-gateway (httpx)':<44} | {httpx_p50:>6.2f}ms | {httpx_p95:>6.2f}ms | {httpx_p50 / grpc_p50:>9.2f}x"
+    )
     if "against" in timings:
         other_p50, other_p95 = percentiles(timings["against"])
-        print(f"{'HTTP/JSON via --against (http.client)':<44} | {other_p50:>6.2f}ms | {other_p95:>6.2f}ms | "
-              f"{other_p50 / grpc_p50:>9.2f}x")
+        print(
+            f"{'HTTP/JSON via --against (http.client)':<44} | {other_p50:>6.2f}ms | {other_p95:>6.2f}ms | "
+            f"{other_p50 / grpc_p50:>9.2f}x"
+        )
     print(f"target: HTTP/JSON p50 ≤ {TARGET}× gRPC's — {'met' if plain_p50 <= TARGET * grpc_p50 else 'NOT met'} (http.client)")  # noqa: RUF001 - a times sign
 
 

@@ -86,8 +86,14 @@ def add_collection(url: str, name: str = "bench") -> None:
         )
 
 
-async def grpc_client(address: str, worker: str, chunk_vectors: list[list[float]], key: str,
-                      warmed: asyncio.Event | None = None, go: asyncio.Event | None = None) -> int:
+async def grpc_client(
+    address: str,
+    worker: str,
+    chunk_vectors: list[list[float]],
+    key: str,
+    warmed: asyncio.Event | None = None,
+    go: asyncio.Event | None = None,
+) -> int:
     """Cycles through gRPC until the queue is empty; with `warmed`/`go`, first WARMUP_CYCLES
     untimed cycles, then `warmed` is set and the timed ones wait for `go` (not counted)."""
     done = 0
@@ -123,9 +129,21 @@ async def client_processes(address: str, key: str, clients: int) -> tuple[list[i
     processes = []
     per_process = [len(range(p, clients, min(clients, 4))) for p in range(min(clients, 4))]
     for p, count in enumerate(per_process):
-        processes.append(await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bench.ingest_bench", "--client", address, key, str(count), f"p{p}",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=Path(__file__).resolve().parents[1]))
+        processes.append(
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "bench.ingest_bench",
+                "--client",
+                address,
+                key,
+                str(count),
+                f"p{p}",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                cwd=Path(__file__).resolve().parents[1],
+            )
+        )
     for process in processes:
         assert (await process.stdout.readline()).strip() == b"ready"
     started = time.perf_counter()
@@ -141,8 +159,10 @@ async def client_processes(address: str, key: str, clients: int) -> tuple[list[i
 async def _client_main(address: str, key: str, count: int, name: str) -> None:
     go = asyncio.Event()
     warmed = [asyncio.Event() for _ in range(count)]
-    clients = [asyncio.ensure_future(grpc_client(address, f"{name}-{i}", vectors(hash((name, i)) % 2**32).tolist(), key,
-                                                 warmed[i], go)) for i in range(count)]
+    clients = [
+        asyncio.ensure_future(grpc_client(address, f"{name}-{i}", vectors(hash((name, i)) % 2**32).tolist(), key, warmed[i], go))
+        for i in range(count)
+    ]
     for event in warmed:
         await event.wait()
     gctune.tune()  # as a worker process does once started
@@ -195,16 +215,22 @@ async def run(admin_uri: str, jobs: int, repeats: int, keys: dict[str, str]) -> 
                 name = f"b{round_}_{clients}_{mode.replace('-', '')}"
                 ensure_database(admin_uri, name, template="bench_template")
                 url = database_uri(admin_uri, name)
-                app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False,
-                                               rate_limit_per_second=0))
+                app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, rate_limit_per_second=0))
                 await app.start()
                 await app.serve()
                 gctune.tune()  # as ingest-api's main does once started (both modes)
                 async with keyed_aio_channel(f"127.0.0.1:{app.port}", keys["client"]) as channel:
                     docs = document_service_pb2_grpc.DocumentServiceStub(channel)
-                    await docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
-                        name="bench", embedder=collection_pb2.EmbedderConfig(
-                            provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, dimensions=DIMS))))
+                    await docs.CreateCollection(
+                        ds.CreateCollectionRequest(
+                            collection=collection_pb2.Collection(
+                                name="bench",
+                                embedder=collection_pb2.EmbedderConfig(
+                                    provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, dimensions=DIMS
+                                ),
+                            )
+                        )
+                    )
                 if mode.startswith("grpc"):
                     # The clients run in processes of their own (up to 4, the clients spread over
                     # them), so the server's process does only the server's work.
@@ -240,7 +266,9 @@ async def claim_latencies(admin_uri: str, claims: int) -> dict[int, tuple[float,
             conn.execute(
                 "UPDATE ingestion_jobs SET status = 'RUNNING', attempts = 1, locked_at = now() - interval '1 hour',"
                 " lease_token = gen_random_uuid(), locked_by = 'gone'"
-                " WHERE id IN (SELECT id FROM ingestion_jobs ORDER BY id LIMIT %s)", (EXPIRED,))
+                " WHERE id IN (SELECT id FROM ingestion_jobs ORDER BY id LIMIT %s)",
+                (EXPIRED,),
+            )
             conn.execute("VACUUM ANALYZE ingestion_jobs, documents")
         apps[queued] = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING"))
         await apps[queued].start()
@@ -262,12 +290,17 @@ async def claim_latencies(admin_uri: str, claims: int) -> dict[int, tuple[float,
             await app.close()
 
 
-def print_cycles(results: list[tuple[str, int, float, float, float]], reference: dict[int, float | None],
-                 args: argparse.Namespace) -> None:
-    print(f"\nno-op claim→4 stages→complete cycles/s ({args.jobs} jobs, median of {args.repeats} runs, "
-          f"{os.cpu_count()} cores; gRPC clients in up to 4 processes of their own)")
-    header = (f"{'clients':>7} | {'gRPC cycles/s':>13} | {'in-process cycles/s':>19} | {'gRPC / in-process':>17} |"
-              f" {'gRPC no auth':>12} | {'auth cost (time/cycle)':>22}")
+def print_cycles(
+    results: list[tuple[str, int, float, float, float]], reference: dict[int, float | None], args: argparse.Namespace
+) -> None:
+    print(
+        f"\nno-op claim→4 stages→complete cycles/s ({args.jobs} jobs, median of {args.repeats} runs, "
+        f"{os.cpu_count()} cores; gRPC clients in up to 4 processes of their own)"
+    )
+    header = (
+        f"{'clients':>7} | {'gRPC cycles/s':>13} | {'in-process cycles/s':>19} | {'gRPC / in-process':>17} |"
+        f" {'gRPC no auth':>12} | {'auth cost (time/cycle)':>22}"
+    )
     print(header)
     print("-" * len(header))
     for clients in CLIENTS:
@@ -277,7 +310,9 @@ def print_cycles(results: list[tuple[str, int, float, float, float]], reference:
         print(f"{clients:>7} | {g:>13.1f} | {p:>19.1f} | {g / p:>16.2f}x | {n:>12.1f} | {n / g:>21.3f}x")
     print("target: auth cost ≤ 1.05× (time per cycle with authentication / without)")  # noqa: RUF001 - a times sign
     print("\nPython CPU per cycle, ms (median): where gRPC's time goes; PostgreSQL's is the same in both modes")
-    print(f"{'clients':>7} | {'in-process (client+server)':>26} | {'gRPC server':>11} | {'gRPC clients':>12} | {'gRPC added':>10}")
+    print(
+        f"{'clients':>7} | {'in-process (client+server)':>26} | {'gRPC server':>11} | {'gRPC clients':>12} | {'gRPC added':>10}"
+    )
     print("-" * 80)
     for clients in CLIENTS:
         p = statistics.median(r[3] for r in results if r[0] == "in-process" and r[1] == clients) * 1000
@@ -285,8 +320,10 @@ def print_cycles(results: list[tuple[str, int, float, float, float]], reference:
         client = statistics.median(r[4] for r in results if r[0] == "grpc" and r[1] == clients) * 1000
         print(f"{clients:>7} | {p:>26.2f} | {server:>11.2f} | {client:>12.2f} | {server + client - p:>10.2f}")
     if all(v is not None for v in reference.values()):
-        print(f"\nreference: pgqueuer 1.6 no-op jobs on the same PostgreSQL ({args.pgqueuer_jobs} jobs; one job = one transition,"
-              " one Sluice cycle = six)")
+        print(
+            f"\nreference: pgqueuer 1.6 no-op jobs on the same PostgreSQL ({args.pgqueuer_jobs} jobs; one job = one transition,"
+            " one Sluice cycle = six)"
+        )
         print(f"{'clients':>7} | {'pgqueuer jobs/s':>15} | {'Sluice in-process transitions/s':>31} | {'ratio':>6}")
         print("-" * 70)
         for clients in CLIENTS:
@@ -315,13 +352,20 @@ def main() -> None:
         results = [] if args.only_latency else asyncio.run(run(admin, args.jobs, args.repeats, keys))
         latencies = asyncio.run(claim_latencies(admin, args.claims))
         ensure_database(admin, "pgqueuer")
-        reference = {} if args.only_latency else {
-            c: asyncio.run(pgqueuer_reference.jobs_per_second(database_uri(admin, "pgqueuer"), args.pgqueuer_jobs, c))
-            for c in CLIENTS}
+        reference = (
+            {}
+            if args.only_latency
+            else {
+                c: asyncio.run(pgqueuer_reference.jobs_per_second(database_uri(admin, "pgqueuer"), args.pgqueuer_jobs, c))
+                for c in CLIENTS
+            }
+        )
     if not args.only_latency:
         print_cycles(results, reference, args)
-    print(f"\nclaim latency, in-process, {args.claims} claims one at a time per queue size (the sizes taking turns),"
-          f" {EXPIRED:,} RUNNING jobs with expired leases beside the queue")
+    print(
+        f"\nclaim latency, in-process, {args.claims} claims one at a time per queue size (the sizes taking turns),"
+        f" {EXPIRED:,} RUNNING jobs with expired leases beside the queue"
+    )
     print(f"{'queued':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'p99 / p99 at 1,000':>18}")
     print("-" * 50)
     for queued in QUEUED:

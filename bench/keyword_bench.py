@@ -133,8 +133,9 @@ def load(url: str, pages, args, rng) -> tuple[int, int, int]:
             ) as copy:
                 copy.set_types(["uuid", "int8", "int8", "int8", "int4", "text", "vector", "text"])
                 for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
-                    copy.write_row((doc, TENANT_ID, cid, gid, i, text, np.asarray(vector, dtype=np.float32),
-                                    textsearch.search_terms(text)))
+                    copy.write_row(
+                        (doc, TENANT_ID, cid, gid, i, text, np.asarray(vector, dtype=np.float32), textsearch.search_terms(text))
+                    )
             total += len(texts)
             if p % 100 == 0:  # as ingest-api's sweeper does (migration 0016)
                 conn.execute("SELECT sluice_compact_keyword_stats(%s)", (gid,))
@@ -193,11 +194,16 @@ def run(args: argparse.Namespace) -> None:
             loaded = conn.execute(
                 "SELECT c.id, g.id, (SELECT count(*) FROM chunks k WHERE k.generation_id = g.id)"
                 " FROM collections c JOIN collection_generations g ON g.collection_id = c.id AND g.state = 'ACTIVE'"
-                " WHERE c.name = 'bench' AND c.tenant_id = %s", (TENANT_ID,)
+                " WHERE c.name = 'bench' AND c.tenant_id = %s",
+                (TENANT_ID,),
             ).fetchone()
-            done = loaded is not None and conn.execute(
-                "SELECT 1 FROM pg_indexes WHERE indexname = %s", (vector_index.index_name(loaded[1]),)
-            ).fetchone() is not None
+            done = (
+                loaded is not None
+                and conn.execute(
+                    "SELECT 1 FROM pg_indexes WHERE indexname = %s", (vector_index.index_name(loaded[1]),)
+                ).fetchone()
+                is not None
+            )
         reader_url = user_uri(url, "sluice_search")
         order = rng.permutation(len(pages))
         pages = [pages[i] for i in order]
@@ -228,20 +234,24 @@ def run(args: argparse.Namespace) -> None:
             for h in hogs:
                 h.join()
         print()
-        print(f"{total:,} chunks of ~{args.chunk_characters} characters from manual pages, {args.not_ready:.0%} of documents"
-              f" not READY, {len(queries)} queries (page summaries), top_k=10, one at a time"
-              f"{', every core busy' if args.busy else ''}"
-              f"{f', queries embedded by {args.query_model} (stored vectors: hashing)' if args.query_model else ''};"
-              f" load average {load_before:.1f} before,"
-              f" {os.getloadavg()[0]:.1f} after")
+        print(
+            f"{total:,} chunks of ~{args.chunk_characters} characters from manual pages, {args.not_ready:.0%} of documents"
+            f" not READY, {len(queries)} queries (page summaries), top_k=10, one at a time"
+            f"{', every core busy' if args.busy else ''}"
+            f"{f', queries embedded by {args.query_model} (stored vectors: hashing)' if args.query_model else ''};"
+            f" load average {load_before:.1f} before,"
+            f" {os.getloadavg()[0]:.1f} after"
+        )
         header = f"{'mode':>8} | {'gRPC p50':>9} {'gRPC p99':>9} | {'p50 × VECTOR':>12} {'p99 × VECTOR':>12} | {'hits':>5}"  # noqa: RUF001 - a times sign
         print(header)
         print("-" * len(header))
         vector_p50, vector_p99 = results["VECTOR"]["grpc"]
         for mode, r in results.items():
             p50, p99 = r["grpc"]
-            print(f"{mode:>8} | {p50:>7.2f}ms {p99:>7.2f}ms | {p50 / vector_p50:>11.2f}x {p99 / vector_p99:>11.2f}x |"
-                  f" {r['hits']:>5.1f}")
+            print(
+                f"{mode:>8} | {p50:>7.2f}ms {p99:>7.2f}ms | {p50 / vector_p50:>11.2f}x {p99 / vector_p99:>11.2f}x |"
+                f" {r['hits']:>5.1f}"
+            )
         print("target (issue 18): KEYWORD and HYBRID p50 ≤ 1.5× VECTOR p50 at 100,000 chunks")  # noqa: RUF001 - a times sign
     finally:
         server.stop()
@@ -262,10 +272,14 @@ def query_model(url: str, cid: int, model: str):
 
     def claim(provider: str, name: str) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("UPDATE collections SET embedder_provider = %s, embedder_model = %s WHERE id = %s",
-                         (provider, name, cid))
-            conn.execute("UPDATE collection_generations SET embedder_provider = %s, embedder_model = %s"
-                         " WHERE collection_id = %s AND state = 'ACTIVE'", (provider, name, cid))
+            conn.execute(
+                "UPDATE collections SET embedder_provider = %s, embedder_model = %s WHERE id = %s", (provider, name, cid)
+            )
+            conn.execute(
+                "UPDATE collection_generations SET embedder_provider = %s, embedder_model = %s"
+                " WHERE collection_id = %s AND state = 'ACTIVE'",
+                (provider, name, cid),
+            )
 
     claim("sentence_transformers", model)
     try:
@@ -308,8 +322,9 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
         async def timed(query, params=None, **kw):
             text = query if isinstance(query, bytes) else query.as_bytes(conn) if hasattr(query, "as_bytes") else query
             if explain["on"]:
-                cur = await real_execute(b"EXPLAIN (ANALYZE, BUFFERS) " + (text if isinstance(text, bytes) else text.encode()),
-                                         params)
+                cur = await real_execute(
+                    b"EXPLAIN (ANALYZE, BUFFERS) " + (text if isinstance(text, bytes) else text.encode()), params
+                )
                 print("\n".join(r[0] for r in await cur.fetchall()))
             started = time.perf_counter()
             cur = await real_execute(query, params, **kw)
@@ -322,12 +337,14 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
 
                 async def fetchone(self):
                     return rows[0] if rows else None
+
             return Done()
 
         conn.execute = timed  # type: ignore[method-assign]
         for q in queries[:3]:  # warm
-            await keyword.search(conn, gid, textsearch.query_terms(q), args.limit, scope, _HIT_COLUMNS, sql.SQL(""), {},
-                                 _SCORE, args.exact or None)
+            await keyword.search(
+                conn, gid, textsearch.query_terms(q), args.limit, scope, _HIT_COLUMNS, sql.SQL(""), {}, _SCORE, args.exact or None
+            )
         other = _load_against(args.against) if args.against else None
         per_query, against, differ = [], [], 0
         for n, q in enumerate(queries):
@@ -340,8 +357,9 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
             for name, module in runs if n % 2 == 0 else runs[::-1]:
                 log.clear()
                 started = time.perf_counter()
-                answers[name] = await module.search(conn, gid, terms, args.limit, scope, _HIT_COLUMNS, sql.SQL(""), {}, _SCORE,
-                                                    args.exact or None)
+                answers[name] = await module.search(
+                    conn, gid, terms, args.limit, scope, _HIT_COLUMNS, sql.SQL(""), {}, _SCORE, args.exact or None
+                )
                 total = time.perf_counter() - started - (sum(t for _, t, _ in log) if explain["on"] else 0)
                 if not explain["on"]:
                     if name == "this":
@@ -349,22 +367,27 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
                     else:
                         against.append(total)
             if other and [(r[0], round(float(r[_SCORE]), 4)) for r in answers["this"]] != [
-                    (r[0], round(float(r[_SCORE]), 4)) for r in answers["against"]]:
+                (r[0], round(float(r[_SCORE]), 4)) for r in answers["against"]
+            ]:
                 differ += 1
                 print(f"different answers for {q!r}")
         totals = np.asarray([t for t, _ in per_query]) * 1000
         statements = np.asarray([len(s) for _, s in per_query])
         first = np.asarray([s[0][0] for _, s in per_query]) * 1000
         rest = np.asarray([sum(t for t, _ in s[1:]) for _, s in per_query]) * 1000
-        print(f"\nin-process KEYWORD, {len(per_query)} queries: p50 {np.percentile(totals, 50):.2f} ms,"
-              f" p99 {np.percentile(totals, 99):.2f} ms; statements per query: mean {statements.mean():.2f},"
-              f" max {statements.max()}; first statement p50 {np.percentile(first, 50):.2f} ms;"
-              f" the others (scoring rounds) p50 {np.percentile(rest, 50):.2f} ms, mean {rest.mean():.2f} ms")
+        print(
+            f"\nin-process KEYWORD, {len(per_query)} queries: p50 {np.percentile(totals, 50):.2f} ms,"
+            f" p99 {np.percentile(totals, 99):.2f} ms; statements per query: mean {statements.mean():.2f},"
+            f" max {statements.max()}; first statement p50 {np.percentile(first, 50):.2f} ms;"
+            f" the others (scoring rounds) p50 {np.percentile(rest, 50):.2f} ms, mean {rest.mean():.2f} ms"
+        )
         if other:
             base = np.asarray(against) * 1000
-            print(f"against {args.against}, the same queries taking turns: p50 {np.percentile(base, 50):.2f} ms,"
-                  f" p99 {np.percentile(base, 99):.2f} ms; this / that p50 {np.percentile(totals, 50) / np.percentile(base, 50):.2f};"
-                  f" per query, median of this / that {np.median(totals / base):.2f}; {differ} answers differ")
+            print(
+                f"against {args.against}, the same queries taking turns: p50 {np.percentile(base, 50):.2f} ms,"
+                f" p99 {np.percentile(base, 99):.2f} ms; this / that p50 {np.percentile(totals, 50) / np.percentile(base, 50):.2f};"
+                f" per query, median of this / that {np.median(totals / base):.2f}; {differ} answers differ"
+            )
 
 
 def compare_answers(path: str, answers: dict[str, list[list]], queries: list[str]) -> None:
@@ -403,19 +426,20 @@ def measure(reader_url: str, key: str, queries: list[str], args) -> dict:
         answers: dict[str, list[list]] = {m: [] for m in MODES}
         for n, q in enumerate(queries):
             names = list(MODES)
-            names = names[n % 3:] + names[: n % 3]  # take turns going first
+            names = names[n % 3 :] + names[: n % 3]  # take turns going first
             for name in names:
                 started = time.perf_counter()
-                response = stub.Search(pb.SearchRequest(collection="bench", query=q, top_k=10, mode=MODES[name]),
-                                       metadata=auth)
+                response = stub.Search(pb.SearchRequest(collection="bench", query=q, top_k=10, mode=MODES[name]), metadata=auth)
                 seconds[name].append(time.perf_counter() - started)
                 hits[name].append(len(response.hits))
                 answers[name].append([[h.chunk_id, round(h.score, 5)] for h in response.hits])
         channel.close()
         for name in MODES:
             ms = np.asarray(seconds[name]) * 1000
-            results[name] = {"grpc": (float(np.percentile(ms, 50)), float(np.percentile(ms, 99))),
-                             "hits": float(np.mean(hits[name]))}
+            results[name] = {
+                "grpc": (float(np.percentile(ms, 50)), float(np.percentile(ms, 99))),
+                "hits": float(np.mean(hits[name])),
+            }
         if args.answers:
             compare_answers(args.answers, answers, queries)
     finally:
@@ -432,27 +456,56 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunk-characters", type=int, default=1000)
     parser.add_argument("--not-ready", type=float, default=0.5)
     parser.add_argument("--busy", action="store_true")
-    parser.add_argument("--query-model", default="", metavar="MODEL",
-                        help="embed the queries with this local model (e.g. all-MiniLM-L6-v2), as a collection on it does")
+    parser.add_argument(
+        "--query-model",
+        default="",
+        metavar="MODEL",
+        help="embed the queries with this local model (e.g. all-MiniLM-L6-v2), as a collection on it does",
+    )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--db-dir", help="keep the database here and reuse it when it is loaded already"
-                        " (e.g. .sluice/keyword-bench-db; pending migrations are applied to it)")
+    parser.add_argument(
+        "--db-dir",
+        help="keep the database here and reuse it when it is loaded already"
+        " (e.g. .sluice/keyword-bench-db; pending migrations are applied to it)",
+    )
     parser.add_argument("--load-only", action="store_true", help="load (or upgrade) the database and stop")
-    parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="instead of the gRPC run: time each statement of N KEYWORD queries in-process")
-    parser.add_argument("--first-candidates", type=int, default=0, metavar="N",
-                        help="with --profile: keyword.FIRST_CANDIDATES (the first round's posting budget)")
-    parser.add_argument("--against", default="", metavar="KEYWORD_PY",
-                        help="with --profile: another keyword.py (e.g. an older one), run in turns with this one,"
-                             " its answers compared")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of the gRPC run: time each statement of N KEYWORD queries in-process",
+    )
+    parser.add_argument(
+        "--first-candidates",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --profile: keyword.FIRST_CANDIDATES (the first round's posting budget)",
+    )
+    parser.add_argument(
+        "--against",
+        default="",
+        metavar="KEYWORD_PY",
+        help="with --profile: another keyword.py (e.g. an older one), run in turns with this one, its answers compared",
+    )
     parser.add_argument("--limit", type=int, default=10, help="with --profile: hits asked (HYBRID asks 50)")
     parser.add_argument("--exact", type=int, default=0, help="with --profile: hits that must be exact (HYBRID: 10)")
-    parser.add_argument("--answers", default="", metavar="JSON",
-                        help="write every gRPC answer (chunk ids, scores) there, or compare with it when it exists"
-                             " (run another version first: PYTHONPATH=<its src> for the search subprocess)")
+    parser.add_argument(
+        "--answers",
+        default="",
+        metavar="JSON",
+        help="write every gRPC answer (chunk ids, scores) there, or compare with it when it exists"
+        " (run another version first: PYTHONPATH=<its src> for the search subprocess)",
+    )
     parser.add_argument("--plan-cache-mode", default="", help="with --profile: PostgreSQL's plan_cache_mode")
-    parser.add_argument("--explain", type=int, default=3, metavar="N",
-                        help="with --profile: EXPLAIN (ANALYZE, BUFFERS) the statements of the first N queries")
+    parser.add_argument(
+        "--explain",
+        type=int,
+        default=3,
+        metavar="N",
+        help="with --profile: EXPLAIN (ANALYZE, BUFFERS) the statements of the first N queries",
+    )
     run(parser.parse_args(argv))
 
 

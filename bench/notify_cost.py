@@ -36,8 +36,9 @@ WATCH = """
 
 
 async def cycles_per_second(url: str, clients: int, jobs: int) -> float:
-    app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING",
-                                   rate_limit_per_second=0))
+    app = IngestApp(
+        IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING", rate_limit_per_second=0)
+    )
     await app.start()
     try:
         return await inprocess_cycles_per_second(app, clients, jobs)

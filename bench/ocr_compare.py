@@ -58,8 +58,12 @@ def pages():
         ("English, clean", fx.render_page(fx.PAGE_ONE), " ".join(fx.PAGE_ONE), "eng"),
         ("English, photographed", fx.render_page(fx.PAGE_ONE, rotate=2.5, noise=True), " ".join(fx.PAGE_ONE), "eng"),
         ("Chinese, clean", fx.render_page(fx.CHINESE_PAGE, font=chinese), "".join(fx.CHINESE_PAGE), "chi_sim"),
-        ("Chinese, photographed", fx.render_page(fx.CHINESE_PAGE, font=chinese, rotate=2.5, noise=True),
-         "".join(fx.CHINESE_PAGE), "chi_sim"),
+        (
+            "Chinese, photographed",
+            fx.render_page(fx.CHINESE_PAGE, font=chinese, rotate=2.5, noise=True),
+            "".join(fx.CHINESE_PAGE),
+            "chi_sim",
+        ),
     ]
 
 
@@ -109,8 +113,10 @@ def main() -> None:
     for name, image, expected, lang in pages():
         rapid_cer, rapid_s = measure(rapidocr_text, image, expected, lang, args.runs)
         tess_cer, tess_s = measure(tesseract, image, expected, lang, args.runs)
-        print(f"{name:<24} {rapid_cer:>13.2%} {rapid_s:>8.2f}   {tess_cer:>13.2%} {tess_s:>8.2f}   "
-              f"RapidOCR {tess_s / rapid_s:.2f}x Tesseract's pages/s")
+        print(
+            f"{name:<24} {rapid_cer:>13.2%} {rapid_s:>8.2f}   {tess_cer:>13.2%} {tess_s:>8.2f}   "
+            f"RapidOCR {tess_s / rapid_s:.2f}x Tesseract's pages/s"
+        )
 
 
 if __name__ == "__main__":

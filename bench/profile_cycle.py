@@ -34,8 +34,10 @@ async def profile(url: str, jobs: int) -> None:
         done = await inprocess_client(app, "profile")
         profiler.disable()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        print(f"{done} cycles: {done / wall:.1f}/s, {wall / done * 1000:.2f} ms/cycle, "
-              f"Python CPU {cpu / done * 1000:.2f} ms/cycle (with the profiler's own overhead)")
+        print(
+            f"{done} cycles: {done / wall:.1f}/s, {wall / done * 1000:.2f} ms/cycle, "
+            f"Python CPU {cpu / done * 1000:.2f} ms/cycle (with the profiler's own overhead)"
+        )
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
         print(out.getvalue())

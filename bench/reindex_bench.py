@@ -28,8 +28,13 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=24, help="generated documents beside the fixtures")
     args = parser.parse_args()
     env = {**os.environ, "SLUICE_REINDEX_TEST_NOTES": str(args.notes)}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", TEST], cwd=REPO, env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", TEST],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     figures = [line for line in result.stdout.splitlines() if line.startswith("REINDEX FIGURES")]
     if result.returncode != 0 or not figures:
         sys.stdout.write(result.stdout[-4000:] + result.stderr[-2000:])

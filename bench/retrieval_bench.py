@@ -105,8 +105,9 @@ def wait_serving(address: str, process: subprocess.Popen, what: str, timeout: fl
 def start_subprocess(module: str, env: dict[str, str], log: Path) -> subprocess.Popen:
     out = log.open("ab")
     try:
-        return subprocess.Popen([sys.executable, "-m", module], env={**os.environ, **env}, cwd=REPO,
-                                stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", module], env={**os.environ, **env}, cwd=REPO, stdout=out, stderr=subprocess.STDOUT
+        )
     finally:
         out.close()
 
@@ -126,13 +127,17 @@ def stop_processes(processes: list[subprocess.Popen], timeout: float = 60) -> No
 def start_search(reader_url: str, logs: Path) -> tuple[subprocess.Popen, str]:
     """sluice-search as a subprocess with this environment (SLUICE_SEARCH_* settings included)."""
     address = f"127.0.0.1:{free_port()}"
-    process = start_subprocess("sluice_search.main", {
-        "SLUICE_SEARCH_DATABASE_URL": reader_url,
-        "SLUICE_SEARCH_BIND": address,
-        "SLUICE_LOG_LEVEL": os.environ.get("SLUICE_LOG_LEVEL", "WARNING"),
-        "SLUICE_RATE_LIMIT_PER_SECOND": "0",
-        "SLUICE_METRICS_PORT": "0",
-    }, logs / "search.log")
+    process = start_subprocess(
+        "sluice_search.main",
+        {
+            "SLUICE_SEARCH_DATABASE_URL": reader_url,
+            "SLUICE_SEARCH_BIND": address,
+            "SLUICE_LOG_LEVEL": os.environ.get("SLUICE_LOG_LEVEL", "WARNING"),
+            "SLUICE_RATE_LIMIT_PER_SECOND": "0",
+            "SLUICE_METRICS_PORT": "0",
+        },
+        logs / "search.log",
+    )
     wait_serving(address, process, f"sluice-search (log {logs / 'search.log'})")
     return process, address
 
@@ -167,9 +172,10 @@ def upload(stub, collection: str, path: Path) -> None:
     def messages():
         yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection=collection, filename=path.name))
         for start in range(0, len(content), 256 * 1024):
-            yield ds.UploadDocumentRequest(data=content[start:start + 256 * 1024])
-        yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
-            size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
+            yield ds.UploadDocumentRequest(data=content[start : start + 256 * 1024])
+        yield ds.UploadDocumentRequest(
+            trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+        )
 
     stub.UploadDocument(messages(), timeout=120)
 
@@ -180,27 +186,36 @@ def ingest(url: str, keys: dict[str, str], collection: str, documents: list[Path
 
     from bench.worker_bench import IngestInThread
 
-    ingest_api = IngestInThread(IngestSettings(database_url=url, bind="127.0.0.1:0", log_level="WARNING",
-                                               rate_limit_per_second=0.0))
+    ingest_api = IngestInThread(
+        IngestSettings(database_url=url, bind="127.0.0.1:0", log_level="WARNING", rate_limit_per_second=0.0)
+    )
     channel = keyed_channel(ingest_api.address, keys["client"])
     stub = document_service_pb2_grpc.DocumentServiceStub(channel)
     workers: list[subprocess.Popen] = []
     try:
         state = collection_state(url, collection)
         if state is None:
-            stub.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
-                name=collection,
-                embedder=collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS,
-                                                       model=args.model, dimensions=args.dimensions),
-                description=f"eval set, bench/retrieval_bench.py, model {args.model}",
-            )))
+            stub.CreateCollection(
+                ds.CreateCollectionRequest(
+                    collection=collection_pb2.Collection(
+                        name=collection,
+                        embedder=collection_pb2.EmbedderConfig(
+                            provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS,
+                            model=args.model,
+                            dimensions=args.dimensions,
+                        ),
+                        description=f"eval set, bench/retrieval_bench.py, model {args.model}",
+                    )
+                )
+            )
             state = {}
         missing = [p for p in documents if p.name not in state]
         if "FAILED" in state.values():  # an earlier run's failures get another chance
             from sluice.v1 import document_pb2
 
-            failed = stub.ListDocuments(ds.ListDocumentsRequest(
-                collection=collection, status=document_pb2.DOCUMENT_STATUS_FAILED, page_size=1000)).documents
+            failed = stub.ListDocuments(
+                ds.ListDocumentsRequest(collection=collection, status=document_pb2.DOCUMENT_STATUS_FAILED, page_size=1000)
+            ).documents
             for document in failed:
                 stub.RetryDocument(ds.RetryDocumentRequest(id=document.id))
         started = time.monotonic()
@@ -209,11 +224,18 @@ def ingest(url: str, keys: dict[str, str], collection: str, documents: list[Path
             if n % 100 == 0:
                 print(f"  uploaded {n}/{len(missing)}", flush=True)
         workers = [
-            start_subprocess("sluice_worker.main", {
-                "SLUICE_INGEST_ADDRESS": ingest_api.address, "SLUICE_API_KEY": keys["worker"],
-                "SLUICE_WORKER_ID": f"retrieval-bench-{i}", "SLUICE_CLAIM_WAIT_SECONDS": "2",
-                "SLUICE_LOG_LEVEL": "WARNING", "SLUICE_METRICS_PORT": "0",
-            }, logs / f"worker-{i}.log")
+            start_subprocess(
+                "sluice_worker.main",
+                {
+                    "SLUICE_INGEST_ADDRESS": ingest_api.address,
+                    "SLUICE_API_KEY": keys["worker"],
+                    "SLUICE_WORKER_ID": f"retrieval-bench-{i}",
+                    "SLUICE_CLAIM_WAIT_SECONDS": "2",
+                    "SLUICE_LOG_LEVEL": "WARNING",
+                    "SLUICE_METRICS_PORT": "0",
+                },
+                logs / f"worker-{i}.log",
+            )
             for i in range(args.workers)
         ]
         wait_ready(url, collection, len(documents), workers, started)
@@ -230,7 +252,8 @@ def wait_ready(url: str, collection: str, expected: int, workers: list[subproces
             ready, failed, chunks = conn.execute(
                 "SELECT count(*) FILTER (WHERE d.status = 'READY'), count(*) FILTER (WHERE d.status = 'FAILED'),"
                 " coalesce(sum(d.chunk_count) FILTER (WHERE d.status = 'READY'), 0)"
-                " FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = %s", (collection,),
+                " FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = %s",
+                (collection,),
             ).fetchone()
             now = time.monotonic()
             if ready + failed >= expected:
@@ -253,8 +276,9 @@ def run_modes(address: str, key: str, collection: str, queries: list[Query], mod
     results = {}
     try:
         for mode in modes:  # warm-up, not counted: the first query of a collection loads the model
-            stub.Search(pb.SearchRequest(collection=collection, query=queries[0].query, top_k=TOP_K, mode=MODES[mode]),
-                        timeout=300)
+            stub.Search(
+                pb.SearchRequest(collection=collection, query=queries[0].query, top_k=TOP_K, mode=MODES[mode]), timeout=300
+            )
         for mode in modes:
             value = MODES[mode]
             ranked, latencies, errors = {}, {}, {}
@@ -332,7 +356,8 @@ def stored_chunks(url: str, collection: str) -> tuple[list[str], list[str], np.n
             "SELECT d.filename, ch.text, ch.embedding FROM chunks ch JOIN documents d ON d.id = ch.document_id"
             " JOIN collections c ON c.id = ch.collection_id"
             " JOIN collection_generations g ON g.id = ch.generation_id AND g.state = 'ACTIVE'"
-            " WHERE c.name = %s AND d.status = 'READY' ORDER BY d.filename, ch.chunk_index", (collection,),
+            " WHERE c.name = %s AND d.status = 'READY' ORDER BY d.filename, ch.chunk_index",
+            (collection,),
         ).fetchall()
     return [r[0] for r in rows], [r[1] for r in rows], np.asarray([r[2].to_numpy() for r in rows], dtype=np.float32)
 
@@ -352,8 +377,11 @@ def exact_reference(url: str, collection: str, queries: list[Query], args, cache
     from sluice_common.embedders import get_embedder
 
     filenames, texts, stored = stored_chunks(url, collection)
-    key = hashlib.sha256("\x00".join([*filenames, *texts, args.model, str(args.exact_reembed),
-                                       *(f"{q.id}\x01{q.query}" for q in queries)]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        "\x00".join(
+            [*filenames, *texts, args.model, str(args.exact_reembed), *(f"{q.id}\x01{q.query}" for q in queries)]
+        ).encode()
+    ).hexdigest()[:16]
     result_cache = cache_dir / f"exact-result-{slug(args.model)}-{key}.json" if cache_dir else None
     if result_cache is not None and result_cache.is_file():
         cached = json.loads(result_cache.read_text())
@@ -393,8 +421,13 @@ def exact_reference(url: str, collection: str, queries: list[Query], args, cache
             ranked[query.id] = [Hit(filename=filenames[i]) for i in order]
     finally:
         loop.close()
-    result = {"ranked": ranked, "latencies": latencies, "chunks": len(texts), "stored_vs_exact_cosine": agreement,
-              "checked_chunks": len(sample)}
+    result = {
+        "ranked": ranked,
+        "latencies": latencies,
+        "chunks": len(texts),
+        "stored_vs_exact_cosine": agreement,
+        "checked_chunks": len(sample),
+    }
     if result_cache is not None:
         result_cache.write_text(json.dumps({**result, "ranked": {q: [h.filename for h in hits] for q, hits in ranked.items()}}))
     return result
@@ -423,11 +456,16 @@ def run_set(admin: str, evalset: EvalSet, args, logs: Path, cache_dir: Path | No
     state = collection_state(url, collection) or {}
     ready = {name for name, status in state.items() if status == "READY"}
     if ready >= {p.name for p in documents}:
-        print(f"[{evalset.name}] collection {collection} already READY in {database} ({len(documents)} documents): reusing it",
-              flush=True)
+        print(
+            f"[{evalset.name}] collection {collection} already READY in {database} ({len(documents)} documents): reusing it",
+            flush=True,
+        )
     else:
-        print(f"[{evalset.name}] ingesting {len(documents) - len(ready)} of {len(documents)} documents into {collection}"
-              f" (model {args.model}, {args.workers} worker(s)) …", flush=True)
+        print(
+            f"[{evalset.name}] ingesting {len(documents) - len(ready)} of {len(documents)} documents into {collection}"
+            f" (model {args.model}, {args.workers} worker(s)) …",
+            flush=True,
+        )
         ingest(url, keys, collection, documents, args, logs)
 
     search, address = start_search(reader_url, logs)
@@ -447,11 +485,17 @@ def run_set(admin: str, evalset: EvalSet, args, logs: Path, cache_dir: Path | No
     with psycopg.connect(url, autocommit=True) as conn:
         chunks, failed = conn.execute(
             "SELECT coalesce(sum(d.chunk_count) FILTER (WHERE d.status = 'READY'), 0), count(*) FILTER (WHERE d.status = 'FAILED')"
-            " FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = %s", (collection,),
+            " FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = %s",
+            (collection,),
         ).fetchone()
     return {
-        "set": evalset.name, "collection": collection, "model": args.model, "documents": len(documents),
-        "chunks": int(chunks), "failed_documents": int(failed), "queries": len(evalset.queries),
+        "set": evalset.name,
+        "collection": collection,
+        "model": args.model,
+        "documents": len(documents),
+        "chunks": int(chunks),
+        "failed_documents": int(failed),
+        "queries": len(evalset.queries),
         "rows": summaries,
         "ratios": ratios(summaries),
         "stored_vs_exact_cosine": runs["exact-ST"]["stored_vs_exact_cosine"],
@@ -459,9 +503,14 @@ def run_set(admin: str, evalset: EvalSet, args, logs: Path, cache_dir: Path | No
         "first_relevant_rank": {name: first_ranks(evalset.queries, run["ranked"]) for name, run in runs.items()},
         "errors": {name: run["errors"] for name, run in runs.items() if run.get("errors")},
         "questions": {name: evaluate(questions, run["ranked"], run["latencies"]).as_dict() for name, run in asked.items()},
-        "question_misses": {name: {q.id: [h.filename for h in run["ranked"].get(q.id, [])[:3]] for q in questions
-                                   if not set(q.relevant) & {h.filename for h in run["ranked"].get(q.id, [])[:3]}}
-                            for name, run in asked.items()},
+        "question_misses": {
+            name: {
+                q.id: [h.filename for h in run["ranked"].get(q.id, [])[:3]]
+                for q in questions
+                if not set(q.relevant) & {h.filename for h in run["ranked"].get(q.id, [])[:3]}
+            }
+            for name, run in asked.items()
+        },
     }
 
 
@@ -489,9 +538,11 @@ def ratios(rows: dict) -> dict[str, float]:
 
 def print_table(result: dict) -> None:
     print()
-    print(f"set {result['set']}: {result['documents']} documents, {result['chunks']} chunks, {result['queries']} queries,"
-          f" model {result['model']}, top_k {TOP_K}"
-          + (f", {result['failed_documents']} FAILED documents" if result["failed_documents"] else ""))
+    print(
+        f"set {result['set']}: {result['documents']} documents, {result['chunks']} chunks, {result['queries']} queries,"
+        f" model {result['model']}, top_k {TOP_K}"
+        + (f", {result['failed_documents']} FAILED documents" if result["failed_documents"] else "")
+    )
     header = f"{'':<17}" + "".join(f"{title:>9}" for title, _ in COLUMNS) + f"{'p50 ms':>9}"
     print(header)
     print("-" * len(header))
@@ -506,20 +557,25 @@ def print_table(result: dict) -> None:
     if result.get("questions"):
         rows = result["questions"]
         count = next(iter(rows.values()))["queries"]
-        print(f"labelled questions ({QUESTIONS[result['set']].name}, {count} hand-written):  "
-              + "   ".join(f"{name} hit@3 {row['hit@3']:.3f} MRR@10 {row['mrr@10']:.3f}" for name, row in rows.items()))
+        print(
+            f"labelled questions ({QUESTIONS[result['set']].name}, {count} hand-written):  "
+            + "   ".join(f"{name} hit@3 {row['hit@3']:.3f} MRR@10 {row['mrr@10']:.3f}" for name, row in rows.items())
+        )
         for name, misses in result["question_misses"].items():
             for qid, top in misses.items():
                 print(f"  {name} misses {qid} in its top 3: {', '.join(top)}")
-    print("(bm25s and exact-ST latencies are in-process, without gRPC; the model's vectors vs those stored:"
-          f" mean cosine {result['stored_vs_exact_cosine']:.4f} over {result['checked_chunks']} chunks)")
+    print(
+        "(bm25s and exact-ST latencies are in-process, without gRPC; the model's vectors vs those stored:"
+        f" mean cosine {result['stored_vs_exact_cosine']:.4f} over {result['checked_chunks']} chunks)"
+    )
 
 
 def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                               text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
         return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -534,10 +590,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=0, help="only the first N queries of each set, and their documents")
     parser.add_argument("--workers", type=int, default=1, help="worker processes for ingestion (default 1, as make run)")
     parser.add_argument("--json", dest="json_out", type=Path, metavar="OUT", help="write the figures to this file")
-    parser.add_argument("--modes", default="vector,keyword,hybrid", metavar="M1,M2",
-                        help="Sluice's search modes to measure (default vector,keyword,hybrid)")
-    parser.add_argument("--exact-reembed", action="store_true",
-                        help="exact reference: embed every stored chunk again instead of checking a sample")
+    parser.add_argument(
+        "--modes",
+        default="vector,keyword,hybrid",
+        metavar="M1,M2",
+        help="Sluice's search modes to measure (default vector,keyword,hybrid)",
+    )
+    parser.add_argument(
+        "--exact-reembed",
+        action="store_true",
+        help="exact reference: embed every stored chunk again instead of checking a sample",
+    )
     parser.add_argument("--rebuild-sets", action="store_true", help="rebuild the eval sets from their sources first")
     args = parser.parse_args(argv)
     args.modes = [m.strip().upper() for m in args.modes.split(",") if m.strip()]
@@ -579,11 +642,21 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(base, ignore_errors=True)
     if args.json_out:
         settings = {k: v for k, v in os.environ.items() if k.startswith("SLUICE_SEARCH_")}
-        args.json_out.write_text(json.dumps({
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "commit": git_commit(),
-            "model": args.model, "limit": args.limit, "search_settings": settings,
-            "sets": {r["set"]: r for r in results},
-        }, indent=1, ensure_ascii=False) + "\n")
+        args.json_out.write_text(
+            json.dumps(
+                {
+                    "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                    "commit": git_commit(),
+                    "model": args.model,
+                    "limit": args.limit,
+                    "search_settings": settings,
+                    "sets": {r["set"]: r for r in results},
+                },
+                indent=1,
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
         print(f"\nfigures written to {args.json_out}")
 
 

@@ -6,6 +6,7 @@ counted in psycopg's Python layer (noise-free, unlike cycles/s on a shared machi
 A round trip is a statement or BEGIN/COMMIT sent outside pipeline mode, a pipeline sync or
 flush, or a COPY (two: its start and its end).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,19 +91,25 @@ async def run(url: str, jobs: int) -> None:
         job = await measure("ClaimJob", store.claim_job("w"))
         for stage in (DocumentStatus.PARSING, DocumentStatus.CHUNKING, DocumentStatus.EMBEDDING, DocumentStatus.INDEXING):
             await measure("ReportStage", store.report_stage(job.job_id, job.lease_token, stage, 0, 0, ""))
-        await measure("CompleteJob", store.complete_job(
-            job.job_id, job.lease_token, [ChunkRow(0, "no-op", 0, "", "", "", vector, "no op")]))
+        await measure(
+            "CompleteJob", store.complete_job(job.job_id, job.lease_token, [ChunkRow(0, "no-op", 0, "", "", "", vector, "no op")])
+        )
     total = dict.fromkeys(COUNTS, 0.0)
     for name, counted in calls.items():
         mean = {k: sum(c[k] for c in counted) / len(counted) for k in COUNTS}
         per_cycle = len(counted) / jobs
         for k in COUNTS:
             total[k] += mean[k] * per_cycle
-        print(f"{name:>12} ×{per_cycle:.0f}: round trips {mean['round_trips']:.1f}, statements {mean['statements']:.1f},"  # noqa: RUF001 - a times sign
-              f" BEGIN/COMMIT/SET {mean['commands']:.1f}")
-    print(f"{'per cycle':>15}: round trips {total['round_trips']:.1f}, statements {total['statements']:.1f},"
-          f" BEGIN/COMMIT/SET {total['commands']:.1f}")
+        print(
+            f"{name:>12} ×{per_cycle:.0f}: round trips {mean['round_trips']:.1f}, statements {mean['statements']:.1f},"  # noqa: RUF001 - a times sign
+            f" BEGIN/COMMIT/SET {mean['commands']:.1f}"
+        )
+    print(
+        f"{'per cycle':>15}: round trips {total['round_trips']:.1f}, statements {total['statements']:.1f},"
+        f" BEGIN/COMMIT/SET {total['commands']:.1f}"
+    )
     await app.close()
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

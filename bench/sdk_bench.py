@@ -68,8 +68,11 @@ def main(argv: list[str] | None = None) -> None:
         vectors_list = [q.tolist() for q in queries]
 
         def raw_search(vector: list[float]) -> int:
-            response = raw.Search(pb.SearchRequest(collection="bench", query_vector=vector, top_k=10,
-                                                   mode=pb.SEARCH_MODE_VECTOR), metadata=auth, timeout=30)
+            response = raw.Search(
+                pb.SearchRequest(collection="bench", query_vector=vector, top_k=10, mode=pb.SEARCH_MODE_VECTOR),
+                metadata=auth,
+                timeout=30,
+            )
             return sum(len(hit.text) for hit in response.hits)
 
         def sdk_search(vector: list[float]) -> int:
@@ -98,8 +101,10 @@ def main(argv: list[str] | None = None) -> None:
     raw_p50, raw_p95 = percentiles(timings["raw"])
     sdk_p50, sdk_p95 = percentiles(timings["sdk"])
     print()
-    print(f"{args.chunks:,} chunks × {args.dimensions}, {args.queries} VECTOR queries (top_k=10), one at a time, "  # noqa: RUF001 - a times sign
-          "alternating; every hit's text read")
+    print(
+        f"{args.chunks:,} chunks × {args.dimensions}, {args.queries} VECTOR queries (top_k=10), one at a time, "  # noqa: RUF001 - a times sign
+        "alternating; every hit's text read"
+    )
     header = f"{'client':<28} | {'p50':>8} | {'p95':>8} | {'p50 / raw stub':>14}"
     print(header)
     print("-" * len(header))

@@ -81,13 +81,16 @@ def document_metadata(documents: int, ready: np.ndarray, selectivity: float, rng
     """{"group": "rare" | "common", "n": …} per document: `selectivity` of the READY ones are rare;
     n is a permutation, so "n < selectivity x documents" selects that fraction of all documents."""
     ready_documents = np.flatnonzero(ready)
-    rare = set(rng.choice(ready_documents, max(1, round(selectivity * documents)), replace=False).tolist()) if selectivity else set()
+    rare = (
+        set(rng.choice(ready_documents, max(1, round(selectivity * documents)), replace=False).tolist()) if selectivity else set()
+    )
     order = rng.permutation(documents)
     return [{"group": "rare" if d in rare else "common", "n": int(order[d])} for d in range(documents)]
 
 
-def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generator,
-         selectivity: float = 0.0) -> tuple[int, int, np.ndarray, list[dict]]:
+def load(
+    url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generator, selectivity: float = 0.0
+) -> tuple[int, int, np.ndarray, list[dict]]:
     """One collection, documents of 100 chunks; returns (collection id, generation id, READY row
     numbers, each document's metadata)."""
     n, dimensions = vectors.shape
@@ -114,8 +117,21 @@ def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generat
                 status = "READY" if ready[d] else ("PENDING", "EMBEDDING", "FAILED")[d % 3]
                 error = "bench" if status == "FAILED" else None
                 chunk_count = min(DOC_CHUNKS, n - d * DOC_CHUNKS) if status == "READY" else 0
-                copy.write_row((doc, TENANT_ID, cid, f"doc-{d}.txt", "text/plain", status, f"{d:064x}", 1, error,
-                                json.dumps(metadata[d]), chunk_count))
+                copy.write_row(
+                    (
+                        doc,
+                        TENANT_ID,
+                        cid,
+                        f"doc-{d}.txt",
+                        "text/plain",
+                        status,
+                        f"{d:064x}",
+                        1,
+                        error,
+                        json.dumps(metadata[d]),
+                        chunk_count,
+                    )
+                )
         started = time.perf_counter()
         with conn.cursor().copy(
             "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, embedding) FROM STDIN"
@@ -232,24 +248,32 @@ def run(args: argparse.Namespace) -> None:
         for ef in args.ef_search:
             results.append(measure(url, reader_url, key, cid, gid, queries, truth, ef, args))
         print()
-        print(f"{args.chunks:,} chunks × {args.dimensions} ({args.data}), {args.not_ready:.0%} of documents not READY,"  # noqa: RUF001 - a times sign
-              f" {args.queries} queries, top_k=10, one at a time")
+        print(
+            f"{args.chunks:,} chunks × {args.dimensions} ({args.data}), {args.not_ready:.0%} of documents not READY,"  # noqa: RUF001 - a times sign
+            f" {args.queries} queries, top_k=10, one at a time"
+        )
         header = f"{'ef_search':>9} | {'gRPC p50':>9} {'gRPC p95':>9} | {'SQL p50':>8} {'SQL p95':>8} | {'gRPC/SQL p50':>12} | {'recall@10':>9} | {'full top_k':>10}"
         print(header)
         print("-" * len(header))
         for r in results:
-            print(f"{r['ef']:>9} | {r['grpc'][0]:>7.2f}ms {r['grpc'][1]:>7.2f}ms | {r['sql'][0]:>6.2f}ms {r['sql'][1]:>6.2f}ms |"
-                  f" {r['grpc'][0] / r['sql'][0]:>11.2f}x | {r['recall']:>9.3f} | {r['full']:>9.1%}")
+            print(
+                f"{r['ef']:>9} | {r['grpc'][0]:>7.2f}ms {r['grpc'][1]:>7.2f}ms | {r['sql'][0]:>6.2f}ms {r['sql'][1]:>6.2f}ms |"
+                f" {r['grpc'][0] / r['sql'][0]:>11.2f}x | {r['recall']:>9.3f} | {r['full']:>9.1%}"
+            )
         print("targets: gRPC p50 ≤ 1.5× SQL p50, recall@10 ≥ 0.95, gRPC p50 ≤ 5 ms")  # noqa: RUF001 - a times sign
         print()
         print("access control: the same queries, alternating between the two servers; SQL bare vs under row-level security")
-        header = (f"{'ef_search':>9} | {'gRPC p50 auth':>13} {'no auth':>8} {'auth cost':>9} |"
-                  f" {'SQL p50 tenant':>14} {'bare':>7} {'scoping cost':>12}")
+        header = (
+            f"{'ef_search':>9} | {'gRPC p50 auth':>13} {'no auth':>8} {'auth cost':>9} |"
+            f" {'SQL p50 tenant':>14} {'bare':>7} {'scoping cost':>12}"
+        )
         print(header)
         print("-" * len(header))
         for r in results:
-            print(f"{r['ef']:>9} | {r['grpc'][0]:>11.2f}ms {r['noauth'][0]:>6.2f}ms {r['grpc'][0] / r['noauth'][0]:>8.3f}x |"
-                  f" {r['sql_tenant'][0]:>12.2f}ms {r['sql'][0]:>5.2f}ms {r['sql_tenant'][0] / r['sql'][0]:>11.3f}x")
+            print(
+                f"{r['ef']:>9} | {r['grpc'][0]:>11.2f}ms {r['noauth'][0]:>6.2f}ms {r['grpc'][0] / r['noauth'][0]:>8.3f}x |"
+                f" {r['sql_tenant'][0]:>12.2f}ms {r['sql'][0]:>5.2f}ms {r['sql_tenant'][0] / r['sql'][0]:>11.3f}x"
+            )
         print("target: auth cost ≤ 1.05× (gRPC p50 with authentication / without)")  # noqa: RUF001 - a times sign
         if args.filter_selectivity:
             print()
@@ -277,8 +301,9 @@ def measure(url, reader_url, key, cid, gid, queries, truth, ef, args) -> dict:
         plain_channel = grpc.insecure_channel(plain_address)
         stub = search_service_pb2_grpc.SearchServiceStub(channel)
         plain_stub = search_service_pb2_grpc.SearchServiceStub(plain_channel)
-        requests = [pb.SearchRequest(collection="bench", query_vector=q.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR)
-                    for q in queries]
+        requests = [
+            pb.SearchRequest(collection="bench", query_vector=q.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR) for q in queries
+        ]
         for request in requests[: args.warmup]:
             stub.Search(request, metadata=auth)
             plain_stub.Search(request)
@@ -325,9 +350,15 @@ def measure(url, reader_url, key, cid, gid, queries, truth, ef, args) -> dict:
             conn.execute(query, params).fetchall()
             if n >= args.warmup:
                 tenant_seconds.append(time.perf_counter() - started)
-    result = {"ef": ef, "grpc": percentiles(grpc_seconds), "noauth": percentiles(plain_seconds),
-              "sql": percentiles(sql_seconds), "sql_tenant": percentiles(tenant_seconds),
-              "recall": float(np.mean(recalls)), "full": full / len(queries)}
+    result = {
+        "ef": ef,
+        "grpc": percentiles(grpc_seconds),
+        "noauth": percentiles(plain_seconds),
+        "sql": percentiles(sql_seconds),
+        "sql_tenant": percentiles(tenant_seconds),
+        "recall": float(np.mean(recalls)),
+        "full": full / len(queries),
+    }
     print(f"ef_search={ef}: {result}", flush=True)
     return result
 
@@ -337,11 +368,18 @@ def filter_cases(metadata: list[dict], selectivity: float):
     from sluice.v1 import document_pb2
 
     bound = selectivity * len(metadata)
-    eq = pb.MetadataFilter(condition=pb.MetadataCondition(
-        key="group", op=pb.FILTER_OPERATOR_EQ, value=document_pb2.MetadataValue(string_value="rare")))
-    lt = pb.MetadataFilter(condition=pb.MetadataCondition(
-        key="n", op=pb.FILTER_OPERATOR_LT, value=document_pb2.MetadataValue(number_value=bound)))
-    return [("group EQ rare (GIN)", eq, lambda m: m["group"] == "rare"), (f"n LT {bound:g} (no index)", lt, lambda m: m["n"] < bound)]
+    eq = pb.MetadataFilter(
+        condition=pb.MetadataCondition(
+            key="group", op=pb.FILTER_OPERATOR_EQ, value=document_pb2.MetadataValue(string_value="rare")
+        )
+    )
+    lt = pb.MetadataFilter(
+        condition=pb.MetadataCondition(key="n", op=pb.FILTER_OPERATOR_LT, value=document_pb2.MetadataValue(number_value=bound))
+    )
+    return [
+        ("group EQ rare (GIN)", eq, lambda m: m["group"] == "rare"),
+        (f"n LT {bound:g} (no index)", lt, lambda m: m["n"] < bound),
+    ]
 
 
 def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows, metadata, args) -> dict:
@@ -366,10 +404,13 @@ def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows
     seconds: dict[str, list[float]] = {}
     recalls: dict[str, list[float]] = {}
     try:
-        stubs = {"shipped": search_service_pb2_grpc.SearchServiceStub(grpc.insecure_channel(shipped_address)),
-                 "graph": search_service_pb2_grpc.SearchServiceStub(grpc.insecure_channel(graph_address))}
+        stubs = {
+            "shipped": search_service_pb2_grpc.SearchServiceStub(grpc.insecure_channel(shipped_address)),
+            "graph": search_service_pb2_grpc.SearchServiceStub(grpc.insecure_channel(graph_address)),
+        }
         plans = [("unfiltered", "shipped", None, None)] + [
-            (f"{name} / {server}", server, where, name) for name, where, _ in cases for server in ("shipped", "graph")]
+            (f"{name} / {server}", server, where, name) for name, where, _ in cases for server in ("shipped", "graph")
+        ]
         for query in queries[: args.warmup]:
             for _, server, where, _ in plans:
                 stubs[server].Search(request(query, where), metadata=auth)
@@ -396,7 +437,9 @@ def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows
             for n, query in enumerate(list(queries[: args.warmup]) + list(queries)):
                 # As shipped: one statement, the filter's documents and the exact scan of their chunks.
                 started = time.perf_counter()
-                statement, params = selective_vector_query(collection, query, 10, document_filter, 2000, walk_cost=EXACT_FILTER_WALK_COST)
+                statement, params = selective_vector_query(
+                    collection, query, 10, document_filter, 2000, walk_cost=EXACT_FILTER_WALK_COST
+                )
                 conn.execute(statement, params).fetchall()
                 middle = time.perf_counter()
                 # The graph walk with the filter applied to each visited chunk.
@@ -411,8 +454,13 @@ def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows
             conn.execute(statement, params).fetchall()
             if n >= args.warmup:
                 sql_seconds.setdefault("unfiltered", []).append(time.perf_counter() - started)
-    return {"grpc": {k: percentiles(v) for k, v in seconds.items()}, "sql": {k: percentiles(v) for k, v in sql_seconds.items()},
-            "recall": {k: float(np.mean(v)) for k, v in recalls.items()}, "queries": len(queries), "ef": ef}
+    return {
+        "grpc": {k: percentiles(v) for k, v in seconds.items()},
+        "sql": {k: percentiles(v) for k, v in sql_seconds.items()},
+        "recall": {k: float(np.mean(v)) for k, v in recalls.items()},
+        "queries": len(queries),
+        "ef": ef,
+    }
 
 
 class RerankServer:
@@ -464,18 +512,27 @@ def measure_rerank(reader_url, key, queries, args) -> None:
     process, address = start_search(reader_url, args.ef_search[0], rerank_allowed_urls=reranker.url + "/")
     auth = (("authorization", f"Bearer {key}"),)
     stub = search_service_pb2_grpc.SearchServiceStub(grpc.insecure_channel(address))
-    config = collection_pb2.RerankerConfig(provider=collection_pb2.RERANKER_PROVIDER_TEI, base_url=reranker.url,
-                                           candidates=50, timeout_ms=args.rerank_budget_ms)
-    plans = [("no reranking", None, 0.0), (f"rerank 50, server {args.rerank_fast_ms} ms", config, args.rerank_fast_ms / 1000),
-             (f"rerank 50, server {args.rerank_slow_ms} ms", config, args.rerank_slow_ms / 1000)]
+    config = collection_pb2.RerankerConfig(
+        provider=collection_pb2.RERANKER_PROVIDER_TEI, base_url=reranker.url, candidates=50, timeout_ms=args.rerank_budget_ms
+    )
+    plans = [
+        ("no reranking", None, 0.0),
+        (f"rerank 50, server {args.rerank_fast_ms} ms", config, args.rerank_fast_ms / 1000),
+        (f"rerank 50, server {args.rerank_slow_ms} ms", config, args.rerank_slow_ms / 1000),
+    ]
     seconds: dict[str, list[float]] = {}
     statuses: dict[str, dict[str, int]] = {}
     try:
         for label, config_, delay in plans:
             reranker.delay = delay
             for n, query in enumerate(queries[: args.warmup + args.rerank_queries]):
-                request_ = pb.SearchRequest(collection="bench", query="bench query text", query_vector=query.tolist(), top_k=10,
-                                            mode=pb.SEARCH_MODE_VECTOR)
+                request_ = pb.SearchRequest(
+                    collection="bench",
+                    query="bench query text",
+                    query_vector=query.tolist(),
+                    top_k=10,
+                    mode=pb.SEARCH_MODE_VECTOR,
+                )
                 if config_ is not None:
                     request_.rerank.reranker.CopyFrom(config_)
                 started = time.perf_counter()
@@ -489,8 +546,10 @@ def measure_rerank(reader_url, key, queries, args) -> None:
         process.terminate()
         process.wait(30)
         reranker.close()
-    print(f"reranking: {args.rerank_queries} VECTOR queries, top_k=10, 50 candidates, time budget {args.rerank_budget_ms} ms,"
-          " a TEI-style server in this process answering after a set delay")
+    print(
+        f"reranking: {args.rerank_queries} VECTOR queries, top_k=10, 50 candidates, time budget {args.rerank_budget_ms} ms,"
+        " a TEI-style server in this process answering after a set delay"
+    )
     header = f"{'plan':<30} | {'gRPC p50':>9} {'gRPC p95':>9} | statuses"
     print(header)
     print("-" * len(header))
@@ -501,13 +560,16 @@ def measure_rerank(reader_url, key, queries, args) -> None:
 
 def request(query: np.ndarray, where) -> pb.SearchRequest:
     search_filter = pb.SearchFilter(where=where) if where is not None else None
-    return pb.SearchRequest(collection="bench", query_vector=query.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR,
-                            filter=search_filter)
+    return pb.SearchRequest(
+        collection="bench", query_vector=query.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR, filter=search_filter
+    )
 
 
 def report_filters(result: dict, args) -> None:
-    print(f"filters: {result['queries']} VECTOR queries, top_k=10, ef_search={result['ef']}, alternating;"
-          " shipped = exact over a selective filter's documents, graph = HNSW walk with the filter")
+    print(
+        f"filters: {result['queries']} VECTOR queries, top_k=10, ef_search={result['ef']}, alternating;"
+        " shipped = exact over a selective filter's documents, graph = HNSW walk with the filter"
+    )
     header = f"{'query':<34} | {'gRPC p50':>9} {'gRPC p95':>9} | {'SQL p50':>8} | {'recall@10':>9}"
     print(header)
     print("-" * len(header))
@@ -527,7 +589,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", choices=["latent", "isotropic"], default="latent")
     parser.add_argument("--ef-search", type=lambda s: [int(x) for x in s.split(",")], default=[40, 64, 100])
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--filter-selectivity", type=float, default=0.01, help="fraction of READY documents a filter selects (0: no filter runs)")
+    parser.add_argument(
+        "--filter-selectivity", type=float, default=0.01, help="fraction of READY documents a filter selects (0: no filter runs)"
+    )
     parser.add_argument("--filter-queries", type=int, default=300)
     parser.add_argument("--rerank-queries", type=int, default=300, help="0: no reranking runs")
     parser.add_argument("--rerank-budget-ms", type=int, default=200)

@@ -35,8 +35,9 @@ TOP = """
 
 async def cycles(url: str, clients: int, jobs: int) -> float:
     """Warm every client up (untimed, uncounted: the statistics are reset after), then run `jobs` cycles."""
-    app = IngestApp(IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING",
-                                   rate_limit_per_second=0))
+    app = IngestApp(
+        IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="WARNING", rate_limit_per_second=0)
+    )
     await app.start()
     try:
         seed(url, "bench", jobs + clients * WARMUP_CYCLES)
@@ -77,17 +78,22 @@ def main() -> None:
                 rows = conn.execute(TOP, ("profile", args.top)).fetchall()
                 (top_total,) = conn.execute(
                     "SELECT sum(total_exec_time) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
-                    " WHERE d.datname = 'profile' AND toplevel").fetchone()
+                    " WHERE d.datname = 'profile' AND toplevel"
+                ).fetchone()
         finally:
             server.stop()
     n = args.jobs
-    print(f"\n{args.clients} clients, {n} cycles, {rate:.1f} cycles/s; execution time inside PostgreSQL per cycle"
-          " (excludes parse, network, commit and WAL flush waits)")
+    print(
+        f"\n{args.clients} clients, {n} cycles, {rate:.1f} cycles/s; execution time inside PostgreSQL per cycle"
+        " (excludes parse, network, commit and WAL flush waits)"
+    )
     print(f"{'level':>6} | {'calls/cycle':>11} | {'ms/cycle':>8} | {'ms/call':>7} | statement")
     print("-" * 110)
     for toplevel, calls, total, _rows, query in rows:
         text = re.sub(r"\s+", " ", query).strip()
-        print(f"{'top' if toplevel else 'nested':>6} | {calls / n:>11.2f} | {total / n:>8.3f} | {total / calls:>7.3f} | {text[:70]}")
+        print(
+            f"{'top' if toplevel else 'nested':>6} | {calls / n:>11.2f} | {total / n:>8.3f} | {total / calls:>7.3f} | {text[:70]}"
+        )
     print(f"\ntop-level statements in all: {top_total / n:.3f} ms/cycle")
 
 

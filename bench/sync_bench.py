@@ -55,8 +55,9 @@ async def timed_run(runner: Runner, sources, name: str) -> tuple[float, src.Sour
 
 
 async def pair(url: str, keys: dict[str, str], root: Path, files: int, n: int) -> tuple[float, float, float]:
-    settings = IngestSettings(database_url=url, bind="127.0.0.1:0", log_level="WARNING", source_local_roots=str(root),
-                              rate_limit_per_second=0.0)
+    settings = IngestSettings(
+        database_url=url, bind="127.0.0.1:0", log_level="WARNING", source_local_roots=str(root), rate_limit_per_second=0.0
+    )
     app = IngestApp(settings)
     await app.start()
     await app.serve()
@@ -66,22 +67,37 @@ async def pair(url: str, keys: dict[str, str], root: Path, files: int, n: int) -
         docs = document_service_pb2_grpc.DocumentServiceStub(channel)
         sources = source_service_pb2_grpc.SourceServiceStub(channel)
         collection = f"bench{n}"
-        await docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
-            name=collection, embedder=collection_pb2.EmbedderConfig(
-                provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=8))))
+        await docs.CreateCollection(
+            ds.CreateCollectionRequest(
+                collection=collection_pb2.Collection(
+                    name=collection,
+                    embedder=collection_pb2.EmbedderConfig(
+                        provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=8
+                    ),
+                )
+            )
+        )
         folder = make_folder(root / f"run{n}", files)
-        source = await sources.CreateSource(src.CreateSourceRequest(source=src.Source(
-            collection=collection, local_folder=src.LocalFolderSource(path=str(folder)))))
-        runner = Runner(settings, RunStore(pool, settings.source_lease_seconds),
-                        DocumentUseCases(DocumentStore(pool), CollectionStore(pool), settings))
+        source = await sources.CreateSource(
+            src.CreateSourceRequest(
+                source=src.Source(collection=collection, local_folder=src.LocalFolderSource(path=str(folder)))
+            )
+        )
+        runner = Runner(
+            settings,
+            RunStore(pool, settings.source_lease_seconds),
+            DocumentUseCases(DocumentStore(pool), CollectionStore(pool), settings),
+        )
         first, r1 = await timed_run(runner, sources, source.name)
         second, r2 = await timed_run(runner, sources, source.name)
         (folder / "part000" / "doc00000.md").write_text("# Document 0\n\nEdited.\n")
         (folder / "part000" / "doc00001.md").unlink()
         third, r3 = await timed_run(runner, sources, source.name)
         for label, run in (("first", r1), ("second", r2), ("third", r3)):
-            print(f"  {label:<7} {run.listed:>6} listed {run.uploaded:>6} uploaded {run.unchanged:>6} unchanged"
-                  f" {run.deleted:>3} deleted  state {src.SourceRunState.Name(run.state)}")
+            print(
+                f"  {label:<7} {run.listed:>6} listed {run.uploaded:>6} uploaded {run.unchanged:>6} unchanged"
+                f" {run.deleted:>3} deleted  state {src.SourceRunState.Name(run.state)}"
+            )
         assert r2.uploaded == 0 and r3.uploaded == 1 and r3.deleted == 1
         await channel.close()
         return first, second, third
@@ -108,8 +124,10 @@ def main() -> None:
     print(f"  first sync (everything uploaded)       {first:8.2f} s  {args.files / first:7.0f} files/s")
     print(f"  second sync (unchanged)                {second:8.2f} s  {args.files / second:7.0f} files/s")
     print(f"  third sync (1 edited, 1 removed)       {third:8.2f} s")
-    print(f"  second / first: {statistics.median(ratios):.1%} (each pair: {', '.join(f'{r:.1%}' for r in ratios)};"
-          " target at most 5 %)")
+    print(
+        f"  second / first: {statistics.median(ratios):.1%} (each pair: {', '.join(f'{r:.1%}' for r in ratios)};"
+        " target at most 5 %)"
+    )
 
 
 if __name__ == "__main__":

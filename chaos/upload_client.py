@@ -28,8 +28,9 @@ def main() -> None:
             never.wait()  # the driver kills us here, with the stream open
 
     stub = document_service_pb2_grpc.DocumentServiceStub(channel(address))
-    stub.UploadDocument(upload_messages(document, f"chaos-interrupted-{uuid.uuid4()}", after_piece), timeout=120,
-                        metadata=call_metadata())
+    stub.UploadDocument(
+        upload_messages(document, f"chaos-interrupted-{uuid.uuid4()}", after_piece), timeout=120, metadata=call_metadata()
+    )
     print("COMPLETED", flush=True)  # must not happen: the driver kills us first
 
 

@@ -28,8 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("kind", choices=("grpc", "http"))
     parser.add_argument("target", help="HOST:PORT (grpc) or URL (http)")
     parser.add_argument("service", nargs="?", default="", help="grpc: the service name to ask about (default: the whole server)")
-    parser.add_argument("--ca-file", default=os.environ.get("SLUICE_TLS_CA_FILE", ""), help="CA of the server's certificate; TLS when set")
-    parser.add_argument("--cert", default=os.environ.get("SLUICE_TLS_CLIENT_CERT_FILE", ""), help="client certificate (mutual TLS)")
+    parser.add_argument(
+        "--ca-file", default=os.environ.get("SLUICE_TLS_CA_FILE", ""), help="CA of the server's certificate; TLS when set"
+    )
+    parser.add_argument(
+        "--cert", default=os.environ.get("SLUICE_TLS_CLIENT_CERT_FILE", ""), help="client certificate (mutual TLS)"
+    )
     parser.add_argument("--key", default=os.environ.get("SLUICE_TLS_CLIENT_KEY_FILE", ""), help="its private key")
     parser.add_argument("--server-name", default="", help="grpc: name the server's certificate must carry, if not HOST")
     return parser

@@ -15,13 +15,33 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (heading, source file, class name, who reads it)
 SOURCES = [
-    ("Every service", "libs/common/src/sluice_common/settings.py", "CommonSettings", "ingest-api, search, worker, webhooks, migrate"),
-    ("ingest-api", "services/ingest-api/src/sluice_ingest/settings.py", "IngestSettings", "ingest-api, migrate, webhooks (`sluice-webhooks`)"),
+    (
+        "Every service",
+        "libs/common/src/sluice_common/settings.py",
+        "CommonSettings",
+        "ingest-api, search, worker, webhooks, migrate",
+    ),
+    (
+        "ingest-api",
+        "services/ingest-api/src/sluice_ingest/settings.py",
+        "IngestSettings",
+        "ingest-api, migrate, webhooks (`sluice-webhooks`)",
+    ),
     ("search", "services/search/src/sluice_search/settings.py", "SearchSettings", "search"),
     ("worker", "services/worker/src/sluice_worker/settings.py", "WorkerSettings", "worker"),
     ("gateway", "services/gateway/src/sluice_gateway/settings.py", "GatewaySettings", "sluice-gateway (HTTP/JSON, docs/http.md)"),
-    ("Embedders", "libs/common/src/sluice_common/embedders/settings.py", "EmbedderSettings", "worker (chunks), search (queries), ingest-api (local models installed)"),
-    ("Rerankers", "libs/common/src/sluice_common/reranking.py", "RerankSettings", "search (calls rerankers), ingest-api (checks a collection's default)"),
+    (
+        "Embedders",
+        "libs/common/src/sluice_common/embedders/settings.py",
+        "EmbedderSettings",
+        "worker (chunks), search (queries), ingest-api (local models installed)",
+    ),
+    (
+        "Rerankers",
+        "libs/common/src/sluice_common/reranking.py",
+        "RerankSettings",
+        "search (calls rerankers), ingest-api (checks a collection's default)",
+    ),
 ]
 
 HEADER = """# Configuration
@@ -115,8 +135,11 @@ def fields(path: Path, class_name: str) -> list[tuple[str, str, str]]:
                 elif isinstance(stmt.value, ast.Call) and getattr(stmt.value.func, "id", "") == "Field":
                     # Field(default=0.5, ge=0.0, le=1.0): the default, and the bounds as a reader says them.
                     keywords = {k.arg: ast.get_source_segment(source, k.value) for k in stmt.value.keywords}
-                    bounds = [f"{word} {keywords[k]}" for k, word in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"))
-                              if k in keywords]
+                    bounds = [
+                        f"{word} {keywords[k]}"
+                        for k, word in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"))
+                        if k in keywords
+                    ]
                     default = keywords.get("default", "") + (f" ({', '.join(bounds)})" if bounds else "")
                 rows.append((name, default, comment))
             return rows

@@ -60,8 +60,11 @@ def generate(out: Path) -> None:
 
 
 def generated_files(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in (root / "sluice").rglob("*")
-            if p.is_file() and (p.suffix in {".py", ".pyi"} or p.name == "py.typed")}
+    return {
+        str(p.relative_to(root))
+        for p in (root / "sluice").rglob("*")
+        if p.is_file() and (p.suffix in {".py", ".pyi"} or p.name == "py.typed")
+    }
 
 
 def main() -> int:
@@ -76,9 +79,7 @@ def main() -> int:
         fresh = Path(tmp)
         generate(fresh)
         want, have = generated_files(fresh), generated_files(OUT)
-        stale = sorted(want ^ have) + sorted(
-            f for f in want & have if not filecmp.cmp(fresh / f, OUT / f, shallow=False)
-        )
+        stale = sorted(want ^ have) + sorted(f for f in want & have if not filecmp.cmp(fresh / f, OUT / f, shallow=False))
     if stale:
         print("generated protos are stale; run `make protos`:", *stale, sep="\n  ", file=sys.stderr)
         return 1

@@ -28,8 +28,9 @@ def _name(common: str) -> x509.Name:
 
 
 def _write(path: Path, key, cert) -> tuple[str, str]:
-    path.with_suffix(".key").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    path.with_suffix(".key").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     path.with_suffix(".pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return str(path.with_suffix(".pem")), str(path.with_suffix(".key"))
 
@@ -45,11 +46,17 @@ def make_ca(directory: Path, name: str):
     """A self-signed CA: (key, certificate, PEM file of the certificate)."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name)).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(name))
+        .issuer_name(_name(name))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_file, _ = _write(Path(directory) / name, key, cert)
     return key, cert, cert_file
 
@@ -58,9 +65,15 @@ def issue(directory: Path, name: str, ca_key, ca_cert, *, server: bool, names: S
     """A certificate signed by the CA, for a server (named `names`) or a client: (cert file, key file)."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
-    builder = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1)))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(name))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+    )
     if server:
         builder = builder.add_extension(x509.SubjectAlternativeName([_alt_name(n) for n in names]), critical=False)
         builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)

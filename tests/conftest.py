@@ -193,7 +193,9 @@ def webhooks_factory(database_url):
     running: list[RunningWebhooks] = []
 
     def start(**overrides) -> RunningWebhooks:
-        settings = IngestSettings(database_url=database_url, **{**INGEST_TEST_DEFAULTS, "webhooks_bind": "127.0.0.1:0", **overrides})
+        settings = IngestSettings(
+            database_url=database_url, **{**INGEST_TEST_DEFAULTS, "webhooks_bind": "127.0.0.1:0", **overrides}
+        )
         dispatcher = RunningWebhooks(settings)
         running.append(dispatcher)
         return dispatcher

@@ -72,14 +72,18 @@ class DevStack:
         return "\n".join(self.lines)
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted((self.home / "logs").glob("*.log")))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted((self.home / "logs").glob("*.log"))
+        )
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT
         while not self.ready.wait(0.2):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.kill()
-                pytest.fail(f"sluice-dev did not become ready:\n{self.output}\n{self.logs() if (self.home / 'logs').exists() else ''}")
+                pytest.fail(
+                    f"sluice-dev did not become ready:\n{self.output}\n{self.logs() if (self.home / 'logs').exists() else ''}"
+                )
         time.sleep(0.5)  # the banner's remaining lines
 
     def children(self) -> list[psutil.Process]:

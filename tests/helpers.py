@@ -57,8 +57,7 @@ def wait_for(condition: Callable[[], Any], timeout: float = 60.0, *, interval: f
         time.sleep(interval)
 
 
-async def wait_for_async(condition: Callable[[], Any], timeout: float = 60.0, *, interval: float = 0.05,
-                         what: str = "") -> Any:
+async def wait_for_async(condition: Callable[[], Any], timeout: float = 60.0, *, interval: float = 0.05, what: str = "") -> Any:
     """`wait_for` inside an event loop: `condition` may be a plain or a coroutine function."""
     deadline = time.monotonic() + timeout
     while True:

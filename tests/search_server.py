@@ -13,9 +13,15 @@ class RunningSearch:
     def __init__(self, database_url: str, **overrides) -> None:
         from sluice_search.settings import SearchSettings
 
-        values = dict(search_bind="127.0.0.1:0", search_database_url=auth_keys.search_url(database_url),
-                      search_collection_cache_seconds=0.5, search_pool_min_size=1, search_pool_max_size=4,
-                      log_json=False, log_level="WARNING")
+        values = dict(
+            search_bind="127.0.0.1:0",
+            search_database_url=auth_keys.search_url(database_url),
+            search_collection_cache_seconds=0.5,
+            search_pool_min_size=1,
+            search_pool_max_size=4,
+            log_json=False,
+            log_level="WARNING",
+        )
         self.settings = SearchSettings(**{**values, **overrides})
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="search", daemon=True)

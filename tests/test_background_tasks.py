@@ -112,8 +112,13 @@ def test_the_background_loops_use_the_guard():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    for path in ("services/ingest-api/src/sluice_ingest/main.py", "services/ingest-api/src/sluice_ingest/retention.py",
-                 "services/ingest-api/src/sluice_ingest/notify.py", "services/ingest-api/src/sluice_ingest/webhooks/dispatcher.py",
-                 "services/search/src/sluice_search/repository.py", "services/search/src/sluice_search/main.py"):
+    for path in (
+        "services/ingest-api/src/sluice_ingest/main.py",
+        "services/ingest-api/src/sluice_ingest/retention.py",
+        "services/ingest-api/src/sluice_ingest/notify.py",
+        "services/ingest-api/src/sluice_ingest/webhooks/dispatcher.py",
+        "services/search/src/sluice_search/repository.py",
+        "services/search/src/sluice_search/main.py",
+    ):
         text = (root / path).read_text()
         assert "end_if_cancelled(exc)" in text and "await pause(" in text, path

@@ -17,8 +17,23 @@ def test_a_token_round_trips_the_lsn_postgresql_prints():
     assert consistency.token_of(None) == consistency.token_of("") == ""
 
 
-@pytest.mark.parametrize("token", ["garbage", "lsn:", "lsn:0/", "lsn:/1", "lsn:G/1", "lsn:0/123456789", "0/16B3748",
-                                   "LSN:0/1", "lsn:0/1 ", " lsn:0/1", "lsn:0/1/2", "lsn:" + "1" * 80])
+@pytest.mark.parametrize(
+    "token",
+    [
+        "garbage",
+        "lsn:",
+        "lsn:0/",
+        "lsn:/1",
+        "lsn:G/1",
+        "lsn:0/123456789",
+        "0/16B3748",
+        "LSN:0/1",
+        "lsn:0/1 ",
+        " lsn:0/1",
+        "lsn:0/1/2",
+        "lsn:" + "1" * 80,
+    ],
+)
 def test_anything_else_is_invalid_argument(token):
     with pytest.raises(InvalidArgument) as raised:
         consistency.parse_token(token)

@@ -17,15 +17,34 @@ def test_generated_code_is_not_stale():
 def test_binding_names_exist():
     services = {
         document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"]: {
-            "CreateCollection", "GetCollection", "ListCollections", "DeleteCollection", "UploadDocument",
-            "GetDocument", "ListDocuments", "DeleteDocument", "RetryDocument", "ReprocessDocument", "WatchDocument",
+            "CreateCollection",
+            "GetCollection",
+            "ListCollections",
+            "DeleteCollection",
+            "UploadDocument",
+            "GetDocument",
+            "ListDocuments",
+            "DeleteDocument",
+            "RetryDocument",
+            "ReprocessDocument",
+            "WatchDocument",
         },
         job_service_pb2.DESCRIPTOR.services_by_name["JobService"]: {
-            "ClaimJob", "RenewLease", "ReportStage", "ReadDocumentContent", "CompleteJob", "FailJob",
+            "ClaimJob",
+            "RenewLease",
+            "ReportStage",
+            "ReadDocumentContent",
+            "CompleteJob",
+            "FailJob",
         },
         search_service_pb2.DESCRIPTOR.services_by_name["SearchService"]: {"Search"},
         source_service_pb2.DESCRIPTOR.services_by_name["SourceService"]: {
-            "CreateSource", "GetSource", "ListSources", "DeleteSource", "SyncSource", "ListSourceRuns",
+            "CreateSource",
+            "GetSource",
+            "ListSources",
+            "DeleteSource",
+            "SyncSource",
+            "ListSourceRuns",
         },
     }
     for service, methods in services.items():

@@ -68,10 +68,12 @@ def test_relevance_by_document_id_and_metadata_source():
 def test_search_hits_are_scored_as_they_come():
     from sluice.v1 import search_service_pb2 as pb
 
-    response = pb.SearchResponse(hits=[
-        pb.SearchHit(filename="a.txt", document_id="1"),
-        pb.SearchHit(filename="b.txt", document_id="2", metadata={"source": "want"}),
-    ])
+    response = pb.SearchResponse(
+        hits=[
+            pb.SearchHit(filename="a.txt", document_id="1"),
+            pb.SearchHit(filename="b.txt", document_id="2", metadata={"source": "want"}),
+        ]
+    )
     assert score(response.hits, ["want"]).mrr == pytest.approx(0.5)
 
 
@@ -104,27 +106,37 @@ def write(tmp_path, *lines: str):
 
 
 def test_load_queries(tmp_path):
-    path = write(tmp_path,
-                 json.dumps({"id": "ls.1", "query": "list directory contents", "relevant": ["ls.1.txt"], "lang": "en"}),
-                 "",
-                 json.dumps({"id": "zh-1", "query": "化学结构编辑器", "relevant": ["bkchem.txt", "bkchem.txt"], "lang": "zh",
-                             "source": "debian"}, ensure_ascii=False))
+    path = write(
+        tmp_path,
+        json.dumps({"id": "ls.1", "query": "list directory contents", "relevant": ["ls.1.txt"], "lang": "en"}),
+        "",
+        json.dumps(
+            {"id": "zh-1", "query": "化学结构编辑器", "relevant": ["bkchem.txt", "bkchem.txt"], "lang": "zh", "source": "debian"},
+            ensure_ascii=False,
+        ),
+    )
     queries = load_queries(path)
     assert [q.id for q in queries] == ["ls.1", "zh-1"]
     assert queries[1].query == "化学结构编辑器" and queries[1].relevant == ("bkchem.txt",) and queries[1].lang == "zh"
     assert queries[1].extra == {"source": "debian"}
 
 
-@pytest.mark.parametrize(("lines", "line", "message"), [
-    (['{"id": "a", "query": "x", "relevant": ["d"]}', '{"id": "b", "query": "y", "relevant": ["d"]'], 2, "not valid JSON"),
-    (['{"id": "a", "query": "x", "relevant": []}'], 1, '"relevant" must be a non-empty list'),
-    (['{"id": "a", "query": "x", "relevant": "d.txt"}'], 1, '"relevant" must be a non-empty list'),
-    (['{"id": "a", "query": "  ", "relevant": ["d"]}'], 1, '"query" must be a non-empty string'),
-    (['{"query": "x", "relevant": ["d"]}'], 1, '"id" must be a non-empty string'),
-    (['["a", "b"]'], 1, "expected a JSON object"),
-    (['{"id": "a", "query": "x", "relevant": ["d"]}', "", '{"id": "a", "query": "y", "relevant": ["e"]}'], 3,
-     "query id 'a' repeats line 1"),
-])
+@pytest.mark.parametrize(
+    ("lines", "line", "message"),
+    [
+        (['{"id": "a", "query": "x", "relevant": ["d"]}', '{"id": "b", "query": "y", "relevant": ["d"]'], 2, "not valid JSON"),
+        (['{"id": "a", "query": "x", "relevant": []}'], 1, '"relevant" must be a non-empty list'),
+        (['{"id": "a", "query": "x", "relevant": "d.txt"}'], 1, '"relevant" must be a non-empty list'),
+        (['{"id": "a", "query": "  ", "relevant": ["d"]}'], 1, '"query" must be a non-empty string'),
+        (['{"query": "x", "relevant": ["d"]}'], 1, '"id" must be a non-empty string'),
+        (['["a", "b"]'], 1, "expected a JSON object"),
+        (
+            ['{"id": "a", "query": "x", "relevant": ["d"]}', "", '{"id": "a", "query": "y", "relevant": ["e"]}'],
+            3,
+            "query id 'a' repeats line 1",
+        ),
+    ],
+)
 def test_bad_lines_name_their_line(tmp_path, lines, line, message):
     path = write(tmp_path, *lines)
     with pytest.raises(QuerySetError) as raised:

@@ -9,8 +9,15 @@ def test_pgvector_and_tables(database_url):
         version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
         assert version is not None
         tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
-        assert {"collections", "documents", "document_contents", "ingestion_jobs", "job_attempts",
-                "chunk_snapshots", "chunks"} <= tables
+        assert {
+            "collections",
+            "documents",
+            "document_contents",
+            "ingestion_jobs",
+            "job_attempts",
+            "chunk_snapshots",
+            "chunks",
+        } <= tables
 
 
 def test_failed_document_requires_message(database_url):
@@ -30,8 +37,10 @@ def test_failed_document_requires_message(database_url):
 
 def test_search_reader_role_can_read_but_not_write(database_url):
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'search_login') THEN"
-                     " CREATE ROLE search_login LOGIN IN ROLE sluice_search_reader; END IF; END $$")
+        conn.execute(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'search_login') THEN"
+            " CREATE ROLE search_login LOGIN IN ROLE sluice_search_reader; END IF; END $$"
+        )
         conn.execute("SET ROLE search_login")
         assert conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
         with pytest.raises(psycopg.errors.InsufficientPrivilege):

@@ -76,8 +76,11 @@ def test_slug_follows_github():
 
 
 def test_no_tracked_file_refers_to_a_document_outside_the_repository(files):
-    found = [f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
-             for name, text in files.items() for m in OUTSIDE.finditer(text)]
+    found = [
+        f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+        for name, text in files.items()
+        for m in OUTSIDE.finditer(text)
+    ]
     assert not found, "references to documents outside the repository (cite docs/ instead):\n" + "\n".join(found)
 
 

@@ -9,8 +9,11 @@ from sluice_common.names import document_id_of, document_name, parse_document_na
 from sluice_common.reasons import Reason
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [p for p in [*ROOT.glob("services/*/src/**/*.py"), *ROOT.glob("libs/common/src/**/*.py"),
-                       *ROOT.glob("cli/src/**/*.py")] if "migrations" not in p.parts]
+SOURCES = [
+    p
+    for p in [*ROOT.glob("services/*/src/**/*.py"), *ROOT.glob("libs/common/src/**/*.py"), *ROOT.glob("cli/src/**/*.py")]
+    if "migrations" not in p.parts
+]
 
 
 def test_no_error_reason_is_written_as_a_string_literal():

@@ -23,8 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PROTOS = HERE.parent.parent / "protos"
 OUT = HERE / "src" / "sluice_client" / "protos"
-SOURCES = ["collection", "document", "document_service", "search_service", "admin_service", "webhook_service",
-           "source_service"]
+SOURCES = ["collection", "document", "document_service", "search_service", "admin_service", "webhook_service", "source_service"]
 _IMPORT = re.compile(r"^from sluice\.v1 import ", re.MULTILINE)
 
 
@@ -44,9 +43,18 @@ def generate(out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp)
         well_known = Path(protoc.__file__).parent / "_proto"
-        args = ["grpc_tools.protoc", f"-I{PROTOS}", f"-I{well_known}", f"--python_out={raw}", f"--grpc_python_out={raw}",
-                plugin("protoc-gen-mypy"), f"--mypy_out=quiet:{raw}", plugin("protoc-gen-mypy_grpc"),
-                f"--mypy_grpc_out=quiet:{raw}", *(f"sluice/v1/{name}.proto" for name in SOURCES)]
+        args = [
+            "grpc_tools.protoc",
+            f"-I{PROTOS}",
+            f"-I{well_known}",
+            f"--python_out={raw}",
+            f"--grpc_python_out={raw}",
+            plugin("protoc-gen-mypy"),
+            f"--mypy_out=quiet:{raw}",
+            plugin("protoc-gen-mypy_grpc"),
+            f"--mypy_grpc_out=quiet:{raw}",
+            *(f"sluice/v1/{name}.proto" for name in SOURCES),
+        ]
         if protoc.main(args) != 0:
             raise SystemExit("protoc failed")
         out.mkdir(parents=True, exist_ok=True)
@@ -75,8 +83,7 @@ def main() -> int:
         want, have = generated_files(fresh), generated_files(OUT)
         stale = sorted(want ^ have) + sorted(f for f in want & have if not filecmp.cmp(fresh / f, OUT / f, shallow=False))
     if stale:
-        print("the SDK's generated code is stale; run `python clients/python/gen_stubs.py`:", *stale, sep="\n  ",
-              file=sys.stderr)
+        print("the SDK's generated code is stale; run `python clients/python/gen_stubs.py`:", *stale, sep="\n  ", file=sys.stderr)
         return 1
     print("the SDK's generated code is up to date")
     return 0

@@ -84,8 +84,7 @@ UNAUTHENTICATED = {
     "revoked key": ("revoked", "API_KEY_INVALID"),
 }
 PRINCIPALS = [*UNAUTHENTICATED, "client of default", "client of b", "reader", "worker", "admin"]
-ROLE_OF = {"client of default": "client", "client of b": "client", "reader": "reader", "worker": "worker",
-           "admin": "admin"}
+ROLE_OF = {"client of default": "client", "client of b": "client", "reader": "reader", "worker": "worker", "admin": "admin"}
 
 FILES = (document_service_pb2, job_service_pb2, search_service_pb2, admin_service_pb2, webhook_service_pb2, source_service_pb2)
 
@@ -193,8 +192,9 @@ def test_invalid_utf8_in_a_string_field_is_invalid_argument_not_internal(ingest_
     # GetCollectionRequest.name is field 1 (string): bytes that are not UTF-8.
     raw = b"\x0a\x03\xff\xfe\xfd"
     with keyed_channel(ingest_api.address, auth_keys.KEYS["client"]) as channel:
-        method = channel.unary_unary("/sluice.v1.DocumentService/GetCollection",
-                                     request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        method = channel.unary_unary(
+            "/sluice.v1.DocumentService/GetCollection", request_serializer=lambda b: b, response_deserializer=lambda b: b
+        )
         with pytest.raises(grpc.RpcError) as err:
             method(raw, timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -206,10 +206,12 @@ def test_invalid_utf8_in_a_string_field_is_invalid_argument_not_internal(ingest_
     clients.create_collection("x")
     clients.close()
     first = document_service_pb2.UploadDocumentRequest(
-        metadata=document_service_pb2.UploadDocumentMetadata(collection="x", filename="a.txt")).SerializeToString()
+        metadata=document_service_pb2.UploadDocumentMetadata(collection="x", filename="a.txt")
+    ).SerializeToString()
     with keyed_channel(ingest_api.address, auth_keys.KEYS["client"]) as channel:
-        method = channel.stream_unary("/sluice.v1.DocumentService/UploadDocument",
-                                      request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        method = channel.stream_unary(
+            "/sluice.v1.DocumentService/UploadDocument", request_serializer=lambda b: b, response_deserializer=lambda b: b
+        )
         with pytest.raises(grpc.RpcError) as err:
             method(iter([first, b"\x0a\x03\xff\xfe\xfd"]), timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -48,14 +48,21 @@ class Worker:
 
     def process(self, texts):
         job = self.jobs.ClaimJob(js.ClaimJobRequest(worker_id="w", wait_seconds=2)).job
-        for stage in (document_pb2.DOCUMENT_STATUS_PARSING, document_pb2.DOCUMENT_STATUS_CHUNKING,
-                      document_pb2.DOCUMENT_STATUS_EMBEDDING, document_pb2.DOCUMENT_STATUS_INDEXING):
+        for stage in (
+            document_pb2.DOCUMENT_STATUS_PARSING,
+            document_pb2.DOCUMENT_STATUS_CHUNKING,
+            document_pb2.DOCUMENT_STATUS_EMBEDDING,
+            document_pb2.DOCUMENT_STATUS_INDEXING,
+        ):
             self.jobs.ReportStage(js.ReportStageRequest(lease=job.lease, stage=stage))
 
         def messages():
             yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=job.lease, chunk_count=len(texts)))
-            yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=[
-                js.Chunk(index=i, text=t, page_number=1, embedding=vector_for(t)) for i, t in enumerate(texts)]))
+            yield js.CompleteJobRequest(
+                chunks=js.ChunkBatch(
+                    chunks=[js.Chunk(index=i, text=t, page_number=1, embedding=vector_for(t)) for i, t in enumerate(texts)]
+                )
+            )
 
         return self.jobs.CompleteJob(messages()).document
 
@@ -120,8 +127,12 @@ def test_a_forged_page_token_does_not_page_into_b(two_tenants):
     assert {d.id for d in page} == {a_doc.id}
     # A token naming B's collection as its filter is refused like any other token mismatch.
     forged = base64.urlsafe_b64encode(json.dumps({"f": "secret|", "t": far_future["t"], "i": far_future["i"]}).encode()).decode()
-    expect(grpc.StatusCode.NOT_FOUND, "COLLECTION_NOT_FOUND", a.docs.ListDocuments,
-           ds.ListDocumentsRequest(collection="secret", page_token=forged))
+    expect(
+        grpc.StatusCode.NOT_FOUND,
+        "COLLECTION_NOT_FOUND",
+        a.docs.ListDocuments,
+        ds.ListDocumentsRequest(collection="secret", page_token=forged),
+    )
 
 
 def test_dedup_and_request_id_do_not_reveal_bs_files(two_tenants):
@@ -161,8 +172,7 @@ def test_search_never_crosses_tenants(two_tenants, search_server_address, tenant
     _a, _b, _a_doc, b_doc = two_tenants
     search_a = search_service_pb2_grpc.SearchServiceStub(keyed_channel(search_server_address, auth_keys.KEYS["client"]))
     search_b = search_service_pb2_grpc.SearchServiceStub(keyed_channel(search_server_address, tenant_b.keys["reader"]))
-    request = ss.SearchRequest(collection="secret", query="confidential quarterly numbers", top_k=5,
-                               mode=ss.SEARCH_MODE_KEYWORD)
+    request = ss.SearchRequest(collection="secret", query="confidential quarterly numbers", top_k=5, mode=ss.SEARCH_MODE_KEYWORD)
     assert [h.document_id for h in search_b.Search(request).hits] == [b_doc.id]
     expect(grpc.StatusCode.NOT_FOUND, "COLLECTION_NOT_FOUND", search_a.Search, request)
     # The same collection name exists in both tenants: each sees its own (empty) one.
@@ -170,11 +180,13 @@ def test_search_never_crosses_tenants(two_tenants, search_server_address, tenant
     assert list(search_a.Search(shared).hits) == [] and list(search_b.Search(shared).hits) == []
     # An admin naming tenant b sees B's; naming a missing tenant gets NOT_FOUND.
     admin_b = search_service_pb2_grpc.SearchServiceStub(
-        keyed_channel(search_server_address, auth_keys.KEYS["admin"], extra_metadata=[("x-sluice-tenant", "b")]))
+        keyed_channel(search_server_address, auth_keys.KEYS["admin"], extra_metadata=[("x-sluice-tenant", "b")])
+    )
     assert [h.document_id for h in admin_b.Search(request).hits] == [b_doc.id]
     # A client may not name another tenant.
     client_as_b = search_service_pb2_grpc.SearchServiceStub(
-        keyed_channel(search_server_address, auth_keys.KEYS["client"], extra_metadata=[("x-sluice-tenant", "b")]))
+        keyed_channel(search_server_address, auth_keys.KEYS["client"], extra_metadata=[("x-sluice-tenant", "b")])
+    )
     expect(grpc.StatusCode.PERMISSION_DENIED, "TENANT_NOT_ALLOWED", client_as_b.Search, request)
 
 
@@ -194,9 +206,12 @@ def test_row_level_security_holds_searchs_role_even_without_a_tenant_condition(t
         assert documents == {a_doc.id}
         assert chunks == ["A's own notes about locks"]
         # Its own role cannot turn the policy off, write, or read content and jobs.
-        for statement in ("SET row_security = off; SELECT count(*) FROM chunks",
-                          "DELETE FROM chunks", "SELECT count(*) FROM document_contents",
-                          "SELECT count(*) FROM ingestion_jobs"):
+        for statement in (
+            "SET row_security = off; SELECT count(*) FROM chunks",
+            "DELETE FROM chunks",
+            "SELECT count(*) FROM document_contents",
+            "SELECT count(*) FROM ingestion_jobs",
+        ):
             with pytest.raises(psycopg.Error), conn.transaction():
                 conn.execute("SELECT set_config('sluice.tenant_id', %s, true)", (str(tenant_a),))
                 for part in statement.split("; "):
@@ -209,11 +224,22 @@ def test_index_poisoning_is_impossible_without_a_worker_key(two_tenants, ingest_
     a.upload("mine", b"a document waiting for a worker", filename="w.txt")
     for key in (auth_keys.KEYS["client"], auth_keys.KEYS["reader"], auth_keys.KEYS["admin"]):
         jobs = job_service_pb2_grpc.JobServiceStub(keyed_channel(ingest_api.address, key))
-        expect(grpc.StatusCode.PERMISSION_DENIED, "ROLE_NOT_ALLOWED", jobs.ClaimJob,
-               js.ClaimJobRequest(worker_id="evil", wait_seconds=0))
-        expect(grpc.StatusCode.PERMISSION_DENIED, "ROLE_NOT_ALLOWED", jobs.FailJob,
-               js.FailJobRequest(lease=js.LeaseRef(job_id=str(uuid.uuid4()), lease_token=str(uuid.uuid4())),
-                                 error_code="DOCUMENT_CORRUPT", error_message="Your file contains malware. Call …"))
+        expect(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "ROLE_NOT_ALLOWED",
+            jobs.ClaimJob,
+            js.ClaimJobRequest(worker_id="evil", wait_seconds=0),
+        )
+        expect(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "ROLE_NOT_ALLOWED",
+            jobs.FailJob,
+            js.FailJobRequest(
+                lease=js.LeaseRef(job_id=str(uuid.uuid4()), lease_token=str(uuid.uuid4())),
+                error_code="DOCUMENT_CORRUPT",
+                error_message="Your file contains malware. Call …",
+            ),
+        )
     pending = [d for d in a.docs.ListDocuments(ds.ListDocumentsRequest()).documents if d.filename == "w.txt"]
     assert pending[0].status == document_pb2.DOCUMENT_STATUS_PENDING and pending[0].attempts == 0
 
@@ -224,8 +250,12 @@ def test_a_worker_cannot_report_a_made_up_error_code(ingest_api):
     doc = c.upload("docs", b"some text")
     job = c.claim()
     c.stage(job, document_pb2.DOCUMENT_STATUS_PARSING)
-    expect(grpc.StatusCode.INVALID_ARGUMENT, "UNKNOWN_ERROR_CODE", c.jobs.FailJob,
-           js.FailJobRequest(lease=job.lease, retryable=False, error_code="CALL_THIS_NUMBER", error_message="pay"))
+    expect(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "UNKNOWN_ERROR_CODE",
+        c.jobs.FailJob,
+        js.FailJobRequest(lease=job.lease, retryable=False, error_code="CALL_THIS_NUMBER", error_message="pay"),
+    )
     long = c.fail(job, retryable=False, code="DOCUMENT_CORRUPT", message="x" * 100_000).document
     assert long.status == document_pb2.DOCUMENT_STATUS_FAILED and len(long.error_message) <= 2000
     assert c.get(doc.id).error_code == "DOCUMENT_CORRUPT"
@@ -239,7 +269,10 @@ def test_every_code_the_worker_reports_is_registered():
     from sluice_common.worker_errors import REGISTERED
 
     root = Path(__file__).resolve().parents[2]
-    sources = [*root.glob("services/worker/src/sluice_worker/**/*.py"), *root.glob("libs/common/src/sluice_common/embedders/*.py")]
+    sources = [
+        *root.glob("services/worker/src/sluice_worker/**/*.py"),
+        *root.glob("libs/common/src/sluice_common/embedders/*.py"),
+    ]
     codes = set()
     for path in sources:
         text = path.read_text()

@@ -45,8 +45,7 @@ def test_the_keys_table_holds_no_usable_key(ingest_api, database_url):
     assert not any(parse_key(s)[1] in str(listed) for s in secrets)
 
 
-def test_a_revoked_key_is_refused_by_every_process_within_a_second(ingest_api_factory, database_url,
-                                                                   search_server_address):
+def test_a_revoked_key_is_refused_by_every_process_within_a_second(ingest_api_factory, database_url, search_server_address):
     first, second = ingest_api_factory(), ingest_api_factory()  # two ingest-api processes' worth
     key = create_key(first.address, "default", "client")
     ingest_stubs = [document_service_pb2_grpc.DocumentServiceStub(keyed_channel(s.address, key)) for s in (first, second)]
@@ -61,8 +60,10 @@ def test_a_revoked_key_is_refused_by_every_process_within_a_second(ingest_api_fa
         ingest_stubs[0].ListCollections(ds.ListCollectionsRequest(), timeout=5)
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     time.sleep(1.0)  # the promise: refused everywhere within one second
-    calls = [lambda: ingest_stubs[1].ListCollections(ds.ListCollectionsRequest(), timeout=5),
-             lambda: search.Search(query, timeout=5)]
+    calls = [
+        lambda: ingest_stubs[1].ListCollections(ds.ListCollectionsRequest(), timeout=5),
+        lambda: search.Search(query, timeout=5),
+    ]
     for call in calls:
         with pytest.raises(grpc.RpcError) as err:
             call()
@@ -119,7 +120,8 @@ def test_the_rate_limit_answers_resource_exhausted_with_retry_info_and_writes_no
     assert counts(database_url) == before
     # The limit is per key: another key of the same tenant is not limited by this one.
     other = document_service_pb2_grpc.DocumentServiceStub(
-        keyed_channel(server.address, create_key(server.address, "default", "reader")))
+        keyed_channel(server.address, create_key(server.address, "default", "reader"))
+    )
     other.ListCollections(ds.ListCollectionsRequest())
 
 

@@ -20,8 +20,13 @@ def pki(tmp_path):
     server_cert, server_key = issue(tmp_path, "ingest-api", ca_key, ca_cert, server=True)
     worker_cert, worker_key = issue(tmp_path, "worker-1", ca_key, ca_cert, server=False)
     rogue_cert, rogue_key = issue(tmp_path, "rogue", other_key, other_cert, server=False)
-    return {"ca": ca_file, "other_ca": other_ca_file, "server": (server_cert, server_key),
-            "worker": (worker_cert, worker_key), "rogue": (rogue_cert, rogue_key)}
+    return {
+        "ca": ca_file,
+        "other_ca": other_ca_file,
+        "server": (server_cert, server_key),
+        "worker": (worker_cert, worker_key),
+        "rogue": (rogue_cert, rogue_key),
+    }
 
 
 def list_collections(address, tls: ClientTLS | None) -> grpc.StatusCode:

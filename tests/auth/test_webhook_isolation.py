@@ -43,12 +43,14 @@ def test_another_tenants_webhooks_are_not_found(ingest_api, tenant_b):
     b_hook = b.CreateWebhook(wh.CreateWebhookRequest(webhook=wh.Webhook(collection="secret", url=PUBLIC_URL))).webhook
     a_hook = a.CreateWebhook(wh.CreateWebhookRequest(webhook=wh.Webhook(collection="mine", url=PUBLIC_URL))).webhook
 
-    expect_not_found(a.CreateWebhook, wh.CreateWebhookRequest(webhook=wh.Webhook(collection="secret", url=PUBLIC_URL)),
-                     "COLLECTION_NOT_FOUND")
+    expect_not_found(
+        a.CreateWebhook, wh.CreateWebhookRequest(webhook=wh.Webhook(collection="secret", url=PUBLIC_URL)), "COLLECTION_NOT_FOUND"
+    )
     expect_not_found(a.ListWebhooks, wh.ListWebhooksRequest(collection="secret"), "COLLECTION_NOT_FOUND")
     missing = str(uuid.uuid4())
     for call, request in (
-        (a.GetWebhook, wh.GetWebhookRequest), (a.DeleteWebhook, wh.DeleteWebhookRequest),
+        (a.GetWebhook, wh.GetWebhookRequest),
+        (a.DeleteWebhook, wh.DeleteWebhookRequest),
         (a.RotateWebhookSecret, wh.RotateWebhookSecretRequest),
     ):
         theirs = expect_not_found(call, request(id=b_hook.id), "WEBHOOK_NOT_FOUND")

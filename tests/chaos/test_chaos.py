@@ -23,13 +23,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(900)]
 
 def test_short_chaos_run_finds_no_violation():
     try:
-        result = subprocess.run([sys.executable, "-m", "chaos", "--short"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=840, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        result = subprocess.run(
+            [sys.executable, "-m", "chaos", "--short"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=840,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     except subprocess.TimeoutExpired as timeout:  # say how far it got, not just that it ran out of time
+
         def text(part: bytes | str | None) -> str:
             return part.decode(errors="replace") if isinstance(part, bytes) else part or ""
 
-        pytest.fail(f"the chaos run did not end within {timeout.timeout:g} s:\n{(text(timeout.stdout) + text(timeout.stderr))[-6000:]}")
+        pytest.fail(
+            f"the chaos run did not end within {timeout.timeout:g} s:\n{(text(timeout.stdout) + text(timeout.stderr))[-6000:]}"
+        )
     output = result.stdout + result.stderr
     summaries = [line for line in result.stdout.splitlines() if line.startswith("CHAOS-SUMMARY ")]
     assert summaries, output[-6000:]

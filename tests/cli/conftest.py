@@ -123,11 +123,16 @@ class ScriptedWorker:
             time.sleep(self.step_seconds)
 
     def _process(self, job: js.Job) -> None:
-        content = b"".join(r.data for r in self.jobs.ReadDocumentContent(js.ReadDocumentContentRequest(lease=job.lease), timeout=10))
+        content = b"".join(
+            r.data for r in self.jobs.ReadDocumentContent(js.ReadDocumentContentRequest(lease=job.lease), timeout=10)
+        )
         self._stage(job, document_pb2.DOCUMENT_STATUS_PARSING, 0, 1, "pages")
         if FAIL_MARKER in content and job.document_id not in self.failed_once:
             self.failed_once.add(job.document_id)
-            self.jobs.FailJob(js.FailJobRequest(lease=job.lease, retryable=False, error_code=CORRUPT_CODE, error_message=CORRUPT_MESSAGE), timeout=10)
+            self.jobs.FailJob(
+                js.FailJobRequest(lease=job.lease, retryable=False, error_code=CORRUPT_CODE, error_message=CORRUPT_MESSAGE),
+                timeout=10,
+            )
             self.processed.append(job.document_id)
             return
         texts = chunk_texts(job.filename, content)
@@ -140,10 +145,14 @@ class ScriptedWorker:
 
         def messages():
             yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=job.lease, chunk_count=len(texts)))
-            yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=[
-                js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText", embedding=v)
-                for i, (t, v) in enumerate(zip(texts, vectors, strict=True))
-            ]))
+            yield js.CompleteJobRequest(
+                chunks=js.ChunkBatch(
+                    chunks=[
+                        js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText", embedding=v)
+                        for i, (t, v) in enumerate(zip(texts, vectors, strict=True))
+                    ]
+                )
+            )
 
         self.jobs.CompleteJob(messages(), timeout=30)
         self.processed.append(job.document_id)
@@ -163,8 +172,13 @@ def stack(ingest_api, database_url):
     """Real ingest-api and search on this test's database, with a ScriptedWorker."""
     search = RunningSearch(database_url)
     worker = ScriptedWorker(ingest_api.address)
-    yield Stack(ingest_api.address, search.address, worker, database_url,
-                ["--ingest-address", ingest_api.address, "--search-address", search.address])
+    yield Stack(
+        ingest_api.address,
+        search.address,
+        worker,
+        database_url,
+        ["--ingest-address", ingest_api.address, "--search-address", search.address],
+    )
     worker.stop()
     search.stop()
     assert not worker.errors, worker.errors
@@ -201,7 +215,9 @@ def sluice(capsys, monkeypatch):
 def run_sluice_process(*args: str, env: dict | None = None, timeout: float = 120, cwd=None) -> Result:
     """Run the installed `sluice` console script as its own process."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    proc = subprocess.run([str(VENV_BIN / "sluice"), *map(str, args)], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd)
+    proc = subprocess.run(
+        [str(VENV_BIN / "sluice"), *map(str, args)], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -271,7 +271,9 @@ def test_ls_and_references_page_through_every_document(sluice, stack, tmp_path):
     table = sluice("ls", *stack.args)
     assert table.code == 0 and "1005 document(s): 1005 PENDING" in table.out
     assert len(json.loads(sluice("--json", "ls", "--limit", "1002", *stack.args).out)["documents"]) == 1002
-    assert [d["id"] for d in json.loads(sluice("--json", "ls", "--limit", "3", *stack.args).out)["documents"]] == [d["id"] for d in listed[:3]]
+    assert [d["id"] for d in json.loads(sluice("--json", "ls", "--limit", "3", *stack.args).out)["documents"]] == [
+        d["id"] for d in listed[:3]
+    ]
 
     oldest = listed[-1]  # newest first: the oldest document is on the second page
     for ref in (oldest["filename"], oldest["id"][:8]):
@@ -287,7 +289,16 @@ def test_show_prints_fields_and_attempt_history_with_errors(sluice, stack, tmp_p
     assert doc["status"] == "DOCUMENT_STATUS_FAILED"
     result = sluice("show", doc["id"], *stack.args)
     assert result.code == 0
-    for text in ("bad.txt", "FAILED", "the file could not be parsed", CORRUPT_CODE, "attempts", "PERMANENT_FAILURE", WORKER_ID, doc["id"]):
+    for text in (
+        "bad.txt",
+        "FAILED",
+        "the file could not be parsed",
+        CORRUPT_CODE,
+        "attempts",
+        "PERMANENT_FAILURE",
+        WORKER_ID,
+        doc["id"],
+    ):
         assert text in result.out, text
     as_json = json.loads(sluice("--json", "show", doc["id"], *stack.args).out)
     attempt = as_json["attempt_history"][0]
@@ -376,7 +387,11 @@ def test_retry_without_wait_and_rm_json(sluice, stack, tmp_path):
     doc = upload(sluice, stack, tmp_path / "bad.txt")[0]["document"]
     stack.worker.pause()  # the retried document stays PENDING
     retried = sluice("retry", "bad.txt", *stack.args)
-    assert retried.code == 0 and f"bad.txt ({doc['id']}) is PENDING again" in retried.out and f"sluice watch {doc['id']}" in retried.out
+    assert (
+        retried.code == 0
+        and f"bad.txt ({doc['id']}) is PENDING again" in retried.out
+        and f"sluice watch {doc['id']}" in retried.out
+    )
     as_json = json.loads(sluice("--json", "retry", "bad.txt", *stack.args).err)["error"]
     assert as_json["exit_code"] == 1 and as_json["reason"] == "DOCUMENT_NOT_FAILED"
     missing = "00000000-0000-0000-0000-000000000000"
@@ -416,7 +431,9 @@ def test_search_prints_document_page_score_and_text(sluice, stack, docs_folder):
     assert {h["filename"] for h in keyword["hits"]} == {"alpha.md", "beta.txt"}
     assert {"score", "text", "document_id", "page_number", "chunk_index"} <= set(keyword["hits"][0])
 
-    vector = json.loads(sluice("--json", "search", "leased jobs pgvector", "-c", "docs", "--mode", "vector", "-k", "1", *stack.args).out)
+    vector = json.loads(
+        sluice("--json", "search", "leased jobs pgvector", "-c", "docs", "--mode", "vector", "-k", "1", *stack.args).out
+    )
     assert vector["mode"] == "VECTOR" and [h["filename"] for h in vector["hits"]] == ["beta.txt"]
 
     none = sluice("search", "zebra", "-c", "docs", "--mode", "keyword", *stack.args)
@@ -500,8 +517,15 @@ def test_sluice_dev_refuses_a_busy_port_with_a_clear_message(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        env = {**os.environ, "SLUICE_DEV_HOME": str(tmp_path / "home"), "SLUICE_DEV_INGEST_PORT": str(port), "SLUICE_DEV_HOST": "127.0.0.1"}
-        result = subprocess.run([str(Path(sys.executable).parent / "sluice-dev")], env=env, capture_output=True, text=True, timeout=60)
+        env = {
+            **os.environ,
+            "SLUICE_DEV_HOME": str(tmp_path / "home"),
+            "SLUICE_DEV_INGEST_PORT": str(port),
+            "SLUICE_DEV_HOST": "127.0.0.1",
+        }
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "sluice-dev")], env=env, capture_output=True, text=True, timeout=60
+        )
     assert result.returncode == 1
     assert f"port {port} for ingest-api is in use" in result.stdout and "SLUICE_DEV_INGEST_PORT" in result.stdout
     assert not (tmp_path / "home" / "pg").exists()  # refused before starting anything

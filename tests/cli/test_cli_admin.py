@@ -14,8 +14,9 @@ def test_tenants_and_keys_from_the_cli(sluice, stack):
     again = sluice("tenants", "create", "acme", *stack.args)
     assert again.code == 1 and "TENANT_EXISTS" in again.err
 
-    made = json.loads(sluice("--json", "keys", "create", "--tenant", "acme", "--role", "client", "--name", "acme app",
-                             *stack.args).out)
+    made = json.loads(
+        sluice("--json", "keys", "create", "--tenant", "acme", "--role", "client", "--name", "acme app", *stack.args).out
+    )
     key = made["secret"]
     key_id, secret = parse_key(key)
     assert made["api_key"]["prefix"] == f"slk_{key_id}_"

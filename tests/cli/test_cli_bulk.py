@@ -35,8 +35,9 @@ def test_a_folder_of_hundreds_of_files_under_a_biting_rate_limit_ends_all_ready(
         for n in range(FILES):
             (folder / f"note{n:04}.txt").write_text(f"Note {n}\n\nThe {n}th note of a bulk upload.")
         refused_before = refused_calls()
-        result = run_sluice_process("--json", "upload", folder, "--collection", "bulk", "--ingest-address", server.address,
-                                    timeout=900)
+        result = run_sluice_process(
+            "--json", "upload", folder, "--collection", "bulk", "--ingest-address", server.address, timeout=900
+        )
         assert result.code == 0, result.err[-3000:]
         summary = json.loads(result.out)
         assert (summary["files"], summary["ready"], summary["failed"]) == (FILES, FILES, 0)

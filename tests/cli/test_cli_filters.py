@@ -53,8 +53,20 @@ def test_typed_upload_and_where_search(sluice, stack, tmp_path):
     create(sluice, stack)
     for name, year, draft in (("old.txt", "2021", "false"), ("new.txt", "2024", "true"), ("mid.txt", "2023", "false")):
         (tmp_path / name).write_text(f"locks and weirs on the river, {name}")
-        upload(sluice, stack, tmp_path / name, "docs", "--typed", f"year={year}", "--typed", f"draft={draft}",
-               "--typed", "tags=[river,locks]", "-m", "team=canal")
+        upload(
+            sluice,
+            stack,
+            tmp_path / name,
+            "docs",
+            "--typed",
+            f"year={year}",
+            "--typed",
+            f"draft={draft}",
+            "--typed",
+            "tags=[river,locks]",
+            "-m",
+            "team=canal",
+        )
     doc = json.loads(sluice("--json", "show", "new.txt", *stack.args).out)
     assert doc["typed_metadata"]["year"] == {"number_value": 2024.0} and doc["metadata"]["draft"] == "true"
 

@@ -36,8 +36,9 @@ def mcp_env(role: str) -> dict[str, str]:
 @asynccontextmanager
 async def stdio_session(stack, tmp_path: Path, role: str = "client", *extra: str):
     """A session with `sluice mcp` spawned over stdio (its stderr in tmp_path/mcp-stderr.log)."""
-    params = StdioServerParameters(command=str(VENV_BIN / "sluice"), args=["mcp", *stack.args, *extra],
-                                   env=mcp_env(role), cwd=str(tmp_path))
+    params = StdioServerParameters(
+        command=str(VENV_BIN / "sluice"), args=["mcp", *stack.args, *extra], env=mcp_env(role), cwd=str(tmp_path)
+    )
     with open(tmp_path / "mcp-stderr.log", "a") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
@@ -164,9 +165,11 @@ async def test_upload_tools_listed_with_a_reader_key_say_why_they_are_refused(st
             result = await session.call_tool("upload_text", {"text": TEXT, "filename": "leases.md"})
         assert result.is_error
         assert result.structured_content["error"] == {
-            "reason": "ROLE_NOT_ALLOWED", "code": "PERMISSION_DENIED",
+            "reason": "ROLE_NOT_ALLOWED",
+            "code": "PERMISSION_DENIED",
             "message": "a reader key may not call UploadDocument: this MCP server runs with a read-only key; "
-                       "uploads need a client key [ROLE_NOT_ALLOWED]"}
+            "uploads need a client key [ROLE_NOT_ALLOWED]",
+        }
     finally:
         reader.close()
 
@@ -176,12 +179,22 @@ def http_server(stack, tmp_path):
     """`sluice mcp --transport http` on a free port, with the client key; yields its URL."""
     port = free_port()
     log = open(tmp_path / "mcp-http.log", "w")  # noqa: SIM115 - the subprocess writes to it until the test ends
-    process = subprocess.Popen([str(VENV_BIN / "sluice"), "mcp", "--transport", "http", "--port", str(port), *stack.args],
-                               env={**os.environ, **mcp_env("client")}, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [str(VENV_BIN / "sluice"), "mcp", "--transport", "http", "--port", str(port), *stack.args],
+        env={**os.environ, **mcp_env("client")},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        wait_for(lambda: process.poll() is not None or "Uvicorn running" in (tmp_path / "mcp-http.log").read_text()
-                 or _listening(port), 60, interval=0.1, what="sluice mcp listening")
+        wait_for(
+            lambda: (
+                process.poll() is not None or "Uvicorn running" in (tmp_path / "mcp-http.log").read_text() or _listening(port)
+            ),
+            60,
+            interval=0.1,
+            what="sluice mcp listening",
+        )
         assert process.poll() is None, (tmp_path / "mcp-http.log").read_text()
         yield url
     finally:
@@ -202,8 +215,9 @@ async def test_tools_over_streamable_http(sluice, stack, tmp_path, http_server):
     async with streamable_http_client(http_server) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         assert {tool.name for tool in (await session.list_tools()).tools} == ALL_TOOLS
-        uploaded = await call_ok(session, "upload_text", {"text": TEXT, "filename": "leases.md", "collection": "docs",
-                                                          "wait_seconds": 60})
+        uploaded = await call_ok(
+            session, "upload_text", {"text": TEXT, "filename": "leases.md", "collection": "docs", "wait_seconds": 60}
+        )
         assert uploaded["status"] == "READY"
         found = await call_ok(session, "search", {"collection": "docs", "query": "when do leases expire"})
         assert found["hits"][0]["document_id"] == uploaded["id"]

@@ -15,8 +15,12 @@ from .conftest import run_sluice_process
 def pki(tmp_path):
     ca_key, ca_cert, ca_file = make_ca(tmp_path, "sluice-ca")
     _other_key, _other_cert, other_ca_file = make_ca(tmp_path, "other-ca")
-    return {"ca": ca_file, "other_ca": other_ca_file, "server": issue(tmp_path, "ingest-api", ca_key, ca_cert, server=True),
-            "client": issue(tmp_path, "cli", ca_key, ca_cert, server=False)}
+    return {
+        "ca": ca_file,
+        "other_ca": other_ca_file,
+        "server": issue(tmp_path, "ingest-api", ca_key, ca_cert, server=True),
+        "client": issue(tmp_path, "cli", ca_key, ca_cert, server=False),
+    }
 
 
 def test_cli_flags_and_variables_for_mutual_tls(ingest_api_factory, pki):
@@ -26,16 +30,36 @@ def test_cli_flags_and_variables_for_mutual_tls(ingest_api_factory, pki):
     at = ["--ingest-address", server.address, "--ca-file", pki["ca"]]
     ok = run_sluice_process("--json", "collections", "list", *at, "--tls-cert", client_cert, "--tls-key", client_key)
     assert ok.code == 0 and json.loads(ok.out) == {"collections": []}, ok.err
-    by_env = run_sluice_process("--json", "collections", "list", "--ingest-address", server.address,
-                                env={"SLUICE_TLS_CA_FILE": pki["ca"], "SLUICE_TLS_CLIENT_CERT_FILE": client_cert,
-                                     "SLUICE_TLS_CLIENT_KEY_FILE": client_key})
+    by_env = run_sluice_process(
+        "--json",
+        "collections",
+        "list",
+        "--ingest-address",
+        server.address,
+        env={
+            "SLUICE_TLS_CA_FILE": pki["ca"],
+            "SLUICE_TLS_CLIENT_CERT_FILE": client_cert,
+            "SLUICE_TLS_CLIENT_KEY_FILE": client_key,
+        },
+    )
     assert by_env.code == 0, by_env.err
 
     no_cert = run_sluice_process("collections", "list", *at)
     assert no_cert.code == 4 and "client certificate" in no_cert.err and "is it running" not in no_cert.err
     assert len(no_cert.err.strip().splitlines()) == 1
-    untrusted = run_sluice_process("--json", "collections", "list", "--ingest-address", server.address,
-                                   "--ca-file", pki["other_ca"], "--tls-cert", client_cert, "--tls-key", client_key)
+    untrusted = run_sluice_process(
+        "--json",
+        "collections",
+        "list",
+        "--ingest-address",
+        server.address,
+        "--ca-file",
+        pki["other_ca"],
+        "--tls-cert",
+        client_cert,
+        "--tls-key",
+        client_key,
+    )
     error = json.loads(untrusted.err)["error"]
     assert untrusted.code == 4 and error["reason"] == "TLS_HANDSHAKE_FAILED" and "untrusted certificate" in error["message"]
     half = run_sluice_process("collections", "list", *at, "--tls-cert", client_cert)

@@ -10,15 +10,17 @@ import psycopg
 
 
 def test_create_with_a_vector_precision(sluice, stack):
-    result = sluice("--json", "collections", "create", "docs", "--embedder", "hashing", "--vector-precision", "binary",
-                    *stack.args)
+    result = sluice(
+        "--json", "collections", "create", "docs", "--embedder", "hashing", "--vector-precision", "binary", *stack.args
+    )
     assert result.code == 0, result.err
     created = json.loads(result.out)
     assert created["vector_precision"] == "VECTOR_PRECISION_BINARY"
     with psycopg.connect(stack.database_url) as conn:
         precision, indexdef = conn.execute(
             "SELECT g.vector_precision, i.indexdef FROM collection_generations g"
-            " JOIN pg_indexes i ON i.indexname = 'chunks_embedding_g' || g.id").fetchone()
+            " JOIN pg_indexes i ON i.indexname = 'chunks_embedding_g' || g.id"
+        ).fetchone()
     assert precision == "binary" and "bit_hamming_ops" in indexdef
 
     plain = sluice("--json", "collections", "create", "plain", "--embedder", "hashing", *stack.args)

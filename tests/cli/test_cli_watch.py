@@ -46,9 +46,14 @@ def interruptible() -> None:
 
 def start_watch(address: str, *args: str) -> subprocess.Popen:
     env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "sluice_cli.main", "watch", "--collection", "docs",
-                             "--ingest-address", address, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=interruptible)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sluice_cli.main", "watch", "--collection", "docs", "--ingest-address", address, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=interruptible,
+    )
 
 
 def test_watch_a_collection_resumes_across_a_server_restart_and_prints_the_cursor_on_ctrl_c(ingest_api_factory):
@@ -106,10 +111,13 @@ def test_watch_a_collection_as_lines_with_filters(ingest_api):
     c.close()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--status", "done"], "unknown status done"),
-    (["--cursor", "garbage"], "INVALID_CURSOR"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--status", "done"], "unknown status done"),
+        (["--cursor", "garbage"], "INVALID_CURSOR"),
+    ],
+)
 def test_watch_a_collection_refuses_bad_options(sluice, ingest_api, args, message):
     c = Clients(ingest_api.address)
     c.create_collection()

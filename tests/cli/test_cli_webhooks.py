@@ -12,8 +12,13 @@ from ingest.webhook_receiver import Receiver, wait_for
 def ingest_api(ingest_api_factory, webhooks_factory):
     """This module's ingest-api, and a webhook dispatcher apart from it (sluice-webhooks'), let
     webhooks call the local receiver, and retry fast."""
-    settings = dict(webhook_allow_private_networks=True, webhook_retry_base_seconds=0.05,
-                    webhook_retry_max_delay_seconds=0.1, webhook_max_attempts=2, webhook_poll_seconds=0.3)
+    settings = dict(
+        webhook_allow_private_networks=True,
+        webhook_retry_base_seconds=0.05,
+        webhook_retry_max_delay_seconds=0.1,
+        webhook_max_attempts=2,
+        webhook_poll_seconds=0.3,
+    )
     webhooks_factory(**settings)
     return ingest_api_factory(**settings)
 
@@ -47,8 +52,7 @@ def test_add_list_deliveries_and_remove_from_the_cli(sluice, stack, tmp_path):
         assert "document.ready" in failed.out and "HTTP 500" in failed.out
         assert "gave up after 2 attempts" in failed.out
         rows = json.loads(sluice("--json", "webhooks", "deliveries", bad_id, *stack.args).out)["deliveries"]
-        assert [(r["state"], r["attempts"], r["last_status_code"]) for r in rows] == [
-            ("WEBHOOK_DELIVERY_STATE_FAILED", 2, 500)]
+        assert [(r["state"], r["attempts"], r["last_status_code"]) for r in rows] == [("WEBHOOK_DELIVERY_STATE_FAILED", 2, 500)]
 
         removed = sluice("webhooks", "rm", bad_id, *stack.args)
         assert removed.code == 0 and bad_id in removed.out

@@ -60,29 +60,36 @@ def test_search_reads_the_replica_and_a_token_reads_your_writes(stack):
     with psycopg.connect(replica_url) as conn:
         assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True
         # search's own sessions are on the standby, as its read-only login.
-        users = {row[0] for row in conn.execute(
-            "SELECT usename FROM pg_stat_activity WHERE application_name = 'sluice-search'").fetchall()}
+        users = {
+            row[0]
+            for row in conn.execute("SELECT usename FROM pg_stat_activity WHERE application_name = 'sluice-search'").fetchall()
+        }
     assert users == {"sluice_search"}
 
     key = json.loads((home / "credentials").read_text())["keys"]["client"]
     with Client(stack.ingest, search_address=stack.search, api_key=key, timeout=30) as client:
         client.collections.create("notes", embedder="hashing", dimensions=64)
         marker = f"kumquat{uuid.uuid4().hex[:8]}"
-        document = client.documents.wait(client.documents.upload("notes", f"{marker} grows on a tree".encode(),
-                                                                 filename="fruit.txt").id)
+        document = client.documents.wait(
+            client.documents.upload("notes", f"{marker} grows on a tree".encode(), filename="fruit.txt").id
+        )
         assert document.ready and document.consistency_token
         hits = client.search("notes", marker, mode="keyword", consistency_token=document.consistency_token)
         assert [hit.document_id for hit in hits] == [document.id]
         # With replay paused (as the standby's superuser), a token past the replica is refused in time.
         later = consistency.PREFIX + consistency.lsn_text(consistency.parse_token(document.consistency_token) + 10**9)
-        request = search_service_pb2.SearchRequest(collection="notes", query=marker, consistency_token=later,
-                                                   mode=search_service_pb2.SEARCH_MODE_KEYWORD)
+        request = search_service_pb2.SearchRequest(
+            collection="notes", query=marker, consistency_token=later, mode=search_service_pb2.SEARCH_MODE_KEYWORD
+        )
         with psycopg.connect(replica_url, autocommit=True) as conn, grpc.insecure_channel(stack.search) as channel:
             stub = search_service_pb2_grpc.SearchServiceStub(channel)
             conn.execute("SELECT pg_wal_replay_pause()")
             try:
-                expect_error(lambda: stub.Search(request, timeout=1.0, metadata=(("authorization", f"Bearer {key}"),)),
-                             grpc.StatusCode.UNAVAILABLE, Reason.REPLICA_BEHIND)
+                expect_error(
+                    lambda: stub.Search(request, timeout=1.0, metadata=(("authorization", f"Bearer {key}"),)),
+                    grpc.StatusCode.UNAVAILABLE,
+                    Reason.REPLICA_BEHIND,
+                )
             finally:
                 conn.execute("SELECT pg_wal_replay_resume()")
     standby = replica_postmaster(home)
@@ -91,4 +98,3 @@ def test_search_reads_the_replica_and_a_token_reads_your_writes(stack):
     assert standby is not None
     with contextlib.suppress(psutil.NoSuchProcess):  # stopped: gone, or a zombie its detached parent has not reaped
         assert standby.status() == psutil.STATUS_ZOMBIE
-

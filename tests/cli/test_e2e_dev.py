@@ -46,8 +46,12 @@ pytestmark = [
 def sluice(*args, timeout: float = 180):
     """The CLI as a user runs it after `make run`, from the same folder: no key given, it finds
     ./.sluice/credentials by itself."""
-    env = {"SLUICE_INGEST_ADDRESS": STATE["stack"].ingest, "SLUICE_SEARCH_ADDRESS": STATE["stack"].search,
-           "SLUICE_CREDENTIALS": "", "SLUICE_API_KEY": ""}
+    env = {
+        "SLUICE_INGEST_ADDRESS": STATE["stack"].ingest,
+        "SLUICE_SEARCH_ADDRESS": STATE["stack"].search,
+        "SLUICE_CREDENTIALS": "",
+        "SLUICE_API_KEY": "",
+    }
     return run_sluice_process(*args, env=env, timeout=timeout, cwd=STATE["stack"].home.parent)
 
 
@@ -57,7 +61,13 @@ STATE: dict = {}
 def _npm_install(target: Path) -> None:
     """`npm install` in a copy of examples/node, in the background while the stack starts."""
     try:
-        proc = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=target, capture_output=True, text=True, timeout=150)
+        proc = subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=target,
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
         STATE["npm"] = (proc.returncode, proc.stderr[-2000:])
     except (OSError, subprocess.TimeoutExpired) as error:
         STATE["npm"] = (1, str(error))
@@ -126,8 +136,12 @@ def test_first_start_makes_private_credentials_and_search_runs_as_its_read_only_
         users = {r[0] for r in conn.execute("SELECT usename FROM pg_stat_activity WHERE application_name = 'sluice-search'")}
     assert users == {"sluice_search"}
     # Without the credentials (another folder, no key) the CLI is refused, with a hint.
-    refused = run_sluice_process("collections", "list", env={"SLUICE_INGEST_ADDRESS": stack.ingest,
-                                 "SLUICE_CREDENTIALS": "", "SLUICE_API_KEY": ""}, cwd=stack.home / "logs")
+    refused = run_sluice_process(
+        "collections",
+        "list",
+        env={"SLUICE_INGEST_ADDRESS": stack.ingest, "SLUICE_CREDENTIALS": "", "SLUICE_API_KEY": ""},
+        cwd=stack.home / "logs",
+    )
     assert refused.code == 1 and "API_KEY_MISSING" in refused.err and "credentials" in refused.err
 
 
@@ -142,7 +156,15 @@ def test_upload_folder_wait_ready_and_search(stack, corpus):
 
     listed = json.loads(sluice("--json", "ls", "--collection", "e2e").out)["documents"]
     assert sorted(d["filename"] for d in listed) == sorted(
-        ["embedders.html", "operations-checklist.docx", "runbook.txt", "scaling-workers.md", "search-modes.txt", "what-is-sluice.md", "中文简介.md"]
+        [
+            "embedders.html",
+            "operations-checklist.docx",
+            "runbook.txt",
+            "scaling-workers.md",
+            "search-modes.txt",
+            "what-is-sluice.md",
+            "中文简介.md",
+        ]
     )
     assert {d["status"] for d in listed} == {"DOCUMENT_STATUS_READY"}
     assert all(d["chunk_count"] > 0 for d in listed)
@@ -219,11 +241,30 @@ def test_node_example(stack, tmp_path):
         pytest.skip(f"npm install failed (no registry?): {log.strip().splitlines()[-1] if log.strip() else code}")
     document = tmp_path / "node-note.md"
     document.write_text("# Node example\n\nThe lighthouse keeper logs every passing ship in the harbour ledger.\n")
-    env = {**os.environ, "SLUICE_INGEST_ADDRESS": stack.ingest, "SLUICE_SEARCH_ADDRESS": stack.search, "SLUICE_PROTO_ROOT": str(ROOT / "protos"),
-           "SLUICE_CREDENTIALS": str(stack.home / "credentials")}
+    env = {
+        **os.environ,
+        "SLUICE_INGEST_ADDRESS": stack.ingest,
+        "SLUICE_SEARCH_ADDRESS": stack.search,
+        "SLUICE_PROTO_ROOT": str(ROOT / "protos"),
+        "SLUICE_CREDENTIALS": str(stack.home / "credentials"),
+    }
     result = subprocess.run(
-        ["node", "sluice-example.js", str(document), "--collection", "node-e2e", "--embedder", "hashing", "--query", "lighthouse harbour ledger"],
-        cwd=STATE["node_dir"], env=env, capture_output=True, text=True, timeout=120,
+        [
+            "node",
+            "sluice-example.js",
+            str(document),
+            "--collection",
+            "node-e2e",
+            "--embedder",
+            "hashing",
+            "--query",
+            "lighthouse harbour ledger",
+        ],
+        cwd=STATE["node_dir"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "READY with" in result.stdout
@@ -247,8 +288,13 @@ def test_readme_python_example_runs(stack, tmp_path):
     code = re.findall(r"```python\n(.*?)```", readme, flags=re.S)[0]
     script = tmp_path / "readme_example.py"
     script.write_text(code)
-    env = {**os.environ, "SLUICE_INGEST_ADDRESS": stack.ingest, "SLUICE_SEARCH_ADDRESS": stack.search,
-           "SLUICE_CREDENTIALS": str(stack.home / "credentials"), "SLUICE_API_KEY": ""}
+    env = {
+        **os.environ,
+        "SLUICE_INGEST_ADDRESS": stack.ingest,
+        "SLUICE_SEARCH_ADDRESS": stack.search,
+        "SLUICE_CREDENTIALS": str(stack.home / "credentials"),
+        "SLUICE_API_KEY": "",
+    }
     result = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     hits = result.stdout.splitlines()
@@ -301,12 +347,16 @@ def test_killed_worker_and_ingest_api_are_restarted_while_the_rest_keeps_running
     postgres = postmaster_pid(stack)
 
     os.kill(before["worker-1"], signal.SIGKILL)
-    worker = wait_for(lambda: (p := service_pids(stack).get("worker-1")) not in (None, before["worker-1"]) and p, 30, "a new worker")
+    worker = wait_for(
+        lambda: (p := service_pids(stack).get("worker-1")) not in (None, before["worker-1"]) and p, 30, "a new worker"
+    )
     assert re.search(rf"worker-1 \(pid {before['worker-1']}\) killed by SIGKILL; restarting in", stack.output), stack.output
     assert "killed by SIGKILL; restarting in" in (stack.home / "logs" / "worker-1.log").read_text()
 
     os.kill(before["ingest-api"], signal.SIGKILL)
-    ingest = wait_for(lambda: (p := service_pids(stack).get("ingest-api")) not in (None, before["ingest-api"]) and p, 30, "a new ingest-api")
+    ingest = wait_for(
+        lambda: (p := service_pids(stack).get("ingest-api")) not in (None, before["ingest-api"]) and p, 30, "a new ingest-api"
+    )
     sluice_until_ok("ls", "--collection", "e2e")
 
     after = service_pids(stack)
@@ -351,7 +401,9 @@ def test_ctrl_c_stops_everything_and_leaves_no_process(stack, tmp_path):
     pending = tmp_path / "pending"
     pending.mkdir()
     for n in range(3):
-        (pending / f"late-{n}.md").write_text(f"# Late {n}\n\nUploaded just before Ctrl-C, number {n}, about tidal sluice gates.\n")
+        (pending / f"late-{n}.md").write_text(
+            f"# Late {n}\n\nUploaded just before Ctrl-C, number {n}, about tidal sluice gates.\n"
+        )
     late = sluice("--json", "upload", pending, "--collection", "e2e", "--no-wait")
     assert late.code == 0, late.err
     STATE["late_ids"] = [r["document"]["id"] for r in json.loads(late.out)["results"]]

@@ -27,10 +27,13 @@ def test_the_installed_package_works_without_the_repository(tmp_path):
     # `python -S`: no site processing, so none of the repository's editable installs (.pth files)
     # are on the path; grpcio and protobuf come from site-packages directly.
     path = f"{tmp_path / 'site'}:{site.getsitepackages()[0]}"
-    probe = ("import sys, sluice_client, sluice_client.aio; print(sluice_client.__file__); "
-             "print(sorted({m.split('.')[0] for m in sys.modules}))")
-    result = subprocess.run([sys.executable, "-S", "-c", probe], env={"PYTHONPATH": path}, capture_output=True, text=True,
-                            timeout=60)
+    probe = (
+        "import sys, sluice_client, sluice_client.aio; print(sluice_client.__file__); "
+        "print(sorted({m.split('.')[0] for m in sys.modules}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe], env={"PYTHONPATH": path}, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     where, loaded = result.stdout.splitlines()
     assert where.startswith(str(tmp_path / "site"))

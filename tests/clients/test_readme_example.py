@@ -37,8 +37,12 @@ def test_the_readme_python_example_is_short_and_runs_as_written(services, tmp_pa
         client.search("warm-up", "load the model", timeout=300)
     credentials = tmp_path / "credentials"
     credentials.write_text(json.dumps({"tenant": "default", "keys": auth_keys.KEYS}))
-    env = {**os.environ, "SLUICE_INGEST_ADDRESS": services.ingest, "SLUICE_SEARCH_ADDRESS": services.search,
-           "SLUICE_CREDENTIALS": str(credentials)}
+    env = {
+        **os.environ,
+        "SLUICE_INGEST_ADDRESS": services.ingest,
+        "SLUICE_SEARCH_ADDRESS": services.search,
+        "SLUICE_CREDENTIALS": str(credentials),
+    }
     env.pop("SLUICE_API_KEY", None)
     script = tmp_path / "readme_example.py"
     script.write_text(code)

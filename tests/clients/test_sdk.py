@@ -54,12 +54,21 @@ def test_uploads_send_size_hash_and_request_id_so_a_repeat_never_duplicates(clie
     path.write_text("the same bytes")
     first = client.documents.upload("docs", path)
     again = client.documents.upload("docs", path)  # as a retry would send it: same request_id
-    as_bytes = client.documents.upload("docs", b"other bytes", filename="b.txt", metadata={"team": "x"},
-                                       typed_metadata={"year": 2024, "draft": False, "tags": ["a", "b"]})
+    as_bytes = client.documents.upload(
+        "docs",
+        b"other bytes",
+        filename="b.txt",
+        metadata={"team": "x"},
+        typed_metadata={"year": 2024, "draft": False, "tags": ["a", "b"]},
+    )
     as_file = client.documents.upload("docs", io.BytesIO(b"from a file object"), filename="c.txt")
     assert first.id == again.id and len({first.id, as_bytes.id, as_file.id}) == 3
-    assert as_bytes.metadata["team"] == "x" and as_bytes.typed_metadata == {"team": "x", "year": 2024.0, "draft": False,
-                                                                            "tags": ["a", "b"]}
+    assert as_bytes.metadata["team"] == "x" and as_bytes.typed_metadata == {
+        "team": "x",
+        "year": 2024.0,
+        "draft": False,
+        "tags": ["a", "b"],
+    }
     rows = stored(services.database_url)
     assert [r[0] for r in rows] == ["a.txt", "b.txt", "c.txt"]
     assert all(r[1].startswith("py-") and r[2] > 0 and len(r[3]) == 64 for r in rows)
@@ -199,12 +208,20 @@ def test_wait_all_reads_once_what_finished_before_its_watches_opened(services, m
     from sluice_client.client import DocumentTracker
 
     counter = CallCounter()
-    with Client(services.ingest, search_address=services.search, api_key=auth_keys.KEYS["client"],
-                wrap_channel=lambda channel: grpc.intercept_channel(channel, counter)) as client:
+    with Client(
+        services.ingest,
+        search_address=services.search,
+        api_key=auth_keys.KEYS["client"],
+        wrap_channel=lambda channel: grpc.intercept_channel(channel, counter),
+    ) as client:
         client.collections.create("docs", embedder="hashing")
         client.collections.create("more", embedder="hashing")
-        uploaded = [client.documents.upload("docs", f"document {n}".encode(), filename=f"d{n}.txt",
-                                            source_uri=f"guide/d{n}.txt", metadata={"team": "ops"}) for n in range(3)]
+        uploaded = [
+            client.documents.upload(
+                "docs", f"document {n}".encode(), filename=f"d{n}.txt", source_uri=f"guide/d{n}.txt", metadata={"team": "ops"}
+            )
+            for n in range(3)
+        ]
         uploaded.append(client.documents.upload("more", b"another document", filename="m.txt"))
         for document in uploaded:
             assert client.documents.wait(document.id, timeout=60).ready
@@ -233,8 +250,9 @@ def test_documents_from_collection_events_are_whole(client, services, tmp_path):
     services.worker.pause()
     with client.collections.watch("docs", heartbeats=True) as watch:
         assert next(watch).kind == "HEARTBEAT"  # the stream is open: it starts before the upload
-        uploaded = client.documents.upload("docs", b"the amber signal", filename="notes.txt",
-                                           source_uri="notes.txt", metadata={"team": "ops"})
+        uploaded = client.documents.upload(
+            "docs", b"the amber signal", filename="notes.txt", source_uri="notes.txt", metadata={"team": "ops"}
+        )
         event = next(e for e in watch if e.kind == "CHANGED")
     assert event.document is not None and event.document.id == uploaded.id
     for name in ("source_uri", "version", "content_sha256", "size_bytes", "metadata", "create_time", "mime_type"):

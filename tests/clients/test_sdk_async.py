@@ -126,12 +126,18 @@ async def test_wait_all_in_asyncio_reads_once_what_finished_before_its_watches_o
     from sluice_client.aio import AsyncDocumentTracker
 
     calls: collections.Counter[str] = collections.Counter()
-    async with AsyncClient(services.ingest, search_address=services.search, api_key=auth_keys.KEYS["client"],
-                           interceptors=[CountUnary(calls), CountStreams(calls)]) as aclient:
+    async with AsyncClient(
+        services.ingest,
+        search_address=services.search,
+        api_key=auth_keys.KEYS["client"],
+        interceptors=[CountUnary(calls), CountStreams(calls)],
+    ) as aclient:
         await aclient.collections.create("docs", embedder="hashing")
         await aclient.collections.create("more", embedder="hashing")
-        uploaded = [await aclient.documents.upload("docs", f"document {n}".encode(), filename=f"d{n}.txt",
-                                                   source_uri=f"guide/d{n}.txt") for n in range(3)]
+        uploaded = [
+            await aclient.documents.upload("docs", f"document {n}".encode(), filename=f"d{n}.txt", source_uri=f"guide/d{n}.txt")
+            for n in range(3)
+        ]
         uploaded.append(await aclient.documents.upload("more", b"another document", filename="m.txt"))
         for document in uploaded:
             assert (await aclient.documents.wait(document.id, timeout=60)).ready

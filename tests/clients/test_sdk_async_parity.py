@@ -22,8 +22,9 @@ async def test_webhooks_in_asyncio(ingest_api_factory):
 
 async def webhooks_round(aclient: AsyncClient) -> None:
     await aclient.collections.create("docs", embedder="hashing")
-    created = await aclient.webhooks.create("docs", "http://127.0.0.1:9/sluice", event_types=["document.ready"],
-                                            description="ready documents")
+    created = await aclient.webhooks.create(
+        "docs", "http://127.0.0.1:9/sluice", event_types=["document.ready"], description="ready documents"
+    )
     assert created.secret and created.webhook.url == "http://127.0.0.1:9/sluice"
     fetched = await aclient.webhooks.get(created.webhook.id)
     assert fetched.id == created.webhook.id and fetched.raw.description == "ready documents"
@@ -76,8 +77,9 @@ async def test_sync_folder_in_asyncio_gives_the_sync_clients_report(aclient, ser
     (folder / "a.md").write_text("# A\n\nabout leases, changed\n")
     (folder / "b.md").unlink()
     planned = []
-    second = await aclient.documents.sync_folder("docs", folder, delete=True, allow_mass_delete=True, timeout=120,
-                                                 on_plan=planned.append)
+    second = await aclient.documents.sync_folder(
+        "docs", folder, delete=True, allow_mass_delete=True, timeout=120, on_plan=planned.append
+    )
     assert second.ok, second.failed
     assert [d.source_uri for d in second.updated] == ["a.md"] and second.updated[0].version == 2
     assert second.unchanged == ["team/c.md"] and second.deleted == ["b.md"] and not second.new

@@ -26,12 +26,27 @@ def test_the_token_of_a_later_event_replaces_the_one_of_an_earlier_answer():
     assert merged.ready and merged.filename == "a.txt"  # the description is kept...
     assert merged.consistency_token == merged.raw.consistency_token == "lsn:0/200"  # ...the token is the READY state's
     # An older event arriving late changes nothing.
-    assert _core._newer(merged, Document.from_proto(
-        raw(document_pb2.DOCUMENT_STATUS_PENDING, "lsn:0/150", described=False, seconds=2))).consistency_token == "lsn:0/200"
+    assert (
+        _core._newer(
+            merged, Document.from_proto(raw(document_pb2.DOCUMENT_STATUS_PENDING, "lsn:0/150", described=False, seconds=2))
+        ).consistency_token
+        == "lsn:0/200"
+    )
 
 
 def test_search_sends_the_token_and_only_when_given():
-    common = dict(top_k=10, mode=None, filter=None, where=None, filenames=None, document_ids=None, neighbors=0,
-                  max_per_document=0, min_score=None, rerank=None, query_vector=None)
+    common = dict(
+        top_k=10,
+        mode=None,
+        filter=None,
+        where=None,
+        filenames=None,
+        document_ids=None,
+        neighbors=0,
+        max_per_document=0,
+        min_score=None,
+        rerank=None,
+        query_vector=None,
+    )
     assert _core.search_request("docs", "q", consistency_token="lsn:0/200", **common).consistency_token == "lsn:0/200"
     assert _core.search_request("docs", "q", **common).consistency_token == ""

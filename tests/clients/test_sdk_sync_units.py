@@ -15,8 +15,11 @@ READY, FAILED = document_pb2.DOCUMENT_STATUS_READY, document_pb2.DOCUMENT_STATUS
 
 
 def doc(source_uri: str, sha256: str, version: int = 1, status: int = READY) -> Document:
-    return Document.from_proto(document_pb2.Document(id=f"{source_uri}-{version}", source_uri=source_uri,
-                                                     content_sha256=sha256, version=version, status=status))
+    return Document.from_proto(
+        document_pb2.Document(
+            id=f"{source_uri}-{version}", source_uri=source_uri, content_sha256=sha256, version=version, status=status
+        )
+    )
 
 
 def test_files_are_named_by_their_relative_path_and_hidden_ones_skipped(tmp_path):
@@ -33,10 +36,24 @@ def test_files_are_named_by_their_relative_path_and_hidden_ones_skipped(tmp_path
 
 def test_the_plan_compares_with_the_newest_live_version_and_ignores_plain_uploads(tmp_path):
     files = {name: tmp_path / name for name in ["same", "changed", "new", "back", "failed", "empty"]}
-    hashes = {"same": ("h1", ""), "changed": ("h2-new", ""), "new": ("h3", ""), "back": ("h4", ""),
-              "failed": ("h5", ""), "empty": ("", "empty is empty: nothing to index")}
-    listed = [doc("same", "h1"), doc("changed", "h2"), doc("back", "h4", 1), doc("back", "h4-next", 2),
-              doc("failed", "h5", 2, FAILED), doc("failed", "h5-old", 1), doc("gone", "h6"), doc("", "plain")]
+    hashes = {
+        "same": ("h1", ""),
+        "changed": ("h2-new", ""),
+        "new": ("h3", ""),
+        "back": ("h4", ""),
+        "failed": ("h5", ""),
+        "empty": ("", "empty is empty: nothing to index"),
+    }
+    listed = [
+        doc("same", "h1"),
+        doc("changed", "h2"),
+        doc("back", "h4", 1),
+        doc("back", "h4-next", 2),
+        doc("failed", "h5", 2, FAILED),
+        doc("failed", "h5-old", 1),
+        doc("gone", "h6"),
+        doc("", "plain"),
+    ]
     result = plan(files, hashes, listed)
     assert result.unchanged == ["same"]
     assert [(u.source_uri, u.new) for u in result.uploads] == [("changed", False), ("new", True), ("back", False)]

@@ -20,8 +20,9 @@ def state(status: str, second: int, *, full: bool = False, **fields) -> Document
     otherwise as a collection event carries it (state only)."""
     stamp = Timestamp()
     stamp.FromDatetime(dt.datetime(2026, 1, 1, 0, 0, second, tzinfo=dt.UTC))
-    raw = document_pb2.Document(id="d1", status=document_pb2.DocumentStatus.Value(f"DOCUMENT_STATUS_{status}"),
-                                update_time=stamp, **fields)
+    raw = document_pb2.Document(
+        id="d1", status=document_pb2.DocumentStatus.Value(f"DOCUMENT_STATUS_{status}"), update_time=stamp, **fields
+    )
     if full:
         raw.create_time.CopyFrom(stamp)
         raw.metadata["team"] = "search"
@@ -83,10 +84,14 @@ def test_an_upload_announces_size_and_hash_and_its_request_id_is_stable(tmp_path
     same = uploads.request_id("docs", prepared.identity, prepared.sha256)
     assert same == uploads.request_id("docs", str(path.resolve()), prepared.sha256) and same.startswith("py-")
     assert same != uploads.request_id("other", prepared.identity, prepared.sha256)
-    message = uploads.metadata_message("docs", prepared, mime_type=None, metadata={"k": "v"}, typed_metadata={"n": 1},
-                                       request_id_value=same)
-    assert (message.expected_size_bytes, message.expected_sha256, message.mime_type) == (prepared.size, prepared.sha256,
-                                                                                         "text/markdown")
+    message = uploads.metadata_message(
+        "docs", prepared, mime_type=None, metadata={"k": "v"}, typed_metadata={"n": 1}, request_id_value=same
+    )
+    assert (message.expected_size_bytes, message.expected_sha256, message.mime_type) == (
+        prepared.size,
+        prepared.sha256,
+        "text/markdown",
+    )
     stream = list(prepared.messages(message))
     assert stream[0].HasField("metadata") and stream[-1].trailer.sha256 == prepared.sha256
     assert b"".join(m.data for m in stream[1:-1]) == path.read_bytes()

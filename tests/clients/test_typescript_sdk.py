@@ -97,7 +97,8 @@ def stored(database_url: str) -> list[tuple]:
     with psycopg.connect(database_url) as conn:
         return conn.execute(
             "SELECT c.name, d.filename, d.request_id, d.size_bytes, d.content_sha256 FROM documents d "
-            "JOIN collections c ON c.id = d.collection_id ORDER BY c.name, d.filename").fetchall()
+            "JOIN collections c ON c.id = d.collection_id ORDER BY c.name, d.filename"
+        ).fetchall()
 
 
 @pytest.mark.timeout(900)
@@ -108,8 +109,9 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
     # test/admin.test.ts's webhooks (never called); test/sources.test.ts's folders and git repositories under one root.
     source_root = tmp_path / "sources"
     source_root.mkdir()
-    ingest = ingest_api_factory(webhook_allow_private_networks=True, source_local_roots=str(source_root),
-                                source_allow_private_networks=True)
+    ingest = ingest_api_factory(
+        webhook_allow_private_networks=True, source_local_roots=str(source_root), source_allow_private_networks=True
+    )
     limited = ingest_api_factory(rate_limit_per_second=5, rate_limit_burst=2)
     slots = ingest_api_factory(max_concurrent_uploads=2)  # full upload slots: TOO_MANY_UPLOADS with a RetryInfo
     pki = make_pki(tmp_path)
@@ -128,27 +130,54 @@ def test_the_node_tests_pass_against_the_real_services(built, ingest_api_factory
             client.search("warm-up", "load the model", timeout=300)
         credentials = tmp_path / "credentials"
         credentials.write_text(json.dumps({"tenant": "default", "keys": auth_keys.KEYS}))
-        env = {**os.environ, "SLUICE_TEST_INGEST": ingest.address, "SLUICE_TEST_SEARCH": search.address,
-               "SLUICE_TEST_LIMITED": limited.address, "SLUICE_TEST_SLOTS": slots.address,
-               "SLUICE_TEST_API_KEY": auth_keys.KEYS["client"],
-               "SLUICE_TEST_CREDENTIALS": str(credentials), "SLUICE_TEST_ROOT": str(ROOT),
-               "SLUICE_TEST_SOURCE_ROOT": str(source_root),
-               "SLUICE_TEST_TLS_INGEST": mutual.address, "SLUICE_TEST_TLS_CA": pki["ca"],
-               "SLUICE_TEST_TLS_OTHER_CA": pki["other_ca"], "SLUICE_TEST_TLS_CLIENT_CERT": pki["client"][0],
-               "SLUICE_TEST_TLS_CLIENT_KEY": pki["client"][1], "SLUICE_TEST_TLS_ROGUE_CERT": pki["rogue"][0],
-               "SLUICE_TEST_TLS_ROGUE_KEY": pki["rogue"][1]}
-        for name in ("SLUICE_API_KEY", "SLUICE_CREDENTIALS", "SLUICE_INGEST_ADDRESS", "SLUICE_SEARCH_ADDRESS",
-                     "SLUICE_TLS_CA_FILE", "SLUICE_TLS_CLIENT_CERT_FILE", "SLUICE_TLS_CLIENT_KEY_FILE", "SLUICE_TENANT",
-                     "NODE_OPTIONS"):
+        env = {
+            **os.environ,
+            "SLUICE_TEST_INGEST": ingest.address,
+            "SLUICE_TEST_SEARCH": search.address,
+            "SLUICE_TEST_LIMITED": limited.address,
+            "SLUICE_TEST_SLOTS": slots.address,
+            "SLUICE_TEST_API_KEY": auth_keys.KEYS["client"],
+            "SLUICE_TEST_CREDENTIALS": str(credentials),
+            "SLUICE_TEST_ROOT": str(ROOT),
+            "SLUICE_TEST_SOURCE_ROOT": str(source_root),
+            "SLUICE_TEST_TLS_INGEST": mutual.address,
+            "SLUICE_TEST_TLS_CA": pki["ca"],
+            "SLUICE_TEST_TLS_OTHER_CA": pki["other_ca"],
+            "SLUICE_TEST_TLS_CLIENT_CERT": pki["client"][0],
+            "SLUICE_TEST_TLS_CLIENT_KEY": pki["client"][1],
+            "SLUICE_TEST_TLS_ROGUE_CERT": pki["rogue"][0],
+            "SLUICE_TEST_TLS_ROGUE_KEY": pki["rogue"][1],
+        }
+        for name in (
+            "SLUICE_API_KEY",
+            "SLUICE_CREDENTIALS",
+            "SLUICE_INGEST_ADDRESS",
+            "SLUICE_SEARCH_ADDRESS",
+            "SLUICE_TLS_CA_FILE",
+            "SLUICE_TLS_CLIENT_CERT_FILE",
+            "SLUICE_TLS_CLIENT_KEY_FILE",
+            "SLUICE_TENANT",
+            "NODE_OPTIONS",
+        ):
             env.pop(name, None)
         tests = sorted(str(p) for p in (built / "test").glob("*.test.js"))
         assert len(tests) >= 5, tests
-        result = subprocess.run([NODE, "--test", "--test-reporter=spec", "--test-timeout=240000", *tests], cwd=PACKAGE, env=env,
-                                capture_output=True, text=True, timeout=900)
+        result = subprocess.run(
+            [NODE, "--test", "--test-reporter=spec", "--test-timeout=240000", *tests],
+            cwd=PACKAGE,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         output = result.stdout + result.stderr
         assert result.returncode == 0, output[-6000:]
         # Node's test runner starts its summary lines with U+2139 (information source).
-        assert re.search(r"^ℹ fail 0$", output, flags=re.M) and not re.search(r"^ℹ (tests|pass) 0$", output, flags=re.M), output[-3000:]  # noqa: RUF001 - node's marker
+        marker = "\u2139"
+        summary_ok = re.search(rf"^{marker} fail 0$", output, flags=re.M) and not re.search(
+            rf"^{marker} (tests|pass) 0$", output, flags=re.M
+        )
+        assert summary_ok, output[-3000:]
     finally:
         runner.stop()
         worker.stop()

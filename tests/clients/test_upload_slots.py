@@ -30,8 +30,9 @@ class HeldSlot:
             yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection=collection, filename="held.txt"))
             self.release.wait(60)
             yield ds.UploadDocumentRequest(data=content)
-            yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
-                size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
+            yield ds.UploadDocumentRequest(
+                trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+            )
 
         def run():
             self.result = ds_grpc.DocumentServiceStub(self.channel).UploadDocument(messages())

@@ -149,7 +149,9 @@ def test_dockerfile_copies_existing_paths_and_runs_the_services_console_script(s
 
 
 def test_dockerignore_keeps_local_state_out_of_the_build_context():
-    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines() if line.strip() and not line.startswith("#")}
+    ignored = {
+        line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines() if line.strip() and not line.startswith("#")
+    }
     assert {".git", ".venv", ".sluice", "**/node_modules"} <= ignored
     # Everything the Dockerfiles copy must stay in the context.
     for service in APP_SERVICES:
@@ -184,7 +186,9 @@ def test_required_configuration_is_present():
         assert "SLUICE_OPENAI_BASE_URL" in environment(service) and "SLUICE_OPENAI_API_KEY" in environment(service)
 
 
-@pytest.mark.parametrize(("service", "bind_var", "port"), [("ingest-api", "SLUICE_BIND", 50051), ("search", "SLUICE_SEARCH_BIND", 50052)])
+@pytest.mark.parametrize(
+    ("service", "bind_var", "port"), [("ingest-api", "SLUICE_BIND", 50051), ("search", "SLUICE_SEARCH_BIND", 50052)]
+)
 def test_grpc_ports_match_what_the_service_binds_and_the_health_check_asks(service, bind_var, port):
     env = environment(service)
     assert env[bind_var] == f"0.0.0.0:{port}"

@@ -61,7 +61,12 @@ def server_env(pki) -> dict[str, str]:
 
 def mutual_env(pki) -> dict[str, str]:
     cert, key = pki["client"]
-    return {**server_env(pki), "SLUICE_TLS_CLIENT_CA_FILE": pki["ca"], "SLUICE_TLS_CLIENT_CERT_FILE": cert, "SLUICE_TLS_CLIENT_KEY_FILE": key}
+    return {
+        **server_env(pki),
+        "SLUICE_TLS_CLIENT_CA_FILE": pki["ca"],
+        "SLUICE_TLS_CLIENT_CERT_FILE": cert,
+        "SLUICE_TLS_CLIENT_KEY_FILE": key,
+    }
 
 
 def metrics_urls(stack: DevStack) -> dict[str, str]:
@@ -92,17 +97,27 @@ def upload_and_wait(address: str, key: str, tls: ClientTLS, content: bytes) -> d
     try:
         documents = document_service_pb2_grpc.DocumentServiceStub(channel)
         collection = collection_pb2.Collection(
-            name="tls", embedder=collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=64))
+            name="tls",
+            embedder=collection_pb2.EmbedderConfig(
+                provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=64
+            ),
+        )
         documents.CreateCollection(ds.CreateCollectionRequest(collection=collection), timeout=30)
         messages = [
             ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection="tls", filename="tls-note.md")),
             ds.UploadDocumentRequest(data=content),
-            ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())),
+            ds.UploadDocumentRequest(
+                trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+            ),
         ]
         uploaded = documents.UploadDocument(iter(messages), timeout=30)
         done = (document_pb2.DOCUMENT_STATUS_READY, document_pb2.DOCUMENT_STATUS_FAILED)
-        return wait_for(lambda: (d := documents.GetDocument(ds.GetDocumentRequest(id=uploaded.id), timeout=10)).status in done and d,
-                        120, interval=0.2, what="the document to be READY or FAILED")
+        return wait_for(
+            lambda: (d := documents.GetDocument(ds.GetDocumentRequest(id=uploaded.id), timeout=10)).status in done and d,
+            120,
+            interval=0.2,
+            what="the document to be READY or FAILED",
+        )
     finally:
         channel.close()
 
@@ -125,7 +140,10 @@ def test_mismatched_tls_settings_are_refused_before_anything_starts(base, pki):
     home = base / "refused"
     cases = {
         "SLUICE_TLS_CA_FILE is not set": {"SLUICE_TLS_CERT_FILE": cert, "SLUICE_TLS_KEY_FILE": key},
-        "SLUICE_TLS_CLIENT_CERT_FILE and SLUICE_TLS_CLIENT_KEY_FILE are not set": {**server_env(pki), "SLUICE_TLS_CLIENT_CA_FILE": pki["ca"]},
+        "SLUICE_TLS_CLIENT_CERT_FILE and SLUICE_TLS_CLIENT_KEY_FILE are not set": {
+            **server_env(pki),
+            "SLUICE_TLS_CLIENT_CA_FILE": pki["ca"],
+        },
         "the services serve plaintext": {"SLUICE_TLS_CA_FILE": pki["ca"]},
         "no such file": {**server_env(pki), "SLUICE_TLS_CA_FILE": str(base / "missing.pem")},
     }
@@ -169,7 +187,9 @@ def test_make_run_with_mutual_tls_reports_ready_and_workers_connect_with_their_c
 
         # A document to the worker through ingest-api, with the client's certificate: READY.
         key = json.loads((stack.home / "credentials").read_text())["keys"]["client"]
-        document = upload_and_wait(stack.ingest, key, client, b"# Over mutual TLS\n\nThe lock keeper checks every certificate at the gate.\n")
+        document = upload_and_wait(
+            stack.ingest, key, client, b"# Over mutual TLS\n\nThe lock keeper checks every certificate at the gate.\n"
+        )
         assert document.status == document_pb2.DOCUMENT_STATUS_READY and document.chunk_count > 0, document
     finally:
         code = stack.stop()

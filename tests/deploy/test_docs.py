@@ -15,7 +15,9 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_configuration_doc_is_generated_from_the_current_settings():
-    result = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_configuration.py"), "--check"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "gen_configuration.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, "docs/configuration.md is stale: run `.venv/bin/python docs/gen_configuration.py`"
 
 
@@ -56,13 +58,27 @@ def test_readme_python_example_is_valid_python():
 
 
 def test_readme_mentions_every_cli_command():
-    for command in ("collections create", "upload", "sluice ls", "sluice watch", "sluice show", "sluice retry", "sluice rm", "sluice search", "--json"):
+    for command in (
+        "collections create",
+        "upload",
+        "sluice ls",
+        "sluice watch",
+        "sluice show",
+        "sluice retry",
+        "sluice rm",
+        "sluice search",
+        "--json",
+    ):
         assert command in README, command
 
 
 def test_state_machine_tables_are_generated_from_the_transition_tables():
-    result = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_state_machines.py"), "--check"], capture_output=True, text=True)
-    assert result.returncode == 0, "docs/architecture.md is stale: run `.venv/bin/python docs/gen_state_machines.py`\n" + result.stderr
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "gen_state_machines.py"), "--check"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, (
+        "docs/architecture.md is stale: run `.venv/bin/python docs/gen_state_machines.py`\n" + result.stderr
+    )
 
 
 # A move written in prose: `PENDING → PARSING → CHUNKING`, `PENDING|RUNNING → FAILED`.
@@ -104,13 +120,15 @@ def test_every_move_the_docs_name_is_an_edge_of_its_transition_table():
                     for target in target_step:
                         checked += 1
                         if not any((source, target) in tables[name] for name in machines):
-                            wrong.append(f"{page.relative_to(ROOT)}: {source} → {target} is no edge of the {'/'.join(machines)} table")
+                            wrong.append(
+                                f"{page.relative_to(ROOT)}: {source} → {target} is no edge of the {'/'.join(machines)} table"
+                            )
     assert checked > 10, "the scan found no moves: it is broken"
     assert not wrong, "\n".join(wrong)
 
 
 def test_the_move_scan_catches_a_job_failing_while_pending():
-    (_paragraph, steps), = moves_named_in("When attempts run out, the job goes `PENDING|RUNNING → FAILED`.")
+    ((_paragraph, steps),) = moves_named_in("When attempts run out, the job goes `PENDING|RUNNING → FAILED`.")
     assert steps == [["PENDING", "RUNNING"], ["FAILED"]]
     from sluice_ingest.domain import JOB_TRANSITIONS, JobStatus
 

@@ -86,7 +86,9 @@ def pki(tmp_path):
 
 def probe_env(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_TLS_")}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=30, env={**clean, **(env or {})})
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=30, env={**clean, **(env or {})}
+    )
 
 
 def test_grpc_probe_over_tls_needs_the_ca(ingest_api_factory, pki):
@@ -110,8 +112,19 @@ def test_under_mutual_tls_health_needs_a_client_certificate_but_no_api_key(inges
     assert refused.returncode == 1 and "UNAVAILABLE" in refused.stderr  # refused at the handshake
     assert probe_env("grpc", server.address, "--ca-file", pki["ca"], "--cert", rogue_cert, "--key", rogue_key).returncode == 1
     assert probe_env("grpc", server.address, "--ca-file", pki["ca"], "--cert", client_cert, "--key", client_key).returncode == 0
-    assert probe_env("grpc", server.address, "sluice.v1.DocumentService", env={
-        "SLUICE_TLS_CA_FILE": pki["ca"], "SLUICE_TLS_CLIENT_CERT_FILE": client_cert, "SLUICE_TLS_CLIENT_KEY_FILE": client_key}).returncode == 0
+    assert (
+        probe_env(
+            "grpc",
+            server.address,
+            "sluice.v1.DocumentService",
+            env={
+                "SLUICE_TLS_CA_FILE": pki["ca"],
+                "SLUICE_TLS_CLIENT_CERT_FILE": client_cert,
+                "SLUICE_TLS_CLIENT_KEY_FILE": client_key,
+            },
+        ).returncode
+        == 0
+    )
 
 
 def test_server_name_checks_a_certificate_issued_for_another_name(ingest_api_factory, pki, tmp_path):
@@ -127,7 +140,9 @@ def test_http_probe_of_metrics_over_https_with_a_client_certificate(pki):
     """sluice_common.metrics serving HTTPS that requires a client certificate, probed."""
     cert, key = pki["server"]
     port = free_port()
-    settings = CommonSettings(metrics_port=port, metrics_tls_cert_file=cert, metrics_tls_key_file=key, metrics_tls_client_ca_file=pki["ca"])
+    settings = CommonSettings(
+        metrics_port=port, metrics_tls_cert_file=cert, metrics_tls_key_file=key, metrics_tls_client_ca_file=pki["ca"]
+    )
     server = start_metrics_server(settings, "127.0.0.1:0")
     try:
         client_cert, client_key = pki["client"]

@@ -34,8 +34,13 @@ OVERLAYS = ["dev", "production"]
 KUBERNETES_VERSIONS = ["1.31.0", "1.33.0", "1.35.0", "1.37.0"]
 KEDA_KINDS = {"ScaledObject", "TriggerAuthentication"}
 # The Deployment (or Job) a container belongs to, by image: the settings it reads.
-SERVICE_OF_IMAGE = {"sluice/ingest-api": "ingest-api", "sluice/search": "search", "sluice/worker": "worker", "sluice/migrate": "migrate",
-                    "sluice/gateway": "gateway"}
+SERVICE_OF_IMAGE = {
+    "sluice/ingest-api": "ingest-api",
+    "sluice/search": "search",
+    "sluice/worker": "worker",
+    "sluice/migrate": "migrate",
+    "sluice/gateway": "gateway",
+}
 GRPC_PORT = {"ingest-api": 50051, "search": 50052}
 # Deployments that run another service's image with a console script of their own.
 IMAGE_OF_DEPLOYMENT = {"webhooks": "ingest-api"}
@@ -51,19 +56,42 @@ SECRETS = {
 # ScaledObject / TriggerAuthentication specs (keda.sh/docs/2.x/reference/scaledobject-spec,
 # keda.sh/docs/2.x/concepts/authentication).
 KEDA_SCALEDOBJECT_SPEC = {
-    "scaleTargetRef", "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "idleReplicaCount",
-    "minReplicaCount", "maxReplicaCount", "fallback", "advanced", "triggers",
+    "scaleTargetRef",
+    "pollingInterval",
+    "cooldownPeriod",
+    "initialCooldownPeriod",
+    "idleReplicaCount",
+    "minReplicaCount",
+    "maxReplicaCount",
+    "fallback",
+    "advanced",
+    "triggers",
 }
 KEDA_SCALE_TARGET_REF = {"apiVersion", "kind", "name", "envSourceContainerName"}
 KEDA_TRIGGER = {"type", "metadata", "name", "metricType", "useCachedMetrics", "authenticationRef"}
 KEDA_POSTGRESQL_METADATA = {
-    "query", "targetQueryValue", "activationTargetQueryValue", "connectionFromEnv",
-    "host", "port", "userName", "passwordFromEnv", "dbName", "sslmode",
+    "query",
+    "targetQueryValue",
+    "activationTargetQueryValue",
+    "connectionFromEnv",
+    "host",
+    "port",
+    "userName",
+    "passwordFromEnv",
+    "dbName",
+    "sslmode",
 }
 KEDA_POSTGRESQL_AUTH_PARAMETERS = {"connection", "password", "host", "port", "userName", "dbName", "sslmode"}
 KEDA_TRIGGER_AUTHENTICATION_SPEC = {
-    "secretTargetRef", "env", "hashiCorpVault", "azureKeyVault", "awsSecretManager", "gcpSecretManager", "podIdentity",
-    "configMapTargetRef", "boundServiceAccountToken",
+    "secretTargetRef",
+    "env",
+    "hashiCorpVault",
+    "azureKeyVault",
+    "awsSecretManager",
+    "gcpSecretManager",
+    "podIdentity",
+    "configMapTargetRef",
+    "boundServiceAccountToken",
 }
 
 
@@ -138,13 +166,23 @@ def environment(overlay: str, container: dict) -> dict[str, object]:
 def test_overlay_renders_every_part(overlay):
     kinds = {(o["kind"], o["metadata"]["name"]) for o in render(overlay)}
     for expected in [
-        ("Deployment", "ingest-api"), ("Deployment", "search"), ("Deployment", "worker"), ("Deployment", "webhooks"),
-        ("Service", "ingest-api"), ("Service", "search"),
-        ("HorizontalPodAutoscaler", "ingest-api"), ("HorizontalPodAutoscaler", "search"),
-        ("PodDisruptionBudget", "ingest-api"), ("PodDisruptionBudget", "search"), ("PodDisruptionBudget", "worker"),
-        ("Job", "sluice-migrate"), ("Job", "sluice-bootstrap"),
-        ("ScaledObject", "worker"), ("TriggerAuthentication", "sluice-queue-reader"),
-        ("ConfigMap", "sluice-common"), ("Namespace", "sluice" if overlay == "production" else "sluice-dev"),
+        ("Deployment", "ingest-api"),
+        ("Deployment", "search"),
+        ("Deployment", "worker"),
+        ("Deployment", "webhooks"),
+        ("Service", "ingest-api"),
+        ("Service", "search"),
+        ("HorizontalPodAutoscaler", "ingest-api"),
+        ("HorizontalPodAutoscaler", "search"),
+        ("PodDisruptionBudget", "ingest-api"),
+        ("PodDisruptionBudget", "search"),
+        ("PodDisruptionBudget", "worker"),
+        ("Job", "sluice-migrate"),
+        ("Job", "sluice-bootstrap"),
+        ("ScaledObject", "worker"),
+        ("TriggerAuthentication", "sluice-queue-reader"),
+        ("ConfigMap", "sluice-common"),
+        ("Namespace", "sluice" if overlay == "production" else "sluice-dev"),
     ]:
         assert expected in kinds, f"{overlay}: {expected} missing"
     namespaced = [o for o in render(overlay) if o["kind"] != "Namespace"]
@@ -323,7 +361,9 @@ def test_secret_references_name_the_documented_secrets(overlay):
 def test_database_credentials_go_where_the_design_says(overlay):
     def env(name, container=0, init=False):
         workload = one(overlay, "Deployment", name)
-        return environment(overlay, (pod_spec(workload)["initContainers"] if init else pod_spec(workload)["containers"])[container])
+        return environment(
+            overlay, (pod_spec(workload)["initContainers"] if init else pod_spec(workload)["containers"])[container]
+        )
 
     secret_key = lambda value: (value["secretKeyRef"]["name"], value["secretKeyRef"]["key"])  # noqa: E731
     assert secret_key(env("ingest-api")["SLUICE_DATABASE_URL"]) == ("sluice-database", "database-url")
@@ -451,7 +491,10 @@ def test_termination_grace_outlasts_each_services_own_grace(overlay):
     from sluice_worker.settings import WorkerSettings
 
     [worker] = pod_spec(one(overlay, "Deployment", "worker"))["containers"]
-    assert float(environment(overlay, worker)["SLUICE_SHUTDOWN_GRACE_SECONDS"]) >= WorkerSettings.model_fields["shutdown_grace_seconds"].default
+    assert (
+        float(environment(overlay, worker)["SLUICE_SHUTDOWN_GRACE_SECONDS"])
+        >= WorkerSettings.model_fields["shutdown_grace_seconds"].default
+    )
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -500,7 +543,7 @@ def test_migration_wait_passes_at_head_and_waits_below_it(database_url, pg_admin
     # The init container's exact command, as a process: exit 0 at head, 1 when it gives up.
     command = pod_spec(one("production", "Deployment", "ingest-api"))["initContainers"][0]["command"]
     for url, expected, timeout in [(database_url, 0, "30"), (database_uri(pg_admin_uri, empty), 1, "0")]:
-        argv = [sys.executable, *command[1:command.index("--timeout")], "--timeout", timeout]
+        argv = [sys.executable, *command[1 : command.index("--timeout")], "--timeout", timeout]
         done = subprocess.run(argv, env={**os.environ, "SLUICE_DATABASE_URL": url}, capture_output=True, text=True, timeout=60)
         assert done.returncode == expected, done.stderr
     with psycopg.connect(pg_admin_uri, autocommit=True) as conn:

@@ -31,32 +31,115 @@ CLUSTER = "sluice-pg"
 # postgresql.cnpg.io/v1 as documented (ClusterSpec, BootstrapInitDB, ManagedConfiguration,
 # RoleConfiguration, PostgresConfiguration, AffinityConfiguration, StorageConfiguration).
 CNPG_CLUSTER_SPEC = {
-    "description", "inheritedMetadata", "imageName", "imageCatalogRef", "imagePullPolicy", "schedulerName",
-    "postgresUID", "postgresGID", "instances", "minSyncReplicas", "maxSyncReplicas", "postgresql", "replicationSlots",
-    "bootstrap", "replica", "superuserSecret", "enableSuperuserAccess", "certificates", "imagePullSecrets", "storage",
-    "serviceAccountTemplate", "walStorage", "ephemeralVolumeSource", "startDelay", "stopDelay", "smartShutdownTimeout",
-    "switchoverDelay", "failoverDelay", "livenessProbeTimeout", "affinity", "topologySpreadConstraints", "resources",
-    "ephemeralVolumesSizeLimit", "priorityClassName", "primaryUpdateStrategy", "primaryUpdateMethod", "backup",
-    "nodeMaintenanceWindow", "monitoring", "externalClusters", "logLevel", "projectedVolumeTemplate", "env", "envFrom",
-    "managed", "seccompProfile", "tablespaces", "enablePDB", "plugins", "probes",
+    "description",
+    "inheritedMetadata",
+    "imageName",
+    "imageCatalogRef",
+    "imagePullPolicy",
+    "schedulerName",
+    "postgresUID",
+    "postgresGID",
+    "instances",
+    "minSyncReplicas",
+    "maxSyncReplicas",
+    "postgresql",
+    "replicationSlots",
+    "bootstrap",
+    "replica",
+    "superuserSecret",
+    "enableSuperuserAccess",
+    "certificates",
+    "imagePullSecrets",
+    "storage",
+    "serviceAccountTemplate",
+    "walStorage",
+    "ephemeralVolumeSource",
+    "startDelay",
+    "stopDelay",
+    "smartShutdownTimeout",
+    "switchoverDelay",
+    "failoverDelay",
+    "livenessProbeTimeout",
+    "affinity",
+    "topologySpreadConstraints",
+    "resources",
+    "ephemeralVolumesSizeLimit",
+    "priorityClassName",
+    "primaryUpdateStrategy",
+    "primaryUpdateMethod",
+    "backup",
+    "nodeMaintenanceWindow",
+    "monitoring",
+    "externalClusters",
+    "logLevel",
+    "projectedVolumeTemplate",
+    "env",
+    "envFrom",
+    "managed",
+    "seccompProfile",
+    "tablespaces",
+    "enablePDB",
+    "plugins",
+    "probes",
 }
 CNPG_INITDB = {
-    "database", "owner", "secret", "options", "dataChecksums", "encoding", "localeCollate", "localeCType", "locale",
-    "localeProvider", "icuLocale", "icuRules", "builtinLocale", "walSegmentSize", "postInitSQL", "postInitApplicationSQL",
-    "postInitTemplateSQL", "import", "postInitApplicationSQLRefs", "postInitTemplateSQLRefs", "postInitSQLRefs",
+    "database",
+    "owner",
+    "secret",
+    "options",
+    "dataChecksums",
+    "encoding",
+    "localeCollate",
+    "localeCType",
+    "locale",
+    "localeProvider",
+    "icuLocale",
+    "icuRules",
+    "builtinLocale",
+    "walSegmentSize",
+    "postInitSQL",
+    "postInitApplicationSQL",
+    "postInitTemplateSQL",
+    "import",
+    "postInitApplicationSQLRefs",
+    "postInitTemplateSQLRefs",
+    "postInitSQLRefs",
 }
 CNPG_ROLE = {
-    "name", "comment", "ensure", "passwordSecret", "connectionLimit", "validUntil", "inRoles", "inherit",
-    "disablePassword", "superuser", "createdb", "createrole", "login", "replication", "bypassrls",
+    "name",
+    "comment",
+    "ensure",
+    "passwordSecret",
+    "connectionLimit",
+    "validUntil",
+    "inRoles",
+    "inherit",
+    "disablePassword",
+    "superuser",
+    "createdb",
+    "createrole",
+    "login",
+    "replication",
+    "bypassrls",
 }
 CNPG_AFFINITY = {
-    "enablePodAntiAffinity", "topologyKey", "nodeSelector", "nodeAffinity", "tolerations", "podAntiAffinityType",
-    "additionalPodAntiAffinity", "additionalPodAffinity",
+    "enablePodAntiAffinity",
+    "topologyKey",
+    "nodeSelector",
+    "nodeAffinity",
+    "tolerations",
+    "podAntiAffinityType",
+    "additionalPodAntiAffinity",
+    "additionalPodAffinity",
 }
 # Secrets this overlay reads: made by CloudNativePG (`<cluster>-app`) or by the operator
 # (`sluice-pg-search`, `sluice-pg-keda`: type kubernetes.io/basic-auth, username and password).
-SECRET_KEYS = {"sluice-pg-app": {"password"}, "sluice-pg-search": {"password"}, "sluice-embedder-credentials": {"openai-api-key"},
-               "sluice-keys": {"credentials", "admin_key", "client_key", "worker_key"}}
+SECRET_KEYS = {
+    "sluice-pg-app": {"password"},
+    "sluice-pg-search": {"password"},
+    "sluice-embedder-credentials": {"openai-api-key"},
+    "sluice-keys": {"credentials", "admin_key", "client_key", "worker_key"},
+}
 
 
 def cluster() -> dict:
@@ -71,9 +154,17 @@ def env_of(name: str, kind: str = "Deployment", *, init: bool = False) -> list[d
 
 def test_the_overlay_renders_the_cluster_beside_the_production_objects():
     kinds = {(o["kind"], o["metadata"]["name"]) for o in render(OVERLAY)}
-    for expected in [("Cluster", CLUSTER), ("Deployment", "ingest-api"), ("Deployment", "search"), ("Deployment", "worker"),
-                     ("Job", "sluice-migrate"), ("Job", "sluice-bootstrap"), ("ScaledObject", "worker"),
-                     ("NetworkPolicy", "sluice-grpc"), ("Namespace", "sluice")]:
+    for expected in [
+        ("Cluster", CLUSTER),
+        ("Deployment", "ingest-api"),
+        ("Deployment", "search"),
+        ("Deployment", "worker"),
+        ("Job", "sluice-migrate"),
+        ("Job", "sluice-bootstrap"),
+        ("ScaledObject", "worker"),
+        ("NetworkPolicy", "sluice-grpc"),
+        ("Namespace", "sluice"),
+    ]:
         assert expected in kinds, f"{expected} missing"
     assert {o["metadata"].get("namespace") for o in render(OVERLAY) if o["kind"] != "Namespace"} == {"sluice"}
 
@@ -132,8 +223,14 @@ def url_host(value) -> str:
 
 
 def test_writers_reach_the_primary_and_search_reads_the_replicas():
-    writers = [*env_of("ingest-api"), *env_of("ingest-api", init=True), *env_of("webhooks"), *env_of("webhooks", init=True),
-               *env_of("sluice-migrate", "Job"), *env_of("sluice-bootstrap", "Job", init=True)]
+    writers = [
+        *env_of("ingest-api"),
+        *env_of("ingest-api", init=True),
+        *env_of("webhooks"),
+        *env_of("webhooks", init=True),
+        *env_of("sluice-migrate", "Job"),
+        *env_of("sluice-bootstrap", "Job", init=True),
+    ]
     assert len(writers) == 6
     for env in writers:
         variables = {item["name"]: item for item in env}

@@ -14,16 +14,19 @@ from sluice_common.metrics import metrics_host, start_metrics_server
 from sluice_common.settings import CommonSettings
 
 
-@pytest.mark.parametrize(("configured", "bind", "expected"), [
-    ("", "localhost:50051", "localhost"),
-    ("", "127.0.0.1:50051", "127.0.0.1"),
-    ("", "0.0.0.0:50051", "0.0.0.0"),
-    ("", "[::]:50051", "::"),
-    ("", "unix:/run/sluice.sock", "localhost"),
-    ("", "", "0.0.0.0"),  # a worker
-    ("10.1.2.3", "localhost:50051", "10.1.2.3"),  # SLUICE_METRICS_HOST wins
-    ("[::1]", "", "::1"),
-])
+@pytest.mark.parametrize(
+    ("configured", "bind", "expected"),
+    [
+        ("", "localhost:50051", "localhost"),
+        ("", "127.0.0.1:50051", "127.0.0.1"),
+        ("", "0.0.0.0:50051", "0.0.0.0"),
+        ("", "[::]:50051", "::"),
+        ("", "unix:/run/sluice.sock", "localhost"),
+        ("", "", "0.0.0.0"),  # a worker
+        ("10.1.2.3", "localhost:50051", "10.1.2.3"),  # SLUICE_METRICS_HOST wins
+        ("[::1]", "", "::1"),
+    ],
+)
 def test_metrics_host(configured, bind, expected):
     assert metrics_host(configured, bind) == expected
 

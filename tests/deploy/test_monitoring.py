@@ -18,7 +18,12 @@ MONITORING = ROOT / "deploy" / "monitoring"
 DASHBOARD = json.loads((MONITORING / "sluice-dashboard.json").read_text())
 RULES = yaml.safe_load((MONITORING / "sluice-alerts.yaml").read_text())
 METRICS_MODULES = ["sluice_common.metrics", "sluice_ingest.metrics", "sluice_search.metrics", "sluice_worker.metrics"]
-SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"), "gauge": ("",), "summary": ("", "_sum", "_count", "_created")}
+SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "gauge": ("",),
+    "summary": ("", "_sum", "_count", "_created"),
+}
 # Labels Prometheus adds when it scrapes (Kubernetes service discovery), not the services.
 TARGET_LABELS = {"namespace", "pod", "instance", "job", "container"}
 METRIC = re.compile(r"\b(sluice_[a-z0-9_]+)\b(\{[^}]*\})?")
@@ -45,7 +50,9 @@ def dashboard_expressions() -> list[str]:
     def walk(node):
         if isinstance(node, dict):
             for key, value in node.items():
-                if (key in ("expr", "definition") and isinstance(value, str)) or (key == "query" and isinstance(value, str) and value != "prometheus"):
+                if (key in ("expr", "definition") and isinstance(value, str)) or (
+                    key == "query" and isinstance(value, str) and value != "prometheus"
+                ):
                     expressions.append(value)
                 else:
                     walk(value)
@@ -99,7 +106,13 @@ def test_dashboard_covers_what_operators_need():
 
 def test_alerts_cover_the_failure_modes_and_are_well_formed():
     rules = {rule["alert"]: rule for group in RULES["groups"] for rule in group["rules"]}
-    assert {"SluiceNoWorkerClaiming", "SluiceJobsStuckRunning", "SluiceLeasesExpiring", "SluiceFailureRateHigh", "SluiceEmbedderErrors"} <= set(rules)
+    assert {
+        "SluiceNoWorkerClaiming",
+        "SluiceJobsStuckRunning",
+        "SluiceLeasesExpiring",
+        "SluiceFailureRateHigh",
+        "SluiceEmbedderErrors",
+    } <= set(rules)
     for name, rule in rules.items():
         assert rule["labels"]["severity"] in ("warning", "critical"), name
         assert rule["annotations"]["summary"], name

@@ -44,15 +44,17 @@ class OtlpReceiver:
                     attributes = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
                     for scope_spans in resource_spans.scope_spans:
                         for span in scope_spans.spans:
-                            receiver.spans.append({
-                                "service": attributes.get("service.name"),
-                                "name": span.name,
-                                "kind": span.kind,
-                                "trace_id": span.trace_id.hex(),
-                                "span_id": span.span_id.hex(),
-                                "parent": span.parent_span_id.hex(),
-                                "attributes": {a.key: a.value for a in span.attributes},
-                            })
+                            receiver.spans.append(
+                                {
+                                    "service": attributes.get("service.name"),
+                                    "name": span.name,
+                                    "kind": span.kind,
+                                    "trace_id": span.trace_id.hex(),
+                                    "span_id": span.span_id.hex(),
+                                    "parent": span.parent_span_id.hex(),
+                                    "attributes": {a.key: a.value for a in span.attributes},
+                                }
+                            )
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.end_headers()
@@ -79,8 +81,14 @@ def test_one_document_is_one_trace_across_ingest_api_and_worker(database_url, tm
     receiver = OtlpReceiver()
     port = free_port()
     address = f"127.0.0.1:{port}"
-    env = {**os.environ, "SLUICE_DATABASE_URL": database_url, "SLUICE_BIND": address, "SLUICE_SHUTDOWN_GRACE_SECONDS": "2",
-           "SLUICE_LOG_JSON": "true", **otel_env(receiver.endpoint)}
+    env = {
+        **os.environ,
+        "SLUICE_DATABASE_URL": database_url,
+        "SLUICE_BIND": address,
+        "SLUICE_SHUTDOWN_GRACE_SECONDS": "2",
+        "SLUICE_LOG_JSON": "true",
+        **otel_env(receiver.endpoint),
+    }
     env.pop("OTEL_SERVICE_NAME", None)
     ingest_log = open(tmp_path / "ingest.log", "w+")  # noqa: SIM115 - the subprocess writes to it until the test ends
     ingest = subprocess.Popen([sys.executable, "-m", "sluice_ingest.main"], env=env, stdout=ingest_log, stderr=subprocess.STDOUT)
@@ -126,7 +134,9 @@ def test_one_document_is_one_trace_across_ingest_api_and_worker(database_url, tm
 
     def only(name: str, service: str) -> dict:
         found = [s for s in in_trace if s["name"] == name and s["service"] == service]
-        assert len(found) == 1, f"{name} in {service}: {len(found)} spans; trace has {sorted((s['service'], s['name']) for s in in_trace)}"
+        assert len(found) == 1, (
+            f"{name} in {service}: {len(found)} spans; trace has {sorted((s['service'], s['name']) for s in in_trace)}"
+        )
         return found[0]
 
     # Spans from both processes in the one trace.

@@ -22,8 +22,14 @@ class RunningGateway:
         from sluice_gateway.settings import GatewaySettings
 
         port = free_port()
-        settings = GatewaySettings(gateway_bind=f"127.0.0.1:{port}", ingest_address=ingest, search_address=search,
-                                   log_json=False, log_level="WARNING", **overrides)
+        settings = GatewaySettings(
+            gateway_bind=f"127.0.0.1:{port}",
+            ingest_address=ingest,
+            search_address=search,
+            log_json=False,
+            log_level="WARNING",
+            **overrides,
+        )
         self.server = uvicorn.Server(uvicorn_config(settings))
         self.thread = threading.Thread(target=self.server.run, name="sluice-gateway", daemon=True)
         self.thread.start()

@@ -110,6 +110,9 @@ def test_to_json_is_message_to_dict(name, cls):
 
 def test_loads_reads_what_json_reads():
     assert loads(b'{"queryVector": [0.5, 1, -2e-3], "topK": 5, "q": "\\u00fc"}') == {
-        "queryVector": [0.5, 1, -2e-3], "topK": 5, "q": "ü"}
+        "queryVector": [0.5, 1, -2e-3],
+        "topK": 5,
+        "q": "ü",
+    }
     with pytest.raises(ValueError):
         loads(b"{not json")

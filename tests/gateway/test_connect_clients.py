@@ -63,8 +63,12 @@ def test_connect_es_calls_streams_and_errors_through_the_gateway(stack, http, ge
     document = upload(http, "docs", "leases.txt", TEXT).json()
     script = tmp_path / "connect_client.mjs"
     script.write_text(SCRIPT % {"modules": (PACKAGE / "node_modules").as_uri(), "gen": generated.as_uri()})
-    result = subprocess.run([NODE, str(script), stack.url, key_headers()["Authorization"], document["id"], encoding],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [NODE, str(script), stack.url, key_headers()["Authorization"], document["id"], encoding],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout)
     assert out["collection"] == "docs"

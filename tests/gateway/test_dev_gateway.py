@@ -40,11 +40,16 @@ def test_make_run_serves_the_gateway_and_prints_it(base):
         key = json.loads((stack.home / "credentials").read_text())["keys"]["client"]
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
             assert http.get("/healthz").json()["status"] == "SERVING"
-            created = http.post("/sluice.v1.DocumentService/CreateCollection",
-                                json={"collection": {"name": "web", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}})
+            created = http.post(
+                "/sluice.v1.DocumentService/CreateCollection",
+                json={"collection": {"name": "web", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}},
+            )
             assert created.status_code == 200, created.text
-            document = http.post("/v1/collections/web/documents", params={"filename": "leases.md"},
-                                 content=b"# Leases\n\nA worker renews its lease with heartbeats; a lease expires after 30 seconds.\n").json()
+            document = http.post(
+                "/v1/collections/web/documents",
+                params={"filename": "leases.md"},
+                content=b"# Leases\n\nA worker renews its lease with heartbeats; a lease expires after 30 seconds.\n",
+            ).json()
             statuses = []
             with http.stream("POST", "/sluice.v1.DocumentService/WatchDocument", json={"id": document["id"]}) as response:
                 for event, _, data in events(response):
@@ -52,7 +57,9 @@ def test_make_run_serves_the_gateway_and_prints_it(base):
                         break
                     statuses.append(data["document"]["status"])
             assert statuses[-1] == "DOCUMENT_STATUS_READY", (statuses, stack.logs())
-            hits = http.post("/sluice.v1.SearchService/Search", json={"collection": "web", "query": "when does a lease expire"}).json()["hits"]
+            hits = http.post(
+                "/sluice.v1.SearchService/Search", json={"collection": "web", "query": "when does a lease expire"}
+            ).json()["hits"]
             assert hits[0]["filename"] == "leases.md"
     finally:
         code = stack.stop()

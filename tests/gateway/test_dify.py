@@ -25,9 +25,12 @@ DOCS = {
 def knowledge(http):
     create_collection(http, "handbook")
     for filename, (content, typed) in DOCS.items():
-        typed_json = json.dumps({key: {"stringValue": v} if isinstance(v, str) else {"numberValue": v} for key, v in typed.items()})
-        response = http.post("/v1/collections/handbook/documents", params={"filename": filename, "typed_metadata": typed_json},
-                             content=content)
+        typed_json = json.dumps(
+            {key: {"stringValue": v} if isinstance(v, str) else {"numberValue": v} for key, v in typed.items()}
+        )
+        response = http.post(
+            "/v1/collections/handbook/documents", params={"filename": filename, "typed_metadata": typed_json}, content=content
+        )
         assert response.status_code == 200, response.text
         assert watch_until_done(http, response.json()["id"])[-1] == "DOCUMENT_STATUS_READY"
     return "handbook"
@@ -38,8 +41,10 @@ def retrieve(http: httpx.Client, body: dict, headers: dict | None = None) -> htt
 
 
 def test_retrieval_answers_records_in_difys_shape(http, knowledge):
-    response = retrieve(http, {"knowledge_id": knowledge, "query": "when do leases expire",
-                               "retrieval_setting": {"top_k": 2, "score_threshold": 0.0}})
+    response = retrieve(
+        http,
+        {"knowledge_id": knowledge, "query": "when do leases expire", "retrieval_setting": {"top_k": 2, "score_threshold": 0.0}},
+    )
     assert response.status_code == 200, response.text
     records = response.json()["records"]
     assert 1 <= len(records) <= 2
@@ -53,37 +58,73 @@ def test_retrieval_answers_records_in_difys_shape(http, knowledge):
     assert [r["score"] for r in records] == sorted((r["score"] for r in records), reverse=True)
 
     # score_threshold drops the hits scored below it (HYBRID's fused score, 0 to 1 like Dify's).
-    every = retrieve(http, {"knowledge_id": knowledge, "query": "leases limits retries",
-                            "retrieval_setting": {"top_k": 5, "score_threshold": 0.0}}).json()["records"]
-    kept = retrieve(http, {"knowledge_id": knowledge, "query": "leases limits retries",
-                           "retrieval_setting": {"top_k": 5, "score_threshold": 0.6}}).json()["records"]
+    every = retrieve(
+        http,
+        {"knowledge_id": knowledge, "query": "leases limits retries", "retrieval_setting": {"top_k": 5, "score_threshold": 0.0}},
+    ).json()["records"]
+    kept = retrieve(
+        http,
+        {"knowledge_id": knowledge, "query": "leases limits retries", "retrieval_setting": {"top_k": 5, "score_threshold": 0.6}},
+    ).json()["records"]
     assert kept == [r for r in every if r["score"] >= 0.6]
     assert len(kept) < len(every), every
     # No match is an empty list, still 200.
-    nothing = retrieve(http, {"knowledge_id": knowledge, "query": "leases",
-                              "metadata_condition": {"conditions": [{"name": "team", "comparison_operator": "is", "value": "none"}]}})
+    nothing = retrieve(
+        http,
+        {
+            "knowledge_id": knowledge,
+            "query": "leases",
+            "metadata_condition": {"conditions": [{"name": "team", "comparison_operator": "is", "value": "none"}]},
+        },
+    )
     assert nothing.status_code == 200 and nothing.json() == {"records": []}
 
 
 def test_metadata_condition_becomes_sluices_typed_filter(http, knowledge):
     def titles(condition: dict) -> set[str]:
-        response = retrieve(http, {"knowledge_id": knowledge, "query": "leases limits retries", "metadata_condition": condition,
-                                   "retrieval_setting": {"top_k": 10, "score_threshold": 0.0}})
+        response = retrieve(
+            http,
+            {
+                "knowledge_id": knowledge,
+                "query": "leases limits retries",
+                "metadata_condition": condition,
+                "retrieval_setting": {"top_k": 10, "score_threshold": 0.0},
+            },
+        )
         assert response.status_code == 200, response.text
         return {r["title"] for r in response.json()["records"]}
 
-    assert titles({"logical_operator": "and", "conditions": [{"name": "team", "comparison_operator": "is", "value": "core"}]}) \
-        == {"leases.txt", "retries.txt"}
-    assert titles({"conditions": [{"name": "team", "comparison_operator": "is", "value": "core"},
-                                  {"name": "year", "comparison_operator": "≥", "value": "2020"}]}) == {"leases.txt"}
-    assert titles({"logical_operator": "or", "conditions": [{"name": "year", "comparison_operator": "<", "value": 2020},
-                                                            {"name": "team", "comparison_operator": "is", "value": "edge"}]}) \
-        == {"retries.txt", "limits.txt"}
+    assert titles(
+        {"logical_operator": "and", "conditions": [{"name": "team", "comparison_operator": "is", "value": "core"}]}
+    ) == {"leases.txt", "retries.txt"}
+    assert titles(
+        {
+            "conditions": [
+                {"name": "team", "comparison_operator": "is", "value": "core"},
+                {"name": "year", "comparison_operator": "≥", "value": "2020"},
+            ]
+        }
+    ) == {"leases.txt"}
+    assert titles(
+        {
+            "logical_operator": "or",
+            "conditions": [
+                {"name": "year", "comparison_operator": "<", "value": 2020},
+                {"name": "team", "comparison_operator": "is", "value": "edge"},
+            ],
+        }
+    ) == {"retries.txt", "limits.txt"}
     assert titles({"conditions": [{"name": "team", "comparison_operator": "in", "value": ["edge"]}]}) == {"limits.txt"}
     assert titles({"conditions": [{"name": "owner", "comparison_operator": "empty"}]}) == set(DOCS)
 
-    unsupported = retrieve(http, {"knowledge_id": knowledge, "query": "x",
-                                  "metadata_condition": {"conditions": [{"name": "team", "comparison_operator": "contains", "value": "co"}]}})
+    unsupported = retrieve(
+        http,
+        {
+            "knowledge_id": knowledge,
+            "query": "x",
+            "metadata_condition": {"conditions": [{"name": "team", "comparison_operator": "contains", "value": "co"}]},
+        },
+    )
     assert unsupported.status_code == 400
     assert "not supported" in unsupported.json()["error_msg"]
 

@@ -43,8 +43,12 @@ def create_collection(http: httpx.Client, name: str = "docs") -> dict:
 
 
 def upload(http: httpx.Client, collection: str, filename: str, content: bytes, **params) -> httpx.Response:
-    return http.post(f"/v1/collections/{collection}/documents", params={"filename": filename, **params}, content=content,
-                     headers={"Content-Type": "text/plain"})
+    return http.post(
+        f"/v1/collections/{collection}/documents",
+        params={"filename": filename, **params},
+        content=content,
+        headers={"Content-Type": "text/plain"},
+    )
 
 
 def watch_until_done(http: httpx.Client, document_id: str) -> list[dict]:
@@ -182,8 +186,11 @@ def test_watch_collection_sends_cursors_as_event_ids_and_resumes_from_last_event
 def test_proto_bodies_work_too(http):
     from sluice.v1 import collection_pb2, document_service_pb2
 
-    request = document_service_pb2.CreateCollectionRequest(collection=collection_pb2.Collection(
-        name="binary", embedder=collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_HASHING)))
+    request = document_service_pb2.CreateCollectionRequest(
+        collection=collection_pb2.Collection(
+            name="binary", embedder=collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_HASHING)
+        )
+    )
     response = http.post(CREATE, content=request.SerializeToString(), headers={"Content-Type": "application/proto"})
     assert response.status_code == 200
     assert collection_pb2.Collection.FromString(response.content).name == "binary"
@@ -198,10 +205,16 @@ def test_healthz_reports_both_backends(http):
 def test_browsers_of_the_allowed_origins_only_may_call_it(stack, http):
     from gateway.conftest import RunningGateway
 
-    preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
-                 "Access-Control-Request-Headers": "authorization, content-type"}
+    preflight = {
+        "Origin": "https://app.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type",
+    }
     # By default no origin is allowed: a browser page elsewhere cannot read the answers.
-    assert "access-control-allow-origin" not in http.post(GET_COLLECTION, json={"name": "x"}, headers={"Origin": "https://app.example"}).headers
+    assert (
+        "access-control-allow-origin"
+        not in http.post(GET_COLLECTION, json={"name": "x"}, headers={"Origin": "https://app.example"}).headers
+    )
     gateway = RunningGateway(stack.ingest, stack.search, gateway_cors_origins="https://app.example")
     try:
         with httpx.Client(base_url=gateway.url, timeout=30) as browser:
@@ -222,13 +235,17 @@ def test_sources_are_managed_over_http_too(stack, http):
     create_collection(http)
     listed = http.post("/sluice.v1.SourceService/ListSources", json={"collection": "docs"})
     assert listed.status_code == 200 and listed.json() == {}, listed.text
-    refused = http.post("/sluice.v1.SourceService/CreateSource",
-                        json={"source": {"collection": "docs", "localFolder": {"path": "/etc"}}})
+    refused = http.post(
+        "/sluice.v1.SourceService/CreateSource", json={"source": {"collection": "docs", "localFolder": {"path": "/etc"}}}
+    )
     assert refused.status_code == 400 and refused.json()["reason"] == "SOURCE_NOT_ALLOWED", refused.text
     assert "local folders are disabled on this server" in refused.json()["message"]
     missing = http.post("/sluice.v1.SourceService/GetSource", json={"name": "00000000-0000-0000-0000-000000000000"})
     assert missing.status_code == 404 and missing.json()["reason"] == "SOURCE_NOT_FOUND", missing.text
     # A reader key may read sources, not create them.
-    reader = http.post("/sluice.v1.SourceService/CreateSource", headers=key_headers("reader"),
-                       json={"source": {"collection": "docs", "git": {"repository": "https://example.com/r.git"}}})
+    reader = http.post(
+        "/sluice.v1.SourceService/CreateSource",
+        headers=key_headers("reader"),
+        json={"source": {"collection": "docs", "git": {"repository": "https://example.com/r.git"}}},
+    )
     assert reader.status_code == 403, reader.text

@@ -57,7 +57,8 @@ def test_search_by_get_answers_as_its_post_does(http):
         assert answer.headers["content-type"] == "application/json"
         hits = answer.json()["hits"]
         assert [(h["documentId"], h.get("chunkIndex", 0)) for h in hits] == [
-            (h["documentId"], h.get("chunkIndex", 0)) for h in posted.json()["hits"]]
+            (h["documentId"], h.get("chunkIndex", 0)) for h in posted.json()["hits"]
+        ]
         assert hits[0]["documentId"] == document["id"] and "Leases expire" in hits[0]["text"]
         # Nothing caches it unless the operator says so; a cache that does keys it by the key too.
         assert answer.headers["cache-control"] == "no-store"
@@ -182,8 +183,9 @@ def test_connect_es_sends_search_as_a_get(http, stack, generated, tmp_path, enco
     script = tmp_path / "get.mjs"
     modules = ROOT / "clients" / "typescript" / "node_modules"
     script.write_text(SCRIPT % {"modules": modules, "gen": generated})
-    result = subprocess.run([NODE, str(script), stack.url, key_headers()["Authorization"], encoding],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [NODE, str(script), stack.url, key_headers()["Authorization"], encoding], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout)
     assert out["hits"][0] == document["id"] and out["collection"] == "docs"

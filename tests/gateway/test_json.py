@@ -18,12 +18,18 @@ def parsed(document: object) -> pb.SearchRequest:
     return request
 
 
-@pytest.mark.parametrize("document", [
-    {"collection": "docs", "queryVector": [0.25, -1, 3.5e-3], "topK": 3, "mode": "SEARCH_MODE_VECTOR"},
-    {"collection": "docs", "query_vector": [1, 2], "top_k": 2},
-    {"collection": "docs", "queryVector": [], "filter": {"where": {"condition": {"key": "year", "op": "FILTER_OPERATOR_GT",
-                                                                                "value": {"numberValue": 2020}}}}},
-])
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"collection": "docs", "queryVector": [0.25, -1, 3.5e-3], "topK": 3, "mode": "SEARCH_MODE_VECTOR"},
+        {"collection": "docs", "query_vector": [1, 2], "top_k": 2},
+        {
+            "collection": "docs",
+            "queryVector": [],
+            "filter": {"where": {"condition": {"key": "year", "op": "FILTER_OPERATOR_GT", "value": {"numberValue": 2020}}}},
+        },
+    ],
+)
 def test_same_message_as_json_format(document):
     assert parsed(document) == json_format.Parse(json.dumps(document), pb.SearchRequest())
 

@@ -36,19 +36,25 @@ def test_the_rate_limit_is_the_keys_and_says_when_to_retry(ingest_api_factory):
 
 
 def test_an_upload_cut_off_mid_body_stores_nothing(stack, http):
-    response = http.post("/sluice.v1.DocumentService/CreateCollection",
-                         json={"collection": {"name": "docs", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}})
+    response = http.post(
+        "/sluice.v1.DocumentService/CreateCollection",
+        json={"collection": {"name": "docs", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}},
+    )
     assert response.status_code == 200
     content = b"a file that arrives whole only the second time\n" * 2000
     host, port = stack.url.removeprefix("http://").split(":")
     incomplete_before = refused_incomplete()
     with socket.create_connection((host, int(port))) as sock:
         # Chunked, so that no length was announced: only the missing trailer can keep it out.
-        head = (f"POST /v1/collections/docs/documents?filename=cut.txt&request_id=cut-1 HTTP/1.1\r\nHost: {host}\r\n"
-                f"Authorization: {key_headers()['Authorization']}\r\nTransfer-Encoding: chunked\r\n\r\n")
+        head = (
+            f"POST /v1/collections/docs/documents?filename=cut.txt&request_id=cut-1 HTTP/1.1\r\nHost: {host}\r\n"
+            f"Authorization: {key_headers()['Authorization']}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
         sock.sendall(head.encode() + b"3e8\r\n" + content[:1000] + b"\r\n")
     # ingest-api saw the stream end without its trailer (ingest-api runs in this process).
-    wait_for(lambda: refused_incomplete() > incomplete_before, 30, what="ingest-api to refuse the cut upload as UPLOAD_INCOMPLETE")
+    wait_for(
+        lambda: refused_incomplete() > incomplete_before, 30, what="ingest-api to refuse the cut upload as UPLOAD_INCOMPLETE"
+    )
     # Had the first 1,000 bytes been stored under request_id cut-1, the whole file with the same
     # request_id would be refused (REQUEST_ID_REUSED); it is a new document of the whole size.
     whole = http.post("/v1/collections/docs/documents", params={"filename": "cut.txt", "request_id": "cut-1"}, content=content)

@@ -23,14 +23,23 @@ GATEWAY = Path(sys.executable).parent / "sluice-gateway"
 def scrape(port: int) -> dict[tuple[str, tuple], float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def test_the_gateway_serves_its_metrics_on_the_metrics_port(ingest_api, tmp_path):
     http_port, metrics_port = free_port(), free_port()
-    env = {**os.environ, "SLUICE_GATEWAY_BIND": f"127.0.0.1:{http_port}", "SLUICE_INGEST_ADDRESS": ingest_api.address,
-           "SLUICE_SEARCH_ADDRESS": ingest_api.address, "SLUICE_METRICS_PORT": str(metrics_port), "SLUICE_LOG_JSON": "false"}
+    env = {
+        **os.environ,
+        "SLUICE_GATEWAY_BIND": f"127.0.0.1:{http_port}",
+        "SLUICE_INGEST_ADDRESS": ingest_api.address,
+        "SLUICE_SEARCH_ADDRESS": ingest_api.address,
+        "SLUICE_METRICS_PORT": str(metrics_port),
+        "SLUICE_LOG_JSON": "false",
+    }
     log = (tmp_path / "gateway.log").open("w")
     process = subprocess.Popen([str(GATEWAY)], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -45,7 +54,9 @@ def test_the_gateway_serves_its_metrics_on_the_metrics_port(ingest_api, tmp_path
         wait_for(up, 60, what="sluice-gateway to listen")
         assert process.poll() is None, (tmp_path / "gateway.log").read_text()
         with httpx.Client(base_url=url, headers=key_headers(), timeout=30) as http:
-            created = http.post(CREATE, json={"collection": {"name": "docs", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}})
+            created = http.post(
+                CREATE, json={"collection": {"name": "docs", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}}
+            )
             assert created.status_code == 200, created.text
             assert http.post(GET_COLLECTION, json={"name": "nope"}).status_code == 404
             assert http.post("/sluice.v1.NoService/Nothing", json={}).status_code == 404

@@ -15,23 +15,29 @@ def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
     validate(document)  # the OpenAPI 3.1 schema, checked by openapi-spec-validator
 
     operations = {op["operationId"]: (path, verb) for path, item in document["paths"].items() for verb, op in item.items()}
-    services = [document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"],
-                search_service_pb2.DESCRIPTOR.services_by_name["SearchService"],
-                webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"],
-                admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
-                source_service_pb2.DESCRIPTOR.services_by_name["SourceService"]]
+    services = [
+        document_service_pb2.DESCRIPTOR.services_by_name["DocumentService"],
+        search_service_pb2.DESCRIPTOR.services_by_name["SearchService"],
+        webhook_service_pb2.DESCRIPTOR.services_by_name["WebhookService"],
+        admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
+        source_service_pb2.DESCRIPTOR.services_by_name["SourceService"],
+    ]
     expected = {f"{s.name}.{m.name}" for s in services for m in s.methods}
     assert len(expected) >= 32  # 14 DocumentService, 1 SearchService, 6 WebhookService, 5 AdminService, 6 SourceService
     assert expected <= operations.keys(), expected - operations.keys()
     assert operations["SearchService.Search"] == ("/sluice.v1.SearchService/Search", "post")
     # Search is marked NO_SIDE_EFFECTS: it takes a Connect GET too; nothing else does.
     assert [(name, where) for name, where in operations.items() if where[1] == "get" and where[0].startswith("/sluice.")] == [
-        ("SearchService.SearchByGet", ("/sluice.v1.SearchService/Search", "get"))]
+        ("SearchService.SearchByGet", ("/sluice.v1.SearchService/Search", "get"))
+    ]
     get = document["paths"]["/sluice.v1.SearchService/Search"]["get"]
     assert [p["name"] for p in get["parameters"] if p["required"]] == ["encoding", "message"]
     assert operations["DocumentService.UploadDocument"] == ("/v1/collections/{collection}/documents", "post")
     assert "Dify.Retrieval" in operations
-    assert "text/event-stream" in document["paths"]["/sluice.v1.DocumentService/WatchDocument"]["post"]["responses"]["200"]["content"]
+    assert (
+        "text/event-stream"
+        in document["paths"]["/sluice.v1.DocumentService/WatchDocument"]["post"]["responses"]["200"]["content"]
+    )
     watch = document["paths"]["/sluice.v1.DocumentService/WatchCollection"]["post"]
     assert "application/connect+json" in watch["responses"]["200"]["content"]
     assert "application/connect+json" in watch["requestBody"]["content"]

@@ -34,8 +34,8 @@ def frames(response: httpx.Response):
         buffer += chunk
         while len(buffer) >= 5 and len(buffer) >= 5 + int.from_bytes(buffer[1:5], "big"):
             length = int.from_bytes(buffer[1:5], "big")
-            yield buffer[0], buffer[5:5 + length]
-            buffer = buffer[5 + length:]
+            yield buffer[0], buffer[5 : 5 + length]
+            buffer = buffer[5 + length :]
     assert buffer == b"", f"{len(buffer)} bytes after the last whole message"
 
 
@@ -89,15 +89,19 @@ def test_connect_stream_errors_are_in_the_end_of_stream_message(stack, http):
         _, end = connect_stream(anonymous, WATCH_COLLECTION, {"collection": "docs"})
     assert end["error"]["code"] == "unauthenticated", end
     # A request that is not one enveloped message, or is not the method's JSON.
-    for body, reason in ((b"{}", "INVALID_ENVELOPE"), (envelope(b"{}") + b"x", "INVALID_ENVELOPE"),
-                         (envelope(b'{"nope": 1}'), "INVALID_JSON"), (envelope(b"{}", flags=0x01), "UNSUPPORTED_ENCODING")):
+    for body, reason in (
+        (b"{}", "INVALID_ENVELOPE"),
+        (envelope(b"{}") + b"x", "INVALID_ENVELOPE"),
+        (envelope(b'{"nope": 1}'), "INVALID_JSON"),
+        (envelope(b"{}", flags=0x01), "UNSUPPORTED_ENCODING"),
+    ):
         response = http.post(WATCH_DOCUMENT, content=body, headers=CONNECT_JSON)
         assert response.status_code == 200
-        (flags, payload), = list(frames(response))
+        ((flags, payload),) = list(frames(response))
         assert flags == 0x02 and json.loads(payload)["error"]["reason"] == reason, payload
     # A unary method asked for as a stream.
     response = http.post("/sluice.v1.DocumentService/GetCollection", content=envelope(b'{"name": "docs"}'), headers=CONNECT_JSON)
-    (_, payload), = list(frames(response))
+    ((_, payload),) = list(frames(response))
     assert json.loads(payload)["error"]["code"] == "unimplemented"
 
 
@@ -128,8 +132,10 @@ def raw_watch(url: str, content_type: str, body: bytes) -> socket.socket:
     the client goes away (closing the socket, as a killed curl or a closed browser tab does)."""
     parts = urlsplit(url)
     sock = socket.create_connection((parts.hostname, parts.port), timeout=30)
-    head = (f"POST {WATCH_COLLECTION} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: {content_type}\r\n"
-            f"Authorization: {key_headers()['Authorization']}\r\nContent-Length: {len(body)}\r\n\r\n")
+    head = (
+        f"POST {WATCH_COLLECTION} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: {content_type}\r\n"
+        f"Authorization: {key_headers()['Authorization']}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     sock.sendall(head.encode() + body)
     received = b""
     while b"\r\n\r\n" not in received:

@@ -25,18 +25,24 @@ def collection_names(http: httpx.Client, **headers: str) -> list[str]:
 
 def test_an_admin_key_acts_for_the_tenant_it_names(stack, http):
     admin_service_pb2_grpc.AdminServiceStub(keyed_channel(stack.ingest, auth_keys.KEYS["admin"])).CreateTenant(
-        admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name="acme")))
+        admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name="acme"))
+    )
     as_acme = {**key_headers("admin"), "x-sluice-tenant": "acme"}
-    created = http.post(CREATE, json={"collection": {"name": "acme-docs", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}},
-                        headers=as_acme)
+    created = http.post(
+        CREATE, json={"collection": {"name": "acme-docs", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}}, headers=as_acme
+    )
     assert created.status_code == 200, created.text
     # The collection is acme's: listed for acme, not for the default tenant the keys belong to.
     assert collection_names(http, **as_acme) == ["acme-docs"]
     assert "acme-docs" not in collection_names(http)
     assert "acme-docs" not in collection_names(http, **key_headers("admin"))
     # The upload path and a server stream carry it too.
-    uploaded = http.post("/v1/collections/acme-docs/documents", params={"filename": "a.txt"}, content=b"acme's notes",
-                         headers={**as_acme, "Content-Type": "text/plain"})
+    uploaded = http.post(
+        "/v1/collections/acme-docs/documents",
+        params={"filename": "a.txt"},
+        content=b"acme's notes",
+        headers={**as_acme, "Content-Type": "text/plain"},
+    )
     assert uploaded.status_code == 200, uploaded.text
     with http.stream("POST", WATCH_DOCUMENT, json={"id": uploaded.json()["id"]}, headers=as_acme) as watch:
         assert watch.status_code == 200

@@ -21,8 +21,15 @@ def test_mutual_tls_to_both_backends_and_https_to_the_caller(ingest_api_factory,
     search = RunningSearch(database_url, tls_cert_file=cert, tls_key_file=key, tls_client_ca_file=pki["ca"])
     gateways = []
     try:
-        gateway = RunningGateway(ingest.address, search.address, tls_ca_file=pki["ca"], tls_client_cert_file=client_cert,
-                                 tls_client_key_file=client_key, tls_cert_file=cert, tls_key_file=key)
+        gateway = RunningGateway(
+            ingest.address,
+            search.address,
+            tls_ca_file=pki["ca"],
+            tls_client_cert_file=client_cert,
+            tls_client_key_file=client_key,
+            tls_cert_file=cert,
+            tls_key_file=key,
+        )
         gateways.append(gateway)
         https = gateway.url.replace("http://", "https://")
         verify = ssl.create_default_context(cafile=pki["ca"])

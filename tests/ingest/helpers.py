@@ -36,8 +36,16 @@ class Clients:
             )
         )
 
-    def upload(self, collection: str = "docs", content: bytes | None = None, filename: str = "a.txt",
-               request_id: str = "", metadata: dict | None = None, piece: int = 64 * 1024, **trailer) -> D.Document:
+    def upload(
+        self,
+        collection: str = "docs",
+        content: bytes | None = None,
+        filename: str = "a.txt",
+        request_id: str = "",
+        metadata: dict | None = None,
+        piece: int = 64 * 1024,
+        **trailer,
+    ) -> D.Document:
         """Upload `content` ending with the trailer; `trailer=False`, `size=` or `sha256=` break it on purpose."""
         content = content if content is not None else f"hello {uuid.uuid4()}".encode()
         return self.docs.UploadDocument(upload_messages(collection, content, filename, request_id, metadata, piece, **trailer))
@@ -55,8 +63,7 @@ class Clients:
         def messages():
             yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=job.lease, chunk_count=len(texts)))
             chunks = [
-                js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText",
-                         embedding=vector_for(t, dimensions))
+                js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText", embedding=vector_for(t, dimensions))
                 for i, t in enumerate(texts)
             ]
             yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=chunks))
@@ -64,31 +71,49 @@ class Clients:
         return self.jobs.CompleteJob(messages()).document
 
     def run_to_indexing(self, job: js.Job) -> None:
-        for stage in (D.DOCUMENT_STATUS_PARSING, D.DOCUMENT_STATUS_CHUNKING, D.DOCUMENT_STATUS_EMBEDDING,
-                      D.DOCUMENT_STATUS_INDEXING):
+        for stage in (
+            D.DOCUMENT_STATUS_PARSING,
+            D.DOCUMENT_STATUS_CHUNKING,
+            D.DOCUMENT_STATUS_EMBEDDING,
+            D.DOCUMENT_STATUS_INDEXING,
+        ):
             self.stage(job, stage)
 
     def fail(self, job: js.Job, retryable: bool, code: str = "EMBEDDING_UNAVAILABLE", message: str = "provider down"):
-        return self.jobs.FailJob(js.FailJobRequest(lease=job.lease, retryable=retryable, error_code=code,
-                                                   error_message=message))
+        return self.jobs.FailJob(js.FailJobRequest(lease=job.lease, retryable=retryable, error_code=code, error_message=message))
 
     def get(self, document_id: str) -> D.Document:
         return self.docs.GetDocument(ds.GetDocumentRequest(id=document_id))
 
 
-def upload_messages(collection: str, content: bytes, filename: str = "a.txt", request_id: str = "",
-                    metadata: dict | None = None, piece: int = 64 * 1024, *, trailer: bool = True,
-                    size: int | None = None, sha256: str | None = None):
+def upload_messages(
+    collection: str,
+    content: bytes,
+    filename: str = "a.txt",
+    request_id: str = "",
+    metadata: dict | None = None,
+    piece: int = 64 * 1024,
+    *,
+    trailer: bool = True,
+    size: int | None = None,
+    sha256: str | None = None,
+):
     """An upload stream: metadata, the bytes in pieces, and the trailer with the true size and SHA-256
     (unless overridden by `size`/`sha256`, or left out with `trailer=False`)."""
-    yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(
-        collection=collection, filename=filename, request_id=request_id, metadata=metadata or {}))
+    yield ds.UploadDocumentRequest(
+        metadata=ds.UploadDocumentMetadata(
+            collection=collection, filename=filename, request_id=request_id, metadata=metadata or {}
+        )
+    )
     for start in range(0, len(content), piece):
         yield ds.UploadDocumentRequest(data=content[start : start + piece])
     if trailer:
-        yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
-            size_bytes=len(content) if size is None else size,
-            sha256=hashlib.sha256(content).hexdigest() if sha256 is None else sha256))
+        yield ds.UploadDocumentRequest(
+            trailer=ds.UploadDocumentTrailer(
+                size_bytes=len(content) if size is None else size,
+                sha256=hashlib.sha256(content).hexdigest() if sha256 is None else sha256,
+            )
+        )
 
 
 def vector_for(text: str, dimensions: int = 8) -> list[float]:

@@ -12,14 +12,17 @@ from sluice_common.errors import reason_of
 
 from .helpers import vector_for
 
-BOXES = [D.BoundingBox(page_number=1, left=0.1, top=0.2, right=0.9, bottom=0.25),
-         D.BoundingBox(page_number=2, left=0.0, top=0.0, right=1.0, bottom=0.5)]
+BOXES = [
+    D.BoundingBox(page_number=1, left=0.1, top=0.2, right=0.9, bottom=0.25),
+    D.BoundingBox(page_number=2, left=0.0, top=0.0, right=1.0, bottom=0.5),
+]
 
 
 def chunk(index: int, boxes=()) -> js.Chunk:
     text = f"chunk {index}"
-    return js.Chunk(index=index, text=text, page_number=1, element_type="NarrativeText", embedding=vector_for(text),
-                    boxes=list(boxes))
+    return js.Chunk(
+        index=index, text=text, page_number=1, element_type="NarrativeText", embedding=vector_for(text), boxes=list(boxes)
+    )
 
 
 def complete(c, job, chunks):
@@ -44,14 +47,20 @@ def test_boxes_are_kept_in_the_snapshot_and_the_index(c, database_url):
     c.run_to_indexing(job)
     chunks = [chunk(0, BOXES), chunk(1)]
     save_snapshot(c, job, [js.Chunk(index=ch.index, text=ch.text, boxes=list(ch.boxes)) for ch in chunks])
-    read = [ch for batch in c.jobs.ReadSnapshot(js.ReadSnapshotRequest(lease=job.lease, pipeline_version="v1"))
-            for ch in batch.chunks]
+    read = [
+        ch for batch in c.jobs.ReadSnapshot(js.ReadSnapshotRequest(lease=job.lease, pipeline_version="v1")) for ch in batch.chunks
+    ]
     assert [list(ch.boxes) for ch in read] == [BOXES, []]
     complete(c, job, chunks)
     with psycopg.connect(database_url) as conn:
         stored = [row[0] for row in conn.execute("SELECT boxes FROM chunks ORDER BY chunk_index")]
-    assert stored == [[{"page": 1, "left": 0.1, "top": 0.2, "right": 0.9, "bottom": 0.25},
-                       {"page": 2, "left": 0.0, "top": 0.0, "right": 1.0, "bottom": 0.5}], []]
+    assert stored == [
+        [
+            {"page": 1, "left": 0.1, "top": 0.2, "right": 0.9, "bottom": 0.25},
+            {"page": 2, "left": 0.0, "top": 0.0, "right": 1.0, "bottom": 0.5},
+        ],
+        [],
+    ]
 
 
 @pytest.mark.parametrize(

@@ -31,14 +31,22 @@ def server(monkeypatch):
 
 def test_the_default_reranker_is_stored_with_its_defaults(c, server):
     created = c.create_collection("ranked", reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_COHERE))
-    expected = C.RerankerConfig(provider=C.RERANKER_PROVIDER_COHERE, model="rerank-v3.5", base_url="https://api.cohere.com",
-                                api_key_env="SLUICE_RERANK_COHERE_API_KEY", candidates=50, timeout_ms=1000)
+    expected = C.RerankerConfig(
+        provider=C.RERANKER_PROVIDER_COHERE,
+        model="rerank-v3.5",
+        base_url="https://api.cohere.com",
+        api_key_env="SLUICE_RERANK_COHERE_API_KEY",
+        candidates=50,
+        timeout_ms=1000,
+    )
     assert created.reranker == expected
     assert c.docs.GetCollection(ds.GetCollectionRequest(name="ranked")).reranker == expected
     listed = {col.name: col for col in c.docs.ListCollections(ds.ListCollectionsRequest()).collections}
     assert listed["ranked"].reranker == expected and not listed["docs"].HasField("reranker")
-    tei = c.create_collection("tei", reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_TEI, base_url=server.url + "/",
-                                                               candidates=20, timeout_ms=250))
+    tei = c.create_collection(
+        "tei",
+        reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_TEI, base_url=server.url + "/", candidates=20, timeout_ms=250),
+    )
     assert tei.reranker == C.RerankerConfig(provider=C.RERANKER_PROVIDER_TEI, base_url=server.url, candidates=20, timeout_ms=250)
 
 
@@ -63,8 +71,9 @@ def test_a_bad_default_reranker_is_refused(c, server, config, words):
 
 
 def test_search_uses_the_collections_reranker(c, server, database_url):
-    c.create_collection("ranked", reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_TEI, base_url=server.url,
-                                                            timeout_ms=30000))
+    c.create_collection(
+        "ranked", reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_TEI, base_url=server.url, timeout_ms=30000)
+    )
     for text in ("A lamp.", "The keeper lit the lamp at the lighthouse.", "Rivers and mills."):
         c.upload(collection="ranked", content=text.encode())
         job = c.claim()
@@ -78,8 +87,11 @@ def test_search_uses_the_collections_reranker(c, server, database_url):
         assert response.rerank.status == sp.RERANK_STATUS_APPLIED and response.rerank.provider == C.RERANKER_PROVIDER_TEI
         assert response.hits[0].text == "The keeper lit the lamp at the lighthouse."
         assert server.requests[-1].path == "/rerank"
-        off = stub.Search(sp.SearchRequest(collection="ranked", query="lighthouse", mode=sp.SEARCH_MODE_VECTOR,
-                                           rerank=sp.SearchRerank(disabled=True)))
+        off = stub.Search(
+            sp.SearchRequest(
+                collection="ranked", query="lighthouse", mode=sp.SEARCH_MODE_VECTOR, rerank=sp.SearchRerank(disabled=True)
+            )
+        )
         assert off.rerank.status == sp.RERANK_STATUS_UNSPECIFIED
     finally:
         channel.close()

@@ -55,8 +55,7 @@ def test_eight_claimers_claim_every_job_exactly_once_per_attempt(ingest_api, dat
 
     for attempt in (1, 2):
         claims: list[list] = [[] for _ in range(CLAIMERS)]
-        threads = [threading.Thread(target=claim_all, args=(ingest_api.address, f"w{i}", claims[i]))
-                   for i in range(CLAIMERS)]
+        threads = [threading.Thread(target=claim_all, args=(ingest_api.address, f"w{i}", claims[i])) for i in range(CLAIMERS)]
         for t in threads:
             t.start()
         for t in threads:
@@ -67,8 +66,12 @@ def test_eight_claimers_claim_every_job_exactly_once_per_attempt(ingest_api, dat
         assert {a for _, a, _ in flat} == {attempt}
         assert sum(1 for per_worker in claims if per_worker) > 1, "claims were not spread over workers"
         with psycopg.connect(database_url) as conn:
-            assert conn.execute("SELECT count(*) FROM ingestion_jobs WHERE status = 'RUNNING' AND attempts = %s",
-                                (attempt,)).fetchone()[0] == JOBS
+            assert (
+                conn.execute(
+                    "SELECT count(*) FROM ingestion_jobs WHERE status = 'RUNNING' AND attempts = %s", (attempt,)
+                ).fetchone()[0]
+                == JOBS
+            )
             assert conn.execute("SELECT count(*) FROM job_attempts WHERE number = %s", (attempt,)).fetchone()[0] == JOBS
         if attempt == 1:
             # Fail every job temporarily; each comes back for exactly one more claim.
@@ -78,8 +81,15 @@ def test_eight_claimers_claim_every_job_exactly_once_per_attempt(ingest_api, dat
                 job_id, token = item
                 c = Clients(ingest_api.address)
                 from sluice.v1 import job_service_pb2 as js
-                c.jobs.FailJob(js.FailJobRequest(lease=js.LeaseRef(job_id=job_id, lease_token=token), retryable=True,
-                                                 error_code="EMBEDDING_UNAVAILABLE", error_message="try again"))
+
+                c.jobs.FailJob(
+                    js.FailJobRequest(
+                        lease=js.LeaseRef(job_id=job_id, lease_token=token),
+                        retryable=True,
+                        error_code="EMBEDDING_UNAVAILABLE",
+                        error_message="try again",
+                    )
+                )
                 c.close()
 
             with ThreadPoolExecutor(CLAIMERS) as pool:
@@ -127,8 +137,10 @@ def test_reader_never_sees_document_and_job_disagree(ingest_api_factory, databas
         job_name = {v: k for k, v in D.IngestionJobStatus.items()}
         while not stop.is_set():
             doc = c.get(random.choice(documents))
-            pair = (name[doc.status].removeprefix("DOCUMENT_STATUS_"),
-                    job_name[doc.job_status].removeprefix("INGESTION_JOB_STATUS_"))
+            pair = (
+                name[doc.status].removeprefix("DOCUMENT_STATUS_"),
+                job_name[doc.job_status].removeprefix("INGESTION_JOB_STATUS_"),
+            )
             if pair not in ALLOWED_PAIRS:
                 violations.append(("grpc", pair))
         c.close()
@@ -143,8 +155,12 @@ def test_reader_never_sees_document_and_job_disagree(ingest_api_factory, databas
                 idle += 1
                 continue
             idle = 0
-            for stage in (D.DOCUMENT_STATUS_PARSING, D.DOCUMENT_STATUS_CHUNKING, D.DOCUMENT_STATUS_EMBEDDING,
-                          D.DOCUMENT_STATUS_INDEXING):
+            for stage in (
+                D.DOCUMENT_STATUS_PARSING,
+                D.DOCUMENT_STATUS_CHUNKING,
+                D.DOCUMENT_STATUS_EMBEDDING,
+                D.DOCUMENT_STATUS_INDEXING,
+            ):
                 c.stage(job, stage)
                 if rng.random() < 0.1:
                     c.fail(job, retryable=rng.random() < 0.7)
@@ -169,10 +185,19 @@ def test_reader_never_sees_document_and_job_disagree(ingest_api_factory, databas
     assert seen & {("PARSING", "RUNNING"), ("CHUNKING", "RUNNING"), ("EMBEDDING", "RUNNING"), ("INDEXING", "RUNNING")}
     with psycopg.connect(database_url) as conn:
         # Rule 1 at rest: chunks exist only under READY documents, and every READY one has its chunks.
-        assert conn.execute("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id"
-                            " WHERE d.status <> 'READY'").fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM documents d WHERE status = 'READY' AND NOT EXISTS"
-                            " (SELECT 1 FROM chunks c WHERE c.document_id = d.id)").fetchone()[0] == 0
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.status <> 'READY'"
+            ).fetchone()[0]
+            == 0
+        )
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM documents d WHERE status = 'READY' AND NOT EXISTS"
+                " (SELECT 1 FROM chunks c WHERE c.document_id = d.id)"
+            ).fetchone()[0]
+            == 0
+        )
         terminal = conn.execute("SELECT count(*) FROM documents WHERE status IN ('READY', 'FAILED')").fetchone()[0]
     assert terminal == len(documents)
     setup.close()

@@ -31,6 +31,7 @@ OK_OR_RETRY = {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}
 
 # ------------------------------------------------------------------ the error table (no IO)
 
+
 def test_connection_failures_are_database_unavailable():
     for exc in (
         psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly"),
@@ -56,6 +57,7 @@ def test_other_database_errors_stay_internal():
 
 
 # ------------------------------------------------------------------ real restarts
+
 
 @pytest.fixture
 def own_postgres():
@@ -95,7 +97,12 @@ class Caller:
         for name, call in (
             ("GetCollection", lambda: self.clients.docs.GetCollection(ds.GetCollectionRequest(name="docs"), timeout=60)),
             ("ListDocuments", lambda: self.clients.docs.ListDocuments(ds.ListDocumentsRequest(collection="docs"), timeout=60)),
-            ("Search", lambda: self.search.Search(search_service_pb2.SearchRequest(collection="docs", query="sluice gates", top_k=3), timeout=60)),
+            (
+                "Search",
+                lambda: self.search.Search(
+                    search_service_pb2.SearchRequest(collection="docs", query="sluice gates", top_k=3), timeout=60
+                ),
+            ),
         ):
             try:
                 call()
@@ -125,8 +132,9 @@ class Caller:
 
 def listening(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                            " AND query LIKE 'LISTEN%%'").fetchone()[0]
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+        ).fetchone()[0]
 
 
 def recovered(caller: Caller, within: float = 60) -> bool:

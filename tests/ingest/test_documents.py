@@ -81,8 +81,14 @@ def test_dedup_rule_is_documented_where_clients_read_it_and_holds(c):
 
     proto = (Path(__file__).resolve().parents[2] / "protos/sluice/v1/document_service.proto").read_text()
     upload_comment = proto.split("  rpc UploadDocument(")[0].rsplit(");\n", 1)[-1]  # the comment block above it
-    for promise in ("same SHA-256", "returns that existing document", "new ones are ignored", "another collection",
-                    "REQUEST_ID_REUSED", "ReprocessDocument"):
+    for promise in (
+        "same SHA-256",
+        "returns that existing document",
+        "new ones are ignored",
+        "another collection",
+        "REQUEST_ID_REUSED",
+        "ReprocessDocument",
+    ):
         assert promise in upload_comment, promise
     first = c.upload(content=b"dedup rule bytes", filename="first.txt", metadata={"k": "1"})
     second = c.upload(content=b"dedup rule bytes", filename="second.txt", metadata={"k": "2"})
@@ -123,15 +129,17 @@ def test_upload_limits_and_bad_metadata(ingest_api_factory, database_url):
     api = ingest_api_factory(max_upload_bytes=1000)
     c = Clients(api.address)
     c.create_collection()
-    err = expect_error(lambda: c.upload(content=b"x" * 1001, piece=100), grpc.StatusCode.RESOURCE_EXHAUSTED,
-                       "UPLOAD_TOO_LARGE")
+    err = expect_error(lambda: c.upload(content=b"x" * 1001, piece=100), grpc.StatusCode.RESOURCE_EXHAUSTED, "UPLOAD_TOO_LARGE")
     assert "1000 bytes" in err.details()
     expect_error(lambda: c.upload(content=b""), grpc.StatusCode.INVALID_ARGUMENT, "EMPTY_UPLOAD")
     expect_error(lambda: c.upload(collection="nope"), grpc.StatusCode.NOT_FOUND, "COLLECTION_NOT_FOUND")
     expect_error(lambda: c.upload(filename="/"), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FILENAME")
     expect_error(lambda: c.upload(metadata={"": "v"}), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_METADATA")
-    expect_error(lambda: c.docs.UploadDocument(iter([ds.UploadDocumentRequest(data=b"abc")])),
-                 grpc.StatusCode.INVALID_ARGUMENT, "MISSING_METADATA")
+    expect_error(
+        lambda: c.docs.UploadDocument(iter([ds.UploadDocumentRequest(data=b"abc")])),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "MISSING_METADATA",
+    )
     assert c.upload(content=b"x" * 1000).size_bytes == 1000
     assert rows(database_url, "documents") == 1
     c.close()
@@ -166,8 +174,14 @@ def test_watch_delivers_every_status_in_order(c):
     assert not watcher.is_alive(), "the stream did not end after READY"
     statuses = [e.document.status for e in events]
     distinct = [s for i, s in enumerate(statuses) if i == 0 or s != statuses[i - 1]]
-    assert distinct == [D.DOCUMENT_STATUS_PENDING, D.DOCUMENT_STATUS_PARSING, D.DOCUMENT_STATUS_CHUNKING,
-                        D.DOCUMENT_STATUS_EMBEDDING, D.DOCUMENT_STATUS_INDEXING, D.DOCUMENT_STATUS_READY]
+    assert distinct == [
+        D.DOCUMENT_STATUS_PENDING,
+        D.DOCUMENT_STATUS_PARSING,
+        D.DOCUMENT_STATUS_CHUNKING,
+        D.DOCUMENT_STATUS_EMBEDDING,
+        D.DOCUMENT_STATUS_INDEXING,
+        D.DOCUMENT_STATUS_READY,
+    ]
     progress = [e.document.progress.done for e in events if e.document.status == D.DOCUMENT_STATUS_EMBEDDING]
     assert progress == [0, 1, 2]
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
@@ -220,23 +234,36 @@ def test_delete_cancels_the_running_job_and_removes_chunks(c, database_url):
 
 def test_retry_and_reprocess(c):
     doc = c.upload()
-    expect_error(lambda: c.docs.RetryDocument(ds.RetryDocumentRequest(id=doc.id)),
-                 grpc.StatusCode.FAILED_PRECONDITION, "DOCUMENT_NOT_FAILED")
+    expect_error(
+        lambda: c.docs.RetryDocument(ds.RetryDocumentRequest(id=doc.id)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "DOCUMENT_NOT_FAILED",
+    )
     job = c.claim()
     c.fail(job, retryable=False, code="DOCUMENT_CORRUPT", message="broken")
     retried = c.docs.RetryDocument(ds.RetryDocumentRequest(id=doc.id))
     assert (retried.status, retried.job_status, retried.attempts, retried.error_message) == (
-        D.DOCUMENT_STATUS_PENDING, D.INGESTION_JOB_STATUS_PENDING, 0, "")
+        D.DOCUMENT_STATUS_PENDING,
+        D.INGESTION_JOB_STATUS_PENDING,
+        0,
+        "",
+    )
     job = c.claim()
     assert job.attempt == 1
     c.run_to_indexing(job)
     c.complete(job)
-    expect_error(lambda: c.docs.RetryDocument(ds.RetryDocumentRequest(id=doc.id)),
-                 grpc.StatusCode.FAILED_PRECONDITION, "DOCUMENT_NOT_FAILED")
+    expect_error(
+        lambda: c.docs.RetryDocument(ds.RetryDocumentRequest(id=doc.id)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "DOCUMENT_NOT_FAILED",
+    )
     again = c.docs.ReprocessDocument(ds.ReprocessDocumentRequest(id=doc.id))
     assert (again.status, again.job_status) == (D.DOCUMENT_STATUS_PENDING, D.INGESTION_JOB_STATUS_PENDING)
-    expect_error(lambda: c.docs.ReprocessDocument(ds.ReprocessDocumentRequest(id=doc.id)),
-                 grpc.StatusCode.FAILED_PRECONDITION, "DOCUMENT_NOT_READY")
+    expect_error(
+        lambda: c.docs.ReprocessDocument(ds.ReprocessDocumentRequest(id=doc.id)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "DOCUMENT_NOT_READY",
+    )
 
 
 # ---------------------------------------------------------------- lists and collections
@@ -258,15 +285,27 @@ def test_list_documents_pages_and_filters(c):
     assert seen == list(reversed(ids))  # newest first
     failed = c.docs.ListDocuments(ds.ListDocumentsRequest(status=D.DOCUMENT_STATUS_FAILED))
     assert [d.id for d in failed.documents] == [job.document_id]
-    expect_error(lambda: c.docs.ListDocuments(ds.ListDocumentsRequest(page_token="garbage!")),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_TOKEN")
+    expect_error(
+        lambda: c.docs.ListDocuments(ds.ListDocumentsRequest(page_token="garbage!")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_PAGE_TOKEN",
+    )
     first = c.docs.ListDocuments(ds.ListDocumentsRequest(collection="docs", page_size=3))
-    expect_error(lambda: c.docs.ListDocuments(ds.ListDocumentsRequest(page_token=first.next_page_token)),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_TOKEN")
-    expect_error(lambda: c.docs.ListDocuments(ds.ListDocumentsRequest(collection="nope")),
-                 grpc.StatusCode.NOT_FOUND, "COLLECTION_NOT_FOUND")
-    expect_error(lambda: c.docs.ListDocuments(ds.ListDocumentsRequest(page_size=5000)),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_SIZE")
+    expect_error(
+        lambda: c.docs.ListDocuments(ds.ListDocumentsRequest(page_token=first.next_page_token)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_PAGE_TOKEN",
+    )
+    expect_error(
+        lambda: c.docs.ListDocuments(ds.ListDocumentsRequest(collection="nope")),
+        grpc.StatusCode.NOT_FOUND,
+        "COLLECTION_NOT_FOUND",
+    )
+    expect_error(
+        lambda: c.docs.ListDocuments(ds.ListDocumentsRequest(page_size=5000)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_PAGE_SIZE",
+    )
 
 
 def test_collections_lifecycle_and_validation(c, database_url):
@@ -274,12 +313,24 @@ def test_collections_lifecycle_and_validation(c, database_url):
     expect_error(lambda: c.create_collection("docs"), grpc.StatusCode.ALREADY_EXISTS, "COLLECTION_EXISTS")
     expect_error(lambda: c.create_collection("Bad Name"), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_COLLECTION_NAME")
     expect_error(lambda: c.create_collection("x", dimensions=5000), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_EMBEDDER")
-    expect_error(lambda: c.docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(name="y"))),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_EMBEDDER")
-    expect_error(lambda: c.create_collection("z", chunking=collection_pb2.ChunkingConfig(max_characters=100, overlap=100)),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CHUNKING")
-    local = c.docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
-        name="local", embedder=collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS))))
+    expect_error(
+        lambda: c.docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(name="y"))),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_EMBEDDER",
+    )
+    expect_error(
+        lambda: c.create_collection("z", chunking=collection_pb2.ChunkingConfig(max_characters=100, overlap=100)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_CHUNKING",
+    )
+    local = c.docs.CreateCollection(
+        ds.CreateCollectionRequest(
+            collection=collection_pb2.Collection(
+                name="local",
+                embedder=collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS),
+            )
+        )
+    )
     assert (local.embedder.model, local.embedder.dimensions) == ("all-MiniLM-L6-v2", 384)
     names = []
     token = ""
@@ -291,8 +342,11 @@ def test_collections_lifecycle_and_validation(c, database_url):
             break
     assert names == ["b-second", "docs", "local"]
     c.upload()
-    expect_error(lambda: c.docs.DeleteCollection(ds.DeleteCollectionRequest(name="docs")),
-                 grpc.StatusCode.FAILED_PRECONDITION, "COLLECTION_NOT_EMPTY")
+    expect_error(
+        lambda: c.docs.DeleteCollection(ds.DeleteCollectionRequest(name="docs")),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "COLLECTION_NOT_EMPTY",
+    )
     assert c.docs.GetCollection(ds.GetCollectionRequest(name="docs")).document_count == 1
     assert c.docs.DeleteCollection(ds.DeleteCollectionRequest(name="docs", force=True)).deleted_documents == 1
     expect_error(lambda: c.docs.GetCollection(ds.GetCollectionRequest(name="docs")), grpc.StatusCode.NOT_FOUND)
@@ -308,14 +362,21 @@ def test_bad_ids_and_missing_leases(c):
     expect_error(lambda: c.get("00000000-0000-0000-0000-000000000000"), grpc.StatusCode.NOT_FOUND)
     expect_error(lambda: c.jobs.RenewLease(js.RenewLeaseRequest()), grpc.StatusCode.INVALID_ARGUMENT, "MISSING_LEASE")
     expect_error(lambda: c.jobs.ClaimJob(js.ClaimJobRequest(worker_id="")), grpc.StatusCode.INVALID_ARGUMENT)
-    expect_error(lambda: c.jobs.ClaimJob(js.ClaimJobRequest(worker_id="w", wait_seconds=1e6)),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_WAIT")
+    expect_error(
+        lambda: c.jobs.ClaimJob(js.ClaimJobRequest(worker_id="w", wait_seconds=1e6)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_WAIT",
+    )
     c.upload()
     job = c.claim()
-    expect_error(lambda: c.jobs.FailJob(js.FailJobRequest(lease=job.lease, error_code="not snake")),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ERROR_CODE")
-    expect_error(lambda: c.stage(job, D.DOCUMENT_STATUS_PARSING, done=5, total=2),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PROGRESS")
+    expect_error(
+        lambda: c.jobs.FailJob(js.FailJobRequest(lease=job.lease, error_code="not snake")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_ERROR_CODE",
+    )
+    expect_error(
+        lambda: c.stage(job, D.DOCUMENT_STATUS_PARSING, done=5, total=2), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PROGRESS"
+    )
 
 
 # ---------------------------------------------------------------- long poll, health
@@ -363,11 +424,13 @@ def test_notifications_survive_a_lost_listen_connection(c, database_url):
     with psycopg.connect(database_url, autocommit=True) as conn:
         killed = conn.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND query LIKE 'LISTEN%%'").fetchone()[0]
+            " WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+        ).fetchone()[0]
     assert killed == 1
     time.sleep(1.0)  # the hub notices and reconnects with backoff
     assert_long_poll_woken_by_upload(c, "after-reconnect")
     with psycopg.connect(database_url) as conn:
-        listening = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                                 " AND query LIKE 'LISTEN%%'").fetchone()[0]
+        listening = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+        ).fetchone()[0]
     assert listening == 1

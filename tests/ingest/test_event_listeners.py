@@ -64,15 +64,18 @@ def test_transitions_notify_only_what_a_listener_row_names(c, database_url):
         assert notes_until_sentinel(listener, database_url) == []  # nobody listens: no NOTIFY, no lock
 
         with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute("INSERT INTO event_listeners VALUES (%s, %s, gen_random_uuid(), now() + interval '1 minute')",
-                         (DOCS, doc.id))
+            conn.execute(
+                "INSERT INTO event_listeners VALUES (%s, %s, gen_random_uuid(), now() + interval '1 minute')", (DOCS, doc.id)
+            )
         c.stage(job, D.DOCUMENT_STATUS_CHUNKING)
         assert notes_until_sentinel(listener, database_url) == [(DOCS, doc.id)]
 
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute("DELETE FROM event_listeners")
-            conn.execute("INSERT INTO event_listeners VALUES (%s, %s, gen_random_uuid(), now() + interval '1 minute')",
-                         (COLLECTIONS, collection_id(database_url)))
+            conn.execute(
+                "INSERT INTO event_listeners VALUES (%s, %s, gen_random_uuid(), now() + interval '1 minute')",
+                (COLLECTIONS, collection_id(database_url)),
+            )
         c.stage(job, D.DOCUMENT_STATUS_EMBEDDING)
         assert notes_until_sentinel(listener, database_url) == [(COLLECTIONS, collection_id(database_url))]
 
@@ -133,8 +136,9 @@ def test_registrations_come_back_after_the_database_lost_them(c, database_url, i
     assert next(stream).document.status == D.DOCUMENT_STATUS_PENDING
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("TRUNCATE event_listeners")
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                     " WHERE datname = current_database() AND query LIKE 'LISTEN%%'")
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+        )
     assert wait_for(lambda: (DOCS, doc.id) in registered(database_url))
     job = c.claim()
     c.stage(job, D.DOCUMENT_STATUS_PARSING)
@@ -147,8 +151,7 @@ def test_registrations_come_back_after_the_database_lost_them(c, database_url, i
 def test_rows_of_a_dead_process_expire_and_a_stopped_one_leaves_none(ingest_api_factory, database_url, monkeypatch):
     monkeypatch.setattr(notify, "RENEW_SECONDS", 0.2)
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("INSERT INTO event_listeners VALUES (%s, 'gone', gen_random_uuid(), now() - interval '1 second')",
-                     (DOCS,))
+        conn.execute("INSERT INTO event_listeners VALUES (%s, 'gone', gen_random_uuid(), now() - interval '1 second')", (DOCS,))
     api = ingest_api_factory()
     c = Clients(api.address)
     c.create_collection()

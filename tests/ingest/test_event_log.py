@@ -25,9 +25,16 @@ COPY_LAST_EVENT = """
 def read(url: str, after: EventCursor, limit: int = 100) -> list[tuple[int, int, str, bool]]:
     with psycopg.connect(url, autocommit=True) as conn:
         tenant_id, collection_id = conn.execute("SELECT tenant_id, id FROM collections WHERE name = 'docs'").fetchone()
-        rows = conn.execute(COLLECTION_EVENTS_SQL, {"tenant_id": tenant_id, "collection_id": collection_id,
-                                                    "txid": after.txid, "event_id": after.event_id,
-                                                    "limit": limit}).fetchall()
+        rows = conn.execute(
+            COLLECTION_EVENTS_SQL,
+            {
+                "tenant_id": tenant_id,
+                "collection_id": collection_id,
+                "txid": after.txid,
+                "event_id": after.event_id,
+                "limit": limit,
+            },
+        ).fetchall()
         return [(row[0], row[1], str(row[2]), row[3]) for row in rows]
 
 
@@ -42,7 +49,7 @@ def test_an_event_committed_late_with_a_lower_id_is_not_skipped(c, database_url)
     first, second = c.upload(content=b"first"), c.upload(content=b"second")
     _, cursor = drain(database_url, EventCursor(0, 0))
     with psycopg.connect(database_url) as slow, psycopg.connect(database_url) as fast:
-        (low,) = slow.execute(COPY_LAST_EVENT, (first.id,)).fetchone()   # takes the lower id, stays open
+        (low,) = slow.execute(COPY_LAST_EVENT, (first.id,)).fetchone()  # takes the lower id, stays open
         (high,) = fast.execute(COPY_LAST_EVENT, (second.id,)).fetchone()
         fast.commit()
         assert high > low

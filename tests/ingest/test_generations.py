@@ -56,7 +56,9 @@ def chunk_generations(url: str, document_id: str) -> dict[int, int]:
     with psycopg.connect(url) as conn:
         rows = conn.execute(
             "SELECT g.number, count(*) FROM chunks c JOIN collection_generations g ON g.id = c.generation_id"
-            " WHERE c.document_id = %s GROUP BY g.number", (document_id,)).fetchall()
+            " WHERE c.document_id = %s GROUP BY g.number",
+            (document_id,),
+        ).fetchall()
     return dict(rows)
 
 
@@ -201,8 +203,11 @@ def test_cancel_drops_the_building_generation_its_jobs_chunks_and_index(ingest_a
     assert c.jobs.RenewLease(js.RenewLeaseRequest(lease=running.lease)).cancelled
     expect_error(lambda: c.complete(running, ["two"], dimensions=16), grpc.StatusCode.NOT_FOUND, "JOB_NOT_FOUND")
     assert c.get(first).status == D.DOCUMENT_STATUS_READY and c.claim() is None
-    expect_error(lambda: c.docs.CancelReindex(ds.CancelReindexRequest(name="docs")), grpc.StatusCode.FAILED_PRECONDITION,
-                 "NO_REINDEX_IN_PROGRESS")
+    expect_error(
+        lambda: c.docs.CancelReindex(ds.CancelReindexRequest(name="docs")),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "NO_REINDEX_IN_PROGRESS",
+    )
     # A new reindex after a cancel is generation 3.
     assert states(reindex(c))[-1] == (3, G.GENERATION_STATE_BUILDING)
 
@@ -231,9 +236,11 @@ def test_embed_jobs_are_fenced_by_their_lease(ingest_api_factory, database_url):
     fresh = c.claim("w2")
     assert fresh.document_id == document and fresh.attempt == 2 and fresh.kind == js.JOB_KIND_EMBED
     assert c.get(document).status == D.DOCUMENT_STATUS_READY  # a takeover does not touch the document
-    for call in (lambda: c.stage(stale, D.DOCUMENT_STATUS_EMBEDDING),
-                 lambda: c.complete(stale, ["fenced"], dimensions=16),
-                 lambda: c.fail(stale, retryable=True)):
+    for call in (
+        lambda: c.stage(stale, D.DOCUMENT_STATUS_EMBEDDING),
+        lambda: c.complete(stale, ["fenced"], dimensions=16),
+        lambda: c.fail(stale, retryable=True),
+    ):
         expect_error(call, grpc.StatusCode.FAILED_PRECONDITION, "LEASE_NOT_HELD")
     assert c.complete(fresh, ["fenced"], dimensions=16).status == D.DOCUMENT_STATUS_READY
     assert states(collection(c))[1] == (2, G.GENERATION_STATE_ACTIVE)
@@ -283,11 +290,17 @@ def test_reindex_validates_its_input(ingest_api):
     expect_error(lambda: reindex(c, collection_pb2.EmbedderConfig()), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_EMBEDDER")
     expect_error(lambda: reindex(c, hashing("hashing-v1", 8)), grpc.StatusCode.FAILED_PRECONDITION, "EMBEDDER_UNCHANGED")
     expect_error(lambda: reindex(c, hashing("h", 5000)), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_EMBEDDER")
-    expect_error(lambda: reindex(c, collection_pb2.EmbedderConfig(
-        provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, model="no-such-model")),
-        grpc.StatusCode.INVALID_ARGUMENT, "EMBEDDER_MODEL_NOT_INSTALLED")
-    expect_error(lambda: c.docs.CancelReindex(ds.CancelReindexRequest(name="nope")), grpc.StatusCode.NOT_FOUND,
-                 "COLLECTION_NOT_FOUND")
+    expect_error(
+        lambda: reindex(
+            c,
+            collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, model="no-such-model"),
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "EMBEDDER_MODEL_NOT_INSTALLED",
+    )
+    expect_error(
+        lambda: c.docs.CancelReindex(ds.CancelReindexRequest(name="nope")), grpc.StatusCode.NOT_FOUND, "COLLECTION_NOT_FOUND"
+    )
     # An empty collection has nothing to embed: it switches at once, defaults filled visibly.
     switched = reindex(c, collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_HASHING))
     assert states(switched) == [(1, G.GENERATION_STATE_RETIRED), (2, G.GENERATION_STATE_ACTIVE)]
@@ -300,12 +313,18 @@ def test_create_collection_refuses_a_local_model_that_is_not_installed(ingest_ap
     c = Clients(ingest_api.address)
 
     def create(model: str, dimensions: int = 0):
-        return c.docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
-            name="local", embedder=collection_pb2.EmbedderConfig(
-                provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, model=model, dimensions=dimensions))))
+        return c.docs.CreateCollection(
+            ds.CreateCollectionRequest(
+                collection=collection_pb2.Collection(
+                    name="local",
+                    embedder=collection_pb2.EmbedderConfig(
+                        provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, model=model, dimensions=dimensions
+                    ),
+                )
+            )
+        )
 
-    err = expect_error(lambda: create("bge-small-en-v1.5", 384), grpc.StatusCode.INVALID_ARGUMENT,
-                       "EMBEDDER_MODEL_NOT_INSTALLED")
+    err = expect_error(lambda: create("bge-small-en-v1.5", 384), grpc.StatusCode.INVALID_ARGUMENT, "EMBEDDER_MODEL_NOT_INSTALLED")
     assert "bge-small-en-v1.5" in err.details() and "all-MiniLM-L6-v2" in err.details()
     expect_error(lambda: c.docs.GetCollection(ds.GetCollectionRequest(name="local")), grpc.StatusCode.NOT_FOUND)
     created = create("")  # the defaults, filled and shown
@@ -319,13 +338,19 @@ def test_migration_0009_round_trip_keeps_the_chunks(database_url):
         cid = conn.execute(
             "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
             " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
-            " VALUES (1, 'c', 'hashing', 'h', 3, 1000, 800, 0, 3) RETURNING id").fetchone()[0]
+            " VALUES (1, 'c', 'hashing', 'h', 3, 1000, 800, 0, 3) RETURNING id"
+        ).fetchone()[0]
         doc = conn.execute(
             "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes, status)"
-            " VALUES (1, %s, 'a.txt', 'text/plain', repeat('a', 64), 1, 'READY') RETURNING id", (cid,)).fetchone()[0]
+            " VALUES (1, %s, 'a.txt', 'text/plain', repeat('a', 64), 1, 'READY') RETURNING id",
+            (cid,),
+        ).fetchone()[0]
         conn.execute("INSERT INTO ingestion_jobs (document_id, max_attempts, status) VALUES (%s, 3, 'SUCCEEDED')", (doc,))
-        conn.execute("INSERT INTO chunks (document_id, tenant_id, collection_id, chunk_index, text, embedding)"
-                     " VALUES (%s, 1, %s, 0, 'x', '[1,0,0]')", (doc, cid))
+        conn.execute(
+            "INSERT INTO chunks (document_id, tenant_id, collection_id, chunk_index, text, embedding)"
+            " VALUES (%s, 1, %s, 0, 'x', '[1,0,0]')",
+            (doc, cid),
+        )
     config = alembic_config(database_url)
     command.downgrade(config, "0008")
     with psycopg.connect(database_url) as conn:
@@ -333,8 +358,9 @@ def test_migration_0009_round_trip_keeps_the_chunks(database_url):
         assert conn.execute(f"SELECT 1 FROM pg_indexes WHERE indexname = 'chunks_embedding_c{cid}'").fetchone()
     command.upgrade(config, "head")
     with psycopg.connect(database_url) as conn:
-        gid, state = conn.execute("SELECT id, state::text FROM collection_generations WHERE collection_id = %s",
-                                  (cid,)).fetchone()
+        gid, state = conn.execute(
+            "SELECT id, state::text FROM collection_generations WHERE collection_id = %s", (cid,)
+        ).fetchone()
         assert state == "ACTIVE"
         assert conn.execute("SELECT generation_id FROM chunks").fetchone()[0] == gid
         assert conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", (vector_index.index_name(gid),)).fetchone()
@@ -422,7 +448,8 @@ def test_documents_becoming_ready_while_a_reindex_starts_are_never_missed(ingest
         missing = conn.execute(
             "SELECT d.id FROM documents d WHERE d.status = 'READY' AND NOT EXISTS (SELECT 1 FROM ingestion_jobs j"
             " JOIN collection_generations g ON g.id = j.generation_id AND g.state = 'BUILDING'"
-            " WHERE j.document_id = d.id AND j.kind = 'EMBED')").fetchall()
+            " WHERE j.document_id = d.id AND j.kind = 'EMBED')"
+        ).fetchall()
         embed_jobs = conn.execute("SELECT count(*) FROM ingestion_jobs WHERE kind = 'EMBED'").fetchone()[0]
     assert missing == [] and embed_jobs == 11
 
@@ -439,8 +466,7 @@ def test_the_installed_local_models_can_be_declared_where_ingest_api_has_none():
         check_local_model("bge-small-en-v1.5", declared)
 
 
-def test_a_generation_never_switches_without_its_index_and_the_sweep_rebuilds_a_missing_one(ingest_api_factory,
-                                                                                          database_url):
+def test_a_generation_never_switches_without_its_index_and_the_sweep_rebuilds_a_missing_one(ingest_api_factory, database_url):
     c = Clients(ingest_api_factory(**FAST).address)
     c.create_collection("docs")
     ready_document(c, "indexed")
@@ -475,8 +501,10 @@ def test_a_large_generations_index_is_built_after_the_last_commit_has_answered(i
     with psycopg.connect(database_url) as blocker:
         blocker.execute("LOCK TABLE chunks IN SHARE UPDATE EXCLUSIVE MODE")
         messages = [js.CompleteJobRequest(header=js.CompleteJobHeader(lease=job.lease, chunk_count=2))]
-        chunks = [js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText", embedding=[0.25] * 16)
-                  for i, t in enumerate(["large generation", "large generation again"])]
+        chunks = [
+            js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText", embedding=[0.25] * 16)
+            for i, t in enumerate(["large generation", "large generation again"])
+        ]
         messages.append(js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=chunks)))
         document = c.jobs.CompleteJob(iter(messages), timeout=20).document  # DEADLINE_EXCEEDED if built inline
         assert document.status == D.DOCUMENT_STATUS_READY

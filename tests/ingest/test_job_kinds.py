@@ -22,20 +22,33 @@ def test_every_kind_has_its_policy():
 def test_the_sql_reads_the_same_table(database_url):
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
-            psycopg.sql.SQL("WITH {} SELECT kind::text, drives_document, writes_generation::text, follows_active_generation,"
-                            " commits_from::text, replaces_every_generation FROM kind_policy").format(KIND_POLICY_CTE)
+            psycopg.sql.SQL(
+                "WITH {} SELECT kind::text, drives_document, writes_generation::text, follows_active_generation,"
+                " commits_from::text, replaces_every_generation FROM kind_policy"
+            ).format(KIND_POLICY_CTE)
         ).fetchall()
     assert {row[0]: row[1:] for row in rows} == {
-        str(kind): (p.drives_document, str(p.writes_generation), p.follows_active_generation, str(p.commits_from),
-                    p.replaces_every_generation)
+        str(kind): (
+            p.drives_document,
+            str(p.writes_generation),
+            p.follows_active_generation,
+            str(p.commits_from),
+            p.replaces_every_generation,
+        )
         for kind, p in KIND_POLICIES.items()
     }
 
 
 def test_no_queue_statement_or_branch_names_a_kind():
     cte = KIND_POLICY_CTE.as_string(None)
-    statements = [claims.CLAIM_SQL, claims.FAST_CLAIM_SQL, stages.REPORT_STAGE_SQL, stages.SAVE_SNAPSHOT_SQL,
-                  commit.COMPLETE_LOCK_SQL, leases.HOLD_JOB_SQL]
+    statements = [
+        claims.CLAIM_SQL,
+        claims.FAST_CLAIM_SQL,
+        stages.REPORT_STAGE_SQL,
+        stages.SAVE_SNAPSHOT_SQL,
+        commit.COMPLETE_LOCK_SQL,
+        leases.HOLD_JOB_SQL,
+    ]
     for statement in statements:
         text = statement.decode().replace(cte, "")
         assert "'INGEST'" not in text and "'EMBED'" not in text, text

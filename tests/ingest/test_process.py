@@ -15,8 +15,12 @@ from .helpers import Clients
 
 def test_process_serves_and_stops_cleanly_on_sigterm(database_url, tmp_path):
     port = free_port()
-    env = {**os.environ, "SLUICE_DATABASE_URL": database_url, "SLUICE_BIND": f"127.0.0.1:{port}",
-           "SLUICE_SHUTDOWN_GRACE_SECONDS": "2"}
+    env = {
+        **os.environ,
+        "SLUICE_DATABASE_URL": database_url,
+        "SLUICE_BIND": f"127.0.0.1:{port}",
+        "SLUICE_SHUTDOWN_GRACE_SECONDS": "2",
+    }
     migrate = subprocess.run([sys.executable, "-m", "sluice_ingest.migrations"], env=env, capture_output=True, text=True)
     assert migrate.returncode == 0, migrate.stderr  # idempotent on an already migrated database
     log = open(tmp_path / "ingest.log", "w+")  # noqa: SIM115 - the subprocess writes to it until the test ends

@@ -27,8 +27,11 @@ def hashing(model: str = "hashing-v2", dimensions: int = 16) -> collection_pb2.E
 
 
 def reindex(c: Clients, eval_queries=(), min_ratio: float = 0.0, embedder=None, name: str = "docs"):
-    return c.docs.ReindexCollection(ds.ReindexCollectionRequest(
-        name=name, embedder=embedder or hashing(), eval_queries=list(eval_queries), min_ratio=min_ratio))
+    return c.docs.ReindexCollection(
+        ds.ReindexCollectionRequest(
+            name=name, embedder=embedder or hashing(), eval_queries=list(eval_queries), min_ratio=min_ratio
+        )
+    )
 
 
 def collection(c: Clients, name: str = "docs") -> collection_pb2.Collection:
@@ -58,21 +61,26 @@ def generation_ids(url: str) -> dict[int, int]:
         return dict(conn.execute("SELECT number, id FROM collection_generations").fetchall())
 
 
-def record_verdict(database_url: str, generation: int, active: int, active_score: float, candidate_score: float,
-                   queries: int) -> str | None:
+def record_verdict(
+    database_url: str, generation: int, active: int, active_score: float, candidate_score: float, queries: int
+) -> str | None:
     """As search's gate records it (eval_gate.py): its login, a READ WRITE transaction."""
     with psycopg.connect(auth_keys.search_url(database_url), autocommit=True) as conn:
         conn.execute("SET default_transaction_read_only = on")
         with conn.transaction():
             conn.execute("SET TRANSACTION READ WRITE")
-            return conn.execute("SELECT sluice_record_generation_verdict(%s, %s, %s, %s, %s, 'test')",
-                                (generation, active, active_score, candidate_score, queries)).fetchone()[0]
+            return conn.execute(
+                "SELECT sluice_record_generation_verdict(%s, %s, %s, %s, %s, 'test')",
+                (generation, active, active_score, candidate_score, queries),
+            ).fetchone()[0]
 
 
 def awaiting(database_url: str) -> list[tuple]:
     with psycopg.connect(auth_keys.search_url(database_url)) as conn:
-        return conn.execute("SELECT generation_id, collection, generation, active_generation_id, jsonb_array_length(eval_set),"
-                            " min_ratio FROM sluice_generations_awaiting_verdict()").fetchall()
+        return conn.execute(
+            "SELECT generation_id, collection, generation, active_generation_id, jsonb_array_length(eval_set),"
+            " min_ratio FROM sluice_generations_awaiting_verdict()"
+        ).fetchall()
 
 
 def test_bad_eval_sets_are_refused_with_a_reason_and_change_nothing(ingest_api):
@@ -130,8 +138,10 @@ def test_a_gated_generation_waits_for_its_verdict_and_a_passed_one_switches(inge
     assert record_verdict(database_url, ids[2], ids[1], 0.8, 0.0, 2) is None  # the first verdict stands
     assert awaiting(database_url) == []
 
-    switched = wait_for(lambda: (col := collection(c)).generations[1].state == G.GENERATION_STATE_ACTIVE and col,
-                        what="the switch after a PASSED verdict")
+    switched = wait_for(
+        lambda: (col := collection(c)).generations[1].state == G.GENERATION_STATE_ACTIVE and col,
+        what="the switch after a PASSED verdict",
+    )
     assert states(switched) == [(1, G.GENERATION_STATE_RETIRED), (2, G.GENERATION_STATE_ACTIVE)]
     verdict = switched.generations[1].evaluation
     assert verdict.state == G.EVALUATION_STATE_PASSED
@@ -152,8 +162,10 @@ def test_a_failed_verdict_cancels_the_generation_and_the_active_one_keeps_servin
     assert awaiting(database_url)[0][5] == pytest.approx(1.0)
     assert record_verdict(database_url, ids[2], ids[1], 0.9, 0.6, 2) == "FAILED"
 
-    refused = wait_for(lambda: (col := collection(c)).generations[1].state == G.GENERATION_STATE_CANCELLED and col,
-                       what="the generation cancelled after a FAILED verdict")
+    refused = wait_for(
+        lambda: (col := collection(c)).generations[1].state == G.GENERATION_STATE_CANCELLED and col,
+        what="the generation cancelled after a FAILED verdict",
+    )
     assert states(refused) == [(1, G.GENERATION_STATE_ACTIVE), (2, G.GENERATION_STATE_CANCELLED)]
     verdict = refused.generations[1].evaluation
     assert verdict.state == G.EVALUATION_STATE_FAILED
@@ -161,8 +173,9 @@ def test_a_failed_verdict_cancels_the_generation_and_the_active_one_keeps_servin
     assert refused.embedder.model == "hashing-v1" and refused.embedder.dimensions == 8
     with psycopg.connect(database_url) as conn:
         left = conn.execute("SELECT generation_id, count(*) FROM chunks WHERE document_id = %s GROUP BY 1", (first,)).fetchall()
-        jobs = conn.execute("SELECT count(*) FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED'",
-                            (ids[2],)).fetchone()[0]
+        jobs = conn.execute(
+            "SELECT count(*) FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED'", (ids[2],)
+        ).fetchone()[0]
     assert left == [(ids[1], 1)] and jobs == 0  # the new generation's chunks and jobs are gone
     # A new reindex may start at once, gated or not; without an eval set it switches as before.
     again = reindex(c, embedder=hashing("hashing-v3", 12))
@@ -182,14 +195,19 @@ def test_search_can_write_nothing_but_a_verdict(ingest_api, database_url):
     with psycopg.connect(auth_keys.search_url(database_url), autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
             conn.execute("SET TRANSACTION READ WRITE")
-            conn.execute("INSERT INTO generation_evaluations (generation_id, tenant_id, active_generation_id,"
-                         " active_generation, active_score, candidate_score, queries, min_ratio, passed)"
-                         " VALUES (%s, 1, %s, 1, 0, 1, 1, 1, true)", (ids[2], ids[1]))
+            conn.execute(
+                "INSERT INTO generation_evaluations (generation_id, tenant_id, active_generation_id,"
+                " active_generation, active_score, candidate_score, queries, min_ratio, passed)"
+                " VALUES (%s, 1, %s, 1, 0, 1, 1, 1, true)",
+                (ids[2], ids[1]),
+            )
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT sluice_generation_complete(%s)", (ids[2],))
         # Not gated (and no longer BUILDING): nothing is recorded.
         with conn.transaction():
             conn.execute("SET TRANSACTION READ WRITE")
-            assert conn.execute("SELECT sluice_record_generation_verdict(%s, %s, 0.1, 0.9, 1, 'x')",
-                                (ids[2], ids[1])).fetchone()[0] is None
+            assert (
+                conn.execute("SELECT sluice_record_generation_verdict(%s, %s, 0.1, 0.9, 1, 'x')", (ids[2], ids[1])).fetchone()[0]
+                is None
+            )
     c.close()

@@ -18,11 +18,14 @@ def snapshot(url, document_id):
     """The document's status and progress, its attempts' stages and its event count."""
     with db(url) as conn:
         document = conn.execute(
-            "SELECT status::text, progress_stage::text, progress_done, progress_total, error_code FROM documents"
-            " WHERE id = %s", (document_id,)).fetchone()
+            "SELECT status::text, progress_stage::text, progress_done, progress_total, error_code FROM documents WHERE id = %s",
+            (document_id,),
+        ).fetchone()
         stages = conn.execute(
             "SELECT a.stage::text FROM job_attempts a JOIN ingestion_jobs j ON j.id = a.job_id"
-            " WHERE j.document_id = %s ORDER BY a.id", (document_id,)).fetchall()
+            " WHERE j.document_id = %s ORDER BY a.id",
+            (document_id,),
+        ).fetchall()
         events = conn.execute("SELECT count(*) FROM document_events WHERE document_id = %s", (document_id,)).fetchone()[0]
     return document, [s[0] for s in stages], events
 
@@ -98,8 +101,10 @@ def test_a_report_renews_the_lease_once_a_tenth_of_it_has_passed(c, database_url
     assert locked_at() == claimed  # reported at once: not renewed
     assert first.lease_expire_time.ToDatetime(tzinfo=claimed.tzinfo) == claimed + dt.timedelta(seconds=lease)
     with db(database_url) as conn:  # as if a tenth of the lease had passed since the claim
-        conn.execute("UPDATE ingestion_jobs SET locked_at = locked_at - make_interval(secs => %s)"
-                     " WHERE document_id = %s", (lease / 10, doc.id))
+        conn.execute(
+            "UPDATE ingestion_jobs SET locked_at = locked_at - make_interval(secs => %s) WHERE document_id = %s",
+            (lease / 10, doc.id),
+        )
     aged = locked_at()
     renewed = c.stage(job, D.DOCUMENT_STATUS_PARSING, 1, 3)
     assert locked_at() > aged

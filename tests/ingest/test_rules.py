@@ -141,8 +141,9 @@ def test_resume_from_snapshot_skips_parsing(c):
 
     def snapshot():
         yield js.SaveSnapshotRequest(header=js.SnapshotHeader(lease=job.lease, pipeline_version="v1", chunk_count=2))
-        yield js.SaveSnapshotRequest(chunks=js.ChunkBatch(chunks=[js.Chunk(index=0, text="a", page_number=1),
-                                                                 js.Chunk(index=1, text="b", page_number=2)]))
+        yield js.SaveSnapshotRequest(
+            chunks=js.ChunkBatch(chunks=[js.Chunk(index=0, text="a", page_number=1), js.Chunk(index=1, text="b", page_number=2)])
+        )
 
     assert c.jobs.SaveSnapshot(snapshot()).chunk_count == 2
     c.stage(job, D.DOCUMENT_STATUS_EMBEDDING)
@@ -151,8 +152,7 @@ def test_resume_from_snapshot_skips_parsing(c):
     with pytest.raises(grpc.RpcError) as err:
         list(c.jobs.ReadSnapshot(js.ReadSnapshotRequest(lease=job.lease, pipeline_version="v2")))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
-    chunks = [ch for r in c.jobs.ReadSnapshot(js.ReadSnapshotRequest(lease=job.lease, pipeline_version="v1"))
-              for ch in r.chunks]
+    chunks = [ch for r in c.jobs.ReadSnapshot(js.ReadSnapshotRequest(lease=job.lease, pipeline_version="v1")) for ch in r.chunks]
     assert [(ch.index, ch.text, ch.page_number) for ch in chunks] == [(0, "a", 1), (1, "b", 2)]
     c.stage(job, D.DOCUMENT_STATUS_EMBEDDING)  # PENDING → EMBEDDING: allowed only as a resume
     assert c.get(doc.id).status == D.DOCUMENT_STATUS_EMBEDDING
@@ -168,8 +168,7 @@ def test_rule4_failed_keeps_message_and_new_stage_clears_stale_one(c):
     c.fail(job, retryable=True, message="embedding provider answered 503")
     waiting = c.get(doc.id)
     assert waiting.status == D.DOCUMENT_STATUS_PENDING
-    assert waiting.error_message == (
-        "attempt 1/3 failed temporarily, will retry automatically: embedding provider answered 503")
+    assert waiting.error_message == ("attempt 1/3 failed temporarily, will retry automatically: embedding provider answered 503")
     assert waiting.error_code == "EMBEDDING_UNAVAILABLE"
     job = c.claim(wait=5)
     c.stage(job, D.DOCUMENT_STATUS_PARSING)
@@ -191,7 +190,9 @@ def test_rule5_upload_creates_document_and_job_together(c, database_url):
     with db(database_url) as conn:
         row = conn.execute(
             "SELECT d.status::text, j.status::text, j.attempts FROM documents d JOIN ingestion_jobs j"
-            " ON j.document_id = d.id WHERE d.id = %s", (doc.id,)).fetchone()
+            " ON j.document_id = d.id WHERE d.id = %s",
+            (doc.id,),
+        ).fetchone()
     assert row == ("PENDING", "PENDING", 0)
 
 
@@ -259,8 +260,9 @@ def test_rule7_backoff_follows_formula_and_cap(ingest_api_factory, database_url)
         assert result.will_retry
         assert result.document.error_message.startswith(f"attempt {attempt}/6 failed temporarily, will retry")
         with db(database_url) as conn:
-            delays.append(conn.execute(
-                "SELECT extract(epoch FROM available_at - updated_at)::float FROM ingestion_jobs").fetchone()[0])
+            delays.append(
+                conn.execute("SELECT extract(epoch FROM available_at - updated_at)::float FROM ingestion_jobs").fetchone()[0]
+            )
         assert c.claim() is None  # not due yet
         make_due(database_url, job.lease.job_id)
     assert delays == [40, 80, 160, 300, 300]
@@ -364,7 +366,10 @@ def test_release_hands_back_without_charging_an_attempt(c):
     c.stage(job, D.DOCUMENT_STATUS_PARSING)
     released = c.jobs.ReleaseJob(js.ReleaseJobRequest(lease=job.lease)).document
     assert (released.status, released.job_status, released.attempts) == (
-        D.DOCUMENT_STATUS_PENDING, D.INGESTION_JOB_STATUS_PENDING, 0)
+        D.DOCUMENT_STATUS_PENDING,
+        D.INGESTION_JOB_STATUS_PENDING,
+        0,
+    )
     again = c.claim()
     assert again.document_id == doc.id and again.attempt == 1
     assert [a.outcome for a in c.get(doc.id).attempt_history] == [D.ATTEMPT_OUTCOME_RELEASED, D.ATTEMPT_OUTCOME_RUNNING]

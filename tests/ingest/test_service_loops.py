@@ -22,13 +22,58 @@ DOC = uuid.uuid4()
 
 
 def job() -> ClaimedJob:
-    return ClaimedJob("claimed", uuid.uuid4(), uuid.uuid4(), 1, 3, None, uuid.uuid4(), "a.txt", "text/plain", "0" * 64, 1,
-                      {}, "docs", "hashing", "hashing-v1", 8, 1000, 800, 0, None)
+    return ClaimedJob(
+        "claimed",
+        uuid.uuid4(),
+        uuid.uuid4(),
+        1,
+        3,
+        None,
+        uuid.uuid4(),
+        "a.txt",
+        "text/plain",
+        "0" * 64,
+        1,
+        {},
+        "docs",
+        "hashing",
+        "hashing-v1",
+        8,
+        1000,
+        800,
+        0,
+        None,
+    )
 
 
 def document(status: str = "PENDING") -> DocumentRow:
-    return DocumentRow(DOC, 1, "docs", "a.txt", "text/plain", status, None, None, None, 0, 0, "", "0" * 64, 1, {}, None,
-                       0, NOW, NOW, uuid.uuid4(), "PENDING", 0, 3, NOW, NOW)
+    return DocumentRow(
+        DOC,
+        1,
+        "docs",
+        "a.txt",
+        "text/plain",
+        status,
+        None,
+        None,
+        None,
+        0,
+        0,
+        "",
+        "0" * 64,
+        1,
+        {},
+        None,
+        0,
+        NOW,
+        NOW,
+        uuid.uuid4(),
+        "PENDING",
+        0,
+        3,
+        NOW,
+        NOW,
+    )
 
 
 def event(event_id: int, status: str, job_status: str = "RUNNING") -> EventRow:
@@ -151,9 +196,30 @@ async def test_watch_of_a_document_deleted_meanwhile_ends_with_not_found(loops):
 
 # --------------------------------------------------------------------------- WatchCollection
 
+
 def collection_event(event_id: int, status: str = "PENDING") -> CollectionEventRow:
-    return CollectionEventRow(event_id, 500 + event_id, DOC, False, status, None, None, None, 0, 0, "", 0, "PENDING",
-                              0, 3, NOW, NOW, NOW, "a.txt", "text/plain")
+    return CollectionEventRow(
+        event_id,
+        500 + event_id,
+        DOC,
+        False,
+        status,
+        None,
+        None,
+        None,
+        0,
+        0,
+        "",
+        0,
+        "PENDING",
+        0,
+        3,
+        NOW,
+        NOW,
+        NOW,
+        "a.txt",
+        "text/plain",
+    )
 
 
 HEAD = EventCursor(1000, 0)  # every cursor below is in the fake log's past

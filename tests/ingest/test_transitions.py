@@ -20,8 +20,7 @@ def test_the_store_writes_no_status_by_hand():
     # Every UPDATE … SET … (up to its WHERE) of the store: none may assign `status`.
     updates = re.findall(r"UPDATE\s+(\w+)(?:\s+\w+)?\s+SET(.*?)(?:WHERE|FROM)", STORE, flags=re.S | re.I)
     assert updates, "no UPDATE found: the scan is broken"
-    by_hand = [(table, body) for table, body in updates if re.search(r"\b(?:status|state)\s*=", body)
-               and "{running}" not in body]
+    by_hand = [(table, body) for table, body in updates if re.search(r"\b(?:status|state)\s*=", body) and "{running}" not in body]
     assert by_hand == [], f"status written outside move_document/move_job/move_generation: {by_hand}"
     # The claim statements' status values are parameters from the job table, never literals.
     claims = [STORE.split(f"{name} = ")[1].split(".as_bytes(None)")[0] for name in ("CLAIM_SQL", "FAST_CLAIM_SQL")]
@@ -31,8 +30,12 @@ def test_the_store_writes_no_status_by_hand():
 
 
 def test_every_edge_the_store_names_exists():
-    for target, narrowed in [(DocumentStatus.PENDING, [DocumentStatus.READY]), (DocumentStatus.PENDING, [DocumentStatus.FAILED]), (DocumentStatus.PENDING, [DocumentStatus.PENDING]),
-                             (DocumentStatus.READY, [DocumentStatus.INDEXING])]:
+    for target, narrowed in [
+        (DocumentStatus.PENDING, [DocumentStatus.READY]),
+        (DocumentStatus.PENDING, [DocumentStatus.FAILED]),
+        (DocumentStatus.PENDING, [DocumentStatus.PENDING]),
+        (DocumentStatus.READY, [DocumentStatus.INDEXING]),
+    ]:
         assert document_sources(target, narrowed)
     with pytest.raises(IllegalTransition):
         document_sources(DocumentStatus.READY, [DocumentStatus.PARSING])  # no such edge: refused
@@ -40,15 +43,31 @@ def test_every_edge_the_store_names_exists():
 
 async def test_a_move_that_matches_no_row_raises(database_url):
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        collection = (await (await conn.execute(
-            "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
-            " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
-            " VALUES (1, 'c', 'hashing', 'h', 8, 1000, 800, 0, 3) RETURNING id")).fetchone())[0]
-        document = (await (await conn.execute(
-            "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes)"
-            " VALUES (1, %s, 'a.txt', 'text/plain', repeat('a', 64), 1) RETURNING id", (collection,))).fetchone())[0]
-        job = (await (await conn.execute(
-            "INSERT INTO ingestion_jobs (document_id, max_attempts) VALUES (%s, 3) RETURNING id", (document,))).fetchone())[0]
+        collection = (
+            await (
+                await conn.execute(
+                    "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
+                    " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
+                    " VALUES (1, 'c', 'hashing', 'h', 8, 1000, 800, 0, 3) RETURNING id"
+                )
+            ).fetchone()
+        )[0]
+        document = (
+            await (
+                await conn.execute(
+                    "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes)"
+                    " VALUES (1, %s, 'a.txt', 'text/plain', repeat('a', 64), 1) RETURNING id",
+                    (collection,),
+                )
+            ).fetchone()
+        )[0]
+        job = (
+            await (
+                await conn.execute(
+                    "INSERT INTO ingestion_jobs (document_id, max_attempts) VALUES (%s, 3) RETURNING id", (document,)
+                )
+            ).fetchone()
+        )[0]
         # PENDING → READY is not an edge: refused before any SQL.
         with pytest.raises(IllegalTransition):
             await transitions.move_document(conn, document, DocumentStatus.READY, sources=[DocumentStatus.PENDING])
@@ -61,29 +80,49 @@ async def test_a_move_that_matches_no_row_raises(database_url):
             await transitions.move_job(conn, uuid.uuid4(), JobStatus.FAILED)
         # A legal move happens, with its values, and stamps updated_at.
         await transitions.move_document(conn, document, DocumentStatus.PARSING, {"progress_stage": "PARSING"})
-        status, stage = await (await conn.execute(
-            "SELECT status::text, progress_stage::text FROM documents WHERE id = %s", (document,))).fetchone()
+        status, stage = await (
+            await conn.execute("SELECT status::text, progress_stage::text FROM documents WHERE id = %s", (document,))
+        ).fetchone()
         assert (status, stage) == ("PARSING", "PARSING")
 
 
 async def test_generation_moves_follow_their_table(database_url):
     """GENERATION_TRANSITIONS through move_generation, as the switch and CancelReindex use it."""
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        collection = (await (await conn.execute(
-            "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
-            " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
-            " VALUES (1, 'c', 'hashing', 'h', 8, 1000, 800, 0, 3) RETURNING id")).fetchone())[0]
-        first = (await (await conn.execute(  # generation 1 is created ACTIVE with the collection
-            "SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'", (collection,))).fetchone())[0]
+        collection = (
+            await (
+                await conn.execute(
+                    "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
+                    " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
+                    " VALUES (1, 'c', 'hashing', 'h', 8, 1000, 800, 0, 3) RETURNING id"
+                )
+            ).fetchone()
+        )[0]
+        first = (
+            await (
+                await conn.execute(  # generation 1 is created ACTIVE with the collection
+                    "SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'", (collection,)
+                )
+            ).fetchone()
+        )[0]
 
         async def building(number: int) -> int:
-            return (await (await conn.execute(
-                "INSERT INTO collection_generations (tenant_id, collection_id, number, embedder_provider, embedder_model,"
-                " dimensions) VALUES (1, %s, %s, 'hashing', 'h2', 16) RETURNING id", (collection, number))).fetchone())[0]
+            return (
+                await (
+                    await conn.execute(
+                        "INSERT INTO collection_generations (tenant_id, collection_id, number, embedder_provider, embedder_model,"
+                        " dimensions) VALUES (1, %s, %s, 'hashing', 'h2', 16) RETURNING id",
+                        (collection, number),
+                    )
+                ).fetchone()
+            )[0]
 
         async def state(generation: int) -> str:
-            return (await (await conn.execute(
-                "SELECT state::text FROM collection_generations WHERE id = %s", (generation,))).fetchone())[0]
+            return (
+                await (
+                    await conn.execute("SELECT state::text FROM collection_generations WHERE id = %s", (generation,))
+                ).fetchone()
+            )[0]
 
         second = await building(2)
         # Not edges: refused before any SQL.

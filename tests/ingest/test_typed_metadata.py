@@ -39,11 +39,15 @@ def upload(c, *, metadata=None, typed=None, content: bytes | None = None):
     content = content or f"typed {sorted((typed or {}).items())!r} {metadata!r}".encode()
 
     def messages():
-        yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(
-            collection="docs", filename="t.txt", metadata=metadata or {}, typed_metadata=typed or {}))
+        yield ds.UploadDocumentRequest(
+            metadata=ds.UploadDocumentMetadata(
+                collection="docs", filename="t.txt", metadata=metadata or {}, typed_metadata=typed or {}
+            )
+        )
         yield ds.UploadDocumentRequest(data=content)
-        yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(size_bytes=len(content),
-                                                                        sha256=hashlib.sha256(content).hexdigest()))
+        yield ds.UploadDocumentRequest(
+            trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+        )
 
     return c.docs.UploadDocument(messages())
 
@@ -51,8 +55,15 @@ def upload(c, *, metadata=None, typed=None, content: bytes | None = None):
 def test_typed_metadata_is_kept_with_its_type_and_shown_as_text(c, database_url):
     doc = upload(c, metadata={"team": "search"}, typed=TYPED)
     got = c.docs.GetDocument(ds.GetDocumentRequest(id=doc.id))
-    assert dict(got.metadata) == {"team": "search", "year": "2024", "ratio": "0.125", "draft": "false",
-                                  "published": "2024-05-01T12:00:00.123456Z", "tags": '["db", "search"]', "title": "Sluice"}
+    assert dict(got.metadata) == {
+        "team": "search",
+        "year": "2024",
+        "ratio": "0.125",
+        "draft": "false",
+        "published": "2024-05-01T12:00:00.123456Z",
+        "tags": '["db", "search"]',
+        "title": "Sluice",
+    }
     typed = got.typed_metadata
     assert typed["team"].string_value == "search"  # a string entry is a string value
     assert typed["year"].number_value == 2024 and typed["ratio"].number_value == 0.125
@@ -103,9 +114,14 @@ def test_search_filters_what_upload_typed(c, database_url):
     through SearchService's where (the stored form is the one the filter compares with)."""
     years = {}
     for year in (2022, 2023, 2024):
-        doc = upload(c, typed={"year": D.MetadataValue(number_value=year),
-                               "published": D.MetadataValue(timestamp_value=stamp(f"{year}-06-01T00:00:00+00:00")),
-                               "tags": D.MetadataValue(string_list_value=D.StringList(values=[f"y{year}", "all"]))})
+        doc = upload(
+            c,
+            typed={
+                "year": D.MetadataValue(number_value=year),
+                "published": D.MetadataValue(timestamp_value=stamp(f"{year}-06-01T00:00:00+00:00")),
+                "tags": D.MetadataValue(string_list_value=D.StringList(values=[f"y{year}", "all"])),
+            },
+        )
         job = c.claim()
         c.run_to_indexing(job)
         c.complete(job, [f"report of {year}"])
@@ -116,16 +132,39 @@ def test_search_filters_what_upload_typed(c, database_url):
         stub = search_service_pb2_grpc.SearchServiceStub(channel)
 
         def found(condition):
-            response = stub.Search(sp.SearchRequest(collection="docs", query="report", mode=sp.SEARCH_MODE_VECTOR,
-                                                    filter=sp.SearchFilter(where=sp.MetadataFilter(condition=condition))))
+            response = stub.Search(
+                sp.SearchRequest(
+                    collection="docs",
+                    query="report",
+                    mode=sp.SEARCH_MODE_VECTOR,
+                    filter=sp.SearchFilter(where=sp.MetadataFilter(condition=condition)),
+                )
+            )
             return sorted(years[h.document_id] for h in response.hits)
 
-        assert found(sp.MetadataCondition(key="year", op=sp.FILTER_OPERATOR_GTE, value=D.MetadataValue(number_value=2023))) == [2023, 2024]
-        assert found(sp.MetadataCondition(key="published", op=sp.FILTER_OPERATOR_LT,
-                                          value=D.MetadataValue(timestamp_value=stamp("2023-06-01T00:00:00+00:00")))) == [2022]
-        assert found(sp.MetadataCondition(key="tags", op=sp.FILTER_OPERATOR_IN,
-                                          values=[D.MetadataValue(string_value="y2022"), D.MetadataValue(string_value="y2024")])) == [2022, 2024]
-        assert found(sp.MetadataCondition(key="tags", op=sp.FILTER_OPERATOR_EQ, value=D.MetadataValue(string_value="all"))) == [2022, 2023, 2024]
+        assert found(sp.MetadataCondition(key="year", op=sp.FILTER_OPERATOR_GTE, value=D.MetadataValue(number_value=2023))) == [
+            2023,
+            2024,
+        ]
+        assert found(
+            sp.MetadataCondition(
+                key="published",
+                op=sp.FILTER_OPERATOR_LT,
+                value=D.MetadataValue(timestamp_value=stamp("2023-06-01T00:00:00+00:00")),
+            )
+        ) == [2022]
+        assert found(
+            sp.MetadataCondition(
+                key="tags",
+                op=sp.FILTER_OPERATOR_IN,
+                values=[D.MetadataValue(string_value="y2022"), D.MetadataValue(string_value="y2024")],
+            )
+        ) == [2022, 2024]
+        assert found(sp.MetadataCondition(key="tags", op=sp.FILTER_OPERATOR_EQ, value=D.MetadataValue(string_value="all"))) == [
+            2022,
+            2023,
+            2024,
+        ]
     finally:
         channel.close()
         search.stop()

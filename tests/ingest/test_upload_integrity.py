@@ -131,8 +131,9 @@ def test_expected_size_and_checksum_in_the_metadata(ingest_api_factory, database
     sent: list[int] = []
 
     def counted():  # a too-large file announced up front is refused before its bytes are read
-        yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection="docs", filename="a.txt",
-                                                                          expected_size_bytes=10_001))
+        yield ds.UploadDocumentRequest(
+            metadata=ds.UploadDocumentMetadata(collection="docs", filename="a.txt", expected_size_bytes=10_001)
+        )
         for _ in range(3):
             sent.append(1)
             yield ds.UploadDocumentRequest(data=b"x")
@@ -219,7 +220,9 @@ def test_clients_killed_mid_stream_store_nothing_and_can_upload_again(c, api, da
     script = tmp_path / "slow_client.py"
     script.write_text(CLIENT_SCRIPT)
     processes = [
-        subprocess.Popen([sys.executable, str(script), api.address, f"killed-{i}", auth_keys.KEYS["client"]], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(script), api.address, f"killed-{i}", auth_keys.KEYS["client"]], stdout=subprocess.PIPE, text=True
+        )
         for i in range(20)
     ]
     try:

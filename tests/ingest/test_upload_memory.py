@@ -89,8 +89,9 @@ async def drive(address: str, pid: int, spool_dir) -> dict:
             yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection="docs", filename=f"big{n}.bin"))
             for start in range(0, len(content), MIB):
                 yield ds.UploadDocumentRequest(data=content[start : start + MIB])
-            yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
-                size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
+            yield ds.UploadDocumentRequest(
+                trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+            )
 
         return await stubs[n % len(stubs)].UploadDocument(messages())
 
@@ -153,8 +154,10 @@ def test_many_slow_uploads_cost_little_memory_and_idle_ones_give_it_back(databas
         proc.kill()
         proc.wait()
 
-    print(f"\ningest-api RSS: before {before / MIB:.0f} MiB, during {during / MIB:.0f} MiB "
-          f"({SLOW_UPLOADS} slow 1 MiB uploads + {BIG_UPLOADS} x {BIG_BYTES // MIB} MiB), after {after / MIB:.0f} MiB")
+    print(
+        f"\ningest-api RSS: before {before / MIB:.0f} MiB, during {during / MIB:.0f} MiB "
+        f"({SLOW_UPLOADS} slow 1 MiB uploads + {BIG_UPLOADS} x {BIG_BYTES // MIB} MiB), after {after / MIB:.0f} MiB"
+    )
     assert all(d.size_bytes == BIG_BYTES for d in result["big"])
     assert result["spooled_while_streaming"] >= SLOW_UPLOADS // 2  # on disk, not in memory
     reasons = {(e.code(), reason_of(e)) if e is not None else None for e in result["errors"]}

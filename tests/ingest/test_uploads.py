@@ -17,8 +17,9 @@ async def stream(*items):
 
 
 async def receive(*items, expected=Expected(), max_bytes=1000, spool_memory_bytes=16):
-    return await uploads.receive(stream(*items), expected, max_bytes=max_bytes, spool_memory_bytes=spool_memory_bytes,
-                                 spool_dir=None)
+    return await uploads.receive(
+        stream(*items), expected, max_bytes=max_bytes, spool_memory_bytes=spool_memory_bytes, spool_dir=None
+    )
 
 
 async def test_a_confirmed_upload_reads_back_whole():

@@ -28,7 +28,8 @@ def generations(url: str) -> list[tuple[int, str, str, str]]:
     with psycopg.connect(url) as conn:
         rows = conn.execute(
             "SELECT g.number, g.state::text, g.vector_precision, coalesce(i.indexdef, '') FROM collection_generations g"
-            " LEFT JOIN pg_indexes i ON i.indexname = 'chunks_embedding_g' || g.id ORDER BY g.number").fetchall()
+            " LEFT JOIN pg_indexes i ON i.indexname = 'chunks_embedding_g' || g.id ORDER BY g.number"
+        ).fetchall()
     return [(n, state, precision, next((op for op in OPCLASS.values() if op in d), "")) for n, state, precision, d in rows]
 
 
@@ -45,17 +46,19 @@ def test_create_with_a_precision_then_reindex_to_another_with_the_same_embedder(
     assert generations(database_url) == [(1, "ACTIVE", "halfvec", "halfvec_cosine_ops")]
 
     # The same embedder and precision: nothing to do.
-    expect_error(lambda: reindex(c, G.VECTOR_PRECISION_UNSPECIFIED), grpc.StatusCode.FAILED_PRECONDITION,
-                 "EMBEDDER_UNCHANGED")
+    expect_error(lambda: reindex(c, G.VECTOR_PRECISION_UNSPECIFIED), grpc.StatusCode.FAILED_PRECONDITION, "EMBEDDER_UNCHANGED")
     # The same embedder, another precision: a new generation with a binary index; with no
     # READY document it switches at once, and the collection takes the new precision.
     switched = reindex(c, G.VECTOR_PRECISION_BINARY)
-    wait_for(lambda: c.docs.GetCollection(ds.GetCollectionRequest(name="docs")).generations[-1].state
-             == G.GENERATION_STATE_ACTIVE)
+    wait_for(
+        lambda: c.docs.GetCollection(ds.GetCollectionRequest(name="docs")).generations[-1].state == G.GENERATION_STATE_ACTIVE
+    )
     switched = c.docs.GetCollection(ds.GetCollectionRequest(name="docs"))
     assert switched.vector_precision == G.VECTOR_PRECISION_BINARY
     assert [(g.number, g.vector_precision) for g in switched.generations] == [
-        (1, G.VECTOR_PRECISION_HALFVEC), (2, G.VECTOR_PRECISION_BINARY)]
+        (1, G.VECTOR_PRECISION_HALFVEC),
+        (2, G.VECTOR_PRECISION_BINARY),
+    ]
     assert generations(database_url)[1] == (2, "ACTIVE", "binary", "bit_hamming_ops")
 
     # A reindex to another embedder without a precision keeps the collection's (binary).
@@ -69,8 +72,9 @@ def test_a_collection_without_a_precision_is_float4_and_an_unknown_one_is_refuse
     created = c.create_collection("docs")
     assert created.vector_precision == G.VECTOR_PRECISION_FLOAT4
     assert generations(database_url) == [(1, "ACTIVE", "float4", "vector_cosine_ops")]
-    expect_error(lambda: c.create_collection("other", vector_precision=7), grpc.StatusCode.INVALID_ARGUMENT,
-                 "INVALID_VECTOR_PRECISION")
+    expect_error(
+        lambda: c.create_collection("other", vector_precision=7), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_VECTOR_PRECISION"
+    )
     expect_error(lambda: reindex(c, 9), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_VECTOR_PRECISION")
 
 

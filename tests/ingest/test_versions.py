@@ -29,14 +29,19 @@ from .helpers import Clients, vector_for
 SOURCE = "notes/notes.txt"
 
 
-def upload(stub, content: bytes, source_uri: str = SOURCE, collection: str = "docs", filename: str = "notes.txt",
-           request_id: str = "") -> D.Document:
+def upload(
+    stub, content: bytes, source_uri: str = SOURCE, collection: str = "docs", filename: str = "notes.txt", request_id: str = ""
+) -> D.Document:
     def messages():
-        yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(
-            collection=collection, filename=filename, source_uri=source_uri, request_id=request_id))
+        yield ds.UploadDocumentRequest(
+            metadata=ds.UploadDocumentMetadata(
+                collection=collection, filename=filename, source_uri=source_uri, request_id=request_id
+            )
+        )
         yield ds.UploadDocumentRequest(data=content)
-        yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
-            size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
+        yield ds.UploadDocumentRequest(
+            trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+        )
 
     return stub.UploadDocument(messages())
 
@@ -56,16 +61,21 @@ def live_rows(url: str, source_uri: str = SOURCE) -> list[tuple[int, str, str]]:
     """(version, role, status) of the source's documents, oldest first."""
     with psycopg.connect(url) as conn:
         return conn.execute(
-            "SELECT version, version_role, status::text FROM documents WHERE source_uri = %s ORDER BY version",
-            (source_uri,)).fetchall()
+            "SELECT version, version_role, status::text FROM documents WHERE source_uri = %s ORDER BY version", (source_uri,)
+        ).fetchall()
 
 
 def searchable_versions(url: str, source_uri: str = SOURCE) -> list[int]:
     """The versions search's condition would return (READY documents with chunks), as SQL sees them."""
     with psycopg.connect(url) as conn:
-        return [r[0] for r in conn.execute(
-            "SELECT DISTINCT d.version FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE d.source_uri = %s AND d.status = 'READY' ORDER BY 1", (source_uri,)).fetchall()]
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT d.version FROM chunks c JOIN documents d ON d.id = c.document_id"
+                " WHERE d.source_uri = %s AND d.status = 'READY' ORDER BY 1",
+                (source_uri,),
+            ).fetchall()
+        ]
 
 
 def states(view: D.DocumentVersions) -> list[tuple[int, int]]:
@@ -111,7 +121,9 @@ def test_new_content_is_a_new_version_that_swaps_in_at_its_ready_commit(c, datab
         assert conn.execute("SELECT count(*) FROM document_contents").fetchone()[0] == 1
         events = conn.execute(
             "SELECT document_id::text, deleted, status::text FROM document_events WHERE txid ="
-            " (SELECT txid FROM document_events WHERE document_id = %s AND status = 'READY')", (v2.id,)).fetchall()
+            " (SELECT txid FROM document_events WHERE document_id = %s AND status = 'READY')",
+            (v2.id,),
+        ).fetchall()
     assert sorted(events) == sorted([(v2.id, False, "READY"), (v1.id, True, "READY")])
 
 
@@ -152,7 +164,10 @@ def test_a_failed_version_leaves_the_current_one_serving_and_shows_why(c, databa
     assert v3.version == 3
     history = by_source(c).versions.history
     assert [(v.version, v.state) for v in history] == [
-        (3, D.VERSION_STATE_PENDING), (2, D.VERSION_STATE_SUPERSEDED), (1, D.VERSION_STATE_CURRENT)]
+        (3, D.VERSION_STATE_PENDING),
+        (2, D.VERSION_STATE_SUPERSEDED),
+        (1, D.VERSION_STATE_CURRENT),
+    ]
     assert history[1].error_message == "the file is encrypted"
     run_to_ready(c, v3.id, ["three"])
     assert searchable_versions(database_url) == [3]
@@ -180,8 +195,11 @@ def test_delete_by_source_uri_deletes_every_live_version(c, database_url):
     assert c.jobs.RenewLease(js.RenewLeaseRequest(lease=job.lease)).cancelled
     assert live_rows(database_url) == [] and searchable_versions(database_url) == []
     expect_error(lambda: by_source(c), grpc.StatusCode.NOT_FOUND, "DOCUMENT_NOT_FOUND")
-    expect_error(lambda: c.docs.DeleteDocument(ds.DeleteDocumentRequest(collection="docs", source_uri=SOURCE)),
-                 grpc.StatusCode.NOT_FOUND, "DOCUMENT_NOT_FOUND")
+    expect_error(
+        lambda: c.docs.DeleteDocument(ds.DeleteDocumentRequest(collection="docs", source_uri=SOURCE)),
+        grpc.StatusCode.NOT_FOUND,
+        "DOCUMENT_NOT_FOUND",
+    )
     again = upload(c.docs, b"one")  # the numbering goes on after the history
     assert again.version == 3
     assert [v.state for v in by_source(c).versions.history][1:] == [D.VERSION_STATE_DELETED] * 2
@@ -189,15 +207,25 @@ def test_delete_by_source_uri_deletes_every_live_version(c, database_url):
 
 def test_source_uri_is_validated(c):
     for bad in ("x" * 2049, "a\nb", "tab\there", "   ", "nul\x00"):
-        expect_error(lambda bad=bad: upload(c.docs, b"content", source_uri=bad), grpc.StatusCode.INVALID_ARGUMENT,
-                     "INVALID_SOURCE_URI")
-    expect_error(lambda: c.docs.GetDocument(ds.GetDocumentRequest(source_uri=SOURCE)),
-                 grpc.StatusCode.INVALID_ARGUMENT, "COLLECTION_REQUIRED")
+        expect_error(
+            lambda bad=bad: upload(c.docs, b"content", source_uri=bad), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SOURCE_URI"
+        )
+    expect_error(
+        lambda: c.docs.GetDocument(ds.GetDocumentRequest(source_uri=SOURCE)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "COLLECTION_REQUIRED",
+    )
     doc = upload(c.docs, b"content", source_uri="ü/" + "y" * 2000)  # long and not ASCII is fine
-    expect_error(lambda: c.docs.GetDocument(ds.GetDocumentRequest(id=doc.id, collection="docs", source_uri=SOURCE)),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SOURCE_URI")
-    expect_error(lambda: c.docs.DeleteDocument(ds.DeleteDocumentRequest(collection="docs", source_uri="a\rb")),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_SOURCE_URI")
+    expect_error(
+        lambda: c.docs.GetDocument(ds.GetDocumentRequest(id=doc.id, collection="docs", source_uri=SOURCE)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_SOURCE_URI",
+    )
+    expect_error(
+        lambda: c.docs.DeleteDocument(ds.DeleteDocumentRequest(collection="docs", source_uri="a\rb")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_SOURCE_URI",
+    )
     expect_error(lambda: by_source(c, collection="nope"), grpc.StatusCode.NOT_FOUND, "COLLECTION_NOT_FOUND")
 
 
@@ -246,8 +274,7 @@ def upload_at_once(address: str, contents: list[bytes]) -> list[D.Document]:
 
 def live_rows_ids(url: str, source_uri: str = SOURCE) -> dict[str, str]:
     with psycopg.connect(url) as conn:
-        return dict(conn.execute("SELECT version_role, id::text FROM documents WHERE source_uri = %s",
-                                 (source_uri,)).fetchall())
+        return dict(conn.execute("SELECT version_role, id::text FROM documents WHERE source_uri = %s", (source_uri,)).fetchall())
 
 
 def test_a_superseded_version_in_flight_loses_its_job(c, database_url):
@@ -309,8 +336,11 @@ def race_swap_and_delete(c: Clients, other: Clients, source: str, delete_by: str
 
     def delete():
         barrier.wait()
-        request = (ds.DeleteDocumentRequest(id=v1.id) if delete_by == "id"
-                   else ds.DeleteDocumentRequest(collection="docs", source_uri=source))
+        request = (
+            ds.DeleteDocumentRequest(id=v1.id)
+            if delete_by == "id"
+            else ds.DeleteDocumentRequest(collection="docs", source_uri=source)
+        )
         try:
             outcomes["delete"] = other.docs.DeleteDocument(request).deleted_documents
         except grpc.RpcError as err:
@@ -331,8 +361,7 @@ def test_a_version_whose_worker_lease_expires_is_taken_over_and_swaps_once(c, da
     first = c.claim("w1")
     c.run_to_indexing(first)
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("UPDATE ingestion_jobs SET locked_at = now() - interval '1 hour' WHERE id = %s",
-                     (first.lease.job_id,))
+        conn.execute("UPDATE ingestion_jobs SET locked_at = now() - interval '1 hour' WHERE id = %s", (first.lease.job_id,))
     second = c.claim("w2")
     assert second.document_id == v2.id and second.attempt == 2
     assert searchable_versions(database_url) == [1]  # v1 serves while v2 starts again
@@ -362,7 +391,8 @@ def test_a_building_generation_ends_with_the_new_versions_chunks(c, database_url
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
             "SELECT g.state::text, d.version FROM chunks ch JOIN collection_generations g ON g.id = ch.generation_id"
-            " JOIN documents d ON d.id = ch.document_id WHERE g.state IN ('ACTIVE', 'BUILDING')").fetchall()
+            " JOIN documents d ON d.id = ch.document_id WHERE g.state IN ('ACTIVE', 'BUILDING')"
+        ).fetchall()
     assert rows == [("ACTIVE", 2)]  # the switch happened; its generation holds v2 only
     col = c.docs.GetCollection(ds.GetCollectionRequest(name="docs"))
     assert col.embedder.dimensions == 16
@@ -379,13 +409,23 @@ def test_source_uri_is_per_collection_and_per_tenant(c, ingest_api, database_url
         key = admin.CreateApiKey(admin_pb2.CreateApiKeyRequest(tenant="b", role=admin_pb2.API_KEY_ROLE_CLIENT)).secret
     with keyed_channel(ingest_api.address, key) as channel:
         theirs = document_service_pb2_grpc.DocumentServiceStub(channel)
-        theirs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
-            name="docs", embedder=collection_pb2.EmbedderConfig(
-                provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=8))))
+        theirs.CreateCollection(
+            ds.CreateCollectionRequest(
+                collection=collection_pb2.Collection(
+                    name="docs",
+                    embedder=collection_pb2.EmbedderConfig(
+                        provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=8
+                    ),
+                )
+            )
+        )
         mine = upload(theirs, b"alpha")  # the same content and source_uri as the default tenant's
         assert mine.id != a.id and mine.version == 1
-        expect_error(lambda: theirs.DeleteDocument(ds.DeleteDocumentRequest(collection="other", source_uri=SOURCE)),
-                     grpc.StatusCode.NOT_FOUND, "COLLECTION_NOT_FOUND")
+        expect_error(
+            lambda: theirs.DeleteDocument(ds.DeleteDocumentRequest(collection="other", source_uri=SOURCE)),
+            grpc.StatusCode.NOT_FOUND,
+            "COLLECTION_NOT_FOUND",
+        )
         theirs.DeleteDocument(ds.DeleteDocumentRequest(collection="docs", source_uri=SOURCE))
     assert by_source(c).id == a.id and by_source(c, collection="other").id == b.id
 
@@ -410,8 +450,7 @@ def test_search_returns_exactly_one_version_at_every_moment(c, database_url):
         def searching():
             try:
                 while not stop.is_set():
-                    hits = stub.Search(sp.SearchRequest(collection="docs", query_vector=vector_for("anything"),
-                                                        top_k=20)).hits
+                    hits = stub.Search(sp.SearchRequest(collection="docs", query_vector=vector_for("anything"), top_k=20)).hits
                     seen.append(frozenset(h.document_id for h in hits))
             except BaseException as err:  # reported below
                 errors.append(err)
@@ -452,23 +491,38 @@ def test_migration_0021_upgrades_a_database_holding_documents(database_url):
         cid = conn.execute(
             "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
             " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
-            " VALUES (1, 'c', 'hashing', 'h', 3, 1000, 800, 0, 3) RETURNING id").fetchone()[0]
+            " VALUES (1, 'c', 'hashing', 'h', 3, 1000, 800, 0, 3) RETURNING id"
+        ).fetchone()[0]
         doc = conn.execute(
             "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes, status)"
-            " VALUES (1, %s, 'a.txt', 'text/plain', repeat('a', 64), 1, 'READY') RETURNING id", (cid,)).fetchone()[0]
+            " VALUES (1, %s, 'a.txt', 'text/plain', repeat('a', 64), 1, 'READY') RETURNING id",
+            (cid,),
+        ).fetchone()[0]
     command.upgrade(config, "head")
     with psycopg.connect(database_url, autocommit=True) as conn:
-        assert conn.execute("SELECT source_uri, version, version_role FROM documents WHERE id = %s",
-                            (doc,)).fetchone() == (None, None, None)
+        assert conn.execute("SELECT source_uri, version, version_role FROM documents WHERE id = %s", (doc,)).fetchone() == (
+            None,
+            None,
+            None,
+        )
         # Plain documents keep their content dedup; a versioned one may share the content.
         with pytest.raises(psycopg.errors.UniqueViolation):
-            conn.execute("INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256,"
-                         " size_bytes) VALUES (1, %s, 'b.txt', 'text/plain', repeat('a', 64), 1)", (cid,))
-        conn.execute("INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes,"
-                     " source_uri, version, version_role) VALUES (1, %s, 'b.txt', 'text/plain', repeat('a', 64), 1,"
-                     " 'b.txt', 1, 'CURRENT')", (cid,))
+            conn.execute(
+                "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256,"
+                " size_bytes) VALUES (1, %s, 'b.txt', 'text/plain', repeat('a', 64), 1)",
+                (cid,),
+            )
+        conn.execute(
+            "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes,"
+            " source_uri, version, version_role) VALUES (1, %s, 'b.txt', 'text/plain', repeat('a', 64), 1,"
+            " 'b.txt', 1, 'CURRENT')",
+            (cid,),
+        )
         # At most one current version per source, in PostgreSQL itself.
         with pytest.raises(psycopg.errors.UniqueViolation):
-            conn.execute("INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256,"
-                         " size_bytes, source_uri, version, version_role) VALUES (1, %s, 'b.txt', 'text/plain',"
-                         " repeat('b', 64), 1, 'b.txt', 2, 'CURRENT')", (cid,))
+            conn.execute(
+                "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256,"
+                " size_bytes, source_uri, version, version_role) VALUES (1, %s, 'b.txt', 'text/plain',"
+                " repeat('b', 64), 1, 'b.txt', 2, 'CURRENT')",
+                (cid,),
+            )

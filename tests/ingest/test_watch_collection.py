@@ -170,8 +170,7 @@ def test_filters_are_applied_on_the_server_and_resumption_stays_exactly_once(c, 
     terminal = until_quiet(watch(c, start_from_oldest=True, terminal_only=True))
     expected = [row[0] for row in log if row[2] or row[1] in ("READY", "FAILED")]
     assert [e.event_id for e in terminal] == expected and len(expected) == 3
-    assert [(e.document.id, e.type) for e in terminal] == [
-        (ready.id, CHANGED), (failed.id, CHANGED), (gone.id, DELETED)]
+    assert [(e.document.id, e.type) for e in terminal] == [(ready.id, CHANGED), (failed.id, CHANGED), (gone.id, DELETED)]
     assert terminal[1].document.status == D.DOCUMENT_STATUS_FAILED and terminal[1].document.error_code == "DOCUMENT_CORRUPT"
     assert terminal[2].document.filename == "3.txt"  # the document is gone; its event kept its last state and name
 
@@ -250,8 +249,12 @@ def test_bad_requests_and_other_tenants_collections(c, api):
     channel = keyed_channel(api.address, key)
     b = document_service_pb2_grpc.DocumentServiceStub(channel)
     c.upload(content=b"default's own")
-    theirs = expect(NF, "COLLECTION_NOT_FOUND", b.WatchCollection(ds.WatchCollectionRequest(collection="docs", start_from_oldest=True)))
-    nobody = expect(NF, "COLLECTION_NOT_FOUND", b.WatchCollection(ds.WatchCollectionRequest(collection="none", start_from_oldest=True)))
+    theirs = expect(
+        NF, "COLLECTION_NOT_FOUND", b.WatchCollection(ds.WatchCollectionRequest(collection="docs", start_from_oldest=True))
+    )
+    nobody = expect(
+        NF, "COLLECTION_NOT_FOUND", b.WatchCollection(ds.WatchCollectionRequest(collection="none", start_from_oldest=True))
+    )
     assert theirs.details().replace("docs", "X") == nobody.details().replace("none", "X")
     channel.close()
 
@@ -299,8 +302,9 @@ def test_server_shutdown_ends_streams_with_unavailable_and_the_cursor(ingest_api
 
 def age(url: str, event_ids: list[int], days: int = 8) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("UPDATE document_events SET created_at = now() - make_interval(days => %s) WHERE id = ANY(%s)",
-                     (days, event_ids))
+        conn.execute(
+            "UPDATE document_events SET created_at = now() - make_interval(days => %s) WHERE id = ANY(%s)", (days, event_ids)
+        )
 
 
 def prune(api) -> tuple[int, int]:
@@ -325,7 +329,7 @@ def test_a_cursor_older_than_the_retention_gets_out_of_range_with_the_oldest_cur
     err = expect(grpc.StatusCode.OUT_OF_RANGE, "EVENTS_CURSOR_EXPIRED", watch(c, after_cursor=start))
     assert error_info(err).metadata["oldest_cursor"] == horizon and horizon in err.details()
     resumed = until_quiet(watch(c, after_cursor=horizon))  # from the oldest cursor: what is left after it
-    after_horizon = [row[0] for row in log][[row[0] for row in log].index(int(horizon.split(".")[1])) + 1:]
+    after_horizon = [row[0] for row in log][[row[0] for row in log].index(int(horizon.split(".")[1])) + 1 :]
     assert [e.event_id for e in resumed] == after_horizon
     assert resumed[-1].document.status == D.DOCUMENT_STATUS_READY
     # A replay of everything retained still works, and shows both documents' latest states.
@@ -402,14 +406,25 @@ def test_each_event_carries_the_document_getdocument_shows_at_that_event(c, data
     call = watch(c)
     assert next(call).type == HEARTBEAT
     content = b"the amber signal, version one"
-    created = c.docs.UploadDocument(iter([
-        ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(
-            collection="docs", filename="notes.txt", source_uri="handbook/notes.txt", metadata={"team": "ops"},
-            typed_metadata={"year": D.MetadataValue(number_value=2024), "draft": D.MetadataValue(bool_value=True)})),
-        ds.UploadDocumentRequest(data=content),
-        ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
-            size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())),
-    ]))
+    created = c.docs.UploadDocument(
+        iter(
+            [
+                ds.UploadDocumentRequest(
+                    metadata=ds.UploadDocumentMetadata(
+                        collection="docs",
+                        filename="notes.txt",
+                        source_uri="handbook/notes.txt",
+                        metadata={"team": "ops"},
+                        typed_metadata={"year": D.MetadataValue(number_value=2024), "draft": D.MetadataValue(bool_value=True)},
+                    )
+                ),
+                ds.UploadDocumentRequest(data=content),
+                ds.UploadDocumentRequest(
+                    trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+                ),
+            ]
+        )
+    )
     seen: list[D.Document] = []
 
     def check() -> D.Document:

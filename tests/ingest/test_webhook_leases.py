@@ -22,7 +22,8 @@ def subscriptions(database_url: str, count: int) -> None:
         conn.execute(
             "INSERT INTO webhook_subscriptions (tenant_id, collection_id, url, event_types, secret, cursor_txid,"
             " cursor_event_id) SELECT tenant_id, id, %s, ARRAY['document.ready'], 'whsec_AAAA', 0, 0"
-            " FROM collections, generate_series(1, %s)", (URL, count),
+            " FROM collections, generate_series(1, %s)",
+            (URL, count),
         )
 
 
@@ -44,8 +45,9 @@ def test_replicas_claiming_at_once_split_the_subscriptions_and_take_over_expired
                 claimed = await asyncio.gather(*(r.claim(f"replica-{i}", 30, 40) for i, r in enumerate(replicas)))
                 ids = [row.id for rows in claimed for row in rows]
                 assert len(ids) == len(set(ids)), "a subscription was leased to two replicas"
-                await asyncio.gather(*(r.release(f"replica-{i}", [row.id for row in rows])
-                                       for i, (r, rows) in enumerate(zip(replicas, claimed))))
+                await asyncio.gather(
+                    *(r.release(f"replica-{i}", [row.id for row in rows]) for i, (r, rows) in enumerate(zip(replicas, claimed)))
+                )
             assert len(ids) == 40
             # replica-0 holds everything for a short lease; the others get nothing while it lives.
             held = await replicas[0].claim("replica-0", 0.5, 40)

@@ -38,10 +38,17 @@ def command() -> list[str]:
 class Process:
     def __init__(self, database_url: str, log: Path) -> None:
         self.health_port, self.metrics_port = free_ports(2)
-        env = {**os.environ, "SLUICE_DATABASE_URL": database_url, "SLUICE_WEBHOOKS_BIND": f"127.0.0.1:{self.health_port}",
-               "SLUICE_METRICS_PORT": str(self.metrics_port), "SLUICE_LOG_JSON": "true", "SLUICE_LOG_LEVEL": "INFO",
-               "SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true", "SLUICE_WEBHOOK_POLL_SECONDS": "0.3",
-               "SLUICE_WEBHOOK_LEASE_SECONDS": str(LEASE_SECONDS)}
+        env = {
+            **os.environ,
+            "SLUICE_DATABASE_URL": database_url,
+            "SLUICE_WEBHOOKS_BIND": f"127.0.0.1:{self.health_port}",
+            "SLUICE_METRICS_PORT": str(self.metrics_port),
+            "SLUICE_LOG_JSON": "true",
+            "SLUICE_LOG_LEVEL": "INFO",
+            "SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
+            "SLUICE_WEBHOOK_POLL_SECONDS": "0.3",
+            "SLUICE_WEBHOOK_LEASE_SECONDS": str(LEASE_SECONDS),
+        }
         self.log_path = log
         self.log = open(log, "w+")  # noqa: SIM115 - the dispatcher process writes to it until stop()
         self.proc = subprocess.Popen(command(), env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -82,7 +89,9 @@ def test_the_process_delivers_signed_and_hands_its_lease_back_on_sigterm(ingest_
         assert receipt.payload["type"] == "document.ready" and receipt.payload["data"]["document_id"] == doc.id
         held_by = owner(database_url, created.webhook.id)
         assert held_by and f":{first.proc.pid}:" in held_by
-        metrics = wait_for(lambda: next((m for m in [first.metrics()] if 'sluice_webhook_attempts_total{outcome="delivered"} 1.0' in m), None))
+        metrics = wait_for(
+            lambda: next((m for m in [first.metrics()] if 'sluice_webhook_attempts_total{outcome="delivered"} 1.0' in m), None)
+        )
         assert "sluice_webhook_subscriptions_held 1.0" in metrics
         delivered = [e for e in first.events() if e.get("event") == "webhook attempt"]
         assert delivered and delivered[0]["service"] == "webhooks" and delivered[0]["outcome"] == "delivered"

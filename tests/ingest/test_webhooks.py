@@ -52,8 +52,7 @@ FAST = {
     "webhook_lease_seconds": 3.0,
 }
 ALL = ()  # no event types: every type
-TERMINAL = (wh.WEBHOOK_EVENT_TYPE_DOCUMENT_READY, wh.WEBHOOK_EVENT_TYPE_DOCUMENT_FAILED,
-            wh.WEBHOOK_EVENT_TYPE_DOCUMENT_DELETED)
+TERMINAL = (wh.WEBHOOK_EVENT_TYPE_DOCUMENT_READY, wh.WEBHOOK_EVENT_TYPE_DOCUMENT_FAILED, wh.WEBHOOK_EVENT_TYPE_DOCUMENT_DELETED)
 STAGES = ("PENDING", "PARSING", "CHUNKING", "EMBEDDING", "INDEXING")
 
 
@@ -78,14 +77,18 @@ class Api(Clients):
         self.hooks = webhook_service_pb2_grpc.WebhookServiceStub(channel)
 
     def add_webhook(self, url: str, types=ALL, collection: str = "docs", description: str = "") -> wh.CreateWebhookResponse:
-        return self.hooks.CreateWebhook(wh.CreateWebhookRequest(webhook=wh.Webhook(
-            collection=collection, url=url, event_types=list(types), description=description)))
+        return self.hooks.CreateWebhook(
+            wh.CreateWebhookRequest(
+                webhook=wh.Webhook(collection=collection, url=url, event_types=list(types), description=description)
+            )
+        )
 
     def deliveries(self, webhook_id: str, state: int = 0) -> list[wh.WebhookDelivery]:
         out, token = [], ""
         while True:
-            page = self.hooks.ListWebhookDeliveries(wh.ListWebhookDeliveriesRequest(
-                webhook_id=webhook_id, state=state, page_size=100, page_token=token))
+            page = self.hooks.ListWebhookDeliveries(
+                wh.ListWebhookDeliveriesRequest(webhook_id=webhook_id, state=state, page_size=100, page_token=token)
+            )
             out.extend(page.deliveries)
             token = page.next_page_token
             if not token:
@@ -138,8 +141,7 @@ def by_document(receipts: list[Receipt]) -> dict[str, list[dict]]:
 def latencies(receipts: list[Receipt]) -> list[float]:
     from datetime import datetime
 
-    return [r.received_at - datetime.fromisoformat(r.payload["timestamp"].replace("Z", "+00:00")).timestamp()
-            for r in receipts]
+    return [r.received_at - datetime.fromisoformat(r.payload["timestamp"].replace("Z", "+00:00")).timestamp() for r in receipts]
 
 
 # ---------------------------------------------------------------- pure parts
@@ -149,8 +151,10 @@ def test_signature_matches_the_standard_webhooks_reference_vector():
     # The test vector of the Standard Webhooks reference libraries.
     secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
     body = b'{"test": 2432232314}'
-    assert signing.signature(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body) == \
-        "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+    assert (
+        signing.signature(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)
+        == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+    )
     headers = signing.headers(secret, "msg_1", int(time.time()), body)
     assert VERIFY(secret, headers, body)
     assert not VERIFY(secret, headers, body + b" ")
@@ -238,8 +242,11 @@ def test_every_event_is_delivered_in_order_per_document_signed_despite_failures_
         for doc in ready:
             events = docs[doc.id]
             statuses = [(e["type"], e["data"]["status"]) for e in events if e["type"] != "document.deleted"]
-            assert statuses == [*(("document.status_changed", s) for s in STAGES),
-                                ("document.status_changed", "READY"), ("document.ready", "READY")]
+            assert statuses == [
+                *(("document.status_changed", s) for s in STAGES),
+                ("document.status_changed", "READY"),
+                ("document.ready", "READY"),
+            ]
             ids = [e["data"]["event_id"] for e in events]
             assert ids == sorted(ids), "a later event was delivered before an earlier one of the same document"
         for doc in ready[:4]:
@@ -251,7 +258,8 @@ def test_every_event_is_delivered_in_order_per_document_signed_despite_failures_
             assert last["data"]["error"] == {"code": "DOCUMENT_CORRUPT", "message": "the file is corrupt"}
         only_terminal = by_document(terminal_receiver.delivered())
         assert sorted(e["type"] for events in only_terminal.values() for e in events) == sorted(
-            ["document.ready"] * len(ready) + ["document.failed"] * len(failed) + ["document.deleted"] * 4)
+            ["document.ready"] * len(ready) + ["document.failed"] * len(failed) + ["document.deleted"] * 4
+        )
         assert ready[5].id in only_terminal and only_terminal[ready[5].id][0]["data"]["chunk_count"] == 1
 
         # Retries kept the delivery's id; the failed attempts show in the deliveries list.
@@ -266,10 +274,12 @@ def test_every_event_is_delivered_in_order_per_document_signed_despite_failures_
         webhook = api.hooks.GetWebhook(wh.GetWebhookRequest(id=created.webhook.id))
         assert webhook.pending_deliveries == 0 and webhook.failed_deliveries == 0
         lat = latencies(terminal_receiver.delivered())
-        print(f"\nwebhooks: {expected_all} + {expected_terminal} deliveries in {elapsed:.2f} s"
-              f" (incl. ingestion), {(expected_all + expected_terminal) / elapsed:.0f}/s; terminal-only subscription"
-              f" latency event→receipt median {statistics.median(lat) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms;"
-              f" retries observed {len(retried)}")
+        print(
+            f"\nwebhooks: {expected_all} + {expected_terminal} deliveries in {elapsed:.2f} s"
+            f" (incl. ingestion), {(expected_all + expected_terminal) / elapsed:.0f}/s; terminal-only subscription"
+            f" latency event→receipt median {statistics.median(lat) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms;"
+            f" retries observed {len(retried)}"
+        )
         assert terminal.webhook.event_types == list(TERMINAL)
     finally:
         receiver.close()
@@ -303,9 +313,11 @@ def test_a_dead_receiver_delays_neither_other_subscriptions_nor_ingestion(delive
         assert len(stuck) == 20
         assert all(d.state == wh.WEBHOOK_DELIVERY_STATE_PENDING and d.attempts == 0 for d in stuck)
         assert wait_for(lambda: any(d.attempts >= 1 for d in api.deliveries(refusing.webhook.id)))
-        print(f"\nhealthy subscription latency event→receipt, median/max: alone {statistics.median(alone) * 1000:.0f}/"
-              f"{max(alone) * 1000:.0f} ms; beside a silent and a refusing receiver "
-              f"{statistics.median(with_dead) * 1000:.0f}/{max(with_dead) * 1000:.0f} ms")
+        print(
+            f"\nhealthy subscription latency event→receipt, median/max: alone {statistics.median(alone) * 1000:.0f}/"
+            f"{max(alone) * 1000:.0f} ms; beside a silent and a refusing receiver "
+            f"{statistics.median(with_dead) * 1000:.0f}/{max(with_dead) * 1000:.0f} ms"
+        )
     finally:
         api.close()
         healthy.close()
@@ -338,8 +350,12 @@ def test_retries_exhausted_mark_the_delivery_failed_and_later_events_still_go(ap
         # The document's next event, and another document's, are delivered after the give-up.
         api.delete(doc.id)
         other = api.ready()
-        wait_for(lambda: {(r.payload["type"], r.payload["data"]["document_id"]) for r in receiver.delivered()}
-                 >= {("document.deleted", doc.id), ("document.ready", other.id)})
+        wait_for(
+            lambda: (
+                {(r.payload["type"], r.payload["data"]["document_id"]) for r in receiver.delivered()}
+                >= {("document.deleted", doc.id), ("document.ready", other.id)}
+            )
+        )
         assert [r.status for r in receiver.all() if r.payload["data"]["document_id"] == doc.id] == [500] * 4 + [204]
         webhook = api.hooks.GetWebhook(wh.GetWebhookRequest(id=created.webhook.id))
         assert webhook.failed_deliveries == 1 and webhook.state == wh.WEBHOOK_STATE_ACTIVE
@@ -352,8 +368,11 @@ def test_gone_disables_the_subscription(api):
     try:
         created = api.add_webhook(receiver.url, TERMINAL)
         api.ready()
-        webhook = wait_for(lambda: (w := api.hooks.GetWebhook(wh.GetWebhookRequest(id=created.webhook.id))).state
-                           == wh.WEBHOOK_STATE_DISABLED and w)
+        webhook = wait_for(
+            lambda: (
+                (w := api.hooks.GetWebhook(wh.GetWebhookRequest(id=created.webhook.id))).state == wh.WEBHOOK_STATE_DISABLED and w
+            )
+        )
         assert "410" in webhook.disabled_reason
         api.ready()
         time.sleep(1.0)  # nothing is sent to a disabled subscription (the poll is 0.5 s)
@@ -418,8 +437,14 @@ def test_a_deleted_collection_stops_its_subscriptions(api):
 
 
 def test_old_finished_deliveries_are_pruned_and_pending_ones_kept(delivering):
-    server = delivering(**{**FAST, "webhook_delivery_retention_days": 1.0 / 86400,  # one second
-                                   "webhook_timeout_seconds": 60.0, "webhook_connect_timeout_seconds": 30.0})
+    server = delivering(
+        **{
+            **FAST,
+            "webhook_delivery_retention_days": 1.0 / 86400,  # one second
+            "webhook_timeout_seconds": 60.0,
+            "webhook_connect_timeout_seconds": 30.0,
+        }
+    )
     api = Api(server.address)
     api.create_collection()
     receiver, silent = Receiver(), SilentListener()
@@ -494,11 +519,21 @@ def test_private_and_loopback_addresses_are_refused_unless_allowed(ingest_api, u
     api.close()
 
 
-@pytest.mark.parametrize("url", [
-    "", "ftp://example.com/hook", "file:///etc/passwd", "http://user:secret@example.com/hook", "http:///nohost",
-    "https://example.com/" + "a" * 2000, "http://example.com:99999/", "http://exa mple.com/", "gopher://127.0.0.1/",
-    "http://example.com/hook#fragment",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "ftp://example.com/hook",
+        "file:///etc/passwd",
+        "http://user:secret@example.com/hook",
+        "http:///nohost",
+        "https://example.com/" + "a" * 2000,
+        "http://example.com:99999/",
+        "http://exa mple.com/",
+        "gopher://127.0.0.1/",
+        "http://example.com/hook#fragment",
+    ],
+)
 def test_malformed_urls_are_refused(ingest_api, url):
     api = Api(ingest_api.address)
     api.create_collection()
@@ -537,8 +572,12 @@ def test_create_validates_and_lists_pages_and_rotates(delivering):
     api.create_collection()
     receiver = Receiver()
     try:
-        for bad, reason in ((dict(collection="nope"), "COLLECTION_NOT_FOUND"), (dict(collection=""), "MISSING_COLLECTION"),
-                            (dict(types=[99]), "INVALID_EVENT_TYPE"), (dict(description="x" * 501), "INVALID_DESCRIPTION")):
+        for bad, reason in (
+            (dict(collection="nope"), "COLLECTION_NOT_FOUND"),
+            (dict(collection=""), "MISSING_COLLECTION"),
+            (dict(types=[99]), "INVALID_EVENT_TYPE"),
+            (dict(description="x" * 501), "INVALID_DESCRIPTION"),
+        ):
             with pytest.raises(grpc.RpcError) as err:
                 api.add_webhook(receiver.url, **bad)
             assert reason_of(err.value) == reason, bad
@@ -592,8 +631,13 @@ def test_a_subscription_registers_its_collection_and_is_woken_by_its_notificatio
 
         def listened() -> bool:
             with psycopg.connect(database_url) as conn:
-                return conn.execute("SELECT count(*) FROM event_listeners WHERE channel = %s AND key = %s",
-                                    (COLLECTIONS_CHANNEL, str(collection_id))).fetchone()[0] == 1
+                return (
+                    conn.execute(
+                        "SELECT count(*) FROM event_listeners WHERE channel = %s AND key = %s",
+                        (COLLECTIONS_CHANNEL, str(collection_id)),
+                    ).fetchone()[0]
+                    == 1
+                )
 
         wait_for(listened, timeout=30)
         doc = api.ready()
@@ -611,22 +655,30 @@ def test_document_payloads_describe_the_document_and_a_deletion_keeps_its_descri
     try:
         api.add_webhook(receiver.url, ALL)
         content = b"the amber signal"
-        doc = api.docs.UploadDocument(iter([
-            ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection="docs", filename="notes.txt",
-                                                                        source_uri="guide/notes.txt")),
-            ds.UploadDocumentRequest(data=content),
-            ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(size_bytes=len(content),
-                                                                      sha256=hashlib.sha256(content).hexdigest())),
-        ]))
+        doc = api.docs.UploadDocument(
+            iter(
+                [
+                    ds.UploadDocumentRequest(
+                        metadata=ds.UploadDocumentMetadata(collection="docs", filename="notes.txt", source_uri="guide/notes.txt")
+                    ),
+                    ds.UploadDocumentRequest(data=content),
+                    ds.UploadDocumentRequest(
+                        trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+                    ),
+                ]
+            )
+        )
         job = api.claim()
         assert job is not None and job.document_id == doc.id
         api.run_to_indexing(job)
         api.complete(job, ["one chunk"])
         api.delete(doc.id)
-        events = wait_for(lambda: (got := by_document(receiver.delivered()).get(doc.id, []))
-                          and got[-1]["type"] == "document.deleted" and got)
-        described = {(e["data"]["filename"], e["data"]["source_uri"], e["data"]["version"], e["data"]["content_sha256"])
-                     for e in events}
+        events = wait_for(
+            lambda: (got := by_document(receiver.delivered()).get(doc.id, [])) and got[-1]["type"] == "document.deleted" and got
+        )
+        described = {
+            (e["data"]["filename"], e["data"]["source_uri"], e["data"]["version"], e["data"]["content_sha256"]) for e in events
+        }
         assert described == {("notes.txt", "guide/notes.txt", 1, hashlib.sha256(content).hexdigest())}
         assert [e["type"] for e in events][-3:] == ["document.status_changed", "document.ready", "document.deleted"]
     finally:

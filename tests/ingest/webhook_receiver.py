@@ -44,8 +44,7 @@ def always_ok(receipt: Receipt, seen: int) -> tuple[int, float]:
 class Receiver:
     """An HTTP server on 127.0.0.1 that records requests; `behaviour` decides each answer."""
 
-    def __init__(self, behaviour: Behaviour = always_ok, tls: tuple[str, str] | None = None,
-                 host: str = "127.0.0.1") -> None:
+    def __init__(self, behaviour: Behaviour = always_ok, tls: tuple[str, str] | None = None, host: str = "127.0.0.1") -> None:
         """`tls`: (certificate, key) PEM files to serve https; the names the clients asked for
         (SNI) are kept in `server_names`."""
         self.behaviour = behaviour
@@ -132,20 +131,34 @@ def make_certificates(directory, dns_name: str = "localhost") -> tuple[str, tupl
 
     now = dt.datetime.now(dt.UTC)
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(name("webhook test ca")).issuer_name(name("webhook test ca"))
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(ca_key, hashes.SHA256()))
-    cert = (x509.CertificateBuilder().subject_name(name(dns_name)).issuer_name(ca.subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(dns_name)]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("webhook test ca"))
+        .issuer_name(name("webhook test ca"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name(dns_name))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(dns_name)]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     ca_file, cert_file, key_file = directory / "ca.pem", directory / "server.pem", directory / "server.key"
     ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return str(ca_file), (str(cert_file), str(key_file))
 
 

@@ -28,8 +28,16 @@ class Seeder:
         self.conn = psycopg.connect(url, autocommit=True)
         register_vector(self.conn)
 
-    def collection(self, name: str, dimensions: int, *, provider: str = "hashing", model: str = "hashing-v1",
-                   index: bool = True, tenant: str = "default") -> int:
+    def collection(
+        self,
+        name: str,
+        dimensions: int,
+        *,
+        provider: str = "hashing",
+        model: str = "hashing-v1",
+        index: bool = True,
+        tenant: str = "default",
+    ) -> int:
         self.conn.execute("INSERT INTO tenants (name) VALUES (%s) ON CONFLICT DO NOTHING", (tenant,))
         cid = self.conn.execute(
             "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions, chunk_max_characters,"
@@ -48,16 +56,25 @@ class Seeder:
             "SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'", (collection_id,)
         ).fetchone()[0]
 
-    def document(self, collection_id: int, filename: str, *, status: str = "READY", metadata: dict | None = None,
-                 mime_type: str = "text/plain") -> str:
+    def document(
+        self,
+        collection_id: int,
+        filename: str,
+        *,
+        status: str = "READY",
+        metadata: dict | None = None,
+        mime_type: str = "text/plain",
+    ) -> str:
         sha = hashlib.sha256(f"{filename}-{next(_content)}-{uuid.uuid4()}".encode()).hexdigest()
         error = "failed for a test" if status == "FAILED" else None
-        return str(self.conn.execute(
-            "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, status, content_sha256, size_bytes,"
-            " metadata, error_message) SELECT c.tenant_id, c.id, %s, %s, %s, %s, 1, %s, %s FROM collections c"
-            " WHERE c.id = %s RETURNING id",
-            (filename, mime_type, status, sha, Jsonb(metadata or {}), error, collection_id),
-        ).fetchone()[0])
+        return str(
+            self.conn.execute(
+                "INSERT INTO documents (tenant_id, collection_id, filename, mime_type, status, content_sha256, size_bytes,"
+                " metadata, error_message) SELECT c.tenant_id, c.id, %s, %s, %s, %s, 1, %s, %s FROM collections c"
+                " WHERE c.id = %s RETURNING id",
+                (filename, mime_type, status, sha, Jsonb(metadata or {}), error, collection_id),
+            ).fetchone()[0]
+        )
 
     def chunks(self, collection_id: int, document_id: str, texts: list[str], vectors, *, start_index: int = 0) -> None:
         (tenant_id,) = self.conn.execute("SELECT tenant_id FROM documents WHERE id = %s", (document_id,)).fetchone()
@@ -67,8 +84,19 @@ class Seeder:
         ) as copy:
             copy.set_types(["uuid", "int8", "int8", "int4", "text", "int4", "text", "vector", "text"])
             for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
-                copy.write_row((uuid.UUID(document_id), tenant_id, collection_id, start_index + i, text, 1, "NarrativeText",
-                                np.asarray(vector, dtype=np.float32), textsearch.search_terms(text)))
+                copy.write_row(
+                    (
+                        uuid.UUID(document_id),
+                        tenant_id,
+                        collection_id,
+                        start_index + i,
+                        text,
+                        1,
+                        "NarrativeText",
+                        np.asarray(vector, dtype=np.float32),
+                        textsearch.search_terms(text),
+                    )
+                )
         # As ingest-api's commit leaves it (search reads it to plan filtered queries).
         self.conn.execute("UPDATE documents SET chunk_count = chunk_count + %s WHERE id = %s", (len(texts), document_id))
 
@@ -109,8 +137,15 @@ def embedding_like_vectors(n: int, dimensions: int, seed: int = 0, latent: int =
 
 @pytest.fixture
 def search_settings(search_database_url) -> SearchSettings:
-    return SearchSettings(search_bind="127.0.0.1:0", search_database_url=search_database_url, search_collection_cache_seconds=0.5, rate_limit_per_second=0.0,
-                          search_pool_min_size=1, search_pool_max_size=4, log_json=False)
+    return SearchSettings(
+        search_bind="127.0.0.1:0",
+        search_database_url=search_database_url,
+        search_collection_cache_seconds=0.5,
+        rate_limit_per_second=0.0,
+        search_pool_min_size=1,
+        search_pool_max_size=4,
+        log_json=False,
+    )
 
 
 @pytest.fixture

@@ -8,8 +8,20 @@ from sluice_search.domain import Hit
 
 
 def hits(*pairs: tuple[int, float]) -> list[Hit]:
-    return [Hit(chunk_id=cid, text=f"chunk {cid}", score=score, document_id="d", filename="f", chunk_index=0,
-                page_number=0, element_type="", metadata={}) for cid, score in pairs]
+    return [
+        Hit(
+            chunk_id=cid,
+            text=f"chunk {cid}",
+            score=score,
+            document_id="d",
+            filename="f",
+            chunk_index=0,
+            page_number=0,
+            element_type="",
+            metadata={},
+        )
+        for cid, score in pairs
+    ]
 
 
 def test_reciprocal_rank_sums_weighted_reciprocal_ranks():

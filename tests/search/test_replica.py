@@ -88,14 +88,23 @@ class Cluster:
         self.standby = create_standby(self.primary, self.base / "standby")
         self.standby_admin = self.standby.start()
         self.standby_url = database_uri(self.standby_admin, DATABASE)
-        self.ingest = RunningIngest(IngestSettings(database_url=self.primary_url, bind="127.0.0.1:0", lease_seconds=5.0,
-                                                   log_json=False, log_level="WARNING", rate_limit_per_second=0.0))
+        self.ingest = RunningIngest(
+            IngestSettings(
+                database_url=self.primary_url,
+                bind="127.0.0.1:0",
+                lease_seconds=5.0,
+                log_json=False,
+                log_level="WARNING",
+                rate_limit_per_second=0.0,
+            )
+        )
         self.clients = Clients(self.ingest.address)
         # The reindex quality gate writes verdicts: a search on a standby runs without it (or
         # points it at the primary, as `make run --replica` does).
         # No per-key rate limit: several threads search at once here.
-        self.replica_search = RunningSearch(self.standby_url, search_eval_gate_enabled=False,
-                                            search_consistency_max_wait_seconds=30.0, rate_limit_per_second=0.0)
+        self.replica_search = RunningSearch(
+            self.standby_url, search_eval_gate_enabled=False, search_consistency_max_wait_seconds=30.0, rate_limit_per_second=0.0
+        )
         self.primary_search = RunningSearch(self.primary_url, rate_limit_per_second=0.0)
         self.replica_channel = auth_keys.channel(self.replica_search.address)
         self.primary_channel = auth_keys.channel(self.primary_search.address)
@@ -105,9 +114,17 @@ class Cluster:
         self.standby_admin_conn = psycopg.connect(self.standby_admin, autocommit=True)
 
     def close(self) -> None:
-        for close in (self.replica_channel.close, self.primary_channel.close, self.clients.close,
-                      self.replica_search.stop, self.primary_search.stop, self.ingest.stop,
-                      self.standby_admin_conn.close, self.standby.stop, self.primary.stop):
+        for close in (
+            self.replica_channel.close,
+            self.primary_channel.close,
+            self.clients.close,
+            self.replica_search.stop,
+            self.primary_search.stop,
+            self.ingest.stop,
+            self.standby_admin_conn.close,
+            self.standby.stop,
+            self.primary.stop,
+        ):
             try:
                 close()
             except Exception as error:  # stop everything else, then report
@@ -121,6 +138,7 @@ class Cluster:
         replays, so the primary writes one (a WAL message, no transaction) until it has."""
         self.standby_admin_conn.execute("SELECT pg_wal_replay_pause()")
         with psycopg.connect(self.primary_url, autocommit=True) as primary:
+
             def paused() -> bool:
                 primary.execute("SELECT pg_logical_emit_message(false, 'sluice-test', 'pause')")
                 return self.standby_admin_conn.execute("SELECT pg_get_wal_replay_pause_state()").fetchone()[0] == "paused"
@@ -147,16 +165,22 @@ class Cluster:
 
 
 def search_request(collection: str, text: str, token: str = "", top_k: int = 10) -> search_service_pb2.SearchRequest:
-    return search_service_pb2.SearchRequest(collection=collection, query_vector=vector_for(text, DIMENSIONS), top_k=top_k,
-                                            mode=search_service_pb2.SEARCH_MODE_VECTOR, consistency_token=token)
+    return search_service_pb2.SearchRequest(
+        collection=collection,
+        query_vector=vector_for(text, DIMENSIONS),
+        top_k=top_k,
+        mode=search_service_pb2.SEARCH_MODE_VECTOR,
+        consistency_token=token,
+    )
 
 
 def hit_ids(response: search_service_pb2.SearchResponse) -> set[str]:
     return {hit.document_id for hit in response.hits}
 
 
-def judge(observations: list[tuple[int, int, set[str]]],
-          not_ready: dict[str, list[tuple[int, int]]]) -> tuple[list[tuple[str, int, int]], int]:
+def judge(
+    observations: list[tuple[int, int, set[str]]], not_ready: dict[str, list[tuple[int, int]]]
+) -> tuple[list[tuple[str, int, int]], int]:
     """The hits of documents inside one of their certain non-READY stretches (a search that
     began after the stretch's start was replayed and ended before its end was), and how many
     (search, document) pairs fell inside a stretch at all."""
@@ -199,8 +223,9 @@ def test_a_document_ready_on_the_primary_is_found_on_the_replica_with_its_token(
     for n in range(5):
         document = cluster.ready_document(collection, f"ready on the primary {n}")
         assert document.consistency_token.startswith("lsn:")
-        answer = cluster.on_replica.Search(search_request(collection, f"ready on the primary {n}", document.consistency_token),
-                                           timeout=30)
+        answer = cluster.on_replica.Search(
+            search_request(collection, f"ready on the primary {n}", document.consistency_token), timeout=30
+        )
         assert document.id in hit_ids(answer)
 
 
@@ -218,7 +243,8 @@ def test_every_answer_that_shows_a_write_carries_a_token_at_or_after_it(cluster,
     events.cancel()
     assert consistency.parse_token(ready.consistency_token) > consistency.parse_token(uploaded.consistency_token)
     cursor_events = cluster.clients.docs.WatchCollection(
-        ds.WatchCollectionRequest(collection=collection, start_from_oldest=True), timeout=30)
+        ds.WatchCollectionRequest(collection=collection, start_from_oldest=True), timeout=30
+    )
     ready_event = next(e for e in cursor_events if e.document.status == D.DOCUMENT_STATUS_READY)
     cursor_events.cancel()
     assert ready_event.document.consistency_token.startswith("lsn:")
@@ -227,8 +253,7 @@ def test_every_answer_that_shows_a_write_carries_a_token_at_or_after_it(cluster,
     assert uploaded.id in hit_ids(answer)
 
 
-def test_with_replay_paused_a_search_with_the_token_answers_unavailable_then_finds_the_document_once_resumed(
-        cluster, collection):
+def test_with_replay_paused_a_search_with_the_token_answers_unavailable_then_finds_the_document_once_resumed(cluster, collection):
     cluster.pause_replay()
     try:
         document = cluster.ready_document(collection, "written while replay is paused")
@@ -236,8 +261,9 @@ def test_with_replay_paused_a_search_with_the_token_answers_unavailable_then_fin
         # Without the token, the replica answers from where it stands: the document is not there yet.
         stale = cluster.on_replica.Search(search_request(collection, "written while replay is paused"), timeout=10)
         assert document.id not in hit_ids(stale)
-        error = expect_error(lambda: cluster.on_replica.Search(request, timeout=1.0), grpc.StatusCode.UNAVAILABLE,
-                             Reason.REPLICA_BEHIND)
+        error = expect_error(
+            lambda: cluster.on_replica.Search(request, timeout=1.0), grpc.StatusCode.UNAVAILABLE, Reason.REPLICA_BEHIND
+        )
         assert "bytes of write-ahead log behind" in error.details() and "replay is paused" in error.details()
         status = rpc_status.from_call(error)
         retry = [d for d in status.details if d.Is(error_details_pb2.RetryInfo.DESCRIPTOR)]
@@ -259,8 +285,11 @@ def test_with_replay_paused_a_search_with_the_token_answers_unavailable_then_fin
 def test_a_bad_token_is_invalid_argument(cluster, collection):
     for token in ("garbage", "lsn:", "lsn:0/", "lsn:G/1", "lsn:0/123456789", "0/16B3748", "lsn:0/16B3748 ", "lsn:" + "1" * 80):
         for stub in (cluster.on_replica, cluster.on_primary):
-            error = expect_error(lambda stub=stub, token=token: stub.Search(search_request(collection, "x", token), timeout=10),
-                                 grpc.StatusCode.INVALID_ARGUMENT, Reason.INVALID_CONSISTENCY_TOKEN)
+            error = expect_error(
+                lambda stub=stub, token=token: stub.Search(search_request(collection, "x", token), timeout=10),
+                grpc.StatusCode.INVALID_ARGUMENT,
+                Reason.INVALID_CONSISTENCY_TOKEN,
+            )
             assert "consistency_token" in error.details()
 
 
@@ -271,8 +300,11 @@ def test_a_token_on_a_primary_pointed_search_is_satisfied_at_once(cluster, colle
     answer = cluster.on_primary.Search(search_request(collection, "on the primary", future), timeout=10)
     assert document.id in hit_ids(answer)
     # The same token on the replica cannot be met: it says so within the call's deadline.
-    expect_error(lambda: cluster.on_replica.Search(search_request(collection, "on the primary", future), timeout=0.5),
-                 grpc.StatusCode.UNAVAILABLE, Reason.REPLICA_BEHIND)
+    expect_error(
+        lambda: cluster.on_replica.Search(search_request(collection, "on the primary", future), timeout=0.5),
+        grpc.StatusCode.UNAVAILABLE,
+        Reason.REPLICA_BEHIND,
+    )
 
 
 def test_no_search_of_the_replica_returns_a_document_that_is_not_ready_during_replay(cluster, collection):
@@ -397,10 +429,16 @@ def second_standby(cluster):
     search = None
     try:
         for _ in range(3):  # until its connections are on both standbys (each of 8 picks one at random)
-            search = RunningSearch(both, search_eval_gate_enabled=False, rate_limit_per_second=0.0,
-                                   search_pool_min_size=8, search_pool_max_size=8)
-            servers = {url for url in (cluster.standby_admin, admin) if psycopg.connect(url, autocommit=True).execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sluice-search'").fetchone()[0]}
+            search = RunningSearch(
+                both, search_eval_gate_enabled=False, rate_limit_per_second=0.0, search_pool_min_size=8, search_pool_max_size=8
+            )
+            servers = {
+                url
+                for url in (cluster.standby_admin, admin)
+                if psycopg.connect(url, autocommit=True)
+                .execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sluice-search'")
+                .fetchone()[0]
+            }
             if len(servers) == 2:
                 break
             search.stop()
@@ -424,6 +462,7 @@ def test_with_connections_on_two_replicas_each_one_is_checked_for_the_token(clus
     stub, second = second_standby
     second.execute("SELECT pg_wal_replay_pause()")
     with psycopg.connect(cluster.primary_url, autocommit=True) as primary:
+
         def paused() -> bool:
             primary.execute("SELECT pg_logical_emit_message(false, 'sluice-test', 'pause')")
             return second.execute("SELECT pg_get_wal_replay_pause_state()").fetchone()[0] == "paused"

@@ -29,10 +29,14 @@ def library(seed):
     cid = seed.collection("library", DIM)
     docs = {}
     corpus = {
-        "rivers.txt": (["The Rhine flows through Basel and Cologne to the North Sea.",
-                        "长江是中国最长的河流，流经上海入海。"], {"topic": "geo", "lang": "mixed"}),  # noqa: RUF001 - CJK punctuation, meant
-        "pg.md": (["PostgreSQL full text search ranks documents with ts_rank_cd.",
-                   "pgvector adds HNSW indexes for cosine distance."], {"topic": "db", "lang": "en"}),
+        "rivers.txt": (
+            ["The Rhine flows through Basel and Cologne to the North Sea.", "长江是中国最长的河流，流经上海入海。"],  # noqa: RUF001 - CJK punctuation, meant
+            {"topic": "geo", "lang": "mixed"},
+        ),
+        "pg.md": (
+            ["PostgreSQL full text search ranks documents with ts_rank_cd.", "pgvector adds HNSW indexes for cosine distance."],
+            {"topic": "db", "lang": "en"},
+        ),
         "draft.txt": (["The Rhine draft that is still being ingested."], {"topic": "geo"}),
         "broken.txt": (["The Rhine broken document that failed."], {"topic": "geo"}),
     }
@@ -74,12 +78,12 @@ async def test_keyword_search_english_and_chinese_with_highlights(search_stub, l
     response = await search(search_stub, query="rhine", mode=KEYWORD)
     assert [h.filename for h in response.hits] == ["rivers.txt"]
     hit = response.hits[0]
-    assert [hit.text[s.start:s.end] for s in hit.highlights] == ["Rhine"]
+    assert [hit.text[s.start : s.end] for s in hit.highlights] == ["Rhine"]
 
     response = await search(search_stub, query="最长的河流", mode=KEYWORD)
     hit = response.hits[0]
     assert hit.filename == "rivers.txt" and hit.chunk_index == 1
-    assert [hit.text[s.start:s.end] for s in hit.highlights] == ["最长", "河流"]
+    assert [hit.text[s.start : s.end] for s in hit.highlights] == ["最长", "河流"]
 
 
 async def test_keyword_search_ranks_more_matches_first(search_stub, library):
@@ -173,7 +177,7 @@ async def test_top_k_zero_means_ten(search_stub, seed):
     [
         "'; DROP TABLE chunks; --",
         "x') OR 1=1 --",
-        "\" OR \"\"=\"",
+        '" OR ""="',
         "topic' || (SELECT pg_sleep(5)) || '",
         "$1",
         "%(metadata)s",
@@ -200,8 +204,9 @@ async def test_injection_through_filters_is_harmless(search_stub, library, datab
 async def test_sessions_are_read_only(search_settings, library):
     from sluice_search.repository import open_read_pool
 
-    pool = await open_read_pool(search_settings.read_database_url, min_size=1, max_size=1, ef_search=40,
-                                max_scan_tuples=20000, statement_timeout_ms=1000)
+    pool = await open_read_pool(
+        search_settings.read_database_url, min_size=1, max_size=1, ef_search=40, max_scan_tuples=20000, statement_timeout_ms=1000
+    )
     try:
         async with pool.connection() as conn:
             with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
@@ -224,21 +229,26 @@ async def test_warm_up_loads_each_local_embedder_the_collections_use(database_ur
     from sluice_search.service import SearchService
 
     with psycopg.connect(database_url, autocommit=True) as conn:
-        for name, provider, model, dims in [("a", "hashing", "hashing-v1", 16), ("b", "hashing", "hashing-v1", 16),
-                                            ("c", "openai", "text-embedding-3-small", 8)]:
+        for name, provider, model, dims in [
+            ("a", "hashing", "hashing-v1", 16),
+            ("b", "hashing", "hashing-v1", 16),
+            ("c", "openai", "text-embedding-3-small", 8),
+        ]:
             conn.execute(
                 "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
                 " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
                 " VALUES (1, %s, %s, %s, %s, 1000, 800, 0, 3)",
-                (name, provider, model, dims))
+                (name, provider, model, dims),
+            )
     loaded = []
 
     def factory(provider, model, dims):
         loaded.append((provider, model, dims))
         return get_embedder(provider, model, dims)
 
-    pool = await open_read_pool(search_url(database_url), min_size=1, max_size=2, ef_search=40, max_scan_tuples=1000,
-                                statement_timeout_ms=5000)
+    pool = await open_read_pool(
+        search_url(database_url), min_size=1, max_size=2, ef_search=40, max_scan_tuples=1000, statement_timeout_ms=5000
+    )
     try:
         service = SearchService(SearchRepository(pool), embedder_factory=factory)
         assert await service.warm_up() == 1
@@ -248,7 +258,8 @@ async def test_warm_up_loads_each_local_embedder_the_collections_use(database_ur
             conn.execute(
                 "INSERT INTO collections (tenant_id, name, embedder_provider, embedder_model, dimensions,"
                 " chunk_max_characters, chunk_new_after_n_chars, chunk_overlap, max_attempts)"
-                " VALUES (1, 'd', 'hashing', 'h2', 24, 1000, 800, 0, 3)")
+                " VALUES (1, 'd', 'hashing', 'h2', 24, 1000, 800, 0, 3)"
+            )
         assert await service.warm_up() == 1  # a collection created later is picked up
         assert loaded[-1] == ("hashing", "h2", 24)
     finally:

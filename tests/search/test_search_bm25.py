@@ -144,9 +144,10 @@ def test_statistics_follow_inserts_deletions_and_replacements(seed, corpus):
     assert removed > 0
     (after,) = conn.execute("SELECT count(*) FROM keyword_stats WHERE generation_id = %s", (generation,)).fetchone()
     assert after == before - removed
-    assert after == conn.execute(
-        "SELECT count(DISTINCT term) FROM keyword_stats WHERE generation_id = %s", (generation,)
-    ).fetchone()[0]
+    assert (
+        after
+        == conn.execute("SELECT count(DISTINCT term) FROM keyword_stats WHERE generation_id = %s", (generation,)).fetchone()[0]
+    )
     assert live_stats(conn, generation) == recomputed_stats(conn, generation)
 
 
@@ -236,22 +237,30 @@ async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, mon
     hidden: set[int] = set()
     for d in range(20):
         doc = seed.document(cid, f"z{d}.txt", status="EMBEDDING" if not_ready and d % 3 == 0 else "READY")
-        part = texts[d * 20:(d + 1) * 20]
+        part = texts[d * 20 : (d + 1) * 20]
         seed.chunks(cid, doc, part, random_unit_vectors(len(part), 8, seed=d))
         if not_ready and d % 3 == 0:
             hidden.update(range(d * 20, (d + 1) * 20))
     seed.conn.execute("UPDATE chunks SET search_terms = search_terms WHERE collection_id = %s", (cid,))
     gid, tenant = seed.conn.execute(
         "SELECT g.id, c.tenant_id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
-        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'", (cid,)).fetchone()
+        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'",
+        (cid,),
+    ).fetchone()
     tokens = [text.split() for text in texts]
     avgdl = sum(map(len, tokens)) / len(tokens)
     df = Counter(w for words in tokens for w in set(words))
 
     def bm25(words: list[str], query: list[str]) -> float:
         tf = Counter(words)
-        return sum(math.log(1 + (len(texts) - df[t] + 0.5) / (df[t] + 0.5))
-                   * tf[t] * (K1 + 1) / (tf[t] + K1 * (1 - B + B * len(words) / avgdl)) for t in set(query) if tf[t])
+        return sum(
+            math.log(1 + (len(texts) - df[t] + 0.5) / (df[t] + 0.5))
+            * tf[t]
+            * (K1 + 1)
+            / (tf[t] + K1 * (1 - B + B * len(words) / avgdl))
+            for t in set(query)
+            if tf[t]
+        )
 
     scope = sql.SQL("{} AND c.tenant_id = {}").format(vector_index.generation_predicate(gid), sql.Literal(tenant))
     columns = sql.SQL("c.text")
@@ -260,8 +269,10 @@ async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, mon
         # The tenant search's sessions hold (sluice_keyword_scores reads it, as the policy does).
         await conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(tenant),))
         for query in queries:
-            expected = sorted((bm25(words, query) for i, words in enumerate(tokens)
-                               if set(words) & set(query) and i not in hidden), reverse=True)
+            expected = sorted(
+                (bm25(words, query) for i, words in enumerate(tokens) if set(words) & set(query) and i not in hidden),
+                reverse=True,
+            )
             for limit, exact in ((10, None), (30, 5)):
                 rows = await kw.search(conn, gid, query, limit, scope, columns, sql.SQL(""), {}, 1, exact)
                 scores = [float(row[1]) for row in rows]
@@ -285,15 +296,18 @@ async def test_keyword_candidates_come_from_the_gin_index_under_row_level_securi
     cid, _ = corpus
     gid, tenant = seed.conn.execute(
         "SELECT g.id, c.tenant_id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
-        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'", (cid,)).fetchone()
+        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'",
+        (cid,),
+    ).fetchone()
     scope = sql.SQL("{} AND c.tenant_id = {}").format(vector_index.generation_predicate(gid), sql.Literal(tenant))
     async with await psycopg.AsyncConnection.connect(search_settings.read_database_url, autocommit=True) as conn:
         await conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(tenant),))
         await conn.execute("SET enable_seqscan = off")
         weights = {"leas": 1.5, "worker": 0.7}
         for join_first in (False, True):
-            query, params = kw.scoring_query(gid, scope, _HIT_COLUMNS, sql.SQL(""), {}, ["leas"], weights, 10,
-                                             join_first=join_first)
+            query, params = kw.scoring_query(
+                gid, scope, _HIT_COLUMNS, sql.SQL(""), {}, ["leas"], weights, 10, join_first=join_first
+            )
             plan = "\n".join(r[0] for r in await (await conn.execute(b"EXPLAIN " + query.as_bytes(conn), params)).fetchall())
             # Under the policy, a match on chunks is a filter over every row of some scan.
             assert "Seq Scan on chunks" not in plan and "search_tsv" not in plan, plan
@@ -302,6 +316,7 @@ async def test_keyword_candidates_come_from_the_gin_index_under_row_level_securi
             assert {row[3] for row in rows} == {"leases.txt"}
         # Without the tenant setting the function shows nothing, as the policy would.
         await conn.execute("SELECT set_config('sluice.tenant_id', '', false)")
-        query, params = kw.scoring_query(gid, sql.SQL("true"), sql.SQL("c.id"), sql.SQL(""), {}, ["leas"], weights, 10,
-                                         join_first=False)
+        query, params = kw.scoring_query(
+            gid, sql.SQL("true"), sql.SQL("c.id"), sql.SQL(""), {}, ["leas"], weights, 10, join_first=False
+        )
         assert await (await conn.execute(query, params)).fetchall() == []

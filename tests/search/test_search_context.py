@@ -46,8 +46,14 @@ async def search(stub, **kwargs):
 
 
 async def test_neighbours_are_joined_in_order(search_stub, book):
-    response = await search(search_stub, query="lighthouse keeper lamp", mode=KEYWORD, top_k=10, neighbor_chunks=2,
-                            filter=pb.SearchFilter(filenames=["book.txt"]))
+    response = await search(
+        search_stub,
+        query="lighthouse keeper lamp",
+        mode=KEYWORD,
+        top_k=10,
+        neighbor_chunks=2,
+        filter=pb.SearchFilter(filenames=["book.txt"]),
+    )
     (hit,) = response.hits
     assert hit.chunk_index == 5 and hit.text == book["chapters"][5]
     assert hit.context == "\n\n".join(book["chapters"][3:8])
@@ -56,8 +62,14 @@ async def test_neighbours_are_joined_in_order(search_stub, book):
 
 
 async def test_windows_stop_at_the_ends_of_the_document(search_stub, book):
-    response = await search(search_stub, query="lighthouse", mode=KEYWORD, top_k=10, neighbor_chunks=5,
-                            filter=pb.SearchFilter(filenames=["other.txt", "notes.txt"]))
+    response = await search(
+        search_stub,
+        query="lighthouse",
+        mode=KEYWORD,
+        top_k=10,
+        neighbor_chunks=5,
+        filter=pb.SearchFilter(filenames=["other.txt", "notes.txt"]),
+    )
     by_chunk = {(h.filename, h.chunk_index): h for h in response.hits}
     assert by_chunk[("other.txt", 0)].context_first_chunk_index == 0
     assert by_chunk[("other.txt", 0)].context_last_chunk_index == 2
@@ -75,14 +87,20 @@ async def test_overlap_between_neighbours_is_given_once(search_stub, seed):
     cid = seed.collection("overlapping", DIM)
     seed.conn.execute("UPDATE collections SET chunk_overlap = 40 WHERE id = %s", (cid,))
     # As the sentence packer makes them: each chunk opens with the last sentence of the one before.
-    texts = ["Rivers run to the sea. The sea is salt.", "The sea is salt. Salt keeps fish. Fish feed gulls.",
-             "Fish feed gulls. Gulls nest on the lighthouse."]
+    texts = [
+        "Rivers run to the sea. The sea is salt.",
+        "The sea is salt. Salt keeps fish. Fish feed gulls.",
+        "Fish feed gulls. Gulls nest on the lighthouse.",
+    ]
     doc = seed.document(cid, "sea.txt")
     seed.chunks(cid, doc, texts, embed(texts))
-    response = await search(search_stub, collection="overlapping", query="lighthouse gulls nest", mode=KEYWORD,
-                            neighbor_chunks=2, top_k=1)
+    response = await search(
+        search_stub, collection="overlapping", query="lighthouse gulls nest", mode=KEYWORD, neighbor_chunks=2, top_k=1
+    )
     (hit,) = response.hits
-    assert hit.context == "Rivers run to the sea. The sea is salt. Salt keeps fish. Fish feed gulls. Gulls nest on the lighthouse."
+    assert (
+        hit.context == "Rivers run to the sea. The sea is salt. Salt keeps fish. Fish feed gulls. Gulls nest on the lighthouse."
+    )
 
 
 async def test_at_most_k_hits_per_document_still_fills_top_k(search_stub, book):
@@ -111,15 +129,20 @@ async def test_min_score_drops_the_weaker_hits(search_stub, book, mode):
 
 
 async def test_hits_carry_their_page_and_boxes(search_stub, book, seed):
-    boxes = [{"page": 2, "left": 0.1, "top": 0.2, "right": 0.9, "bottom": 0.3},
-             {"page": 3, "left": 0.1, "top": 0.05, "right": 0.5, "bottom": 0.1}]
-    seed.conn.execute("UPDATE chunks SET boxes = %s, page_number = 2 WHERE document_id = %s AND chunk_index = 0",
-                      (Jsonb(boxes), book["notes"]))
+    boxes = [
+        {"page": 2, "left": 0.1, "top": 0.2, "right": 0.9, "bottom": 0.3},
+        {"page": 3, "left": 0.1, "top": 0.05, "right": 0.5, "bottom": 0.1},
+    ]
+    seed.conn.execute(
+        "UPDATE chunks SET boxes = %s, page_number = 2 WHERE document_id = %s AND chunk_index = 0", (Jsonb(boxes), book["notes"])
+    )
     response = await search(search_stub, query="notes", mode=KEYWORD, filter=pb.SearchFilter(filenames=["notes.txt"]))
     (hit,) = response.hits
     assert hit.page_number == 2
     assert [(b.page_number, round(b.left, 4), round(b.top, 4), round(b.right, 4), round(b.bottom, 4)) for b in hit.boxes] == [
-        (2, 0.1, 0.2, 0.9, 0.3), (3, 0.1, 0.05, 0.5, 0.1)]
+        (2, 0.1, 0.2, 0.9, 0.3),
+        (3, 0.1, 0.05, 0.5, 0.1),
+    ]
     other = await search(search_stub, query="lighthouse", mode=KEYWORD, filter=pb.SearchFilter(filenames=["other.txt"]))
     assert all(list(h.boxes) == [] for h in other.hits)
 

@@ -83,8 +83,9 @@ def big(loaded):
 
 def active_generation(database_url, collection_id):
     with psycopg.connect(database_url) as conn:
-        return conn.execute("SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'",
-                            (collection_id,)).fetchone()[0]
+        return conn.execute(
+            "SELECT id FROM collection_generations WHERE collection_id = %s AND state = 'ACTIVE'", (collection_id,)
+        ).fetchone()[0]
 
 
 def set_not_ready(seed, documents, fraction):
@@ -105,8 +106,14 @@ def exact_top(vectors, ready_rows, query, k):
 async def test_vector_search_returns_top_k_ready_hits_with_high_recall(search_stub, seed, big, fraction):
     _cid, documents, vectors = big
     ready = set_not_ready(seed, documents, fraction)
-    ready_rows = np.array([r for d, doc in enumerate(documents) if doc in ready
-                           for r in range(d * CHUNKS_PER_DOCUMENT, (d + 1) * CHUNKS_PER_DOCUMENT)])
+    ready_rows = np.array(
+        [
+            r
+            for d, doc in enumerate(documents)
+            if doc in ready
+            for r in range(d * CHUNKS_PER_DOCUMENT, (d + 1) * CHUNKS_PER_DOCUMENT)
+        ]
+    )
     queries = random_unit_vectors(QUERIES, DIM, seed=11)
     recalls = []
     for query in queries:
@@ -140,7 +147,9 @@ def test_without_iterative_scan_the_filter_starves_results(database_url, seed, b
     join keeps ~10% of them, so LIMIT 10 is not reached. (Why search sets iterative_scan.)"""
     cid, documents, _vectors = big
     set_not_ready(seed, documents, 0.9)
-    collection = Collection(cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=active_generation(database_url, cid))
+    collection = Collection(
+        cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=active_generation(database_url, cid)
+    )
     query, params = vector_query(collection, random_unit_vectors(1, DIM, seed=5)[0], 10, DocumentFilter())
     with psycopg.connect(database_url) as conn:
         register_vector(conn)
@@ -156,7 +165,9 @@ def test_partial_index_survives_a_generic_plan(database_url, big):
     """Collection id and dimension are literals, so even a forced generic plan of a prepared
     statement uses the collection's partial index; with the id as a parameter it could not."""
     cid, _, _ = big
-    collection = Collection(cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=active_generation(database_url, cid))
+    collection = Collection(
+        cid, "big", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=active_generation(database_url, cid)
+    )
     query, _ = vector_query(collection, [0.0] * DIM, 10, DocumentFilter())
     with psycopg.connect(database_url, autocommit=True) as conn:
         text = query.as_string(conn).replace("%(v)s", "$1")

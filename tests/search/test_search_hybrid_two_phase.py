@@ -52,18 +52,19 @@ class RacingRepository(SearchRepository):
     async def hits_by_id(self, collection, chunk_ids, filter):
         self.fetches.append(list(chunk_ids))
         if len(self.fetches) <= self.changes:
-            (document_id,) = self.seed.conn.execute("SELECT document_id::text FROM chunks WHERE id = %s",
-                                                    (chunk_ids[0],)).fetchone()
+            (document_id,) = self.seed.conn.execute(
+                "SELECT document_id::text FROM chunks WHERE id = %s", (chunk_ids[0],)
+            ).fetchone()
             self.seed.set_status(document_id, "EMBEDDING")
             self.left.append(document_id)
         return await super().hits_by_id(collection, chunk_ids, filter)
 
 
 async def _service(database_url, seed=None, changes: int = 0):
-    pool = await open_read_pool(search_url(database_url), min_size=1, max_size=4, ef_search=40, max_scan_tuples=20000,
-                                statement_timeout_ms=10000)
-    repository = RacingRepository(pool, seed, changes) if seed is not None else SearchRepository(pool,
-                                                                                                 collection_cache_seconds=0)
+    pool = await open_read_pool(
+        search_url(database_url), min_size=1, max_size=4, ef_search=40, max_scan_tuples=20000, statement_timeout_ms=10000
+    )
+    repository = RacingRepository(pool, seed, changes) if seed is not None else SearchRepository(pool, collection_cache_seconds=0)
     return pool, repository, SearchService(repository)
 
 
@@ -90,8 +91,9 @@ async def test_two_phases_answer_as_fusing_whole_hits(database_url, seed, corpus
     pool, repository, search = await _service(database_url)
     try:
         for top_k, filter in ((5, DocumentFilter()), (20, DocumentFilter()), (5, DocumentFilter(metadata={"group": "odd"}))):
-            hits = await search.search(tenant, SearchQuery(collection="race", text=query, vector=None, mode=Mode.HYBRID,
-                                                           top_k=top_k, filter=filter))
+            hits = await search.search(
+                tenant, SearchQuery(collection="race", text=query, vector=None, mode=Mode.HYBRID, top_k=top_k, filter=filter)
+            )
             assert _answer(hits) == _answer(await _one_phase(repository, tenant, query, top_k, filter))
             assert all(h.highlights for h in hits if set(h.text.split()) & set(query.split()))
     finally:
@@ -102,8 +104,10 @@ async def test_a_document_leaving_ready_between_the_phases_is_ranked_again(datab
     tenant = await _tenant(seed)
     pool, repository, search = await _service(database_url, seed, changes=1)
     try:
-        hits = await search.search(tenant, SearchQuery(collection="race", text="river bridge", vector=None, mode=Mode.HYBRID, top_k=5,
-                                                       filter=DocumentFilter()))
+        hits = await search.search(
+            tenant,
+            SearchQuery(collection="race", text="river bridge", vector=None, mode=Mode.HYBRID, top_k=5, filter=DocumentFilter()),
+        )
         assert len(repository.left) == 1 and len(repository.fetches) == 2  # ranked again once
         assert repository.left[0] not in {h.document_id for h in hits}
         # Exactly the answer of a search after the change (the fused scores renormalised without it).
@@ -117,8 +121,9 @@ async def test_documents_leaving_ready_at_every_fetch_are_filled_from_the_next_c
     tenant = await _tenant(seed)
     pool, repository, search = await _service(database_url, seed, changes=service.HYBRID_ATTEMPTS)
     try:
-        query = SearchQuery(collection="race", text="castle tower wall", vector=None, mode=Mode.HYBRID, top_k=5,
-                            filter=DocumentFilter())
+        query = SearchQuery(
+            collection="race", text="castle tower wall", vector=None, mode=Mode.HYBRID, top_k=5, filter=DocumentFilter()
+        )
         hits = await search.search(tenant, query)
         assert len(repository.fetches) == service.HYBRID_ATTEMPTS
         assert len(repository.left) == service.HYBRID_ATTEMPTS
@@ -137,8 +142,18 @@ async def test_caps_thresholds_and_context_work_on_two_phase_hits(database_url, 
     pool, _repository, search = await _service(database_url)
     try:
         options = ContextOptions(neighbor_chunks=1, max_hits_per_document=1)
-        hits = await search.search(tenant, SearchQuery(collection="race", text="river bridge", vector=None, mode=Mode.HYBRID, top_k=4,
-                                                       filter=DocumentFilter(), context=options))
+        hits = await search.search(
+            tenant,
+            SearchQuery(
+                collection="race",
+                text="river bridge",
+                vector=None,
+                mode=Mode.HYBRID,
+                top_k=4,
+                filter=DocumentFilter(),
+                context=options,
+            ),
+        )
         assert len(hits) == 4 and len({h.document_id for h in hits}) == 4
         for hit in hits:
             assert hit.text in hit.context and hit.filename == corpus[hit.document_id]
@@ -170,8 +185,10 @@ async def test_concurrent_status_changes_never_show_a_document_that_was_not_read
     try:
         for n in range(40):
             query = QUERIES[n % len(QUERIES)]
-            hits = await search.search(tenant, SearchQuery(collection="race", text=query, vector=None, mode=Mode.HYBRID, top_k=8,
-                                                           filter=DocumentFilter()))
+            hits = await search.search(
+                tenant,
+                SearchQuery(collection="race", text=query, vector=None, mode=Mode.HYBRID, top_k=8, filter=DocumentFilter()),
+            )
             assert len(hits) == 8 and len({h.chunk_id for h in hits}) == 8
             assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
             assert gone not in {h.document_id for h in hits}

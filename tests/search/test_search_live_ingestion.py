@@ -30,8 +30,12 @@ from sluice_common.embedders import get_embedder
 DIM = 64
 DOCUMENTS = 12
 CHUNKS = 3
-STAGES = [document_pb2.DOCUMENT_STATUS_PARSING, document_pb2.DOCUMENT_STATUS_CHUNKING,
-          document_pb2.DOCUMENT_STATUS_EMBEDDING, document_pb2.DOCUMENT_STATUS_INDEXING]
+STAGES = [
+    document_pb2.DOCUMENT_STATUS_PARSING,
+    document_pb2.DOCUMENT_STATUS_CHUNKING,
+    document_pb2.DOCUMENT_STATUS_EMBEDDING,
+    document_pb2.DOCUMENT_STATUS_INDEXING,
+]
 
 
 def chunk_texts(n: int) -> list[str]:
@@ -40,12 +44,18 @@ def chunk_texts(n: int) -> list[str]:
 
 async def upload(documents, n: int) -> str:
     async def requests():
-        yield document_service_pb2.UploadDocumentRequest(metadata=document_service_pb2.UploadDocumentMetadata(
-            collection="live", filename=f"doc{n}.txt", mime_type="text/plain", metadata={"n": str(n)}))
+        yield document_service_pb2.UploadDocumentRequest(
+            metadata=document_service_pb2.UploadDocumentMetadata(
+                collection="live", filename=f"doc{n}.txt", mime_type="text/plain", metadata={"n": str(n)}
+            )
+        )
         content = "\n\n".join(chunk_texts(n)).encode()
         yield document_service_pb2.UploadDocumentRequest(data=content)
-        yield document_service_pb2.UploadDocumentRequest(trailer=document_service_pb2.UploadDocumentTrailer(
-            size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
+        yield document_service_pb2.UploadDocumentRequest(
+            trailer=document_service_pb2.UploadDocumentTrailer(
+                size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()
+            )
+        )
 
     return (await documents.UploadDocument(requests())).id
 
@@ -60,15 +70,22 @@ async def ingest_channel(ingest_api):
 async def test_documents_appear_only_when_ready_and_leave_at_once(search_stub, ingest_channel):  # noqa: C901 - its tasks are closures over the test's state
     documents = document_service_pb2_grpc.DocumentServiceStub(ingest_channel)
     jobs = job_service_pb2_grpc.JobServiceStub(ingest_channel)
-    await documents.CreateCollection(document_service_pb2.CreateCollectionRequest(collection=collection_pb2.Collection(
-        name="live", embedder=collection_pb2.EmbedderConfig(
-            provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=DIM))))
+    await documents.CreateCollection(
+        document_service_pb2.CreateCollectionRequest(
+            collection=collection_pb2.Collection(
+                name="live",
+                embedder=collection_pb2.EmbedderConfig(
+                    provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=DIM
+                ),
+            )
+        )
+    )
     embedder = get_embedder("hashing", "hashing-v1", DIM)
 
     completing: set[str] = set()  # CompleteJob sent (may be committed at any moment)
-    committed: set[str] = set()   # CompleteJob returned (must be visible)
-    leaving: set[str] = set()     # reprocess/delete sent (may vanish at any moment)
-    hidden: set[str] = set()      # reprocess/delete returned (must be invisible)
+    committed: set[str] = set()  # CompleteJob returned (must be visible)
+    leaving: set[str] = set()  # reprocess/delete sent (may vanish at any moment)
+    hidden: set[str] = set()  # reprocess/delete returned (must be invisible)
     violations: list[str] = []
     searches = 0
     done = asyncio.Event()
@@ -80,8 +97,11 @@ async def test_documents_appear_only_when_ready_and_leave_at_once(search_stub, i
         must_see = committed - hidden
         must_not_see = set(hidden)
         seen: Counter[str] = Counter()
-        for mode, query in ((pb.SEARCH_MODE_KEYWORD, "sluicetest"), (pb.SEARCH_MODE_VECTOR, "sluicetest rivers"),
-                            (pb.SEARCH_MODE_HYBRID, "水闸测试 rivers")):
+        for mode, query in (
+            (pb.SEARCH_MODE_KEYWORD, "sluicetest"),
+            (pb.SEARCH_MODE_VECTOR, "sluicetest rivers"),
+            (pb.SEARCH_MODE_HYBRID, "水闸测试 rivers"),
+        ):
             response = await search_stub.Search(pb.SearchRequest(collection="live", query=query, mode=mode, top_k=100))
             per_doc = Counter(h.document_id for h in response.hits)
             for doc, count in per_doc.items():
@@ -118,10 +138,17 @@ async def test_documents_appear_only_when_ready_and_leave_at_once(search_stub, i
             vectors = await embedder.embed_documents(texts)
 
             async def stream(job=job, texts=texts, vectors=vectors):
-                yield job_service_pb2.CompleteJobRequest(header=job_service_pb2.CompleteJobHeader(lease=job.lease, chunk_count=CHUNKS))
-                yield job_service_pb2.CompleteJobRequest(chunks=job_service_pb2.ChunkBatch(chunks=[
-                    job_service_pb2.Chunk(index=i, text=t, page_number=0, element_type="NarrativeText", embedding=v)
-                    for i, (t, v) in enumerate(zip(texts, vectors))]))
+                yield job_service_pb2.CompleteJobRequest(
+                    header=job_service_pb2.CompleteJobHeader(lease=job.lease, chunk_count=CHUNKS)
+                )
+                yield job_service_pb2.CompleteJobRequest(
+                    chunks=job_service_pb2.ChunkBatch(
+                        chunks=[
+                            job_service_pb2.Chunk(index=i, text=t, page_number=0, element_type="NarrativeText", embedding=v)
+                            for i, (t, v) in enumerate(zip(texts, vectors))
+                        ]
+                    )
+                )
 
             completing.add(job.document_id)
             result = await jobs.CompleteJob(stream())

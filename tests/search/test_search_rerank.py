@@ -73,8 +73,10 @@ def reranked_order(first_stage_hits):
     return [h.text for h in sorted(first_stage_hits, key=lambda h: -score(QUERY, h.text))]
 
 
-@pytest.mark.parametrize("provider, path", [(C.RERANKER_PROVIDER_TEI, "/rerank"), (C.RERANKER_PROVIDER_COHERE, "/v2/rerank"),
-                                            (C.RERANKER_PROVIDER_JINA, "/v1/rerank")])
+@pytest.mark.parametrize(
+    "provider, path",
+    [(C.RERANKER_PROVIDER_TEI, "/rerank"), (C.RERANKER_PROVIDER_COHERE, "/v2/rerank"), (C.RERANKER_PROVIDER_JINA, "/v1/rerank")],
+)
 async def test_each_api_reorders_the_candidates(search_stub, coast, server, provider, path):
     plain = await search(search_stub)
     assert plain.rerank.status == pb.RERANK_STATUS_UNSPECIFIED
@@ -117,7 +119,9 @@ async def test_only_the_top_candidates_are_sent_and_at_least_top_k(search_stub, 
         ({"delay": 30.0}, pb.RERANK_STATUS_TIMED_OUT, "did not answer within 300 ms", 300),
     ],
 )
-async def test_a_failing_or_late_reranker_leaves_the_first_stage_order(search_stub, coast, server, behaviour, status, words, budget):
+async def test_a_failing_or_late_reranker_leaves_the_first_stage_order(
+    search_stub, coast, server, behaviour, status, words, budget
+):
     plain = await search(search_stub)
     for name, value in behaviour.items():
         setattr(server.behaviour, name, value)
@@ -140,15 +144,27 @@ async def test_rerank_min_score_and_query_vector(search_stub, coast, server):
     response = await search(search_stub, rerank=pb.SearchRerank(reranker=tei(server), min_score=0.5))
     assert response.hits and all(score(QUERY, h.text) >= 0.5 for h in response.hits)
     assert len(response.hits) < len(TEXTS)
-    vector_only = await search(search_stub, query="", query_vector=embed([QUERY])[0], mode=VECTOR,
-                               rerank=pb.SearchRerank(reranker=tei(server), min_score=0.5))
+    vector_only = await search(
+        search_stub,
+        query="",
+        query_vector=embed([QUERY])[0],
+        mode=VECTOR,
+        rerank=pb.SearchRerank(reranker=tei(server), min_score=0.5),
+    )
     assert vector_only.rerank.status == pb.RERANK_STATUS_SKIPPED and "query text" in vector_only.rerank.message
     assert len(vector_only.hits) == len(TEXTS)  # no rerank, no rerank threshold
 
 
 async def test_the_collections_default_and_the_requests_override(search_stub, coast, server, seed):
-    seed.conn.execute("UPDATE collections SET reranker = %s WHERE id = %s", (Jsonb({
-        "provider": "tei", "model": "", "base_url": server.url, "api_key_env": "", "candidates": 3, "timeout_ms": 1000}), coast))
+    seed.conn.execute(
+        "UPDATE collections SET reranker = %s WHERE id = %s",
+        (
+            Jsonb(
+                {"provider": "tei", "model": "", "base_url": server.url, "api_key_env": "", "candidates": 3, "timeout_ms": 1000}
+            ),
+            coast,
+        ),
+    )
     plain = await search(search_stub, mode=VECTOR, rerank=pb.SearchRerank(disabled=True))
     assert plain.rerank.status == pb.RERANK_STATUS_UNSPECIFIED and server.requests == [] and len(plain.hits) == 6
     default = await search(search_stub, mode=VECTOR, top_k=2)
@@ -164,24 +180,38 @@ async def test_the_collections_default_and_the_requests_override(search_stub, co
 @pytest.mark.parametrize(
     "rerank, words",
     [
-        (pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_TEI, base_url="http://169.254.169.254")),
-         "is not allowed"),
+        (
+            pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_TEI, base_url="http://169.254.169.254")),
+            "is not allowed",
+        ),
         (pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_TEI)), "needs a base_url"),
-        (pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_COHERE, base_url="http://user:pw@127.0.0.1")),
-         "must not hold a user or password"),
-        (pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_TEI, base_url="ftp://127.0.0.1")),
-         "http or https"),
+        (
+            pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_COHERE, base_url="http://user:pw@127.0.0.1")),
+            "must not hold a user or password",
+        ),
+        (
+            pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_TEI, base_url="ftp://127.0.0.1")),
+            "http or https",
+        ),
         (pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_COHERE, api_key_env=KEY)), "not the key itself"),
-        (pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_COHERE, api_key_env="SLUICE_DATABASE_URL")),
-         "starts with SLUICE_RERANK_"),
+        (
+            pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_COHERE, api_key_env="SLUICE_DATABASE_URL")),
+            "starts with SLUICE_RERANK_",
+        ),
         (pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_CROSS_ENCODER, model="../etc")), "no path"),
-        (pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_CROSS_ENCODER, model="m", base_url="http://x")),
-         "takes no base_url"),
+        (
+            pb.SearchRerank(
+                reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_CROSS_ENCODER, model="m", base_url="http://x")
+            ),
+            "takes no base_url",
+        ),
         (pb.SearchRerank(reranker=C.RerankerConfig(provider=9)), "unknown reranker provider 9"),
         (pb.SearchRerank(reranker=C.RerankerConfig(model="x")), "provider is required"),
         (pb.SearchRerank(reranker=C.RerankerConfig(candidates=201)), "candidates must be between 0 and 200"),
-        (pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_JINA, timeout_ms=60001)),
-         "timeout_ms must be between 1 and 60000"),
+        (
+            pb.SearchRerank(reranker=C.RerankerConfig(provider=C.RERANKER_PROVIDER_JINA, timeout_ms=60001)),
+            "timeout_ms must be between 1 and 60000",
+        ),
         (pb.SearchRerank(min_score=float("nan")), "rerank.min_score must be a finite number"),
     ],
 )
@@ -195,9 +225,22 @@ async def test_bad_rerankers_are_refused(search_stub, coast, rerank, words):
 
 
 async def test_a_collection_default_outside_the_allowed_urls_fails_the_rerank(search_stub, coast, seed, monkeypatch):
-    seed.conn.execute("UPDATE collections SET reranker = %s WHERE id = %s", (Jsonb({
-        "provider": "tei", "model": "", "base_url": "http://127.0.0.1:9", "api_key_env": "", "candidates": 5,
-        "timeout_ms": 1000}), coast))
+    seed.conn.execute(
+        "UPDATE collections SET reranker = %s WHERE id = %s",
+        (
+            Jsonb(
+                {
+                    "provider": "tei",
+                    "model": "",
+                    "base_url": "http://127.0.0.1:9",
+                    "api_key_env": "",
+                    "candidates": 5,
+                    "timeout_ms": 1000,
+                }
+            ),
+            coast,
+        ),
+    )
     response = await search(search_stub)
     assert response.rerank.status == pb.RERANK_STATUS_FAILED and "not allowed" in response.rerank.message
 
@@ -216,8 +259,15 @@ def build_tiny_cross_encoder(path) -> None:
     words = sorted({w.strip(".,:").lower() for text in [*TEXTS, QUERY] for w in text.split()})
     (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
     tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"))
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64, num_labels=1)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=1,
+    )
     BertForSequenceClassification(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
 

@@ -58,9 +58,7 @@ def test_postgres_keeps_every_term_as_one_lexeme(database_url, text):
         lexemes = conn.execute("SELECT tsvector_to_array(to_tsvector('simple', %s))", (terms,)).fetchone()[0]
         assert set(lexemes) == set(terms.split())
         query = tsquery_text(query_terms(text))
-        matched = conn.execute(
-            "SELECT to_tsvector('simple', %s) @@ to_tsquery('simple', %s)", (terms, query)
-        ).fetchone()[0]
+        matched = conn.execute("SELECT to_tsvector('simple', %s) @@ to_tsquery('simple', %s)", (terms, query)).fetchone()[0]
         assert matched
 
 
@@ -72,8 +70,29 @@ def test_the_ascii_highlighter_gives_textsearchs_spans():
     from sluice_search import highlight
 
     rng = random.Random(18)
-    words = ["lease", "Lease", "LEASES", "worker", "job_id", "v2", "2024", "vacuum", "x", "ﬁle", "Café", "检索", "向量",
-             "a-b", "it's", "  ", "\n", "...", "fence", "__", "İstanbul"]
+    words = [
+        "lease",
+        "Lease",
+        "LEASES",
+        "worker",
+        "job_id",
+        "v2",
+        "2024",
+        "vacuum",
+        "x",
+        "ﬁle",
+        "Café",
+        "检索",
+        "向量",
+        "a-b",
+        "it's",
+        "  ",
+        "\n",
+        "...",
+        "fence",
+        "__",
+        "İstanbul",
+    ]
     terms = ["lease", "leases", "worker", "v2", "2024", "vacuum", "x", "file", "café", "检索", "job", "id", "b"]
     ascii_words = [w for w in words if w.isascii()]
     for n in range(1000):

@@ -51,8 +51,9 @@ def precise(request, seed):
         seed.set_status(doc, "PARSING")
     # And in another tenant's collection of the same name, with the same precision.
     other = seed.collection("vec", DIM, index=False, tenant="other")
-    seed.conn.execute("UPDATE collection_generations SET vector_precision = %s WHERE id = %s",
-                      (precision, seed.generation(other)))
+    seed.conn.execute(
+        "UPDATE collection_generations SET vector_precision = %s WHERE id = %s", (precision, seed.generation(other))
+    )
     foreign = seed.document(other, "foreign.txt")
     seed.chunks(other, foreign, [f"foreign {i}" for i in range(QUERIES)], queries)
     for collection_id in (cid, other):
@@ -66,8 +67,9 @@ async def test_recall_exact_scores_ready_only_and_tenancy_for_each_precision(sea
     precision, _, _, vectors, queries, ready_rows, ready = precise
     recalls = []
     for query in queries:
-        response = await search_stub.Search(pb.SearchRequest(collection="vec", query_vector=query.tolist(), top_k=10,
-                                                              mode=pb.SEARCH_MODE_VECTOR))
+        response = await search_stub.Search(
+            pb.SearchRequest(collection="vec", query_vector=query.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR)
+        )
         assert len(response.hits) == 10
         assert {h.document_id for h in response.hits} <= ready  # never the hidden or another tenant's copy
         assert all(h.text.startswith("chunk ") for h in response.hits)
@@ -86,13 +88,15 @@ def test_the_statement_uses_the_generations_partial_index_for_each_precision(dat
     """search's statement, prepared with a forced generic plan (as its pool prepares it), walks
     the generation's own partial index; the other tenant's generation index is not it."""
     precision, cid, gid, _, queries, _, _ = precise
-    collection = Collection(cid, "vec", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=gid,
-                            vector_precision=precision)
+    collection = Collection(cid, "vec", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=gid, vector_precision=precision)
     query, _ = vector_query(collection, queries[0], 10, DocumentFilter(), rescore_candidates=100)
     with psycopg.connect(database_url, autocommit=True) as conn:
-        (indexdef,) = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s",
-                                   (vector_index.index_name(gid),)).fetchone()
-        assert {"float4": "vector_cosine_ops", "halfvec": "halfvec_cosine_ops", "binary": "bit_hamming_ops"}[precision] in indexdef
+        (indexdef,) = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (vector_index.index_name(gid),)
+        ).fetchone()
+        assert {"float4": "vector_cosine_ops", "halfvec": "halfvec_cosine_ops", "binary": "bit_hamming_ops"}[
+            precision
+        ] in indexdef
         text = query.as_string(conn).replace("%(v)s", "$1")
         conn.execute("SET plan_cache_mode = force_generic_plan")
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
@@ -113,8 +117,7 @@ def test_the_statement_uses_the_generations_partial_index_for_each_precision(dat
 def test_a_binary_generation_answers_top_k_even_with_fewer_candidates_asked(database_url, precise):
     """rescore_candidates below top_k still yields top_k rows (max of the two), best first."""
     precision, cid, gid, _, queries, _, ready = precise
-    collection = Collection(cid, "vec", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=gid,
-                            vector_precision=precision)
+    collection = Collection(cid, "vec", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=gid, vector_precision=precision)
     query, params = vector_query(collection, queries[1], 20, DocumentFilter(), rescore_candidates=5)
     with psycopg.connect(database_url, autocommit=True) as conn:
         from pgvector.psycopg import register_vector

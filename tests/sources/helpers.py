@@ -28,8 +28,11 @@ class Sources:
             self.clients.docs = document_service_pb2_grpc.DocumentServiceStub(channel)
 
     def create_folder(self, collection: str, path: str, glob: str = "", **fields) -> src.Source:
-        return self.stub.CreateSource(src.CreateSourceRequest(source=src.Source(
-            collection=collection, local_folder=src.LocalFolderSource(path=path, glob=glob), **fields)))
+        return self.stub.CreateSource(
+            src.CreateSourceRequest(
+                source=src.Source(collection=collection, local_folder=src.LocalFolderSource(path=path, glob=glob), **fields)
+            )
+        )
 
     def sync(self, source: src.Source, allow_mass_delete: bool = False) -> src.SourceRun:
         return self.stub.SyncSource(src.SyncSourceRequest(name=source.name, allow_mass_delete=allow_mass_delete))
@@ -41,8 +44,14 @@ class Sources:
 def runner_settings(database_url: str, **overrides):
     from sluice_ingest.settings import IngestSettings
 
-    return IngestSettings(database_url=database_url, log_json=False, log_level="WARNING",
-                          source_allow_private_networks=True, source_lease_seconds=5.0, **overrides)
+    return IngestSettings(
+        database_url=database_url,
+        log_json=False,
+        log_level="WARNING",
+        source_allow_private_networks=True,
+        source_lease_seconds=5.0,
+        **overrides,
+    )
 
 
 async def _drain(settings) -> int:
@@ -54,8 +63,11 @@ async def _drain(settings) -> int:
 
     pool = await open_pool(settings.database_url, max_size=8, name="test-sources")
     try:
-        runner = Runner(settings, RunStore(pool, settings.source_lease_seconds),
-                        DocumentUseCases(DocumentStore(pool), CollectionStore(pool), settings))
+        runner = Runner(
+            settings,
+            RunStore(pool, settings.source_lease_seconds),
+            DocumentUseCases(DocumentStore(pool), CollectionStore(pool), settings),
+        )
         runs = 0
         while await runner.run_once():
             runs += 1
@@ -74,7 +86,9 @@ def live_documents(database_url: str, collection: str = "docs") -> dict[str, lis
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
             "SELECT d.source_uri, d.version, d.content_sha256 FROM documents d JOIN collections c ON c.id = d.collection_id"
-            " WHERE c.name = %s ORDER BY d.source_uri, d.version", (collection,)).fetchall()
+            " WHERE c.name = %s ORDER BY d.source_uri, d.version",
+            (collection,),
+        ).fetchall()
     live: dict[str, list[tuple[int, str]]] = {}
     for uri, version, sha in rows:
         live.setdefault(uri, []).append((version, sha))

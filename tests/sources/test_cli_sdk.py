@@ -111,6 +111,7 @@ def test_the_sdk_creates_syncs_and_waits(api, root, database_url):
 
 def run_when_asked(database_url: str, root) -> int:
     """The runner, once a run is waiting (the CLI asks for it after its stream is open)."""
+
     def waiting() -> bool:
         with psycopg.connect(database_url) as conn:
             return conn.execute("SELECT count(*) FROM source_runs WHERE state = 'PENDING'").fetchone()[0] > 0

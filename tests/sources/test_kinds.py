@@ -32,9 +32,11 @@ def counts(run: src.SourceRun) -> tuple[int, int, int, int, int]:
 
 # --- git ---------------------------------------------------------------------------------------
 
+
 def git(repo, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo, check=True, capture_output=True
+    )
 
 
 def test_a_git_repository_at_a_ref_and_subpath(api, root, database_url):
@@ -84,6 +86,7 @@ def test_a_git_repository_at_a_ref_and_subpath(api, root, database_url):
 
 # --- http --------------------------------------------------------------------------------------
 
+
 class Site:
     """A local web site: files under `folder`, served by http.server on a free port."""
 
@@ -113,7 +116,8 @@ def site(tmp_path):
     u = server.url
     (folder / "index.html").write_text(
         f'<html><body><a href="a.html">a</a> <a href="/b.html#part">b</a> <a href="private/secret.html">s</a>'
-        f' <a href="http://198.51.100.7/elsewhere.html">other host</a> <a href="{u}/missing.html">gone</a></body></html>')
+        f' <a href="http://198.51.100.7/elsewhere.html">other host</a> <a href="{u}/missing.html">gone</a></body></html>'
+    )
     (folder / "a.html").write_text('<html><body>alpha page <a href="index.html">home</a></body></html>')
     (folder / "b.html").write_text("<html><body>bravo page</body></html>")
     (folder / "private" / "secret.html").write_text("<html><body>secret</body></html>")
@@ -122,7 +126,8 @@ def site(tmp_path):
         f"<url><loc>{u}/a.html</loc><lastmod>2026-01-01</lastmod></url>"
         f"<url><loc>{u}/b.html</loc></url>"
         f"<url><loc>{u}/private/secret.html</loc></url>"
-        "<url><loc>http://198.51.100.7/elsewhere.html</loc></url></urlset>")
+        "<url><loc>http://198.51.100.7/elsewhere.html</loc></url></urlset>"
+    )
     yield server, folder
     server.close()
 
@@ -167,6 +172,7 @@ def test_an_http_sitemap_on_its_host_with_lastmod(api, root, site, database_url)
 
 # --- s3 ----------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def s3_server():
     # moto's S3 server and boto3 (to fill the bucket) are test dependencies pinned in
@@ -178,8 +184,9 @@ def s3_server():
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing")
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
     client.create_bucket(Bucket="corpus")
     yield endpoint, client
     server.stop()
@@ -187,15 +194,28 @@ def s3_server():
 
 def test_an_s3_bucket_and_prefix_with_credentials_by_reference(api, root, s3_server, database_url, monkeypatch):
     endpoint, client = s3_server
-    for key, body in {"docs/a.txt": b"alpha", "docs/sub/b.txt": b"bravo", "docs/.hidden": b"no", "docs/folder/": b"",
-                      "other/c.txt": b"not under the prefix"}.items():
+    for key, body in {
+        "docs/a.txt": b"alpha",
+        "docs/sub/b.txt": b"bravo",
+        "docs/.hidden": b"no",
+        "docs/folder/": b"",
+        "other/c.txt": b"not under the prefix",
+    }.items():
         client.put_object(Bucket="corpus", Key=key, Body=body)
     monkeypatch.setenv("TEST_S3_KEY_ID", "testing")
     monkeypatch.setenv("TEST_S3_SECRET", "testing")
     s = Sources(api.address)
     s.clients.create_collection("docs")
-    source = create(s, s3=src.S3Source(endpoint=endpoint, bucket="corpus", prefix="docs/",
-                                       access_key_id_env="TEST_S3_KEY_ID", secret_access_key_env="TEST_S3_SECRET"))
+    source = create(
+        s,
+        s3=src.S3Source(
+            endpoint=endpoint,
+            bucket="corpus",
+            prefix="docs/",
+            access_key_id_env="TEST_S3_KEY_ID",
+            secret_access_key_env="TEST_S3_SECRET",
+        ),
+    )
     answer = s.stub.GetSource(src.GetSourceRequest(name=source.name))
     assert answer.s3.access_key_id_env == "TEST_S3_KEY_ID" and "testing" not in str(answer)
     first = sync_and_run(s, source, database_url, root)

@@ -53,7 +53,12 @@ def test_a_folder_is_synced_and_a_second_sync_of_it_unchanged_uploads_nothing(ap
     run_pending(database_url, source_local_roots=str(root))
     third = s.last_run(source)
     assert (third.state, third.listed, third.uploaded, third.unchanged, third.deleted) == (
-        src.SOURCE_RUN_STATE_SUCCEEDED, 3, 2, 1, 1)
+        src.SOURCE_RUN_STATE_SUCCEEDED,
+        3,
+        2,
+        1,
+        1,
+    )
     after = live_documents(database_url)
     assert sorted(after) == ["a.md", "d.txt", "sub/c.txt"]
     assert [v for v, _ in after["a.md"]] == [1, 2]  # version 2 pending beside the serving version 1
@@ -70,8 +75,11 @@ def test_a_document_deleted_by_hand_is_uploaded_again_and_the_glob_filters(api, 
     s.sync(source)
     run_pending(database_url, source_local_roots=str(root))
     assert sorted(live_documents(database_url)) == ["deep/er/x.md", "keep.md"]
-    s.clients.docs.DeleteDocument(__import__("sluice.v1.document_service_pb2", fromlist=["x"]).DeleteDocumentRequest(
-        collection="docs", source_uri="keep.md"))
+    s.clients.docs.DeleteDocument(
+        __import__("sluice.v1.document_service_pb2", fromlist=["x"]).DeleteDocumentRequest(
+            collection="docs", source_uri="keep.md"
+        )
+    )
     s.sync(source)
     run_pending(database_url, source_local_roots=str(root))
     run = s.last_run(source)
@@ -141,26 +149,82 @@ def test_every_field_is_validated_and_the_server_is_not_readable(api, root):
         (src.Source(collection="docs"), "INVALID_SOURCE", "kind is required"),
         (src.Source(collection="docs", local_folder=src.LocalFolderSource(path="relative/path")), "INVALID_SOURCE", "absolute"),
         (src.Source(collection="docs", local_folder=src.LocalFolderSource(path="/etc")), "SOURCE_NOT_ALLOWED", "not under"),
-        (src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "escape"))), "SOURCE_NOT_ALLOWED", "not under"),
-        (src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "ok" / ".." / ".." ))), "SOURCE_NOT_ALLOWED", "not under"),
-        (src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "missing"))), "INVALID_SOURCE", "not an existing folder"),
-        (src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "ok"), glob="../*")), "INVALID_SOURCE", "'..'"),
-        (src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "ok")), schedule_interval_seconds=5), "INVALID_SOURCE", "schedule"),
-        (src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "ok")), max_delete_share=1.5), "INVALID_SOURCE", "max_delete_share"),
+        (
+            src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "escape"))),
+            "SOURCE_NOT_ALLOWED",
+            "not under",
+        ),
+        (
+            src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "ok" / ".." / ".."))),
+            "SOURCE_NOT_ALLOWED",
+            "not under",
+        ),
+        (
+            src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "missing"))),
+            "INVALID_SOURCE",
+            "not an existing folder",
+        ),
+        (
+            src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "ok"), glob="../*")),
+            "INVALID_SOURCE",
+            "'..'",
+        ),
+        (
+            src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "ok")), schedule_interval_seconds=5),
+            "INVALID_SOURCE",
+            "schedule",
+        ),
+        (
+            src.Source(collection="docs", local_folder=src.LocalFolderSource(path=str(root / "ok")), max_delete_share=1.5),
+            "INVALID_SOURCE",
+            "max_delete_share",
+        ),
         (src.Source(collection="docs", s3=src.S3Source(endpoint="ftp://x", bucket="b-1")), "INVALID_SOURCE", "http or https"),
-        (src.Source(collection="docs", s3=src.S3Source(endpoint="https://s3.example.com", bucket="B!")), "INVALID_SOURCE", "bucket"),
-        (src.Source(collection="docs", s3=src.S3Source(endpoint="https://s3.example.com", bucket="bkt", access_key_id_env="AKIA/secret+value",
-                                                         secret_access_key_env="X")), "INVALID_SOURCE", "environment variable"),
-        (src.Source(collection="docs", s3=src.S3Source(endpoint="https://user:pw@s3.example.com", bucket="bkt")), "INVALID_SOURCE", "credentials"),
+        (
+            src.Source(collection="docs", s3=src.S3Source(endpoint="https://s3.example.com", bucket="B!")),
+            "INVALID_SOURCE",
+            "bucket",
+        ),
+        (
+            src.Source(
+                collection="docs",
+                s3=src.S3Source(
+                    endpoint="https://s3.example.com",
+                    bucket="bkt",
+                    access_key_id_env="AKIA/secret+value",
+                    secret_access_key_env="X",
+                ),
+            ),
+            "INVALID_SOURCE",
+            "environment variable",
+        ),
+        (
+            src.Source(collection="docs", s3=src.S3Source(endpoint="https://user:pw@s3.example.com", bucket="bkt")),
+            "INVALID_SOURCE",
+            "credentials",
+        ),
         (src.Source(collection="docs", http=src.HttpSource()), "INVALID_SOURCE", "exactly one"),
-        (src.Source(collection="docs", http=src.HttpSource(start_url="https://example.com", max_pages=20000)), "INVALID_SOURCE", "max_pages"),
+        (
+            src.Source(collection="docs", http=src.HttpSource(start_url="https://example.com", max_pages=20000)),
+            "INVALID_SOURCE",
+            "max_pages",
+        ),
         (src.Source(collection="docs", git=src.GitSource(repository="/etc")), "SOURCE_NOT_ALLOWED", "not under"),
-        (src.Source(collection="docs", git=src.GitSource(repository="https://example.com/r.git", ref="--upload-pack=x")), "INVALID_SOURCE", "ref"),
-        (src.Source(collection="docs", git=src.GitSource(repository="https://example.com/r.git", subpath="../x")), "INVALID_SOURCE", "'..'"),
+        (
+            src.Source(collection="docs", git=src.GitSource(repository="https://example.com/r.git", ref="--upload-pack=x")),
+            "INVALID_SOURCE",
+            "ref",
+        ),
+        (
+            src.Source(collection="docs", git=src.GitSource(repository="https://example.com/r.git", subpath="../x")),
+            "INVALID_SOURCE",
+            "'..'",
+        ),
     ]
     for source, reason, words in cases:
-        error = expect_error(lambda source=source: create(src.CreateSourceRequest(source=source)),
-                             grpc.StatusCode.INVALID_ARGUMENT, reason)
+        error = expect_error(
+            lambda source=source: create(src.CreateSourceRequest(source=source)), grpc.StatusCode.INVALID_ARGUMENT, reason
+        )
         assert words in error.details(), error.details()
         assert "/etc" not in error.details() or "path" in words
     missing = expect_error(lambda: s.create_folder("nope", str(root / "ok")), grpc.StatusCode.NOT_FOUND, "COLLECTION_NOT_FOUND")
@@ -173,12 +237,17 @@ def test_private_addresses_and_local_folders_need_the_operators_settings(ingest_
     s.clients.create_collection("docs")
     error = expect_error(lambda: s.create_folder("docs", str(root)), grpc.StatusCode.INVALID_ARGUMENT, "SOURCE_NOT_ALLOWED")
     assert "SLUICE_SOURCE_LOCAL_ROOTS" in error.details()
-    for source in (src.Source(collection="docs", http=src.HttpSource(start_url="http://127.0.0.1:9/")),
-                   src.Source(collection="docs", s3=src.S3Source(endpoint="http://169.254.169.254", bucket="bkt")),
-                   src.Source(collection="docs", git=src.GitSource(repository="http://10.0.0.1/r.git")),
-                   src.Source(collection="docs", http=src.HttpSource(sitemap_url="http://localhost:9/sitemap.xml"))):
-        error = expect_error(lambda source=source: s.stub.CreateSource(src.CreateSourceRequest(source=source)),
-                             grpc.StatusCode.INVALID_ARGUMENT, "SOURCE_NOT_ALLOWED")
+    for source in (
+        src.Source(collection="docs", http=src.HttpSource(start_url="http://127.0.0.1:9/")),
+        src.Source(collection="docs", s3=src.S3Source(endpoint="http://169.254.169.254", bucket="bkt")),
+        src.Source(collection="docs", git=src.GitSource(repository="http://10.0.0.1/r.git")),
+        src.Source(collection="docs", http=src.HttpSource(sitemap_url="http://localhost:9/sitemap.xml")),
+    ):
+        error = expect_error(
+            lambda source=source: s.stub.CreateSource(src.CreateSourceRequest(source=source)),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "SOURCE_NOT_ALLOWED",
+        )
         assert "SLUICE_SOURCE_ALLOW_PRIVATE_NETWORKS" in error.details()
 
 

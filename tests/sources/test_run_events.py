@@ -38,8 +38,12 @@ ONLY = ds.SOURCE_RUN_EVENTS_ONLY
 @pytest.fixture
 def api(ingest_api_factory, root):
     # Frequent heartbeats: `until_quiet` stops at the first one after the backlog.
-    return ingest_api_factory(source_local_roots=str(root), source_allow_private_networks=True,
-                              watch_heartbeat_seconds=0.2, webhook_allow_private_networks=True)
+    return ingest_api_factory(
+        source_local_roots=str(root),
+        source_allow_private_networks=True,
+        watch_heartbeat_seconds=0.2,
+        webhook_allow_private_networks=True,
+    )
 
 
 def write(folder, files: dict[str, str]) -> None:
@@ -64,9 +68,13 @@ def until_quiet(s: Sources, **request) -> list[ds.CollectionEvent]:
 def log_order(database_url: str) -> list[int]:
     """Event ids of the collection's log in (txid, id) order: the order a reader must see."""
     with psycopg.connect(database_url) as conn:
-        return [r[0] for r in conn.execute(
-            "SELECT e.id FROM document_events e JOIN collections c ON c.id = e.collection_id"
-            " WHERE c.name = 'docs' ORDER BY e.txid, e.id").fetchall()]
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT e.id FROM document_events e JOIN collections c ON c.id = e.collection_id"
+                " WHERE c.name = 'docs' ORDER BY e.txid, e.id"
+            ).fetchall()
+        ]
 
 
 def counts(run: src.SourceRun) -> tuple[int, int, int, int, int]:
@@ -110,7 +118,10 @@ def test_a_sync_run_is_seen_started_then_progress_then_finished_in_log_order_wit
     assert [e.type for e in until_quiet(s, source_runs=ONLY)] == [STARTED, PROGRESS, FINISHED]
     # statuses and terminal_only filter document events only: the run events still come.
     assert [e.type for e in until_quiet(s, source_runs=INCLUDED, statuses=[D.DOCUMENT_STATUS_READY])] == [
-        STARTED, PROGRESS, FINISHED]  # nothing is READY (no worker): no document event passes
+        STARTED,
+        PROGRESS,
+        FINISHED,
+    ]  # nothing is READY (no worker): no document event passes
     assert [e.type for e in until_quiet(s, source_runs=INCLUDED, terminal_only=True)] == [STARTED, PROGRESS, FINISHED]
     assert [e.type for e in until_quiet(s, source_runs=INCLUDED, statuses=[D.DOCUMENT_STATUS_PENDING])] == kinds
     assert [e.type for e in until_quiet(s, statuses=[D.DOCUMENT_STATUS_READY])] == []
@@ -170,21 +181,30 @@ def test_another_tenant_never_sees_the_run_events(api, root, database_url):
     assert error.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_webhooks_that_name_the_run_types_get_the_run_events_as_the_stream_shows_them(
-        api, root, database_url, webhooks_factory):
+def test_webhooks_that_name_the_run_types_get_the_run_events_as_the_stream_shows_them(api, root, database_url, webhooks_factory):
     webhooks_factory(webhook_allow_private_networks=True, webhook_poll_seconds=0.5)
     s = Sources(api.address)
     s.clients.create_collection("docs")
     hooks = webhook_service_pb2_grpc.WebhookServiceStub(s.clients.channel)
     runs_receiver, documents_receiver = Receiver(), Receiver()
     try:
-        runs_hook = hooks.CreateWebhook(wh.CreateWebhookRequest(webhook=wh.Webhook(
-            collection="docs", url=runs_receiver.url, event_types=[
-                wh.WEBHOOK_EVENT_TYPE_SOURCE_RUN_STARTED, wh.WEBHOOK_EVENT_TYPE_SOURCE_RUN_PROGRESS,
-                wh.WEBHOOK_EVENT_TYPE_SOURCE_RUN_FINISHED])))
+        runs_hook = hooks.CreateWebhook(
+            wh.CreateWebhookRequest(
+                webhook=wh.Webhook(
+                    collection="docs",
+                    url=runs_receiver.url,
+                    event_types=[
+                        wh.WEBHOOK_EVENT_TYPE_SOURCE_RUN_STARTED,
+                        wh.WEBHOOK_EVENT_TYPE_SOURCE_RUN_PROGRESS,
+                        wh.WEBHOOK_EVENT_TYPE_SOURCE_RUN_FINISHED,
+                    ],
+                )
+            )
+        )
         # No types named: the document events, as before run events existed.
-        documents_hook = hooks.CreateWebhook(wh.CreateWebhookRequest(webhook=wh.Webhook(
-            collection="docs", url=documents_receiver.url)))
+        documents_hook = hooks.CreateWebhook(
+            wh.CreateWebhookRequest(webhook=wh.Webhook(collection="docs", url=documents_receiver.url))
+        )
         assert len(documents_hook.webhook.event_types) == 4
         write(root / "f", {"a.md": "alpha", "b.md": "bravo"})
         source = s.create_folder("docs", str(root / "f"))
@@ -199,8 +219,9 @@ def test_webhooks_that_name_the_run_types_get_the_run_events_as_the_stream_shows
         for payload, event in zip(payloads, stream, strict=True):
             data = payload["data"]
             assert data["event_id"] == event.event_id and data["cursor"] == event.cursor and data["collection"] == "docs"
-            shown = json_format.MessageToDict(event.source_run, preserving_proto_field_name=True,
-                                              always_print_fields_with_no_presence=True)
+            shown = json_format.MessageToDict(
+                event.source_run, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+            )
             assert {k: v for k, v in data.items() if k not in ("event_id", "cursor", "collection")} == shown
         assert payloads[-1]["data"]["run"]["state"] == "SOURCE_RUN_STATE_SUCCEEDED"
         assert payloads[-1]["data"]["run"]["uploaded"] == "2"
@@ -217,9 +238,12 @@ def test_webhooks_that_name_the_run_types_get_the_run_events_as_the_stream_shows
 def run_events(database_url: str) -> list[tuple[str, str]]:
     """(run_event, the run's state in it) of the log, in log order."""
     with psycopg.connect(database_url) as conn:
-        return [(r[0], r[1]) for r in conn.execute(
-            "SELECT run_event, run ->> 'state' FROM document_events WHERE source_run_id IS NOT NULL"
-            " ORDER BY txid, id").fetchall()]
+        return [
+            (r[0], r[1])
+            for r in conn.execute(
+                "SELECT run_event, run ->> 'state' FROM document_events WHERE source_run_id IS NOT NULL ORDER BY txid, id"
+            ).fetchall()
+        ]
 
 
 def test_a_run_taken_over_starts_once_and_the_old_runner_writes_no_event(api, root, database_url):
@@ -245,8 +269,7 @@ def test_a_run_taken_over_starts_once_and_the_old_runner_writes_no_event(api, ro
             await store.checkpoint(old, {"after": "a.md"}, Progress(listed=1, unchanged=1), progress_event=True)
             await store.forget_item(old, "gone.md")  # a deletion is counted on the run as it happens
             async with pool.connection() as conn:  # the old runner stops renewing: its lease expires
-                await conn.execute("UPDATE source_runs SET locked_at = now() - interval '1 hour' WHERE id = %s",
-                                   (old.run.id,))
+                await conn.execute("UPDATE source_runs SET locked_at = now() - interval '1 hour' WHERE id = %s", (old.run.id,))
             new = await store.claim()
             assert new is not None and new.run.id == old.run.id and new.run.attempts == 2
             assert new.run.deleted == 1  # the resumed run counts on from it

@@ -25,15 +25,26 @@ LEASE_SECONDS = 3
 class RunnerProcess:
     def __init__(self, database_url: str, root: Path, log: Path) -> None:
         port, self.metrics_port = free_port(), free_port()
-        env = {**os.environ, "SLUICE_DATABASE_URL": database_url, "SLUICE_SOURCES_BIND": f"127.0.0.1:{port}",
-               "SLUICE_SOURCE_LOCAL_ROOTS": str(root), "SLUICE_SOURCE_LEASE_SECONDS": str(LEASE_SECONDS),
-               "SLUICE_SOURCE_POLL_SECONDS": "0.2", "SLUICE_LOG_JSON": "true", "SLUICE_LOG_LEVEL": "INFO",
-               "SLUICE_METRICS_PORT": str(self.metrics_port), "SLUICE_METRICS_HOST": "127.0.0.1"}
+        env = {
+            **os.environ,
+            "SLUICE_DATABASE_URL": database_url,
+            "SLUICE_SOURCES_BIND": f"127.0.0.1:{port}",
+            "SLUICE_SOURCE_LOCAL_ROOTS": str(root),
+            "SLUICE_SOURCE_LEASE_SECONDS": str(LEASE_SECONDS),
+            "SLUICE_SOURCE_POLL_SECONDS": "0.2",
+            "SLUICE_LOG_JSON": "true",
+            "SLUICE_LOG_LEVEL": "INFO",
+            "SLUICE_METRICS_PORT": str(self.metrics_port),
+            "SLUICE_METRICS_HOST": "127.0.0.1",
+        }
         self.log_path = log
         self.log = open(log, "w+")  # noqa: SIM115 - the process writes to it until it ends
         installed = Path(sys.executable).parent / "sluice-sources"
-        command = [str(installed)] if installed.exists() else [
-            sys.executable, "-c", "from sluice_ingest.sources.main import main; main()"]
+        command = (
+            [str(installed)]
+            if installed.exists()
+            else [sys.executable, "-c", "from sluice_ingest.sources.main import main; main()"]
+        )
         self.proc = subprocess.Popen(command, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_serving(f"127.0.0.1:{port}")
 
@@ -53,8 +64,9 @@ class RunnerProcess:
 
 def run_row(database_url: str, run_id: str) -> dict:
     with psycopg.connect(database_url) as conn:
-        cur = conn.execute("SELECT state, attempts, checkpoint, uploaded, unchanged, listed FROM source_runs WHERE id = %s",
-                           (run_id,))
+        cur = conn.execute(
+            "SELECT state, attempts, checkpoint, uploaded, unchanged, listed FROM source_runs WHERE id = %s", (run_id,)
+        )
         names = [d.name for d in cur.description]
         return dict(zip(names, cur.fetchone(), strict=True))
 
@@ -63,13 +75,19 @@ def run_events(database_url: str, run_id: str) -> list[tuple[str, str, int]]:
     """(STARTED/PROGRESS/FINISHED, the run's state, items compared so far) of the run's events
     in the collection's log, in log order (docs/sources.md, "Run events")."""
     with psycopg.connect(database_url) as conn:
-        return [(r[0], r[1], int(r[2])) for r in conn.execute(
-            "SELECT run_event, run ->> 'state', (run ->> 'uploaded')::int + (run ->> 'unchanged')::int"
-            " FROM document_events WHERE source_run_id = %s ORDER BY txid, id", (run_id,)).fetchall()]
+        return [
+            (r[0], r[1], int(r[2]))
+            for r in conn.execute(
+                "SELECT run_event, run ->> 'state', (run ->> 'uploaded')::int + (run ->> 'unchanged')::int"
+                " FROM document_events WHERE source_run_id = %s ORDER BY txid, id",
+                (run_id,),
+            ).fetchall()
+        ]
 
 
-def test_a_runner_killed_mid_run_is_resumed_from_its_checkpoint_and_duplicates_nothing(ingest_api_factory, database_url,
-                                                                                        tmp_path):
+def test_a_runner_killed_mid_run_is_resumed_from_its_checkpoint_and_duplicates_nothing(
+    ingest_api_factory, database_url, tmp_path
+):
     root = tmp_path / "root"
     folder = root / "corpus"
     folder.mkdir(parents=True)
@@ -83,8 +101,12 @@ def test_a_runner_killed_mid_run_is_resumed_from_its_checkpoint_and_duplicates_n
 
     first = RunnerProcess(database_url, root, tmp_path / "first.log")
     try:
-        wait_for(lambda: run_row(database_url, run.id)["checkpoint"].get("after"), 60, interval=0.02,
-                 what="the first runner's first checkpoint")
+        wait_for(
+            lambda: run_row(database_url, run.id)["checkpoint"].get("after"),
+            60,
+            interval=0.02,
+            what="the first runner's first checkpoint",
+        )
         first.proc.kill()  # SIGKILL: no hand-back, the lease must expire
         first.proc.wait(10)
     finally:
@@ -136,8 +158,12 @@ def test_sigterm_hands_the_run_back_uncharged_with_its_checkpoint(ingest_api_fac
     run = s.sync(s.create_folder("docs", str(folder)))
     runner = RunnerProcess(database_url, root, tmp_path / "runner.log")
     try:
-        wait_for(lambda: run_row(database_url, run.id)["checkpoint"].get("after"), 60, interval=0.02,
-                 what="the runner's first checkpoint")
+        wait_for(
+            lambda: run_row(database_url, run.id)["checkpoint"].get("after"),
+            60,
+            interval=0.02,
+            what="the runner's first checkpoint",
+        )
     finally:
         runner.stop(signal.SIGTERM)
     assert runner.proc.returncode == 0

@@ -22,11 +22,13 @@ def test_a_tenant_never_sees_nor_syncs_another_tenants_sources_and_readers_only_
 
     b = Sources(api.address, create_tenant_key(api.address, "b", "client"))
     b.clients.create_collection("docs")  # the same collection name, another tenant
-    for call in (lambda: b.stub.GetSource(src.GetSourceRequest(name=source.name)),
-                 lambda: b.stub.GetSource(src.GetSourceRequest(name=source.id)),
-                 lambda: b.stub.SyncSource(src.SyncSourceRequest(name=source.name)),
-                 lambda: b.stub.ListSourceRuns(src.ListSourceRunsRequest(name=source.name)),
-                 lambda: b.stub.DeleteSource(src.DeleteSourceRequest(name=source.name))):
+    for call in (
+        lambda: b.stub.GetSource(src.GetSourceRequest(name=source.name)),
+        lambda: b.stub.GetSource(src.GetSourceRequest(name=source.id)),
+        lambda: b.stub.SyncSource(src.SyncSourceRequest(name=source.name)),
+        lambda: b.stub.ListSourceRuns(src.ListSourceRunsRequest(name=source.name)),
+        lambda: b.stub.DeleteSource(src.DeleteSourceRequest(name=source.name)),
+    ):
         error = expect_error(call, grpc.StatusCode.NOT_FOUND, "SOURCE_NOT_FOUND")
         assert error.details() == f"source {source.id} does not exist"
     assert list(b.stub.ListSources(src.ListSourcesRequest()).sources) == []
@@ -34,16 +36,20 @@ def test_a_tenant_never_sees_nor_syncs_another_tenants_sources_and_readers_only_
 
     reader = Sources(api.address, create_tenant_key(api.address, "default", "reader", create=False))
     assert reader.stub.GetSource(src.GetSourceRequest(name=source.name)).id == source.id
-    for call in (lambda: reader.create_folder("docs", str(root / "a")),
-                 lambda: reader.stub.SyncSource(src.SyncSourceRequest(name=source.name)),
-                 lambda: reader.stub.DeleteSource(src.DeleteSourceRequest(name=source.name))):
+    for call in (
+        lambda: reader.create_folder("docs", str(root / "a")),
+        lambda: reader.stub.SyncSource(src.SyncSourceRequest(name=source.name)),
+        lambda: reader.stub.DeleteSource(src.DeleteSourceRequest(name=source.name)),
+    ):
         expect_error(call, grpc.StatusCode.PERMISSION_DENIED)
 
-    expect_error(lambda: a.stub.GetSource(src.GetSourceRequest(name="collections/docs/sources/not-a-uuid")),
-                 grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ID")
+    expect_error(
+        lambda: a.stub.GetSource(src.GetSourceRequest(name="collections/docs/sources/not-a-uuid")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_ID",
+    )
     a.stub.DeleteSource(src.DeleteSourceRequest(name=source.name))
-    expect_error(lambda: a.stub.GetSource(src.GetSourceRequest(name=source.name)), grpc.StatusCode.NOT_FOUND,
-                 "SOURCE_NOT_FOUND")
+    expect_error(lambda: a.stub.GetSource(src.GetSourceRequest(name=source.name)), grpc.StatusCode.NOT_FOUND, "SOURCE_NOT_FOUND")
     assert run_pending(database_url, source_local_roots=str(root)) == 0
 
 
@@ -74,8 +80,9 @@ def test_a_folder_that_changes_during_its_sync_converges_at_the_next_sync(api, r
     run = s.sync(source)
     worker = threading.Thread(target=run_pending, args=(database_url,), kwargs={"source_local_roots": str(root)})
     worker.start()
-    wait_for(lambda: run_state(database_url, run.id)["checkpoint"].get("after"), 60, interval=0.01,
-             what="the run's first checkpoint")
+    wait_for(
+        lambda: run_state(database_url, run.id)["checkpoint"].get("after"), 60, interval=0.01, what="the run's first checkpoint"
+    )
     (folder / "0398.txt").unlink()
     (folder / "0397.txt").write_text("edited during the sync")
     (folder / "0400.txt").write_text("added during the sync")

@@ -37,16 +37,19 @@ def test_every_pair_of_run_states_is_a_move_of_the_table_or_refused():
     assert all(len(why) > 20 for why in RUN_MOVES.values())
 
 
-@pytest.mark.parametrize(("would_delete", "source_items", "collection_sources", "share", "blocked"), [
-    (0, 10, 10, 0.2, False),
-    (3, 100, 100, 0.01, False),     # the floor: up to 3 never count, whatever the share
-    (4, 100, 100, 0.01, True),
-    (20, 100, 100, 0.2, False),     # exactly the share is allowed
-    (21, 100, 100, 0.2, True),
-    (1, 1, 50, 0.2, True),          # every item the source synced: an emptied folder always asks
-    (5, 5, 1000, 0.9, True),
-    (10, 40, 200, 0.2, False),      # the share is of the collection's sources, not the source's items
-])
+@pytest.mark.parametrize(
+    ("would_delete", "source_items", "collection_sources", "share", "blocked"),
+    [
+        (0, 10, 10, 0.2, False),
+        (3, 100, 100, 0.01, False),  # the floor: up to 3 never count, whatever the share
+        (4, 100, 100, 0.01, True),
+        (20, 100, 100, 0.2, False),  # exactly the share is allowed
+        (21, 100, 100, 0.2, True),
+        (1, 1, 50, 0.2, True),  # every item the source synced: an emptied folder always asks
+        (5, 5, 1000, 0.9, True),
+        (10, 40, 200, 0.2, False),  # the share is of the collection's sources, not the source's items
+    ],
+)
 def test_the_mass_delete_rule(would_delete, source_items, collection_sources, share, blocked):
     assert is_mass_delete(would_delete, source_items, collection_sources, share) is blocked
 
@@ -55,19 +58,22 @@ def test_an_item_is_unchanged_without_reading_only_with_the_same_fingerprint_and
     item = ListedItem("a.md", "a.md", "12:345", "/x/a.md")
     known = KnownItem("12:345", "f" * 64)
     assert unchanged_without_reading(item, known, {"f" * 64, "e" * 64})
-    assert not unchanged_without_reading(item, known, {"e" * 64})                  # deleted by hand, or replaced
+    assert not unchanged_without_reading(item, known, {"e" * 64})  # deleted by hand, or replaced
     assert not unchanged_without_reading(item, KnownItem("12:999", "f" * 64), {"f" * 64})
-    assert not unchanged_without_reading(item, None, {"f" * 64})                    # never synced by this source
+    assert not unchanged_without_reading(item, None, {"f" * 64})  # never synced by this source
     no_fingerprint = ListedItem("b.html", "b.html", "", "http://h/b.html")
     assert not unchanged_without_reading(no_fingerprint, KnownItem("", "f" * 64), {"f" * 64})
 
 
-@pytest.mark.parametrize(("glob", "matches", "misses"), [
-    ("**/*.md", ["a.md", "x/a.md", "x/y/a.md"], ["a.txt", "a.md/b.txt"]),
-    ("*.md", ["a.md"], ["x/a.md"]),
-    ("docs/?.txt", ["docs/a.txt"], ["docs/ab.txt", "a/docs/a.txt"]),
-    ("x/**", ["x/a", "x/y/z.md"], ["y/x/a"]),
-])
+@pytest.mark.parametrize(
+    ("glob", "matches", "misses"),
+    [
+        ("**/*.md", ["a.md", "x/a.md", "x/y/a.md"], ["a.txt", "a.md/b.txt"]),
+        ("*.md", ["a.md"], ["x/a.md"]),
+        ("docs/?.txt", ["docs/a.txt"], ["docs/ab.txt", "a/docs/a.txt"]),
+        ("x/**", ["x/a", "x/y/z.md"], ["y/x/a"]),
+    ],
+)
 def test_globs(glob, matches, misses):
     pattern = glob_pattern(glob)
     assert pattern is not None
@@ -83,10 +89,18 @@ def test_source_names():
 
 def test_sigv4_signs_awss_documented_list_objects_example():
     # "GET Bucket (List Objects)" of AWS's Signature Version 4 examples for S3.
-    headers = sign("GET", "https://examplebucket.s3.amazonaws.com/", {"max-keys": "2", "prefix": "J"}, "us-east-1",
-                   "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", dt.datetime(2013, 5, 24, tzinfo=dt.UTC))
+    headers = sign(
+        "GET",
+        "https://examplebucket.s3.amazonaws.com/",
+        {"max-keys": "2", "prefix": "J"},
+        "us-east-1",
+        "AKIAIOSFODNN7EXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        dt.datetime(2013, 5, 24, tzinfo=dt.UTC),
+    )
     assert headers["authorization"] == (
         "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
         "SignedHeaders=host;x-amz-content-sha256;x-amz-date, "
-        "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7")
+        "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"
+    )
     assert headers["x-amz-date"] == "20130524T000000Z"

@@ -136,8 +136,16 @@ class Docs:
         await self.channel.close()
 
     async def create_collection(
-        self, name: str, *, provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model: str = "hashing-v1", dimensions: int = 64,
-        max_characters: int = 400, new_after: int = 300, overlap: int = 0, max_attempts: int = 3,
+        self,
+        name: str,
+        *,
+        provider=collection_pb2.EMBEDDER_PROVIDER_HASHING,
+        model: str = "hashing-v1",
+        dimensions: int = 64,
+        max_characters: int = 400,
+        new_after: int = 300,
+        overlap: int = 0,
+        max_attempts: int = 3,
     ) -> collection_pb2.Collection:
         collection = collection_pb2.Collection(
             name=name,
@@ -152,8 +160,9 @@ class Docs:
             yield ds.UploadDocumentRequest(metadata=ds.UploadDocumentMetadata(collection=collection, filename=filename))
             for start in range(0, len(content), 256 * 1024):
                 yield ds.UploadDocumentRequest(data=content[start : start + 256 * 1024])
-            yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(
-                size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest()))
+            yield ds.UploadDocumentRequest(
+                trailer=ds.UploadDocumentTrailer(size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+            )
 
         return await self.stub.UploadDocument(messages())
 

@@ -152,7 +152,9 @@ class LocalOpenAIServer:
                 server.requests.append(Request(time.monotonic(), inputs, dimensions, status))
                 self._send(status, body, headers)
 
-            def _answer(self, payload: dict, inputs: list, dimensions: int | None, failure: Injected | None) -> tuple[int, dict, dict]:
+            def _answer(
+                self, payload: dict, inputs: list, dimensions: int | None, failure: Injected | None
+            ) -> tuple[int, dict, dict]:
                 if failure is not None and failure.status != 200:  # 200 = only slow
                     return failure.status, {"error": {"message": failure.message, "type": "injected"}}, failure.headers
                 if any(not isinstance(text, str) or text == "" for text in inputs):
@@ -160,11 +162,18 @@ class LocalOpenAIServer:
                 size = dimensions or server.default_dimensions
                 base64_wanted = payload.get("encoding_format") == "base64" and not server.ignore_encoding_format
                 encode = _vector_base64 if base64_wanted else _vector
-                data = [{"object": "embedding", "index": index, "embedding": encode(text, size)} for index, text in enumerate(inputs)]
+                data = [
+                    {"object": "embedding", "index": index, "embedding": encode(text, size)} for index, text in enumerate(inputs)
+                ]
                 if server.reverse_data:
                     data.reverse()
                 tokens = sum(len(text.split()) for text in inputs)
-                body = {"object": "list", "data": data, "model": payload.get("model", ""), "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+                body = {
+                    "object": "list",
+                    "data": data,
+                    "model": payload.get("model", ""),
+                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                }
                 return 200, body, {}
 
         return Handler

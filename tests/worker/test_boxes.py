@@ -52,8 +52,9 @@ def test_ocr_paragraph_boxes_are_in_pixels_of_the_image():
 
 
 async def test_every_pdf_chunk_has_boxes_on_its_pages_through_the_sandbox(sandbox_pool, documents_dir):
-    _, chunks, _ = await parse_and_chunk(sandbox_pool, fixture(documents_dir, "report.pdf"), "report.pdf",
-                                         ChunkingSettings(300, 250, 0))
+    _, chunks, _ = await parse_and_chunk(
+        sandbox_pool, fixture(documents_dir, "report.pdf"), "report.pdf", ChunkingSettings(300, 250, 0)
+    )
     for chunk in chunks:
         assert chunk.boxes, chunk
         for box in chunk.boxes:
@@ -69,8 +70,9 @@ async def test_formats_without_pages_have_no_boxes(sandbox_pool, documents_dir):
 
 
 def test_boxes_travel_through_the_job_protocol():
-    record = ChunkRecord(index=0, text="t", page_number=2,
-                         boxes=[{"page": 2, "left": 0.1, "top": 0.2, "right": 0.3, "bottom": 0.45}])
+    record = ChunkRecord(
+        index=0, text="t", page_number=2, boxes=[{"page": 2, "left": 0.1, "top": 0.2, "right": 0.3, "bottom": 0.45}]
+    )
     message = chunk_to_proto(record)
     assert message.boxes[0] == document_pb2.BoundingBox(page_number=2, left=0.1, top=0.2, right=0.3, bottom=0.45)
     assert chunk_from_proto(message).boxes == record.boxes

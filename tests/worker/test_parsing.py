@@ -34,7 +34,9 @@ def fixture(documents_dir, name: str) -> bytes:
 
 
 async def test_pdf_keeps_pages_and_reports_page_progress(sandbox_pool, documents_dir):
-    summary, chunks, progress = await parse_and_chunk(sandbox_pool, fixture(documents_dir, "report.pdf"), "report.pdf", ChunkingSettings(300, 250, 0))
+    summary, chunks, progress = await parse_and_chunk(
+        sandbox_pool, fixture(documents_dir, "report.pdf"), "report.pdf", ChunkingSettings(300, 250, 0)
+    )
     assert summary.pages == 3
     assert [c.page_number for c in chunks] == sorted(c.page_number for c in chunks)
     assert {c.page_number for c in chunks} == {1, 2, 3}
@@ -107,7 +109,11 @@ async def test_chinese_markdown_chunks_on_sentence_boundaries(sandbox_pool, docu
     for chunk in chunks:
         assert len(chunk.text) <= 60
         # Every chunk ends a sentence (or is a heading).
-        assert chunk.text.endswith(("。", "！", "？")) or chunk.element_type == "Title" or ("\n\n" not in chunk.text and len(chunk.text) < 20)  # noqa: RUF001 - CJK punctuation, meant
+        assert (
+            chunk.text.endswith(("。", "！", "？"))  # noqa: RUF001 - CJK punctuation, meant
+            or chunk.element_type == "Title"
+            or ("\n\n" not in chunk.text and len(chunk.text) < 20)
+        )
     # Nothing lost, nothing duplicated without overlap.
     joined = "".join(re.sub(r"\s", "", c.text) for c in chunks)
     source = fixture(documents_dir, "chinese.md").decode()
@@ -213,8 +219,28 @@ def docx_bomb(expanded_bytes: int) -> bytes:
         # local header: version 2.0, no flags, deflate, 1980-01-01 00:00
         out.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 33, checksum, len(data), size, len(encoded), 0))
         out.write(encoded + data)
-        directory.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 8, 0, 33, checksum, len(data), size,
-                                    len(encoded), 0, 0, 0, 0, 0, offset))
+        directory.write(
+            struct.pack(
+                "<IHHHHHHIIIHHHHHII",
+                0x02014B50,
+                20,
+                20,
+                0,
+                8,
+                0,
+                33,
+                checksum,
+                len(data),
+                size,
+                len(encoded),
+                0,
+                0,
+                0,
+                0,
+                0,
+                offset,
+            )
+        )
         directory.write(encoded)
     start = out.tell()
     out.write(directory.getvalue())

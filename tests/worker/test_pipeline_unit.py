@@ -26,8 +26,14 @@ from sluice_worker.settings import WorkerSettings
 def make_job(lease_seconds: float = 30.0, job_id: str = "job-1", **fields) -> job_service_pb2.Job:
     defaults = dict(
         lease=job_service_pb2.LeaseRef(job_id=job_id, lease_token="token-1"),
-        document_id="doc-1", collection="c", filename="a.md", mime_type="text/markdown", size_bytes=10,
-        attempt=1, max_attempts=3, lease_seconds=lease_seconds,
+        document_id="doc-1",
+        collection="c",
+        filename="a.md",
+        mime_type="text/markdown",
+        size_bytes=10,
+        attempt=1,
+        max_attempts=3,
+        lease_seconds=lease_seconds,
         embedder=collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="h", dimensions=4),
         chunking=collection_pb2.ChunkingConfig(max_characters=200, new_after_n_chars=150, overlap=0),
     )
@@ -126,12 +132,21 @@ class FakeEmbedder:
 
 
 def settings(**overrides) -> WorkerSettings:
-    return WorkerSettings(**{"embed_batch_size": 2, "progress_interval_seconds": 0, "claim_wait_seconds": 0.05,
-                             "worker_concurrency": 1, **overrides})
+    return WorkerSettings(
+        **{
+            "embed_batch_size": 2,
+            "progress_interval_seconds": 0,
+            "claim_wait_seconds": 0.05,
+            "worker_concurrency": 1,
+            **overrides,
+        }
+    )
 
 
 def pipeline(port, session=None, embedder=None) -> JobPipeline:
-    return JobPipeline(port, FakeParser(session or FakeSession(port)), settings(), embedder_for=lambda _: embedder or FakeEmbedder())
+    return JobPipeline(
+        port, FakeParser(session or FakeSession(port)), settings(), embedder_for=lambda _: embedder or FakeEmbedder()
+    )
 
 
 def names(port: FakePort) -> list[str]:
@@ -144,8 +159,19 @@ async def test_status_is_reported_before_each_stage_with_progress():
     assert result.outcome == "succeeded" and result.chunk_count == 5 and not result.snapshot_reused
     # The claim listed no snapshot of this content: no ReadSnapshot call.
     assert names(port) == [
-        "PARSING", "read_content", "parse", "PARSING", "CHUNKING", "chunk", "save_snapshot",
-        "EMBEDDING", "EMBEDDING", "EMBEDDING", "EMBEDDING", "INDEXING", "complete",
+        "PARSING",
+        "read_content",
+        "parse",
+        "PARSING",
+        "CHUNKING",
+        "chunk",
+        "save_snapshot",
+        "EMBEDDING",
+        "EMBEDDING",
+        "EMBEDDING",
+        "EMBEDDING",
+        "INDEXING",
+        "complete",
     ]
     embedding = [c[2:] for c in port.calls if c[:2] == ("stage", Stage.EMBEDDING)]
     assert embedding == [(0, 5, "chunks"), (2, 5, "chunks"), (4, 5, "chunks"), (5, 5, "chunks")]
@@ -156,8 +182,9 @@ async def test_status_is_reported_before_each_stage_with_progress():
 async def test_a_quick_document_reports_each_stage_once():
     # Progress goes at most every interval; the end of a stage is said by the next stage's report.
     port = FakePort()
-    quick = JobPipeline(port, FakeParser(FakeSession(port)), settings(progress_interval_seconds=60),
-                        embedder_for=lambda _: FakeEmbedder())
+    quick = JobPipeline(
+        port, FakeParser(FakeSession(port)), settings(progress_interval_seconds=60), embedder_for=lambda _: FakeEmbedder()
+    )
     assert (await quick.run(make_job())).outcome == "succeeded"
     assert [c[1].name for c in port.calls if c[0] == "stage"] == ["PARSING", "CHUNKING", "EMBEDDING", "INDEXING"]
 

@@ -21,8 +21,9 @@ async def test_worker_rides_out_an_ingest_api_restart(ingest_api_factory, databa
         (await docs.upload("restart", f"note{i}.txt", f"Note {i}. Rivers carry boats through locks.\n\n{'x' * i}".encode())).id
         for i in range(8)
     ]
-    worker = WorkerProcess(address, tmp_path / "worker.log", SLUICE_WORKER_CONCURRENCY="1",
-                           SLUICE_CLAIM_ERROR_BACKOFF_SECONDS="0.2")
+    worker = WorkerProcess(
+        address, tmp_path / "worker.log", SLUICE_WORKER_CONCURRENCY="1", SLUICE_CLAIM_ERROR_BACKOFF_SECONDS="0.2"
+    )
     try:
         await docs.wait(ids[0], {D.DOCUMENT_STATUS_READY}, timeout=120)
         # ingest-api disappears (crash, deploy) while the worker is between or inside jobs.
@@ -39,5 +40,7 @@ async def test_worker_rides_out_an_ingest_api_restart(ingest_api_factory, databa
     assert {d.status for d in documents} == {D.DOCUMENT_STATUS_READY}, [(d.filename, d.error_message) for d in documents]
     with psycopg.connect(database_url) as conn:
         # Exactly one set of chunks per document, whatever was interrupted.
-        sets = conn.execute("SELECT document_id, count(*), count(DISTINCT chunk_index) FROM chunks GROUP BY document_id").fetchall()
+        sets = conn.execute(
+            "SELECT document_id, count(*), count(DISTINCT chunk_index) FROM chunks GROUP BY document_id"
+        ).fetchall()
     assert len(sets) == len(ids) and all(total == distinct for _, total, distinct in sets)

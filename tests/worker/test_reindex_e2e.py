@@ -39,17 +39,26 @@ from .e2e import D, Docs, InProcessWorker, WorkerProcess, snapshot_count, worker
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "documents"
 EXTENSIONS = {".md", ".txt", ".html", ".docx", ".pptx", ".pdf", ".eml"}
-QUERIES = ["how do locks move boats between water levels", "quarterly report revenue", "retrieval augmented search",
-           "operations handbook on-call", "meeting minutes decisions", "architecture of the system", "水闸 河流",
-           "status update email"]
+QUERIES = [
+    "how do locks move boats between water levels",
+    "quarterly report revenue",
+    "retrieval augmented search",
+    "operations handbook on-call",
+    "meeting minutes decisions",
+    "architecture of the system",
+    "水闸 河流",
+    "status update email",
+]
 # Generated notes beside the fixtures; bench/reindex_bench.py raises it.
 GENERATED = int(os.environ.get("SLUICE_REINDEX_TEST_NOTES", "24"))
 
 
 def note(i: int, topic: str = "canal") -> bytes:
-    return (f"Field note {i} about the {topic}.\n\nThe {topic} keeper opened gate {i} at dawn; boats waited in the "
-            f"lock chamber while the water rose {i % 7 + 1} metres.\n\nObservation {i}: silt, reeds and herons near "
-            f"the {topic} weir number {i}.").encode()
+    return (
+        f"Field note {i} about the {topic}.\n\nThe {topic} keeper opened gate {i} at dawn; boats waited in the "
+        f"lock chamber while the water rose {i % 7 + 1} metres.\n\nObservation {i}: silt, reeds and herons near "
+        f"the {topic} weir number {i}."
+    ).encode()
 
 
 class Searcher(threading.Thread):
@@ -94,8 +103,13 @@ async def test_reindex_to_the_local_model_with_no_downtime(ingest_api_factory, d
     # search runs in this process: load the local model now, not inside the first query after the switch.
     await get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384).embed_query("warm up")
     workers = {
-        name: WorkerProcess(api.address, tmp_path / f"{name}.log", SLUICE_WORKER_CONCURRENCY="1", SLUICE_WORKER_ID=name,
-                            SLUICE_CLAIM_ERROR_BACKOFF_SECONDS="0.2")
+        name: WorkerProcess(
+            api.address,
+            tmp_path / f"{name}.log",
+            SLUICE_WORKER_CONCURRENCY="1",
+            SLUICE_WORKER_ID=name,
+            SLUICE_CLAIM_ERROR_BACKOFF_SECONDS="0.2",
+        )
         for name in ("worker-a", "worker-b")
     }
     searcher = Searcher(search.address)
@@ -112,8 +126,11 @@ async def test_reindex_to_the_local_model_with_no_downtime(ingest_api_factory, d
         while len(searcher.answers) < 20:
             await asyncio.sleep(0.05)
         started = time.monotonic()
-        building = await docs.stub.ReindexCollection(ds.ReindexCollectionRequest(name="kb", embedder=collection_pb2.EmbedderConfig(
-            provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS)))
+        building = await docs.stub.ReindexCollection(
+            ds.ReindexCollectionRequest(
+                name="kb", embedder=collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS)
+            )
+        )
         assert building.generations[-1].state == collection_pb2.GENERATION_STATE_BUILDING
         assert building.generations[-1].embedder.dimensions == 384  # the default, filled and shown
         during = [(await docs.upload("kb", f"during-{i}.txt", note(1000 + i, "aqueduct"))).id for i in range(3)]
@@ -148,8 +165,9 @@ async def test_reindex_to_the_local_model_with_no_downtime(ingest_api_factory, d
         searcher.stop()
 
         # Every answer: OK, with hits, each hit from the generation the answer names.
-        generation_of = dict(sql(database_url, "SELECT c.id, g.number FROM chunks c JOIN collection_generations g"
-                                               " ON g.id = c.generation_id"))
+        generation_of = dict(
+            sql(database_url, "SELECT c.id, g.number FROM chunks c JOIN collection_generations g ON g.id = c.generation_id")
+        )
         codes = Counter(code for _, _, _, code in searcher.answers)
         assert codes == Counter({"OK": len(searcher.answers)}), codes
         for generation, _, chunk_ids, _ in searcher.answers:
@@ -164,32 +182,43 @@ async def test_reindex_to_the_local_model_with_no_downtime(ingest_api_factory, d
         # The documents uploaded during the reindex are searchable in generation 2.
         await docs.wait_all(during, timeout=120)
         stub = search_service_pb2_grpc.SearchServiceStub(auth_keys.channel(search.address))
-        response = stub.Search(pb.SearchRequest(collection="kb", query="aqueduct keeper field note", top_k=10,
-                                                filter=pb.SearchFilter(document_ids=during)))
+        response = stub.Search(
+            pb.SearchRequest(
+                collection="kb", query="aqueduct keeper field note", top_k=10, filter=pb.SearchFilter(document_ids=during)
+            )
+        )
         assert response.generation == 2 and {h.document_id for h in response.hits} == set(during)
 
         # READY ⇒ searchable: every READY document has chunks in the active generation.
-        missing = sql(database_url,
-                      "SELECT d.filename FROM documents d WHERE d.status = 'READY' AND NOT EXISTS (SELECT 1 FROM chunks c"
-                      " JOIN collection_generations g ON g.id = c.generation_id AND g.state = 'ACTIVE'"
-                      " WHERE c.document_id = d.id)")
+        missing = sql(
+            database_url,
+            "SELECT d.filename FROM documents d WHERE d.status = 'READY' AND NOT EXISTS (SELECT 1 FROM chunks c"
+            " JOIN collection_generations g ON g.id = c.generation_id AND g.state = 'ACTIVE'"
+            " WHERE c.document_id = d.id)",
+        )
         assert missing == []
-        retried = sql(database_url, "SELECT count(*) FROM job_attempts a JOIN ingestion_jobs j ON j.id = a.job_id"
-                                    " WHERE j.kind = 'EMBED' AND a.outcome = 'LEASE_EXPIRED'")[0][0]
+        retried = sql(
+            database_url,
+            "SELECT count(*) FROM job_attempts a JOIN ingestion_jobs j ON j.id = a.job_id"
+            " WHERE j.kind = 'EMBED' AND a.outcome = 'LEASE_EXPIRED'",
+        )[0][0]
         assert retried >= 1  # the killed worker's job expired and was taken over
         per_generation = Counter(g for g, _, _, _ in searcher.answers)
         reindex_seconds = switched_at - started
         latency = {}
         for number in (1, 2):
             times = sorted(t for (g, _, _, _), t in zip(searcher.answers, searcher.seconds, strict=True) if g == number)
-            latency[number] = (f"p50 {times[len(times) // 2] * 1000:.1f} ms, p99 {times[int(len(times) * 0.99)] * 1000:.1f} ms"
-                               if times else "-")
-        print(f"\nREINDEX FIGURES: documents={len(ready)} (+{len(during)} uploaded during the reindex), "
-              f"chunks gen1={sum(1 for g in generation_of.values() if g == 1)} gen2={sum(1 for g in generation_of.values() if g == 2)}, "
-              f"reindex duration={reindex_seconds:.1f}s (hashing-v1/64 -> all-MiniLM-L6-v2/384, worker {killed} SIGKILLed mid-job, "
-              f"{retried} expired EMBED lease(s) retried), queries={len(searcher.answers)} "
-              f"(all OK, none empty, none mixed): generation 1={per_generation[1]} ({latency[1]}), "
-              f"generation 2={per_generation[2]} ({latency[2]})")
+            latency[number] = (
+                f"p50 {times[len(times) // 2] * 1000:.1f} ms, p99 {times[int(len(times) * 0.99)] * 1000:.1f} ms" if times else "-"
+            )
+        print(
+            f"\nREINDEX FIGURES: documents={len(ready)} (+{len(during)} uploaded during the reindex), "
+            f"chunks gen1={sum(1 for g in generation_of.values() if g == 1)} gen2={sum(1 for g in generation_of.values() if g == 2)}, "
+            f"reindex duration={reindex_seconds:.1f}s (hashing-v1/64 -> all-MiniLM-L6-v2/384, worker {killed} SIGKILLed mid-job, "
+            f"{retried} expired EMBED lease(s) retried), queries={len(searcher.answers)} "
+            f"(all OK, none empty, none mixed): generation 1={per_generation[1]} ({latency[1]}), "
+            f"generation 2={per_generation[2]} ({latency[2]})"
+        )
     finally:
         if searcher.is_alive():
             searcher.stop()
@@ -211,16 +240,26 @@ async def test_an_embed_job_without_a_snapshot_parses_again(ingest_api_factory, 
             assert (await docs.wait(doc.id)).status == D.DOCUMENT_STATUS_READY
             with psycopg.connect(database_url, autocommit=True) as conn:
                 conn.execute("DELETE FROM chunk_snapshots")
-            await docs.stub.ReindexCollection(ds.ReindexCollectionRequest(name="kb", embedder=collection_pb2.EmbedderConfig(
-                provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v2", dimensions=48)))
+            await docs.stub.ReindexCollection(
+                ds.ReindexCollectionRequest(
+                    name="kb",
+                    embedder=collection_pb2.EmbedderConfig(
+                        provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v2", dimensions=48
+                    ),
+                )
+            )
             deadline = time.monotonic() + 60
             while (await docs.stub.GetCollection(ds.GetCollectionRequest(name="kb"))).embedder.dimensions != 48:
                 assert time.monotonic() < deadline, "no switch"
                 await asyncio.sleep(0.1)
         assert snapshot_count(database_url) == 1
         assert (await docs.get(doc.id)).status == D.DOCUMENT_STATUS_READY
-        dims = sql(database_url, "SELECT DISTINCT vector_dims(c.embedding) FROM chunks c JOIN collection_generations g"
-                                 " ON g.id = c.generation_id AND g.state = 'ACTIVE' WHERE c.document_id = %s", (doc.id,))
+        dims = sql(
+            database_url,
+            "SELECT DISTINCT vector_dims(c.embedding) FROM chunks c JOIN collection_generations g"
+            " ON g.id = c.generation_id AND g.state = 'ACTIVE' WHERE c.document_id = %s",
+            (doc.id,),
+        )
         assert dims == [(48,)]
     finally:
         await docs.close()

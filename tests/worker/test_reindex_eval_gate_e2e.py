@@ -38,8 +38,9 @@ EVALSET = Path(__file__).resolve().parents[1] / "fixtures" / "evalsets" / "en"
 DOCUMENTS = 20  # of the sample's 40: enough distractors to tell the embedders apart, quick to ingest
 G = collection_pb2
 POOR = collection_pb2.EmbedderConfig(provider=G.EMBEDDER_PROVIDER_HASHING, model="hashing-v1", dimensions=2)
-LOCAL = collection_pb2.EmbedderConfig(provider=G.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, model="all-MiniLM-L6-v2",
-                                      dimensions=384)
+LOCAL = collection_pb2.EmbedderConfig(
+    provider=G.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, model="all-MiniLM-L6-v2", dimensions=384
+)
 
 
 def local_model_or_skip() -> None:
@@ -72,8 +73,9 @@ async def public_mrr(address: str, queries) -> tuple[float, set[int], set[str]]:
     ranked, generations, models = {}, set(), set()
     try:
         for query in queries:
-            response = await stub.Search(pb.SearchRequest(collection="gate", query=query.query, top_k=10,
-                                                          mode=pb.SEARCH_MODE_HYBRID), timeout=60)
+            response = await stub.Search(
+                pb.SearchRequest(collection="gate", query=query.query, top_k=10, mode=pb.SEARCH_MODE_HYBRID), timeout=60
+            )
             ranked[query.id] = list(response.hits)
             generations.add(response.generation)
             models.add(response.embedder_model)
@@ -83,7 +85,8 @@ async def public_mrr(address: str, queries) -> tuple[float, set[int], set[str]]:
 
 
 async def test_a_reindex_that_scores_lower_is_refused_and_one_that_scores_higher_switches(
-        ingest_api_factory, sandbox_pool, database_url):
+    ingest_api_factory, sandbox_pool, database_url
+):
     local_model_or_skip()
     queries = load_queries(EVALSET / "queries.jsonl")[:DOCUMENTS]
     eval_set = [ds.EvalQuery(query=q.query, relevant=list(q.relevant), id=q.id) for q in queries]
@@ -93,8 +96,9 @@ async def test_a_reindex_that_scores_lower_is_refused_and_one_that_scores_higher
     search = RunningSearch(database_url, search_eval_gate_poll_seconds=0.5)
     try:
         # As `sluice collections create` makes it, on the poor embedder, the server's default chunking.
-        await docs.stub.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
-            name="gate", embedder=POOR)))
+        await docs.stub.CreateCollection(
+            ds.CreateCollectionRequest(collection=collection_pb2.Collection(name="gate", embedder=POOR))
+        )
         uploaded = [await docs.upload("gate", name, (EVALSET / "docs" / name).read_bytes()) for name in files]
         async with InProcessWorker(worker_settings(api.address, parse_timeout_seconds=120.0), sandbox_pool):
             finished = await docs.wait_all([d.id for d in uploaded], timeout=240)
@@ -103,8 +107,9 @@ async def test_a_reindex_that_scores_lower_is_refused_and_one_that_scores_higher
             poor_mrr, _, _ = await public_mrr(search.address, queries)
 
             # 1. Onto the local model: it scores higher, the verdict is PASSED, it switches.
-            started = await docs.stub.ReindexCollection(ds.ReindexCollectionRequest(
-                name="gate", embedder=LOCAL, eval_queries=eval_set))
+            started = await docs.stub.ReindexCollection(
+                ds.ReindexCollectionRequest(name="gate", embedder=LOCAL, eval_queries=eval_set)
+            )
             assert started.generations[1].evaluation.state == G.EVALUATION_STATE_PENDING
             switched = await wait_generation(docs, 2, G.GENERATION_STATE_ACTIVE)
             passed = switched.generations[1].evaluation
@@ -115,8 +120,7 @@ async def test_a_reindex_that_scores_lower_is_refused_and_one_that_scores_higher
             assert switched.embedder.model == "all-MiniLM-L6-v2"
 
             # 2. Back onto the poor embedder: it scores lower and is refused.
-            await docs.stub.ReindexCollection(ds.ReindexCollectionRequest(
-                name="gate", embedder=POOR, eval_queries=eval_set))
+            await docs.stub.ReindexCollection(ds.ReindexCollectionRequest(name="gate", embedder=POOR, eval_queries=eval_set))
             refused = await wait_generation(docs, 3, G.GENERATION_STATE_CANCELLED)
         failed_verdict = refused.generations[2].evaluation
         assert failed_verdict.state == G.EVALUATION_STATE_FAILED, failed_verdict
@@ -124,7 +128,10 @@ async def test_a_reindex_that_scores_lower_is_refused_and_one_that_scores_higher
         assert failed_verdict.candidate_score < failed_verdict.active_score, failed_verdict
         assert failed_verdict.HasField("evaluate_time")
         assert [(g.number, g.state) for g in refused.generations] == [
-            (1, G.GENERATION_STATE_RETIRED), (2, G.GENERATION_STATE_ACTIVE), (3, G.GENERATION_STATE_CANCELLED)]
+            (1, G.GENERATION_STATE_RETIRED),
+            (2, G.GENERATION_STATE_ACTIVE),
+            (3, G.GENERATION_STATE_CANCELLED),
+        ]
         assert refused.embedder.model == "all-MiniLM-L6-v2" and refused.embedder.dimensions == 384
 
         # Search answers from generation 2 (MiniLM), as it did throughout, and the gate's score of
@@ -132,10 +139,12 @@ async def test_a_reindex_that_scores_lower_is_refused_and_one_that_scores_higher
         local_mrr, generations, models = await public_mrr(search.address, queries)
         assert generations == {2} and models == {"all-MiniLM-L6-v2"}
         assert failed_verdict.active_score == pytest.approx(local_mrr, abs=1e-9)
-        print(f"\nREINDEX GATE ({len(queries)} queries, {len(files)} man pages, HYBRID MRR@10): "
-              f"hashing-v1/2 -> all-MiniLM-L6-v2: {passed.active_score:.3f} -> {passed.candidate_score:.3f} PASSED; "
-              f"all-MiniLM-L6-v2 -> hashing-v1/2: {failed_verdict.active_score:.3f} -> "
-              f"{failed_verdict.candidate_score:.3f} FAILED (generation 3 CANCELLED)")
+        print(
+            f"\nREINDEX GATE ({len(queries)} queries, {len(files)} man pages, HYBRID MRR@10): "
+            f"hashing-v1/2 -> all-MiniLM-L6-v2: {passed.active_score:.3f} -> {passed.candidate_score:.3f} PASSED; "
+            f"all-MiniLM-L6-v2 -> hashing-v1/2: {failed_verdict.active_score:.3f} -> "
+            f"{failed_verdict.candidate_score:.3f} FAILED (generation 3 CANCELLED)"
+        )
     finally:
         await asyncio.to_thread(search.stop)
         await docs.close()

@@ -23,9 +23,16 @@ class KeepingPort(FakePort):
 @pytest.mark.parametrize(("embed_batch_size", "openai_batch_size"), [(2, 2), (1, 4), (6, 2)])
 async def test_the_embedding_step_fills_the_provider_limit_in_order(openai_server, embed_batch_size, openai_batch_size):
     openai_server.always = Injected(200, delay=0.05)
-    embedder = get_embedder("openai", "test-embed", 4, EmbedderSettings(
-        openai_base_url=openai_server.base_url, openai_batch_size=openai_batch_size, openai_max_concurrency=4,
-    ))
+    embedder = get_embedder(
+        "openai",
+        "test-embed",
+        4,
+        EmbedderSettings(
+            openai_base_url=openai_server.base_url,
+            openai_batch_size=openai_batch_size,
+            openai_max_concurrency=4,
+        ),
+    )
     port = KeepingPort()
     settings = WorkerSettings(embed_batch_size=embed_batch_size, progress_interval_seconds=0, worker_concurrency=1)
     pipeline = JobPipeline(port, FakeParser(FakeSession(port, chunks=40)), settings, embedder_for=lambda _: embedder)
@@ -41,9 +48,16 @@ async def test_the_embedding_step_fills_the_provider_limit_in_order(openai_serve
 
 async def test_a_failing_call_stops_the_others(openai_server):
     openai_server.reject_containing = "chunk 13"
-    embedder = get_embedder("openai", "test-embed", 4, EmbedderSettings(
-        openai_base_url=openai_server.base_url, openai_batch_size=2, openai_max_concurrency=4,
-    ))
+    embedder = get_embedder(
+        "openai",
+        "test-embed",
+        4,
+        EmbedderSettings(
+            openai_base_url=openai_server.base_url,
+            openai_batch_size=2,
+            openai_max_concurrency=4,
+        ),
+    )
     port = KeepingPort()
     settings = WorkerSettings(embed_batch_size=2, progress_interval_seconds=0, worker_concurrency=1)
     pipeline = JobPipeline(port, FakeParser(FakeSession(port, chunks=40)), settings, embedder_for=lambda _: embedder)

@@ -61,11 +61,16 @@ def local_model_or_skip() -> None:
 
 async def ingest(docs: Docs, name: str) -> list[document_pb2.Document]:
     # As `sluice collections create NAME` makes it: the local model, the server's default chunking.
-    await docs.stub.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(
-        name=name,
-        embedder=collection_pb2.EmbedderConfig(provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS,
-                                               model=MODEL, dimensions=384),
-    )))
+    await docs.stub.CreateCollection(
+        ds.CreateCollectionRequest(
+            collection=collection_pb2.Collection(
+                name=name,
+                embedder=collection_pb2.EmbedderConfig(
+                    provider=collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS, model=MODEL, dimensions=384
+                ),
+            )
+        )
+    )
     return [await docs.upload(name, path.name, path.read_bytes()) for path in sorted((FIXTURES / name / "docs").iterdir())]
 
 
@@ -78,8 +83,9 @@ async def run_queries(address: str, name: str) -> dict[str, dict[str, float]]:
         for mode, value in MODES.items():
             ranked = {}
             for query in queries:
-                response = await stub.Search(pb.SearchRequest(collection=name, query=query.query, top_k=10, mode=value),
-                                             timeout=60)
+                response = await stub.Search(
+                    pb.SearchRequest(collection=name, query=query.query, top_k=10, mode=value), timeout=60
+                )
                 ranked[query.id] = list(response.hits)
             figures[mode] = dict(evaluate(queries, ranked).metrics)
     finally:
@@ -107,8 +113,12 @@ async def test_eval_set_samples_stay_above_their_floors(ingest_api, sandbox_pool
 
     print("\nMRR@10 (hit@1, hit@10) per set and mode:")
     for name in SETS:
-        print(f"  {name}: " + ", ".join(f"{mode} {row['mrr@10']:.3f} ({row['hit@1']:.3f}, {row['hit@10']:.3f})"
-                                       for mode, row in figures[name].items()))
+        print(
+            f"  {name}: "
+            + ", ".join(
+                f"{mode} {row['mrr@10']:.3f} ({row['hit@1']:.3f}, {row['hit@10']:.3f})" for mode, row in figures[name].items()
+            )
+        )
     report = json.dumps(figures, indent=1)
     for name in SETS:
         mrr = {mode: row["mrr@10"] for mode, row in figures[name].items()}
@@ -119,8 +129,9 @@ async def test_eval_set_samples_stay_above_their_floors(ingest_api, sandbox_pool
         mrr = {mode: row["mrr@10"] for mode, row in figures[name].items()}
         best_input = max(mrr["VECTOR"], mrr["KEYWORD"])
         if mrr["HYBRID"] < best_input - HYBRID_TOLERANCE:
-            losing.append(f"{name}: HYBRID MRR@10 {mrr['HYBRID']:.3f} loses to the better of VECTOR and KEYWORD"
-                          f" ({best_input:.3f})")
+            losing.append(
+                f"{name}: HYBRID MRR@10 {mrr['HYBRID']:.3f} loses to the better of VECTOR and KEYWORD ({best_input:.3f})"
+            )
     if losing and HYBRID_MUST_NOT_LOSE:
         pytest.fail("; ".join(losing) + f"\n{report}")
     if losing:

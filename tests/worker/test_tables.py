@@ -45,8 +45,10 @@ def docx_bytes() -> bytes:
 def html_bytes() -> bytes:
     head = "".join(f"<th>{c}</th>" for c in HEADER)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in ROWS)
-    return (f"<html><body><h1>Harbour register</h1><p>{BEFORE}</p><table><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table><p>{AFTER}</p></body></html>").encode()
+    return (
+        f"<html><body><h1>Harbour register</h1><p>{BEFORE}</p><table><thead><tr>{head}</tr></thead>"
+        f"<tbody>{body}</tbody></table><p>{AFTER}</p></body></html>"
+    ).encode()
 
 
 def xlsx_bytes() -> bytes:
@@ -83,8 +85,11 @@ def csv_bytes() -> bytes:
 
 
 FILES = {
-    "register.docx": docx_bytes, "register.html": html_bytes, "register.pptx": pptx_bytes,
-    "register.xlsx": xlsx_bytes, "register.csv": csv_bytes,
+    "register.docx": docx_bytes,
+    "register.html": html_bytes,
+    "register.pptx": pptx_bytes,
+    "register.xlsx": xlsx_bytes,
+    "register.csv": csv_bytes,
 }
 
 

@@ -20,13 +20,16 @@ def _limit(value: int) -> str:
 
 
 def tenants_create(client: Client, args: argparse.Namespace) -> int:
-    created = client.admin.create_tenant(args.name, max_documents=args.max_documents, max_stored_bytes=args.max_bytes,
-                                         max_collections=args.max_collections).raw
+    created = client.admin.create_tenant(
+        args.name, max_documents=args.max_documents, max_stored_bytes=args.max_bytes, max_collections=args.max_collections
+    ).raw
     if args.json:
         render.print_json(render.to_dict(created))
     else:
-        render.out.print(f"Created tenant [bold]{escape(created.name)}[/]. Give it a key: "
-                         f"sluice keys create --tenant {created.name} --role client")
+        render.out.print(
+            f"Created tenant [bold]{escape(created.name)}[/]. Give it a key: "
+            f"sluice keys create --tenant {created.name} --role client"
+        )
     return EXIT_OK
 
 
@@ -40,9 +43,13 @@ def tenants_list(client: Client, args: argparse.Namespace) -> int:
         table.add_column(column)
     for t in tenants:
         q = t.quota
-        table.add_row(escape(t.name), str(t.usage.collections), str(t.usage.documents),
-                      render.human_bytes(t.usage.stored_bytes),
-                      f"{_limit(q.max_documents)} / {_limit(q.max_stored_bytes)} / {_limit(q.max_collections)}")
+        table.add_row(
+            escape(t.name),
+            str(t.usage.collections),
+            str(t.usage.documents),
+            render.human_bytes(t.usage.stored_bytes),
+            f"{_limit(q.max_documents)} / {_limit(q.max_stored_bytes)} / {_limit(q.max_collections)}",
+        )
     render.out.print(table)
     return EXIT_OK
 
@@ -52,8 +59,10 @@ def keys_create(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         render.print_json({"api_key": render.to_dict(response.key.raw), "secret": response.secret})
     else:
-        render.out.print(f"Created a {args.role} key of tenant [bold]{escape(args.key_tenant)}[/] "
-                         f"({response.key.prefix}…). It is shown this once; keep it secret:")
+        render.out.print(
+            f"Created a {args.role} key of tenant [bold]{escape(args.key_tenant)}[/] "
+            f"({response.key.prefix}…). It is shown this once; keep it secret:"
+        )
         # The key on its own line, unstyled, for copying.
         render.out.print(response.secret, markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK
@@ -69,8 +78,9 @@ def keys_list(client: Client, args: argparse.Namespace) -> int:
         table.add_column(column)
     for k in keys:
         state = f"revoked {render.timestamp(k.revoke_time)}" if k.HasField("revoke_time") else "active"
-        table.add_row(k.prefix, escape(k.tenant), ROLE_NAMES.get(k.role, "?"), escape(k.name),
-                      render.timestamp(k.create_time), state)
+        table.add_row(
+            k.prefix, escape(k.tenant), ROLE_NAMES.get(k.role, "?"), escape(k.name), render.timestamp(k.create_time), state
+        )
     render.out.print(table)
     return EXIT_OK
 

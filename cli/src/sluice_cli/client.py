@@ -24,12 +24,28 @@ REQUEST_ID_PREFIX = "cli-"
 
 
 @contextmanager
-def open_client(ingest: str | None = None, search: str | None = None, *, api_key: str | None = None,
-                ca_file: str | None = None, cert_file: str | None = None, key_file: str | None = None,
-                tenant: str | None = None) -> Iterator[Client]:
-    client = Client(ingest, search_address=search, api_key=api_key, ca_file=ca_file, cert_file=cert_file,
-                    key_file=key_file, tenant=tenant, timeout=DEFAULT_TIMEOUT_SECONDS, wrap_channel=tracing.traced_channel,
-                    request_id_prefix=REQUEST_ID_PREFIX)
+def open_client(
+    ingest: str | None = None,
+    search: str | None = None,
+    *,
+    api_key: str | None = None,
+    ca_file: str | None = None,
+    cert_file: str | None = None,
+    key_file: str | None = None,
+    tenant: str | None = None,
+) -> Iterator[Client]:
+    client = Client(
+        ingest,
+        search_address=search,
+        api_key=api_key,
+        ca_file=ca_file,
+        cert_file=cert_file,
+        key_file=key_file,
+        tenant=tenant,
+        timeout=DEFAULT_TIMEOUT_SECONDS,
+        wrap_channel=tracing.traced_channel,
+        request_id_prefix=REQUEST_ID_PREFIX,
+    )
     try:
         yield client
     finally:

@@ -149,13 +149,20 @@ def collections_reindex(client: Client, args: argparse.Namespace) -> int:
         if args.json:
             render.print_json(render.to_dict(collection))
         else:
-            render.out.print(f"Cancelled the reindex of [bold]{escape(args.name)}[/]; it keeps its embedder "
-                             f"{escape(collection.embedder.model)}")
+            render.out.print(
+                f"Cancelled the reindex of [bold]{escape(args.name)}[/]; it keeps its embedder "
+                f"{escape(collection.embedder.model)}"
+            )
         return EXIT_OK
     embedder = embedder_of(args)
-    collection = client.collections.reindex(args.name, embedder=embedder.provider, model=embedder.model,
-                                            dimensions=embedder.dimensions, eval_queries=eval_set_of(args),
-                                            min_ratio=args.min_ratio).raw
+    collection = client.collections.reindex(
+        args.name,
+        embedder=embedder.provider,
+        model=embedder.model,
+        dimensions=embedder.dimensions,
+        eval_queries=eval_set_of(args),
+        min_ratio=args.min_ratio,
+    ).raw
     target = collection.generations[-1]
     if not args.json:
         render.out.print(
@@ -169,22 +176,32 @@ def collections_reindex(client: Client, args: argparse.Namespace) -> int:
             render.print_json(render.to_dict(collection))
         return EXIT_OK
     deadline = time.monotonic() + args.timeout if args.timeout else None
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} documents"),
-               TimeElapsedColumn())
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} documents"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=render.err, disable=args.json or not render.err.is_terminal) as progress:
         task = progress.add_task(f"generation {target.number}", total=max(target.documents_total, 1))
         while True:
             generation = next((g for g in collection.generations if g.number == target.number), None)
             # A FAILED verdict is recorded by search; ingest-api then cancels the generation. Report
             # the refusal once it is done, so that what the user reads next agrees with it.
-            if (generation is not None and generation.evaluation.state == collection_pb2.EVALUATION_STATE_FAILED
-                    and generation.state != collection_pb2.GENERATION_STATE_BUILDING):
+            if (
+                generation is not None
+                and generation.evaluation.state == collection_pb2.EVALUATION_STATE_FAILED
+                and generation.state != collection_pb2.GENERATION_STATE_BUILDING
+            ):
                 verdict = generation.evaluation
                 raise CliError(
                     f"generation {generation.number} scored {verdict.metric} {verdict.candidate_score:.3f} on the "
                     f"{verdict.queries} queries of the eval set, the current one {verdict.active_score:.3f} (it had to "
                     f"reach {verdict.min_ratio:g}x): not switched; search keeps answering from generation "
-                    f"{verdict.active_generation}", EXIT_FAILED, "REINDEX_EVAL_FAILED")
+                    f"{verdict.active_generation}",
+                    EXIT_FAILED,
+                    "REINDEX_EVAL_FAILED",
+                )
             if generation is None or generation.state == collection_pb2.GENERATION_STATE_CANCELLED:
                 raise CliError(f"the reindex of {args.name!r} was cancelled", EXIT_FAILED, "REINDEX_CANCELLED")
             if generation.state in (collection_pb2.GENERATION_STATE_ACTIVE, collection_pb2.GENERATION_STATE_RETIRED):
@@ -198,7 +215,8 @@ def collections_reindex(client: Client, args: argparse.Namespace) -> int:
                 raise CliError(
                     f"{generation.documents_failed} document(s) could not be embedded; generation {generation.number} waits. "
                     f"Run the same command again to retry them, or `sluice collections reindex {args.name} --cancel`",
-                    EXIT_FAILED, "REINDEX_FAILED_DOCUMENTS",
+                    EXIT_FAILED,
+                    "REINDEX_FAILED_DOCUMENTS",
                 )
             if deadline is not None and time.monotonic() > deadline:
                 raise CliError("timed out waiting for the switch (the reindex goes on)", EXIT_FAILED, "TIMEOUT")
@@ -207,8 +225,10 @@ def collections_reindex(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(render.to_dict(collection))
     else:
-        render.out.print(f"Switched: [bold]{escape(args.name)}[/] now answers from generation {target.number} "
-                         f"({escape(target.embedder.model)})")
+        render.out.print(
+            f"Switched: [bold]{escape(args.name)}[/] now answers from generation {target.number} "
+            f"({escape(target.embedder.model)})"
+        )
     return EXIT_OK
 
 
@@ -295,8 +315,9 @@ def watch(client: Client, args: argparse.Namespace) -> int:
         return watch_collection(client, args)
     if collection_options:
         raise CliError(
-            "--cursor, --from-start, --status, --terminal and --source-runs are for a collection: leave out DOC", EXIT_USAGE,
-            "INVALID_ARGUMENT"
+            "--cursor, --from-start, --status, --terminal and --source-runs are for a collection: leave out DOC",
+            EXIT_USAGE,
+            "INVALID_ARGUMENT",
         )
     doc = client.documents.get(resolve_document_id(client, args.document, args.collection or ""))
     return watch_document(client, doc, args.timeout if args.timeout and args.timeout > 0 else None, as_json=args.json)
@@ -341,9 +362,12 @@ def watch_document(client: Client, doc: Document, timeout: float | None, *, as_j
 
             def show_progress(d: Document) -> None:
                 name = d.status.name
-                progress.update(task, completed=int(render.fraction_done(d.raw) * 1000),
-                                status=f"[{render.STATUS_STYLE.get(name, 'cyan')}]{name}",
-                                detail=escape(render.progress_text(d.raw) or d.error_message[:60]))
+                progress.update(
+                    task,
+                    completed=int(render.fraction_done(d.raw) * 1000),
+                    status=f"[{render.STATUS_STYLE.get(name, 'cyan')}]{name}",
+                    detail=escape(render.progress_text(d.raw) or d.error_message[:60]),
+                )
 
             show_progress(doc)
             doc = _follow(client, doc, timeout, show_progress)
@@ -421,15 +445,29 @@ def search(client: Client, args: argparse.Namespace) -> int:
     except ValueError as err:
         raise CliError(f"--where: {err}", EXIT_USAGE, "INVALID_ARGUMENT") from None
     started = time.monotonic()
-    results = client.search(args.collection, args.query, top_k=args.k, mode=MODES[args.mode] if args.mode else None,
-                            filter=filters, where=conditions, neighbors=args.neighbors,
-                            max_per_document=args.max_per_document, min_score=args.min_score,
-                            rerank=False if args.no_rerank else None, consistency_token=args.consistency_token)
+    results = client.search(
+        args.collection,
+        args.query,
+        top_k=args.k,
+        mode=MODES[args.mode] if args.mode else None,
+        filter=filters,
+        where=conditions,
+        neighbors=args.neighbors,
+        max_per_document=args.max_per_document,
+        min_score=args.min_score,
+        rerank=False if args.no_rerank else None,
+        consistency_token=args.consistency_token,
+    )
     elapsed_ms = (time.monotonic() - started) * 1000
     response = results.raw
     if args.json:
-        render.print_json({"mode": render.mode_name(response.mode), "hits": [render.to_dict(h) for h in response.hits],
-                           "rerank": render.to_dict(response.rerank)})
+        render.print_json(
+            {
+                "mode": render.mode_name(response.mode),
+                "hits": [render.to_dict(h) for h in response.hits],
+                "rerank": render.to_dict(response.rerank),
+            }
+        )
         return EXIT_OK
     status = results.rerank_status
     if status not in ("UNSPECIFIED", "APPLIED"):

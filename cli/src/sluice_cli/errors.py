@@ -59,11 +59,13 @@ def from_sdk_error(error: sdk.SluiceError) -> CliError:
     if error.code is grpc.StatusCode.DEADLINE_EXCEEDED and error.reason == Reason.DEADLINE_EXCEEDED:
         return CliError(error.message, EXIT_UNAVAILABLE, error.reason)
     if error.code is grpc.StatusCode.UNAUTHENTICATED:
-        hint = ("give a key with --api-key or SLUICE_API_KEY, or run from the folder where `make run` wrote "
-                ".sluice/credentials")
+        hint = "give a key with --api-key or SLUICE_API_KEY, or run from the folder where `make run` wrote .sluice/credentials"
         return CliError(f"{error.message.strip() or 'not authenticated'}: {hint} [{error.reason}]", EXIT_FAILED, error.reason)
-    return CliError(f"{error.message.strip() or 'no details given'} [{error.reason}]",
-                    _EXIT_BY_CODE.get(error.code, EXIT_FAILED), error.reason)
+    return CliError(
+        f"{error.message.strip() or 'no details given'} [{error.reason}]",
+        _EXIT_BY_CODE.get(error.code, EXIT_FAILED),
+        error.reason,
+    )
 
 
 def from_rpc_error(error: grpc.RpcError, *, service: str, address: str) -> CliError:

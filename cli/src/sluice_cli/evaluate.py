@@ -30,8 +30,11 @@ def parse_modes(value: str) -> list[str]:
     modes = [m.strip().lower() for m in value.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
-        raise CliError(f"--modes: unknown mode {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}",
-                       EXIT_USAGE, "INVALID_ARGUMENT")
+        raise CliError(
+            f"--modes: unknown mode {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}",
+            EXIT_USAGE,
+            "INVALID_ARGUMENT",
+        )
     return list(dict.fromkeys(modes))
 
 
@@ -51,8 +54,15 @@ def run_eval(client: Client, args: argparse.Namespace) -> int:
             failure = from_sdk_error(error)
             failure.message = f"query {queries[0].id!r} ({mode}): {failure.message}"
             raise failure from None
-    with Progress(TextColumn("{task.description}"), BarColumn(bar_width=30), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=render.err, transient=True, disable=args.json or not render.err.is_terminal) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=30),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=render.err,
+        transient=True,
+        disable=args.json or not render.err.is_terminal,
+    ) as progress:
         for mode in modes:
             task = progress.add_task(mode, total=len(queries))
             ranked, latencies = {}, {}
@@ -72,8 +82,10 @@ def run_eval(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         render.print_json({"collection": args.collection, "queries": len(queries), "top_k": args.k, "modes": results})
         return EXIT_FAILED if below else EXIT_OK
-    table = Table(title=f"{escape(args.collection)}: {len(queries)} queries from {escape(str(args.queries))}, top_k {args.k}",
-                  title_justify="left")
+    table = Table(
+        title=f"{escape(args.collection)}: {len(queries)} queries from {escape(str(args.queries))}, top_k {args.k}",
+        title_justify="left",
+    )
     table.add_column("mode")
     for metric in METRICS:
         table.add_column(TITLES[metric], justify="right")

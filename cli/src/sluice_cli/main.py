@@ -65,10 +65,12 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
     parent.add_argument(
         "--ca-file", metavar="PEM", help="CA of the servers' TLS certificates (env SLUICE_TLS_CA_FILE)", default=default
     )
-    parent.add_argument("--tls-cert", metavar="PEM", help="client certificate for mutual TLS (env SLUICE_TLS_CLIENT_CERT_FILE)",
-                        default=default)
-    parent.add_argument("--tls-key", metavar="PEM", help="the client certificate's key (env SLUICE_TLS_CLIENT_KEY_FILE)",
-                        default=default)
+    parent.add_argument(
+        "--tls-cert", metavar="PEM", help="client certificate for mutual TLS (env SLUICE_TLS_CLIENT_CERT_FILE)", default=default
+    )
+    parent.add_argument(
+        "--tls-key", metavar="PEM", help="the client certificate's key (env SLUICE_TLS_CLIENT_KEY_FILE)", default=default
+    )
     parent.add_argument(
         "--as-tenant", metavar="NAME", help="act for this tenant (admin keys; env SLUICE_TENANT)", default=default
     )
@@ -114,42 +116,70 @@ def build_parser() -> argparse.ArgumentParser:
     coll_sub.required = True
     create = coll_sub.add_parser("create", help="create a collection", parents=[common])
     create.add_argument("name")
-    create.add_argument("--embedder", choices=sorted(commands.EMBEDDERS), default=commands.default_embedder(),
-                        help="local: a model on the servers' CPU, offline (the default); hashing: fast, "
-                             "for tests; openai: any OpenAI-compatible API configured on the servers")
-    create.add_argument("--model", help="model name (local: all-MiniLM-L6-v2 or multilingual-e5-small, default the "
-                                        "server's; hashing; openai: text-embedding-3-small)")
+    create.add_argument(
+        "--embedder",
+        choices=sorted(commands.EMBEDDERS),
+        default=commands.default_embedder(),
+        help="local: a model on the servers' CPU, offline (the default); hashing: fast, "
+        "for tests; openai: any OpenAI-compatible API configured on the servers",
+    )
+    create.add_argument(
+        "--model",
+        help="model name (local: all-MiniLM-L6-v2 or multilingual-e5-small, default the "
+        "server's; hashing; openai: text-embedding-3-small)",
+    )
     create.add_argument("--dimensions", type=_positive, help="vector size (default: 384, 256, 1536)")
     create.add_argument("--chunk-size", type=_positive, metavar="CHARS", help="maximum characters per chunk")
     create.add_argument("--overlap", type=_non_negative, metavar="CHARS", help="characters repeated between chunks")
     create.add_argument("--max-attempts", type=_positive, help="processing attempts per document before FAILED")
     create.add_argument("--description", help="a description for people")
-    create.add_argument("--vector-precision", choices=["float4", "halfvec", "binary"], default="",
-                        help="how the vector index stores vectors: float4 (default), halfvec (half the index, "
-                             "the same recall) or binary (1 bit a dimension, candidates re-scored exactly; large "
-                             "collections); scores are always exact (docs/search.md, 'Vector precision')")
+    create.add_argument(
+        "--vector-precision",
+        choices=["float4", "halfvec", "binary"],
+        default="",
+        help="how the vector index stores vectors: float4 (default), halfvec (half the index, "
+        "the same recall) or binary (1 bit a dimension, candidates re-scored exactly; large "
+        "collections); scores are always exact (docs/search.md, 'Vector precision')",
+    )
     create.set_defaults(handler=commands.collections_create)
     lst = coll_sub.add_parser("list", aliases=["ls"], help="list collections", parents=[common])
     lst.set_defaults(handler=commands.collections_list)
-    cshow = coll_sub.add_parser("show", aliases=["get"], help="show one collection and its index generations",
-                                parents=[common])
+    cshow = coll_sub.add_parser("show", aliases=["get"], help="show one collection and its index generations", parents=[common])
     cshow.add_argument("name")
     cshow.set_defaults(handler=commands.collections_show)
     reindex = coll_sub.add_parser(
-        "reindex", help="change a collection's embedder without downtime (progress bar until the switch)", parents=[common])
+        "reindex", help="change a collection's embedder without downtime (progress bar until the switch)", parents=[common]
+    )
     reindex.add_argument("name")
-    reindex.add_argument("--embedder", choices=sorted(commands.EMBEDDERS), default=commands.default_embedder(),
-                         help="the new embedder, as for `collections create`")
+    reindex.add_argument(
+        "--embedder",
+        choices=sorted(commands.EMBEDDERS),
+        default=commands.default_embedder(),
+        help="the new embedder, as for `collections create`",
+    )
     reindex.add_argument("--model", help="model name, as for `collections create`")
     reindex.add_argument("--dimensions", type=_positive, help="vector size (default: 384, 256, 1536)")
-    reindex.add_argument("--eval-set", metavar="QUERIES.jsonl",
-                         help="switch only if the new generation scores at least as well on these queries"
-                              " (MRR@10, the format of `sluice eval`); otherwise it is cancelled")
-    reindex.add_argument("--min-ratio", type=float, default=0.0, metavar="R",
-                         help="with --eval-set: the new score must reach R times the current one (default 1.0)")
+    reindex.add_argument(
+        "--eval-set",
+        metavar="QUERIES.jsonl",
+        help="switch only if the new generation scores at least as well on these queries"
+        " (MRR@10, the format of `sluice eval`); otherwise it is cancelled",
+    )
+    reindex.add_argument(
+        "--min-ratio",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="with --eval-set: the new score must reach R times the current one (default 1.0)",
+    )
     reindex.add_argument("--no-wait", action="store_true", help="return once started, without following it")
-    reindex.add_argument("--timeout", type=float, default=0, metavar="SECONDS",
-                         help="stop waiting after this long (exit 1; the reindex goes on); 0 waits forever")
+    reindex.add_argument(
+        "--timeout",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="stop waiting after this long (exit 1; the reindex goes on); 0 waits forever",
+    )
     reindex.add_argument("--cancel", action="store_true", help="cancel the reindex in progress (drops the new generation)")
     reindex.set_defaults(handler=commands.collections_reindex)
     delete = coll_sub.add_parser("delete", aliases=["rm"], help="delete a collection", parents=[common])
@@ -197,17 +227,27 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(handler=commands.ls)
 
     for name, help_text, handler in (
-        ("watch", "follow a document until READY or FAILED (exit 0 or 1), or with --collection and no DOC "
-                  "every event of a collection", commands.watch),
+        (
+            "watch",
+            "follow a document until READY or FAILED (exit 0 or 1), or with --collection and no DOC every event of a collection",
+            commands.watch,
+        ),
         ("show", "show a document with its stage history and attempts", commands.show),
         ("retry", "process a FAILED document again", commands.retry),
     ):
         p = sub.add_parser(name, help=help_text, parents=[common])
-        p.add_argument("document", metavar="DOC", help="document id (or unique id prefix or file name)",
-                       nargs="?" if name in ("watch", "show") else None)
+        p.add_argument(
+            "document",
+            metavar="DOC",
+            help="document id (or unique id prefix or file name)",
+            nargs="?" if name in ("watch", "show") else None,
+        )
         if name == "show":
-            p.add_argument("--source-uri", metavar="URI", help="the document of this source_uri in --collection "
-                                                               "(its current version), with its versions")
+            p.add_argument(
+                "--source-uri",
+                metavar="URI",
+                help="the document of this source_uri in --collection (its current version), with its versions",
+            )
         p.add_argument("--collection", "-c", help="narrow a prefix or file name to this collection")
         if name == "watch":
             p.add_argument("--timeout", type=float, default=0, metavar="SECONDS", help="give up after this long (exit 1)")
@@ -216,12 +256,20 @@ def build_parser() -> argparse.ArgumentParser:
                 "--cursor", metavar="CURSOR", help="collection: resume after this cursor (printed with each event)"
             )
             start.add_argument("--from-start", action="store_true", help="collection: begin with the oldest retained event")
-            p.add_argument("--status", metavar="S1,S2", help="collection: only events leaving a document in these statuses "
-                                                             "(e.g. ready,failed; deletions are always shown)")
+            p.add_argument(
+                "--status",
+                metavar="S1,S2",
+                help="collection: only events leaving a document in these statuses "
+                "(e.g. ready,failed; deletions are always shown)",
+            )
             p.add_argument("--terminal", action="store_true", help="collection: only READY, FAILED and deletion events")
-            p.add_argument("--source-runs", choices=("included", "none", "only"), default="included",
-                           help="collection: the sync runs of the collection's sources (started, progress, finished) "
-                                "with the document events (default), not at all, or alone")
+            p.add_argument(
+                "--source-runs",
+                choices=("included", "none", "only"),
+                default="included",
+                help="collection: the sync runs of the collection's sources (started, progress, finished) "
+                "with the document events (default), not at all, or alone",
+            )
         if name == "retry":
             p.add_argument("--wait", action="store_true", help="follow the document after retrying")
         p.set_defaults(handler=handler)
@@ -253,34 +301,49 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--max-per-document", type=int, default=0, metavar="K", help="at most K hits from one document")
     search.add_argument("--min-score", type=float, metavar="S", help="drop hits whose first-stage score is below S")
     search.add_argument("--no-rerank", action="store_true", help="do not rerank, even if the collection has a reranker")
-    search.add_argument("--consistency-token", default="", metavar="TOKEN",
-                        help="a document's consistency_token (`sluice show DOC --json`): search sees at least that state, "
-                             "waiting for a replica to catch up (docs/scaling.md)")
+    search.add_argument(
+        "--consistency-token",
+        default="",
+        metavar="TOKEN",
+        help="a document's consistency_token (`sluice show DOC --json`): search sees at least that state, "
+        "waiting for a replica to catch up (docs/scaling.md)",
+    )
     search.set_defaults(handler=commands.search)
 
-    ev = sub.add_parser("eval", help="score a collection's search on a query set (hit@k, MRR@10, nDCG@10 per mode)",
-                        parents=[common])
-    ev.add_argument("queries", metavar="QUERIES.jsonl",
-                    help='one JSON object a line: {"id", "query", "relevant": [file name, document id or metadata '
-                         'source, ...]} (docs/evaluation.md)')
+    ev = sub.add_parser(
+        "eval", help="score a collection's search on a query set (hit@k, MRR@10, nDCG@10 per mode)", parents=[common]
+    )
+    ev.add_argument(
+        "queries",
+        metavar="QUERIES.jsonl",
+        help='one JSON object a line: {"id", "query", "relevant": [file name, document id or metadata '
+        "source, ...]} (docs/evaluation.md)",
+    )
     ev.add_argument("--collection", "-c", required=True)
-    ev.add_argument("--modes", default=evaluate.DEFAULT_MODES, metavar="M1,M2",
-                    help=f"search modes to score (default {evaluate.DEFAULT_MODES})")
+    ev.add_argument(
+        "--modes",
+        default=evaluate.DEFAULT_MODES,
+        metavar="M1,M2",
+        help=f"search modes to score (default {evaluate.DEFAULT_MODES})",
+    )
     ev.add_argument("-k", "--top-k", dest="k", type=_positive, default=10, help="hits asked for per query (default 10)")
-    ev.add_argument("--fail-under", type=float, metavar="MRR",
-                    help="exit 1 when a mode's MRR@10 is below this (a quality gate for scripts)")
+    ev.add_argument(
+        "--fail-under", type=float, metavar="MRR", help="exit 1 when a mode's MRR@10 is below this (a quality gate for scripts)"
+    )
     ev.set_defaults(handler=evaluate.run_eval)
 
     # webhooks
-    hooks = sub.add_parser("webhooks", help="POST a collection's document (and sync-run) events to a URL, signed",
-                           parents=[common])
+    hooks = sub.add_parser(
+        "webhooks", help="POST a collection's document (and sync-run) events to a URL, signed", parents=[common]
+    )
     hooks_sub = hooks.add_subparsers(dest="webhooks_command", metavar="ACTION")
     hooks_sub.required = True
     hadd = hooks_sub.add_parser("add", help="subscribe a URL; the signing secret is printed once", parents=[common])
     hadd.add_argument("collection")
     hadd.add_argument("url")
-    hadd.add_argument("--events", metavar="TYPE[,TYPE]",
-                      help=f"event types (default: the document.* ones): {', '.join(WEBHOOK_EVENT_TYPES)}")
+    hadd.add_argument(
+        "--events", metavar="TYPE[,TYPE]", help=f"event types (default: the document.* ones): {', '.join(WEBHOOK_EVENT_TYPES)}"
+    )
     hadd.add_argument("--description", help="a note for people")
     hadd.set_defaults(handler=webhooks.add)
     hls = hooks_sub.add_parser("list", aliases=["ls"], help="list webhooks", parents=[common])
@@ -365,10 +428,15 @@ def run(argv: list[str] | None = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     as_json = getattr(args, "json", False)
     try:
-        with open_client(getattr(args, "ingest_address", None), getattr(args, "search_address", None),
-                         api_key=getattr(args, "api_key", None), ca_file=getattr(args, "ca_file", None),
-                         cert_file=getattr(args, "tls_cert", None), key_file=getattr(args, "tls_key", None),
-                         tenant=getattr(args, "as_tenant", None)) as client:
+        with open_client(
+            getattr(args, "ingest_address", None),
+            getattr(args, "search_address", None),
+            api_key=getattr(args, "api_key", None),
+            ca_file=getattr(args, "ca_file", None),
+            cert_file=getattr(args, "tls_cert", None),
+            key_file=getattr(args, "tls_key", None),
+            tenant=getattr(args, "as_tenant", None),
+        ) as client:
             handler: Handler = args.handler
             return handler(client, args)
     except CliError as error:

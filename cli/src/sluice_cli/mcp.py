@@ -125,22 +125,46 @@ def _time(value: dt.datetime | None) -> str | None:
 
 
 def document_out(doc: Document) -> DocumentOut:
-    return DocumentOut(id=doc.id, name=doc.name, collection=doc.collection, filename=doc.filename, status=doc.status.name,
-                       error_message=doc.error_message, error_code=doc.error_code, mime_type=doc.mime_type,
-                       size_bytes=doc.size_bytes, chunk_count=doc.chunk_count, attempts=doc.attempts,
-                       max_attempts=doc.max_attempts, metadata=dict(doc.metadata), create_time=_time(doc.create_time),
-                       update_time=_time(doc.update_time))
+    return DocumentOut(
+        id=doc.id,
+        name=doc.name,
+        collection=doc.collection,
+        filename=doc.filename,
+        status=doc.status.name,
+        error_message=doc.error_message,
+        error_code=doc.error_code,
+        mime_type=doc.mime_type,
+        size_bytes=doc.size_bytes,
+        chunk_count=doc.chunk_count,
+        attempts=doc.attempts,
+        max_attempts=doc.max_attempts,
+        metadata=dict(doc.metadata),
+        create_time=_time(doc.create_time),
+        update_time=_time(doc.update_time),
+    )
 
 
 def collection_out(c: Collection) -> CollectionOut:
     embedder = f"{c.embedder.provider.name.lower()}/{c.embedder.model} ({c.embedder.dimensions})"
-    return CollectionOut(name=c.name, description=c.description, embedder=embedder, document_count=c.document_count,
-                         ready_document_count=c.ready_document_count)
+    return CollectionOut(
+        name=c.name,
+        description=c.description,
+        embedder=embedder,
+        document_count=c.document_count,
+        ready_document_count=c.ready_document_count,
+    )
 
 
 def hit_out(hit: Hit) -> HitOut:
-    return HitOut(text=hit.text, score=hit.score, document_id=hit.document_id, filename=hit.filename,
-                  chunk_index=hit.chunk_index, page_number=hit.page_number, metadata=dict(hit.metadata))
+    return HitOut(
+        text=hit.text,
+        score=hit.score,
+        document_id=hit.document_id,
+        filename=hit.filename,
+        chunk_index=hit.chunk_index,
+        page_number=hit.page_number,
+        metadata=dict(hit.metadata),
+    )
 
 
 def _document_line(doc: DocumentOut) -> str:
@@ -163,8 +187,11 @@ def tool_error(message: str, reason: str, code: str = "") -> "CallToolResult":
     from mcp.types import CallToolResult, TextContent
 
     text = message if message.endswith(f"[{reason}]") or not reason else f"{message} [{reason}]"
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
-                          structured_content={"error": {"reason": reason, "message": text, "code": code}})
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        is_error=True,
+        structured_content={"error": {"reason": reason, "message": text, "code": code}},
+    )
 
 
 def error_result(error: SluiceError | CliError) -> "CallToolResult":
@@ -173,8 +200,9 @@ def error_result(error: SluiceError | CliError) -> "CallToolResult":
     failure = error if isinstance(error, CliError) else from_sdk_error(error)
     code = error.code.name if isinstance(error, SluiceError) and error.code is not None else ""
     if isinstance(error, SluiceError) and error.reason == Reason.ROLE_NOT_ALLOWED:
-        return tool_error(f"{error.message}: this MCP server runs with a read-only key; uploads need a client key",
-                          error.reason, code)
+        return tool_error(
+            f"{error.message}: this MCP server runs with a read-only key; uploads need a client key", error.reason, code
+        )
     return tool_error(failure.message, failure.reason, code)
 
 
@@ -244,8 +272,9 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
     roots = [d.resolve() for d in (allowed_dirs or [Path.cwd()])]
     read = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
     write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-    collection_help = ("the collection" + (f" (default {default_collection!r})" if default_collection else "")
-                       + "; list_collections names them")
+    collection_help = (
+        "the collection" + (f" (default {default_collection!r})" if default_collection else "") + "; list_collections names them"
+    )
     CollectionArg = Annotated[str | None, Field(description=collection_help)]  # a type alias, named as one
 
     instructions = (
@@ -260,8 +289,11 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
     def collection_of(collection: str | None) -> str:
         name = (collection or default_collection or "").strip()
         if not name:
-            raise CliError("give a collection (list_collections names them); this server has no default collection",
-                           EXIT_USAGE, Reason.COLLECTION_REQUIRED)
+            raise CliError(
+                "give a collection (list_collections names them); this server has no default collection",
+                EXIT_USAGE,
+                Reason.COLLECTION_REQUIRED,
+            )
         return name
 
     def call(fn: Callable[[*_Args], CallToolResult], *args: *_Args) -> CallToolResult:
@@ -272,8 +304,9 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
 
     # -- search
 
-    def _search(collection: str | None, query: str, top_k: int, mode: str, filters: dict[str, str] | None,
-                where: list[str] | None) -> CallToolResult:
+    def _search(
+        collection: str | None, query: str, top_k: int, mode: str, filters: dict[str, str] | None, where: list[str] | None
+    ) -> CallToolResult:
         name = collection_of(collection)
         if not query.strip():
             raise CliError("the query is empty", EXIT_USAGE, Reason.INVALID_ARGUMENT)
@@ -283,8 +316,9 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
             conditions = parse_where(where or [])
         except ValueError as err:
             raise CliError(f"where: {err}", EXIT_USAGE, Reason.INVALID_ARGUMENT) from None
-        results = client.search(name, query, top_k=top_k, mode=mode, filter=filters or None, where=conditions,
-                                timeout=SEARCH_TIMEOUT_SECONDS)
+        results = client.search(
+            name, query, top_k=top_k, mode=mode, filter=filters or None, where=conditions, timeout=SEARCH_TIMEOUT_SECONDS
+        )
         out = SearchOut(collection=name, query=query, mode=results.mode.name, hits=[hit_out(h) for h in results])
         if not out["hits"]:
             return _result(out, f"No matches in {name} (only READY documents are searched).")
@@ -324,8 +358,11 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
         out = CollectionList(collections=[collection_out(c) for c in client.collections.list()])
         if not out["collections"]:
             return _result(out, "No collections yet.")
-        lines = [f"{c['name']}: {c['ready_document_count']}/{c['document_count']} document(s) READY, embedder {c['embedder']}"
-                 + (f" - {c['description']}" if c["description"] else "") for c in out["collections"]]
+        lines = [
+            f"{c['name']}: {c['ready_document_count']}/{c['document_count']} document(s) READY, embedder {c['embedder']}"
+            + (f" - {c['description']}" if c["description"] else "")
+            for c in out["collections"]
+        ]
         return _result(out, "\n".join(lines))
 
     @server.tool(title="List collections", annotations=read, structured_output=True)
@@ -339,8 +376,10 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
 
     @server.tool(title="Get a document", annotations=read, structured_output=True)
     def get_document(
-        document: Annotated[str, Field(description="a document id, its name (collections/C/documents/ID), "
-                                                   "a unique id prefix or a unique file name")],
+        document: Annotated[
+            str,
+            Field(description="a document id, its name (collections/C/documents/ID), a unique id prefix or a unique file name"),
+        ],
         collection: Annotated[str | None, Field(description="narrow a prefix or file name to this collection")] = None,
     ) -> Annotated[CallToolResult, DocumentOut]:
         """A document's status (READY means searchable), error, size and chunk count."""
@@ -387,12 +426,15 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
         note = "" if doc.done else "; it is searchable once READY (get_document follows it)"
         return _result(out, f"Uploaded {_document_line(out)}{note}")
 
-    wait_arg = Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS,
-                                      description="wait up to this many seconds for READY or FAILED (0: return at once)")]
+    wait_arg = Annotated[
+        float,
+        Field(ge=0, le=MAX_WAIT_SECONDS, description="wait up to this many seconds for READY or FAILED (0: return at once)"),
+    ]
     metadata_arg = Annotated[dict[str, str] | None, Field(description="metadata to store with the document (text)")]
 
-    def _upload_text(text: str, filename: str, collection: str | None, metadata: dict[str, str] | None,
-                     wait_seconds: float) -> CallToolResult:
+    def _upload_text(
+        text: str, filename: str, collection: str | None, metadata: dict[str, str] | None, wait_seconds: float
+    ) -> CallToolResult:
         name = collection_of(collection)
         if not text.strip():
             raise CliError("the text is empty", EXIT_USAGE, "SOURCE_EMPTY")
@@ -403,14 +445,20 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
         name = collection_of(collection)
         resolved = Path(path).expanduser().resolve()
         if not any(resolved.is_relative_to(root) for root in roots):
-            raise CliError(f"{path} is outside the folders this server may read: "
-                           + ", ".join(str(r) for r in roots) + " (sluice mcp --allow-dir)", EXIT_USAGE, "PATH_NOT_ALLOWED")
+            raise CliError(
+                f"{path} is outside the folders this server may read: "
+                + ", ".join(str(r) for r in roots)
+                + " (sluice mcp --allow-dir)",
+                EXIT_USAGE,
+                "PATH_NOT_ALLOWED",
+            )
         if not resolved.is_file():
             raise CliError(f"no such file: {path}", EXIT_USAGE, "FILE_NOT_FOUND")
         doc = client.documents.upload(name, resolved, metadata=metadata)
         return _finish_upload(doc, wait_seconds)
 
     if not read_only:
+
         @server.tool(title="Upload a text", annotations=write, structured_output=True)
         def upload_text(
             text: Annotated[str, Field(description="the document's content")],
@@ -472,15 +520,27 @@ def run_mcp(client: Client, args: argparse.Namespace) -> int:
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", common: argparse.ArgumentParser) -> None:
     """The `mcp` subcommand (main.py's parser)."""
-    p = sub.add_parser("mcp", help="serve Sluice's tools to MCP clients (Claude Desktop, IDEs, agents)", parents=[common],
-                       description="An MCP server with tools to search, upload, get and list documents and list "
-                                   "collections, acting with this CLI's API key (docs/mcp.md).")
-    p.add_argument("--transport", choices=TRANSPORTS, default="stdio",
-                   help="stdio (the MCP client starts `sluice mcp`; the default) or http (streamable HTTP)")
+    p = sub.add_parser(
+        "mcp",
+        help="serve Sluice's tools to MCP clients (Claude Desktop, IDEs, agents)",
+        parents=[common],
+        description="An MCP server with tools to search, upload, get and list documents and list "
+        "collections, acting with this CLI's API key (docs/mcp.md).",
+    )
+    p.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        default="stdio",
+        help="stdio (the MCP client starts `sluice mcp`; the default) or http (streamable HTTP)",
+    )
     p.add_argument("--host", help=f"http: address to listen on (default {DEFAULT_HOST})")
     p.add_argument("--port", type=int, help=f"http: port (default {DEFAULT_PORT})")
     p.add_argument("--collection", "-c", help="the collection tools use when none is given")
     p.add_argument("--read-only", action="store_true", help="leave out the upload tools (automatic with a reader key)")
-    p.add_argument("--allow-dir", action="append", metavar="DIR",
-                   help="upload_file may read files under this folder (repeatable; default: the current folder)")
+    p.add_argument(
+        "--allow-dir",
+        action="append",
+        metavar="DIR",
+        help="upload_file may read files under this folder (repeatable; default: the current folder)",
+    )
     p.set_defaults(handler=run_mcp)

@@ -186,9 +186,17 @@ def generations_table(generations: Iterable[collection_pb2.CollectionGeneration]
         table.add_column(column, no_wrap=True)
     for g in generations:
         table.add_row(
-            str(g.number), GENERATION_STATES.get(g.state, "?"), PROVIDER_NAMES.get(g.embedder.provider, "?"),
-            escape(g.embedder.model), str(g.embedder.dimensions), str(g.documents_total), str(g.documents_ready),
-            str(g.documents_failed), str(g.documents_pending), timestamp(g.create_time), timestamp(g.activate_time),
+            str(g.number),
+            GENERATION_STATES.get(g.state, "?"),
+            PROVIDER_NAMES.get(g.embedder.provider, "?"),
+            escape(g.embedder.model),
+            str(g.embedder.dimensions),
+            str(g.documents_total),
+            str(g.documents_ready),
+            str(g.documents_failed),
+            str(g.documents_pending),
+            timestamp(g.create_time),
+            timestamp(g.activate_time),
         )
     return table
 
@@ -318,7 +326,7 @@ def snippet(hit: search_service_pb2.SearchHit, width: int = 240) -> Text:
             continue
         s = max(s, cursor)
         piece.append(_flat(text[cursor:s]))
-        piece.append(_flat(text[s:min(e, end)]), style="bold yellow")
+        piece.append(_flat(text[s : min(e, end)]), style="bold yellow")
         cursor = min(e, end)
     piece.append(_flat(text[cursor:end]))
     if end < len(text):

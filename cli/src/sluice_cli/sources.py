@@ -25,13 +25,16 @@ def _where(source: Source) -> str:
     if field == "http":
         return raw.http.sitemap_url or f"crawl {raw.http.start_url}"
     if field == "git":
-        return raw.git.repository + (f"@{raw.git.ref}" if raw.git.ref else "") + (f":{raw.git.subpath}" if raw.git.subpath else "")
+        return (
+            raw.git.repository + (f"@{raw.git.ref}" if raw.git.ref else "") + (f":{raw.git.subpath}" if raw.git.subpath else "")
+        )
     return ""
 
 
 def run_line(run: SourceRun) -> str:
-    counts = (f"listed {run.listed}, uploaded {run.uploaded}, unchanged {run.unchanged}, deleted {run.deleted}, "
-              f"failed {run.failed}")
+    counts = (
+        f"listed {run.listed}, uploaded {run.uploaded}, unchanged {run.unchanged}, deleted {run.deleted}, failed {run.failed}"
+    )
     if run.state == "blocked_mass_delete":
         counts += f", would delete {run.would_delete}"
     return f"{run.state}: {counts}"
@@ -42,19 +45,32 @@ def add(client: Client, args: argparse.Namespace) -> int:
     if len(kinds) != 1:
         raise CliError("give exactly one of --folder, --s3, --sitemap, --crawl or --git", EXIT_USAGE)
     source = client.sources.create(
-        args.collection, display_name=args.name or "", every_seconds=args.every or 0,
+        args.collection,
+        display_name=args.name or "",
+        every_seconds=args.every or 0,
         max_delete_share=args.max_delete_share or 0.0,
-        folder=args.folder, glob=args.glob or "",
-        s3_endpoint=args.s3, bucket=args.bucket or "", prefix=args.prefix or "", region=args.region or "",
-        access_key_id_env=args.access_key_env or "", secret_access_key_env=args.secret_key_env or "",
-        sitemap_url=args.sitemap, start_url=args.crawl, max_pages=args.max_pages or 0,
-        git=args.git, ref=args.ref or "", subpath=args.subpath or "",
+        folder=args.folder,
+        glob=args.glob or "",
+        s3_endpoint=args.s3,
+        bucket=args.bucket or "",
+        prefix=args.prefix or "",
+        region=args.region or "",
+        access_key_id_env=args.access_key_env or "",
+        secret_access_key_env=args.secret_key_env or "",
+        sitemap_url=args.sitemap,
+        start_url=args.crawl,
+        max_pages=args.max_pages or 0,
+        git=args.git,
+        ref=args.ref or "",
+        subpath=args.subpath or "",
     )
     if args.json:
         render.print_json({"source": render.to_dict(source.raw)})
     else:
-        render.out.print(f"Created source [bold]{escape(source.name)}[/] ({source.kind}: {escape(_where(source))}). "
-                         f"Sync it with `sluice sources sync {source.id}`.")
+        render.out.print(
+            f"Created source [bold]{escape(source.name)}[/] ({source.kind}: {escape(_where(source))}). "
+            f"Sync it with `sluice sources sync {source.id}`."
+        )
     return EXIT_OK
 
 
@@ -68,8 +84,14 @@ def ls(client: Client, args: argparse.Namespace) -> int:
         table.add_column(column)
     for s in sources:
         every = f"{s.schedule_interval_seconds}s" if s.schedule_interval_seconds else ""
-        table.add_row(s.id, escape(s.collection), s.kind, escape(_where(s)), every,
-                      escape(run_line(s.last_run)) if s.last_run else "never synced")
+        table.add_row(
+            s.id,
+            escape(s.collection),
+            s.kind,
+            escape(_where(s)),
+            every,
+            escape(run_line(s.last_run)) if s.last_run else "never synced",
+        )
     render.out.print(table)
     return EXIT_OK
 
@@ -91,11 +113,11 @@ def _sync_following(client: Client, args: argparse.Namespace) -> SourceRun:
                 run = event.source_run.run
                 if event.kind == "SOURCE_RUN_FINISHED":
                     return run
-                render.out.print(escape(f"{event.kind.removeprefix('SOURCE_RUN_').lower()}  {run_line(run)}"),
-                                 highlight=False)
+                render.out.print(escape(f"{event.kind.removeprefix('SOURCE_RUN_').lower()}  {run_line(run)}"), highlight=False)
             if time.monotonic() > deadline:
-                raise CliError(f"the sync run {run.id} did not end within {args.timeout:.0f} s (it is {run.state})",
-                               EXIT_FAILED, "TIMEOUT")
+                raise CliError(
+                    f"the sync run {run.id} did not end within {args.timeout:.0f} s (it is {run.state})", EXIT_FAILED, "TIMEOUT"
+                )
     raise CliError("the collection's event stream ended before the run did", EXIT_FAILED)
 
 
@@ -103,13 +125,13 @@ def sync(client: Client, args: argparse.Namespace) -> int:
     if args.wait and not args.json:
         run = _sync_following(client, args)
     else:
-        run = client.sources.sync(args.source, allow_mass_delete=args.allow_mass_delete, wait=args.wait,
-                                  timeout=args.timeout)
+        run = client.sources.sync(args.source, allow_mass_delete=args.allow_mass_delete, wait=args.wait, timeout=args.timeout)
     if args.json:
         render.print_json({"run": render.to_dict(run.raw)})
     elif not args.wait:
-        render.out.print(f"Sync run {run.id} is {run.state}; follow it with `sluice sources ls` "
-                         f"or `sluice sources sync {args.source} --wait`.")
+        render.out.print(
+            f"Sync run {run.id} is {run.state}; follow it with `sluice sources ls` or `sluice sources sync {args.source} --wait`."
+        )
     else:
         render.out.print(escape(run_line(run)))
         if run.error_message:
@@ -130,12 +152,14 @@ def rm(client: Client, args: argparse.Namespace) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
     """`sluice sources add/ls/sync/rm`."""
-    sources = sub.add_parser("sources", help="folders, buckets, sites and repositories the server keeps in sync",
-                             parents=[common])
+    sources = sub.add_parser(
+        "sources", help="folders, buckets, sites and repositories the server keeps in sync", parents=[common]
+    )
     sources_sub = sources.add_subparsers(dest="sources_command", metavar="ACTION")
     sources_sub.required = True
-    sadd = sources_sub.add_parser("add", help="add a source to a collection (one of --folder, --s3, --sitemap, --crawl, --git)",
-                                  parents=[common])
+    sadd = sources_sub.add_parser(
+        "add", help="add a source to a collection (one of --folder, --s3, --sitemap, --crawl, --git)", parents=[common]
+    )
     sadd.add_argument("collection")
     sadd.add_argument("--folder", metavar="PATH", help="a folder on the server, under SLUICE_SOURCE_LOCAL_ROOTS")
     sadd.add_argument("--glob", help="with --folder: which files, e.g. '**/*.md'")
@@ -153,18 +177,22 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     sadd.add_argument("--subpath", help="with --git: only files under this folder")
     sadd.add_argument("--name", help="a label for people")
     sadd.add_argument("--every", type=int, metavar="SECONDS", help="sync on a schedule (at least 60)")
-    sadd.add_argument("--max-delete-share", type=float, metavar="SHARE",
-                      help="a run deleting more than this share of the collection stops (default 0.2)")
+    sadd.add_argument(
+        "--max-delete-share",
+        type=float,
+        metavar="SHARE",
+        help="a run deleting more than this share of the collection stops (default 0.2)",
+    )
     sadd.set_defaults(handler=add)
     sls = sources_sub.add_parser("list", aliases=["ls"], help="list sources with their last run", parents=[common])
     sls.add_argument("--collection", "-c")
     sls.set_defaults(handler=ls)
     ssync = sources_sub.add_parser("sync", help="sync a source now", parents=[common])
     ssync.add_argument("source", help="collections/C/sources/ID, or the id")
-    ssync.add_argument("--allow-mass-delete", action="store_true",
-                       help="let this run delete more than the source's max delete share")
-    ssync.add_argument("--wait", action="store_true", help="print the run's progress until it ends (exit 1 unless it "
-                                                          "SUCCEEDED)")
+    ssync.add_argument(
+        "--allow-mass-delete", action="store_true", help="let this run delete more than the source's max delete share"
+    )
+    ssync.add_argument("--wait", action="store_true", help="print the run's progress until it ends (exit 1 unless it SUCCEEDED)")
     ssync.add_argument("--timeout", type=float, default=3600.0, help="with --wait: give up after this many seconds")
     ssync.set_defaults(handler=sync)
     srm = sources_sub.add_parser("delete", aliases=["rm"], help="delete a source (its documents stay)", parents=[common])

@@ -25,21 +25,37 @@ from .upload import INTERRUPTED, MAX_UPLOADS, Outcome, Reporter, UploadJob, make
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
-    sync = sub.add_parser("sync", help="bring a collection up to date with a folder: upload new and changed files, "
-                          "optionally delete the documents of removed ones", parents=[common])
+    sync = sub.add_parser(
+        "sync",
+        help="bring a collection up to date with a folder: upload new and changed files, "
+        "optionally delete the documents of removed ones",
+        parents=[common],
+    )
     sync.add_argument("folder", metavar="DIR")
     sync.add_argument("--collection", "-c", required=True)
-    sync.add_argument("--delete", action="store_true",
-                      help="delete the collection's sources (documents with a source_uri) that have no file any more")
-    sync.add_argument("--allow-mass-delete", action="store_true",
-                      help="delete even when more than --max-delete-share of the collection's sources would go")
-    sync.add_argument("--max-delete-share", type=_share, default=DEFAULT_MAX_DELETE_SHARE, metavar="SHARE",
-                      help=f"without --allow-mass-delete, refuse a run that would delete more than this share of the "
-                      f"collection's sources (default {DEFAULT_MAX_DELETE_SHARE})")
+    sync.add_argument(
+        "--delete",
+        action="store_true",
+        help="delete the collection's sources (documents with a source_uri) that have no file any more",
+    )
+    sync.add_argument(
+        "--allow-mass-delete",
+        action="store_true",
+        help="delete even when more than --max-delete-share of the collection's sources would go",
+    )
+    sync.add_argument(
+        "--max-delete-share",
+        type=_share,
+        default=DEFAULT_MAX_DELETE_SHARE,
+        metavar="SHARE",
+        help=f"without --allow-mass-delete, refuse a run that would delete more than this share of the "
+        f"collection's sources (default {DEFAULT_MAX_DELETE_SHARE})",
+    )
     sync.add_argument("--include-hidden", action="store_true", help="take hidden files and folders too (.git, .env)")
     sync.add_argument("--no-wait", action="store_true", help="return once uploaded, without following processing")
-    sync.add_argument("--timeout", type=float, default=0, metavar="SECONDS",
-                      help="stop waiting after this long (exit 1); 0 waits forever")
+    sync.add_argument(
+        "--timeout", type=float, default=0, metavar="SECONDS", help="stop waiting after this long (exit 1); 0 waits forever"
+    )
     sync.set_defaults(handler=_sync)
 
 
@@ -54,9 +70,18 @@ def _share(value: str) -> float:
 
 
 def _sync(client: Client, args: argparse.Namespace) -> int:
-    return run_sync(client, args.folder, args.collection, delete=args.delete, allow_mass_delete=args.allow_mass_delete,
-                    max_delete_share=args.max_delete_share, include_hidden=args.include_hidden, wait=not args.no_wait,
-                    timeout=args.timeout, as_json=args.json)
+    return run_sync(
+        client,
+        args.folder,
+        args.collection,
+        delete=args.delete,
+        allow_mass_delete=args.allow_mass_delete,
+        max_delete_share=args.max_delete_share,
+        include_hidden=args.include_hidden,
+        wait=not args.no_wait,
+        timeout=args.timeout,
+        as_json=args.json,
+    )
 
 
 class SyncProgress:
@@ -116,35 +141,62 @@ class SyncProgress:
             self.reporter.close()
 
 
-def run_sync(client: Client, folder: str, collection: str, *, delete: bool, allow_mass_delete: bool,
-             max_delete_share: float, include_hidden: bool, wait: bool, timeout: float, as_json: bool) -> int:
+def run_sync(
+    client: Client,
+    folder: str,
+    collection: str,
+    *,
+    delete: bool,
+    allow_mass_delete: bool,
+    max_delete_share: float,
+    include_hidden: bool,
+    wait: bool,
+    timeout: float,
+    as_json: bool,
+) -> int:
     # The collection first: an unknown name is exit 3 before anything is read or sent.
     client.collections.get(collection)
     path = Path(folder)
     if not path.is_dir():
-        raise CliError(f"{folder} is not a folder: `sluice sync` takes one folder (upload single files with `sluice "
-                       "upload`)", EXIT_USAGE, "PATH_NOT_FOUND")
+        raise CliError(
+            f"{folder} is not a folder: `sluice sync` takes one folder (upload single files with `sluice upload`)",
+            EXIT_USAGE,
+            "PATH_NOT_FOUND",
+        )
     progress = SyncProgress(as_json)
     progress.waiting = wait
     started = time.monotonic()
     try:
         report = client.documents.sync_folder(
-            collection, path, delete=delete, allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
-            concurrency=MAX_UPLOADS, include_hidden=include_hidden, wait=wait, timeout=timeout if timeout > 0 else None,
-            on_plan=progress.planned, on_start=progress.starting, on_uploaded=progress.uploaded,
-            on_change=progress.changed)
+            collection,
+            path,
+            delete=delete,
+            allow_mass_delete=allow_mass_delete,
+            max_delete_share=max_delete_share,
+            concurrency=MAX_UPLOADS,
+            include_hidden=include_hidden,
+            wait=wait,
+            timeout=timeout if timeout > 0 else None,
+            on_plan=progress.planned,
+            on_start=progress.starting,
+            on_uploaded=progress.uploaded,
+            on_change=progress.changed,
+        )
         progress.finish(report)
     except MassDeleteRefused as refused:
-        message = (f"refusing to delete {refused.would_delete} of the {refused.sources} sources of collection {collection} "
-                   f"({refused.would_delete / refused.sources:.0%}, more than --max-delete-share "
-                   f"{refused.max_delete_share:g}): nothing was uploaded or deleted. If {folder} really lost these files, "
-                   "run again with --allow-mass-delete")
+        message = (
+            f"refusing to delete {refused.would_delete} of the {refused.sources} sources of collection {collection} "
+            f"({refused.would_delete / refused.sources:.0%}, more than --max-delete-share "
+            f"{refused.max_delete_share:g}): nothing was uploaded or deleted. If {folder} really lost these files, "
+            "run again with --allow-mass-delete"
+        )
         raise CliError(message, EXIT_FAILED, refused.reason) from None
     except KeyboardInterrupt:
         progress.close()
         client.close()  # ends the uploads in flight; what was stored stays
-        render.err.print("interrupted: uploaded documents keep processing on the server; nothing was deleted unless "
-                         "reported; see `sluice ls`")
+        render.err.print(
+            "interrupted: uploaded documents keep processing on the server; nothing was deleted unless reported; see `sluice ls`"
+        )
         return INTERRUPTED
     finally:
         progress.close()
@@ -154,28 +206,43 @@ def run_sync(client: Client, folder: str, collection: str, *, delete: bool, allo
 def summarize(report: SyncReport, folder: str, *, seconds: float, as_json: bool) -> int:
     code = EXIT_FAILED if report.failed else EXIT_OK
     if as_json:
-        render.print_json({
-            "folder": folder,
-            "collection": report.collection,
-            "counts": report.counts,
-            "new": [d.source_uri for d in report.new],
-            "updated": [d.source_uri for d in report.updated],
-            "deleted": report.deleted,
-            "kept": report.kept,
-            "failures": [{"source_uri": f.source_uri, "path": str(f.path) if f.path else None, "error": f.error,
-                          "document_id": f.document.id if f.document else None} for f in report.failed],
-            "waited": report.waited,
-            "seconds": round(seconds, 3),
-            "exit_code": code,
-        })
+        render.print_json(
+            {
+                "folder": folder,
+                "collection": report.collection,
+                "counts": report.counts,
+                "new": [d.source_uri for d in report.new],
+                "updated": [d.source_uri for d in report.updated],
+                "deleted": report.deleted,
+                "kept": report.kept,
+                "failures": [
+                    {
+                        "source_uri": f.source_uri,
+                        "path": str(f.path) if f.path else None,
+                        "error": f.error,
+                        "document_id": f.document.id if f.document else None,
+                    }
+                    for f in report.failed
+                ],
+                "waited": report.waited,
+                "seconds": round(seconds, 3),
+                "exit_code": code,
+            }
+        )
         return code
     counts = report.counts
-    parts = [f"{counts['new']} new", f"{counts['updated']} updated", f"{counts['unchanged']} unchanged",
-             f"{counts['deleted']} deleted"]
+    parts = [
+        f"{counts['new']} new",
+        f"{counts['updated']} updated",
+        f"{counts['unchanged']} unchanged",
+        f"{counts['deleted']} deleted",
+    ]
     if counts["failed"]:
         parts.append(f"{counts['failed']} failed")
-    render.out.print(Text(f"{folder} → collection {report.collection}: ", style="bold")
-                     + Text(", ".join(parts), style="red" if report.failed else "green"))
+    render.out.print(
+        Text(f"{folder} → collection {report.collection}: ", style="bold")
+        + Text(", ".join(parts), style="red" if report.failed else "green")
+    )
     if report.failed:
         render.out.print(Text("Failures:", style="bold red"))
         for failure in report.failed:
@@ -185,8 +252,10 @@ def summarize(report: SyncReport, folder: str, *, seconds: float, as_json: bool)
             render.out.print("Details: `sluice show ID`; process a FAILED document again: `sluice retry ID`.")
     if report.kept:
         noun = "source has" if len(report.kept) == 1 else "sources have"
-        render.out.print(f"{len(report.kept)} {noun} no file any more and stayed in the collection "
-                         "(delete them with --delete).", highlight=False)
+        render.out.print(
+            f"{len(report.kept)} {noun} no file any more and stayed in the collection (delete them with --delete).",
+            highlight=False,
+        )
     if not report.waited and (report.new or report.updated):
         render.out.print("Not waiting for processing: follow with `sluice ls` or `sluice watch ID`.")
     return code

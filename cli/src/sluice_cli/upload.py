@@ -80,8 +80,11 @@ class UploadJob:
         candidate = self.by_path[result.source]
         if result.error is not None or result.document is None:
             failure = from_sdk_error(result.error) if result.error is not None else CliError("no document")
-            message = failure.message if result.error is not None and result.error.code is None \
+            message = (
+                failure.message
+                if result.error is not None and result.error.code is None
                 else f"upload of {candidate.path} failed: {failure.message}"
+            )
             outcome = Outcome(candidate, error=message, exit_code=failure.exit_code)
             with self.lock:
                 self.outcomes[candidate] = outcome
@@ -135,9 +138,18 @@ class UploadJob:
                 self.finish(outcome)
 
 
-def run_upload(client: Client, paths: list[str], collection: str, *, wait: bool, timeout: float, as_json: bool,
-               metadata: dict[str, str], typed_metadata: Mapping[str, object] | None = None,
-               source_uri_from_path: bool = False) -> int:
+def run_upload(
+    client: Client,
+    paths: list[str],
+    collection: str,
+    *,
+    wait: bool,
+    timeout: float,
+    as_json: bool,
+    metadata: dict[str, str],
+    typed_metadata: Mapping[str, object] | None = None,
+    source_uri_from_path: bool = False,
+) -> int:
     # The collection first: an unknown name is exit 3 before anything is read or sent.
     client.collections.get(collection)
     candidates = find_files(paths)
@@ -156,9 +168,15 @@ def run_upload(client: Client, paths: list[str], collection: str, *, wait: bool,
         try:
             if tracker is not None:
                 tracker.start()  # before the first upload, so that no event is missed
-            results = client.documents.upload_many(collection, [c.path for c in candidates], concurrency=MAX_UPLOADS,
-                                                   metadata=metadata, typed_metadata=typed_metadata, on_start=job.starting,
-                                                   source_uri_of=source_uris.get)
+            results = client.documents.upload_many(
+                collection,
+                [c.path for c in candidates],
+                concurrency=MAX_UPLOADS,
+                metadata=metadata,
+                typed_metadata=typed_metadata,
+                on_start=job.starting,
+                source_uri_of=source_uris.get,
+            )
             try:
                 for result in results:
                     job.uploaded(result, tracker)
@@ -351,8 +369,9 @@ class BarReporter(Reporter):
             key = "ERROR" if outcome.error else outcome.status
             self._done[key] = self._done.get(key, 0) + 1
             done = sum(self._done.values())
-            self._progress.update(self._overall, completed=done, status=", ".join(
-                f"{n} {name}" for name, n in self._done.items() if n), detail="")
+            self._progress.update(
+                self._overall, completed=done, status=", ".join(f"{n} {name}" for name, n in self._done.items() if n), detail=""
+            )
             if self._total <= self.SHOW_ALL_LIMIT or outcome.failed:
                 self._progress.console.print(_result_line(outcome), soft_wrap=True)
 

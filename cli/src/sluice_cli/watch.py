@@ -39,8 +39,14 @@ def run_event_line(event: CollectionEvent) -> str:
     run = event.source_run.run
     label = event.source_run.source_display_name or event.source_run.source.rsplit("/", 1)[-1]
     happened = event.kind.removeprefix("SOURCE_RUN_").lower()
-    parts = [render.timestamp(event.raw.create_time), f"source {label}", f"run {happened}", run_line(run),
-             run.error_message[:200] if happened == "finished" else "", f"cursor={event.cursor}"]
+    parts = [
+        render.timestamp(event.raw.create_time),
+        f"source {label}",
+        f"run {happened}",
+        run_line(run),
+        run.error_message[:200] if happened == "finished" else "",
+        f"cursor={event.cursor}",
+    ]
     return "  ".join(part for part in parts if part)
 
 
@@ -62,9 +68,15 @@ def watch_collection(client: Client, args: argparse.Namespace) -> int:
     def reconnecting(cursor: str, error: SluiceError) -> None:
         render.err.print(escape(f"connection lost; reconnecting after cursor {cursor or '(start)'}"), soft_wrap=True)
 
-    events = client.collections.watch(args.collection, cursor=args.cursor or "", from_start=args.from_start,
-                                      statuses=parse_statuses(args.status), terminal_only=args.terminal,
-                                      on_reconnect=reconnecting, source_runs=args.source_runs)
+    events = client.collections.watch(
+        args.collection,
+        cursor=args.cursor or "",
+        from_start=args.from_start,
+        statuses=parse_statuses(args.status),
+        terminal_only=args.terminal,
+        on_reconnect=reconnecting,
+        source_runs=args.source_runs,
+    )
     try:
         for event in events:
             if args.json:

@@ -23,8 +23,9 @@ def event_types(text: str | None) -> list[str]:
     chosen = []
     for name in (part.strip() for part in text.split(",") if part.strip()):
         if name not in EVENT_TYPES:
-            raise CliError(f"unknown event type {name!r}; choose from {', '.join(EVENT_TYPES)}", EXIT_USAGE,
-                           Reason.INVALID_EVENT_TYPE)
+            raise CliError(
+                f"unknown event type {name!r}; choose from {', '.join(EVENT_TYPES)}", EXIT_USAGE, Reason.INVALID_EVENT_TYPE
+            )
         chosen.append(name)
     return chosen
 
@@ -40,14 +41,17 @@ def _delivery_state(value: wh.WebhookDeliveryState.ValueType) -> str:
 
 
 def add(client: Client, args: argparse.Namespace) -> int:
-    response = client.webhooks.create(args.collection, args.url, event_types=event_types(args.events),
-                                      description=args.description or "")
+    response = client.webhooks.create(
+        args.collection, args.url, event_types=event_types(args.events), description=args.description or ""
+    )
     if args.json:
         render.print_json({"webhook": render.to_dict(response.webhook.raw), "secret": response.secret})
         return EXIT_OK
     w = response.webhook.raw
-    render.out.print(f"Created webhook [bold]{w.id}[/] on collection {escape(w.collection)} → {escape(w.url)} "
-                     f"({', '.join(_wire_name(t) for t in w.event_types)}). Its signing secret is shown this once:")
+    render.out.print(
+        f"Created webhook [bold]{w.id}[/] on collection {escape(w.collection)} → {escape(w.url)} "
+        f"({', '.join(_wire_name(t) for t in w.event_types)}). Its signing secret is shown this once:"
+    )
     render.out.print(response.secret, markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK
 
@@ -62,8 +66,15 @@ def ls(client: Client, args: argparse.Namespace) -> int:
         table.add_column(column)
     for w in webhooks:
         state = _state(w.state) + (f" ({escape(w.disabled_reason)})" if w.disabled_reason else "")
-        table.add_row(w.id, escape(w.collection), escape(w.url), ", ".join(_wire_name(t) for t in w.event_types),
-                      state, str(w.pending_deliveries), str(w.failed_deliveries))
+        table.add_row(
+            w.id,
+            escape(w.collection),
+            escape(w.url),
+            ", ".join(_wire_name(t) for t in w.event_types),
+            state,
+            str(w.pending_deliveries),
+            str(w.failed_deliveries),
+        )
     render.out.print(table)
     return EXIT_OK
 
@@ -87,7 +98,14 @@ def deliveries(client: Client, args: argparse.Namespace) -> int:
         table.add_column(column)
     for d in rows:
         last = escape(d.last_error[:80]) if d.last_error else (f"HTTP {d.last_status_code}" if d.last_status_code else "")
-        table.add_row(render.timestamp(d.event_time), d.event_type, d.document_id or d.source_run_id, _delivery_state(d.state),
-                      str(d.attempts), last, render.timestamp(d.next_attempt_time) if d.HasField("next_attempt_time") else "")
+        table.add_row(
+            render.timestamp(d.event_time),
+            d.event_type,
+            d.document_id or d.source_run_id,
+            _delivery_state(d.state),
+            str(d.attempts),
+            last,
+            render.timestamp(d.next_attempt_time) if d.HasField("next_attempt_time") else "",
+        )
     render.out.print(table)
     return EXIT_OK

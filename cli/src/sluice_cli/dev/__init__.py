@@ -68,12 +68,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--ingest-port", type=int, default=_env_int("SLUICE_DEV_INGEST_PORT", 50051))
     parser.add_argument("--search-port", type=int, default=_env_int("SLUICE_DEV_SEARCH_PORT", 50052))
-    parser.add_argument("--webhooks-port", type=int, default=_env_int("SLUICE_DEV_WEBHOOKS_PORT", 50053),
-                        help="sluice-webhooks' health service (env SLUICE_DEV_WEBHOOKS_PORT)")
-    parser.add_argument("--sources-port", type=int, default=_env_int("SLUICE_DEV_SOURCES_PORT", 50054),
-                        help="sluice-sources' health service; 0 runs no sources runner (env SLUICE_DEV_SOURCES_PORT)")
-    parser.add_argument("--gateway-port", type=int, default=_env_int("SLUICE_DEV_GATEWAY_PORT", 8080),
-                        help="sluice-gateway's HTTP/JSON port; 0 runs no gateway (env SLUICE_DEV_GATEWAY_PORT)")
+    parser.add_argument(
+        "--webhooks-port",
+        type=int,
+        default=_env_int("SLUICE_DEV_WEBHOOKS_PORT", 50053),
+        help="sluice-webhooks' health service (env SLUICE_DEV_WEBHOOKS_PORT)",
+    )
+    parser.add_argument(
+        "--sources-port",
+        type=int,
+        default=_env_int("SLUICE_DEV_SOURCES_PORT", 50054),
+        help="sluice-sources' health service; 0 runs no sources runner (env SLUICE_DEV_SOURCES_PORT)",
+    )
+    parser.add_argument(
+        "--gateway-port",
+        type=int,
+        default=_env_int("SLUICE_DEV_GATEWAY_PORT", 8080),
+        help="sluice-gateway's HTTP/JSON port; 0 runs no gateway (env SLUICE_DEV_GATEWAY_PORT)",
+    )
     parser.add_argument(
         "--workers", type=int, default=_env_int("SLUICE_DEV_WORKERS", 1), help="worker processes (env SLUICE_DEV_WORKERS)"
     )
@@ -82,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--stop-timeout", type=float, default=_env_float("SLUICE_DEV_STOP_TIMEOUT", 30.0))
     parser.add_argument(
-        "--replica", action=argparse.BooleanOptionalAction,
+        "--replica",
+        action=argparse.BooleanOptionalAction,
         default=os.environ.get("SLUICE_DEV_REPLICA", "").strip().lower() in ("1", "true", "yes", "on"),
         help="also start a streaming replica of PostgreSQL and point search at it (env SLUICE_DEV_REPLICA=1)",
     )
@@ -106,8 +119,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("sluice-dev: --workers must be 0 or more")
     runner = DevRunner(
         home=Path(args.home).expanduser().resolve(),
-        layout=Layout(args.host, args.ingest_port, args.search_port, args.webhooks_port, args.workers, args.gateway_port,
-                      args.sources_port),
+        layout=Layout(
+            args.host, args.ingest_port, args.search_port, args.webhooks_port, args.workers, args.gateway_port, args.sources_port
+        ),
         metrics_port=args.metrics_port,
         stop_timeout=args.stop_timeout,
         ready_timeout=args.ready_timeout,

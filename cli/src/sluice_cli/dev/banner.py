@@ -30,7 +30,13 @@ def metrics_url(child: Child, host: str) -> str:
 
 
 def print_banner(
-    say: Callable[[str], None], children: list[Child], *, home: Path, host: str, ingest_address: str, tls: str,
+    say: Callable[[str], None],
+    children: list[Child],
+    *,
+    home: Path,
+    host: str,
+    ingest_address: str,
+    tls: str,
     replica: Path | None = None,
 ) -> None:
     say("")
@@ -45,10 +51,11 @@ def print_banner(
         say(f"  {child.name:<11} {listen:<28} pid {child.pid:<7} log {child.log_path}{metrics}")
     say(f"  {'postgres':<11} {home / 'pg'} (unix socket; URL in {home / 'database_url'})")
     if replica is not None:
-        say(f"  {'replica':<11} {replica} (streaming standby of postgres; search reads it; URL in {home / 'replica_url'};"
-            " pass Document.consistency_token to search to read your writes: docs/scaling.md)")
-    say(f"  {'keys':<11} {home / 'credentials'} (tenant default: admin, client and worker keys; "
-        f"`sluice` reads them from there)")
+        say(
+            f"  {'replica':<11} {replica} (streaming standby of postgres; search reads it; URL in {home / 'replica_url'};"
+            " pass Document.consistency_token to search to read your writes: docs/scaling.md)"
+        )
+    say(f"  {'keys':<11} {home / 'credentials'} (tenant default: admin, client and worker keys; `sluice` reads them from there)")
     if tls:
         say(f"  {'tls':<11} {tls}")
     say("")
@@ -59,6 +66,8 @@ def print_banner(
     say(f'  {cli} search "how do I scale workers" --collection docs')
     gateway = next((c for c in children if c.name == "gateway"), None)
     if gateway is not None:
-        say(f"HTTP/JSON (any language, curl): {gateway.probe_url.removesuffix('/healthz')}/openapi.json lists every call "
-            "(docs/http.md); send a key as `Authorization: Bearer …`.")
+        say(
+            f"HTTP/JSON (any language, curl): {gateway.probe_url.removesuffix('/healthz')}/openapi.json lists every call "
+            "(docs/http.md); send a key as `Authorization: Bearer …`."
+        )
     say("Stop with Ctrl-C.")

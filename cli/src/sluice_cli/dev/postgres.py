@@ -135,8 +135,10 @@ class DevPostgres:
         except Exception as error:  # keep supervising; say why and retry
             detail = getattr(error, "stderr", "") or str(error)
             self.retry_at = time.monotonic() + self.delay
-            self.say(f"sluice-dev: starting {self.label} failed ({str(detail).strip()[-300:]}); "
-                     f"next try in {self.delay:.1f} s (log {self.server.data_dir / 'log'})")
+            self.say(
+                f"sluice-dev: starting {self.label} failed ({str(detail).strip()[-300:]}); "
+                f"next try in {self.delay:.1f} s (log {self.server.data_dir / 'log'})"
+            )
             self.delay = min(self.delay * 2, RESTART_MAX_DELAY)
             return False
         self.restarts += 1

@@ -45,8 +45,9 @@ class DevRunner:
         self.tls = DevTLS.from_env(self.environ)
         self.supervisor = Supervisor(self.say, self.write_status, self.stop_timeout)
         self.postgres = DevPostgres(self.home, self.say)
-        self.standby = (DevPostgres(self.home, self.say, directory=REPLICA_DIRECTORY, label="PostgreSQL replica")
-                        if self.replica else None)
+        self.standby = (
+            DevPostgres(self.home, self.say, directory=REPLICA_DIRECTORY, label="PostgreSQL replica") if self.replica else None
+        )
         self.keys: dict[str, str] = {}
 
     def say(self, message: str = "") -> None:
@@ -95,13 +96,17 @@ class DevRunner:
                 return 1
         if layout.sources_port and port_in_use(layout.host, layout.sources_port):
             # Sources sync on demand or on a schedule; everything else works without their runner.
-            self.say(f"sluice-dev: port {layout.sources_port} for sluice-sources is in use: running without it; "
-                     "choose another with SLUICE_DEV_SOURCES_PORT (0 turns it off)")
+            self.say(
+                f"sluice-dev: port {layout.sources_port} for sluice-sources is in use: running without it; "
+                "choose another with SLUICE_DEV_SOURCES_PORT (0 turns it off)"
+            )
             self.layout = layout = replace(layout, sources_port=0)
         if layout.gateway_port and port_in_use(layout.host, layout.gateway_port):
             # The gateway is a convenience in front of the gRPC services, which work without it.
-            self.say(f"sluice-dev: port {layout.gateway_port} for sluice-gateway (HTTP/JSON) is in use: running without it; "
-                     "choose another with SLUICE_DEV_GATEWAY_PORT (0 turns it off)")
+            self.say(
+                f"sluice-dev: port {layout.gateway_port} for sluice-gateway (HTTP/JSON) is in use: running without it; "
+                "choose another with SLUICE_DEV_GATEWAY_PORT (0 turns it off)"
+            )
             self.layout = layout = replace(layout, gateway_port=0)
         database_url = self.postgres.start()
         self.write_status()
@@ -133,11 +138,16 @@ class DevRunner:
             search_database_url = user_uri(replica_url, "sluice_search")
             if self.stopping:
                 return 0
-        self.supervisor.start(plan_children(
-            layout, base, logs=self.home / "logs",
-            metrics_ports=pick_metrics_ports(self.metrics_port, 5 + layout.workers, layout.host),
-            search_database_url=search_database_url, worker_key=self.keys["worker"],
-        ))
+        self.supervisor.start(
+            plan_children(
+                layout,
+                base,
+                logs=self.home / "logs",
+                metrics_ports=pick_metrics_ports(self.metrics_port, 5 + layout.workers, layout.host),
+                search_database_url=search_database_url,
+                worker_key=self.keys["worker"],
+            )
+        )
         return self.wait_until_ready()
 
     def run_tool(self, script: str, args: list[str], database_url: str) -> bool:
@@ -214,9 +224,15 @@ class DevRunner:
             if code is not None:
                 return code
             time.sleep(0.2)
-        print_banner(self.say, self.supervisor.children, home=self.home, host=self.layout.host,
-                     ingest_address=self.layout.ingest_address, tls=self.tls.describe(),
-                     replica=self.standby.pg_dir if self.standby is not None else None)
+        print_banner(
+            self.say,
+            self.supervisor.children,
+            home=self.home,
+            host=self.layout.host,
+            ingest_address=self.layout.ingest_address,
+            tls=self.tls.describe(),
+            replica=self.standby.pg_dir if self.standby is not None else None,
+        )
         return 0
 
     def supervise(self) -> int:
@@ -235,11 +251,13 @@ class DevRunner:
         children = self.supervisor.children
         # Workers first: they hand their jobs back while ingest-api still answers (the gateway,
         # a client too, with them).
-        self.supervisor.stop([
-            [c for c in children if c.name.startswith("worker-") or c.name == "gateway"],
-            [c for c in children if c.name in ("search", "webhooks", "sources")],
-            [c for c in children if c.name == "ingest-api"],
-        ])
+        self.supervisor.stop(
+            [
+                [c for c in children if c.name.startswith("worker-") or c.name == "gateway"],
+                [c for c in children if c.name in ("search", "webhooks", "sources")],
+                [c for c in children if c.name == "ingest-api"],
+            ]
+        )
         restarted = [f"{c.name} {c.restarts}" for c in children if c.restarts]
         if self.postgres.restarts:
             restarted.append(f"postgres {self.postgres.restarts}")

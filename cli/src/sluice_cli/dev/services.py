@@ -60,8 +60,9 @@ def child_base_env(environ: Mapping[str, str], database_url: str) -> dict[str, s
     return base
 
 
-def plan_children(layout: Layout, base: dict[str, str], *, logs: Path, metrics_ports: list[int],
-                  search_database_url: str, worker_key: str) -> list[Child]:
+def plan_children(
+    layout: Layout, base: dict[str, str], *, logs: Path, metrics_ports: list[int], search_database_url: str, worker_key: str
+) -> list[Child]:
     """The children in start order; `metrics_ports` has one port per child (0: no metrics): ingest-api,
     search, the workers, webhooks, sources, gateway.
     Every /metrics endpoint listens on the services' interface (SLUICE_METRICS_HOST)."""
@@ -113,25 +114,56 @@ def plan_children(layout: Layout, base: dict[str, str], *, logs: Path, metrics_p
     # Webhook delivery in a process of its own (ingest-api runs no dispatcher by default). Private
     # and loopback receivers stay refused unless SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true is set.
     webhooks_metrics = metrics_ports[2 + layout.workers]
-    children.append(Child("webhooks", "sluice_ingest.webhooks.main", "sluice-webhooks",
-                          {**base, "SLUICE_WEBHOOKS_BIND": webhooks_bind, **metrics(webhooks_metrics)},
-                          logs / "webhooks.log", webhooks_bind, webhooks_metrics))
+    children.append(
+        Child(
+            "webhooks",
+            "sluice_ingest.webhooks.main",
+            "sluice-webhooks",
+            {**base, "SLUICE_WEBHOOKS_BIND": webhooks_bind, **metrics(webhooks_metrics)},
+            logs / "webhooks.log",
+            webhooks_bind,
+            webhooks_metrics,
+        )
+    )
     if layout.sources_port:
         # Sync runs of sources (docs/sources.md). Local folders stay refused unless the operator sets
         # SLUICE_SOURCE_LOCAL_ROOTS, private hosts unless SLUICE_SOURCE_ALLOW_PRIVATE_NETWORKS=true.
         sources_bind = f"{host}:{layout.sources_port}"
         sources_metrics = metrics_ports[3 + layout.workers]
-        children.append(Child("sources", "sluice_ingest.sources.main", "sluice-sources",
-                              {**base, "SLUICE_SOURCES_BIND": sources_bind, **metrics(sources_metrics)},
-                              logs / "sources.log", sources_bind, sources_metrics))
+        children.append(
+            Child(
+                "sources",
+                "sluice_ingest.sources.main",
+                "sluice-sources",
+                {**base, "SLUICE_SOURCES_BIND": sources_bind, **metrics(sources_metrics)},
+                logs / "sources.log",
+                sources_bind,
+                sources_metrics,
+            )
+        )
     if layout.gateway_port:
         # HTTP/JSON in front of both services (docs/http.md); it holds no key: callers bring theirs.
         # It serves HTTPS with the services' certificate when they serve TLS, and dials them with
         # the CA (and client certificate) of SLUICE_TLS_* like the workers.
         gateway_bind = f"{host}:{layout.gateway_port}"
         gateway_metrics = metrics_ports[4 + layout.workers]
-        gateway_env = {**base, "SLUICE_GATEWAY_BIND": gateway_bind, "SLUICE_INGEST_ADDRESS": layout.ingest_address,
-                       "SLUICE_SEARCH_ADDRESS": layout.search_address, **metrics(gateway_metrics)}
-        children.append(Child("gateway", "sluice_gateway.main", "sluice-gateway", gateway_env, logs / "gateway.log", gateway_bind,
-                              gateway_metrics, probe_url=f"{gateway_url(layout, gateway_env)}/healthz"))
+        gateway_env = {
+            **base,
+            "SLUICE_GATEWAY_BIND": gateway_bind,
+            "SLUICE_INGEST_ADDRESS": layout.ingest_address,
+            "SLUICE_SEARCH_ADDRESS": layout.search_address,
+            **metrics(gateway_metrics),
+        }
+        children.append(
+            Child(
+                "gateway",
+                "sluice_gateway.main",
+                "sluice-gateway",
+                gateway_env,
+                logs / "gateway.log",
+                gateway_bind,
+                gateway_metrics,
+                probe_url=f"{gateway_url(layout, gateway_env)}/healthz",
+            )
+        )
     return children

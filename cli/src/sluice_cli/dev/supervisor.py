@@ -173,8 +173,10 @@ class Supervisor:
                 child.failed_starts += 1
                 if child.failed_starts >= START_ATTEMPTS:
                     mark_log(child, f"{child.name} {exit_text}; failed {child.failed_starts} starts in a row, giving up")
-                    self.say(f"sluice-dev: {child.name} failed to start {child.failed_starts} times in a row "
-                             f"(last: {exit_text}); giving up. Last lines of {child.log_path}:")
+                    self.say(
+                        f"sluice-dev: {child.name} failed to start {child.failed_starts} times in a row "
+                        f"(last: {exit_text}); giving up. Last lines of {child.log_path}:"
+                    )
                     self.say(tail(child.log_path))
                     return 1
             delay = child.delay

@@ -36,8 +36,12 @@ class DevTLS:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> DevTLS:
-        return cls(*(env.get(f"SLUICE_TLS_{name}", "").strip() for name in
-                     ("CERT_FILE", "KEY_FILE", "CLIENT_CA_FILE", "CA_FILE", "CLIENT_CERT_FILE", "CLIENT_KEY_FILE")))
+        return cls(
+            *(
+                env.get(f"SLUICE_TLS_{name}", "").strip()
+                for name in ("CERT_FILE", "KEY_FILE", "CLIENT_CA_FILE", "CA_FILE", "CLIENT_CERT_FILE", "CLIENT_KEY_FILE")
+            )
+        )
 
     @property
     def serving(self) -> bool:
@@ -78,16 +82,20 @@ class DevTLS:
                 "SLUICE_TLS_CLIENT_CA_FILE (mutual TLS) needs the services' SLUICE_TLS_CERT_FILE and SLUICE_TLS_KEY_FILE"
             )
         if self.serving and not self.client_enabled:
-            found.append("the services serve TLS but SLUICE_TLS_CA_FILE is not set: the workers, `sluice` and sluice-dev's "
-                         "readiness checks need the CA that signed the services' certificate")
+            found.append(
+                "the services serve TLS but SLUICE_TLS_CA_FILE is not set: the workers, `sluice` and sluice-dev's "
+                "readiness checks need the CA that signed the services' certificate"
+            )
         if self.mutual and not self.client_cert_file:
             found.append(
                 "the services require client certificates (SLUICE_TLS_CLIENT_CA_FILE) but SLUICE_TLS_CLIENT_CERT_FILE "
                 "and SLUICE_TLS_CLIENT_KEY_FILE are not set: the workers, `sluice` and the readiness checks would be refused"
             )
         if self.client_enabled and not self.serving:
-            found.append("SLUICE_TLS_CA_FILE or SLUICE_TLS_CLIENT_CERT_FILE is set but the services serve plaintext (no "
-                         "SLUICE_TLS_CERT_FILE): the workers would speak TLS to them. Set both sides, or neither")
+            found.append(
+                "SLUICE_TLS_CA_FILE or SLUICE_TLS_CLIENT_CERT_FILE is set but the services serve plaintext (no "
+                "SLUICE_TLS_CERT_FILE): the workers would speak TLS to them. Set both sides, or neither"
+            )
         return found
 
     def client_tls(self) -> ClientTLS:
@@ -107,6 +115,8 @@ class DevTLS:
         if not self.serving:
             return ""
         if self.mutual:
-            return (f"mutual TLS: certificate {self.cert_file}; clients present one signed by {self.client_ca_file} "
-                    f"(workers and `sluice`: SLUICE_TLS_CLIENT_CERT_FILE)")
+            return (
+                f"mutual TLS: certificate {self.cert_file}; clients present one signed by {self.client_ca_file} "
+                f"(workers and `sluice`: SLUICE_TLS_CLIENT_CERT_FILE)"
+            )
         return f"TLS: certificate {self.cert_file}; clients verify it with SLUICE_TLS_CA_FILE={self.ca_file}"

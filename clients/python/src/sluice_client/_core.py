@@ -32,10 +32,23 @@ _PROVIDERS = {
 class Settings:
     """A client's resolved configuration (config.py says where each value comes from)."""
 
-    def __init__(self, address: str | None, *, search_address: str | None, api_key: str | None, tls: config.TLS | None,
-                 ca_file: str | None, cert_file: str | None, key_file: str | None, tenant: str | None, timeout: float,
-                 retry: RetryPolicy | None, max_calls_per_second: float | None, channel_options: Iterable[tuple[str, Any]] | None,
-                 request_id_prefix: str) -> None:
+    def __init__(
+        self,
+        address: str | None,
+        *,
+        search_address: str | None,
+        api_key: str | None,
+        tls: config.TLS | None,
+        ca_file: str | None,
+        cert_file: str | None,
+        key_file: str | None,
+        tenant: str | None,
+        timeout: float,
+        retry: RetryPolicy | None,
+        max_calls_per_second: float | None,
+        channel_options: Iterable[tuple[str, Any]] | None,
+        request_id_prefix: str,
+    ) -> None:
         self.ingest_address = config.ingest_address(address)
         self.search_address = config.search_address(search_address)
         self.keys = config.resolve_keys(api_key)
@@ -68,14 +81,24 @@ class Settings:
 
 
 def embedder_config(embedder: Embedder | str | None, model: str, dimensions: int) -> collection_pb2.EmbedderConfig:
-    return collection_pb2.EmbedderConfig(provider=_PROVIDERS[Embedder.of(embedder)], model=model or "",
-                                         dimensions=dimensions or 0)
+    return collection_pb2.EmbedderConfig(
+        provider=_PROVIDERS[Embedder.of(embedder)], model=model or "", dimensions=dimensions or 0
+    )
 
 
-def create_collection_request(name: str, *, embedder: Embedder | str | None, model: str, dimensions: int,
-                              chunk_size: int | None, overlap: int | None, max_attempts: int | None, description: str,
-                              reranker: collection_pb2.RerankerConfig | None,
-                              vector_precision: str = "") -> document_service_pb2.CreateCollectionRequest:
+def create_collection_request(
+    name: str,
+    *,
+    embedder: Embedder | str | None,
+    model: str,
+    dimensions: int,
+    chunk_size: int | None,
+    overlap: int | None,
+    max_attempts: int | None,
+    description: str,
+    reranker: collection_pb2.RerankerConfig | None,
+    vector_precision: str = "",
+) -> document_service_pb2.CreateCollectionRequest:
     chunking = collection_pb2.ChunkingConfig()
     if chunk_size:
         chunking.max_characters = chunk_size
@@ -83,9 +106,13 @@ def create_collection_request(name: str, *, embedder: Embedder | str | None, mod
         chunking.new_after_n_chars = max(1, chunk_size * 2 // 3)
     if overlap is not None:
         chunking.overlap = overlap
-    collection = collection_pb2.Collection(name=name, description=description or "",
-                                           embedder=embedder_config(embedder, model, dimensions), chunking=chunking,
-                                           max_attempts=max_attempts or 0)
+    collection = collection_pb2.Collection(
+        name=name,
+        description=description or "",
+        embedder=embedder_config(embedder, model, dimensions),
+        chunking=chunking,
+        max_attempts=max_attempts or 0,
+    )
     if reranker is not None:
         collection.reranker.CopyFrom(reranker)
     if vector_precision:
@@ -93,26 +120,45 @@ def create_collection_request(name: str, *, embedder: Embedder | str | None, mod
     return document_service_pb2.CreateCollectionRequest(collection=collection)
 
 
-_PRECISIONS: dict[str, collection_pb2.VectorPrecision.ValueType] = {"float4": collection_pb2.VECTOR_PRECISION_FLOAT4, "halfvec": collection_pb2.VECTOR_PRECISION_HALFVEC,
-               "binary": collection_pb2.VECTOR_PRECISION_BINARY}
+_PRECISIONS: dict[str, collection_pb2.VectorPrecision.ValueType] = {
+    "float4": collection_pb2.VECTOR_PRECISION_FLOAT4,
+    "halfvec": collection_pb2.VECTOR_PRECISION_HALFVEC,
+    "binary": collection_pb2.VECTOR_PRECISION_BINARY,
+}
 
 
 def vector_precision_of(name: str) -> collection_pb2.VectorPrecision.ValueType:
-    """"float4", "halfvec" or "binary" (any case) as a VectorPrecision; ValueError otherwise."""
+    """ "float4", "halfvec" or "binary" (any case) as a VectorPrecision; ValueError otherwise."""
     try:
         return _PRECISIONS[name.lower()]
     except KeyError:
         raise ValueError(f"vector precision {name!r} is not one of float4, halfvec, binary") from None
 
 
-def search_request(collection: str, query: str, *, top_k: int, mode: SearchMode | str | None,
-                   filter: Mapping[str, str] | None, where: Any, filenames: Iterable[str] | None,
-                   document_ids: Iterable[str] | None, neighbors: int, max_per_document: int, min_score: float | None,
-                   rerank: bool | None, query_vector: Iterable[float] | None,
-                   consistency_token: str = "") -> search_service_pb2.SearchRequest:
-    request = search_service_pb2.SearchRequest(collection=collection, query=query or "", top_k=top_k,
-                                               mode=SearchMode.of(mode).value,  # type: ignore[arg-type]
-                                               consistency_token=consistency_token or "")
+def search_request(
+    collection: str,
+    query: str,
+    *,
+    top_k: int,
+    mode: SearchMode | str | None,
+    filter: Mapping[str, str] | None,
+    where: Any,
+    filenames: Iterable[str] | None,
+    document_ids: Iterable[str] | None,
+    neighbors: int,
+    max_per_document: int,
+    min_score: float | None,
+    rerank: bool | None,
+    query_vector: Iterable[float] | None,
+    consistency_token: str = "",
+) -> search_service_pb2.SearchRequest:
+    request = search_service_pb2.SearchRequest(
+        collection=collection,
+        query=query or "",
+        top_k=top_k,
+        mode=SearchMode.of(mode).value,  # type: ignore[arg-type]
+        consistency_token=consistency_token or "",
+    )
     if query_vector is not None:
         request.query_vector.extend(query_vector)
     if filter:
@@ -135,11 +181,20 @@ def search_request(collection: str, query: str, *, top_k: int, mode: SearchMode 
     return request
 
 
-def list_documents_request(collection: str | None, status: DocumentStatus | str | int | None, page_size: int,
-                           page_token: str, source_uri: str | None = None) -> document_service_pb2.ListDocumentsRequest:
-    return document_service_pb2.ListDocumentsRequest(collection=collection or "", page_size=page_size, page_token=page_token,
-                                                     status=DocumentStatus.of(status).value,  # type: ignore[arg-type]
-                                                     source_uri=source_uri or "")
+def list_documents_request(
+    collection: str | None,
+    status: DocumentStatus | str | int | None,
+    page_size: int,
+    page_token: str,
+    source_uri: str | None = None,
+) -> document_service_pb2.ListDocumentsRequest:
+    return document_service_pb2.ListDocumentsRequest(
+        collection=collection or "",
+        page_size=page_size,
+        page_token=page_token,
+        status=DocumentStatus.of(status).value,  # type: ignore[arg-type]
+        source_uri=source_uri or "",
+    )
 
 
 def document_key(document_id: str | None, collection: str | None, source_uri: str | None) -> dict[str, str]:
@@ -165,10 +220,21 @@ def upload_identity(identity: str, source_uri: str | None) -> str:
 # What changes over a document's life. A collection event carries the whole document, but a
 # deletion's (its row is gone) and an older server's carry only these and no create_time: laid
 # over the fuller state already known, they keep its description (metadata, size, hash, source).
-_STATE_FIELDS = ("status", "error_message", "error_code", "attempts", "max_attempts", "chunk_count", "job_status",
-                 "consistency_token")
+_STATE_FIELDS = (
+    "status",
+    "error_message",
+    "error_code",
+    "attempts",
+    "max_attempts",
+    "chunk_count",
+    "job_status",
+    "consistency_token",
+)
 _STATE_MESSAGES: tuple[Literal["progress", "update_time", "next_attempt_time"], ...] = (
-    "progress", "update_time", "next_attempt_time")
+    "progress",
+    "update_time",
+    "next_attempt_time",
+)
 
 
 def _newer(known: Document | None, other: Document) -> Document:

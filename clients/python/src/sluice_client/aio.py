@@ -78,15 +78,39 @@ T = TypeVar("T")
 class AsyncClient:
     """`Client` for asyncio (see `Client` for the arguments)."""
 
-    def __init__(self, address: str | None = None, *, search_address: str | None = None, api_key: str | None = None,
-                 ca_file: str | None = None, cert_file: str | None = None, key_file: str | None = None,
-                 tls: Any = None, tenant: str | None = None, timeout: float = 30.0, retry: RetryPolicy | None = None,
-                 max_calls_per_second: float | None = None, channel_options: Iterable[tuple[str, Any]] | None = None,
-                 interceptors: Iterable[Any] | None = None, request_id_prefix: str = "py-") -> None:
-        self.settings = _core.Settings(address, search_address=search_address, api_key=api_key, tls=tls, ca_file=ca_file,
-                                       cert_file=cert_file, key_file=key_file, tenant=tenant, timeout=timeout, retry=retry,
-                                       max_calls_per_second=max_calls_per_second, channel_options=channel_options,
-                                       request_id_prefix=request_id_prefix)
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        search_address: str | None = None,
+        api_key: str | None = None,
+        ca_file: str | None = None,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+        tls: Any = None,
+        tenant: str | None = None,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        max_calls_per_second: float | None = None,
+        channel_options: Iterable[tuple[str, Any]] | None = None,
+        interceptors: Iterable[Any] | None = None,
+        request_id_prefix: str = "py-",
+    ) -> None:
+        self.settings = _core.Settings(
+            address,
+            search_address=search_address,
+            api_key=api_key,
+            tls=tls,
+            ca_file=ca_file,
+            cert_file=cert_file,
+            key_file=key_file,
+            tenant=tenant,
+            timeout=timeout,
+            retry=retry,
+            max_calls_per_second=max_calls_per_second,
+            channel_options=channel_options,
+            request_id_prefix=request_id_prefix,
+        )
         self._interceptors = list(interceptors or ())
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, Any] = {}
@@ -112,13 +136,18 @@ class AsyncClient:
             if channel is None:
                 options, tls = self.settings.channel_options(address), self.settings.tls
                 interceptors = self._interceptors or None
-                channel = (grpc.aio.secure_channel(address, tls.credentials(), options=options, interceptors=interceptors)
-                           if tls.enabled else grpc.aio.insecure_channel(address, options=options, interceptors=interceptors))
+                channel = (
+                    grpc.aio.secure_channel(address, tls.credentials(), options=options, interceptors=interceptors)
+                    if tls.enabled
+                    else grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
+                )
                 self._channels[address] = channel
-            stub = {SEARCH: search_service_pb2_grpc.SearchServiceStub, "admin": admin_service_pb2_grpc.AdminServiceStub,
-                    "webhooks": webhook_service_pb2_grpc.WebhookServiceStub,
-                    "sources": source_service_pb2_grpc.SourceServiceStub}.get(
-                service, document_service_pb2_grpc.DocumentServiceStub)(channel)
+            stub = {
+                SEARCH: search_service_pb2_grpc.SearchServiceStub,
+                "admin": admin_service_pb2_grpc.AdminServiceStub,
+                "webhooks": webhook_service_pb2_grpc.WebhookServiceStub,
+                "sources": source_service_pb2_grpc.SourceServiceStub,
+            }.get(service, document_service_pb2_grpc.DocumentServiceStub)(channel)
             self._stubs[service] = stub
         return stub
 
@@ -126,8 +155,14 @@ class AsyncClient:
         address = self.search_address if service == SEARCH else self.ingest_address
         return from_rpc_error(error, service=service, address=address, tls=self.settings.tls.enabled)
 
-    async def _invoke(self, attempt: Callable[[float], Awaitable[T]], *, service: str = INGEST, timeout: float | None = None,
-                      translate: Callable[[SluiceError], SluiceError] | None = None) -> T:
+    async def _invoke(
+        self,
+        attempt: Callable[[float], Awaitable[T]],
+        *,
+        service: str = INGEST,
+        timeout: float | None = None,
+        translate: Callable[[SluiceError], SluiceError] | None = None,
+    ) -> T:
         policy, pacer = self.settings.policy, self.settings.pacer
         deadline = time.monotonic() + (timeout or policy.timeout)
         failures = 0
@@ -150,24 +185,51 @@ class AsyncClient:
                 failures += 1
             await asyncio.sleep(wait)
 
-    async def _unary(self, service: str, method: str, request: Any, *, timeout: float | None = None,
-                     admin: bool = False) -> Any:
+    async def _unary(self, service: str, method: str, request: Any, *, timeout: float | None = None, admin: bool = False) -> Any:
         call = getattr(self._stub("admin" if admin else service), method)
         metadata = self.settings.admin_metadata if admin else self.settings.metadata
-        return await self._invoke(lambda seconds: call(request, timeout=seconds, metadata=metadata),
-                                  service=SEARCH if service == SEARCH else INGEST, timeout=timeout)
+        return await self._invoke(
+            lambda seconds: call(request, timeout=seconds, metadata=metadata),
+            service=SEARCH if service == SEARCH else INGEST,
+            timeout=timeout,
+        )
 
-    async def search(self, collection: str, query: str = "", *, top_k: int = 10, mode: SearchMode | str | None = None,
-                     filter: Mapping[str, str] | None = None, where: Any = None, filenames: Iterable[str] | None = None,
-                     document_ids: Iterable[str] | None = None, neighbors: int = 0, max_per_document: int = 0,
-                     min_score: float | None = None, rerank: bool | None = None,
-                     query_vector: Iterable[float] | None = None, consistency_token: str = "",
-                     timeout: float | None = None) -> SearchResults:
+    async def search(
+        self,
+        collection: str,
+        query: str = "",
+        *,
+        top_k: int = 10,
+        mode: SearchMode | str | None = None,
+        filter: Mapping[str, str] | None = None,
+        where: Any = None,
+        filenames: Iterable[str] | None = None,
+        document_ids: Iterable[str] | None = None,
+        neighbors: int = 0,
+        max_per_document: int = 0,
+        min_score: float | None = None,
+        rerank: bool | None = None,
+        query_vector: Iterable[float] | None = None,
+        consistency_token: str = "",
+        timeout: float | None = None,
+    ) -> SearchResults:
         """See Client.search."""
-        request = _core.search_request(collection, query, top_k=top_k, mode=mode, filter=filter, where=where,
-                                       filenames=filenames, document_ids=document_ids, neighbors=neighbors,
-                                       max_per_document=max_per_document, min_score=min_score, rerank=rerank,
-                                       query_vector=query_vector, consistency_token=consistency_token)
+        request = _core.search_request(
+            collection,
+            query,
+            top_k=top_k,
+            mode=mode,
+            filter=filter,
+            where=where,
+            filenames=filenames,
+            document_ids=document_ids,
+            neighbors=neighbors,
+            max_per_document=max_per_document,
+            min_score=min_score,
+            rerank=rerank,
+            query_vector=query_vector,
+            consistency_token=consistency_token,
+        )
         return SearchResults(await self._unary(SEARCH, "Search", request, timeout=timeout))
 
     async def close(self) -> None:
@@ -189,14 +251,34 @@ class AsyncCollections:
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
 
-    async def create(self, name: str, *, embedder: Embedder | str = Embedder.LOCAL, model: str = "", dimensions: int = 0,
-                     chunk_size: int | None = None, overlap: int | None = None, max_attempts: int | None = None,
-                     description: str = "", reranker: collection_pb2.RerankerConfig | None = None, vector_precision: str = "",
-                     exist_ok: bool = False, timeout: float | None = None) -> Collection:
-        request = _core.create_collection_request(name, embedder=embedder, model=model, dimensions=dimensions,
-                                                  chunk_size=chunk_size, overlap=overlap, max_attempts=max_attempts,
-                                                  description=description, reranker=reranker,
-                                                  vector_precision=vector_precision)
+    async def create(
+        self,
+        name: str,
+        *,
+        embedder: Embedder | str = Embedder.LOCAL,
+        model: str = "",
+        dimensions: int = 0,
+        chunk_size: int | None = None,
+        overlap: int | None = None,
+        max_attempts: int | None = None,
+        description: str = "",
+        reranker: collection_pb2.RerankerConfig | None = None,
+        vector_precision: str = "",
+        exist_ok: bool = False,
+        timeout: float | None = None,
+    ) -> Collection:
+        request = _core.create_collection_request(
+            name,
+            embedder=embedder,
+            model=model,
+            dimensions=dimensions,
+            chunk_size=chunk_size,
+            overlap=overlap,
+            max_attempts=max_attempts,
+            description=description,
+            reranker=reranker,
+            vector_precision=vector_precision,
+        )
         try:
             return Collection.from_proto(await self._client._unary(INGEST, "CreateCollection", request, timeout=timeout))
         except AlreadyExists:
@@ -211,8 +293,9 @@ class AsyncCollections:
     async def list(self, *, page_size: int = _core.PAGE_SIZE) -> AsyncIterator[Collection]:
         token = ""
         while True:
-            page = await self._client._unary(INGEST, "ListCollections",
-                                             document_service_pb2.ListCollectionsRequest(page_size=page_size, page_token=token))
+            page = await self._client._unary(
+                INGEST, "ListCollections", document_service_pb2.ListCollectionsRequest(page_size=page_size, page_token=token)
+            )
             for collection in page.collections:
                 yield Collection.from_proto(collection)
             token = page.next_page_token
@@ -223,16 +306,28 @@ class AsyncCollections:
         request = document_service_pb2.DeleteCollectionRequest(name=name, force=force)
         return int((await self._client._unary(INGEST, "DeleteCollection", request, timeout=timeout)).deleted_documents)
 
-    async def watch(self, name: str, *, cursor: str = "", from_start: bool = False,
-                    statuses: Iterable[DocumentStatus | str] = (), terminal_only: bool = False,
-                    heartbeats: bool = False, source_runs: str = "none") -> AsyncIterator[CollectionEvent]:
+    async def watch(
+        self,
+        name: str,
+        *,
+        cursor: str = "",
+        from_start: bool = False,
+        statuses: Iterable[DocumentStatus | str] = (),
+        terminal_only: bool = False,
+        heartbeats: bool = False,
+        source_runs: str = "none",
+    ) -> AsyncIterator[CollectionEvent]:
         """See Collections.watch: resumes after the last cursor when the connection drops."""
         client = self._client
         policy = client.settings.policy
         request = document_service_pb2.WatchCollectionRequest(
-            collection=name, after_cursor=cursor, start_from_oldest=from_start and not cursor,
-            terminal_only=terminal_only, source_runs=source_run_events(source_runs),  # type: ignore[arg-type]
-            statuses=[DocumentStatus.of(s).value for s in statuses])  # type: ignore[misc]
+            collection=name,
+            after_cursor=cursor,
+            start_from_oldest=from_start and not cursor,
+            terminal_only=terminal_only,
+            source_runs=source_run_events(source_runs),  # type: ignore[arg-type]
+            statuses=[DocumentStatus.of(s).value for s in statuses],  # type: ignore[misc]
+        )
         connected, failures, away_since = False, 0, None
         while True:
             if cursor:
@@ -257,9 +352,12 @@ class AsyncCollections:
                 await asyncio.sleep(error.retry_after)
                 continue
             away_since = away_since or time.monotonic()
-            if (not isinstance(error, Unavailable) or isinstance(error, TLSError)
-                    or (not connected and failures + 1 >= policy.attempts)
-                    or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS):
+            if (
+                not isinstance(error, Unavailable)
+                or isinstance(error, TLSError)
+                or (not connected and failures + 1 >= policy.attempts)
+                or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS
+            ):
                 raise error from None
             await asyncio.sleep(policy.backoff(failures))
             failures += 1
@@ -294,18 +392,37 @@ class AsyncDocuments:
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
 
-    async def upload(self, collection: str, source: uploads.Source, *, filename: str | None = None,
-                     mime_type: str | None = None, metadata: Mapping[str, str] | None = None,
-                     typed_metadata: Mapping[str, Any] | None = None, request_id: str | None = None,
-                     timeout: float | None = None, source_uri: str | None = None) -> Document:
+    async def upload(
+        self,
+        collection: str,
+        source: uploads.Source,
+        *,
+        filename: str | None = None,
+        mime_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        typed_metadata: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        source_uri: str | None = None,
+    ) -> Document:
         """See Documents.upload."""
         client = self._client
         prepared = await asyncio.to_thread(uploads.prepare, source, filename)
         message = uploads.metadata_message(
-            collection, prepared, mime_type=mime_type, metadata=metadata, typed_metadata=typed_metadata,
-            request_id_value=request_id or uploads.request_id(
-                collection, _core.upload_identity(prepared.identity, source_uri), prepared.sha256,
-                client.settings.request_id_prefix), source_uri=source_uri)
+            collection,
+            prepared,
+            mime_type=mime_type,
+            metadata=metadata,
+            typed_metadata=typed_metadata,
+            request_id_value=request_id
+            or uploads.request_id(
+                collection,
+                _core.upload_identity(prepared.identity, source_uri),
+                prepared.sha256,
+                client.settings.request_id_prefix,
+            ),
+            source_uri=source_uri,
+        )
         call = client._stub(INGEST).UploadDocument
 
         def translate(error: SluiceError) -> SluiceError:
@@ -317,20 +434,33 @@ class AsyncDocuments:
                 # write replaces the server's status with this INTERNAL. The server's answer is
                 # lost, not an internal error: try again with backoff, like UNAVAILABLE (the
                 # request_id makes a repeated upload the same document).
-                return Unavailable(f"the server ended the upload before it was sent and grpc asyncio lost its answer"
-                                   f" (grpc/grpc#36066); {error.message}", reason="UPLOAD_ANSWER_LOST",
-                                   service=error.service, address=error.address)
+                return Unavailable(
+                    f"the server ended the upload before it was sent and grpc asyncio lost its answer"
+                    f" (grpc/grpc#36066); {error.message}",
+                    reason="UPLOAD_ANSWER_LOST",
+                    service=error.service,
+                    address=error.address,
+                )
             return error
 
         response = await client._invoke(
             lambda seconds: call(_messages(prepared, message), timeout=seconds, metadata=client.settings.metadata),
-            timeout=timeout or max(60.0, prepared.size / (1024 * 1024)), translate=translate)
+            timeout=timeout or max(60.0, prepared.size / (1024 * 1024)),
+            translate=translate,
+        )
         return Document.from_proto(response)
 
-    async def upload_many(self, collection: str, sources: Iterable[uploads.Source], *, concurrency: int = 4,
-                          metadata: Mapping[str, str] | None = None, typed_metadata: Mapping[str, Any] | None = None,
-                          on_start: Callable[[Any], None] | None = None,
-                          source_uri_of: Callable[[Any], str | None] | None = None) -> AsyncIterator[UploadResult]:
+    async def upload_many(
+        self,
+        collection: str,
+        sources: Iterable[uploads.Source],
+        *,
+        concurrency: int = 4,
+        metadata: Mapping[str, str] | None = None,
+        typed_metadata: Mapping[str, Any] | None = None,
+        on_start: Callable[[Any], None] | None = None,
+        source_uri_of: Callable[[Any], str | None] | None = None,
+    ) -> AsyncIterator[UploadResult]:
         """See Documents.upload_many: results as they finish, `concurrency` uploads at a time."""
         queue: asyncio.Queue[UploadResult] = asyncio.Queue()
         sources = list(sources)
@@ -341,9 +471,16 @@ class AsyncDocuments:
                 if on_start is not None:
                     on_start(source)
                 try:
-                    result = UploadResult(source, await self.upload(
-                        collection, source, metadata=metadata, typed_metadata=typed_metadata,
-                        source_uri=source_uri_of(source) if source_uri_of else None))
+                    result = UploadResult(
+                        source,
+                        await self.upload(
+                            collection,
+                            source,
+                            metadata=metadata,
+                            typed_metadata=typed_metadata,
+                            source_uri=source_uri_of(source) if source_uri_of else None,
+                        ),
+                    )
                 except SluiceError as error:
                     result = UploadResult(source, error=error)
             await queue.put(result)
@@ -356,10 +493,17 @@ class AsyncDocuments:
             for task in tasks:
                 task.cancel()
 
-    async def upload_folder(self, collection: str, *paths: str | os.PathLike[str], concurrency: int = 4, wait: bool = True,
-                            timeout: float | None = None, metadata: Mapping[str, str] | None = None,
-                            typed_metadata: Mapping[str, Any] | None = None,
-                            on_change: Callable[[Document], None] | None = None) -> builtins.list[UploadResult]:
+    async def upload_folder(
+        self,
+        collection: str,
+        *paths: str | os.PathLike[str],
+        concurrency: int = 4,
+        wait: bool = True,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+        typed_metadata: Mapping[str, Any] | None = None,
+        on_change: Callable[[Document], None] | None = None,
+    ) -> builtins.list[UploadResult]:
         """See Documents.upload_folder."""
         files = uploads.find_files(list(paths))
         results: dict[Any, UploadResult] = {}
@@ -367,8 +511,9 @@ class AsyncDocuments:
         try:
             if tracker is not None:
                 await tracker.start()
-            async for result in self.upload_many(collection, files, concurrency=concurrency, metadata=metadata,
-                                                 typed_metadata=typed_metadata):
+            async for result in self.upload_many(
+                collection, files, concurrency=concurrency, metadata=metadata, typed_metadata=typed_metadata
+            ):
                 results[result.source] = result
                 if tracker is not None and result.document is not None:
                     result.document = tracker.track(result.document)
@@ -385,13 +530,23 @@ class AsyncDocuments:
                 await tracker.close()
         return [results[f] for f in files]
 
-    async def sync_folder(self, collection: str, folder: str | os.PathLike[str], *, delete: bool = False,  # noqa: C901 (Documents.sync_folder's one pass)
-                          allow_mass_delete: bool = False, max_delete_share: float = sync.DEFAULT_MAX_DELETE_SHARE,
-                          concurrency: int = 4, include_hidden: bool = False, wait: bool = True,
-                          timeout: float | None = None, on_plan: Callable[[sync.SyncPlan], None] | None = None,
-                          on_start: Callable[[Any], None] | None = None,
-                          on_uploaded: Callable[[UploadResult], None] | None = None,
-                          on_change: Callable[[Document], None] | None = None) -> sync.SyncReport:
+    async def sync_folder(  # noqa: C901 (Documents.sync_folder's one pass)
+        self,
+        collection: str,
+        folder: str | os.PathLike[str],
+        *,
+        delete: bool = False,
+        allow_mass_delete: bool = False,
+        max_delete_share: float = sync.DEFAULT_MAX_DELETE_SHARE,
+        concurrency: int = 4,
+        include_hidden: bool = False,
+        wait: bool = True,
+        timeout: float | None = None,
+        on_plan: Callable[[sync.SyncPlan], None] | None = None,
+        on_start: Callable[[Any], None] | None = None,
+        on_uploaded: Callable[[UploadResult], None] | None = None,
+        on_change: Callable[[Document], None] | None = None,
+    ) -> sync.SyncReport:
         """See Documents.sync_folder: the same plan, guard, uploads, wait and deletions; files are
         hashed in threads, so the event loop keeps serving meanwhile."""
         folder = Path(folder)
@@ -410,8 +565,13 @@ class AsyncDocuments:
         try:
             if tracker is not None:
                 await tracker.start()  # before the first upload, so that no event is missed
-            async for result in self.upload_many(collection, builtins.list(by_path), concurrency=concurrency,
-                                                 on_start=on_start, source_uri_of=lambda path: by_path[path].source_uri):
+            async for result in self.upload_many(
+                collection,
+                builtins.list(by_path),
+                concurrency=concurrency,
+                on_start=on_start,
+                source_uri_of=lambda path: by_path[path].source_uri,
+            ):
                 item = by_path[result.source]
                 if result.document is None:
                     message = result.error.message if result.error is not None else "no document"
@@ -435,11 +595,15 @@ class AsyncDocuments:
                 await tracker.close()
         for item, document in sorted(uploaded.values(), key=lambda pair: pair[0].source_uri):
             if document.failed:
-                report.failed.append(sync.SyncFailure(item.source_uri, document.error_message or "processing failed",
-                                                      item.path, document))
+                report.failed.append(
+                    sync.SyncFailure(item.source_uri, document.error_message or "processing failed", item.path, document)
+                )
             elif wait and not document.done:
-                report.failed.append(sync.SyncFailure(
-                    item.source_uri, f"timed out waiting for it (still {document.status.name})", item.path, document))
+                report.failed.append(
+                    sync.SyncFailure(
+                        item.source_uri, f"timed out waiting for it (still {document.status.name})", item.path, document
+                    )
+                )
             else:
                 (report.new if item.new else report.updated).append(document)
         if delete:
@@ -448,8 +612,9 @@ class AsyncDocuments:
             report.kept = plan.gone
         return report
 
-    async def _delete_sources(self, collection: str, source_uris: builtins.list[str], report: sync.SyncReport,
-                              concurrency: int) -> None:
+    async def _delete_sources(
+        self, collection: str, source_uris: builtins.list[str], report: sync.SyncReport, concurrency: int
+    ) -> None:
         """Delete every version of each source; one already gone counts as deleted."""
         gate = asyncio.Semaphore(max(1, concurrency))
 
@@ -469,8 +634,14 @@ class AsyncDocuments:
             else:
                 report.failed.append(sync.SyncFailure(source_uri, f"could not delete it: {error.message}"))
 
-    async def get(self, document_id: str | None = None, *, collection: str | None = None, source_uri: str | None = None,
-                  timeout: float | None = None) -> Document:
+    async def get(
+        self,
+        document_id: str | None = None,
+        *,
+        collection: str | None = None,
+        source_uri: str | None = None,
+        timeout: float | None = None,
+    ) -> Document:
         request = document_service_pb2.GetDocumentRequest(**_core.document_key(document_id, collection, source_uri))
         return Document.from_proto(await self._client._unary(INGEST, "GetDocument", request, timeout=timeout))
 
@@ -486,8 +657,9 @@ class AsyncDocuments:
         token, count = "", 0
         while True:
             size = page_size if not limit else min(page_size, limit - count)
-            page = await self._client._unary(INGEST, "ListDocuments",
-                                             _core.list_documents_request(collection, status, size, token, source_uri))
+            page = await self._client._unary(
+                INGEST, "ListDocuments", _core.list_documents_request(collection, status, size, token, source_uri)
+            )
             for document in page.documents:
                 yield Document.from_proto(document)
                 count += 1
@@ -497,8 +669,14 @@ class AsyncDocuments:
             if not token:
                 return
 
-    async def delete(self, document_id: str | None = None, *, collection: str | None = None,
-                     source_uri: str | None = None, timeout: float | None = None) -> bool:
+    async def delete(
+        self,
+        document_id: str | None = None,
+        *,
+        collection: str | None = None,
+        source_uri: str | None = None,
+        timeout: float | None = None,
+    ) -> bool:
         request = document_service_pb2.DeleteDocumentRequest(**_core.document_key(document_id, collection, source_uri))
         return bool((await self._client._unary(INGEST, "DeleteDocument", request, timeout=timeout)).cancelled_running_job)
 
@@ -522,8 +700,9 @@ class AsyncDocuments:
             if remaining is not None and remaining <= 0:
                 raise _core.timeout_error([last or Document.from_proto(document_pb2.Document(id=document_id))])
             await asyncio.sleep(client.settings.pacer.reserve())
-            call = client._stub(INGEST).WatchDocument(document_service_pb2.WatchDocumentRequest(id=document_id),
-                                                      timeout=remaining, metadata=client.settings.metadata)
+            call = client._stub(INGEST).WatchDocument(
+                document_service_pb2.WatchDocumentRequest(id=document_id), timeout=remaining, metadata=client.settings.metadata
+            )
             try:
                 async for event in call:
                     failures = 0
@@ -558,8 +737,13 @@ class AsyncDocuments:
         assert last is not None
         return last
 
-    async def wait_all(self, documents: Iterable[Document | str], *, timeout: float | None = None,
-                       on_change: Callable[[Document], None] | None = None) -> builtins.list[Document]:
+    async def wait_all(
+        self,
+        documents: Iterable[Document | str],
+        *,
+        timeout: float | None = None,
+        on_change: Callable[[Document], None] | None = None,
+    ) -> builtins.list[Document]:
         """See Documents.wait_all: every collection followed at once, each watch's documents
         still processing read once when it opens (AsyncDocumentTracker.refresh)."""
         known = [await self.get(d) if isinstance(d, str) else d for d in documents]
@@ -733,9 +917,12 @@ class AsyncDocumentTracker:
                 await asyncio.sleep(error.retry_after)
                 continue
             away_since = away_since or time.monotonic()
-            if (not isinstance(error, Unavailable) or isinstance(error, TLSError)
-                    or (not self._opened.is_set() and failures + 1 >= policy.attempts)
-                    or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS):
+            if (
+                not isinstance(error, Unavailable)
+                or isinstance(error, TLSError)
+                or (not self._opened.is_set() and failures + 1 >= policy.attempts)
+                or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS
+            ):
                 self._error = error
                 self._changed.set()
                 return
@@ -760,8 +947,9 @@ class AsyncWebhooks:
         unknown = [t for t in event_types if t not in WEBHOOK_EVENT_TYPES]
         if unknown:
             raise ValueError(f"unknown event type {unknown[0]!r}; choose from {', '.join(WEBHOOK_EVENT_TYPES)}")
-        webhook = webhook_service_pb2.Webhook(collection=collection, url=url, description=description,
-                                              event_types=[WEBHOOK_EVENT_TYPES[t] for t in event_types])
+        webhook = webhook_service_pb2.Webhook(
+            collection=collection, url=url, description=description, event_types=[WEBHOOK_EVENT_TYPES[t] for t in event_types]
+        )
         response = await self._call("CreateWebhook", webhook_service_pb2.CreateWebhookRequest(webhook=webhook))
         return NewWebhook(Webhook.from_proto(response.webhook), response.secret)
 
@@ -771,8 +959,10 @@ class AsyncWebhooks:
     async def list(self, collection: str | None = None) -> AsyncIterator[Webhook]:
         token = ""
         while True:
-            page = await self._call("ListWebhooks", webhook_service_pb2.ListWebhooksRequest(
-                collection=collection or "", page_size=200, page_token=token))
+            page = await self._call(
+                "ListWebhooks",
+                webhook_service_pb2.ListWebhooksRequest(collection=collection or "", page_size=200, page_token=token),
+            )
             for webhook in page.webhooks:
                 yield Webhook.from_proto(webhook)
             token = page.next_page_token
@@ -790,13 +980,20 @@ class AsyncWebhooks:
 
     async def deliveries(self, webhook_id: str, *, failed: bool = False, limit: int = 50) -> builtins.list[WebhookDelivery]:
         """A webhook's deliveries, newest first (with `failed`, only those given up)."""
-        state = (webhook_service_pb2.WEBHOOK_DELIVERY_STATE_FAILED if failed
-                 else webhook_service_pb2.WEBHOOK_DELIVERY_STATE_UNSPECIFIED)
+        state = (
+            webhook_service_pb2.WEBHOOK_DELIVERY_STATE_FAILED
+            if failed
+            else webhook_service_pb2.WEBHOOK_DELIVERY_STATE_UNSPECIFIED
+        )
         rows: builtins.list[WebhookDelivery] = []
         token = ""
         while len(rows) < limit:
-            page = await self._call("ListWebhookDeliveries", webhook_service_pb2.ListWebhookDeliveriesRequest(
-                webhook_id=webhook_id, state=state, page_size=min(limit - len(rows), 1000), page_token=token))
+            page = await self._call(
+                "ListWebhookDeliveries",
+                webhook_service_pb2.ListWebhookDeliveriesRequest(
+                    webhook_id=webhook_id, state=state, page_size=min(limit - len(rows), 1000), page_token=token
+                ),
+            )
             rows.extend(WebhookDelivery.from_proto(d) for d in page.deliveries)
             token = page.next_page_token
             if not token:
@@ -813,11 +1010,13 @@ class AsyncAdmin:
     async def _call(self, method: str, request: Any) -> Any:
         return await self._client._unary("admin", method, request, admin=True)
 
-    async def create_tenant(self, name: str, *, max_documents: int = 0, max_stored_bytes: int = 0,
-                            max_collections: int = 0) -> Tenant:
+    async def create_tenant(
+        self, name: str, *, max_documents: int = 0, max_stored_bytes: int = 0, max_collections: int = 0
+    ) -> Tenant:
         """A tenant with quotas (0 = unlimited)."""
-        quota = admin_service_pb2.TenantQuota(max_documents=max_documents, max_stored_bytes=max_stored_bytes,
-                                              max_collections=max_collections)
+        quota = admin_service_pb2.TenantQuota(
+            max_documents=max_documents, max_stored_bytes=max_stored_bytes, max_collections=max_collections
+        )
         tenant = admin_service_pb2.Tenant(name=name, quota=quota)
         return Tenant.from_proto(await self._call("CreateTenant", admin_service_pb2.CreateTenantRequest(tenant=tenant)))
 
@@ -829,8 +1028,9 @@ class AsyncAdmin:
         """A key of `tenant` with `role` (admin, client, reader, worker); its secret is returned this once."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; choose from {', '.join(ROLES)}")
-        response = await self._call("CreateApiKey", admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role],
-                                                                                         name=name))
+        response = await self._call(
+            "CreateApiKey", admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role], name=name)
+        )
         return NewApiKey(ApiKey.from_proto(response.api_key), response.secret)
 
     async def list_keys(self, tenant: str = "") -> builtins.list[ApiKey]:

@@ -71,8 +71,12 @@ from .types import (
 
 T = TypeVar("T")
 INGEST, SEARCH = "ingest-api", "search"
-ROLES = {"admin": admin_service_pb2.API_KEY_ROLE_ADMIN, "client": admin_service_pb2.API_KEY_ROLE_CLIENT,
-         "reader": admin_service_pb2.API_KEY_ROLE_READER, "worker": admin_service_pb2.API_KEY_ROLE_WORKER}
+ROLES = {
+    "admin": admin_service_pb2.API_KEY_ROLE_ADMIN,
+    "client": admin_service_pb2.API_KEY_ROLE_CLIENT,
+    "reader": admin_service_pb2.API_KEY_ROLE_READER,
+    "worker": admin_service_pb2.API_KEY_ROLE_WORKER,
+}
 # A watch that has connected once reconnects until the server has been away this long.
 RECONNECT_WINDOW_SECONDS = 300.0
 
@@ -84,15 +88,39 @@ class Client:
     paces the client from the start (otherwise it paces itself once the server reports its
     limit); `wrap_channel` may wrap each channel (e.g. with interceptors for tracing)."""
 
-    def __init__(self, address: str | None = None, *, search_address: str | None = None, api_key: str | None = None,
-                 ca_file: str | None = None, cert_file: str | None = None, key_file: str | None = None,
-                 tls: Any = None, tenant: str | None = None, timeout: float = 30.0, retry: RetryPolicy | None = None,
-                 max_calls_per_second: float | None = None, channel_options: Iterable[tuple[str, Any]] | None = None,
-                 wrap_channel: Callable[[grpc.Channel], grpc.Channel] | None = None, request_id_prefix: str = "py-") -> None:
-        self.settings = _core.Settings(address, search_address=search_address, api_key=api_key, tls=tls, ca_file=ca_file,
-                                       cert_file=cert_file, key_file=key_file, tenant=tenant, timeout=timeout, retry=retry,
-                                       max_calls_per_second=max_calls_per_second, channel_options=channel_options,
-                                       request_id_prefix=request_id_prefix)
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        search_address: str | None = None,
+        api_key: str | None = None,
+        ca_file: str | None = None,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+        tls: Any = None,
+        tenant: str | None = None,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        max_calls_per_second: float | None = None,
+        channel_options: Iterable[tuple[str, Any]] | None = None,
+        wrap_channel: Callable[[grpc.Channel], grpc.Channel] | None = None,
+        request_id_prefix: str = "py-",
+    ) -> None:
+        self.settings = _core.Settings(
+            address,
+            search_address=search_address,
+            api_key=api_key,
+            tls=tls,
+            ca_file=ca_file,
+            cert_file=cert_file,
+            key_file=key_file,
+            tenant=tenant,
+            timeout=timeout,
+            retry=retry,
+            max_calls_per_second=max_calls_per_second,
+            channel_options=channel_options,
+            request_id_prefix=request_id_prefix,
+        )
         self._wrap = wrap_channel
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
@@ -121,8 +149,11 @@ class Client:
                 if channel is None:
                     options = self.settings.channel_options(address)
                     tls = self.settings.tls
-                    channel = (grpc.secure_channel(address, tls.credentials(), options=options) if tls.enabled
-                               else grpc.insecure_channel(address, options=options))
+                    channel = (
+                        grpc.secure_channel(address, tls.credentials(), options=options)
+                        if tls.enabled
+                        else grpc.insecure_channel(address, options=options)
+                    )
                     if self._wrap is not None:
                         channel = self._wrap(channel)
                     self._channels[address] = channel
@@ -148,8 +179,14 @@ class Client:
         address = self.search_address if service == SEARCH else self.ingest_address
         return from_rpc_error(error, service=service, address=address, tls=self.settings.tls.enabled)
 
-    def _invoke(self, attempt: Callable[[float], T], *, service: str = INGEST, timeout: float | None = None,
-                translate: Callable[[SluiceError], SluiceError] | None = None) -> T:
+    def _invoke(
+        self,
+        attempt: Callable[[float], T],
+        *,
+        service: str = INGEST,
+        timeout: float | None = None,
+        translate: Callable[[SluiceError], SluiceError] | None = None,
+    ) -> T:
         """Run `attempt(seconds_left)` until it succeeds, retrying as RetryPolicy says, within the deadline."""
         policy, pacer = self.settings.policy, self.settings.pacer
         deadline = time.monotonic() + (timeout or policy.timeout)
@@ -177,16 +214,33 @@ class Client:
         stub_name = "admin" if admin else service
         call = getattr(self._stub(stub_name), method)
         metadata = self.settings.admin_metadata if admin else self.settings.metadata
-        return self._invoke(lambda seconds: call(request, timeout=seconds, metadata=metadata),
-                            service=INGEST if service in ("admin", "webhooks", "sources") else service, timeout=timeout)
+        return self._invoke(
+            lambda seconds: call(request, timeout=seconds, metadata=metadata),
+            service=INGEST if service in ("admin", "webhooks", "sources") else service,
+            timeout=timeout,
+        )
 
     # ------------------------------------------------------------------ search
 
-    def search(self, collection: str, query: str = "", *, top_k: int = 10, mode: SearchMode | str | None = None,
-               filter: Mapping[str, str] | None = None, where: Any = None, filenames: Iterable[str] | None = None,
-               document_ids: Iterable[str] | None = None, neighbors: int = 0, max_per_document: int = 0,
-               min_score: float | None = None, rerank: bool | None = None, query_vector: Iterable[float] | None = None,
-               consistency_token: str = "", timeout: float | None = None) -> SearchResults:
+    def search(
+        self,
+        collection: str,
+        query: str = "",
+        *,
+        top_k: int = 10,
+        mode: SearchMode | str | None = None,
+        filter: Mapping[str, str] | None = None,
+        where: Any = None,
+        filenames: Iterable[str] | None = None,
+        document_ids: Iterable[str] | None = None,
+        neighbors: int = 0,
+        max_per_document: int = 0,
+        min_score: float | None = None,
+        rerank: bool | None = None,
+        query_vector: Iterable[float] | None = None,
+        consistency_token: str = "",
+        timeout: float | None = None,
+    ) -> SearchResults:
         """The chunks of READY documents that best match `query`, best first.
 
         `mode`: "hybrid" (the default for text), "vector" or "keyword". `filter`: metadata that
@@ -195,10 +249,22 @@ class Client:
         collection's reranker. `consistency_token`: a Document's `consistency_token`; a search
         served by a replica then sees at least what that answer showed (it waits for the replica,
         within `timeout`; docs/scaling.md#read-replicas-and-the-consistency-token)."""
-        request = _core.search_request(collection, query, top_k=top_k, mode=mode, filter=filter, where=where,
-                                       filenames=filenames, document_ids=document_ids, neighbors=neighbors,
-                                       max_per_document=max_per_document, min_score=min_score, rerank=rerank,
-                                       query_vector=query_vector, consistency_token=consistency_token)
+        request = _core.search_request(
+            collection,
+            query,
+            top_k=top_k,
+            mode=mode,
+            filter=filter,
+            where=where,
+            filenames=filenames,
+            document_ids=document_ids,
+            neighbors=neighbors,
+            max_per_document=max_per_document,
+            min_score=min_score,
+            rerank=rerank,
+            query_vector=query_vector,
+            consistency_token=consistency_token,
+        )
         return SearchResults(self._unary(SEARCH, "Search", request, timeout=timeout))
 
     # ------------------------------------------------------------------ lifetime
@@ -230,19 +296,39 @@ class Collections:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def create(self, name: str, *, embedder: Embedder | str = Embedder.LOCAL, model: str = "", dimensions: int = 0,
-               chunk_size: int | None = None, overlap: int | None = None, max_attempts: int | None = None,
-               description: str = "", reranker: collection_pb2.RerankerConfig | None = None, vector_precision: str = "",
-               exist_ok: bool = False, timeout: float | None = None) -> Collection:
+    def create(
+        self,
+        name: str,
+        *,
+        embedder: Embedder | str = Embedder.LOCAL,
+        model: str = "",
+        dimensions: int = 0,
+        chunk_size: int | None = None,
+        overlap: int | None = None,
+        max_attempts: int | None = None,
+        description: str = "",
+        reranker: collection_pb2.RerankerConfig | None = None,
+        vector_precision: str = "",
+        exist_ok: bool = False,
+        timeout: float | None = None,
+    ) -> Collection:
         """A new collection; its embedder is fixed at creation (change it later with `reindex`).
         `embedder`: "local" (offline, the default), "hashing" (tests) or "openai"; model and
         dimensions default to the server's. `vector_precision`: "float4" (the default), "halfvec"
         or "binary", its vector index's (docs/search.md, "Vector precision"). AlreadyExists when
         the name is taken, unless `exist_ok` (then the existing collection, whatever its settings)."""
-        request = _core.create_collection_request(name, embedder=embedder, model=model, dimensions=dimensions,
-                                                  chunk_size=chunk_size, overlap=overlap, max_attempts=max_attempts,
-                                                  description=description, reranker=reranker,
-                                                  vector_precision=vector_precision)
+        request = _core.create_collection_request(
+            name,
+            embedder=embedder,
+            model=model,
+            dimensions=dimensions,
+            chunk_size=chunk_size,
+            overlap=overlap,
+            max_attempts=max_attempts,
+            description=description,
+            reranker=reranker,
+            vector_precision=vector_precision,
+        )
         try:
             return Collection.from_proto(self._client._unary(INGEST, "CreateCollection", request, timeout=timeout))
         except AlreadyExists:
@@ -258,8 +344,9 @@ class Collections:
         """Every collection, in name order, fetched a page at a time as you iterate."""
         token = ""
         while True:
-            page = self._client._unary(INGEST, "ListCollections",
-                                       document_service_pb2.ListCollectionsRequest(page_size=page_size, page_token=token))
+            page = self._client._unary(
+                INGEST, "ListCollections", document_service_pb2.ListCollectionsRequest(page_size=page_size, page_token=token)
+            )
             for collection in page.collections:
                 yield Collection.from_proto(collection)
             token = page.next_page_token
@@ -271,9 +358,17 @@ class Collections:
         request = document_service_pb2.DeleteCollectionRequest(name=name, force=force)
         return int(self._client._unary(INGEST, "DeleteCollection", request, timeout=timeout).deleted_documents)
 
-    def reindex(self, name: str, *, embedder: Embedder | str = Embedder.LOCAL, model: str = "", dimensions: int = 0,
-                eval_queries: Iterable[Mapping[str, Any]] = (), min_ratio: float = 0.0,
-                timeout: float | None = None) -> Collection:
+    def reindex(
+        self,
+        name: str,
+        *,
+        embedder: Embedder | str = Embedder.LOCAL,
+        model: str = "",
+        dimensions: int = 0,
+        eval_queries: Iterable[Mapping[str, Any]] = (),
+        min_ratio: float = 0.0,
+        timeout: float | None = None,
+    ) -> Collection:
         """Start building a new index generation with another embedder (search keeps answering
         from the current one until the switch); `get(name).generations` shows its progress.
 
@@ -281,21 +376,31 @@ class Collections:
         set file) the new generation switches only if search measures its MRR@10 at least
         `min_ratio` (default 1.0) times the current one's; otherwise it is cancelled and its
         `evaluation` says both scores (docs/search.md, "Reindexing with a quality gate")."""
-        queries = [document_service_pb2.EvalQuery(query=q["query"], relevant=list(q["relevant"]), id=q.get("id", ""))
-                   for q in eval_queries]
+        queries = [
+            document_service_pb2.EvalQuery(query=q["query"], relevant=list(q["relevant"]), id=q.get("id", ""))
+            for q in eval_queries
+        ]
         request = document_service_pb2.ReindexCollectionRequest(
-            name=name, embedder=_core.embedder_config(embedder, model, dimensions), eval_queries=queries,
-            min_ratio=min_ratio)
+            name=name, embedder=_core.embedder_config(embedder, model, dimensions), eval_queries=queries, min_ratio=min_ratio
+        )
         return Collection.from_proto(self._client._unary(INGEST, "ReindexCollection", request, timeout=timeout))
 
     def cancel_reindex(self, name: str, *, timeout: float | None = None) -> Collection:
         request = document_service_pb2.CancelReindexRequest(name=name)
         return Collection.from_proto(self._client._unary(INGEST, "CancelReindex", request, timeout=timeout))
 
-    def watch(self, name: str, *, cursor: str = "", from_start: bool = False,
-              statuses: Iterable[DocumentStatus | str] = (), terminal_only: bool = False, heartbeats: bool = False,
-              on_reconnect: Callable[[str, SluiceError], None] | None = None,
-              source_runs: str = "none") -> CollectionWatch:
+    def watch(
+        self,
+        name: str,
+        *,
+        cursor: str = "",
+        from_start: bool = False,
+        statuses: Iterable[DocumentStatus | str] = (),
+        terminal_only: bool = False,
+        heartbeats: bool = False,
+        on_reconnect: Callable[[str, SluiceError], None] | None = None,
+        source_runs: str = "none",
+    ) -> CollectionWatch:
         """Every document event of the collection, as an iterator that resumes by itself.
 
         It starts now (or after `cursor`, or with the oldest retained event); when the
@@ -304,22 +409,44 @@ class Collections:
         later; `.close()` ends it. `source_runs="included"` adds the events of the collection's
         sync runs (`event.source_run`: started, progress, finished; `statuses` and
         `terminal_only` do not filter them), `"only"` gives those alone."""
-        return CollectionWatch(self._client, name, cursor=cursor, from_start=from_start, statuses=statuses,
-                               terminal_only=terminal_only, heartbeats=heartbeats, on_reconnect=on_reconnect,
-                               source_runs=source_runs)
+        return CollectionWatch(
+            self._client,
+            name,
+            cursor=cursor,
+            from_start=from_start,
+            statuses=statuses,
+            terminal_only=terminal_only,
+            heartbeats=heartbeats,
+            on_reconnect=on_reconnect,
+            source_runs=source_runs,
+        )
 
 
 class CollectionWatch(Iterator[CollectionEvent]):
     """The iterator of `Collections.watch`."""
 
-    def __init__(self, client: Client, collection: str, *, cursor: str, from_start: bool,
-                 statuses: Iterable[DocumentStatus | str], terminal_only: bool, heartbeats: bool,
-                 on_reconnect: Callable[[str, SluiceError], None] | None, source_runs: str = "none") -> None:
+    def __init__(
+        self,
+        client: Client,
+        collection: str,
+        *,
+        cursor: str,
+        from_start: bool,
+        statuses: Iterable[DocumentStatus | str],
+        terminal_only: bool,
+        heartbeats: bool,
+        on_reconnect: Callable[[str, SluiceError], None] | None,
+        source_runs: str = "none",
+    ) -> None:
         self._client = client
         self._request = document_service_pb2.WatchCollectionRequest(
-            collection=collection, after_cursor=cursor, start_from_oldest=from_start and not cursor,
-            terminal_only=terminal_only, source_runs=source_run_events(source_runs),  # type: ignore[arg-type]
-            statuses=[DocumentStatus.of(s).value for s in statuses])  # type: ignore[misc]
+            collection=collection,
+            after_cursor=cursor,
+            start_from_oldest=from_start and not cursor,
+            terminal_only=terminal_only,
+            source_runs=source_run_events(source_runs),  # type: ignore[arg-type]
+            statuses=[DocumentStatus.of(s).value for s in statuses],  # type: ignore[misc]
+        )
         self.cursor = cursor
         self._heartbeats = heartbeats
         self._on_reconnect = on_reconnect
@@ -405,10 +532,19 @@ class Documents:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def upload(self, collection: str, source: uploads.Source, *, filename: str | None = None,
-               mime_type: str | None = None, metadata: Mapping[str, str] | None = None,
-               typed_metadata: Mapping[str, Any] | None = None, request_id: str | None = None,
-               timeout: float | None = None, source_uri: str | None = None) -> Document:
+    def upload(
+        self,
+        collection: str,
+        source: uploads.Source,
+        *,
+        filename: str | None = None,
+        mime_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        typed_metadata: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        source_uri: str | None = None,
+    ) -> Document:
         """Upload a file (path, bytes or binary file object) into a collection; returns the
         document, PENDING (or the existing one, when the collection already holds these bytes).
 
@@ -419,10 +555,20 @@ class Documents:
         prepared = uploads.prepare(source, filename)
         client = self._client
         message = uploads.metadata_message(
-            collection, prepared, mime_type=mime_type, metadata=metadata, typed_metadata=typed_metadata,
-            request_id_value=request_id or uploads.request_id(
-                collection, _core.upload_identity(prepared.identity, source_uri), prepared.sha256,
-                client.settings.request_id_prefix), source_uri=source_uri)
+            collection,
+            prepared,
+            mime_type=mime_type,
+            metadata=metadata,
+            typed_metadata=typed_metadata,
+            request_id_value=request_id
+            or uploads.request_id(
+                collection,
+                _core.upload_identity(prepared.identity, source_uri),
+                prepared.sha256,
+                client.settings.request_id_prefix,
+            ),
+            source_uri=source_uri,
+        )
         call = client._stub(INGEST).UploadDocument
         metadata_ = client.settings.metadata
 
@@ -431,14 +577,24 @@ class Documents:
                 return UploadSourceError(prepared.read_failure[0], reason="SOURCE_CHANGED")
             return error
 
-        response = client._invoke(lambda seconds: call(prepared.messages(message), timeout=seconds, metadata=metadata_),
-                                  timeout=timeout or max(60.0, prepared.size / (1024 * 1024)), translate=translate)
+        response = client._invoke(
+            lambda seconds: call(prepared.messages(message), timeout=seconds, metadata=metadata_),
+            timeout=timeout or max(60.0, prepared.size / (1024 * 1024)),
+            translate=translate,
+        )
         return Document.from_proto(response)
 
-    def upload_many(self, collection: str, sources: Iterable[uploads.Source], *, concurrency: int = 4,
-                    metadata: Mapping[str, str] | None = None, typed_metadata: Mapping[str, Any] | None = None,
-                    on_start: Callable[[Any], None] | None = None,
-                    source_uri_of: Callable[[Any], str | None] | None = None) -> Generator[UploadResult, None, None]:
+    def upload_many(
+        self,
+        collection: str,
+        sources: Iterable[uploads.Source],
+        *,
+        concurrency: int = 4,
+        metadata: Mapping[str, str] | None = None,
+        typed_metadata: Mapping[str, Any] | None = None,
+        on_start: Callable[[Any], None] | None = None,
+        source_uri_of: Callable[[Any], str | None] | None = None,
+    ) -> Generator[UploadResult, None, None]:
         """Upload sources `concurrency` at a time; yields each result as it finishes (not in order).
         A source that fails is a result with `error`; the others go on. Close the generator to
         stop early: the uploads not yet started are cancelled. `source_uri_of(source)` names each
@@ -451,8 +607,16 @@ class Documents:
             if on_start is not None:
                 on_start(source)
             try:
-                return UploadResult(source, self.upload(collection, source, metadata=metadata, typed_metadata=typed_metadata,
-                                                        source_uri=source_uri_of(source) if source_uri_of else None))
+                return UploadResult(
+                    source,
+                    self.upload(
+                        collection,
+                        source,
+                        metadata=metadata,
+                        typed_metadata=typed_metadata,
+                        source_uri=source_uri_of(source) if source_uri_of else None,
+                    ),
+                )
             except SluiceError as error:
                 return UploadResult(source, error=error)
 
@@ -464,10 +628,17 @@ class Documents:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def upload_folder(self, collection: str, *paths: str | os.PathLike[str], concurrency: int = 4, wait: bool = True,
-                      timeout: float | None = None, metadata: Mapping[str, str] | None = None,
-                      typed_metadata: Mapping[str, Any] | None = None,
-                      on_change: Callable[[Document], None] | None = None) -> builtins.list[UploadResult]:
+    def upload_folder(
+        self,
+        collection: str,
+        *paths: str | os.PathLike[str],
+        concurrency: int = 4,
+        wait: bool = True,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+        typed_metadata: Mapping[str, Any] | None = None,
+        on_change: Callable[[Document], None] | None = None,
+    ) -> builtins.list[UploadResult]:
         """Upload files and folders (recursively, hidden files skipped), `concurrency` at a time,
         and with `wait` follow every document to READY or FAILED through one watch of the
         collection (not one per file). Results are in file order; after `timeout` seconds the
@@ -478,8 +649,9 @@ class Documents:
         try:
             if tracker is not None:
                 tracker.start()
-            for result in self.upload_many(collection, files, concurrency=concurrency, metadata=metadata,
-                                           typed_metadata=typed_metadata):
+            for result in self.upload_many(
+                collection, files, concurrency=concurrency, metadata=metadata, typed_metadata=typed_metadata
+            ):
                 results[result.source] = result
                 if tracker is not None and result.document is not None:
                     result.document = tracker.track(result.document)
@@ -498,13 +670,23 @@ class Documents:
                 tracker.close()
         return [results[f] for f in files]
 
-    def sync_folder(self, collection: str, folder: str | os.PathLike[str], *, delete: bool = False,  # noqa: C901 (one pass: plan, guard, upload, wait, delete; each step short)
-                    allow_mass_delete: bool = False, max_delete_share: float = sync.DEFAULT_MAX_DELETE_SHARE,
-                    concurrency: int = 4, include_hidden: bool = False, wait: bool = True, timeout: float | None = None,
-                    on_plan: Callable[[sync.SyncPlan], None] | None = None,
-                    on_start: Callable[[Any], None] | None = None,
-                    on_uploaded: Callable[[UploadResult], None] | None = None,
-                    on_change: Callable[[Document], None] | None = None) -> sync.SyncReport:
+    def sync_folder(  # noqa: C901 (one pass: plan, guard, upload, wait, delete; each step short)
+        self,
+        collection: str,
+        folder: str | os.PathLike[str],
+        *,
+        delete: bool = False,
+        allow_mass_delete: bool = False,
+        max_delete_share: float = sync.DEFAULT_MAX_DELETE_SHARE,
+        concurrency: int = 4,
+        include_hidden: bool = False,
+        wait: bool = True,
+        timeout: float | None = None,
+        on_plan: Callable[[sync.SyncPlan], None] | None = None,
+        on_start: Callable[[Any], None] | None = None,
+        on_uploaded: Callable[[UploadResult], None] | None = None,
+        on_change: Callable[[Document], None] | None = None,
+    ) -> sync.SyncReport:
         """Bring a collection up to date with a local folder, once (sync.py): each file's
         source_uri is its path relative to the folder; a file whose SHA-256 is its source's newest
         live version is unchanged and not sent; new and changed files are uploaded `concurrency`
@@ -532,8 +714,13 @@ class Documents:
         try:
             if tracker is not None:
                 tracker.start()  # before the first upload, so that no event is missed
-            results = self.upload_many(collection, builtins.list(by_path), concurrency=concurrency, on_start=on_start,
-                                       source_uri_of=lambda path: by_path[path].source_uri)
+            results = self.upload_many(
+                collection,
+                builtins.list(by_path),
+                concurrency=concurrency,
+                on_start=on_start,
+                source_uri_of=lambda path: by_path[path].source_uri,
+            )
             try:
                 for result in results:
                     item = by_path[result.source]
@@ -561,11 +748,15 @@ class Documents:
                 tracker.close()
         for item, document in sorted(uploaded.values(), key=lambda pair: pair[0].source_uri):
             if document.failed:
-                report.failed.append(sync.SyncFailure(item.source_uri, document.error_message or "processing failed",
-                                                      item.path, document))
+                report.failed.append(
+                    sync.SyncFailure(item.source_uri, document.error_message or "processing failed", item.path, document)
+                )
             elif wait and not document.done:
-                report.failed.append(sync.SyncFailure(
-                    item.source_uri, f"timed out waiting for it (still {document.status.name})", item.path, document))
+                report.failed.append(
+                    sync.SyncFailure(
+                        item.source_uri, f"timed out waiting for it (still {document.status.name})", item.path, document
+                    )
+                )
             else:
                 (report.new if item.new else report.updated).append(document)
         if delete:
@@ -574,9 +765,11 @@ class Documents:
             report.kept = plan.gone
         return report
 
-    def _delete_sources(self, collection: str, source_uris: builtins.list[str], report: sync.SyncReport,
-                        concurrency: int) -> None:
+    def _delete_sources(
+        self, collection: str, source_uris: builtins.list[str], report: sync.SyncReport, concurrency: int
+    ) -> None:
         """Delete every version of each source; one already gone counts as deleted."""
+
         def one(source_uri: str) -> tuple[str, SluiceError | None]:
             try:
                 self.delete(collection=collection, source_uri=source_uri)
@@ -593,15 +786,28 @@ class Documents:
                 else:
                     report.failed.append(sync.SyncFailure(source_uri, f"could not delete it: {error.message}"))
 
-    def get(self, document_id: str | None = None, *, collection: str | None = None, source_uri: str | None = None,
-            timeout: float | None = None) -> Document:
+    def get(
+        self,
+        document_id: str | None = None,
+        *,
+        collection: str | None = None,
+        source_uri: str | None = None,
+        timeout: float | None = None,
+    ) -> Document:
         """One document, with its attempt history; by collection and source_uri, the source's
         current version (its `raw.versions` shows the pending or failed one and the history)."""
         request = document_service_pb2.GetDocumentRequest(**_core.document_key(document_id, collection, source_uri))
         return Document.from_proto(self._client._unary(INGEST, "GetDocument", request, timeout=timeout))
 
-    def list(self, collection: str | None = None, *, status: DocumentStatus | str | None = None,
-             page_size: int = _core.PAGE_SIZE, limit: int | None = None, source_uri: str | None = None) -> Iterator[Document]:
+    def list(
+        self,
+        collection: str | None = None,
+        *,
+        status: DocumentStatus | str | None = None,
+        page_size: int = _core.PAGE_SIZE,
+        limit: int | None = None,
+        source_uri: str | None = None,
+    ) -> Iterator[Document]:
         """Documents, newest first, optionally of one collection and status; fetched a page at a
         time as you iterate, at most `limit`."""
         token, count = "", 0
@@ -619,8 +825,14 @@ class Documents:
             if not token:
                 return
 
-    def delete(self, document_id: str | None = None, *, collection: str | None = None,
-               source_uri: str | None = None, timeout: float | None = None) -> bool:
+    def delete(
+        self,
+        document_id: str | None = None,
+        *,
+        collection: str | None = None,
+        source_uri: str | None = None,
+        timeout: float | None = None,
+    ) -> bool:
         """Delete a document, its content and chunks (by collection and source_uri: every version of
         the source); True when a running job was cancelled."""
         request = document_service_pb2.DeleteDocumentRequest(**_core.document_key(document_id, collection, source_uri))
@@ -652,8 +864,11 @@ class Documents:
                 raise _core.timeout_error([last] if last else [_unknown(document_id)]) from None
             time.sleep(client.settings.pacer.reserve())
             try:
-                for event in stub.WatchDocument(document_service_pb2.WatchDocumentRequest(id=document_id), timeout=remaining,
-                                                metadata=client.settings.metadata):
+                for event in stub.WatchDocument(
+                    document_service_pb2.WatchDocumentRequest(id=document_id),
+                    timeout=remaining,
+                    metadata=client.settings.metadata,
+                ):
                     failures = 0
                     state = Document.from_proto(event.document)
                     if last is None or state.raw != last.raw:
@@ -676,8 +891,9 @@ class Documents:
                 failures += 1
             time.sleep(wait)
 
-    def wait(self, document_id: str, *, timeout: float | None = None,
-             on_change: Callable[[Document], None] | None = None) -> Document:
+    def wait(
+        self, document_id: str, *, timeout: float | None = None, on_change: Callable[[Document], None] | None = None
+    ) -> Document:
         """The document once READY or FAILED (WaitTimeout after `timeout` seconds)."""
         last = None
         for state in self.watch(document_id, timeout=timeout):
@@ -687,8 +903,13 @@ class Documents:
         assert last is not None
         return last
 
-    def wait_all(self, documents: Iterable[Document | str], *, timeout: float | None = None,
-                 on_change: Callable[[Document], None] | None = None) -> builtins.list[Document]:
+    def wait_all(
+        self,
+        documents: Iterable[Document | str],
+        *,
+        timeout: float | None = None,
+        on_change: Callable[[Document], None] | None = None,
+    ) -> builtins.list[Document]:
         """Many documents (Documents, or ids: each read once) once each is READY or FAILED, in
         the order given, followed through one watch per collection rather than one per document;
         WaitTimeout after `timeout` seconds (its `documents` hold every state then). Once each
@@ -807,8 +1028,9 @@ class DocumentTracker:
             except NotFound:
                 return document, None
 
-        with ThreadPoolExecutor(max_workers=max(1, min(self.REFRESH_CONCURRENCY, len(pending))),
-                                thread_name_prefix="sluice-refresh") as pool:
+        with ThreadPoolExecutor(
+            max_workers=max(1, min(self.REFRESH_CONCURRENCY, len(pending))), thread_name_prefix="sluice-refresh"
+        ) as pool:
             for document, fresh in pool.map(read, pending):
                 with self._lock:
                     state = self._state.remove(document) if fresh is None else self._state.apply(fresh)
@@ -921,9 +1143,12 @@ class DocumentTracker:
                 continue
             away_since = away_since or time.monotonic()
             opened = self._opened.is_set()
-            if (not isinstance(error, Unavailable) or isinstance(error, TLSError)
-                    or (not opened and failures + 1 >= policy.attempts)
-                    or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS):
+            if (
+                not isinstance(error, Unavailable)
+                or isinstance(error, TLSError)
+                or (not opened and failures + 1 >= policy.attempts)
+                or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS
+            ):
                 with self._lock:
                     self._error = error
                     self._lock.notify_all()
@@ -950,8 +1175,9 @@ class Webhooks:
         unknown = [t for t in event_types if t not in WEBHOOK_EVENT_TYPES]
         if unknown:
             raise ValueError(f"unknown event type {unknown[0]!r}; choose from {', '.join(WEBHOOK_EVENT_TYPES)}")
-        webhook = webhook_service_pb2.Webhook(collection=collection, url=url, description=description,
-                                              event_types=[WEBHOOK_EVENT_TYPES[t] for t in event_types])
+        webhook = webhook_service_pb2.Webhook(
+            collection=collection, url=url, description=description, event_types=[WEBHOOK_EVENT_TYPES[t] for t in event_types]
+        )
         response = self._call("CreateWebhook", webhook_service_pb2.CreateWebhookRequest(webhook=webhook))
         return NewWebhook(Webhook.from_proto(response.webhook), response.secret)
 
@@ -961,8 +1187,10 @@ class Webhooks:
     def list(self, collection: str | None = None) -> Iterator[Webhook]:
         token = ""
         while True:
-            page = self._call("ListWebhooks", webhook_service_pb2.ListWebhooksRequest(collection=collection or "",
-                                                                                    page_size=200, page_token=token))
+            page = self._call(
+                "ListWebhooks",
+                webhook_service_pb2.ListWebhooksRequest(collection=collection or "", page_size=200, page_token=token),
+            )
             yield from (Webhook.from_proto(w) for w in page.webhooks)
             token = page.next_page_token
             if not token:
@@ -987,8 +1215,12 @@ class Webhooks:
         rows: list[WebhookDelivery] = []
         token = ""
         while len(rows) < limit:
-            page = self._call("ListWebhookDeliveries", webhook_service_pb2.ListWebhookDeliveriesRequest(
-                webhook_id=webhook_id, state=state, page_size=min(limit - len(rows), 1000), page_token=token))
+            page = self._call(
+                "ListWebhookDeliveries",
+                webhook_service_pb2.ListWebhookDeliveriesRequest(
+                    webhook_id=webhook_id, state=state, page_size=min(limit - len(rows), 1000), page_token=token
+                ),
+            )
             rows.extend(WebhookDelivery.from_proto(d) for d in page.deliveries)
             token = page.next_page_token
             if not token:
@@ -1005,11 +1237,11 @@ class Admin:
     def _call(self, method: str, request: Any) -> Any:
         return self._client._unary("admin", method, request, admin=True)
 
-    def create_tenant(self, name: str, *, max_documents: int = 0, max_stored_bytes: int = 0,
-                      max_collections: int = 0) -> Tenant:
+    def create_tenant(self, name: str, *, max_documents: int = 0, max_stored_bytes: int = 0, max_collections: int = 0) -> Tenant:
         """A tenant with quotas (0 = unlimited)."""
-        quota = admin_service_pb2.TenantQuota(max_documents=max_documents, max_stored_bytes=max_stored_bytes,
-                                              max_collections=max_collections)
+        quota = admin_service_pb2.TenantQuota(
+            max_documents=max_documents, max_stored_bytes=max_stored_bytes, max_collections=max_collections
+        )
         tenant = admin_service_pb2.Tenant(name=name, quota=quota)
         return Tenant.from_proto(self._call("CreateTenant", admin_service_pb2.CreateTenantRequest(tenant=tenant)))
 

@@ -68,8 +68,9 @@ def resolve_keys(api_key: str | None = None) -> Keys:
     try:
         keys = json.loads(path.read_text()).get("keys", {})
     except (OSError, ValueError, AttributeError):
-        raise ConfigError(f"the credentials file {path} is not valid JSON; delete it and restart `make run`",
-                          reason="CREDENTIALS_INVALID") from None
+        raise ConfigError(
+            f"the credentials file {path} is not valid JSON; delete it and restart `make run`", reason="CREDENTIALS_INVALID"
+        ) from None
     if not isinstance(keys, dict):
         return Keys()
     return Keys(str(keys.get("client", "")), str(keys.get("admin", "") or keys.get("client", "")))
@@ -92,14 +93,19 @@ class TLS:
     def resolve(cls, ca_file: str | None = None, cert_file: str | None = None, key_file: str | None = None) -> TLS:
         """Arguments first, then SLUICE_TLS_CA_FILE, SLUICE_TLS_CLIENT_CERT_FILE, SLUICE_TLS_CLIENT_KEY_FILE."""
         env = os.environ.get
-        return cls(ca_file or env("SLUICE_TLS_CA_FILE", ""), cert_file or env("SLUICE_TLS_CLIENT_CERT_FILE", ""),
-                   key_file or env("SLUICE_TLS_CLIENT_KEY_FILE", ""))
+        return cls(
+            ca_file or env("SLUICE_TLS_CA_FILE", ""),
+            cert_file or env("SLUICE_TLS_CLIENT_CERT_FILE", ""),
+            key_file or env("SLUICE_TLS_CLIENT_KEY_FILE", ""),
+        )
 
     def credentials(self) -> grpc.ChannelCredentials:
         if bool(self.cert_file) != bool(self.key_file):
-            raise ConfigError("a client certificate needs its key, and a key its certificate (give both: "
-                              "--tls-cert and --tls-key, or SLUICE_TLS_CLIENT_CERT_FILE and SLUICE_TLS_CLIENT_KEY_FILE)",
-                              reason="TLS_CONFIG_INVALID")
+            raise ConfigError(
+                "a client certificate needs its key, and a key its certificate (give both: "
+                "--tls-cert and --tls-key, or SLUICE_TLS_CLIENT_CERT_FILE and SLUICE_TLS_CLIENT_KEY_FILE)",
+                reason="TLS_CONFIG_INVALID",
+            )
         return grpc.ssl_channel_credentials(
             root_certificates=_read(self.ca_file, "CA certificate") if self.ca_file else None,
             private_key=_read(self.key_file, "client key") if self.key_file else None,
@@ -114,5 +120,13 @@ def _read(path: str, what: str) -> bytes:
         raise ConfigError(f"cannot read the {what} {path}: {error.strerror or error}", reason="TLS_CONFIG_INVALID") from None
 
 
-__all__ = ["DEFAULT_INGEST_ADDRESS", "DEFAULT_SEARCH_ADDRESS", "TLS", "Keys", "credentials_file", "ingest_address",
-           "resolve_keys", "search_address"]
+__all__ = [
+    "DEFAULT_INGEST_ADDRESS",
+    "DEFAULT_SEARCH_ADDRESS",
+    "TLS",
+    "Keys",
+    "credentials_file",
+    "ingest_address",
+    "resolve_keys",
+    "search_address",
+]

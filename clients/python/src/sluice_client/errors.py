@@ -30,9 +30,17 @@ class SluiceError(Exception):
 
     code: grpc.StatusCode | None = None
 
-    def __init__(self, message: str, *, reason: str = "", metadata: dict[str, str] | None = None,
-                 code: grpc.StatusCode | None = None, retry_after: float | None = None, service: str = "",
-                 address: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str = "",
+        metadata: dict[str, str] | None = None,
+        code: grpc.StatusCode | None = None,
+        retry_after: float | None = None,
+        service: str = "",
+        address: str = "",
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -153,8 +161,16 @@ class MassDeleteRefused(SluiceError):
     uploaded or deleted. `would_delete` of `sources`, against `max_delete_share`; the
     `source_uris` it would have deleted."""
 
-    def __init__(self, message: str, *, would_delete: int, sources: int, max_delete_share: float,
-                 source_uris: list[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        would_delete: int,
+        sources: int,
+        max_delete_share: float,
+        source_uris: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(message, reason="MASS_DELETE_REFUSED", **kwargs)
         self.would_delete = would_delete
         self.sources = sources
@@ -168,20 +184,44 @@ class ConfigError(SluiceError):
 
 _BY_CODE: dict[grpc.StatusCode, type[SluiceError]] = {
     cls.code: cls
-    for cls in (Cancelled, Unknown, InvalidArgument, DeadlineExceeded, NotFound, AlreadyExists, PermissionDenied,
-                ResourceExhausted, FailedPrecondition, Aborted, OutOfRange, Unimplemented, Internal, Unavailable,
-                DataLoss, Unauthenticated)
+    for cls in (
+        Cancelled,
+        Unknown,
+        InvalidArgument,
+        DeadlineExceeded,
+        NotFound,
+        AlreadyExists,
+        PermissionDenied,
+        ResourceExhausted,
+        FailedPrecondition,
+        Aborted,
+        OutOfRange,
+        Unimplemented,
+        Internal,
+        Unavailable,
+        DataLoss,
+        Unauthenticated,
+    )
     if cls.code is not None
 }
 
 # What the TLS handshake failures look like in gRPC core's error text, and what they mean.
 _TLS_PROBLEMS = (
-    ("CERTIFICATE_VERIFY_FAILED", "untrusted certificate",
-     "its certificate is not signed by the CA given (--ca-file / SLUICE_TLS_CA_FILE), or has expired"),
-    ("WRONG_VERSION_NUMBER", "server does not speak TLS",
-     "it answers in plaintext: leave out the CA file, or give the server a certificate"),
-    ("CERTIFICATE_REQUIRED", "client certificate required",
-     "it requires a client certificate (--tls-cert and --tls-key, or SLUICE_TLS_CLIENT_CERT_FILE/_KEY_FILE)"),
+    (
+        "CERTIFICATE_VERIFY_FAILED",
+        "untrusted certificate",
+        "its certificate is not signed by the CA given (--ca-file / SLUICE_TLS_CA_FILE), or has expired",
+    ),
+    (
+        "WRONG_VERSION_NUMBER",
+        "server does not speak TLS",
+        "it answers in plaintext: leave out the CA file, or give the server a certificate",
+    ),
+    (
+        "CERTIFICATE_REQUIRED",
+        "client certificate required",
+        "it requires a client certificate (--tls-cert and --tls-key, or SLUICE_TLS_CLIENT_CERT_FILE/_KEY_FILE)",
+    ),
     ("HANDSHAKE_FAILURE", "handshake refused", "it refused the handshake"),
 )
 
@@ -226,8 +266,14 @@ def from_rpc_error(error: grpc.RpcError, *, service: str = "", address: str = ""
         cls = RateLimited  # full upload slots are the server's, not this key's: no pacing (retry.py)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED and not reason:
         details = f"{service or 'the server'} at {address} did not answer in time" if address else "the call timed out"
-    return cls(details.strip() or "no details given", reason=reason or (code.name if code else "UNKNOWN"),
-               metadata=metadata, code=code, retry_after=retry_after, **where)
+    return cls(
+        details.strip() or "no details given",
+        reason=reason or (code.name if code else "UNKNOWN"),
+        metadata=metadata,
+        code=code,
+        retry_after=retry_after,
+        **where,
+    )
 
 
 def _transport_error(details: str, *, tls: bool, service: str, address: str) -> SluiceError:
@@ -237,20 +283,32 @@ def _transport_error(details: str, *, tls: bool, service: str, address: str) -> 
     if "handshake failed" in details.lower() or "ssl_error" in details.lower():
         for marker, problem, explanation in _TLS_PROBLEMS:
             if marker in details:
-                return TLSError(f"TLS handshake with {name} at {address} failed ({problem}): {explanation}",
-                                problem=problem, reason="TLS_HANDSHAKE_FAILED", **where)
-        return TLSError(f"TLS handshake with {name} at {address} failed", problem="handshake failed",
-                        reason="TLS_HANDSHAKE_FAILED", **where)
+                return TLSError(
+                    f"TLS handshake with {name} at {address} failed ({problem}): {explanation}",
+                    problem=problem,
+                    reason="TLS_HANDSHAKE_FAILED",
+                    **where,
+                )
+        return TLSError(
+            f"TLS handshake with {name} at {address} failed", problem="handshake failed", reason="TLS_HANDSHAKE_FAILED", **where
+        )
     if "Socket closed" in details or "Connection reset" in details:
         # The server closed the connection before answering: under TLS it refused our client
         # certificate (mutual TLS), in plaintext it most likely expects TLS.
         if tls:
-            return TLSError(f"{name} at {address} closed the connection during the TLS handshake: it probably requires a "
-                            "client certificate signed by a CA it trusts (--tls-cert and --tls-key)",
-                            problem="client certificate refused", reason="TLS_HANDSHAKE_FAILED", **where)
-        return ConnectionFailed(f"{name} at {address} closed the connection at once: it probably requires TLS "
-                                "(give the CA of its certificate: --ca-file or SLUICE_TLS_CA_FILE)",
-                                reason="CONNECTION_CLOSED", **where)
+            return TLSError(
+                f"{name} at {address} closed the connection during the TLS handshake: it probably requires a "
+                "client certificate signed by a CA it trusts (--tls-cert and --tls-key)",
+                problem="client certificate refused",
+                reason="TLS_HANDSHAKE_FAILED",
+                **where,
+            )
+        return ConnectionFailed(
+            f"{name} at {address} closed the connection at once: it probably requires TLS "
+            "(give the CA of its certificate: --ca-file or SLUICE_TLS_CA_FILE)",
+            reason="CONNECTION_CLOSED",
+            **where,
+        )
     cause = "connection refused" if "refused" in details.lower() else "no connection"
     if "Name resolution" in details or "DNS resolution" in details or "name resolution" in details:
         cause = "the host name does not resolve"

@@ -80,8 +80,9 @@ def condition(text: str) -> search_service_pb2.MetadataFilter:
     """One condition from text; ValueError with a readable message when it cannot be read."""
     match = _CONDITION.match(text)
     if not match:
-        raise ValueError(f"expected KEY OP VALUE (OP: = != > >= < <=), KEY in A,B, KEY not-in A,B, KEY exists or "
-                         f"KEY not-exists; got {text!r}")
+        raise ValueError(
+            f"expected KEY OP VALUE (OP: = != > >= < <=), KEY in A,B, KEY not-in A,B, KEY exists or KEY not-exists; got {text!r}"
+        )
     result = search_service_pb2.MetadataCondition(key=match["key"])
     if match["symbol"]:
         result.op = search_service_pb2.FilterOperator.Value("FILTER_OPERATOR_" + _SYMBOLS[match["symbol"]])
@@ -94,8 +95,9 @@ def condition(text: str) -> search_service_pb2.MetadataFilter:
     return search_service_pb2.MetadataFilter(condition=result)
 
 
-def where(conditions: str | search_service_pb2.MetadataFilter | Iterable[str | search_service_pb2.MetadataFilter] | None,
-          ) -> search_service_pb2.MetadataFilter | None:
+def where(
+    conditions: str | search_service_pb2.MetadataFilter | Iterable[str | search_service_pb2.MetadataFilter] | None,
+) -> search_service_pb2.MetadataFilter | None:
     """Conditions that must all hold (all_of): text (see `condition`) or MetadataFilter messages."""
     if conditions is None:
         return None

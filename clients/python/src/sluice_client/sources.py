@@ -52,8 +52,19 @@ class SourceRun:
 
     @classmethod
     def from_proto(cls, r: src.SourceRun) -> SourceRun:
-        return cls(r.id, r.name, _state(r.state), r.listed, r.uploaded, r.unchanged, r.deleted, r.failed,
-                   r.would_delete, r.error_message, r)
+        return cls(
+            r.id,
+            r.name,
+            _state(r.state),
+            r.listed,
+            r.uploaded,
+            r.unchanged,
+            r.deleted,
+            r.failed,
+            r.would_delete,
+            r.error_message,
+            r,
+        )
 
 
 @dataclass(frozen=True)
@@ -85,21 +96,48 @@ class Source:
     @classmethod
     def from_proto(cls, s: src.Source) -> Source:
         kind = src.SourceKind.Name(s.kind).removeprefix("SOURCE_KIND_").lower()
-        return cls(s.id, s.name, s.collection, kind, s.display_name, s.schedule_interval_seconds,
-                   SourceRun.from_proto(s.last_run) if s.HasField("last_run") else None, s)
+        return cls(
+            s.id,
+            s.name,
+            s.collection,
+            kind,
+            s.display_name,
+            s.schedule_interval_seconds,
+            SourceRun.from_proto(s.last_run) if s.HasField("last_run") else None,
+            s,
+        )
 
 
-def spec(*, folder: str | None = None, glob: str = "", s3_endpoint: str | None = None, bucket: str = "",
-         prefix: str = "", region: str = "", access_key_id_env: str = "", secret_access_key_env: str = "",
-         sitemap_url: str | None = None, start_url: str | None = None, max_pages: int = 0, git: str | None = None,
-         ref: str = "", subpath: str = "") -> dict[str, Any]:
+def spec(
+    *,
+    folder: str | None = None,
+    glob: str = "",
+    s3_endpoint: str | None = None,
+    bucket: str = "",
+    prefix: str = "",
+    region: str = "",
+    access_key_id_env: str = "",
+    secret_access_key_env: str = "",
+    sitemap_url: str | None = None,
+    start_url: str | None = None,
+    max_pages: int = 0,
+    git: str | None = None,
+    ref: str = "",
+    subpath: str = "",
+) -> dict[str, Any]:
     """The `Source` field of exactly one kind (ValueError otherwise)."""
     chosen: dict[str, Any] = {}
     if folder is not None:
         chosen["local_folder"] = src.LocalFolderSource(path=folder, glob=glob)
     if s3_endpoint is not None:
-        chosen["s3"] = src.S3Source(endpoint=s3_endpoint, bucket=bucket, prefix=prefix, region=region,
-                                    access_key_id_env=access_key_id_env, secret_access_key_env=secret_access_key_env)
+        chosen["s3"] = src.S3Source(
+            endpoint=s3_endpoint,
+            bucket=bucket,
+            prefix=prefix,
+            region=region,
+            access_key_id_env=access_key_id_env,
+            secret_access_key_env=secret_access_key_env,
+        )
     if sitemap_url is not None or start_url is not None:
         chosen["http"] = src.HttpSource(sitemap_url=sitemap_url or "", start_url=start_url or "", max_pages=max_pages)
     if git is not None:
@@ -118,12 +156,18 @@ class Sources:
     def _call(self, method: str, request: Any) -> Any:
         return self._client._unary("sources", method, request)
 
-    def create(self, collection: str, *, display_name: str = "", every_seconds: int = 0, max_delete_share: float = 0.0,
-               **kind: Any) -> Source:
+    def create(
+        self, collection: str, *, display_name: str = "", every_seconds: int = 0, max_delete_share: float = 0.0, **kind: Any
+    ) -> Source:
         """A source of one kind (see `spec`: folder=, s3_endpoint=/bucket=, sitemap_url= or start_url=, git=),
         synced every `every_seconds` (0: only on `sync`)."""
-        message = src.Source(collection=collection, display_name=display_name, schedule_interval_seconds=every_seconds,
-                             max_delete_share=max_delete_share, **spec(**kind))
+        message = src.Source(
+            collection=collection,
+            display_name=display_name,
+            schedule_interval_seconds=every_seconds,
+            max_delete_share=max_delete_share,
+            **spec(**kind),
+        )
         return Source.from_proto(self._call("CreateSource", src.CreateSourceRequest(source=message)))
 
     def get(self, name: str) -> Source:
@@ -132,8 +176,7 @@ class Sources:
     def list(self, collection: str | None = None) -> Iterator[Source]:
         token = ""
         while True:
-            page = self._call("ListSources", src.ListSourcesRequest(collection=collection or "", page_size=200,
-                                                                    page_token=token))
+            page = self._call("ListSources", src.ListSourcesRequest(collection=collection or "", page_size=200, page_token=token))
             yield from (Source.from_proto(s) for s in page.sources)
             token = page.next_page_token
             if not token:
@@ -143,11 +186,19 @@ class Sources:
         """Delete the source and its runs; the documents it synced stay."""
         self._call("DeleteSource", src.DeleteSourceRequest(name=name))
 
-    def sync(self, name: str, *, allow_mass_delete: bool = False, wait: bool = False, timeout: float = 3600.0,
-             poll_seconds: float = 1.0) -> SourceRun:
+    def sync(
+        self,
+        name: str,
+        *,
+        allow_mass_delete: bool = False,
+        wait: bool = False,
+        timeout: float = 3600.0,
+        poll_seconds: float = 1.0,
+    ) -> SourceRun:
         """Ask for a run (or get the one already pending or running); with `wait`, return once it ended."""
-        run = SourceRun.from_proto(self._call("SyncSource", src.SyncSourceRequest(
-            name=name, allow_mass_delete=allow_mass_delete)))
+        run = SourceRun.from_proto(
+            self._call("SyncSource", src.SyncSourceRequest(name=name, allow_mass_delete=allow_mass_delete))
+        )
         if not wait:
             return run
         deadline = time.monotonic() + timeout
@@ -163,8 +214,9 @@ class Sources:
         rows: builtins.list[SourceRun] = []
         token = ""
         while len(rows) < limit:
-            page = self._call("ListSourceRuns", src.ListSourceRunsRequest(name=name, page_size=min(limit - len(rows), 1000),
-                                                                          page_token=token))
+            page = self._call(
+                "ListSourceRuns", src.ListSourceRunsRequest(name=name, page_size=min(limit - len(rows), 1000), page_token=token)
+            )
             rows.extend(SourceRun.from_proto(r) for r in page.runs)
             token = page.next_page_token
             if not token:
@@ -181,11 +233,17 @@ class AsyncSources:
     async def _call(self, method: str, request: Any) -> Any:
         return await self._client._unary("sources", method, request)
 
-    async def create(self, collection: str, *, display_name: str = "", every_seconds: int = 0,
-                     max_delete_share: float = 0.0, **kind: Any) -> Source:
+    async def create(
+        self, collection: str, *, display_name: str = "", every_seconds: int = 0, max_delete_share: float = 0.0, **kind: Any
+    ) -> Source:
         """See Sources.create."""
-        message = src.Source(collection=collection, display_name=display_name, schedule_interval_seconds=every_seconds,
-                             max_delete_share=max_delete_share, **spec(**kind))
+        message = src.Source(
+            collection=collection,
+            display_name=display_name,
+            schedule_interval_seconds=every_seconds,
+            max_delete_share=max_delete_share,
+            **spec(**kind),
+        )
         return Source.from_proto(await self._call("CreateSource", src.CreateSourceRequest(source=message)))
 
     async def get(self, name: str) -> Source:
@@ -194,8 +252,9 @@ class AsyncSources:
     async def list(self, collection: str | None = None) -> AsyncIterator[Source]:
         token = ""
         while True:
-            page = await self._call("ListSources", src.ListSourcesRequest(collection=collection or "", page_size=200,
-                                                                          page_token=token))
+            page = await self._call(
+                "ListSources", src.ListSourcesRequest(collection=collection or "", page_size=200, page_token=token)
+            )
             for source in page.sources:
                 yield Source.from_proto(source)
             token = page.next_page_token
@@ -205,11 +264,19 @@ class AsyncSources:
     async def delete(self, name: str) -> None:
         await self._call("DeleteSource", src.DeleteSourceRequest(name=name))
 
-    async def sync(self, name: str, *, allow_mass_delete: bool = False, wait: bool = False, timeout: float = 3600.0,
-                   poll_seconds: float = 1.0) -> SourceRun:
+    async def sync(
+        self,
+        name: str,
+        *,
+        allow_mass_delete: bool = False,
+        wait: bool = False,
+        timeout: float = 3600.0,
+        poll_seconds: float = 1.0,
+    ) -> SourceRun:
         """See Sources.sync."""
-        run = SourceRun.from_proto(await self._call("SyncSource", src.SyncSourceRequest(
-            name=name, allow_mass_delete=allow_mass_delete)))
+        run = SourceRun.from_proto(
+            await self._call("SyncSource", src.SyncSourceRequest(name=name, allow_mass_delete=allow_mass_delete))
+        )
         deadline = time.monotonic() + timeout
         while wait and not run.ended:
             if time.monotonic() > deadline:
@@ -222,8 +289,9 @@ class AsyncSources:
         rows: builtins.list[SourceRun] = []
         token = ""
         while len(rows) < limit:
-            page = await self._call("ListSourceRuns", src.ListSourceRunsRequest(
-                name=name, page_size=min(limit - len(rows), 1000), page_token=token))
+            page = await self._call(
+                "ListSourceRuns", src.ListSourceRunsRequest(name=name, page_size=min(limit - len(rows), 1000), page_token=token)
+            )
             rows.extend(SourceRun.from_proto(r) for r in page.runs)
             token = page.next_page_token
             if not token:

@@ -83,8 +83,13 @@ class SyncReport:
 
     @property
     def counts(self) -> dict[str, int]:
-        return {"new": len(self.new), "updated": len(self.updated), "unchanged": len(self.unchanged),
-                "deleted": len(self.deleted), "failed": len(self.failed)}
+        return {
+            "new": len(self.new),
+            "updated": len(self.updated),
+            "unchanged": len(self.unchanged),
+            "deleted": len(self.deleted),
+            "failed": len(self.failed),
+        }
 
 
 def folder_files(folder: str | os.PathLike[str], *, include_hidden: bool = False) -> dict[str, Path]:
@@ -133,8 +138,9 @@ def plan(files: dict[str, Path], hashes: dict[str, tuple[str, str]], listed: Ite
             result.uploads.append(SyncUpload(source_uri, path, new=False))
         elif newest.failed:
             message = newest.error_message or "processing failed"
-            result.failed.append(SyncFailure(source_uri, f"{message} (unchanged since it failed: retry it, or change the "
-                                                         "file)", path, newest))
+            result.failed.append(
+                SyncFailure(source_uri, f"{message} (unchanged since it failed: retry it, or change the file)", path, newest)
+            )
         else:
             result.unchanged.append(source_uri)
     result.gone = sorted(set(versions) - set(files))
@@ -153,8 +159,22 @@ def check_mass_delete(collection: str, sync_plan: SyncPlan, max_delete_share: fl
             f"refusing to delete {would_delete} of the {sources} sources of collection {collection} "
             f"({would_delete / sources:.0%}, more than the limit of {max_delete_share:.0%}): nothing was uploaded or "
             "deleted; if the folder really lost these files, allow it (allow_mass_delete, `--allow-mass-delete`)",
-            would_delete=would_delete, sources=sources, max_delete_share=max_delete_share, source_uris=sync_plan.gone)
+            would_delete=would_delete,
+            sources=sources,
+            max_delete_share=max_delete_share,
+            source_uris=sync_plan.gone,
+        )
 
 
-__all__ = ["DEFAULT_MAX_DELETE_SHARE", "MASS_DELETE_FLOOR", "SyncFailure", "SyncPlan", "SyncReport", "SyncUpload", "check_mass_delete",
-           "folder_files", "hash_file", "plan"]
+__all__ = [
+    "DEFAULT_MAX_DELETE_SHARE",
+    "MASS_DELETE_FLOOR",
+    "SyncFailure",
+    "SyncPlan",
+    "SyncReport",
+    "SyncUpload",
+    "check_mass_delete",
+    "folder_files",
+    "hash_file",
+    "plan",
+]

@@ -224,9 +224,17 @@ class Document:
             version=message.version,
             consistency_token=message.consistency_token,
             attempt_history=[
-                Attempt(a.number, a.worker_id, DocumentStatus(a.stage),
-                        document_pb2.AttemptOutcome.Name(a.outcome).removeprefix("ATTEMPT_OUTCOME_"), a.error_code,
-                        a.error_message, a.retryable, _time(a.start_time), _time(a.end_time))
+                Attempt(
+                    a.number,
+                    a.worker_id,
+                    DocumentStatus(a.stage),
+                    document_pb2.AttemptOutcome.Name(a.outcome).removeprefix("ATTEMPT_OUTCOME_"),
+                    a.error_code,
+                    a.error_message,
+                    a.retryable,
+                    _time(a.start_time),
+                    _time(a.end_time),
+                )
                 for a in message.attempt_history
             ],
             raw=message,
@@ -288,9 +296,16 @@ class Collection:
             ready_document_count=message.ready_document_count,
             create_time=_time(message.create_time),
             generations=[
-                Generation(g.number, collection_pb2.GenerationState.Name(g.state).removeprefix("GENERATION_STATE_"),
-                           embedder(g.embedder), g.documents_total, g.documents_ready, g.documents_failed,
-                           g.documents_pending, g)
+                Generation(
+                    g.number,
+                    collection_pb2.GenerationState.Name(g.state).removeprefix("GENERATION_STATE_"),
+                    embedder(g.embedder),
+                    g.documents_total,
+                    g.documents_ready,
+                    g.documents_failed,
+                    g.documents_pending,
+                    g,
+                )
                 for g in message.generations
             ],
             raw=message,
@@ -313,8 +328,17 @@ class Hit:
 
     @classmethod
     def from_proto(cls, hit: search_service_pb2.SearchHit) -> Hit:
-        return cls(hit.text, hit.score, hit.document_id, hit.filename, hit.chunk_index, hit.page_number,
-                   dict(hit.metadata), hit.context, hit)
+        return cls(
+            hit.text,
+            hit.score,
+            hit.document_id,
+            hit.filename,
+            hit.chunk_index,
+            hit.page_number,
+            dict(hit.metadata),
+            hit.context,
+            hit,
+        )
 
 
 class SearchResults(Sequence[Hit]):
@@ -405,8 +429,16 @@ class Tenant:
 
     @classmethod
     def from_proto(cls, t: admin_service_pb2.Tenant) -> Tenant:
-        return cls(t.name, t.quota.max_documents, t.quota.max_stored_bytes, t.quota.max_collections,
-                   t.usage.collections, t.usage.documents, t.usage.stored_bytes, t)
+        return cls(
+            t.name,
+            t.quota.max_documents,
+            t.quota.max_stored_bytes,
+            t.quota.max_collections,
+            t.usage.collections,
+            t.usage.documents,
+            t.usage.stored_bytes,
+            t,
+        )
 
 
 @dataclass(frozen=True)
@@ -425,8 +457,9 @@ class ApiKey:
     @classmethod
     def from_proto(cls, k: admin_service_pb2.ApiKey) -> ApiKey:
         role = admin_service_pb2.ApiKeyRole.Name(k.role).removeprefix("API_KEY_ROLE_").lower()
-        return cls(k.id, k.prefix, k.tenant, role, k.name, _time(k.create_time),
-                   _time(k.revoke_time, k.HasField("revoke_time")), k)
+        return cls(
+            k.id, k.prefix, k.tenant, role, k.name, _time(k.create_time), _time(k.revoke_time, k.HasField("revoke_time")), k
+        )
 
 
 @dataclass(frozen=True)
@@ -448,8 +481,14 @@ class Webhook:
 
     @classmethod
     def from_proto(cls, w: webhook_service_pb2.Webhook) -> Webhook:
-        return cls(w.id, w.collection, w.url, [webhook_event_name(t) for t in w.event_types],
-                   webhook_service_pb2.WebhookState.Name(w.state).removeprefix("WEBHOOK_STATE_").lower(), w)
+        return cls(
+            w.id,
+            w.collection,
+            w.url,
+            [webhook_event_name(t) for t in w.event_types],
+            webhook_service_pb2.WebhookState.Name(w.state).removeprefix("WEBHOOK_STATE_").lower(),
+            w,
+        )
 
 
 @dataclass(frozen=True)
@@ -481,8 +520,11 @@ def webhook_event_name(value: webhook_service_pb2.WebhookEventType.ValueType) ->
     return f"{kind}.{name.removeprefix(kind + '_')}"
 
 
-WEBHOOK_EVENT_TYPES = {webhook_event_name(v): v for v in webhook_service_pb2.WebhookEventType.values()
-                       if v != webhook_service_pb2.WEBHOOK_EVENT_TYPE_UNSPECIFIED}
+WEBHOOK_EVENT_TYPES = {
+    webhook_event_name(v): v
+    for v in webhook_service_pb2.WebhookEventType.values()
+    if v != webhook_service_pb2.WEBHOOK_EVENT_TYPE_UNSPECIFIED
+}
 
 
 @dataclass(frozen=True)

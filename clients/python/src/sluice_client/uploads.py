@@ -97,11 +97,13 @@ class PreparedUpload:
             self.read_failure.append(read_error(self.path, error) if self.path else f"cannot read the source: {error}")
             raise
         if (sent, digest.hexdigest()) != (self.size, self.sha256):
-            self.read_failure.append(f"{self.path or self.filename} changed while it was being uploaded; nothing was "
-                                     "stored, upload it again")
+            self.read_failure.append(
+                f"{self.path or self.filename} changed while it was being uploaded; nothing was stored, upload it again"
+            )
             raise UploadSourceError(self.read_failure[-1], reason="SOURCE_CHANGED")
         yield document_service_pb2.UploadDocumentRequest(
-            trailer=document_service_pb2.UploadDocumentTrailer(size_bytes=sent, sha256=digest.hexdigest()))
+            trailer=document_service_pb2.UploadDocumentTrailer(size_bytes=sent, sha256=digest.hexdigest())
+        )
 
 
 def file_digest(path: Path) -> tuple[int, str]:
@@ -128,8 +130,7 @@ def prepare(source: Source, filename: str | None = None) -> PreparedUpload:
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
         size, sha256 = file_digest(path)
-        prepared = PreparedUpload(filename or path.name, size, sha256, os.path.abspath(path),
-                                  lambda: open(path, "rb"), path=path)  # noqa: SIM115 - reopened for the caller, who closes it
+        prepared = PreparedUpload(filename or path.name, size, sha256, os.path.abspath(path), lambda: open(path, "rb"), path=path)  # noqa: SIM115 - reopened for the caller, who closes it
     elif hasattr(source, "read"):
         stream = source
         start = stream.tell() if stream.seekable() else None
@@ -159,9 +160,16 @@ def _name_of(handle: Any) -> str:
     return os.path.basename(name) if isinstance(name, str) and name else "document"
 
 
-def metadata_message(collection: str, prepared: PreparedUpload, *, mime_type: str | None, metadata: Mapping[str, str] | None,
-                     typed_metadata: Mapping[str, Any] | None, request_id_value: str,
-                     source_uri: str | None = None) -> document_service_pb2.UploadDocumentMetadata:
+def metadata_message(
+    collection: str,
+    prepared: PreparedUpload,
+    *,
+    mime_type: str | None,
+    metadata: Mapping[str, str] | None,
+    typed_metadata: Mapping[str, Any] | None,
+    request_id_value: str,
+    source_uri: str | None = None,
+) -> document_service_pb2.UploadDocumentMetadata:
     from .filters import metadata_value
 
     return document_service_pb2.UploadDocumentMetadata(
@@ -169,8 +177,10 @@ def metadata_message(collection: str, prepared: PreparedUpload, *, mime_type: st
         filename=prepared.filename,
         mime_type=mime_type if mime_type is not None else guess_mime_type(prepared.filename),
         metadata=dict(metadata or {}),
-        typed_metadata={key: value if isinstance(value, document_pb2.MetadataValue) else metadata_value(value)
-                        for key, value in (typed_metadata or {}).items()},
+        typed_metadata={
+            key: value if isinstance(value, document_pb2.MetadataValue) else metadata_value(value)
+            for key, value in (typed_metadata or {}).items()
+        },
         request_id=request_id_value,
         expected_size_bytes=prepared.size,
         expected_sha256=prepared.sha256,
@@ -222,5 +232,14 @@ def source_uri_of(path: str | os.PathLike[str], roots: list[str | os.PathLike[st
     return absolute.name
 
 
-__all__ = ["CHUNK_BYTES", "PreparedUpload", "Source", "file_digest", "find_files", "guess_mime_type", "prepare",
-           "request_id", "source_uri_of"]
+__all__ = [
+    "CHUNK_BYTES",
+    "PreparedUpload",
+    "Source",
+    "file_digest",
+    "find_files",
+    "guess_mime_type",
+    "prepare",
+    "request_id",
+    "source_uri_of",
+]

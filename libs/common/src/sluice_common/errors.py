@@ -147,22 +147,27 @@ def domain_error_of(exc: BaseException) -> SluiceError | None:
     if isinstance(exc, psycopg.errors.QueryCanceled):
         # statement_timeout (search's SLUICE_SEARCH_STATEMENT_TIMEOUT_MS): not a bug, and the
         # same call may pass on a quieter server; a narrower query or filter passes sooner.
-        return DeadlineExceeded("the database took longer than the server allows for this call and stopped it;"
-                                " retry, or narrow the query", reason=Reason.DEADLINE_EXCEEDED)
+        return DeadlineExceeded(
+            "the database took longer than the server allows for this call and stopped it; retry, or narrow the query",
+            reason=Reason.DEADLINE_EXCEEDED,
+        )
     if isinstance(exc, psycopg.OperationalError) and exc.sqlstate == "40001" and "conflict with recovery" in str(exc):
         # A hot standby cancelled the statement (or ended the session) to replay the primary's
         # changes: a lock or a row version the statement held (docs/scaling.md,
         # "Kubernetes: CloudNativePG", hot_standby_feedback). The same call passes when retried.
-        return Unavailable("the replica serving this call cancelled it to apply the primary's changes (a recovery"
-                           " conflict); retry", reason=Reason.RECOVERY_CONFLICT)
+        return Unavailable(
+            "the replica serving this call cancelled it to apply the primary's changes (a recovery conflict); retry",
+            reason=Reason.RECOVERY_CONFLICT,
+        )
     if isinstance(exc, psycopg.OperationalError):
         state = exc.sqlstate or ""
         if not state or state.startswith(_CONNECTION_SQLSTATE_PREFIXES):
             return DatabaseUnavailable("the database is unavailable right now; retry shortly")
     if isinstance(exc, psycopg.DataError) and "NUL (0x00)" in str(exc):
         # A field that reaches SQL without its own check: still the caller's input, not a bug.
-        return InvalidArgument("a text field contains a NUL character (U+0000), which cannot be stored",
-                               reason=Reason.NUL_CHARACTER)
+        return InvalidArgument(
+            "a text field contains a NUL character (U+0000), which cannot be stored", reason=Reason.NUL_CHARACTER
+        )
     return None
 
 

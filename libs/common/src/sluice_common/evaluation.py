@@ -178,8 +178,9 @@ def summarize(results: Sequence[QueryResult], latencies: Sequence[float] | None 
     return Summary(len(results), metrics, p50)
 
 
-def evaluate(queries: Sequence[Query], ranked: Mapping[str, Sequence[Any]],
-             latencies: Mapping[str, float] | None = None) -> Summary:
+def evaluate(
+    queries: Sequence[Query], ranked: Mapping[str, Sequence[Any]], latencies: Mapping[str, float] | None = None
+) -> Summary:
     """Score every query against its hits (`ranked[query.id]`, missing = no hits) and summarise."""
     results = [score(ranked.get(q.id, ()), q.relevant) for q in queries]
     times = [latencies[q.id] for q in queries if q.id in latencies] if latencies else None

@@ -21,9 +21,10 @@ from .tls import ClientTLS, secure_or_insecure_channel
 TIMEOUT_SECONDS = 3.0
 
 
-def check_grpc(address: str, tls: ClientTLS | None = None, service: str = "", *, server_name: str = "",
-               timeout: float = TIMEOUT_SECONDS) -> str:
-    """"" when `service` at `address` reports SERVING; `server_name` is the name its
+def check_grpc(
+    address: str, tls: ClientTLS | None = None, service: str = "", *, server_name: str = "", timeout: float = TIMEOUT_SECONDS
+) -> str:
+    """ "" when `service` at `address` reports SERVING; `server_name` is the name its
     certificate is checked against when it is not the address's host (e.g. localhost in a pod)."""
     options = [("grpc.ssl_target_name_override", server_name)] if server_name else None
     with secure_or_insecure_channel(address, tls or ClientTLS(), options) as channel:
@@ -46,7 +47,7 @@ def https_context(tls: ClientTLS) -> ssl.SSLContext:
 
 
 def check_http(url: str, tls: ClientTLS | None = None, *, timeout: float = TIMEOUT_SECONDS) -> str:
-    """"" when a GET of `url` answers 2xx."""
+    """ "" when a GET of `url` answers 2xx."""
     context = https_context(tls or ClientTLS()) if url.startswith("https:") else None
     try:
         with urllib.request.urlopen(url, timeout=timeout, context=context) as response:  # the URL is an operator's own

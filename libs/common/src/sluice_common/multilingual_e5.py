@@ -177,8 +177,9 @@ def read_source(path: Path) -> Q4Source:
         count, tensor_offset, _size = struct.unpack_from("<IQQ", data, offset + 1)
         offset += 21
         tensors[name] = (dtype, count, tensor_offset)
-    return Q4Source(hidden, layers, heads, ffn, vocab, max_positions, eps, bos, eos, pad, unk, pieces, scores, charmap,
-                    buffer, tensors)
+    return Q4Source(
+        hidden, layers, heads, ffn, vocab, max_positions, eps, bos, eos, pad, unk, pieces, scores, charmap, buffer, tensors
+    )
 
 
 # ----------------------------------------------------------------------------- the tokenizer
@@ -292,8 +293,9 @@ def build_graph(source: Q4Source) -> onnx.ModelProto:
     node("Add", ["pos", "type0"], "pos_type")
     init("emb_ln_w", source.fp32("emb.ln.w"))
     init("emb_ln_b", source.fp32("emb.ln.b"))
-    x = node("SkipLayerNormalization", ["word", "pos_type", "emb_ln_w", "emb_ln_b"], "emb", domain="com.microsoft",
-             epsilon=source.eps)
+    x = node(
+        "SkipLayerNormalization", ["word", "pos_type", "emb_ln_w", "emb_ln_b"], "emb", domain="com.microsoft", epsilon=source.eps
+    )
     node("Cast", ["attention_mask"], "mask_i32", to=TensorProto.INT32)
 
     for layer in range(source.layers):
@@ -303,14 +305,20 @@ def build_graph(source: Q4Source) -> onnx.ModelProto:
         qkv = np.concatenate([source.dequantized(f"{p}.{m}.w", H) for m in ("q", "k", "v")]).T
         init(f"{p}_qkv_w", qkv)
         init(f"{p}_qkv_b", np.concatenate([source.fp32(f"{p}.{m}.b") for m in ("q", "k", "v")]))
-        attention = node("Attention", [x, f"{p}_qkv_w", f"{p}_qkv_b", "mask_i32"], f"{p}_attention", domain="com.microsoft",
-                         num_heads=heads)
+        attention = node(
+            "Attention", [x, f"{p}_qkv_w", f"{p}_qkv_b", "mask_i32"], f"{p}_attention", domain="com.microsoft", num_heads=heads
+        )
         out = linear(f"{p}_ao", attention, f"{p}.ao.w", H)
         init(f"{p}_ao_b", source.fp32(f"{p}.ao.b"))
         init(f"{p}_aln_w", source.fp32(f"{p}.aln.w"))
         init(f"{p}_aln_b", source.fp32(f"{p}.aln.b"))
-        x = node("SkipLayerNormalization", [out, x, f"{p}_aln_w", f"{p}_aln_b", f"{p}_ao_b"], f"{p}_attention_ln",
-                 domain="com.microsoft", epsilon=source.eps)
+        x = node(
+            "SkipLayerNormalization",
+            [out, x, f"{p}_aln_w", f"{p}_aln_b", f"{p}_ao_b"],
+            f"{p}_attention_ln",
+            domain="com.microsoft",
+            epsilon=source.eps,
+        )
         init(f"{p}_fi_b", source.fp32(f"{p}.fi.b"))
         mid = linear(f"{p}_fi", x, f"{p}.fi.w", H)
         mid = node("BiasGelu", [mid, f"{p}_fi_b"], f"{p}_gelu", domain="com.microsoft")
@@ -318,8 +326,13 @@ def build_graph(source: Q4Source) -> onnx.ModelProto:
         init(f"{p}_fo_b", source.fp32(f"{p}.fo.b"))
         init(f"{p}_oln_w", source.fp32(f"{p}.oln.w"))
         init(f"{p}_oln_b", source.fp32(f"{p}.oln.b"))
-        x = node("SkipLayerNormalization", [out, x, f"{p}_oln_w", f"{p}_oln_b", f"{p}_fo_b"], f"{p}_output",
-                 domain="com.microsoft", epsilon=source.eps)
+        x = node(
+            "SkipLayerNormalization",
+            [out, x, f"{p}_oln_w", f"{p}_oln_b", f"{p}_fo_b"],
+            f"{p}_output",
+            domain="com.microsoft",
+            epsilon=source.eps,
+        )
 
     # Mean over the unmasked tokens, then L2-normalize.
     node("Cast", ["attention_mask"], "mask_f", to=TensorProto.FLOAT)
@@ -339,8 +352,11 @@ def build_graph(source: Q4Source) -> onnx.ModelProto:
         [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", H])],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-                              producer_name="sluice_common.multilingual_e5")
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+        producer_name="sluice_common.multilingual_e5",
+    )
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
@@ -353,8 +369,14 @@ def quantize_int8(fp32_path: Path, target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     # The contrib operators have no shape inference in onnx: their outputs are float.
-    quantize_dynamic(str(fp32_path), str(target), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Attention"],
-                     per_channel=True, extra_options={"DefaultTensorType": TensorProto.FLOAT})
+    quantize_dynamic(
+        str(fp32_path),
+        str(target),
+        weight_type=QuantType.QInt8,
+        op_types_to_quantize=["MatMul", "Attention"],
+        per_channel=True,
+        extra_options={"DefaultTensorType": TensorProto.FLOAT},
+    )
 
 
 # ----------------------------------------------------------------------------- the cache
@@ -385,14 +407,21 @@ def convert(source: Path, target: Path) -> None:
         (tmp / "charmap.json").write_text(json.dumps({str(k): v for k, v in sorted(model.charmap.items())}), encoding="utf-8")
         onnx.save(build_graph(model), str(tmp / "model-fp32.onnx"))
         quantize_int8(tmp / "model-fp32.onnx", tmp / "model-int8.onnx")
-        manifest = {"source": str(source), "source_size": source.stat().st_size, "converter": CONVERTER_VERSION,
-                    "max_tokens": MAX_TOKENS, "dimensions": model.hidden}
+        manifest = {
+            "source": str(source),
+            "source_size": source.stat().st_size,
+            "converter": CONVERTER_VERSION,
+            "max_tokens": MAX_TOKENS,
+            "dimensions": model.hidden,
+        }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
         # manifest.json last: its presence says the directory is complete.
         for name in ("tokenizer.json", "charmap.json", "model-fp32.onnx", "model-int8.onnx", "manifest.json"):
             os.replace(tmp / name, target / name)
-    log.info("converted multilingual-e5-small for ONNX Runtime",
-             extra={"source": str(source), "path": str(target), "seconds": round(time.monotonic() - started, 1)})
+    log.info(
+        "converted multilingual-e5-small for ONNX Runtime",
+        extra={"source": str(source), "path": str(target), "seconds": round(time.monotonic() - started, 1)},
+    )
 
 
 def ensure_converted(source: Path | None = None) -> Path:

@@ -84,10 +84,14 @@ def export_int8(model_dir: Path, target: Path) -> None:
         fp32 = Path(work) / "model.onnx"
         with torch.no_grad():
             torch.onnx.export(
-                Pooled(model), (sample, torch.ones_like(sample), torch.zeros_like(sample)), str(fp32),
-                input_names=names, output_names=["sentence_embedding"],
+                Pooled(model),
+                (sample, torch.ones_like(sample), torch.zeros_like(sample)),
+                str(fp32),
+                input_names=names,
+                output_names=["sentence_embedding"],
                 dynamic_axes={**{name: {0: "batch", 1: "sequence"} for name in names}, "sentence_embedding": {0: "batch"}},
-                opset_version=17, dynamo=False,
+                opset_version=17,
+                dynamo=False,
             )
         quantized = Path(work) / FILE_NAME
         import onnx

@@ -78,8 +78,16 @@ class RerankerSpec:
         return cls(**{key: value[key] for key in cls.__dataclass_fields__ if key in value})
 
 
-def check(provider: str, model: str = "", base_url: str = "", api_key_env: str = "", candidates: int = 0,
-          timeout_ms: int = 0, *, allowed_urls: list[str] | None = None) -> RerankerSpec:
+def check(
+    provider: str,
+    model: str = "",
+    base_url: str = "",
+    api_key_env: str = "",
+    candidates: int = 0,
+    timeout_ms: int = 0,
+    *,
+    allowed_urls: list[str] | None = None,
+) -> RerankerSpec:
     """The configuration with its defaults filled in, or RerankerInvalid saying what is wrong.
     `allowed_urls` (the operator's prefixes) is checked when given."""
     if provider not in PROVIDERS:
@@ -101,7 +109,8 @@ def check(provider: str, model: str = "", base_url: str = "", api_key_env: str =
         if not MODEL_DIRECTORY.fullmatch(model) or model in (".", ".."):
             raise RerankerInvalid(
                 "reranker.model must name a model directory inside search's SLUICE_RERANK_MODEL_DIR (letters, digits, "
-                f"'.', '_', '-'; no path): got {model[:80]!r}")
+                f"'.', '_', '-'; no path): got {model[:80]!r}"
+            )
         if base_url or api_key_env:
             raise RerankerInvalid("a CROSS_ENCODER reranker runs inside search: it takes no base_url or api_key_env")
     else:
@@ -111,8 +120,10 @@ def check(provider: str, model: str = "", base_url: str = "", api_key_env: str =
         api_key_env = api_key_env.strip() or DEFAULT_KEY_ENVS[provider]
         if api_key_env and not KEY_ENV.fullmatch(api_key_env):
             # Not echoed: a client may have put the key itself here.
-            raise RerankerInvalid("reranker.api_key_env must be the NAME of an environment variable of search that starts "
-                                  "with SLUICE_RERANK_ (capitals, digits, '_'), not the key itself")
+            raise RerankerInvalid(
+                "reranker.api_key_env must be the NAME of an environment variable of search that starts "
+                "with SLUICE_RERANK_ (capitals, digits, '_'), not the key itself"
+            )
         check_url(base_url, allowed_urls)
     return RerankerSpec(provider, model, base_url, api_key_env, candidates, timeout_ms)
 
@@ -127,11 +138,14 @@ def check_url(base_url: str, allowed_urls: list[str] | None) -> None:
         raise RerankerInvalid("reranker.base_url must not hold a user or password: name the key's variable in api_key_env")
     if parts.query or parts.fragment:
         raise RerankerInvalid("reranker.base_url must not have a query or fragment")
-    if allowed_urls is not None and not any(f"{base_url}/".startswith(prefix if prefix.endswith("/") else prefix + "/")
-                                            or base_url == prefix.rstrip("/") for prefix in allowed_urls):
+    if allowed_urls is not None and not any(
+        f"{base_url}/".startswith(prefix if prefix.endswith("/") else prefix + "/") or base_url == prefix.rstrip("/")
+        for prefix in allowed_urls
+    ):
         raise RerankerInvalid(
             f"reranker.base_url {base_url[:120]!r} is not allowed: search calls only URLs under SLUICE_RERANK_ALLOWED_URLS "
-            f"({', '.join(allowed_urls) or 'none'})")
+            f"({', '.join(allowed_urls) or 'none'})"
+        )
 
 
 def override(base: RerankerSpec, candidates: int = 0, timeout_ms: int = 0) -> RerankerSpec:
@@ -140,8 +154,12 @@ def override(base: RerankerSpec, candidates: int = 0, timeout_ms: int = 0) -> Re
     return check(spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.candidates, spec.timeout_ms)
 
 
-_TO_PROTO: dict[str, collection_pb2.RerankerProvider.ValueType] = {COHERE: collection_pb2.RERANKER_PROVIDER_COHERE, JINA: collection_pb2.RERANKER_PROVIDER_JINA,
-             TEI: collection_pb2.RERANKER_PROVIDER_TEI, CROSS_ENCODER: collection_pb2.RERANKER_PROVIDER_CROSS_ENCODER}
+_TO_PROTO: dict[str, collection_pb2.RerankerProvider.ValueType] = {
+    COHERE: collection_pb2.RERANKER_PROVIDER_COHERE,
+    JINA: collection_pb2.RERANKER_PROVIDER_JINA,
+    TEI: collection_pb2.RERANKER_PROVIDER_TEI,
+    CROSS_ENCODER: collection_pb2.RERANKER_PROVIDER_CROSS_ENCODER,
+}
 _FROM_PROTO = {value: name for name, value in _TO_PROTO.items()}
 
 
@@ -153,15 +171,28 @@ def from_proto(config: collection_pb2.RerankerConfig, *, allowed_urls: list[str]
         return None
     if config.provider not in _FROM_PROTO:
         raise RerankerInvalid(f"unknown reranker provider {config.provider}")
-    return check(_FROM_PROTO[config.provider], config.model, config.base_url, config.api_key_env, config.candidates,
-                 config.timeout_ms, allowed_urls=allowed_urls)
+    return check(
+        _FROM_PROTO[config.provider],
+        config.model,
+        config.base_url,
+        config.api_key_env,
+        config.candidates,
+        config.timeout_ms,
+        allowed_urls=allowed_urls,
+    )
 
 
 def to_proto(spec: RerankerSpec | None) -> collection_pb2.RerankerConfig | None:
     if spec is None:
         return None
-    return collection_pb2.RerankerConfig(provider=_TO_PROTO[spec.provider], model=spec.model, base_url=spec.base_url,
-                                         api_key_env=spec.api_key_env, candidates=spec.candidates, timeout_ms=spec.timeout_ms)
+    return collection_pb2.RerankerConfig(
+        provider=_TO_PROTO[spec.provider],
+        model=spec.model,
+        base_url=spec.base_url,
+        api_key_env=spec.api_key_env,
+        candidates=spec.candidates,
+        timeout_ms=spec.timeout_ms,
+    )
 
 
 def provider_proto(name: str) -> collection_pb2.RerankerProvider.ValueType:

@@ -54,4 +54,3 @@ class CommonSettings(BaseSettings):
         from .tls import ServerTLS
 
         return ServerTLS(self.tls_cert_file, self.tls_key_file, self.tls_client_ca_file)
-

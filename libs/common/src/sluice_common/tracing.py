@@ -171,7 +171,18 @@ def add_trace_ids(_logger: object, _method: str, event: MutableMapping[str, Any]
 
 
 __all__ = [
-    "add_trace_ids", "aio_client_interceptors", "annotate", "configure_tracing", "current_trace_context",
-    "decode_trace_context", "enabled", "endpoint_configured", "job_span", "record_span", "server_interceptors",
-    "span", "traced_channel", "tracer",
+    "add_trace_ids",
+    "aio_client_interceptors",
+    "annotate",
+    "configure_tracing",
+    "current_trace_context",
+    "decode_trace_context",
+    "enabled",
+    "endpoint_configured",
+    "job_span",
+    "record_span",
+    "server_interceptors",
+    "span",
+    "traced_channel",
+    "tracer",
 ]

@@ -46,14 +46,17 @@ def _opclass(precision: str) -> str:
     return {FLOAT4: "vector_cosine_ops", HALFVEC: "halfvec_cosine_ops", BINARY: "bit_hamming_ops"}[_check(precision)]
 
 
-def create_index_sql(generation_id: int, dimensions: int, *, precision: str = FLOAT4,
-                     concurrently: bool = False) -> sql.Composed:
+def create_index_sql(generation_id: int, dimensions: int, *, precision: str = FLOAT4, concurrently: bool = False) -> sql.Composed:
     """`concurrently` (outside a transaction) builds it without blocking writes to chunks."""
     return sql.SQL(
         "CREATE INDEX {how}IF NOT EXISTS {name} ON chunks USING hnsw (({expr}) {ops}) WHERE generation_id = {gid}"
-    ).format(how=sql.SQL("CONCURRENTLY " if concurrently else ""), name=sql.Identifier(index_name(generation_id)),
-             expr=index_expr(dimensions, precision, "embedding"), ops=sql.SQL(_opclass(precision)),
-             gid=sql.Literal(int(generation_id)))
+    ).format(
+        how=sql.SQL("CONCURRENTLY " if concurrently else ""),
+        name=sql.Identifier(index_name(generation_id)),
+        expr=index_expr(dimensions, precision, "embedding"),
+        ops=sql.SQL(_opclass(precision)),
+        gid=sql.Literal(int(generation_id)),
+    )
 
 
 def build_settings_sql(cpus: int | None = None, maintenance_work_mem_mb: int | None = None) -> list[sql.Composed]:
@@ -96,8 +99,7 @@ def index_expr(dimensions: int, precision: str, column: str = "c.embedding") -> 
     col = sql.SQL(column)
     if _check(precision) == BINARY:
         return sql.SQL("binary_quantize({col})::bit({dim})").format(col=col, dim=dim)
-    return sql.SQL("{col}::{type}({dim})").format(col=col, type=sql.SQL(precision if precision == HALFVEC else "vector"),
-                                                  dim=dim)
+    return sql.SQL("{col}::{type}({dim})").format(col=col, type=sql.SQL(precision if precision == HALFVEC else "vector"), dim=dim)
 
 
 def embedding_expr(dimensions: int) -> sql.Composed:
@@ -114,16 +116,18 @@ def index_distance(dimensions: int, precision: str, parameter: str = "v") -> sql
         query = sql.SQL("binary_quantize({p}::vector({dim}))::bit({dim})").format(p=param, dim=dim)
         operator = "<~>"
     else:
-        query = sql.SQL("{p}::{type}({dim})").format(p=param, type=sql.SQL("halfvec" if precision == HALFVEC else "vector"),
-                                                     dim=dim)
+        query = sql.SQL("{p}::{type}({dim})").format(
+            p=param, type=sql.SQL("halfvec" if precision == HALFVEC else "vector"), dim=dim
+        )
         operator = "<=>"
     return sql.SQL("{expr} {op} {query}").format(expr=index_expr(dimensions, precision), op=sql.SQL(operator), query=query)
 
 
 def exact_distance(dimensions: int, parameter: str = "v") -> sql.Composed:
     """The exact cosine distance on the float4 vectors (what every answer's score is)."""
-    return sql.SQL("{expr} <=> {p}::vector({dim})").format(expr=embedding_expr(dimensions), p=sql.Placeholder(parameter),
-                                                           dim=sql.Literal(int(dimensions)))
+    return sql.SQL("{expr} <=> {p}::vector({dim})").format(
+        expr=embedding_expr(dimensions), p=sql.Placeholder(parameter), dim=sql.Literal(int(dimensions))
+    )
 
 
 def generation_predicate(generation_id: int) -> sql.Composed:

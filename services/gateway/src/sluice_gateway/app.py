@@ -34,9 +34,12 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # The channels belong to the server's event loop: made here, closed here.
         state["backends"] = Backends(settings)
-        state["handlers"] = ConnectHandlers(backends(), call_timeout=settings.gateway_call_timeout_seconds,
-                                            max_json_bytes=settings.gateway_max_json_bytes,
-                                            get_max_age=settings.gateway_get_max_age_seconds)
+        state["handlers"] = ConnectHandlers(
+            backends(),
+            call_timeout=settings.gateway_call_timeout_seconds,
+            max_json_bytes=settings.gateway_max_json_bytes,
+            get_max_age=settings.gateway_get_max_age_seconds,
+        )
         try:
             yield
         finally:
@@ -60,8 +63,9 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
     async def healthz(request: Request) -> Response:
         answers = await backends().health()
         serving = all(a == "SERVING" for a in answers.values())
-        return JSONResponse({"status": "SERVING" if serving else "NOT_SERVING", "backends": answers},
-                            status_code=200 if serving else 503)
+        return JSONResponse(
+            {"status": "SERVING" if serving else "NOT_SERVING", "backends": answers}, status_code=200 if serving else 503
+        )
 
     routes = Starlette(
         routes=[
@@ -93,8 +97,21 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
     # Browsers on the allowed origins may send the key and JSON, and read the error and timing
     # headers (docs/http.md#keys-limits-and-tls).
     return CORSMiddleware(
-        app, allow_origins=settings.cors_origins(), allow_methods=["GET", "POST"],
-        allow_headers=["authorization", "x-sluice-tenant", "content-type", "connect-protocol-version", "connect-timeout-ms", "last-event-id",
-                       "idempotency-key", "x-sluice-filename", "x-sluice-sha256", "x-sluice-typed-metadata"],
-        expose_headers=["retry-after", "server-timing"], max_age=600,
+        app,
+        allow_origins=settings.cors_origins(),
+        allow_methods=["GET", "POST"],
+        allow_headers=[
+            "authorization",
+            "x-sluice-tenant",
+            "content-type",
+            "connect-protocol-version",
+            "connect-timeout-ms",
+            "last-event-id",
+            "idempotency-key",
+            "x-sluice-filename",
+            "x-sluice-sha256",
+            "x-sluice-typed-metadata",
+        ],
+        expose_headers=["retry-after", "server-timing"],
+        max_age=600,
     )

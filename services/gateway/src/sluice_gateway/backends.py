@@ -44,10 +44,16 @@ class Backends:
         found = self._callables.get(method.path)
         if found is None:
             channel = self.channels[method.backend]
-            factory = {"unary": channel.unary_unary, "server_stream": channel.unary_stream,
-                       "client_stream": channel.stream_unary}[method.kind]
-            found = factory(method.path, request_serializer=method.request_class.SerializeToString,
-                            response_deserializer=method.response_class.FromString)
+            factory = {
+                "unary": channel.unary_unary,
+                "server_stream": channel.unary_stream,
+                "client_stream": channel.stream_unary,
+            }[method.kind]
+            found = factory(
+                method.path,
+                request_serializer=method.request_class.SerializeToString,
+                response_deserializer=method.response_class.FromString,
+            )
             self._callables[method.path] = found
         return found
 

@@ -179,10 +179,15 @@ class ConnectHandlers:
                 GatewayError(grpc.StatusCode.NOT_FOUND, f"no such method: {path} (see /openapi.json)", "METHOD_NOT_FOUND")
             )
         if method == UPLOAD:
-            return error_response(GatewayError(
-                grpc.StatusCode.UNIMPLEMENTED,
-                "UploadDocument is a client stream: POST the file as the body of /v1/collections/{collection}/documents "
-                "(docs/http.md, Uploads)", "USE_UPLOAD_PATH"), method.label)
+            return error_response(
+                GatewayError(
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    "UploadDocument is a client stream: POST the file as the body of /v1/collections/{collection}/documents "
+                    "(docs/http.md, Uploads)",
+                    "USE_UPLOAD_PATH",
+                ),
+                method.label,
+            )
         if media_type(request) in CONNECT_STREAM_TYPES:
             return await self.connect_stream(request, method)
         started = time.perf_counter()
@@ -202,9 +207,15 @@ class ConnectHandlers:
         started = time.perf_counter()
         refusal: Response | None = None
         if not method.side_effect_free or method.kind != "unary":
-            refusal = error_response(GatewayError(
-                grpc.StatusCode.UNIMPLEMENTED, f"{method.label} has side effects: call it with POST (only methods marked "
-                "NO_SIDE_EFFECTS take GET; see /openapi.json)", "GET_NOT_ALLOWED"), method.label)
+            refusal = error_response(
+                GatewayError(
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    f"{method.label} has side effects: call it with POST (only methods marked "
+                    "NO_SIDE_EFFECTS take GET; see /openapi.json)",
+                    "GET_NOT_ALLOWED",
+                ),
+                method.label,
+            )
             refusal.status_code = 405  # the Connect protocol's answer (connect-go's too), not 501
             refusal.headers["Allow"] = "POST"
         else:
@@ -233,34 +244,43 @@ class ConnectHandlers:
         query = request.query_params
         version = query.get("connect")
         if version is not None and version != "v1":
-            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, f"connect={version!r} is not supported: use connect=v1",
-                               "UNSUPPORTED_PROTOCOL_VERSION")
+            raise GatewayError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"connect={version!r} is not supported: use connect=v1",
+                "UNSUPPORTED_PROTOCOL_VERSION",
+            )
         encoding = query.get("encoding", "")
         if encoding not in ("json", "proto"):
-            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
-                               "a GET names its encoding: ?encoding=json (or proto)&message=…", "INVALID_ENCODING")
+            raise GatewayError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "a GET names its encoding: ?encoding=json (or proto)&message=…",
+                "INVALID_ENCODING",
+            )
         compression = query.get("compression", "identity").lower()
         if compression != "identity":
-            raise GatewayError(grpc.StatusCode.UNIMPLEMENTED,
-                               f"compression {compression!r} is not supported: send the message uncompressed",
-                               "UNSUPPORTED_ENCODING")
+            raise GatewayError(
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"compression {compression!r} is not supported: send the message uncompressed",
+                "UNSUPPORTED_ENCODING",
+            )
         text = query.get("message", "")
         if len(text) > self.max_json_bytes:
-            raise GatewayError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"message over {self.max_json_bytes} bytes",
-                               "REQUEST_TOO_LARGE")
+            raise GatewayError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, f"message over {self.max_json_bytes} bytes", "REQUEST_TOO_LARGE"
+            )
         if query.get("base64") == "1":
             try:
                 body = base64.b64decode(text.translate(URLSAFE_TO_STANDARD) + "=" * (-len(text) % 4), validate=True)
             except (binascii.Error, ValueError):
-                raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "message is not base64 (URL-safe alphabet)",
-                                   "INVALID_BASE64") from None
+                raise GatewayError(
+                    grpc.StatusCode.INVALID_ARGUMENT, "message is not base64 (URL-safe alphabet)", "INVALID_BASE64"
+                ) from None
         else:
             body = text.encode()
         binary = encoding == "proto"
         return (decode_proto(body, method) if binary else decode_json(body, method)), binary
 
-    async def unary(self, request: Request, method: Method, msg: message.Message, started: float, *,
-                    binary: bool) -> Response:
+    async def unary(self, request: Request, method: Method, msg: message.Message, started: float, *, binary: bool) -> Response:
         """Forward one unary call and answer it, in JSON or (binary) protobuf."""
         parsed = time.perf_counter()
         try:
@@ -291,8 +311,9 @@ class ConnectHandlers:
         if last_id and isinstance(msg, ds.WatchCollectionRequest) and not msg.after_cursor:
             msg.after_cursor = last_id
             msg.ClearField("start_from_oldest")
-        return self.backends.callable(method)(msg, metadata=forwarded_metadata(request.headers),
-                                              timeout=self.stream_timeout_of(request))
+        return self.backends.callable(method)(
+            msg, metadata=forwarded_metadata(request.headers), timeout=self.stream_timeout_of(request)
+        )
 
     async def sse_stream(self, request: Request, method: Method, msg: message.Message) -> Response:
         """A server stream as server-sent events: `event: message` per message (`id:` the
@@ -318,8 +339,9 @@ class ConnectHandlers:
                     outcome.append(body["code"])
                     yield sse("error", body)
 
-        return StreamResponse(events(), media_type="text/event-stream",
-                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
 
     async def connect_stream(self, request: Request, method: Method) -> Response:
         """A server stream in the Connect protocol (`application/connect+json` or `+proto`):
@@ -331,14 +353,18 @@ class ConnectHandlers:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         try:
             if method.kind != "server_stream":
-                raise GatewayError(grpc.StatusCode.UNIMPLEMENTED,
-                                   f"{method.label} is not a server stream: call it with Content-Type application/json",
-                                   "NOT_A_STREAM")
+                raise GatewayError(
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    f"{method.label} is not a server stream: call it with Content-Type application/json",
+                    "NOT_A_STREAM",
+                )
             encoding = request.headers.get("connect-content-encoding", "identity").lower()
             if encoding != "identity":
-                raise GatewayError(grpc.StatusCode.UNIMPLEMENTED,
-                                   f"Connect-Content-Encoding {encoding!r} is not supported: send messages uncompressed",
-                                   "UNSUPPORTED_ENCODING")
+                raise GatewayError(
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    f"Connect-Content-Encoding {encoding!r} is not supported: send messages uncompressed",
+                    "UNSUPPORTED_ENCODING",
+                )
             msg = decode_envelope(await self.body(request), method, binary)
         except GatewayError as error:
             metrics.REQUESTS.labels(method.label, connect_code(error.code)).inc()
@@ -429,25 +455,31 @@ def decode_json(body: bytes, method: Method) -> message.Message:
     try:
         parse_json(body, msg)
     except (json_format.ParseError, ValueError) as error:
-        raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
-                           f"the body is not a JSON {msg.DESCRIPTOR.full_name}: {error}", "INVALID_JSON") from None
+        raise GatewayError(
+            grpc.StatusCode.INVALID_ARGUMENT, f"the body is not a JSON {msg.DESCRIPTOR.full_name}: {error}", "INVALID_JSON"
+        ) from None
     return msg
 
 
 def decode_envelope(body: bytes, method: Method, binary: bool) -> message.Message:
     """The one enveloped request message of a Connect server stream."""
     if len(body) < 5:
-        raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
-                           "a Connect stream request is one enveloped message (flags, 4-byte length, message)",
-                           "INVALID_ENVELOPE")
+        raise GatewayError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "a Connect stream request is one enveloped message (flags, 4-byte length, message)",
+            "INVALID_ENVELOPE",
+        )
     flags, length = body[0], int.from_bytes(body[1:5], "big")
     if flags & COMPRESSED:
-        raise GatewayError(grpc.StatusCode.UNIMPLEMENTED, "compressed messages are not supported: send them uncompressed",
-                           "UNSUPPORTED_ENCODING")
+        raise GatewayError(
+            grpc.StatusCode.UNIMPLEMENTED, "compressed messages are not supported: send them uncompressed", "UNSUPPORTED_ENCODING"
+        )
     if flags != 0 or len(body) != 5 + length:
-        raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
-                           f"a Connect stream request is exactly one enveloped message ({len(body)} bytes, "
-                           f"the envelope announces {length} + 5)", "INVALID_ENVELOPE")
+        raise GatewayError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"a Connect stream request is exactly one enveloped message ({len(body)} bytes, the envelope announces {length} + 5)",
+            "INVALID_ENVELOPE",
+        )
     payload = body[5:]
     return decode_proto(payload, method) if binary else decode_json(payload, method)
 
@@ -459,8 +491,11 @@ def upload_metadata(request: Request) -> ds.UploadDocumentMetadata:
         query.get("filename") or headers.get("x-sluice-filename") or _disposition_filename(headers.get("content-disposition", ""))
     )
     if not filename:
-        raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT,
-                           "name the file: ?filename=report.pdf (or an X-Sluice-Filename header)", "FILENAME_MISSING")
+        raise GatewayError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "name the file: ?filename=report.pdf (or an X-Sluice-Filename header)",
+            "FILENAME_MISSING",
+        )
     content_type = headers.get("content-type", "").split(";")[0].strip()
     mime_type = query.get("mime_type") or ("" if content_type in ("", "application/octet-stream") else content_type)
     sha256 = query.get("sha256") or headers.get("x-sluice-sha256", "")
@@ -468,9 +503,12 @@ def upload_metadata(request: Request) -> ds.UploadDocumentMetadata:
         raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "sha256 must be 64 hex digits", "INVALID_CHECKSUM")
     length = headers.get("content-length", "")
     metadata = ds.UploadDocumentMetadata(
-        collection=request.path_params["collection"], filename=filename, mime_type=mime_type,
+        collection=request.path_params["collection"],
+        filename=filename,
+        mime_type=mime_type,
         request_id=query.get("request_id") or headers.get("idempotency-key", ""),
-        expected_sha256=sha256.lower(), expected_size_bytes=int(length) if length.isdigit() else 0,
+        expected_sha256=sha256.lower(),
+        expected_size_bytes=int(length) if length.isdigit() else 0,
     )
     for key, value in query.multi_items():
         if key.startswith("metadata."):
@@ -480,8 +518,11 @@ def upload_metadata(request: Request) -> ds.UploadDocumentMetadata:
         try:
             parsed = json_format.Parse(json.dumps({"typedMetadata": json.loads(typed)}), ds.UploadDocumentMetadata())
         except (ValueError, json_format.ParseError) as error:
-            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, f"typed_metadata is not a JSON map of MetadataValue: {error}",
-                               "INVALID_METADATA") from None
+            raise GatewayError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"typed_metadata is not a JSON map of MetadataValue: {error}",
+                "INVALID_METADATA",
+            ) from None
         metadata.MergeFrom(parsed)
     return metadata
 

@@ -31,13 +31,23 @@ KNOWLEDGE_NOT_FOUND = 2001
 Op = ss.FilterOperator
 # Dify's comparison operators that Sluice's typed filters express, and how.
 OPERATORS: dict[str, ss.FilterOperator.ValueType] = {
-    "is": Op.FILTER_OPERATOR_EQ, "=": Op.FILTER_OPERATOR_EQ,
-    "is not": Op.FILTER_OPERATOR_NE, "≠": Op.FILTER_OPERATOR_NE, "!=": Op.FILTER_OPERATOR_NE,
-    ">": Op.FILTER_OPERATOR_GT, "<": Op.FILTER_OPERATOR_LT,
-    "≥": Op.FILTER_OPERATOR_GTE, ">=": Op.FILTER_OPERATOR_GTE, "≤": Op.FILTER_OPERATOR_LTE, "<=": Op.FILTER_OPERATOR_LTE,
-    "after": Op.FILTER_OPERATOR_GT, "before": Op.FILTER_OPERATOR_LT,
-    "in": Op.FILTER_OPERATOR_IN, "not in": Op.FILTER_OPERATOR_NOT_IN,
-    "not empty": Op.FILTER_OPERATOR_EXISTS, "empty": Op.FILTER_OPERATOR_NOT_EXISTS,
+    "is": Op.FILTER_OPERATOR_EQ,
+    "=": Op.FILTER_OPERATOR_EQ,
+    "is not": Op.FILTER_OPERATOR_NE,
+    "≠": Op.FILTER_OPERATOR_NE,
+    "!=": Op.FILTER_OPERATOR_NE,
+    ">": Op.FILTER_OPERATOR_GT,
+    "<": Op.FILTER_OPERATOR_LT,
+    "≥": Op.FILTER_OPERATOR_GTE,
+    ">=": Op.FILTER_OPERATOR_GTE,
+    "≤": Op.FILTER_OPERATOR_LTE,
+    "<=": Op.FILTER_OPERATOR_LTE,
+    "after": Op.FILTER_OPERATOR_GT,
+    "before": Op.FILTER_OPERATOR_LT,
+    "in": Op.FILTER_OPERATOR_IN,
+    "not in": Op.FILTER_OPERATOR_NOT_IN,
+    "not empty": Op.FILTER_OPERATOR_EXISTS,
+    "empty": Op.FILTER_OPERATOR_NOT_EXISTS,
 }
 # Substring matches have no index behind them in Sluice; refused rather than ignored.
 UNSUPPORTED = ("contains", "not contains", "start with", "end with")
@@ -91,8 +101,9 @@ def condition_filter(condition: Any) -> ss.MetadataFilter:
     if not names or not all(isinstance(n, str) and n for n in names):
         raise bad_request("metadata_condition: every condition names a metadata field (name)")
     if operator in UNSUPPORTED:
-        raise bad_request(f"metadata_condition: {operator!r} is not supported by Sluice's filters "
-                          f"(supported: {', '.join(sorted(OPERATORS))})")
+        raise bad_request(
+            f"metadata_condition: {operator!r} is not supported by Sluice's filters (supported: {', '.join(sorted(OPERATORS))})"
+        )
     if operator not in OPERATORS:
         raise bad_request(f"metadata_condition: unknown comparison_operator {operator!r}")
     op = OPERATORS[operator]
@@ -167,8 +178,9 @@ def plain(value: document_pb2.MetadataValue) -> Any:
 def record(hit: ss.SearchHit) -> dict[str, Any]:
     metadata: dict[str, Any] = dict(hit.metadata)
     metadata.update({key: plain(value) for key, value in hit.typed_metadata.items()})
-    metadata.update({"document_id": hit.document_id, "chunk_id": hit.chunk_id, "chunk_index": hit.chunk_index,
-                     "filename": hit.filename})
+    metadata.update(
+        {"document_id": hit.document_id, "chunk_id": hit.chunk_id, "chunk_index": hit.chunk_index, "filename": hit.filename}
+    )
     if hit.page_number:
         metadata["page_number"] = hit.page_number
     return {"content": hit.text, "score": hit.score, "title": hit.filename, "metadata": metadata}
@@ -179,8 +191,9 @@ async def retrieval(request: Request, backends: Backends, timeout: float) -> Res
     authorization = request.headers.get("authorization", "")
     scheme, _, key = authorization.partition(" ")
     if scheme.lower() != "bearer" or not key.strip() or " " in key.strip():
-        return DifyError(403, INVALID_AUTHORIZATION_FORMAT,
-                         "Invalid Authorization header format. Expected 'Bearer <api-key>' format.").response()
+        return DifyError(
+            403, INVALID_AUTHORIZATION_FORMAT, "Invalid Authorization header format. Expected 'Bearer <api-key>' format."
+        ).response()
     try:
         body = json.loads(await request.body() or b"null")
         search = search_request(body)

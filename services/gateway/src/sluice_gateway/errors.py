@@ -33,8 +33,13 @@ HTTP_STATUS = {
 }
 
 # The detail types a client can decode from `debug` without their descriptors.
-KNOWN_DETAILS = (error_details_pb2.ErrorInfo, error_details_pb2.RetryInfo, error_details_pb2.BadRequest,
-                 error_details_pb2.PreconditionFailure, error_details_pb2.ResourceInfo)
+KNOWN_DETAILS = (
+    error_details_pb2.ErrorInfo,
+    error_details_pb2.RetryInfo,
+    error_details_pb2.BadRequest,
+    error_details_pb2.PreconditionFailure,
+    error_details_pb2.ResourceInfo,
+)
 
 
 class GatewayError(Exception):
@@ -65,8 +70,7 @@ def connect_code(code: grpc.StatusCode) -> str:
 
 def _detail(detail: Any) -> dict[str, Any]:
     value = base64.b64encode(detail.SerializeToString()).decode().rstrip("=")
-    return {"type": detail.DESCRIPTOR.full_name, "value": value,
-            "debug": json_format.MessageToDict(detail)}
+    return {"type": detail.DESCRIPTOR.full_name, "value": value, "debug": json_format.MessageToDict(detail)}
 
 
 def status_of(error: grpc.aio.AioRpcError | grpc.RpcError) -> status_pb2.Status | None:
@@ -97,8 +101,7 @@ def describe(error: grpc.RpcError) -> tuple[int, dict[str, Any], dict[str, str]]
                         headers["Retry-After"] = str(max(1, math.ceil(delay)))
                     break
             else:
-                details.append({"type": any_detail.TypeName(),
-                                "value": base64.b64encode(any_detail.value).decode().rstrip("=")})
+                details.append({"type": any_detail.TypeName(), "value": base64.b64encode(any_detail.value).decode().rstrip("=")})
         if details:
             body["details"] = details
     return HTTP_STATUS.get(code, 500), body, headers

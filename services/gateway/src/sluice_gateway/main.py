@@ -16,15 +16,26 @@ def uvicorn_config(settings: GatewaySettings) -> uvicorn.Config:
     plaintext is refused off loopback unless SLUICE_ALLOW_PLAINTEXT=true."""
     serving_tls = bool(settings.tls_cert_file and settings.tls_key_file)
     if not serving_tls and not settings.allow_plaintext and settings.host not in LOOPBACK_HOSTS:
-        raise SystemExit(f"refusing to serve plain HTTP on {settings.gateway_bind}: give SLUICE_TLS_CERT_FILE and "
-                         "SLUICE_TLS_KEY_FILE, bind to localhost, or set SLUICE_ALLOW_PLAINTEXT=true on a trusted network")
+        raise SystemExit(
+            f"refusing to serve plain HTTP on {settings.gateway_bind}: give SLUICE_TLS_CERT_FILE and "
+            "SLUICE_TLS_KEY_FILE, bind to localhost, or set SLUICE_ALLOW_PLAINTEXT=true on a trusted network"
+        )
     return uvicorn.Config(
-        create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
         # uvloop and httptools (docs/http.md, "Speed"); no X-Forwarded-* rewriting: nothing here reads the peer.
-        loop="uvloop", http="httptools", proxy_headers=False,
-        access_log=False, lifespan="on", timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
-        ssl_certfile=settings.tls_cert_file or None, ssl_keyfile=settings.tls_key_file or None,
-        ssl_ca_certs=settings.tls_client_ca_file or None, ssl_cert_reqs=2 if settings.tls_client_ca_file else 0,
+        loop="uvloop",
+        http="httptools",
+        proxy_headers=False,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
+        ssl_certfile=settings.tls_cert_file or None,
+        ssl_keyfile=settings.tls_key_file or None,
+        ssl_ca_certs=settings.tls_client_ca_file or None,
+        ssl_cert_reqs=2 if settings.tls_client_ca_file else 0,
     )
 
 

@@ -35,13 +35,22 @@ WELL_KNOWN: dict[str, dict[str, Any]] = {
 CONNECT_ERROR = {
     "type": "object",
     "description": "A Connect error: code (lowercase gRPC code), message, details (google.rpc detail messages, "
-                   "each with type, base64 value and its JSON as debug), and reason (the ErrorInfo reason).",
+    "each with type, base64 value and its JSON as debug), and reason (the ErrorInfo reason).",
     "properties": {
         "code": {"type": "string", "example": "not_found"},
         "message": {"type": "string"},
         "reason": {"type": "string", "example": "COLLECTION_NOT_FOUND"},
-        "details": {"type": "array", "items": {"type": "object", "properties": {
-            "type": {"type": "string"}, "value": {"type": "string", "format": "byte"}, "debug": {"type": "object"}}}},
+        "details": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "type": {"type": "string"},
+                    "value": {"type": "string", "format": "byte"},
+                    "debug": {"type": "object"},
+                },
+            },
+        },
     },
     "required": ["code"],
 }
@@ -64,8 +73,7 @@ class SchemaBuilder:
         schema: dict[str, Any] = {"type": "object", "properties": properties}
         oneofs = [o for o in message.oneofs if not o.name.startswith("_")]
         if oneofs:
-            schema["description"] = "; ".join(
-                f"at most one of {', '.join(f.json_name for f in o.fields)}" for o in oneofs)
+            schema["description"] = "; ".join(f"at most one of {', '.join(f.json_name for f in o.fields)}" for o in oneofs)
         return schema
 
     def field_schema(self, field: descriptor.FieldDescriptor) -> dict[str, Any]:
@@ -104,8 +112,12 @@ def _operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
         "operationId": f"{service}.{method.descriptor.name}",
         "tags": [service],
         "x-grpc-method": method.path,
-        "responses": {"default": {"description": "a Connect error",
-                                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ConnectError"}}}}},
+        "responses": {
+            "default": {
+                "description": "a Connect error",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ConnectError"}}},
+            }
+        },
     }
     if method != UPLOAD:
         operation["requestBody"] = {
@@ -118,24 +130,37 @@ def _operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
         operation["description"] = (
             "POST the request as JSON (`Accept: text/event-stream` optional) for server-sent events; a WatchCollection "
             "resumes after the `Last-Event-ID` header's cursor. Or POST it as one enveloped message with Content-Type "
-            "`application/connect+json` (or `+proto`) for a Connect server stream (docs/http.md, Server streams).")
+            "`application/connect+json` (or `+proto`) for a Connect server stream (docs/http.md, Server streams)."
+        )
         operation["requestBody"]["content"]["application/connect+json"] = {
-            "schema": {"type": "string", "format": "binary"}, "x-message": builder.ref(method.descriptor.input_type)}
-        operation["parameters"] = [{
-            "name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"},
-            "description": "server-sent events: resume a WatchCollection after this cursor (the last event's `id`)"}]
+            "schema": {"type": "string", "format": "binary"},
+            "x-message": builder.ref(method.descriptor.input_type),
+        }
+        operation["parameters"] = [
+            {
+                "name": "Last-Event-ID",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+                "description": "server-sent events: resume a WatchCollection after this cursor (the last event's `id`)",
+            }
+        ]
         operation["responses"]["200"] = {
             "description": f"text/event-stream: `event: message` with one {name} in JSON per message (`id:` its cursor, "
-                           "if any), then `event: end`; `event: error` with a ConnectError. application/connect+json: "
-                           f"enveloped messages (a flags byte, a 4-byte big-endian length, one {name} in JSON), the last "
-                           "one (flags 0x02) `{}` or `{\"error\": ConnectError}`; a Connect stream's errors are always "
-                           "in that last message, with HTTP 200.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}, "x-message": output},
-                        "application/connect+json": {"schema": {"type": "string", "format": "binary"}, "x-message": output}},
+            "if any), then `event: end`; `event: error` with a ConnectError. application/connect+json: "
+            f"enveloped messages (a flags byte, a 4-byte big-endian length, one {name} in JSON), the last "
+            'one (flags 0x02) `{}` or `{"error": ConnectError}`; a Connect stream\'s errors are always '
+            "in that last message, with HTTP 200.",
+            "content": {
+                "text/event-stream": {"schema": {"type": "string"}, "x-message": output},
+                "application/connect+json": {"schema": {"type": "string", "format": "binary"}, "x-message": output},
+            },
         }
     else:
-        operation["responses"]["200"] = {"description": method.descriptor.output_type.full_name,
-                                          "content": {"application/json": {"schema": output}}}
+        operation["responses"]["200"] = {
+            "description": method.descriptor.output_type.full_name,
+            "content": {"application/json": {"schema": output}},
+        }
     return operation
 
 
@@ -151,10 +176,15 @@ def _get_operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
         return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
 
     operation["parameters"] = [
-        query("encoding", True, "how `message` is encoded: json (the answer is JSON) or proto (binary protobuf)",
-              ["json", "proto"]),
-        query("message", True, f"the {method.descriptor.input_type.full_name}: its JSON, percent-encoded, or with "
-                               "base64=1 its bytes in URL-safe base64"),
+        query(
+            "encoding", True, "how `message` is encoded: json (the answer is JSON) or proto (binary protobuf)", ["json", "proto"]
+        ),
+        query(
+            "message",
+            True,
+            f"the {method.descriptor.input_type.full_name}: its JSON, percent-encoded, or with "
+            "base64=1 its bytes in URL-safe base64",
+        ),
         query("base64", False, "1: `message` is base64", ["1"]),
         query("connect", False, "the Connect protocol version", ["v1"]),
         query("compression", False, "only identity is accepted", ["identity"]),
@@ -182,9 +212,14 @@ def _upload(builder: SchemaBuilder) -> dict[str, Any]:
         query("request_id", "idempotency key (or header Idempotency-Key)"),
         query("mime_type", "the media type (else Content-Type, else detected)"),
         query("typed_metadata", "a JSON map of MetadataValue (or header X-Sluice-Typed-Metadata)"),
-        {"name": "metadata", "in": "query", "style": "deepObject", "explode": True,
-         "schema": {"type": "object", "additionalProperties": {"type": "string"}},
-         "description": "string metadata as metadata.KEY=VALUE"},
+        {
+            "name": "metadata",
+            "in": "query",
+            "style": "deepObject",
+            "explode": True,
+            "schema": {"type": "object", "additionalProperties": {"type": "string"}},
+            "description": "string metadata as metadata.KEY=VALUE",
+        },
     ]
     operation["requestBody"] = {
         "required": True,
@@ -218,8 +253,23 @@ DIFY_REQUEST = {
         },
     },
 }
-DIFY_RESPONSE = {"type": "object", "properties": {"records": {"type": "array", "items": {"type": "object", "properties": {
-    "content": {"type": "string"}, "score": {"type": "number"}, "title": {"type": "string"}, "metadata": {"type": "object"}}}}}}
+DIFY_RESPONSE = {
+    "type": "object",
+    "properties": {
+        "records": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string"},
+                    "score": {"type": "number"},
+                    "title": {"type": "string"},
+                    "metadata": {"type": "object"},
+                },
+            },
+        }
+    },
+}
 DIFY_ERROR = {"type": "object", "properties": {"error_code": {"type": "integer"}, "error_msg": {"type": "string"}}}
 
 
@@ -248,17 +298,28 @@ def build_openapi(server_url: str = "") -> dict[str, Any]:
             },
         }
     }
-    paths["/healthz"] = {"get": {"operationId": "Gateway.Health", "security": [], "responses": {
-        "200": {"description": "the gateway and both backends are SERVING"}, "503": {"description": "a backend is not"}}}}
+    paths["/healthz"] = {
+        "get": {
+            "operationId": "Gateway.Health",
+            "security": [],
+            "responses": {
+                "200": {"description": "the gateway and both backends are SERVING"},
+                "503": {"description": "a backend is not"},
+            },
+        }
+    }
     paths["/openapi.json"] = {
         "get": {"operationId": "Gateway.OpenAPI", "security": [], "responses": {"200": {"description": "this document"}}}
     }
     document: dict[str, Any] = {
         "openapi": "3.1.0",
-        "info": {"title": "Sluice HTTP/JSON API", "version": "v1",
-                 "description": "Every public RPC of Sluice in the Connect protocol's unary shape (POST /<service>/<method>, "
-                                "protobuf JSON mapping), server streams as server-sent events, uploads as a raw body. "
-                                "Authenticate with `Authorization: Bearer <Sluice API key>`."},
+        "info": {
+            "title": "Sluice HTTP/JSON API",
+            "version": "v1",
+            "description": "Every public RPC of Sluice in the Connect protocol's unary shape (POST /<service>/<method>, "
+            "protobuf JSON mapping), server streams as server-sent events, uploads as a raw body. "
+            "Authenticate with `Authorization: Bearer <Sluice API key>`.",
+        },
         "paths": paths,
         "components": {
             "schemas": {**builder.schemas, "ConnectError": CONNECT_ERROR},

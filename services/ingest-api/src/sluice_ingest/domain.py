@@ -68,7 +68,10 @@ class AttemptOutcome(enum.StrEnum):
 
 # The stages a worker reports, in pipeline order (rule 2: reported before each starts).
 STAGES: tuple[DocumentStatus, ...] = (
-    DocumentStatus.PARSING, DocumentStatus.CHUNKING, DocumentStatus.EMBEDDING, DocumentStatus.INDEXING,
+    DocumentStatus.PARSING,
+    DocumentStatus.CHUNKING,
+    DocumentStatus.EMBEDDING,
+    DocumentStatus.INDEXING,
 )
 IN_PROGRESS: frozenset[DocumentStatus] = frozenset(STAGES)
 
@@ -84,12 +87,24 @@ DOCUMENT_TRANSITIONS: dict[tuple[DocumentStatus, DocumentStatus], str] = {
     (DocumentStatus.CHUNKING, DocumentStatus.FAILED): "chunking failed for good or attempts are exhausted",
     (DocumentStatus.EMBEDDING, DocumentStatus.FAILED): "the embedder rejected the input or attempts are exhausted",
     (DocumentStatus.INDEXING, DocumentStatus.FAILED): "the index write failed for good or attempts are exhausted",
-    (DocumentStatus.PARSING, DocumentStatus.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
-    (DocumentStatus.CHUNKING, DocumentStatus.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
-    (DocumentStatus.EMBEDDING, DocumentStatus.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
-    (DocumentStatus.INDEXING, DocumentStatus.PENDING): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (
+        DocumentStatus.PARSING,
+        DocumentStatus.PENDING,
+    ): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (
+        DocumentStatus.CHUNKING,
+        DocumentStatus.PENDING,
+    ): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (
+        DocumentStatus.EMBEDDING,
+        DocumentStatus.PENDING,
+    ): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
+    (
+        DocumentStatus.INDEXING,
+        DocumentStatus.PENDING,
+    ): "rule 7: a temporary failure, retried after a delay (or a hand-back/expired lease)",
     (DocumentStatus.PENDING, DocumentStatus.PENDING): "a failure, an expired lease or a hand-back before the first stage"
-                                                      " began: still waiting, now with the retry message",
+    " began: still waiting, now with the retry message",
     (DocumentStatus.FAILED, DocumentStatus.PENDING): "RetryDocument: the user asks for a fresh set of attempts",
     (DocumentStatus.READY, DocumentStatus.PENDING): "ReprocessDocument: the document leaves search until READY again",
 }
@@ -106,14 +121,19 @@ JOB_TRANSITIONS: dict[tuple[JobStatus, JobStatus], str] = {
 
 
 GENERATION_TRANSITIONS: dict[tuple[GenerationState, GenerationState], str] = {
-    (GenerationState.BUILDING, GenerationState.ACTIVE):
-        "the switch: every READY document has its chunks in the new generation (and, with an eval set, search's verdict"
-        " PASSED)",
-    (GenerationState.ACTIVE, GenerationState.RETIRED):
-        "the switch: the generation replaced; its chunks and index are dropped after a grace period",
-    (GenerationState.BUILDING, GenerationState.CANCELLED):
-        "CancelReindex, or the quality gate's FAILED verdict (the new generation scored lower on the reindex's eval set):"
-        " the new generation is dropped, the active one keeps serving",
+    (
+        GenerationState.BUILDING,
+        GenerationState.ACTIVE,
+    ): "the switch: every READY document has its chunks in the new generation (and, with an eval set, search's verdict PASSED)",
+    (
+        GenerationState.ACTIVE,
+        GenerationState.RETIRED,
+    ): "the switch: the generation replaced; its chunks and index are dropped after a grace period",
+    (
+        GenerationState.BUILDING,
+        GenerationState.CANCELLED,
+    ): "CancelReindex, or the quality gate's FAILED verdict (the new generation scored lower on the reindex's eval set):"
+    " the new generation is dropped, the active one keeps serving",
 }
 
 
@@ -255,8 +275,7 @@ def source_uri_of(value: str) -> str | None:
     if not value:
         return None
     if len(value) > MAX_SOURCE_URI_CHARS:
-        raise InvalidArgument(f"source_uri is longer than {MAX_SOURCE_URI_CHARS} characters",
-                              reason=Reason.INVALID_SOURCE_URI)
+        raise InvalidArgument(f"source_uri is longer than {MAX_SOURCE_URI_CHARS} characters", reason=Reason.INVALID_SOURCE_URI)
     if any(unicodedata.category(ch) == "Cc" for ch in value):
         raise InvalidArgument("source_uri contains a control character", reason=Reason.INVALID_SOURCE_URI)
     if not value.strip():
@@ -290,6 +309,5 @@ class EventCursor:
     def parse(cls, text: str) -> EventCursor:
         txid, dot, event_id = text.partition(".")
         if not dot or not txid.isdigit() or not event_id.isdigit() or len(text) > 41:
-            raise InvalidArgument(f"cursor {text[:50]!r} is not a cursor this server returned",
-                                  reason=Reason.INVALID_CURSOR)
+            raise InvalidArgument(f"cursor {text[:50]!r} is not a cursor this server returned", reason=Reason.INVALID_CURSOR)
         return cls(int(txid), int(event_id))

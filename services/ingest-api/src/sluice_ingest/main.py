@@ -108,7 +108,8 @@ class IngestApp:
         self.dispatcher = Dispatcher(s, self.hub) if s.webhooks_enabled else None
         await self.hub.start()
         stores = self.stores = Stores.over(
-            self.pool, JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds),
+            self.pool,
+            JobPolicy(s.lease_seconds, s.retry_delay_seconds, s.max_retry_delay_seconds),
             inline_index_max_chunks=s.reindex_inline_index_max_chunks,
         )
         self.store = stores.queue  # bench/ drives the queue in process through app.store

@@ -24,7 +24,8 @@ WEBHOOK_DELIVERIES = Counter(
     ["outcome"],
 )
 WEBHOOK_DELIVERY_LATENCY = Histogram(
-    "sluice_webhook_delivery_latency_seconds", "From the event's transaction to the receiver's 2xx",
+    "sluice_webhook_delivery_latency_seconds",
+    "From the event's transaction to the receiver's 2xx",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 86400),
 )
 WEBHOOK_ATTEMPT_SECONDS = Histogram("sluice_webhook_attempt_seconds", "Duration of one webhook request")

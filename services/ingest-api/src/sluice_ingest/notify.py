@@ -244,8 +244,7 @@ class NotificationHub:
         return self._watch(self._collections, self._collection_watchers, COLLECTIONS_CHANNEL, str(collection_id))
 
     @contextlib.asynccontextmanager
-    async def _watch(self, signals: dict[str, Signal], watchers: dict[str, int], channel: str,
-                     key: str) -> AsyncIterator[Signal]:
+    async def _watch(self, signals: dict[str, Signal], watchers: dict[str, int], channel: str, key: str) -> AsyncIterator[Signal]:
         watchers[key] += 1
         try:
             async with self.listeners.hold(channel, key):

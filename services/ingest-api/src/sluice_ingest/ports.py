@@ -45,9 +45,18 @@ class CollectionsPort(Protocol):
 
 
 class GenerationsPort(Protocol):
-    async def reindex_collection(self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
-                                 eval_set: list[dict[str, Any]] | None = None, min_ratio: float = 1.0,
-                                 *, vector_precision: str | None = None) -> CollectionRow: ...
+    async def reindex_collection(
+        self,
+        tenant_id: int,
+        name: str,
+        provider: str,
+        model: str,
+        dimensions: int,
+        eval_set: list[dict[str, Any]] | None = None,
+        min_ratio: float = 1.0,
+        *,
+        vector_precision: str | None = None,
+    ) -> CollectionRow: ...
 
     async def cancel_reindex(self, tenant_id: int, name: str) -> CollectionRow: ...
 
@@ -70,7 +79,10 @@ class DocumentsPort(DocumentLogPort, Protocol):
     async def create_document(self, new: NewDocument) -> tuple[DocumentRow, bool]: ...
 
     async def get_document_with_history(
-        self, tenant_id: int, document_id: uuid.UUID | None, source: tuple[str, str] | None = None,
+        self,
+        tenant_id: int,
+        document_id: uuid.UUID | None,
+        source: tuple[str, str] | None = None,
     ) -> tuple[DocumentRow, list[AttemptRow], VersionsView | None]: ...
 
     async def list_documents(
@@ -86,7 +98,11 @@ class DocumentsPort(DocumentLogPort, Protocol):
     async def delete_document(self, tenant_id: int, document_id: uuid.UUID) -> bool: ...
 
     async def delete_source(
-        self, tenant_id: int, collection: str, source_uri: str, fence: Fence | None = None,
+        self,
+        tenant_id: int,
+        collection: str,
+        source_uri: str,
+        fence: Fence | None = None,
     ) -> tuple[bool, int]: ...
 
     async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: DocumentStatus) -> DocumentRow: ...
@@ -100,8 +116,14 @@ class CollectionLogPort(Protocol):
     async def events_head(self) -> EventCursor: ...
 
     async def watch_page(
-        self, tenant_id: int, collection_id: int, after: EventCursor, limit: int,
-        statuses: list[str] | None, terminal_only: bool, source_runs: SourceRunEvents = SourceRunEvents.NONE,
+        self,
+        tenant_id: int,
+        collection_id: int,
+        after: EventCursor,
+        limit: int,
+        statuses: list[str] | None,
+        terminal_only: bool,
+        source_runs: SourceRunEvents = SourceRunEvents.NONE,
     ) -> WatchPage: ...
 
 
@@ -174,5 +196,12 @@ def _tenant_store(store: TenantStore) -> TenantsPort:
     return store
 
 
-__all__ = ["CollectionLogPort", "CollectionsPort", "DocumentLogPort", "DocumentsPort", "GenerationsPort", "QueuePort",
-           "TenantsPort"]
+__all__ = [
+    "CollectionLogPort",
+    "CollectionsPort",
+    "DocumentLogPort",
+    "DocumentsPort",
+    "GenerationsPort",
+    "QueuePort",
+    "TenantsPort",
+]

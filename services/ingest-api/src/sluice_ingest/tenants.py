@@ -32,9 +32,7 @@ def key_is_valid(conn: psycopg.Connection, key: str, role: Role) -> bool:
     return row is not None and hmac.compare_digest(bytes(row[0]), hashlib.sha256(parsed[1].encode()).digest())
 
 
-def bootstrap_keys(
-    database_url: str, existing: dict[str, str] | None = None, tenant: str = DEFAULT_TENANT
-) -> dict[str, str]:
+def bootstrap_keys(database_url: str, existing: dict[str, str] | None = None, tenant: str = DEFAULT_TENANT) -> dict[str, str]:
     """Keys for a first start: an admin, a client and a worker key of `tenant` (created if
     missing). Keys in `existing` (role → key) that are still valid are kept; the rest are new.
     Returns role → key."""

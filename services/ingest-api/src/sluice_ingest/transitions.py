@@ -59,9 +59,11 @@ def _update(
                 assignments.append(sql.SQL("{} = ").format(sql.Identifier(column)) + sql.SQL(text))
             else:
                 assignments.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
-        statement = sql.SQL("UPDATE {} SET {} WHERE id = %s AND {} = ANY(%s) RETURNING id").format(
-            sql.Identifier(table), sql.SQL(", ").join(assignments), sql.Identifier(state_column)
-        ).as_bytes(None)
+        statement = (
+            sql.SQL("UPDATE {} SET {} WHERE id = %s AND {} = ANY(%s) RETURNING id")
+            .format(sql.Identifier(table), sql.SQL(", ").join(assignments), sql.Identifier(state_column))
+            .as_bytes(None)
+        )
         _STATEMENTS[shape] = statement
     params: list[Any] = [str(target)]
     for value in values.values():
@@ -100,9 +102,11 @@ async def send_move_document(
     one round trip in pipeline mode; confirm() each afterwards."""
     allowed = document_sources(target, sources)
     statement, params = _update("documents", document_id, target, allowed, {**(values or {}), "updated_at": NOW})
-    return PendingMove(await conn.execute(statement, params),
-                       f"document {document_id} cannot move to {target} (it is not in {', '.join(allowed)})",
-                       {"target": target, "document_id": document_id})
+    return PendingMove(
+        await conn.execute(statement, params),
+        f"document {document_id} cannot move to {target} (it is not in {', '.join(allowed)})",
+        {"target": target, "document_id": document_id},
+    )
 
 
 async def move_document(
@@ -128,9 +132,11 @@ async def send_move_job(
     """move_job without waiting for its row (see send_move_document)."""
     allowed = job_sources(target, sources)
     statement, params = _update("ingestion_jobs", job_id, target, allowed, {**(values or {}), "updated_at": NOW})
-    return PendingMove(await conn.execute(statement, params),
-                       f"job {job_id} cannot move to {target} (it is not in {', '.join(allowed)})",
-                       {"target": target, "job_id": job_id})
+    return PendingMove(
+        await conn.execute(statement, params),
+        f"job {job_id} cannot move to {target} (it is not in {', '.join(allowed)})",
+        {"target": target, "job_id": job_id},
+    )
 
 
 async def move_job(
@@ -159,13 +165,12 @@ async def move_generation(
     if await (await conn.execute(statement, params)).fetchone() is None:
         raise IllegalTransition(
             f"generation {generation_id} cannot move to {target} (it is not in {', '.join(allowed)})",
-            target=target, generation_id=generation_id,
+            target=target,
+            generation_id=generation_id,
         )
 
 
-def document_move_sql(
-    target: str, values: Mapping[str, str], *, where: str, sources: str, returning: str = "id"
-) -> sql.Composed:
+def document_move_sql(target: str, values: Mapping[str, str], *, where: str, sources: str, returning: str = "id") -> sql.Composed:
     """The document move of DOCUMENT_TRANSITIONS as a fragment of a larger statement (a CTE of
     ReportStage's single statement): `UPDATE documents SET status = <target>, … WHERE <where>
     AND status = ANY(<sources>)`. `target`, the values and `sources` are SQL placeholders or
@@ -180,5 +185,15 @@ def document_move_sql(
 
 RELEASED_LEASE = {"locked_at": None, "locked_by": None, "lease_token": None}
 
-__all__ = ["NOW", "RELEASED_LEASE", "Expr", "PendingMove", "document_move_sql", "move_document", "move_generation", "move_job",
-           "send_move_document", "send_move_job"]
+__all__ = [
+    "NOW",
+    "RELEASED_LEASE",
+    "Expr",
+    "PendingMove",
+    "document_move_sql",
+    "move_document",
+    "move_generation",
+    "move_job",
+    "send_move_document",
+    "send_move_job",
+]

@@ -72,8 +72,12 @@ def check_sha256(value: str, field_name: str) -> str:
 
 def check_no_nul(collection: str, filename: str, mime_type: str, request_id: str, metadata: dict[str, str]) -> None:
     """PostgreSQL text and jsonb cannot hold U+0000: refuse it here, as the caller's mistake."""
-    fields = [(collection, "collection", "INVALID_COLLECTION_NAME"), (filename, "filename", "INVALID_FILENAME"),
-              (mime_type, "mime_type", "INVALID_MIME_TYPE"), (request_id, "request_id", "INVALID_REQUEST_ID")]
+    fields = [
+        (collection, "collection", "INVALID_COLLECTION_NAME"),
+        (filename, "filename", "INVALID_FILENAME"),
+        (mime_type, "mime_type", "INVALID_MIME_TYPE"),
+        (request_id, "request_id", "INVALID_REQUEST_ID"),
+    ]
     fields += [(key, "metadata key", "INVALID_METADATA") for key in metadata]
     fields += [(value, f"metadata value of {key[:64]!r}", "INVALID_METADATA") for key, value in metadata.items()]
     for value, what, reason in fields:
@@ -226,7 +230,8 @@ async def receive(
                 continue
             if content.size + len(piece) > max_bytes:
                 raise ResourceExhausted(
-                    f"the file is larger than the upload limit of {max_bytes} bytes", reason=Reason.UPLOAD_TOO_LARGE,
+                    f"the file is larger than the upload limit of {max_bytes} bytes",
+                    reason=Reason.UPLOAD_TOO_LARGE,
                     limit=max_bytes,
                 )
             if expected.size_bytes and content.size + len(piece) > expected.size_bytes:
@@ -259,8 +264,7 @@ def _check_against(content: SpooledContent, trailer: Trailer, expected: Expected
     for announced, where in sizes:
         if content.size < announced:
             raise InvalidArgument(
-                f"{where} announced {announced} bytes but only {content.size} arrived; nothing was stored, send it"
-                " again",
+                f"{where} announced {announced} bytes but only {content.size} arrived; nothing was stored, send it again",
                 reason=Reason.UPLOAD_INCOMPLETE,
                 received_bytes=content.size,
             )

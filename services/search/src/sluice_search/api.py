@@ -36,8 +36,9 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
         self._limits = limits
 
     @grpc_errors
-    async def Search(self, request: search_service_pb2.SearchRequest,
-                     context: grpc.aio.ServicerContext) -> search_service_pb2.SearchResponse:
+    async def Search(
+        self, request: search_service_pb2.SearchRequest, context: grpc.aio.ServicerContext
+    ) -> search_service_pb2.SearchResponse:
         started = time.perf_counter()
         mode_label = "INVALID"
         outcome = "error"
@@ -60,7 +61,8 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
             after_lsn = consistency.parse_token(request.consistency_token) if request.consistency_token else None
             mode_label = query.mode.value
             hits, collection, reranked = await self._service.answer(
-                current_principal().tenant_id, query, after_lsn=after_lsn, time_remaining=context.time_remaining())
+                current_principal().tenant_id, query, after_lsn=after_lsn, time_remaining=context.time_remaining()
+            )
             outcome = "ok"
         except SluiceError as err:
             outcome = err.reason
@@ -72,18 +74,34 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
             metrics.SEARCH_REQUESTS.labels(mode_label, outcome).inc()
         metrics.SEARCH_HITS.labels(mode_label).inc(len(hits))
         span_attributes: dict[str, AttributeValue] = {
-            "sluice.search.mode": mode_label, "sluice.search.hits": len(hits), "sluice.search.top_k": query.top_k}
+            "sluice.search.mode": mode_label,
+            "sluice.search.hits": len(hits),
+            "sluice.search.top_k": query.top_k,
+        }
         tracing.annotate(**span_attributes)
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("search", extra={"collection": query.collection, "mode": mode_label, "top_k": query.top_k,
-                                       "hits": len(hits), "ms": round(elapsed * 1000, 2)})
+            log.debug(
+                "search",
+                extra={
+                    "collection": query.collection,
+                    "mode": mode_label,
+                    "top_k": query.top_k,
+                    "hits": len(hits),
+                    "ms": round(elapsed * 1000, 2),
+                },
+            )
         return search_service_pb2.SearchResponse(
-            hits=[_hit_pb(hit) for hit in hits], mode=_PROTO_MODES[query.mode], generation=collection.generation,
+            hits=[_hit_pb(hit) for hit in hits],
+            mode=_PROTO_MODES[query.mode],
+            generation=collection.generation,
             embedder_model=collection.embedder_model,
             rerank=search_service_pb2.RerankInfo(
-                status=_RERANK_STATUS[reranked.status], message=reranked.message,
-                provider=reranking.provider_proto(reranked.provider), model=reranked.model,
-                candidates=reranked.candidates, elapsed_ms=round(reranked.elapsed_ms, 3),
+                status=_RERANK_STATUS[reranked.status],
+                message=reranked.message,
+                provider=reranking.provider_proto(reranked.provider),
+                model=reranked.model,
+                candidates=reranked.candidates,
+                elapsed_ms=round(reranked.elapsed_ms, 3),
             ),
         )
 
@@ -96,8 +114,12 @@ def filter_of(message: search_service_pb2.SearchFilter, limits: Limits) -> Docum
         filenames=tuple(message.filenames),
         mime_types=tuple(message.mime_types),
         document_ids=tuple(message.document_ids),
-        where=filters.parse_where(message.where, max_values=limits.max_filter_values,
-                                  max_depth=limits.max_filter_depth, max_conditions=limits.max_filter_conditions),
+        where=filters.parse_where(
+            message.where,
+            max_values=limits.max_filter_values,
+            max_depth=limits.max_filter_depth,
+            max_conditions=limits.max_filter_conditions,
+        ),
         created=filters.parse_range(message.create_time, "filter.create_time"),
         updated=filters.parse_range(message.update_time, "filter.update_time"),
     )
@@ -123,8 +145,13 @@ def rerank_request_of(message: search_service_pb2.SearchRerank) -> RerankRequest
             raise reranking.RerankerInvalid(f"reranker.timeout_ms must be between 0 and {reranking.MAX_TIMEOUT_MS}")
     except reranking.RerankerInvalid as err:
         raise InvalidArgument(f"rerank.{err}", reason=Reason.INVALID_RERANKER) from None
-    return RerankRequest(disabled=message.disabled, spec=spec, candidates=config.candidates, timeout_ms=config.timeout_ms,
-                         min_score=message.min_score if message.HasField("min_score") else None)
+    return RerankRequest(
+        disabled=message.disabled,
+        spec=spec,
+        candidates=config.candidates,
+        timeout_ms=config.timeout_ms,
+        min_score=message.min_score if message.HasField("min_score") else None,
+    )
 
 
 def _mode(value: search_service_pb2.SearchMode.ValueType) -> Mode | None:
@@ -149,8 +176,16 @@ def _hit_pb(hit: Hit) -> search_service_pb2.SearchHit:
         text_as_html=hit.text_as_html,
         text_source=hit.text_source,
         ocr_confidence=hit.ocr_confidence,
-        boxes=[document_pb2.BoundingBox(page_number=int(box.get("page", 0)), left=box.get("left", 0.0), top=box.get("top", 0.0),
-                                        right=box.get("right", 0.0), bottom=box.get("bottom", 0.0)) for box in hit.boxes],
+        boxes=[
+            document_pb2.BoundingBox(
+                page_number=int(box.get("page", 0)),
+                left=box.get("left", 0.0),
+                top=box.get("top", 0.0),
+                right=box.get("right", 0.0),
+                bottom=box.get("bottom", 0.0),
+            )
+            for box in hit.boxes
+        ],
         first_stage_score=hit.first_stage_score,
         rerank_score=hit.rerank_score,
         context=hit.context,

@@ -30,8 +30,9 @@ OVERLAP_SLACK = 8  # whitespace and a word boundary around the configured overla
 CHUNK_SEPARATOR = "\n\n"  # as unstructured joins the elements of one chunk
 
 
-def candidates(top_k: int, options: ContextOptions, rerank_candidates: int = 0, *, limit: int = 200,
-               per_document_factor: int = 5) -> int:
+def candidates(
+    top_k: int, options: ContextOptions, rerank_candidates: int = 0, *, limit: int = 200, per_document_factor: int = 5
+) -> int:
     """How many first-stage hits to ask for: top_k, or more when hits may be dropped (a cap per
     document: `per_document_factor` x top_k; a threshold: twice top_k; a reranker: its own
     number), never more than `limit`."""

@@ -60,8 +60,9 @@ class DocumentFilter:
     updated: TimeRange | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.metadata or self.filenames or self.mime_types or self.document_ids or self.where
-                    or self.created or self.updated)
+        return bool(
+            self.metadata or self.filenames or self.mime_types or self.document_ids or self.where or self.created or self.updated
+        )
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,10 @@ def validate_query(
     if top_k == 0:
         top_k = DEFAULT_TOP_K
     if not 1 <= top_k <= limits.max_top_k:
-        raise InvalidArgument(f"top_k must be between 1 and {limits.max_top_k} (0 means {DEFAULT_TOP_K}); got {top_k}",
-                              reason=Reason.TOP_K_OUT_OF_RANGE)
+        raise InvalidArgument(
+            f"top_k must be between 1 and {limits.max_top_k} (0 means {DEFAULT_TOP_K}); got {top_k}",
+            reason=Reason.TOP_K_OUT_OF_RANGE,
+        )
     if mode is None:  # unspecified: HYBRID when there is text to match, VECTOR otherwise
         mode = Mode.HYBRID if text else Mode.VECTOR
     if not text and not vector:
@@ -181,17 +184,22 @@ def validate_query(
             raise InvalidArgument("query_vector is all zeros; cosine distance to it is undefined", reason=Reason.INVALID_VECTOR)
     if rerank is not None and rerank.min_score is not None and not math.isfinite(rerank.min_score):
         raise InvalidArgument("rerank.min_score must be a finite number", reason=Reason.INVALID_RERANKER)
-    return SearchQuery(collection, text, checked_vector, top_k, mode, validate_filter(filter, limits),
-                       validate_context(context, limits), rerank)
+    return SearchQuery(
+        collection, text, checked_vector, top_k, mode, validate_filter(filter, limits), validate_context(context, limits), rerank
+    )
 
 
 def validate_context(options: ContextOptions, limits: Limits = Limits()) -> ContextOptions:
     if not 0 <= options.neighbor_chunks <= limits.max_neighbor_chunks:
-        raise InvalidArgument(f"neighbor_chunks must be between 0 and {limits.max_neighbor_chunks}; got {options.neighbor_chunks}",
-                              reason=Reason.INVALID_CONTEXT)
+        raise InvalidArgument(
+            f"neighbor_chunks must be between 0 and {limits.max_neighbor_chunks}; got {options.neighbor_chunks}",
+            reason=Reason.INVALID_CONTEXT,
+        )
     if not 0 <= options.max_hits_per_document <= limits.max_top_k:
-        raise InvalidArgument(f"max_hits_per_document must be between 0 (no limit) and {limits.max_top_k}; got "
-                              f"{options.max_hits_per_document}", reason=Reason.INVALID_CONTEXT)
+        raise InvalidArgument(
+            f"max_hits_per_document must be between 0 (no limit) and {limits.max_top_k}; got {options.max_hits_per_document}",
+            reason=Reason.INVALID_CONTEXT,
+        )
     if options.min_score is not None and not math.isfinite(options.min_score):
         raise InvalidArgument("min_score must be a finite number", reason=Reason.INVALID_CONTEXT)
     return options
@@ -214,7 +222,11 @@ def validate_filter(filter: DocumentFilter, limits: Limits = Limits()) -> Docume
             )
         _check_text("filter.metadata", key)
         _check_text("filter.metadata", value)
-    for name, values in (("filenames", filter.filenames), ("mime_types", filter.mime_types), ("document_ids", filter.document_ids)):
+    for name, values in (
+        ("filenames", filter.filenames),
+        ("mime_types", filter.mime_types),
+        ("document_ids", filter.document_ids),
+    ):
         if len(values) > limits.max_filter_values:
             raise InvalidArgument(
                 f"filter.{name} has {len(values)} values; at most {limits.max_filter_values} are allowed",
@@ -231,9 +243,18 @@ def validate_filter(filter: DocumentFilter, limits: Limits = Limits()) -> Docume
         try:
             ids.append(str(uuid.UUID(value)))
         except ValueError:
-            raise InvalidArgument(f"filter.document_ids: {value[:80]!r} is not a document id (UUID)", reason=Reason.INVALID_FILTER) from None
-    return DocumentFilter(dict(filter.metadata), tuple(filter.filenames), tuple(filter.mime_types), tuple(dict.fromkeys(ids)),
-                          filter.where, filter.created, filter.updated)
+            raise InvalidArgument(
+                f"filter.document_ids: {value[:80]!r} is not a document id (UUID)", reason=Reason.INVALID_FILTER
+            ) from None
+    return DocumentFilter(
+        dict(filter.metadata),
+        tuple(filter.filenames),
+        tuple(filter.mime_types),
+        tuple(dict.fromkeys(ids)),
+        filter.where,
+        filter.created,
+        filter.updated,
+    )
 
 
 def _check_text(where: str, value: str) -> None:
@@ -245,7 +266,6 @@ def _check_text(where: str, value: str) -> None:
 def check_dimensions(vector: Sequence[float], collection: Collection) -> None:
     if len(vector) != collection.dimensions:
         raise InvalidArgument(
-            f"query_vector has {len(vector)} dimensions but collection {collection.name!r} "
-            f"has {collection.dimensions}",
+            f"query_vector has {len(vector)} dimensions but collection {collection.name!r} has {collection.dimensions}",
             reason=Reason.VECTOR_DIMENSION_MISMATCH,
         )

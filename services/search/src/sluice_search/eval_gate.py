@@ -88,15 +88,25 @@ async def score(service: SearchService, collection: Collection, queries: Sequenc
     """MRR@10 of the queries on this collection object's generation, one query at a time."""
     ranked: dict[str, list[Hit]] = {}
     for query in queries:
-        ranked[query.id] = await service.search_collection(collection, SearchQuery(
-            collection=collection.name, text=query.query, vector=None, top_k=TOP_K, mode=Mode.HYBRID,
-            filter=DocumentFilter()))
+        ranked[query.id] = await service.search_collection(
+            collection,
+            SearchQuery(
+                collection=collection.name, text=query.query, vector=None, top_k=TOP_K, mode=Mode.HYBRID, filter=DocumentFilter()
+            ),
+        )
     return min(1.0, max(0.0, float(evaluate(queries, ranked).metrics[METRIC])))
 
 
 class EvalGate:
-    def __init__(self, service: SearchService, repository: SearchRepository, database_url: str, *,
-                 poll_seconds: float = 5.0, evaluated_by: str = "") -> None:
+    def __init__(
+        self,
+        service: SearchService,
+        repository: SearchRepository,
+        database_url: str,
+        *,
+        poll_seconds: float = 5.0,
+        evaluated_by: str = "",
+    ) -> None:
         self._service = service
         self._repository = repository
         self._url = database_url
@@ -157,8 +167,10 @@ class EvalGate:
                 (generation_id,) if generation_id is not None else (),
             )
         ).fetchall()
-        return [AwaitingGeneration(gid, tenant, name, number, active, queries_of(eval_set), float(ratio))
-                for gid, tenant, name, number, active, eval_set, ratio in rows]
+        return [
+            AwaitingGeneration(gid, tenant, name, number, active, queries_of(eval_set), float(ratio))
+            for gid, tenant, name, number, active, eval_set, ratio in rows
+        ]
 
     async def run_once(self, conn: psycopg.AsyncConnection) -> list[str]:
         """One pass over the generations awaiting a verdict; returns the verdicts recorded."""
@@ -182,9 +194,16 @@ class EvalGate:
                     _, last = self._retry.get(item.generation_id, (0.0, 0.0))
                     delay = min(max(last * 2, RETRY_FIRST_SECONDS), RETRY_MAX_SECONDS)
                     self._retry[item.generation_id] = (time.monotonic() + delay, delay)
-                    log.warning("reindex quality gate could not measure a generation; trying again later",
-                                extra={"generation_id": item.generation_id, "collection": item.collection,
-                                       "tenant_id": item.tenant_id, "retry_seconds": delay, "error": str(exc)})
+                    log.warning(
+                        "reindex quality gate could not measure a generation; trying again later",
+                        extra={
+                            "generation_id": item.generation_id,
+                            "collection": item.collection,
+                            "tenant_id": item.tenant_id,
+                            "retry_seconds": delay,
+                            "error": str(exc),
+                        },
+                    )
                     continue
                 self._retry.pop(item.generation_id, None)
                 if measurement is None:
@@ -192,12 +211,21 @@ class EvalGate:
                 verdict = await self.record(conn, measurement)
                 if verdict is not None:
                     recorded.append(verdict)
-                    log.info("reindex evaluated", extra={
-                        "generation_id": item.generation_id, "collection": item.collection, "tenant_id": item.tenant_id,
-                        "generation": item.generation, "verdict": verdict, "metric": METRIC,
-                        "active_score": round(measurement.active_score, 4),
-                        "candidate_score": round(measurement.candidate_score, 4),
-                        "min_ratio": round(item.min_ratio, 4), "queries": measurement.queries})
+                    log.info(
+                        "reindex evaluated",
+                        extra={
+                            "generation_id": item.generation_id,
+                            "collection": item.collection,
+                            "tenant_id": item.tenant_id,
+                            "generation": item.generation,
+                            "verdict": verdict,
+                            "metric": METRIC,
+                            "active_score": round(measurement.active_score, 4),
+                            "candidate_score": round(measurement.candidate_score, 4),
+                            "min_ratio": round(item.min_ratio, 4),
+                            "queries": measurement.queries,
+                        },
+                    )
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (GATE_LOCK_CLASS, item.generation_id))
         return recorded
@@ -211,8 +239,7 @@ class EvalGate:
             return None
         active_score = await score(self._service, active, item.queries)
         candidate_score = await score(self._service, candidate, item.queries)
-        return Measurement(item.generation_id, item.active_generation_id, active_score, candidate_score,
-                           len(item.queries))
+        return Measurement(item.generation_id, item.active_generation_id, active_score, candidate_score, len(item.queries))
 
     async def record(self, conn: psycopg.AsyncConnection, m: Measurement) -> str | None:
         """search's only write: 'PASSED' or 'FAILED' as the database decided, None when it

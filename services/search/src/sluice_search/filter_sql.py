@@ -25,7 +25,6 @@ from .filters import EQ, EXISTS, GT, GTE, IN, LT, LTE, NE, NOT_EXISTS, NOT_IN, C
 _RANGE_SQL = {GT: ">", GTE: ">=", LT: "<", LTE: "<="}
 
 
-
 class Params:
     """Bound parameters named f_1, f_2, … (a query's own names never start with f_)."""
 
@@ -61,12 +60,15 @@ def condition_sql(condition: Condition, params: Params) -> sql.Composable:
     compare = sql.SQL(_RANGE_SQL[op])
     if value.kind == "number":
         return sql.SQL("coalesce(CASE WHEN jsonb_typeof({e}) = 'number' THEN {e} {cmp} {v}::jsonb END, false)").format(
-            e=entry, cmp=compare, v=params.add(Jsonb(value.json)))
+            e=entry, cmp=compare, v=params.add(Jsonb(value.json))
+        )
     if value.kind == "string":
-        return sql.SQL("coalesce(CASE WHEN jsonb_typeof({e}) = 'string' THEN ({e} #>> '{{}}') COLLATE \"C\" {cmp} {v}::text END, false)").format(
-            e=entry, cmp=compare, v=params.add(value.text))
-    return sql.SQL("coalesce(CASE WHEN jsonb_typeof({e}) = 'object' THEN ({e} ->> {tag}) COLLATE \"C\" {cmp} {v}::text END, false)").format(
-        e=entry, cmp=compare, tag=sql.Literal(metadata.TIMESTAMP_TAG), v=params.add(value.text))
+        return sql.SQL(
+            "coalesce(CASE WHEN jsonb_typeof({e}) = 'string' THEN ({e} #>> '{{}}') COLLATE \"C\" {cmp} {v}::text END, false)"
+        ).format(e=entry, cmp=compare, v=params.add(value.text))
+    return sql.SQL(
+        "coalesce(CASE WHEN jsonb_typeof({e}) = 'object' THEN ({e} ->> {tag}) COLLATE \"C\" {cmp} {v}::text END, false)"
+    ).format(e=entry, cmp=compare, tag=sql.Literal(metadata.TIMESTAMP_TAG), v=params.add(value.text))
 
 
 def where_sql(node: Node, params: Params) -> sql.Composable:

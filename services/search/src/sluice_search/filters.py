@@ -25,7 +25,18 @@ MAX_DEPTH = 4
 MAX_CONDITIONS = 32
 MAX_VALUES = 100
 
-EQ, NE, IN, NOT_IN, GT, GTE, LT, LTE, EXISTS, NOT_EXISTS = "EQ", "NE", "IN", "NOT_IN", "GT", "GTE", "LT", "LTE", "EXISTS", "NOT_EXISTS"
+EQ, NE, IN, NOT_IN, GT, GTE, LT, LTE, EXISTS, NOT_EXISTS = (
+    "EQ",
+    "NE",
+    "IN",
+    "NOT_IN",
+    "GT",
+    "GTE",
+    "LT",
+    "LTE",
+    "EXISTS",
+    "NOT_EXISTS",
+)
 _OPERATORS = {
     search_service_pb2.FILTER_OPERATOR_EQ: EQ,
     search_service_pb2.FILTER_OPERATOR_NE: NE,
@@ -39,7 +50,13 @@ _OPERATORS = {
     search_service_pb2.FILTER_OPERATOR_NOT_EXISTS: NOT_EXISTS,
 }
 RANGES = (GT, GTE, LT, LTE)
-_KIND_NAMES = {"string": "a string", "number": "a number", "bool": "a boolean", "timestamp": "a timestamp", "list": "a string list"}
+_KIND_NAMES = {
+    "string": "a string",
+    "number": "a number",
+    "bool": "a boolean",
+    "timestamp": "a timestamp",
+    "list": "a string list",
+}
 
 
 @dataclass(frozen=True)
@@ -89,8 +106,13 @@ def _invalid(where: str, message: str) -> InvalidArgument:
 # ------------------------------------------------------------------ parsing (the request's tree)
 
 
-def parse_where(node: search_service_pb2.MetadataFilter, *, max_values: int = MAX_VALUES,
-                max_depth: int = MAX_DEPTH, max_conditions: int = MAX_CONDITIONS) -> Node | None:
+def parse_where(
+    node: search_service_pb2.MetadataFilter,
+    *,
+    max_values: int = MAX_VALUES,
+    max_depth: int = MAX_DEPTH,
+    max_conditions: int = MAX_CONDITIONS,
+) -> Node | None:
     """The checked tree of `filter.where`; None when it is unset (or an empty message)."""
     if node.WhichOneof("node") is None:
         return None
@@ -98,7 +120,15 @@ def parse_where(node: search_service_pb2.MetadataFilter, *, max_values: int = MA
     return _parse(node, "filter.where", 1, counter, max_values, max_depth, max_conditions)
 
 
-def _parse(node: search_service_pb2.MetadataFilter, where: str, depth: int, counter: Iterator[int], max_values: int, max_depth: int, max_conditions: int) -> Node:
+def _parse(
+    node: search_service_pb2.MetadataFilter,
+    where: str,
+    depth: int,
+    counter: Iterator[int],
+    max_values: int,
+    max_depth: int,
+    max_conditions: int,
+) -> Node:
     kind = node.WhichOneof("node")
     if kind is None:
         raise _invalid(where, "an empty filter (set condition, all_of or any_of)")
@@ -144,7 +174,9 @@ def _condition(condition: search_service_pb2.MetadataCondition, where: str, max_
         values = tuple(_value(v, f"{where}.values[{i}]") for i, v in enumerate(condition.values))
         kinds = sorted({v.kind for v in values})
         if len(kinds) > 1:
-            raise _invalid(where, f"type mismatch: the values of {op} must have one type; got {' and '.join(_KIND_NAMES[k] for k in kinds)}")
+            raise _invalid(
+                where, f"type mismatch: the values of {op} must have one type; got {' and '.join(_KIND_NAMES[k] for k in kinds)}"
+            )
         unique = {(v.kind, repr(v.json)): v for v in values}  # a timestamp's JSON is a dict: not hashable
         return Condition(key, op, tuple(unique.values()))
     if condition.values:
@@ -166,8 +198,9 @@ def _value(value: document_pb2.MetadataValue, where: str) -> Value:
     except metadata.MetadataError as err:
         raise _invalid(where, str(err)) from None
     assert kind is not None  # from_proto refuses a value with no kind set
-    return Value({"string_value": "string", "number_value": "number", "bool_value": "bool",
-                  "timestamp_value": "timestamp"}[kind], stored)
+    return Value(
+        {"string_value": "string", "number_value": "number", "bool_value": "bool", "timestamp_value": "timestamp"}[kind], stored
+    )
 
 
 def parse_range(message: search_service_pb2.TimeRange, where: str) -> TimeRange | None:

@@ -27,9 +27,7 @@ ENGLISH_ONLY_MODELS = ("all-MiniLM-L6-v2",)
 
 
 def english_only(collection: Collection) -> bool:
-    return collection.embedder_provider == "sentence_transformers" and collection.embedder_model.startswith(
-        ENGLISH_ONLY_MODELS
-    )
+    return collection.embedder_provider == "sentence_transformers" and collection.embedder_model.startswith(ENGLISH_ONLY_MODELS)
 
 
 def mostly_non_latin(text: str) -> bool:

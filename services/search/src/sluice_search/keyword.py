@@ -89,8 +89,16 @@ OVERFETCH = 4
 
 
 def scoring_query(
-    generation_id: int, chunk_scope: sql.Composable, columns: sql.Composable, where: sql.Composable,
-    params: dict[str, Any], candidates: Sequence[str], weights: dict[str, float], limit: int, *, join_first: bool,
+    generation_id: int,
+    chunk_scope: sql.Composable,
+    columns: sql.Composable,
+    where: sql.Composable,
+    params: dict[str, Any],
+    candidates: Sequence[str],
+    weights: dict[str, float],
+    limit: int,
+    *,
+    join_first: bool,
     scored: Sequence[str] = (),
 ) -> tuple[sql.Composed, dict[str, Any]]:
     """Score the chunks holding any `candidates` term, and no `scored` term (an earlier round's),
@@ -134,8 +142,8 @@ FIRST_ROUND_HEAD = (
     " GROUP BY s.term),"
     " n AS (SELECT coalesce(max(st.df) FILTER (WHERE st.term = ''), 0) AS chunks FROM st),"
     " w AS (SELECT st.term, ln(1 + (n.chunks - st.df + 0.5) / (st.df + 0.5)) AS w,"
-    " sum(st.df) OVER (ORDER BY st.df, st.term COLLATE \"C\" ROWS UNBOUNDED PRECEDING) AS postings,"
-    " row_number() OVER (ORDER BY st.df, st.term COLLATE \"C\") AS place"
+    ' sum(st.df) OVER (ORDER BY st.df, st.term COLLATE "C" ROWS UNBOUNDED PRECEDING) AS postings,'
+    ' row_number() OVER (ORDER BY st.df, st.term COLLATE "C") AS place'
     " FROM st, n WHERE st.term <> '' AND st.df > 0 AND n.chunks > 0),"
     " q AS ("
     " SELECT ('{{' || string_agg(dim || ':' || w, ',' ORDER BY dim) || '}}/{dims}')::sparsevec AS v,"
@@ -143,12 +151,21 @@ FIRST_ROUND_HEAD = (
     " WHERE w.place = 1 OR w.postings <= %(kw_budget)s)) AS match"
     " FROM (SELECT sluice_term_dim(w.term) AS dim, sum(w.w)::real AS w FROM w GROUP BY 1) s)"
 )
-FIRST_ROUND_STATS = sql.SQL(", (SELECT array_agg(st.term ORDER BY st.term) FROM st), (SELECT array_agg(st.df ORDER BY st.term) FROM st)")
+FIRST_ROUND_STATS = sql.SQL(
+    ", (SELECT array_agg(st.term ORDER BY st.term) FROM st), (SELECT array_agg(st.df ORDER BY st.term) FROM st)"
+)
 
 
 def first_round_query(
-    generation_id: int, text: str, chunk_scope: sql.Composable, columns: sql.Composable, where: sql.Composable,
-    params: dict[str, Any], limit: int, *, join_first: bool,
+    generation_id: int,
+    text: str,
+    chunk_scope: sql.Composable,
+    columns: sql.Composable,
+    where: sql.Composable,
+    params: dict[str, Any],
+    limit: int,
+    *,
+    join_first: bool,
 ) -> tuple[sql.Composed, dict[str, Any]]:
     """The statistics of the words of `text` and the first round's scoring in one statement: the
     rows of scoring_query over first_candidates(), each followed by the statistics (the query's
@@ -158,8 +175,16 @@ def first_round_query(
     return _scoring(head, FIRST_ROUND_STATS, chunk_scope, columns, where, limit, join_first=join_first), params
 
 
-def _scoring(head: sql.Composable, extra: sql.Composable, chunk_scope: sql.Composable, columns: sql.Composable,
-             where: sql.Composable, limit: int, *, join_first: bool) -> sql.Composed:
+def _scoring(
+    head: sql.Composable,
+    extra: sql.Composable,
+    chunk_scope: sql.Composable,
+    columns: sql.Composable,
+    where: sql.Composable,
+    limit: int,
+    *,
+    join_first: bool,
+) -> sql.Composed:
     """The scoring statement after `head`, which defines `q` (the query's sparse vector `v` and
     the candidates' tsquery `match`); `extra` are more columns at the end."""
     scores = sql.SQL("sluice_keyword_scores(%(kw_generation)s, q.match, q.v) s")
@@ -179,8 +204,16 @@ def _scoring(head: sql.Composable, extra: sql.Composable, chunk_scope: sql.Compo
             " JOIN documents d ON d.id = c.document_id"
             " WHERE {scope} AND d.status = 'READY'{where} ORDER BY best.rank DESC, c.id LIMIT {limit}"
         )
-    return query.format(head=head, extra=extra, columns=columns, scores=scores, scope=chunk_scope, where=where,
-                        limit=sql.Literal(int(limit)), overfetch=sql.Literal(int(limit) * OVERFETCH))
+    return query.format(
+        head=head,
+        extra=extra,
+        columns=columns,
+        scores=scores,
+        scope=chunk_scope,
+        where=where,
+        limit=sql.Literal(int(limit)),
+        overfetch=sql.Literal(int(limit) * OVERFETCH),
+    )
 
 
 def match_text(candidates: Sequence[str], scored: Sequence[str] = ()) -> str:
@@ -198,8 +231,16 @@ def merge(found: list[tuple[Any, ...]], more: list[tuple[Any, ...]], score_colum
 
 
 async def search(
-    conn: psycopg.AsyncConnection, generation_id: int, terms: Sequence[str], limit: int, chunk_scope: sql.Composable,
-    columns: sql.Composable, where: sql.Composable, params: dict[str, Any], score_column: int, exact: int | None = None,
+    conn: psycopg.AsyncConnection,
+    generation_id: int,
+    terms: Sequence[str],
+    limit: int,
+    chunk_scope: sql.Composable,
+    columns: sql.Composable,
+    where: sql.Composable,
+    params: dict[str, Any],
+    score_column: int,
+    exact: int | None = None,
 ) -> list[tuple[Any, ...]]:
     """The best `limit` READY chunks by BM25, best first, as rows of `columns` + the score (see
     the module's docstring and scoring_query); the first `exact` of them (all by default) are
@@ -213,8 +254,9 @@ async def search(
     text = " ".join(terms)
     # A filter narrows the documents: then the join comes first (see OVERFETCH).
     join_first = not (isinstance(where, sql.SQL) and not where.as_string(None))
-    query, query_params = first_round_query(generation_id, text, chunk_scope, columns, where, params, limit,
-                                            join_first=join_first)
+    query, query_params = first_round_query(
+        generation_id, text, chunk_scope, columns, where, params, limit, join_first=join_first
+    )
     pending: list[tuple[Any, ...]] | None = await (await conn.execute(query, query_params)).fetchall()
     if pending:
         stats = list(zip(pending[0][-2], pending[0][-1], strict=True))
@@ -234,8 +276,18 @@ async def search(
         if pending is not None:  # the first round's rows, read with the statistics
             rows, pending = pending, None
         else:
-            query, query_params = scoring_query(generation_id, chunk_scope, columns, where, params, order[done:taken],
-                                                weights, limit, join_first=join_first, scored=order[:done])
+            query, query_params = scoring_query(
+                generation_id,
+                chunk_scope,
+                columns,
+                where,
+                params,
+                order[done:taken],
+                weights,
+                limit,
+                join_first=join_first,
+                scored=order[:done],
+            )
             rows = await (await conn.execute(query, query_params)).fetchall()
         if not join_first:
             if len(rows) < limit and (not rows or rows[0][-1] > limit * OVERFETCH):

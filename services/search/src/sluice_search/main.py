@@ -78,10 +78,13 @@ async def create_server(settings: SearchSettings, *, embedder_factory: EmbedderF
         raise
     # Each connection a search with a consistency token uses is checked against it first.
     replay = ReplayWaiter(max_wait_seconds=settings.search_consistency_max_wait_seconds)
-    repository = SearchRepository(GatedPool(pool, replay), collection_cache_seconds=settings.search_collection_cache_seconds,
-                                  exact_filter_max_chunks=settings.search_exact_filter_max_chunks,
-                                  exact_filter_walk_cost=settings.search_exact_filter_walk_cost,
-                                  binary_rescore_candidates=settings.search_binary_rescore_candidates)
+    repository = SearchRepository(
+        GatedPool(pool, replay),
+        collection_cache_seconds=settings.search_collection_cache_seconds,
+        exact_filter_max_chunks=settings.search_exact_filter_max_chunks,
+        exact_filter_walk_cost=settings.search_exact_filter_walk_cost,
+        binary_rescore_candidates=settings.search_binary_rescore_candidates,
+    )
     if await _reads_a_standby(pool):
         # LISTEN is refused during recovery: the collection cache expires by age alone there
         # (SLUICE_SEARCH_COLLECTION_CACHE_SECONDS), and a search with a consistency token reads
@@ -115,7 +118,10 @@ async def create_server(settings: SearchSettings, *, embedder_factory: EmbedderF
             reflection=settings.reflection_enabled,
         )
         server, health_servicer, port = serving.create_server(
-            SERVICE_NAMES, settings.bind, interceptors=[auth], tls=settings.server_tls(),
+            SERVICE_NAMES,
+            settings.bind,
+            interceptors=[auth],
+            tls=settings.server_tls(),
             allow_plaintext=settings.allow_plaintext,
         )
     except Exception:
@@ -125,8 +131,7 @@ async def create_server(settings: SearchSettings, *, embedder_factory: EmbedderF
     search_service_pb2_grpc.add_SearchServiceServicer_to_server(SearchServicer(service, limits), server)
     gate = None
     if settings.search_eval_gate_enabled:
-        gate = EvalGate(service, repository, settings.eval_gate_database_url,
-                        poll_seconds=settings.search_eval_gate_poll_seconds)
+        gate = EvalGate(service, repository, settings.eval_gate_database_url, poll_seconds=settings.search_eval_gate_poll_seconds)
     return SearchServer(server, health_servicer, pool, port, service, repository, gate)
 
 
@@ -144,7 +149,10 @@ async def serve(settings: SearchSettings) -> None:
     if search.gate is not None:
         search.gate.start()
     await serving.run_until_signal(
-        search.server, search.health, SERVICE_NAMES, settings.shutdown_grace_seconds,
+        search.server,
+        search.health,
+        SERVICE_NAMES,
+        settings.shutdown_grace_seconds,
         on_stop=search.gate.stop if search.gate is not None else None,
     )
     warm.cancel()

@@ -150,9 +150,15 @@ class ConnectionSource(Protocol):
 
 
 class SearchRepository:
-    def __init__(self, pool: ConnectionSource, *, collection_cache_seconds: float = 5.0,
-                 exact_filter_max_chunks: int = 2000, exact_filter_walk_cost: float = EXACT_FILTER_WALK_COST,
-                 binary_rescore_candidates: int = 100) -> None:
+    def __init__(
+        self,
+        pool: ConnectionSource,
+        *,
+        collection_cache_seconds: float = 5.0,
+        exact_filter_max_chunks: int = 2000,
+        exact_filter_walk_cost: float = EXACT_FILTER_WALK_COST,
+        binary_rescore_candidates: int = 100,
+    ) -> None:
         self._pool = pool
         self._exact_filter_walk_cost = exact_filter_walk_cost
         self._binary_rescore_candidates = binary_rescore_candidates
@@ -307,13 +313,27 @@ class SearchRepository:
         rows = await self._vector_rows(collection, vector, limit, filter, _ID_COLUMNS, _ID_SCORE)
         return [(r[0], 1.0 - float(r[_ID_SCORE])) for r in rows]
 
-    async def _vector_rows(self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter,
-                           columns: sql.Composable, score: int) -> list[tuple[Any, ...]]:
+    async def _vector_rows(
+        self,
+        collection: Collection,
+        vector: Sequence[float],
+        limit: int,
+        filter: DocumentFilter,
+        columns: sql.Composable,
+        score: int,
+    ) -> list[tuple[Any, ...]]:
         """vector_search's rows: `columns` (the first the chunk id) and the distance at `score`, best first."""
         async with self._tenant_session(collection.tenant_id) as conn:
             if filter and self._exact_filter_max_chunks > 0:
-                query, params = selective_vector_query(collection, vector, limit, filter, self._exact_filter_max_chunks,
-                                                       walk_cost=self._exact_filter_walk_cost, columns=columns)
+                query, params = selective_vector_query(
+                    collection,
+                    vector,
+                    limit,
+                    filter,
+                    self._exact_filter_max_chunks,
+                    walk_cost=self._exact_filter_walk_cost,
+                    columns=columns,
+                )
                 rows = await (await conn.execute(query, params)).fetchall()
                 documents, chunks, cap = rows[0][:3]
                 if documents <= cap and chunks <= cap:
@@ -323,8 +343,9 @@ class SearchRepository:
                     return hits
             if filter:
                 metrics.FILTER_PLANS.labels("graph").inc()
-            indexed, params = vector_query(collection, vector, limit, filter, columns=columns,
-                                           rescore_candidates=self._binary_rescore_candidates)
+            indexed, params = vector_query(
+                collection, vector, limit, filter, columns=columns, rescore_candidates=self._binary_rescore_candidates
+            )
             rows = await (await conn.execute(indexed, params)).fetchall()
             if len(rows) < limit:
                 exact, params = vector_query(collection, vector, limit, filter, exact=True, columns=columns)
@@ -347,8 +368,12 @@ class SearchRepository:
         query = sql.SQL(
             "SELECT {cols} FROM chunks c JOIN documents d ON d.id = c.document_id"
             " WHERE c.id = ANY(%(ids)s::bigint[]) AND {pred} AND c.tenant_id = {tid} AND d.status = 'READY'{where}"
-        ).format(cols=_HIT_COLUMNS, pred=vector_index.generation_predicate(collection.generation_id),
-                 tid=sql.Literal(int(collection.tenant_id)), where=where)
+        ).format(
+            cols=_HIT_COLUMNS,
+            pred=vector_index.generation_predicate(collection.generation_id),
+            tid=sql.Literal(int(collection.tenant_id)),
+            where=where,
+        )
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(query, params)).fetchall()
         return {r[0]: _hit(r, 0.0) for r in rows}
@@ -370,23 +395,45 @@ class SearchRepository:
             rows = await (await conn.execute(query, params)).fetchall()
         return {(document_id, index): text for document_id, index, text in rows}
 
-    async def keyword_search(self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter,
-                             exact: int | None = None) -> list[Hit]:
+    async def keyword_search(
+        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
+    ) -> list[Hit]:
         """The `limit` READY chunks that contain any of `terms`, by BM25 score, the first `exact`
         of them (all by default) exactly BM25's best (keyword.py)."""
         where, params = _filter_sql(filter)
         async with self._tenant_session(collection.tenant_id) as conn:
-            rows = await keyword.search(conn, collection.generation_id, terms, limit, self._keyword_scope(collection),
-                                        _HIT_COLUMNS, where, params, _SCORE, exact)
+            rows = await keyword.search(
+                conn,
+                collection.generation_id,
+                terms,
+                limit,
+                self._keyword_scope(collection),
+                _HIT_COLUMNS,
+                where,
+                params,
+                _SCORE,
+                exact,
+            )
         return [_hit(r, float(r[_SCORE])) for r in rows]
 
-    async def keyword_candidates(self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter,
-                                 exact: int | None = None) -> list[tuple[int, float]]:
+    async def keyword_candidates(
+        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
+    ) -> list[tuple[int, float]]:
         """keyword_search's answer as (chunk id, score) alone (HYBRID's first phase)."""
         where, params = _filter_sql(filter)
         async with self._tenant_session(collection.tenant_id) as conn:
-            rows = await keyword.search(conn, collection.generation_id, terms, limit, self._keyword_scope(collection),
-                                        _ID_COLUMNS, where, params, _ID_SCORE, exact)
+            rows = await keyword.search(
+                conn,
+                collection.generation_id,
+                terms,
+                limit,
+                self._keyword_scope(collection),
+                _ID_COLUMNS,
+                where,
+                params,
+                _ID_SCORE,
+                exact,
+            )
         return [(r[0], float(r[_ID_SCORE])) for r in rows]
 
     @staticmethod
@@ -397,8 +444,14 @@ class SearchRepository:
 
 
 def selective_vector_query(
-    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, max_chunks: int,
-    *, walk_cost: float = 0.0, columns: sql.Composable = _HIT_COLUMNS,
+    collection: Collection,
+    vector: Sequence[float],
+    limit: int,
+    filter: DocumentFilter,
+    max_chunks: int,
+    *,
+    walk_cost: float = 0.0,
+    columns: sql.Composable = _HIT_COLUMNS,
 ) -> tuple[sql.Composed, dict[str, Any]]:
     """One statement for a filtered VECTOR search: the READY documents the filter selects (at
     most cap + 1 of them) and, when they hold at most `cap` chunks, the `limit` nearest of those
@@ -448,8 +501,14 @@ def selective_vector_query(
 
 
 def vector_query(
-    collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, *, exact: bool = False,
-    columns: sql.Composable = _HIT_COLUMNS, rescore_candidates: int = 0,
+    collection: Collection,
+    vector: Sequence[float],
+    limit: int,
+    filter: DocumentFilter,
+    *,
+    exact: bool = False,
+    columns: sql.Composable = _HIT_COLUMNS,
+    rescore_candidates: int = 0,
 ) -> tuple[sql.Composed, dict[str, Any]]:
     """The vector query and its parameters: through the partial HNSW index, or exact.
 
@@ -463,20 +522,30 @@ def vector_query(
     distance = vector_index.exact_distance(collection.dimensions)
     precision = FLOAT4 if exact else collection.vector_precision
     # Exact: `+ 0` makes the sort key an expression no index serves.
-    order = (sql.SQL("({distance}) + 0, c.id").format(distance=distance) if exact
-             else vector_index.index_distance(collection.dimensions, precision))
+    order = (
+        sql.SQL("({distance}) + 0, c.id").format(distance=distance)
+        if exact
+        else vector_index.index_distance(collection.dimensions, precision)
+    )
     body = sql.SQL(
         "SELECT {cols}, {distance} AS distance"
         " FROM chunks c JOIN documents d ON d.id = c.document_id"
         " WHERE {pred} AND c.tenant_id = {tid} AND d.status = 'READY'{where}"
         " ORDER BY {order} LIMIT {limit}"
     )
-    fields = {"cols": columns, "distance": distance, "pred": vector_index.generation_predicate(collection.generation_id),
-              "tid": sql.Literal(int(collection.tenant_id)), "where": where, "order": order}
+    fields = {
+        "cols": columns,
+        "distance": distance,
+        "pred": vector_index.generation_predicate(collection.generation_id),
+        "tid": sql.Literal(int(collection.tenant_id)),
+        "where": where,
+        "order": order,
+    }
     if precision == vector_index.BINARY:
         inner = body.format(**fields, limit=sql.Literal(max(int(limit), int(rescore_candidates))))
         query = sql.SQL("SELECT * FROM ({inner}) r ORDER BY r.distance LIMIT {limit}").format(
-            inner=inner, limit=sql.Literal(int(limit)))
+            inner=inner, limit=sql.Literal(int(limit))
+        )
         return query, params
     return body.format(**fields, limit=sql.Literal(int(limit))), params
 
@@ -490,8 +559,19 @@ def _filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict[str, Any]]
 def _collection(row: tuple[Any, ...]) -> Collection:
     """A collection from the columns get_collection and generation_collection select, in their order."""
     id_, name, provider, model, dimensions, tenant_id, generation_id, generation, chunk_overlap, precision, reranker = row
-    return Collection(id_, name, provider, model, dimensions, tenant_id, generation_id, generation, chunk_overlap,
-                      reranker=RerankerSpec.from_json(reranker), vector_precision=precision)
+    return Collection(
+        id_,
+        name,
+        provider,
+        model,
+        dimensions,
+        tenant_id,
+        generation_id,
+        generation,
+        chunk_overlap,
+        reranker=RerankerSpec.from_json(reranker),
+        vector_precision=precision,
+    )
 
 
 def _hit(row: tuple[Any, ...], score: float) -> Hit:

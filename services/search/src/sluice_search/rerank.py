@@ -74,8 +74,9 @@ def choose(collection_default: RerankerSpec | None, request: RerankRequest | Non
 class CrossEncoderModel(Protocol):
     """What we use of `sentence_transformers.CrossEncoder`."""
 
-    def predict(self, sentences: list[tuple[str, str]], *, batch_size: int,
-                show_progress_bar: bool) -> npt.NDArray[np.floating[Any]]: ...
+    def predict(
+        self, sentences: list[tuple[str, str]], *, batch_size: int, show_progress_bar: bool
+    ) -> npt.NDArray[np.floating[Any]]: ...
 
 
 class Rerankers:
@@ -99,7 +100,9 @@ class Rerankers:
         reason (FAILED, TIMED_OUT, SKIPPED)."""
         outcome = RerankOutcome(provider=spec.provider, model=spec.model, candidates=len(hits))
         if not query.strip():
-            return list(hits), replace(outcome, status=SKIPPED, message="reranking needs a query text (the request has a query_vector only)")
+            return list(hits), replace(
+                outcome, status=SKIPPED, message="reranking needs a query text (the request has a query_vector only)"
+            )
         if not hits:
             return [], replace(outcome, status=SKIPPED, message="no hits to rerank")
         started = time.perf_counter()
@@ -110,12 +113,18 @@ class Rerankers:
         except TimeoutError:
             elapsed = (time.perf_counter() - started) * 1000
             log.info("reranker late", extra={"provider": spec.provider, "model": spec.model, "ms": round(elapsed, 1)})
-            return list(hits), replace(outcome, status=TIMED_OUT, elapsed_ms=elapsed,
-                                       message=f"the reranker did not answer within {spec.timeout_ms} ms; hits are in first-stage order")
+            return list(hits), replace(
+                outcome,
+                status=TIMED_OUT,
+                elapsed_ms=elapsed,
+                message=f"the reranker did not answer within {spec.timeout_ms} ms; hits are in first-stage order",
+            )
         except RerankError as err:
             elapsed = (time.perf_counter() - started) * 1000
             log.info("reranker failed", extra={"provider": spec.provider, "model": spec.model, "error": str(err)})
-            return list(hits), replace(outcome, status=FAILED, elapsed_ms=elapsed, message=f"{err}; hits are in first-stage order")
+            return list(hits), replace(
+                outcome, status=FAILED, elapsed_ms=elapsed, message=f"{err}; hits are in first-stage order"
+            )
         elapsed = (time.perf_counter() - started) * 1000
         ranked = sorted(range(len(hits)), key=lambda i: -scores[i])  # stable: ties keep first-stage order
         out = []
@@ -151,13 +160,20 @@ class Rerankers:
                 raise RerankError(f"the reranker's key variable {spec.api_key_env} is not set in search's environment")
             headers["authorization"] = f"Bearer {key}"
         if spec.provider == COHERE:
-            url, body = f"{spec.base_url}/v2/rerank", {"model": spec.model, "query": query, "documents": texts, "top_n": len(texts)}
+            url, body = (
+                f"{spec.base_url}/v2/rerank",
+                {"model": spec.model, "query": query, "documents": texts, "top_n": len(texts)},
+            )
         elif spec.provider == JINA:
-            url, body = f"{spec.base_url}/v1/rerank", {"model": spec.model, "query": query, "documents": texts,
-                                                        "top_n": len(texts), "return_documents": False}
+            url, body = (
+                f"{spec.base_url}/v1/rerank",
+                {"model": spec.model, "query": query, "documents": texts, "top_n": len(texts), "return_documents": False},
+            )
         else:
-            url, body = f"{spec.base_url}/rerank", {"query": query, "texts": texts, "raw_scores": False, "return_text": False,
-                                                     "truncate": True}
+            url, body = (
+                f"{spec.base_url}/rerank",
+                {"query": query, "texts": texts, "raw_scores": False, "return_text": False, "truncate": True},
+            )
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=httpx.Timeout(60.0), follow_redirects=False)
         try:
@@ -216,8 +232,10 @@ class Rerankers:
             path = Path(root) / name
             if not path.is_dir():
                 available = sorted(p.name for p in Path(root).iterdir() if p.is_dir()) if Path(root).is_dir() else []
-                raise RerankError(f"local reranker model {name!r} is not installed in SLUICE_RERANK_MODEL_DIR "
-                                  f"(installed: {', '.join(available) or 'none'})")
+                raise RerankError(
+                    f"local reranker model {name!r} is not installed in SLUICE_RERANK_MODEL_DIR "
+                    f"(installed: {', '.join(available) or 'none'})"
+                )
             from sentence_transformers import CrossEncoder
 
             started = time.perf_counter()

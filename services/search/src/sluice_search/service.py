@@ -41,7 +41,9 @@ class Repository(Protocol):
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]: ...
 
-    async def chunk_texts(self, collection: Collection, windows: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int], str]: ...
+    async def chunk_texts(
+        self, collection: Collection, windows: Sequence[tuple[str, int, int]]
+    ) -> dict[tuple[str, int], str]: ...
 
 
 EmbedderFactory = Callable[[str, str, int], Embedder]
@@ -106,8 +108,9 @@ class SearchService:
         hits, collection, _ = await self.answer(tenant_id, query)
         return hits, collection
 
-    async def answer(self, tenant_id: int, query: SearchQuery, *, after_lsn: int | None = None,
-                     time_remaining: float | None = None) -> tuple[list[Hit], Collection, rerank.RerankOutcome]:
+    async def answer(
+        self, tenant_id: int, query: SearchQuery, *, after_lsn: int | None = None, time_remaining: float | None = None
+    ) -> tuple[list[Hit], Collection, rerank.RerankOutcome]:
         """The hits, the collection generation that answered, and what reranking did.
 
         The collection comes from a cache that notifications invalidate; an answer shorter than
@@ -126,14 +129,16 @@ class SearchService:
         finally:
             self._replay.release(requirement)
 
-    async def _answer(self, tenant_id: int, query: SearchQuery, *, fresh: bool
-                      ) -> tuple[list[Hit], Collection, rerank.RerankOutcome]:
+    async def _answer(
+        self, tenant_id: int, query: SearchQuery, *, fresh: bool
+    ) -> tuple[list[Hit], Collection, rerank.RerankOutcome]:
         collection = await self._resolve(tenant_id, query.collection, fresh=fresh)
         reranker = rerank.choose(collection.reranker, query.rerank)
         # The first stage may be asked for more than top_k: what follows it can drop hits or
         # reorder them (context.py, rerank.py).
-        first = dataclasses.replace(query, top_k=context.candidates(
-            query.top_k, query.context, reranker.candidates if reranker else 0))
+        first = dataclasses.replace(
+            query, top_k=context.candidates(query.top_k, query.context, reranker.candidates if reranker else 0)
+        )
         hits = await self._search(collection, first)
         if len(hits) < query.top_k:  # short of what was asked (the candidates may be many more)
             current = await self._resolve(tenant_id, query.collection, fresh=True)
@@ -148,13 +153,13 @@ class SearchService:
         the path `answer` takes but without the collection's reranker: the reindex quality gate
         compares two generations with it (eval_gate.py), and the reranker, the same on both
         sides, would only add its cost and its time budget's randomness."""
-        hits = await self._search(collection, dataclasses.replace(query, top_k=context.candidates(
-            query.top_k, query.context, 0)))
+        hits = await self._search(collection, dataclasses.replace(query, top_k=context.candidates(query.top_k, query.context, 0)))
         hits, _ = await self._finish(collection, query, hits, None)
         return hits
 
-    async def _finish(self, collection: Collection, query: SearchQuery, hits: list[Hit],
-                      reranker: RerankerSpec | None) -> tuple[list[Hit], rerank.RerankOutcome]:
+    async def _finish(
+        self, collection: Collection, query: SearchQuery, hits: list[Hit], reranker: RerankerSpec | None
+    ) -> tuple[list[Hit], rerank.RerankOutcome]:
         """After the first stage: the threshold, the reranker, the cap per document, top_k, the
         neighbours (context.py, rerank.py)."""
         for hit in hits:
@@ -198,8 +203,9 @@ class SearchService:
             hit.highlights = highlight.highlight_spans(hit.text, terms)
         return hits
 
-    async def _hybrid(self, collection: Collection, query: SearchQuery, vector: Sequence[float],
-                      terms: Sequence[str]) -> list[Hit]:
+    async def _hybrid(
+        self, collection: Collection, query: SearchQuery, vector: Sequence[float], terms: Sequence[str]
+    ) -> list[Hit]:
         """Both rankings as (chunk id, score), fused, then the rows of the fused top_k alone, in
         one statement that checks READY, the generation, the tenant and the filter again.
 
@@ -265,5 +271,14 @@ class SearchService:
 
 def _ranked(chunk_id: int, score: float) -> Hit:
     """A candidate as fusion sees it: an id and a score (the row is read after fusion)."""
-    return Hit(chunk_id=chunk_id, text="", score=score, document_id="", filename="", chunk_index=0, page_number=0,
-               element_type="", metadata={})
+    return Hit(
+        chunk_id=chunk_id,
+        text="",
+        score=score,
+        document_id="",
+        filename="",
+        chunk_index=0,
+        page_number=0,
+        element_type="",
+        metadata={},
+    )

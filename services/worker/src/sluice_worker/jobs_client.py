@@ -49,8 +49,11 @@ _RETRYABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEED
 _JOB_GONE_REASONS = {"", Reason.JOB_NOT_FOUND, Reason.DOCUMENT_NOT_FOUND}
 # Answers that the same data would get again on every attempt: the job fails permanently.
 _REFUSED_CODES = {
-    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.OUT_OF_RANGE,
-    grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.NOT_FOUND,
 }
 # What the job's data was, for the message its owner reads.
 _WHAT = {
@@ -60,9 +63,6 @@ _WHAT = {
     "SaveSnapshot": "the document's chunks (snapshot)",
     "CompleteJob": "the document's chunks",
 }
-
-
-
 
 
 def chunk_to_proto(chunk: ChunkRecord) -> job_service_pb2.Chunk:
@@ -76,8 +76,10 @@ def chunk_to_proto(chunk: ChunkRecord) -> job_service_pb2.Chunk:
         text_as_html=chunk.text_as_html,
         text_source=chunk.text_source,
         ocr_confidence=chunk.ocr_confidence or 0.0,
-        boxes=[document_pb2.BoundingBox(page_number=b["page"], left=b["left"], top=b["top"], right=b["right"], bottom=b["bottom"])
-               for b in chunk.boxes],
+        boxes=[
+            document_pb2.BoundingBox(page_number=b["page"], left=b["left"], top=b["top"], right=b["right"], bottom=b["bottom"])
+            for b in chunk.boxes
+        ],
     )
 
 
@@ -91,8 +93,16 @@ def chunk_from_proto(chunk: job_service_pb2.Chunk) -> ChunkRecord:
         text_as_html=chunk.text_as_html,
         text_source=chunk.text_source,
         ocr_confidence=chunk.ocr_confidence or None,
-        boxes=[{"page": b.page_number, "left": round(b.left, 4), "top": round(b.top, 4), "right": round(b.right, 4),
-                "bottom": round(b.bottom, 4)} for b in chunk.boxes],
+        boxes=[
+            {
+                "page": b.page_number,
+                "left": round(b.left, 4),
+                "top": round(b.top, 4),
+                "right": round(b.right, 4),
+                "bottom": round(b.bottom, 4),
+            }
+            for b in chunk.boxes
+        ],
     )
 
 

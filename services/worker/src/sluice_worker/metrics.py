@@ -6,9 +6,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 JOBS_CLAIMED = Counter("sluice_worker_jobs_claimed_total", "Jobs claimed from ingest-api.")
 JOBS_SUCCEEDED = Counter("sluice_worker_jobs_succeeded_total", "Jobs completed (document READY).")
-JOBS_FAILED = Counter(
-    "sluice_worker_jobs_failed_total", "Attempts reported failed through FailJob.", ["error_code", "retryable"]
-)
+JOBS_FAILED = Counter("sluice_worker_jobs_failed_total", "Attempts reported failed through FailJob.", ["error_code", "retryable"])
 JOBS_ABANDONED = Counter(
     "sluice_worker_jobs_abandoned_total", "Jobs stopped without writing more (lease lost, cancelled).", ["reason"]
 )

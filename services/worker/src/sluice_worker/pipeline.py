@@ -145,9 +145,14 @@ class JobPipeline:
         """Process a claimed job. Never raises except CancelledError (the caller's decision).
 
         Traced as one span under the upload's trace (the context the job carries)."""
-        attributes: dict[str, AttributeValue] = {"sluice.job_id": job.lease.job_id, "sluice.document_id": job.document_id, "sluice.attempt": job.attempt,
-                      # INGEST (1) or EMBED (2, a reindex): the same steps, ingest-api tells them apart.
-                      "sluice.job_kind": int(getattr(job, "kind", 0)), "sluice.generation": int(getattr(job, "generation", 0))}
+        attributes: dict[str, AttributeValue] = {
+            "sluice.job_id": job.lease.job_id,
+            "sluice.document_id": job.document_id,
+            "sluice.attempt": job.attempt,
+            # INGEST (1) or EMBED (2, a reindex): the same steps, ingest-api tells them apart.
+            "sluice.job_kind": int(getattr(job, "kind", 0)),
+            "sluice.generation": int(getattr(job, "generation", 0)),
+        }
         with tracing.job_span("sluice.worker.job", dict(getattr(job, "trace_context", {}) or {}), attributes) as span:
             result = await self._run_job(job)
             span.set_attribute("sluice.outcome", result.outcome)
@@ -293,8 +298,15 @@ class JobPipeline:
         )
         metrics.STAGE_SECONDS.labels(stage=Stage.PARSING.name).observe(time.monotonic() - started)
         peak = getattr(session, "peak_resident_bytes", 0)
-        log.info("parsed", extra={"elements": summary.elements, "pages": summary.pages, "characters": summary.characters,
-                                  "peak_resident_mb": peak // 2**20})
+        log.info(
+            "parsed",
+            extra={
+                "elements": summary.elements,
+                "pages": summary.pages,
+                "characters": summary.characters,
+                "peak_resident_mb": peak // 2**20,
+            },
+        )
         return summary
 
     async def _embed(self, job: Job, chunks: list[ChunkRecord]) -> list[list[float]]:

@@ -114,8 +114,13 @@ class Worker:
             metrics.JOBS_CLAIMED.inc()
             # The claim is the first span of the job in the upload's trace (ClaimJob long-polls
             # themselves are not traced: most return nothing).
-            tracing.record_span("sluice.worker.claim", dict(job.trace_context), claim_started_ns, time.time_ns(),
-                                **{"sluice.job_id": job.lease.job_id, "sluice.worker_id": self.settings.worker_id})
+            tracing.record_span(
+                "sluice.worker.claim",
+                dict(job.trace_context),
+                claim_started_ns,
+                time.time_ns(),
+                **{"sluice.job_id": job.lease.job_id, "sluice.worker_id": self.settings.worker_id},
+            )
         return job
 
     async def _handle(self, job: Job, slots: asyncio.Semaphore) -> None:

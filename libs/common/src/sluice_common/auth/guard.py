@@ -15,8 +15,9 @@ from .principal import Principal
 from .rate_limit import RateLimiter, describe_wait
 
 TENANT_HEADER = "x-sluice-tenant"
-RATE_LIMITED_CALLS = Counter("sluice_rate_limited_calls_total",
-                             "Calls refused by the per-key rate limit (RESOURCE_EXHAUSTED, RATE_LIMITED)")
+RATE_LIMITED_CALLS = Counter(
+    "sluice_rate_limited_calls_total", "Calls refused by the per-key rate limit (RESOURCE_EXHAUSTED, RATE_LIMITED)"
+)
 
 
 def bearer_key(metadata: Iterable[tuple[str, str | bytes]] | None) -> tuple[str | None, str | None]:
@@ -36,8 +37,9 @@ def bearer_key(metadata: Iterable[tuple[str, str | bytes]] | None) -> tuple[str 
 class Guard:
     """Admits a call (returns its Principal) or raises the SluiceError that refuses it."""
 
-    def __init__(self, directory: KeyDirectory, limiter: RateLimiter,
-                 method_roles: Mapping[str, frozenset[Role]] = METHOD_ROLES) -> None:
+    def __init__(
+        self, directory: KeyDirectory, limiter: RateLimiter, method_roles: Mapping[str, frozenset[Role]] = METHOD_ROLES
+    ) -> None:
         self.directory = directory
         self.limiter = limiter
         self.method_roles = method_roles
@@ -52,7 +54,8 @@ class Guard:
         allowed = self.method_roles.get(method, frozenset())
         if principal.role not in allowed:
             raise PermissionDenied(
-                f"a {principal.role} key may not call {method.rsplit('/', 1)[-1]}", reason=Reason.ROLE_NOT_ALLOWED,
+                f"a {principal.role} key may not call {method.rsplit('/', 1)[-1]}",
+                reason=Reason.ROLE_NOT_ALLOWED,
                 role=str(principal.role),
             )
         if tenant and tenant != principal.tenant:
@@ -65,7 +68,9 @@ class Guard:
                 RATE_LIMITED_CALLS.inc()
                 raise RateLimited(
                     f"too many calls with this API key (limit {self.limiter.rate:g} a second); retry in {describe_wait(wait)}",
-                    retry_after=wait, limit_per_second=f"{self.limiter.rate:g}", burst=f"{self.limiter.burst:g}",
+                    retry_after=wait,
+                    limit_per_second=f"{self.limiter.rate:g}",
+                    burst=f"{self.limiter.burst:g}",
                 )
         return principal
 

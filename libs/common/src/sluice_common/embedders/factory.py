@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from sluice.v1.collection_pb2 import EmbedderProvider
 
 
-def get_embedder(provider: EmbedderProvider.ValueType | str, model: str, dimensions: int, settings: EmbedderSettings | None = None) -> Embedder:
+def get_embedder(
+    provider: EmbedderProvider.ValueType | str, model: str, dimensions: int, settings: EmbedderSettings | None = None
+) -> Embedder:
     """The embedder of a collection. Cheap: instances are cached per process."""
     name = provider_name(provider)
     if dimensions <= 0:

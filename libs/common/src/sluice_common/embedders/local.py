@@ -34,8 +34,15 @@ Vectors = npt.NDArray[np.floating[Any]]
 class SentenceModel(Protocol):
     """What we use of `sentence_transformers.SentenceTransformer`."""
 
-    def encode(self, sentences: list[str], *, batch_size: int, normalize_embeddings: bool, convert_to_numpy: bool,
-               show_progress_bar: bool) -> Vectors: ...
+    def encode(
+        self,
+        sentences: list[str],
+        *,
+        batch_size: int,
+        normalize_embeddings: bool,
+        convert_to_numpy: bool,
+        show_progress_bar: bool,
+    ) -> Vectors: ...
 
 
 class OnnxSentenceModel(Protocol):
@@ -76,14 +83,16 @@ def load_sentence_transformer(model_dir: Path) -> SentenceModel:
 def load_onnx_sentence_model(model_dir: Path, settings: EmbedderSettings) -> OnnxSentenceModel:
     """A sentence-transformers model exported once for ONNX Runtime, int8 (onnx_embedding.load)."""
     model: OnnxSentenceModel = importlib.import_module("sluice_common.onnx_embedding").load(
-        model_dir, settings.onnx_threads, settings.onnx_spinning)
+        model_dir, settings.onnx_threads, settings.onnx_spinning
+    )
     return model
 
 
 def load_e5(backend: str, settings: EmbedderSettings) -> E5Model:
     """multilingual-e5-small on ONNX Runtime, fp32 or int8 (multilingual_e5.load)."""
     model: E5Model = importlib.import_module("sluice_common.multilingual_e5").load(
-        backend.removeprefix("onnx-"), settings.onnx_threads, settings.onnx_spinning)
+        backend.removeprefix("onnx-"), settings.onnx_threads, settings.onnx_spinning
+    )
     return model
 
 
@@ -117,21 +126,30 @@ class SentenceTransformerEmbedder:
 
     def _encode_e5(self, texts: list[str], query: bool) -> Vectors:
         if self.backend not in E5_BACKENDS:
-            raise EmbeddingError(f"{E5_MODEL} runs on {' or '.join(E5_BACKENDS)}, not {self.backend}",
-                                 code="EMBEDDER_MODEL_NOT_FOUND", retryable=False)
+            raise EmbeddingError(
+                f"{E5_MODEL} runs on {' or '.join(E5_BACKENDS)}, not {self.backend}",
+                code="EMBEDDER_MODEL_NOT_FOUND",
+                retryable=False,
+            )
         try:
             encoder = load_e5(self.backend, self._settings)
         except FileNotFoundError as exc:
-            raise EmbeddingError(f"the local embedding model {E5_MODEL!r} is not installed ({exc})",
-                                 code="EMBEDDER_MODEL_NOT_FOUND", retryable=False) from exc
+            raise EmbeddingError(
+                f"the local embedding model {E5_MODEL!r} is not installed ({exc})",
+                code="EMBEDDER_MODEL_NOT_FOUND",
+                retryable=False,
+            ) from exc
         with _encode_lock:
             return encoder.encode(texts, query=query, batch_size=self.batch_size)
 
     def _encode_sentence_transformer(self, texts: list[str]) -> Vectors:
         model_dir = resolve_model_dir(self.model_name, self._settings)
         if self.backend == ONNX_FP32:
-            raise EmbeddingError(f"{self.model_name} runs on torch or onnx-int8, not {self.backend}",
-                                 code="EMBEDDER_MODEL_NOT_FOUND", retryable=False)
+            raise EmbeddingError(
+                f"{self.model_name} runs on torch or onnx-int8, not {self.backend}",
+                code="EMBEDDER_MODEL_NOT_FOUND",
+                retryable=False,
+            )
         if self.backend == ONNX_INT8:
             encoder = load_onnx_sentence_model(model_dir, self._settings)
             with _encode_lock:

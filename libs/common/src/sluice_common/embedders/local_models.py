@@ -125,7 +125,22 @@ def check_local_model(model: str, settings: EmbedderSettings | None = None) -> N
 
 
 __all__ = [
-    "DEFAULT_LOCAL_DIMENSIONS", "DEFAULT_LOCAL_MODEL", "E5_BACKENDS", "E5_DEFAULT_BACKEND", "E5_MODEL", "LOCAL_BACKENDS",
-    "MINILM_MODEL", "ONNX_FP32", "ONNX_INT8", "TORCH", "check_local_model", "e5_installed", "installed_local_models",
-    "is_e5", "local_model_dimensions", "packaged_model_dir", "resolve_model_dir", "split_backend",
+    "DEFAULT_LOCAL_DIMENSIONS",
+    "DEFAULT_LOCAL_MODEL",
+    "E5_BACKENDS",
+    "E5_DEFAULT_BACKEND",
+    "E5_MODEL",
+    "LOCAL_BACKENDS",
+    "MINILM_MODEL",
+    "ONNX_FP32",
+    "ONNX_INT8",
+    "TORCH",
+    "check_local_model",
+    "e5_installed",
+    "installed_local_models",
+    "is_e5",
+    "local_model_dimensions",
+    "packaged_model_dir",
+    "resolve_model_dir",
+    "split_backend",
 ]

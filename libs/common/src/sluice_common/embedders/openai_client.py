@@ -150,7 +150,9 @@ class OpenAIEmbedder:
         rate_limited = False
         try:
             response = await client.embeddings.with_raw_response.create(
-                model=self.model, input=inputs, encoding_format="base64",
+                model=self.model,
+                input=inputs,
+                encoding_format="base64",
                 dimensions=self.dimensions if self._settings.openai_send_dimensions else openai.omit,
             )
             content = response.content  # already read: not a streamed request

@@ -23,16 +23,22 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         return tenant_to_proto(row)
 
     @grpc_errors
-    async def ListTenants(self, request: admin_pb2.ListTenantsRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ListTenantsResponse:
+    async def ListTenants(
+        self, request: admin_pb2.ListTenantsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListTenantsResponse:
         return admin_pb2.ListTenantsResponse(tenants=[tenant_to_proto(t) for t in await self.admin.list_tenants()])
 
     @grpc_errors
-    async def CreateApiKey(self, request: admin_pb2.CreateApiKeyRequest, context: grpc.aio.ServicerContext) -> admin_pb2.CreateApiKeyResponse:
+    async def CreateApiKey(
+        self, request: admin_pb2.CreateApiKeyRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CreateApiKeyResponse:
         row, secret = await self.admin.create_key(request.tenant, ROLE_FROM_PROTO.get(request.role), request.name)
         return admin_pb2.CreateApiKeyResponse(api_key=api_key_to_proto(row), secret=secret)
 
     @grpc_errors
-    async def ListApiKeys(self, request: admin_pb2.ListApiKeysRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ListApiKeysResponse:
+    async def ListApiKeys(
+        self, request: admin_pb2.ListApiKeysRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListApiKeysResponse:
         rows = await self.admin.list_keys(request.tenant)
         return admin_pb2.ListApiKeysResponse(api_keys=[api_key_to_proto(r) for r in rows])
 

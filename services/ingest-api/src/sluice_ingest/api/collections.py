@@ -23,7 +23,9 @@ class CollectionCalls:
     collections: CollectionUseCases
 
     @grpc_errors
-    async def CreateCollection(self, request: document_service_pb2.CreateCollectionRequest, context: grpc.aio.ServicerContext) -> collection_pb2.Collection:
+    async def CreateCollection(
+        self, request: document_service_pb2.CreateCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> collection_pb2.Collection:
         c = request.collection
         spec = CollectionSpec(
             name=c.name,
@@ -41,35 +43,49 @@ class CollectionCalls:
         return collection_to_proto(await self.collections.create_collection(tenant(), spec))
 
     @grpc_errors
-    async def GetCollection(self, request: document_service_pb2.GetCollectionRequest, context: grpc.aio.ServicerContext) -> collection_pb2.Collection:
+    async def GetCollection(
+        self, request: document_service_pb2.GetCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> collection_pb2.Collection:
         return collection_to_proto(await self.collections.get_collection(tenant(), request.name))
 
     @grpc_errors
-    async def ListCollections(self, request: document_service_pb2.ListCollectionsRequest, context: grpc.aio.ServicerContext) -> document_service_pb2.ListCollectionsResponse:
+    async def ListCollections(
+        self, request: document_service_pb2.ListCollectionsRequest, context: grpc.aio.ServicerContext
+    ) -> document_service_pb2.ListCollectionsResponse:
         rows, token = await self.collections.list_collections(tenant(), request.page_size, request.page_token)
         return document_service_pb2.ListCollectionsResponse(
             collections=[collection_to_proto(r) for r in rows], next_page_token=token
         )
 
     @grpc_errors
-    async def DeleteCollection(self, request: document_service_pb2.DeleteCollectionRequest, context: grpc.aio.ServicerContext) -> document_service_pb2.DeleteCollectionResponse:
+    async def DeleteCollection(
+        self, request: document_service_pb2.DeleteCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> document_service_pb2.DeleteCollectionResponse:
         deleted = await self.collections.delete_collection(tenant(), request.name, request.force)
         return document_service_pb2.DeleteCollectionResponse(deleted_documents=deleted)
 
     @grpc_errors
-    async def ReindexCollection(self, request: document_service_pb2.ReindexCollectionRequest, context: grpc.aio.ServicerContext) -> collection_pb2.Collection:
+    async def ReindexCollection(
+        self, request: document_service_pb2.ReindexCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> collection_pb2.Collection:
         e = request.embedder
         row = await self.collections.reindex_collection(
-            tenant(), request.name, PROVIDER_FROM_PROTO.get(e.provider, ""), e.model, e.dimensions,
-            [EvalQueryIn(q.query, tuple(q.relevant), q.id) for q in request.eval_queries], request.min_ratio,
+            tenant(),
+            request.name,
+            PROVIDER_FROM_PROTO.get(e.provider, ""),
+            e.model,
+            e.dimensions,
+            [EvalQueryIn(q.query, tuple(q.relevant), q.id) for q in request.eval_queries],
+            request.min_ratio,
             vector_precision=precision_of(request.vector_precision),
         )
         return collection_to_proto(row)
 
     @grpc_errors
-    async def CancelReindex(self, request: document_service_pb2.CancelReindexRequest, context: grpc.aio.ServicerContext) -> collection_pb2.Collection:
+    async def CancelReindex(
+        self, request: document_service_pb2.CancelReindexRequest, context: grpc.aio.ServicerContext
+    ) -> collection_pb2.Collection:
         return collection_to_proto(await self.collections.cancel_reindex(tenant(), request.name))
-
 
 
 __all__ = ["CollectionCalls", "tenant"]

@@ -79,7 +79,9 @@ def chunking_to_proto(row: CollectionRow | ClaimedJob) -> collection_pb2.Chunkin
     )
 
 
-GENERATION_STATE_TO_PROTO = {state: collection_pb2.GenerationState.Value("GENERATION_STATE_" + state) for state in GenerationState}
+GENERATION_STATE_TO_PROTO = {
+    state: collection_pb2.GenerationState.Value("GENERATION_STATE_" + state) for state in GenerationState
+}
 JOB_KIND_TO_PROTO = {JobKind.INGEST: job_service_pb2.JOB_KIND_INGEST, JobKind.EMBED: job_service_pb2.JOB_KIND_EMBED}
 
 
@@ -96,8 +98,12 @@ def generation_to_proto(row: GenerationRow) -> collection_pb2.CollectionGenerati
         activate_time=timestamp(row.activated_at),
         end_time=timestamp(row.ended_at),
         failures=[
-            collection_pb2.GenerationFailure(document_id=str(f.document_id), filename=f.filename,
-                                             error_code=f.error_code or "", error_message=f.error_message or "")
+            collection_pb2.GenerationFailure(
+                document_id=str(f.document_id),
+                filename=f.filename,
+                error_code=f.error_code or "",
+                error_message=f.error_message or "",
+            )
             for f in row.failures
         ],
         evaluation=evaluation_to_proto(row.evaluation) if row.evaluation is not None else None,
@@ -119,17 +125,28 @@ def precision_of(value: int) -> str:
     if value == collection_pb2.VECTOR_PRECISION_UNSPECIFIED:
         return ""
     if value not in PRECISION_FROM_PROTO:
-        raise InvalidArgument(f"vector_precision {value} is not one of FLOAT4, HALFVEC, BINARY",
-                              reason=Reason.INVALID_VECTOR_PRECISION)
+        raise InvalidArgument(
+            f"vector_precision {value} is not one of FLOAT4, HALFVEC, BINARY", reason=Reason.INVALID_VECTOR_PRECISION
+        )
     return PRECISION_FROM_PROTO[value]
 
 
 def evaluation_to_proto(row: GenerationEvaluationRow) -> collection_pb2.GenerationEvaluation:
-    state = (collection_pb2.EVALUATION_STATE_PENDING if row.passed is None
-             else collection_pb2.EVALUATION_STATE_PASSED if row.passed else collection_pb2.EVALUATION_STATE_FAILED)
+    state = (
+        collection_pb2.EVALUATION_STATE_PENDING
+        if row.passed is None
+        else collection_pb2.EVALUATION_STATE_PASSED
+        if row.passed
+        else collection_pb2.EVALUATION_STATE_FAILED
+    )
     return collection_pb2.GenerationEvaluation(
-        state=state, metric=row.metric, active_score=row.active_score, candidate_score=row.candidate_score,
-        queries=row.queries, min_ratio=row.min_ratio, evaluate_time=timestamp(row.evaluated_at),
+        state=state,
+        metric=row.metric,
+        active_score=row.active_score,
+        candidate_score=row.candidate_score,
+        queries=row.queries,
+        min_ratio=row.min_ratio,
+        evaluate_time=timestamp(row.evaluated_at),
         active_generation=row.active_generation,
     )
 
@@ -183,7 +200,9 @@ def versions_to_proto(view: VersionsView) -> document_pb2.DocumentVersions:
 
 
 def document_to_proto(
-    row: DocumentRow, history: list[AttemptRow] | None = None, versions: VersionsView | None = None,
+    row: DocumentRow,
+    history: list[AttemptRow] | None = None,
+    versions: VersionsView | None = None,
 ) -> document_pb2.Document:
     doc = document_pb2.Document(
         name=document_name(row.collection, str(row.id)),
@@ -239,11 +258,20 @@ def run_to_proto(row: RunRow, collection: str) -> source_service_pb2.SourceRun:
     """A sync run; its error_message made client-safe (sluice_common.worker_errors.client_message)."""
     src = source_service_pb2
     run = src.SourceRun(
-        name=source_run_name(collection, str(row.source_id), str(row.id)), id=str(row.id),
-        state=src.SourceRunState.Value("SOURCE_RUN_STATE_" + row.state), allow_mass_delete=row.allow_mass_delete,
-        listed=row.listed, uploaded=row.uploaded, unchanged=row.unchanged, deleted=row.deleted, failed=row.failed,
-        error_message=client_message(row.error_message) if row.error_message else "", attempts=row.attempts,
-        create_time=timestamp(row.created_at), would_delete=row.would_delete, scheduled=row.scheduled,
+        name=source_run_name(collection, str(row.source_id), str(row.id)),
+        id=str(row.id),
+        state=src.SourceRunState.Value("SOURCE_RUN_STATE_" + row.state),
+        allow_mass_delete=row.allow_mass_delete,
+        listed=row.listed,
+        uploaded=row.uploaded,
+        unchanged=row.unchanged,
+        deleted=row.deleted,
+        failed=row.failed,
+        error_message=client_message(row.error_message) if row.error_message else "",
+        attempts=row.attempts,
+        create_time=timestamp(row.created_at),
+        would_delete=row.would_delete,
+        scheduled=row.scheduled,
     )
     if row.started_at is not None:
         run.start_time.CopyFrom(timestamp(row.started_at))
@@ -283,16 +311,22 @@ def source_run_event_to_proto(collection: str, row: SourceRunEventRow) -> docume
 def collection_event_to_proto(collection: str, row: LogEvent | KeepAlive) -> document_service_pb2.CollectionEvent:
     if isinstance(row, KeepAlive):
         return document_service_pb2.CollectionEvent(
-            cursor=row.cursor.encode(), type=document_service_pb2.COLLECTION_EVENT_TYPE_HEARTBEAT)
+            cursor=row.cursor.encode(), type=document_service_pb2.COLLECTION_EVENT_TYPE_HEARTBEAT
+        )
     if isinstance(row, SourceRunEventRow):
         return document_service_pb2.CollectionEvent(
-            cursor=row.cursor.encode(), event_id=row.id, type=RUN_EVENT_TYPES[row.kind],
-            source_run=source_run_event_to_proto(collection, row), create_time=timestamp(row.created_at),
+            cursor=row.cursor.encode(),
+            event_id=row.id,
+            type=RUN_EVENT_TYPES[row.kind],
+            source_run=source_run_event_to_proto(collection, row),
+            create_time=timestamp(row.created_at),
         )
     return document_service_pb2.CollectionEvent(
         cursor=row.cursor.encode(),
         event_id=row.id,
-        type=document_service_pb2.COLLECTION_EVENT_TYPE_DELETED if row.deleted else document_service_pb2.COLLECTION_EVENT_TYPE_CHANGED,
+        type=document_service_pb2.COLLECTION_EVENT_TYPE_DELETED
+        if row.deleted
+        else document_service_pb2.COLLECTION_EVENT_TYPE_CHANGED,
         document=event_document_to_proto(collection, row),
         create_time=timestamp(row.created_at),
     )
@@ -314,8 +348,10 @@ def event_document_to_proto(collection: str, row: CollectionEventRow) -> documen
         error_message=row.error_message or "",
         error_code=row.error_code or "",
         progress=document_pb2.Progress(
-            stage=document_status_to_proto(row.progress_stage), done=row.progress_done,
-            total=row.progress_total, unit=row.progress_unit,
+            stage=document_status_to_proto(row.progress_stage),
+            done=row.progress_done,
+            total=row.progress_total,
+            unit=row.progress_unit,
         ),
         attempts=row.attempts,
         max_attempts=row.max_attempts,
@@ -343,7 +379,9 @@ def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
         if "\x00" in getattr(chunk, field):
             raise InvalidArgument(
                 f"chunk {chunk.index} contains a NUL character (U+0000) in its {field}, which cannot be stored",
-                reason=Reason.INVALID_CHUNK_TEXT, chunk_index=chunk.index, field=field,
+                reason=Reason.INVALID_CHUNK_TEXT,
+                chunk_index=chunk.index,
+                field=field,
             )
 
 
@@ -354,8 +392,11 @@ def boxes_from_proto(chunk: job_service_pb2.Chunk) -> list[dict]:
     """A chunk's element boxes as stored (chunks.boxes), checked: a page from 1, edges within
     the page (0 to 1, rounded to 4 places), left ≤ right and top ≤ bottom, at most 64."""
     if len(chunk.boxes) > MAX_CHUNK_BOXES:
-        raise InvalidArgument(f"chunk {chunk.index} has {len(chunk.boxes)} boxes; at most {MAX_CHUNK_BOXES} are allowed",
-                              reason=Reason.INVALID_CHUNK, chunk_index=chunk.index)
+        raise InvalidArgument(
+            f"chunk {chunk.index} has {len(chunk.boxes)} boxes; at most {MAX_CHUNK_BOXES} are allowed",
+            reason=Reason.INVALID_CHUNK,
+            chunk_index=chunk.index,
+        )
     boxes = []
     for box in chunk.boxes:
         edges = [box.left, box.top, box.right, box.bottom]
@@ -363,9 +404,18 @@ def boxes_from_proto(chunk: job_service_pb2.Chunk) -> list[dict]:
             raise InvalidArgument(
                 f"chunk {chunk.index} has a box outside its page (page {box.page_number}, edges {edges}); pages count from 1 "
                 "and edges are fractions of the page, 0 to 1, left ≤ right, top ≤ bottom",
-                reason=Reason.INVALID_CHUNK, chunk_index=chunk.index)
-        boxes.append({"page": box.page_number, "left": round(box.left, 4), "top": round(box.top, 4),
-                      "right": round(box.right, 4), "bottom": round(box.bottom, 4)})
+                reason=Reason.INVALID_CHUNK,
+                chunk_index=chunk.index,
+            )
+        boxes.append(
+            {
+                "page": box.page_number,
+                "left": round(box.left, 4),
+                "top": round(box.top, 4),
+                "right": round(box.right, 4),
+                "bottom": round(box.bottom, 4),
+            }
+        )
     return boxes
 
 
@@ -396,8 +446,10 @@ def chunk_to_proto(chunk: IncomingChunk) -> job_service_pb2.Chunk:
         text_as_html=chunk.text_as_html,
         text_source=chunk.text_source,
         ocr_confidence=chunk.ocr_confidence or 0.0,
-        boxes=[document_pb2.BoundingBox(page_number=b["page"], left=b["left"], top=b["top"], right=b["right"],
-                                        bottom=b["bottom"]) for b in chunk.boxes],
+        boxes=[
+            document_pb2.BoundingBox(page_number=b["page"], left=b["left"], top=b["top"], right=b["right"], bottom=b["bottom"])
+            for b in chunk.boxes
+        ],
     )
 
 
@@ -461,7 +513,8 @@ def tenant_to_proto(row: TenantRow) -> admin_pb2.Tenant:
     return admin_pb2.Tenant(
         name=row.name,
         quota=admin_pb2.TenantQuota(
-            max_documents=q.max_documents or 0, max_stored_bytes=q.max_stored_bytes or 0,
+            max_documents=q.max_documents or 0,
+            max_stored_bytes=q.max_stored_bytes or 0,
             max_collections=q.max_collections or 0,
         ),
         usage=admin_pb2.TenantUsage(documents=row.documents, stored_bytes=row.stored_bytes, collections=row.collections),
@@ -471,10 +524,14 @@ def tenant_to_proto(row: TenantRow) -> admin_pb2.Tenant:
 
 def api_key_to_proto(row: ApiKeyRow) -> admin_pb2.ApiKey:
     return admin_pb2.ApiKey(
-        id=row.id, prefix=prefix_of(row.id), tenant=row.tenant, role=ROLE_TO_PROTO[row.role], name=row.name,
-        create_time=timestamp(row.created_at), revoke_time=timestamp(row.revoked_at),
+        id=row.id,
+        prefix=prefix_of(row.id),
+        tenant=row.tenant,
+        role=ROLE_TO_PROTO[row.role],
+        name=row.name,
+        create_time=timestamp(row.created_at),
+        revoke_time=timestamp(row.revoked_at),
     )
-
 
 
 __all__ = [

@@ -30,7 +30,9 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
         self.watches = watches
 
     @grpc_errors
-    async def UploadDocument(self, request_iterator: AsyncIterator[document_service_pb2.UploadDocumentRequest], context: grpc.aio.ServicerContext) -> document_pb2.Document:
+    async def UploadDocument(
+        self, request_iterator: AsyncIterator[document_service_pb2.UploadDocumentRequest], context: grpc.aio.ServicerContext
+    ) -> document_pb2.Document:
         gate = self.documents.uploads
         # TOO_MANY_UPLOADS before a message is read; UPLOAD_IDLE_TIMEOUT between any two messages.
         with gate.admit():
@@ -39,9 +41,17 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
                 if first is None or first.WhichOneof("payload") != "metadata":
                     raise InvalidArgument("the first message of an upload must carry metadata", reason=Reason.MISSING_METADATA)
                 m = first.metadata
-                meta = UploadMeta(m.collection, m.filename, m.mime_type, dict(m.metadata), m.request_id,
-                                  m.expected_size_bytes, m.expected_sha256, typed_metadata_of(m.typed_metadata),
-                                  m.source_uri)
+                meta = UploadMeta(
+                    m.collection,
+                    m.filename,
+                    m.mime_type,
+                    dict(m.metadata),
+                    m.request_id,
+                    m.expected_size_bytes,
+                    m.expected_sha256,
+                    typed_metadata_of(m.typed_metadata),
+                    m.source_uri,
+                )
 
                 async def data() -> AsyncIterator[bytes | Trailer]:
                     async for message in messages:
@@ -59,34 +69,47 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
         return document_to_proto(document)
 
     @grpc_errors
-    async def GetDocument(self, request: document_service_pb2.GetDocumentRequest, context: grpc.aio.ServicerContext) -> document_pb2.Document:
+    async def GetDocument(
+        self, request: document_service_pb2.GetDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> document_pb2.Document:
         document, history, versions = await self.documents.get_document(
-            tenant(), request.id, request.collection, request.source_uri)
+            tenant(), request.id, request.collection, request.source_uri
+        )
         return document_to_proto(document, history, versions)
 
     @grpc_errors
-    async def ListDocuments(self, request: document_service_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext) -> document_service_pb2.ListDocumentsResponse:
+    async def ListDocuments(
+        self, request: document_service_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> document_service_pb2.ListDocumentsResponse:
         status = document_status_from_proto(request.status)
-        rows, token = await self.documents.list_documents(tenant(), request.collection, status, request.page_size,
-                                                          request.page_token, request.source_uri)
+        rows, token = await self.documents.list_documents(
+            tenant(), request.collection, status, request.page_size, request.page_token, request.source_uri
+        )
         return document_service_pb2.ListDocumentsResponse(documents=[document_to_proto(r) for r in rows], next_page_token=token)
 
     @grpc_errors
-    async def DeleteDocument(self, request: document_service_pb2.DeleteDocumentRequest, context: grpc.aio.ServicerContext) -> document_service_pb2.DeleteDocumentResponse:
-        cancelled, deleted = await self.documents.delete_document(tenant(), request.id, request.collection,
-                                                                  request.source_uri)
+    async def DeleteDocument(
+        self, request: document_service_pb2.DeleteDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> document_service_pb2.DeleteDocumentResponse:
+        cancelled, deleted = await self.documents.delete_document(tenant(), request.id, request.collection, request.source_uri)
         return document_service_pb2.DeleteDocumentResponse(cancelled_running_job=cancelled, deleted_documents=deleted)
 
     @grpc_errors
-    async def RetryDocument(self, request: document_service_pb2.RetryDocumentRequest, context: grpc.aio.ServicerContext) -> document_pb2.Document:
+    async def RetryDocument(
+        self, request: document_service_pb2.RetryDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> document_pb2.Document:
         return document_to_proto(await self.documents.retry_document(tenant(), request.id))
 
     @grpc_errors
-    async def ReprocessDocument(self, request: document_service_pb2.ReprocessDocumentRequest, context: grpc.aio.ServicerContext) -> document_pb2.Document:
+    async def ReprocessDocument(
+        self, request: document_service_pb2.ReprocessDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> document_pb2.Document:
         return document_to_proto(await self.documents.reprocess_document(tenant(), request.id))
 
     @grpc_errors
-    async def WatchDocument(self, request: document_service_pb2.WatchDocumentRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[document_pb2.DocumentEvent]:
+    async def WatchDocument(
+        self, request: document_service_pb2.WatchDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[document_pb2.DocumentEvent]:
         sequence = 0
         last = None
         async for row in self.watches.watch_document(tenant(), request.id):
@@ -102,14 +125,20 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
             yield document_pb2.DocumentEvent(document=document, sequence=sequence)
 
     @grpc_errors
-    async def WatchCollection(self, request: document_service_pb2.WatchCollectionRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[document_service_pb2.CollectionEvent]:
+    async def WatchCollection(
+        self, request: document_service_pb2.WatchCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[document_service_pb2.CollectionEvent]:
         statuses = [status for status in map(document_status_from_proto, request.statuses) if status is not None]
         async for row in self.watches.watch_collection(
-            tenant(), request.collection, request.after_cursor, request.start_from_oldest, statuses, request.terminal_only,
+            tenant(),
+            request.collection,
+            request.after_cursor,
+            request.start_from_oldest,
+            statuses,
+            request.terminal_only,
             source_runs=source_run_events_from_proto(request.source_runs),
         ):
             yield collection_event_to_proto(request.collection, row)
-
 
 
 __all__ = ["DocumentServicer"]

@@ -57,21 +57,27 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self.lease_seconds = lease_seconds
 
     @grpc_errors
-    async def ClaimJob(self, request: job_service_pb2.ClaimJobRequest, context: grpc.aio.ServicerContext) -> job_service_pb2.ClaimJobResponse:
+    async def ClaimJob(
+        self, request: job_service_pb2.ClaimJobRequest, context: grpc.aio.ServicerContext
+    ) -> job_service_pb2.ClaimJobResponse:
         job = await self.jobs.claim_job(request.worker_id, request.wait_seconds)
         if job is None:
             return job_service_pb2.ClaimJobResponse()
         return job_service_pb2.ClaimJobResponse(job=job_to_proto(job, self.lease_seconds))
 
     @grpc_errors
-    async def RenewLease(self, request: job_service_pb2.RenewLeaseRequest, context: grpc.aio.ServicerContext) -> job_service_pb2.RenewLeaseResponse:
+    async def RenewLease(
+        self, request: job_service_pb2.RenewLeaseRequest, context: grpc.aio.ServicerContext
+    ) -> job_service_pb2.RenewLeaseResponse:
         expires = await self.jobs.renew_lease(*lease_of(request))
         if expires is None:
             return job_service_pb2.RenewLeaseResponse(cancelled=True)
         return job_service_pb2.RenewLeaseResponse(lease_expire_time=timestamp(expires))
 
     @grpc_errors
-    async def ReportStage(self, request: job_service_pb2.ReportStageRequest, context: grpc.aio.ServicerContext) -> job_service_pb2.ReportStageResponse:
+    async def ReportStage(
+        self, request: job_service_pb2.ReportStageRequest, context: grpc.aio.ServicerContext
+    ) -> job_service_pb2.ReportStageResponse:
         stage = document_status_from_proto(request.stage)
         if stage is None:
             raise InvalidArgument("stage is required", reason=Reason.INVALID_STAGE)
@@ -79,27 +85,36 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         return job_service_pb2.ReportStageResponse(lease_expire_time=timestamp(expires))
 
     @grpc_errors
-    async def ReadDocumentContent(self, request: job_service_pb2.ReadDocumentContentRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[job_service_pb2.ReadDocumentContentResponse]:
+    async def ReadDocumentContent(
+        self, request: job_service_pb2.ReadDocumentContentRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[job_service_pb2.ReadDocumentContentResponse]:
         async for data in self.jobs.read_content(*lease_of(request)):
             yield job_service_pb2.ReadDocumentContentResponse(data=data)
 
     @grpc_errors
-    async def SaveSnapshot(self, request_iterator: AsyncIterator[job_service_pb2.SaveSnapshotRequest], context: grpc.aio.ServicerContext) -> job_service_pb2.SaveSnapshotResponse:
+    async def SaveSnapshot(
+        self, request_iterator: AsyncIterator[job_service_pb2.SaveSnapshotRequest], context: grpc.aio.ServicerContext
+    ) -> job_service_pb2.SaveSnapshotResponse:
         header, chunks = await self._header_and_chunks(request_iterator)
         if header.chunk_count != len(chunks):
-            raise InvalidArgument(f"the header announced {header.chunk_count} chunks but {len(chunks)} arrived",
-                                  reason=Reason.CHUNK_COUNT_MISMATCH)
+            raise InvalidArgument(
+                f"the header announced {header.chunk_count} chunks but {len(chunks)} arrived", reason=Reason.CHUNK_COUNT_MISMATCH
+            )
         await self.jobs.save_snapshot(*lease_of(header), header.pipeline_version, chunks)
         return job_service_pb2.SaveSnapshotResponse(chunk_count=len(chunks))
 
     @grpc_errors
-    async def ReadSnapshot(self, request: job_service_pb2.ReadSnapshotRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[job_service_pb2.ReadSnapshotResponse]:
+    async def ReadSnapshot(
+        self, request: job_service_pb2.ReadSnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[job_service_pb2.ReadSnapshotResponse]:
         chunks = await self.jobs.read_snapshot(*lease_of(request), request.pipeline_version)
         for start in range(0, len(chunks), 256):
             yield job_service_pb2.ReadSnapshotResponse(chunks=[chunk_to_proto(c) for c in chunks[start : start + 256]])
 
     @grpc_errors
-    async def CompleteJob(self, request_iterator: AsyncIterator[job_service_pb2.CompleteJobRequest], context: grpc.aio.ServicerContext) -> job_service_pb2.CompleteJobResponse:
+    async def CompleteJob(
+        self, request_iterator: AsyncIterator[job_service_pb2.CompleteJobRequest], context: grpc.aio.ServicerContext
+    ) -> job_service_pb2.CompleteJobResponse:
         header, chunks = await self._header_and_chunks(request_iterator)
         document = await self.jobs.complete_job(*lease_of(header), header.chunk_count, chunks)
         return job_service_pb2.CompleteJobResponse(document=document_to_proto(document))
@@ -121,17 +136,20 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         return first.header, chunks
 
     @grpc_errors
-    async def FailJob(self, request: job_service_pb2.FailJobRequest, context: grpc.aio.ServicerContext) -> job_service_pb2.FailJobResponse:
+    async def FailJob(
+        self, request: job_service_pb2.FailJobRequest, context: grpc.aio.ServicerContext
+    ) -> job_service_pb2.FailJobResponse:
         document, will_retry = await self.jobs.fail_job(
             *lease_of(request), request.retryable, request.error_code, request.error_message
         )
         return job_service_pb2.FailJobResponse(document=document_to_proto(document), will_retry=will_retry)
 
     @grpc_errors
-    async def ReleaseJob(self, request: job_service_pb2.ReleaseJobRequest, context: grpc.aio.ServicerContext) -> job_service_pb2.ReleaseJobResponse:
+    async def ReleaseJob(
+        self, request: job_service_pb2.ReleaseJobRequest, context: grpc.aio.ServicerContext
+    ) -> job_service_pb2.ReleaseJobResponse:
         document = await self.jobs.release_job(*lease_of(request))
         return job_service_pb2.ReleaseJobResponse(document=document_to_proto(document))
-
 
 
 __all__ = ["JobServicer"]

@@ -19,6 +19,14 @@ from .jobs import IncomingChunk, JobUseCases
 from .watches import KeepAlive, WatchUseCases
 
 __all__ = [
-    "AdminUseCases", "CollectionSpec", "CollectionUseCases", "DocumentUseCases", "EvalQueryIn", "IncomingChunk",
-    "JobUseCases", "KeepAlive", "UploadMeta", "WatchUseCases",
+    "AdminUseCases",
+    "CollectionSpec",
+    "CollectionUseCases",
+    "DocumentUseCases",
+    "EvalQueryIn",
+    "IncomingChunk",
+    "JobUseCases",
+    "KeepAlive",
+    "UploadMeta",
+    "WatchUseCases",
 ]

@@ -22,8 +22,10 @@ log = logging.getLogger("sluice.ingest")
 COLLECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 PROVIDERS = {"hashing", "sentence_transformers", "openai"}
 # The local default is embedders.DEFAULT_LOCAL_MODEL (docs/embedders.md says why that one).
-DEFAULT_MODELS = {"hashing": ("hashing-v1", 256),
-                  "sentence_transformers": (embedders.DEFAULT_LOCAL_MODEL, embedders.DEFAULT_LOCAL_DIMENSIONS)}
+DEFAULT_MODELS = {
+    "hashing": ("hashing-v1", 256),
+    "sentence_transformers": (embedders.DEFAULT_LOCAL_MODEL, embedders.DEFAULT_LOCAL_DIMENSIONS),
+}
 MAX_HNSW_DIMENSIONS = 2000  # pgvector's HNSW limit for the vector type
 # A reindex's eval set (docs/search.md, "Reindexing with a quality gate"): search runs every query
 # twice (the ACTIVE and the new generation), so its size bounds the gate's work.
@@ -32,7 +34,6 @@ MAX_EVAL_QUERY_CHARACTERS = 4096  # search's default SLUICE_SEARCH_MAX_QUERY_CHA
 MAX_EVAL_RELEVANT = 100
 MAX_EVAL_LABEL_CHARACTERS = 1024
 MAX_EVAL_ID_CHARACTERS = 200
-
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class EvalQueryIn:
 def eval_set_of(queries: list[EvalQueryIn], min_ratio: float) -> tuple[list[dict[str, Any]] | None, float]:
     """The eval set as stored (collection_generations.eval_set) and its ratio, or (None, 1.0)
     for a reindex without one; INVALID_ARGUMENT / INVALID_EVAL_SET naming the first fault."""
+
     def bad(message: str) -> InvalidArgument:
         return InvalidArgument(message, reason=Reason.INVALID_EVAL_SET)
 
@@ -80,7 +82,6 @@ def eval_set_of(queries: list[EvalQueryIn], min_ratio: float) -> tuple[list[dict
                 raise bad(f"{where}: each relevant entry must be 1 to {MAX_EVAL_LABEL_CHARACTERS} characters of text")
         stored.append({"id": q.id, "query": q.query, "relevant": list(dict.fromkeys(q.relevant))})
     return stored, min_ratio or 1.0
-
 
 
 @dataclass
@@ -120,17 +121,33 @@ class CollectionUseCases:
         if not 50 <= max_chars <= 100_000:
             raise InvalidArgument("chunking.max_characters must be between 50 and 100000", reason=Reason.INVALID_CHUNKING)
         if not 1 <= new_after <= max_chars:
-            raise InvalidArgument("chunking.new_after_n_chars must be between 1 and max_characters", reason=Reason.INVALID_CHUNKING)
+            raise InvalidArgument(
+                "chunking.new_after_n_chars must be between 1 and max_characters", reason=Reason.INVALID_CHUNKING
+            )
         if not 0 <= overlap < max_chars:
-            raise InvalidArgument("chunking.overlap must be at least 0 and less than max_characters", reason=Reason.INVALID_CHUNKING)
+            raise InvalidArgument(
+                "chunking.overlap must be at least 0 and less than max_characters", reason=Reason.INVALID_CHUNKING
+            )
         max_attempts = spec.max_attempts or s.default_max_attempts
         if not 1 <= max_attempts <= 100:
             raise InvalidArgument("max_attempts must be between 1 and 100", reason=Reason.INVALID_MAX_ATTEMPTS)
         if len(spec.description) > 2000:
             raise InvalidArgument("description is longer than 2000 characters", reason=Reason.INVALID_DESCRIPTION)
         return await self.collections.create_collection(
-            NewCollection(tenant_id, spec.name, spec.description, spec.provider, model, dimensions, max_chars, new_after, overlap, max_attempts,
-                          spec.reranker, spec.vector_precision or "float4")
+            NewCollection(
+                tenant_id,
+                spec.name,
+                spec.description,
+                spec.provider,
+                model,
+                dimensions,
+                max_chars,
+                new_after,
+                overlap,
+                max_attempts,
+                spec.reranker,
+                spec.vector_precision or "float4",
+            )
         )
 
     @staticmethod
@@ -138,13 +155,13 @@ class CollectionUseCases:
         """(model, dimensions) with the provider's defaults filled in; INVALID_ARGUMENT for a bad
         embedder, EMBEDDER_MODEL_NOT_INSTALLED for a local model this machine does not have."""
         if provider not in PROVIDERS:
-            raise InvalidArgument(f"{field}.provider is required (HASHING, SENTENCE_TRANSFORMERS or OPENAI)",
-                                  reason=Reason.INVALID_EMBEDDER)
+            raise InvalidArgument(
+                f"{field}.provider is required (HASHING, SENTENCE_TRANSFORMERS or OPENAI)", reason=Reason.INVALID_EMBEDDER
+            )
         default_model, default_dimensions = DEFAULT_MODELS.get(provider, ("", 0))
         model = model or default_model
         if not model:
-            raise InvalidArgument(f"{field}.model is required for an OpenAI-compatible embedder",
-                                  reason=Reason.INVALID_EMBEDDER)
+            raise InvalidArgument(f"{field}.model is required for an OpenAI-compatible embedder", reason=Reason.INVALID_EMBEDDER)
         if len(model) > 500:
             raise InvalidArgument(f"{field}.model is longer than 500 characters", reason=Reason.INVALID_EMBEDDER)
         if provider == "sentence_transformers":
@@ -160,23 +177,41 @@ class CollectionUseCases:
         else:
             dimensions = dimensions or default_dimensions
         if not 1 <= dimensions <= MAX_HNSW_DIMENSIONS:
-            raise InvalidArgument(f"{field}.dimensions must be between 1 and {MAX_HNSW_DIMENSIONS}",
-                                  reason=Reason.INVALID_EMBEDDER)
+            raise InvalidArgument(
+                f"{field}.dimensions must be between 1 and {MAX_HNSW_DIMENSIONS}", reason=Reason.INVALID_EMBEDDER
+            )
         return model, dimensions
 
-    async def reindex_collection(self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
-                                 eval_queries: list[EvalQueryIn] | None = None, min_ratio: float = 0.0,
-                                 vector_precision: str = "") -> CollectionRow:
+    async def reindex_collection(
+        self,
+        tenant_id: int,
+        name: str,
+        provider: str,
+        model: str,
+        dimensions: int,
+        eval_queries: list[EvalQueryIn] | None = None,
+        min_ratio: float = 0.0,
+        vector_precision: str = "",
+    ) -> CollectionRow:
         """`vector_precision` "" keeps the collection's (docs/search.md, "Vector precision")."""
         if not name:
             raise InvalidArgument("collection name is required", reason=Reason.MISSING_COLLECTION)
         model, dimensions = self._embedder(provider, model, dimensions, "embedder")
         eval_set, ratio = eval_set_of(eval_queries or [], min_ratio)
-        row = await self.generations.reindex_collection(tenant_id, name, provider, model, dimensions, eval_set, ratio,
-                                                        vector_precision=vector_precision or None)
-        log.info("reindex started", extra={"collection": name, "provider": provider, "model": model,
-                                           "vector_precision": vector_precision or None,
-                                           "eval_queries": len(eval_set or ()), "min_ratio": ratio if eval_set else None})
+        row = await self.generations.reindex_collection(
+            tenant_id, name, provider, model, dimensions, eval_set, ratio, vector_precision=vector_precision or None
+        )
+        log.info(
+            "reindex started",
+            extra={
+                "collection": name,
+                "provider": provider,
+                "model": model,
+                "vector_precision": vector_precision or None,
+                "eval_queries": len(eval_set or ()),
+                "min_ratio": ratio if eval_set else None,
+            },
+        )
         return row
 
     async def cancel_reindex(self, tenant_id: int, name: str) -> CollectionRow:

@@ -59,7 +59,9 @@ class UploadMeta:
 def detect_mime_type(filename: str, given: str, head: bytes) -> str:
     if given:
         if len(given) > 255 or not MIME_TYPE.match(given):
-            raise InvalidArgument(f"mime_type {given[:80]!r} is not a media type like 'text/plain'", reason=Reason.INVALID_MIME_TYPE)
+            raise InvalidArgument(
+                f"mime_type {given[:80]!r} is not a media type like 'text/plain'", reason=Reason.INVALID_MIME_TYPE
+            )
         return given.lower()
     suffix = ("." + filename.rsplit(".", 1)[-1].lower()) if "." in filename else ""
     if suffix in EXTRA_TYPES:
@@ -100,25 +102,43 @@ class DocumentUseCases:
 
         s = self.settings
         content = await uploads.receive(
-            data, uploads.Expected(meta.expected_size_bytes, meta.expected_sha256), max_bytes=s.max_upload_bytes,
-            spool_memory_bytes=s.upload_spool_memory_bytes, spool_dir=s.upload_spool_dir or None,
+            data,
+            uploads.Expected(meta.expected_size_bytes, meta.expected_sha256),
+            max_bytes=s.max_upload_bytes,
+            spool_memory_bytes=s.upload_spool_memory_bytes,
+            spool_dir=s.upload_spool_dir or None,
         )
         try:
             mime_type = detect_mime_type(filename, meta.mime_type, content.head[:8])
             document, created = await self.documents.create_document(
-                NewDocument(tenant_id, meta.collection, filename, mime_type, document_metadata, meta.request_id or None,
-                            content, content.sha256, source_uri, meta.fence)
+                NewDocument(
+                    tenant_id,
+                    meta.collection,
+                    filename,
+                    mime_type,
+                    document_metadata,
+                    meta.request_id or None,
+                    content,
+                    content.sha256,
+                    source_uri,
+                    meta.fence,
+                )
             )
         finally:
             content.close()
         if created:
             metrics.UPLOADS.inc()
-            log.info("document uploaded", extra={"document_id": str(document.id), "bytes": content.size,
-                                                 "version": document.version})
+            log.info(
+                "document uploaded", extra={"document_id": str(document.id), "bytes": content.size, "version": document.version}
+            )
         return document, created
 
     async def get_document(
-        self, tenant_id: int, document_id: str, collection: str = "", source_uri: str = "",
+        self,
+        tenant_id: int,
+        document_id: str,
+        collection: str = "",
+        source_uri: str = "",
     ) -> tuple[DocumentRow, list[AttemptRow], VersionsView | None]:
         """By id, or by collection and source_uri (the source's current version, else its next)."""
         source = source_of(document_id, collection, source_uri)
@@ -127,7 +147,12 @@ class DocumentUseCases:
         return await self.documents.get_document_with_history(tenant_id, parse_id(document_id))
 
     async def list_documents(
-        self, tenant_id: int, collection: str, status: DocumentStatus | None, page_size: int, page_token: str,
+        self,
+        tenant_id: int,
+        collection: str,
+        status: DocumentStatus | None,
+        page_size: int,
+        page_token: str,
         source_uri: str = "",
     ) -> tuple[list[DocumentRow], str]:
         limit = page_size_of(page_size)
@@ -140,8 +165,9 @@ class DocumentUseCases:
                 after = (dt.datetime.fromisoformat(token["t"]), uuid.UUID(token["i"]))
             except (KeyError, ValueError, TypeError):
                 raise InvalidArgument("page_token is not valid", reason=Reason.INVALID_PAGE_TOKEN) from None
-        rows = await self.documents.list_documents(tenant_id, collection or None, str(status) if status else None, after,
-                                                   limit + 1, source)
+        rows = await self.documents.list_documents(
+            tenant_id, collection or None, str(status) if status else None, after, limit + 1, source
+        )
         next_token = ""
         if len(rows) > limit:
             last = rows[limit - 1]
@@ -149,7 +175,12 @@ class DocumentUseCases:
         return rows[:limit], next_token
 
     async def delete_document(
-        self, tenant_id: int, document_id: str, collection: str = "", source_uri: str = "", fence: Fence | None = None,
+        self,
+        tenant_id: int,
+        document_id: str,
+        collection: str = "",
+        source_uri: str = "",
+        fence: Fence | None = None,
     ) -> tuple[bool, int]:
         """By id (that version), or by collection and source_uri (every live version of the source).
         Returns (a running job was cancelled, documents deleted)."""
@@ -176,11 +207,13 @@ def source_of(document_id: str, collection: str, source_uri: str) -> tuple[str, 
     if source is None:
         return None
     if document_id:
-        raise InvalidArgument("give the document's id or its collection and source_uri, not both",
-                              reason=Reason.INVALID_SOURCE_URI)
+        raise InvalidArgument(
+            "give the document's id or its collection and source_uri, not both", reason=Reason.INVALID_SOURCE_URI
+        )
     if not collection:
-        raise InvalidArgument("a source_uri is looked up in a collection: collection is required",
-                              reason=Reason.COLLECTION_REQUIRED)
+        raise InvalidArgument(
+            "a source_uri is looked up in a collection: collection is required", reason=Reason.COLLECTION_REQUIRED
+        )
     return collection, source
 
 

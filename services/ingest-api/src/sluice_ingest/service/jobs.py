@@ -56,8 +56,9 @@ class JobUseCases:
         if not worker_id or len(worker_id) > 200:
             raise InvalidArgument("worker_id is required (at most 200 characters)", reason=Reason.INVALID_WORKER_ID)
         if not 0 <= wait_seconds <= self.settings.max_claim_wait_seconds:
-            raise InvalidArgument(f"wait_seconds must be between 0 and {self.settings.max_claim_wait_seconds}",
-                                  reason=Reason.INVALID_WAIT)
+            raise InvalidArgument(
+                f"wait_seconds must be between 0 and {self.settings.max_claim_wait_seconds}", reason=Reason.INVALID_WAIT
+            )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         while True:
@@ -65,8 +66,15 @@ class JobUseCases:
             job = await self.queue.claim_job(worker_id)
             if job is not None:
                 metrics.CLAIMS.inc()
-                log.info("job claimed", extra={"job_id": str(job.job_id), "document_id": str(job.document_id),
-                                                "attempt": job.attempts, "worker_id": worker_id})
+                log.info(
+                    "job claimed",
+                    extra={
+                        "job_id": str(job.job_id),
+                        "document_id": str(job.document_id),
+                        "attempt": job.attempts,
+                        "worker_id": worker_id,
+                    },
+                )
                 return job
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -87,9 +95,12 @@ class JobUseCases:
         if stage not in IN_PROGRESS:
             raise InvalidArgument("stage must be PARSING, CHUNKING, EMBEDDING or INDEXING", reason=Reason.INVALID_STAGE)
         if done < 0 or total < 0 or (total and done > total):
-            raise InvalidArgument("progress must satisfy 0 <= done <= total (total 0 when unknown)", reason=Reason.INVALID_PROGRESS)
-        return await self.queue.report_stage(parse_id(job_id, "job"), parse_id(lease_token, "lease token"), stage,
-                                             done, total, unit[:32])
+            raise InvalidArgument(
+                "progress must satisfy 0 <= done <= total (total 0 when unknown)", reason=Reason.INVALID_PROGRESS
+            )
+        return await self.queue.report_stage(
+            parse_id(job_id, "job"), parse_id(lease_token, "lease token"), stage, done, total, unit[:32]
+        )
 
     async def read_content(self, job_id: str, lease_token: str) -> AsyncIterator[bytes]:
         document_id, length = await self.queue.content_length(parse_id(job_id, "job"), parse_id(lease_token, "lease token"))
@@ -101,7 +112,9 @@ class JobUseCases:
             raise InvalidArgument("pipeline_version is required (at most 200 characters)", reason=Reason.INVALID_PIPELINE_VERSION)
         self._check_indexes(chunks)
         await self.queue.save_snapshot(
-            parse_id(job_id, "job"), parse_id(lease_token, "lease token"), pipeline_version,
+            parse_id(job_id, "job"),
+            parse_id(lease_token, "lease token"),
+            pipeline_version,
             [{k: v for k, v in c.__dict__.items() if k != "embedding"} for c in chunks],
         )
 
@@ -114,8 +127,9 @@ class JobUseCases:
     async def complete_job(self, job_id: str, lease_token: str, expected: int, chunks: list[IncomingChunk]) -> DocumentRow:
         job_uuid, token = parse_id(job_id, "job"), parse_id(lease_token, "lease token")
         if expected != len(chunks):
-            raise InvalidArgument(f"the header announced {expected} chunks but {len(chunks)} arrived",
-                                  reason=Reason.CHUNK_COUNT_MISMATCH)
+            raise InvalidArgument(
+                f"the header announced {expected} chunks but {len(chunks)} arrived", reason=Reason.CHUNK_COUNT_MISMATCH
+            )
         self._check_indexes(chunks)
         dimensions = await self.queue.collection_dimensions(job_uuid)
         rows = await asyncio.to_thread(self._prepare_chunks, chunks, dimensions)
@@ -148,9 +162,21 @@ class JobUseCases:
                 )
             if not np.isfinite(vector).all():
                 raise InvalidArgument(f"chunk {chunk.index} has a vector with NaN or infinity", reason=Reason.INVALID_VECTOR)
-            rows.append(ChunkRow(chunk.index, chunk.text.replace("\x00", ""), chunk.page_number, chunk.element_type,
-                                 chunk.section_title, chunk.text_as_html, vector, search_terms(chunk.text),
-                                 chunk.text_source, chunk.ocr_confidence, chunk.boxes))
+            rows.append(
+                ChunkRow(
+                    chunk.index,
+                    chunk.text.replace("\x00", ""),
+                    chunk.page_number,
+                    chunk.element_type,
+                    chunk.section_title,
+                    chunk.text_as_html,
+                    vector,
+                    search_terms(chunk.text),
+                    chunk.text_source,
+                    chunk.ocr_confidence,
+                    chunk.boxes,
+                )
+            )
         return rows
 
     async def fail_job(
@@ -166,8 +192,16 @@ class JobUseCases:
             parse_id(job_id, "job"), parse_id(lease_token, "lease token"), retryable, code, safe_error_message(error_message)
         )
         (metrics.RETRIES if will_retry else metrics.FAILURES).inc()
-        log.info("job failed", extra={"job_id": job_id, "document_id": str(document.id), "retryable": retryable,
-                                      "will_retry": will_retry, "error_code": code})
+        log.info(
+            "job failed",
+            extra={
+                "job_id": job_id,
+                "document_id": str(document.id),
+                "retryable": retryable,
+                "will_retry": will_retry,
+                "error_code": code,
+            },
+        )
         return document, will_retry
 
     async def release_job(self, job_id: str, lease_token: str) -> DocumentRow:

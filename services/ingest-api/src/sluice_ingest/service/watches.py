@@ -33,8 +33,9 @@ class KeepAlive:
 
 
 class WatchUseCases:
-    def __init__(self, documents: DocumentLogPort, log: CollectionLogPort, hub: NotificationHub,
-                 settings: IngestSettings) -> None:
+    def __init__(
+        self, documents: DocumentLogPort, log: CollectionLogPort, hub: NotificationHub, settings: IngestSettings
+    ) -> None:
         self.documents = documents
         self.log = log
         self.hub = hub
@@ -70,8 +71,9 @@ class WatchUseCases:
                     if status in TERMINAL:
                         break
 
-    async def _watch_start(self, tenant_id: int, collection: str, after_cursor: str,
-                           start_from_oldest: bool) -> tuple[int, EventCursor]:
+    async def _watch_start(
+        self, tenant_id: int, collection: str, after_cursor: str, start_from_oldest: bool
+    ) -> tuple[int, EventCursor]:
         """The collection's id and the cursor a watch starts after, once the request is checked."""
         if not collection:
             raise InvalidArgument("collection is required", reason=Reason.MISSING_COLLECTION)
@@ -83,13 +85,21 @@ class WatchUseCases:
         if start is not None and start > head:
             # Every cursor handed out is at or below the head: this one was made up (or belongs to
             # another database), and following it would skip every event until the log reached it.
-            raise InvalidArgument(f"cursor {after_cursor!r} is ahead of the events log: not a cursor this server returned",
-                                  reason=Reason.INVALID_CURSOR)
+            raise InvalidArgument(
+                f"cursor {after_cursor!r} is ahead of the events log: not a cursor this server returned",
+                reason=Reason.INVALID_CURSOR,
+            )
         return collection_id, start or (EventCursor(0, 0) if start_from_oldest else head)
 
     async def watch_collection(
-        self, tenant_id: int, collection: str, after_cursor: str, start_from_oldest: bool,
-        statuses: list[DocumentStatus], terminal_only: bool, source_runs: SourceRunEvents = SourceRunEvents.NONE,
+        self,
+        tenant_id: int,
+        collection: str,
+        after_cursor: str,
+        start_from_oldest: bool,
+        statuses: list[DocumentStatus],
+        terminal_only: bool,
+        source_runs: SourceRunEvents = SourceRunEvents.NONE,
     ) -> AsyncIterator[LogEvent | KeepAlive]:
         """Every event of the collection after the cursor, in log order, for as long as the caller
         listens; a KeepAlive when the first read or a quiet spell has nothing to send. The
@@ -113,14 +123,19 @@ class WatchUseCases:
                 last_sent = loop.time()
                 while True:
                     if self.hub.stopping.is_set():
-                        raise Unavailable("the server is shutting down; reconnect with the last cursor",
-                                          reason=Reason.SERVER_SHUTTING_DOWN, cursor=cursor.encode())
+                        raise Unavailable(
+                            "the server is shutting down; reconnect with the last cursor",
+                            reason=Reason.SERVER_SHUTTING_DOWN,
+                            cursor=cursor.encode(),
+                        )
                     woken = signal.current()
-                    page = await self.log.watch_page(tenant_id, collection_id, cursor, WATCH_WINDOW, status_names, terminal_only,
-                                                    source_runs=source_runs)
+                    page = await self.log.watch_page(
+                        tenant_id, collection_id, cursor, WATCH_WINDOW, status_names, terminal_only, source_runs=source_runs
+                    )
                     if not page.exists:
-                        raise NotFound(f"collection {collection!r} was deleted", reason=Reason.COLLECTION_NOT_FOUND,
-                                       collection=collection)
+                        raise NotFound(
+                            f"collection {collection!r} was deleted", reason=Reason.COLLECTION_NOT_FOUND, collection=collection
+                        )
                     if page.horizon is not None and cursor < page.horizon:
                         if start_from_oldest and replay_floor in (None, page.horizon):
                             replay_floor = page.horizon
@@ -129,7 +144,9 @@ class WatchUseCases:
                             raise OutOfRange(
                                 f"cursor {cursor.encode()} is older than the retained events of collection {collection!r};"
                                 f" the oldest cursor to resume from is {oldest} (or start from now)",
-                                reason=Reason.EVENTS_CURSOR_EXPIRED, oldest_cursor=oldest, collection=collection,
+                                reason=Reason.EVENTS_CURSOR_EXPIRED,
+                                oldest_cursor=oldest,
+                                collection=collection,
                             )
                     for row in page.events:
                         yield row

@@ -42,9 +42,13 @@ def source_to_proto(row: SourceRow) -> src.Source:
     kind = SourceKind(row.kind)
     field, message_type = SPEC_FIELDS[kind]
     source = src.Source(
-        name=source_name(row.collection, str(row.id)), id=str(row.id), collection=row.collection,
-        display_name=row.display_name, kind=src.SourceKind.Value("SOURCE_KIND_" + row.kind),
-        schedule_interval_seconds=row.schedule_interval_seconds, max_delete_share=row.max_delete_share,
+        name=source_name(row.collection, str(row.id)),
+        id=str(row.id),
+        collection=row.collection,
+        display_name=row.display_name,
+        kind=src.SourceKind.Value("SOURCE_KIND_" + row.kind),
+        schedule_interval_seconds=row.schedule_interval_seconds,
+        max_delete_share=row.max_delete_share,
         create_time=timestamp(row.created_at),
     )
     # The stored spec holds names of credentials, never values (spec.py).
@@ -64,8 +68,9 @@ class SourceServicer(source_service_pb2_grpc.SourceServiceServicer):
     async def CreateSource(self, request, context):
         s = request.source
         kind, spec = spec_from_proto(s)
-        row = await self.service.create(tenant(), s.collection, s.display_name, kind, spec,
-                                        s.schedule_interval_seconds, s.max_delete_share)
+        row = await self.service.create(
+            tenant(), s.collection, s.display_name, kind, spec, s.schedule_interval_seconds, s.max_delete_share
+        )
         return source_to_proto(row)
 
     @grpc_errors

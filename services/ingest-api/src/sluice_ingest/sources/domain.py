@@ -31,7 +31,10 @@ ACTIVE_STATES = (RunState.PENDING, RunState.RUNNING)
 RUN_MOVES: dict[tuple[RunState, RunState], str] = {
     (RunState.PENDING, RunState.RUNNING): "a runner claimed the run (a new lease token, attempts + 1)",
     (RunState.RUNNING, RunState.RUNNING): "the lease expired and another runner took the run over, from its checkpoint",
-    (RunState.RUNNING, RunState.PENDING): "the runner hit an unexpected error or stopped, with attempts left: it hands the run back",
+    (
+        RunState.RUNNING,
+        RunState.PENDING,
+    ): "the runner hit an unexpected error or stopped, with attempts left: it hands the run back",
     (RunState.RUNNING, RunState.SUCCEEDED): "every listed item was compared and the gone ones deleted",
     (RunState.RUNNING, RunState.FAILED): "the source could not be listed, or the attempts ran out",
     (RunState.RUNNING, RunState.BLOCKED_MASS_DELETE): "the deletions would exceed the share, and the sync did not allow it",
@@ -91,12 +94,23 @@ def unchanged_without_reading(item: ListedItem, known: KnownItem | None, live_sh
     one recorded, and what was uploaded then is still live in the collection (as the current or
     the next version of its source_uri). A document deleted by hand is uploaded again."""
     return (
-        known is not None and bool(item.fingerprint) and item.fingerprint == known.fingerprint
+        known is not None
+        and bool(item.fingerprint)
+        and item.fingerprint == known.fingerprint
         and known.content_sha256 in live_shas
     )
 
 
 __all__ = [
-    "ACTIVE_STATES", "MASS_DELETE_FLOOR", "RUN_MOVES", "KnownItem", "ListedItem", "RunState", "SourceKind",
-    "check_run_move", "is_mass_delete", "sources_of", "unchanged_without_reading",
+    "ACTIVE_STATES",
+    "MASS_DELETE_FLOOR",
+    "RUN_MOVES",
+    "KnownItem",
+    "ListedItem",
+    "RunState",
+    "SourceKind",
+    "check_run_move",
+    "is_mass_delete",
+    "sources_of",
+    "unchanged_without_reading",
 ]

@@ -130,17 +130,30 @@ class GitReader:
         self.workdir: str | None = None
 
     def _git(self, *args: str, cwd: str | None = None) -> str:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0", "HOME": cwd or "/",
-               "GIT_CONFIG_NOSYSTEM": "1"}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_TERMINAL_PROMPT": "0",
+            "HOME": cwd or "/",
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
         # Only the transport the source names: a local path may use file://, a URL only http(s),
         # and no redirect may lead the clone to a host that was not checked (spec.py).
         local = self.spec["repository"].startswith("/")
-        guards = ["-c", "protocol.allow=never", "-c", "http.followRedirects=false",
-                  *(["-c", "protocol.file.allow=always"] if local else
-                    ["-c", "protocol.http.allow=always", "-c", "protocol.https.allow=always"])]
+        guards = [
+            "-c",
+            "protocol.allow=never",
+            "-c",
+            "http.followRedirects=false",
+            *(
+                ["-c", "protocol.file.allow=always"]
+                if local
+                else ["-c", "protocol.http.allow=always", "-c", "protocol.https.allow=always"]
+            ),
+        ]
         try:
-            done = subprocess.run(["git", *guards, *args], cwd=cwd, env=env,
-                                  capture_output=True, timeout=self.timeout, check=False)
+            done = subprocess.run(
+                ["git", *guards, *args], cwd=cwd, env=env, capture_output=True, timeout=self.timeout, check=False
+            )
         except subprocess.TimeoutExpired:
             raise SourceUnavailable(f"git {args[0]} took longer than {self.timeout:.0f} s") from None
         if done.returncode != 0:
@@ -195,8 +208,9 @@ class GitReader:
         repo = self.workdir + "/repo"
 
         def cat() -> bytes:
-            done = subprocess.run(["git", "cat-file", "blob", item.locator], cwd=repo, capture_output=True,
-                                  timeout=self.timeout, check=False)
+            done = subprocess.run(
+                ["git", "cat-file", "blob", item.locator], cwd=repo, capture_output=True, timeout=self.timeout, check=False
+            )
             if done.returncode != 0:
                 raise ItemVanished(item.source_uri)
             return done.stdout

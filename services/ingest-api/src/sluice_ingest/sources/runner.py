@@ -59,7 +59,7 @@ PIECE = 256 * 1024
 
 async def pieces_of(data: bytes, sha256: str) -> AsyncIterator[bytes | uploads.Trailer]:
     for start in range(0, len(data), PIECE):
-        yield data[start:start + PIECE]
+        yield data[start : start + PIECE]
     yield uploads.Trailer(len(data), sha256)
 
 
@@ -120,8 +120,7 @@ class Runner:
         error = work.exception()
         if error is not None:
             log.error("source sync run failed unexpectedly", extra={**extra, "error": repr(error)})
-            await self.runs.give_up(claimed, "the sync stopped on an internal error (the runner's log has it)",
-                                    charge=True)
+            await self.runs.give_up(claimed, "the sync stopped on an internal error (the runner's log has it)", charge=True)
 
     async def _finish(self, claimed: ClaimedRun, state: RunState, progress: Progress, checkpoint: dict[str, Any]) -> bool:
         finished = await self.runs.finish(claimed, state, progress, checkpoint)
@@ -153,8 +152,7 @@ class Runner:
     async def _sync_with(self, claimed: ClaimedRun, reader: Reader) -> None:
         run, source = claimed.run, claimed.source
         checkpoint: dict[str, Any] = dict(run.checkpoint)
-        progress = Progress(run.listed, run.uploaded, run.unchanged, run.deleted, run.failed, run.would_delete,
-                            run.error_message)
+        progress = Progress(run.listed, run.uploaded, run.unchanged, run.deleted, run.failed, run.would_delete, run.error_message)
         try:
             items = await reader.list_items()
         except SourceUnavailable as err:
@@ -167,22 +165,27 @@ class Runner:
             listed = {i.source_uri for i in items}
             gone, source_items, collection_sources = await self.runs.gone_items(claimed, listed)
             progress = replace(progress, would_delete=len(gone))
-            if not run.allow_mass_delete and is_mass_delete(len(gone), source_items, collection_sources,
-                                                            source.max_delete_share):
+            if not run.allow_mass_delete and is_mass_delete(len(gone), source_items, collection_sources, source.max_delete_share):
                 share = len(gone) / max(collection_sources, 1)
-                message = (f"this sync would delete {len(gone)} of the collection's {collection_sources} documents"
-                           f" ({share:.0%}; the source's limit is {source.max_delete_share:.0%}): nothing was uploaded"
-                           " or deleted; if the items are really gone, sync again allowing it (allow_mass_delete,"
-                           " `sluice sources sync --allow-mass-delete`)")
-                await self._finish(claimed, RunState.BLOCKED_MASS_DELETE, replace(progress, error_message=message),
-                                   checkpoint)
+                message = (
+                    f"this sync would delete {len(gone)} of the collection's {collection_sources} documents"
+                    f" ({share:.0%}; the source's limit is {source.max_delete_share:.0%}): nothing was uploaded"
+                    " or deleted; if the items are really gone, sync again allowing it (allow_mass_delete,"
+                    " `sluice sources sync --allow-mass-delete`)"
+                )
+                await self._finish(claimed, RunState.BLOCKED_MASS_DELETE, replace(progress, error_message=message), checkpoint)
                 log.info("source sync run blocked", extra={"run_id": str(run.id), "would_delete": len(gone)})
                 return
             checkpoint["checked"] = True
         await self._walk(claimed, reader, items, checkpoint, progress)
 
     async def _walk(
-        self, claimed: ClaimedRun, reader: Reader, items: list[ListedItem], checkpoint: dict[str, Any], progress: Progress,
+        self,
+        claimed: ClaimedRun,
+        reader: Reader,
+        items: list[ListedItem],
+        checkpoint: dict[str, Any],
+        progress: Progress,
     ) -> None:
         known = await self.runs.known_items(claimed.source.id)
         live = await self.runs.live_shas(claimed.source.collection_id)
@@ -195,10 +198,15 @@ class Runner:
         # A few items at once (reads and uploads overlap); the checkpoint moves only past a whole
         # group, so every item before it is done.
         for start in range(0, len(todo), ITEMS_AT_ONCE):
-            group = todo[start:start + ITEMS_AT_ONCE]
-            outcomes = await asyncio.gather(*(
-                self._bring_up_to_date(claimed, reader, item, known.get(item.source_uri),
-                                       live.get(item.source_uri, set()), fence) for item in group))
+            group = todo[start : start + ITEMS_AT_ONCE]
+            outcomes = await asyncio.gather(
+                *(
+                    self._bring_up_to_date(
+                        claimed, reader, item, known.get(item.source_uri), live.get(item.source_uri, set()), fence
+                    )
+                    for item in group
+                )
+            )
             for item, (record, failure) in zip(group, outcomes, strict=True):
                 if record is not None:
                     done.append(record[0])
@@ -207,8 +215,11 @@ class Runner:
                     else:
                         progress = replace(progress, unchanged=progress.unchanged + 1)
                 elif failure is not None:
-                    progress = replace(progress, failed=progress.failed + 1,
-                                       error_message=progress.error_message or f"{item.source_uri[:200]}: {failure}")
+                    progress = replace(
+                        progress,
+                        failed=progress.failed + 1,
+                        error_message=progress.error_message or f"{item.source_uri[:200]}: {failure}",
+                    )
                     if item.source_uri in known:
                         seen.append(item.source_uri)  # not deleted for a failed read
             checkpoint["after"] = group[-1].source_uri
@@ -223,7 +234,13 @@ class Runner:
         await self._delete_gone(claimed, checkpoint, progress, fence)
 
     async def _bring_up_to_date(
-        self, claimed: ClaimedRun, reader: Reader, item: ListedItem, known: Any, live_shas: set[str], fence: Any,
+        self,
+        claimed: ClaimedRun,
+        reader: Reader,
+        item: ListedItem,
+        known: Any,
+        live_shas: set[str],
+        fence: Any,
     ) -> tuple[tuple[tuple[str, str, str], bool] | None, str | None]:
         """((source_uri, fingerprint, sha256), uploaded) for the item's record, or a failure."""
         if unchanged_without_reading(item, known, live_shas):
@@ -240,8 +257,13 @@ class Runner:
         if sha in live_shas:
             return ((item.source_uri, item.fingerprint, sha), False), None
         mime_type = reader.mime_type_of(item) if hasattr(reader, "mime_type_of") else item.mime_type
-        meta = UploadMeta(collection=claimed.source.collection, filename=item.filename, mime_type=mime_type,
-                          source_uri=item.source_uri, fence=fence)
+        meta = UploadMeta(
+            collection=claimed.source.collection,
+            filename=item.filename,
+            mime_type=mime_type,
+            source_uri=item.source_uri,
+            fence=fence,
+        )
         try:
             _, created = await self.documents.upload_document(claimed.source.tenant_id, meta, pieces_of(data, sha))
         except (LeaseNotHeld, Unavailable, NotFound):
@@ -255,17 +277,26 @@ class Runner:
         last_event = time.monotonic()
         for source_uri in gone:
             with contextlib.suppress(NotFound):  # deleted by hand already: only the record goes
-                await self.documents.delete_document(claimed.source.tenant_id, "", claimed.source.collection,
-                                                     source_uri, fence=fence)
+                await self.documents.delete_document(
+                    claimed.source.tenant_id, "", claimed.source.collection, source_uri, fence=fence
+                )
             event = time.monotonic() - last_event >= PROGRESS_EVENT_SECONDS
             await self.runs.forget_item(claimed, source_uri, progress_event=event)
             if event:
                 last_event = time.monotonic()
             progress = replace(progress, deleted=progress.deleted + 1)
         finished = await self._finish(claimed, RunState.SUCCEEDED, progress, checkpoint)
-        log.info("source sync run finished" if finished else "source sync run lost its lease at the end",
-                 extra={"run_id": str(claimed.run.id), "listed": progress.listed, "uploaded": progress.uploaded,
-                        "unchanged": progress.unchanged, "deleted": progress.deleted, "failed": progress.failed})
+        log.info(
+            "source sync run finished" if finished else "source sync run lost its lease at the end",
+            extra={
+                "run_id": str(claimed.run.id),
+                "listed": progress.listed,
+                "uploaded": progress.uploaded,
+                "unchanged": progress.unchanged,
+                "deleted": progress.deleted,
+                "failed": progress.failed,
+            },
+        )
 
 
 __all__ = ["Runner"]

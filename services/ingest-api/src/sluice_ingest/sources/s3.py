@@ -37,8 +37,7 @@ def query_of(params: dict[str, str]) -> str:
     return "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(params.items()))
 
 
-def sign(method: str, url: str, params: dict[str, str], region: str, key: str, secret: str,
-         now: dt.datetime) -> dict[str, str]:
+def sign(method: str, url: str, params: dict[str, str], region: str, key: str, secret: str, now: dt.datetime) -> dict[str, str]:
     """The headers of a SigV4-signed request without a body (AWS's documented algorithm);
     `url`'s path is already URI-encoded."""
     parts = urlsplit(url)
@@ -47,16 +46,19 @@ def sign(method: str, url: str, params: dict[str, str], region: str, key: str, s
     query = query_of(params)
     headers = {"host": host, "x-amz-content-sha256": EMPTY_SHA256, "x-amz-date": amz_date}
     signed = ";".join(sorted(headers))
-    canonical = "\n".join([method, parts.path or "/", query,
-                           "".join(f"{k}:{headers[k]}\n" for k in sorted(headers)), signed, EMPTY_SHA256])
+    canonical = "\n".join(
+        [method, parts.path or "/", query, "".join(f"{k}:{headers[k]}\n" for k in sorted(headers)), signed, EMPTY_SHA256]
+    )
     scope = f"{day}/{region}/s3/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
     signing_key = ("AWS4" + secret).encode()
     for part in (day, region, "s3", "aws4_request"):
         signing_key = hmac.new(signing_key, part.encode(), hashlib.sha256).digest()
     signature = hmac.new(signing_key, to_sign.encode(), hashlib.sha256).hexdigest()
-    return {**{k: v for k, v in headers.items() if k != "host"},
-            "authorization": f"AWS4-HMAC-SHA256 Credential={key}/{scope}, SignedHeaders={signed}, Signature={signature}"}
+    return {
+        **{k: v for k, v in headers.items() if k != "host"},
+        "authorization": f"AWS4-HMAC-SHA256 Credential={key}/{scope}, SignedHeaders={signed}, Signature={signature}",
+    }
 
 
 class S3Reader:
@@ -73,8 +75,11 @@ class S3Reader:
             credentials = credentials_of(self.spec)
         except InvalidArgument as err:
             raise SourceUnavailable(err.message) from None
-        headers = {} if credentials is None else sign(
-            "GET", url, params, self.spec.get("region") or "us-east-1", *credentials, dt.datetime.now(dt.UTC))
+        headers = (
+            {}
+            if credentials is None
+            else sign("GET", url, params, self.spec.get("region") or "us-east-1", *credentials, dt.datetime.now(dt.UTC))
+        )
         try:
             query = query_of(params)
             async with self.client.stream("GET", url + (f"?{query}" if query else ""), headers=headers) as answer:

@@ -32,8 +32,14 @@ class SourceService:
         self.settings = settings
 
     async def create(
-        self, tenant_id: int, collection: str, display_name: str, kind: SourceKind | None, spec: dict[str, Any],
-        schedule_interval_seconds: int, max_delete_share: float,
+        self,
+        tenant_id: int,
+        collection: str,
+        display_name: str,
+        kind: SourceKind | None,
+        spec: dict[str, Any],
+        schedule_interval_seconds: int,
+        max_delete_share: float,
     ) -> SourceRow:
         if not collection:
             raise InvalidArgument("source.collection is required", reason=Reason.MISSING_COLLECTION)
@@ -42,19 +48,29 @@ class SourceService:
         if kind is None:
             raise invalid("source kind is required: set one of local_folder, s3, http or git")
         if schedule_interval_seconds and not MIN_SCHEDULE_SECONDS <= schedule_interval_seconds <= MAX_SCHEDULE_SECONDS:
-            raise invalid(f"source.schedule_interval_seconds must be 0 (no schedule) or between {MIN_SCHEDULE_SECONDS}"
-                          f" and {MAX_SCHEDULE_SECONDS}")
+            raise invalid(
+                f"source.schedule_interval_seconds must be 0 (no schedule) or between {MIN_SCHEDULE_SECONDS}"
+                f" and {MAX_SCHEDULE_SECONDS}"
+            )
         if schedule_interval_seconds < 0:
             raise invalid("source.schedule_interval_seconds must not be negative")
         if not 0 <= max_delete_share <= 1 or max_delete_share != max_delete_share:
             raise invalid("source.max_delete_share must be between 0 (the server's default) and 1")
         s = self.settings
-        stored = await asyncio.to_thread(normalise, kind, spec, roots=s.source_local_roots,
-                                         allow_private=s.source_allow_private_networks)
-        return await self.store.create(NewSource(
-            tenant_id, collection, display_name, str(kind), stored, schedule_interval_seconds,
-            max_delete_share or s.source_default_max_delete_share,
-        ))
+        stored = await asyncio.to_thread(
+            normalise, kind, spec, roots=s.source_local_roots, allow_private=s.source_allow_private_networks
+        )
+        return await self.store.create(
+            NewSource(
+                tenant_id,
+                collection,
+                display_name,
+                str(kind),
+                stored,
+                schedule_interval_seconds,
+                max_delete_share or s.source_default_max_delete_share,
+            )
+        )
 
     async def get(self, tenant_id: int, name: str) -> SourceRow:
         return await self.store.get(tenant_id, source_id(name))
@@ -78,8 +94,7 @@ class SourceService:
         await self.store.delete(tenant_id, source_id(name))
 
     async def sync(self, tenant_id: int, name: str, allow_mass_delete: bool) -> RunRow:
-        return await self.store.request_run(tenant_id, source_id(name), allow_mass_delete,
-                                            self.settings.source_max_attempts)
+        return await self.store.request_run(tenant_id, source_id(name), allow_mass_delete, self.settings.source_max_attempts)
 
     async def list_runs(self, tenant_id: int, name: str, page_size: int, page_token: str) -> tuple[list[RunRow], str]:
         sid = source_id(name)

@@ -101,8 +101,10 @@ def check_host(host: str, port: int, allow_private: bool, what: str) -> None:
     for address in addresses:
         why = refusal(address)
         if why is not None:
-            raise not_allowed(f"{what} host {host} is a {why}; sources may only reach public addresses"
-                              f" unless {ALLOW_PRIVATE}=true is set on the server")
+            raise not_allowed(
+                f"{what} host {host} is a {why}; sources may only reach public addresses"
+                f" unless {ALLOW_PRIVATE}=true is set on the server"
+            )
 
 
 def check_url_host(url: str, allow_private: bool, what: str) -> None:
@@ -148,8 +150,14 @@ def normalise(kind: SourceKind, spec: dict[str, Any], *, roots: str, allow_priva
         if bool(key_env) != bool(secret_env):
             raise invalid("s3.access_key_id_env and s3.secret_access_key_env are given together or not at all")
         check_url_host(endpoint, allow_private, "s3.endpoint")
-        return {"endpoint": endpoint, "bucket": bucket, "prefix": prefix, "region": region,
-                "access_key_id_env": key_env, "secret_access_key_env": secret_env}
+        return {
+            "endpoint": endpoint,
+            "bucket": bucket,
+            "prefix": prefix,
+            "region": region,
+            "access_key_id_env": key_env,
+            "secret_access_key_env": secret_env,
+        }
     if kind is SourceKind.HTTP:
         sitemap, start = str(spec.get("sitemap_url", "")), str(spec.get("start_url", ""))
         if bool(sitemap) == bool(start):

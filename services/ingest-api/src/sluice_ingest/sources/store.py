@@ -71,12 +71,24 @@ class RunRow:
         created = when("created_at")
         assert created is not None
         return cls(
-            id=uuid.UUID(value["id"]), source_id=uuid.UUID(value["source_id"]), state=value["state"],
-            allow_mass_delete=value["allow_mass_delete"], scheduled=value["scheduled"], attempts=value["attempts"],
-            max_attempts=value["max_attempts"], checkpoint=value["checkpoint"], listed=value["listed"],
-            uploaded=value["uploaded"], unchanged=value["unchanged"], deleted=value["deleted"], failed=value["failed"],
-            would_delete=value["would_delete"], error_message=value["error_message"], created_at=created,
-            started_at=when("started_at"), ended_at=when("ended_at"),
+            id=uuid.UUID(value["id"]),
+            source_id=uuid.UUID(value["source_id"]),
+            state=value["state"],
+            allow_mass_delete=value["allow_mass_delete"],
+            scheduled=value["scheduled"],
+            attempts=value["attempts"],
+            max_attempts=value["max_attempts"],
+            checkpoint=value["checkpoint"],
+            listed=value["listed"],
+            uploaded=value["uploaded"],
+            unchanged=value["unchanged"],
+            deleted=value["deleted"],
+            failed=value["failed"],
+            would_delete=value["would_delete"],
+            error_message=value["error_message"],
+            created_at=created,
+            started_at=when("started_at"),
+            ended_at=when("ended_at"),
         )
 
 
@@ -142,18 +154,28 @@ class SourceStore:
     async def create(self, new: NewSource) -> SourceRow:
         async with self.pool.connection() as conn, conn.transaction():
             collection = await lookup_collection_settings(conn, new.tenant_id, new.collection)
-            row = await (await conn.execute(
-                """
+            row = await (
+                await conn.execute(
+                    """
                 INSERT INTO sources (tenant_id, collection_id, display_name, kind, spec, schedule_interval_seconds,
                                      max_delete_share, next_sync_at)
                 VALUES (%s, %s, %s, %s, %s, %s, %s,
                         CASE WHEN %s > 0 THEN now() + make_interval(secs => %s) END)
                 RETURNING id
                 """,
-                (new.tenant_id, collection.id, new.display_name, new.kind, json.dumps(new.spec),
-                 new.schedule_interval_seconds, new.max_delete_share, new.schedule_interval_seconds,
-                 new.schedule_interval_seconds),
-            )).fetchone()
+                    (
+                        new.tenant_id,
+                        collection.id,
+                        new.display_name,
+                        new.kind,
+                        json.dumps(new.spec),
+                        new.schedule_interval_seconds,
+                        new.max_delete_share,
+                        new.schedule_interval_seconds,
+                        new.schedule_interval_seconds,
+                    ),
+                )
+            ).fetchone()
             assert row is not None
             return await self._get(conn, new.tenant_id, row[0])
 
@@ -163,8 +185,11 @@ class SourceStore:
 
     @staticmethod
     async def _get(conn: Any, tenant_id: int | None, source_id: uuid.UUID) -> SourceRow:
-        where, params = (" WHERE s.id = %s", [source_id]) if tenant_id is None else (
-            " WHERE s.id = %s AND s.tenant_id = %s", [source_id, tenant_id])
+        where, params = (
+            (" WHERE s.id = %s", [source_id])
+            if tenant_id is None
+            else (" WHERE s.id = %s AND s.tenant_id = %s", [source_id, tenant_id])
+        )
         cur = conn.cursor(row_factory=class_row_of_source())
         row = await (await cur.execute(SOURCE_SELECT + where, params)).fetchone()
         if row is None:
@@ -172,7 +197,11 @@ class SourceStore:
         return row  # type: ignore[no-any-return]
 
     async def list_sources(
-        self, tenant_id: int, collection: str | None, after: tuple[dt.datetime, uuid.UUID] | None, limit: int,
+        self,
+        tenant_id: int,
+        collection: str | None,
+        after: tuple[dt.datetime, uuid.UUID] | None,
+        limit: int,
     ) -> list[SourceRow]:
         conditions: list[str] = ["s.tenant_id = %s"]
         params: list[Any] = [tenant_id]
@@ -189,8 +218,9 @@ class SourceStore:
 
     async def delete(self, tenant_id: int, source_id: uuid.UUID) -> None:
         async with self.pool.connection() as conn:
-            row = await (await conn.execute(
-                "DELETE FROM sources WHERE id = %s AND tenant_id = %s RETURNING id", (source_id, tenant_id))).fetchone()
+            row = await (
+                await conn.execute("DELETE FROM sources WHERE id = %s AND tenant_id = %s RETURNING id", (source_id, tenant_id))
+            ).fetchone()
             if row is None:
                 raise NotFound(f"source {source_id} does not exist", reason=Reason.SOURCE_NOT_FOUND)
 
@@ -201,21 +231,27 @@ class SourceStore:
             await self._get(conn, tenant_id, source_id)
             await conn.execute("SELECT 1 FROM sources WHERE id = %s FOR UPDATE", (source_id,))
             cur = conn.cursor(row_factory=class_row(RunRow))
-            row = await (await cur.execute(
-                f"""
+            row = await (
+                await cur.execute(
+                    f"""
                 INSERT INTO source_runs (source_id, allow_mass_delete, max_attempts) VALUES (%s, %s, %s)
                 ON CONFLICT (source_id) WHERE state IN ('PENDING', 'RUNNING') DO UPDATE
                    SET allow_mass_delete = source_runs.allow_mass_delete OR excluded.allow_mass_delete
-                RETURNING {RUN_COLUMNS.replace('r.', 'source_runs.')}
+                RETURNING {RUN_COLUMNS.replace("r.", "source_runs.")}
                 """,
-                (source_id, allow_mass_delete, max_attempts),
-            )).fetchone()
+                    (source_id, allow_mass_delete, max_attempts),
+                )
+            ).fetchone()
             assert row is not None
             await conn.execute("SELECT pg_notify('sluice_source_runs', %s)", (str(source_id),))
             return row
 
     async def list_runs(
-        self, tenant_id: int, source_id: uuid.UUID, before: tuple[dt.datetime, uuid.UUID] | None, limit: int,
+        self,
+        tenant_id: int,
+        source_id: uuid.UUID,
+        before: tuple[dt.datetime, uuid.UUID] | None,
+        limit: int,
     ) -> list[RunRow]:
         async with self.pool.connection() as conn:
             await self._get(conn, tenant_id, source_id)
@@ -224,9 +260,15 @@ class SourceStore:
                 condition = " AND (r.created_at, r.id) < (%s, %s)"
                 params.extend(before)
             cur = conn.cursor(row_factory=class_row(RunRow))
-            return list(await (await cur.execute(
-                f"SELECT {RUN_COLUMNS} FROM source_runs r WHERE r.source_id = %s{condition}"
-                " ORDER BY r.created_at DESC, r.id DESC LIMIT %s", [*params, limit])).fetchall())
+            return list(
+                await (
+                    await cur.execute(
+                        f"SELECT {RUN_COLUMNS} FROM source_runs r WHERE r.source_id = %s{condition}"
+                        " ORDER BY r.created_at DESC, r.id DESC LIMIT %s",
+                        [*params, limit],
+                    )
+                ).fetchall()
+            )
 
 
 def class_row_of_source() -> Any:
@@ -299,8 +341,9 @@ class RunStore:
         async with self.pool.connection() as conn, conn.transaction():
             await conn.execute(EXPIRE_SQL, {"lease": self.lease_seconds})
             cur = conn.cursor()
-            row = await (await cur.execute(
-                CLAIM_SQL, {"lease": self.lease_seconds, "from": sources_of(RunState.RUNNING)})).fetchone()
+            row = await (
+                await cur.execute(CLAIM_SQL, {"lease": self.lease_seconds, "from": sources_of(RunState.RUNNING)})
+            ).fetchone()
             if row is None:
                 return None
             names = [d.name for d in cur.description or []]
@@ -321,41 +364,55 @@ class RunStore:
         async def check(conn: Any) -> None:
             row = await (await conn.execute(f"SELECT 1 FROM source_runs WHERE {LEASE_HELD} FOR SHARE", params)).fetchone()
             if row is None:
-                raise LeaseNotHeld("this runner's lease on the sync run expired; another runner took it over",
-                                   reason=Reason.LEASE_NOT_HELD)
+                raise LeaseNotHeld(
+                    "this runner's lease on the sync run expired; another runner took it over", reason=Reason.LEASE_NOT_HELD
+                )
 
         return check
 
     async def renew(self, claimed: ClaimedRun) -> None:
         """The heartbeat: LeaseNotHeld when the lease was lost."""
         async with self.pool.connection() as conn:
-            row = await (await conn.execute(
-                f"UPDATE source_runs SET locked_at = now() WHERE {LEASE_HELD} RETURNING id",
-                self._fence_params(claimed))).fetchone()
+            row = await (
+                await conn.execute(
+                    f"UPDATE source_runs SET locked_at = now() WHERE {LEASE_HELD} RETURNING id", self._fence_params(claimed)
+                )
+            ).fetchone()
         if row is None:
             raise LeaseNotHeld("the sync run's lease was lost", reason=Reason.LEASE_NOT_HELD)
 
     async def known_items(self, source_id: uuid.UUID) -> dict[str, KnownItem]:
         async with self.pool.connection() as conn:
-            rows = await (await conn.execute(
-                "SELECT source_uri, fingerprint, content_sha256 FROM source_items WHERE source_id = %s",
-                (source_id,))).fetchall()
+            rows = await (
+                await conn.execute(
+                    "SELECT source_uri, fingerprint, content_sha256 FROM source_items WHERE source_id = %s", (source_id,)
+                )
+            ).fetchall()
         return {r[0]: KnownItem(r[1], r[2]) for r in rows}
 
     async def live_shas(self, collection_id: int) -> dict[str, set[str]]:
         """Every live version's SHA-256 by source_uri in the collection."""
         async with self.pool.connection() as conn:
-            rows = await (await conn.execute(
-                "SELECT source_uri, content_sha256 FROM documents WHERE collection_id = %s AND source_uri IS NOT NULL",
-                (collection_id,))).fetchall()
+            rows = await (
+                await conn.execute(
+                    "SELECT source_uri, content_sha256 FROM documents WHERE collection_id = %s AND source_uri IS NOT NULL",
+                    (collection_id,),
+                )
+            ).fetchall()
         live: dict[str, set[str]] = {}
         for uri, sha in rows:
             live.setdefault(uri, set()).add(sha)
         return live
 
     async def checkpoint(
-        self, claimed: ClaimedRun, checkpoint: dict[str, Any], progress: Progress,
-        items: Iterable[tuple[str, str, str]] = (), seen: Iterable[str] = (), *, progress_event: bool = False,
+        self,
+        claimed: ClaimedRun,
+        checkpoint: dict[str, Any],
+        progress: Progress,
+        items: Iterable[tuple[str, str, str]] = (),
+        seen: Iterable[str] = (),
+        *,
+        progress_event: bool = False,
     ) -> None:
         """One fenced transaction: the counts, the checkpoint, the items uploaded or found
         unchanged (source_uri, fingerprint, sha256) and the items only seen (failed reads of
@@ -365,17 +422,27 @@ class RunStore:
         params = self._fence_params(claimed)
         items, seen = list(items), list(seen)
         async with self.pool.connection() as conn, conn.transaction():
-            row = await (await conn.execute(
-                f"""
+            row = await (
+                await conn.execute(
+                    f"""
                 UPDATE source_runs SET locked_at = now(), checkpoint = %(checkpoint)s, listed = %(listed)s,
                        uploaded = %(uploaded)s, unchanged = %(unchanged)s, deleted = %(deleted)s, failed = %(failed)s,
                        would_delete = %(would_delete)s, error_message = %(error)s
                  WHERE {LEASE_HELD} RETURNING id
                 """,
-                {**params, "checkpoint": json.dumps(checkpoint), "listed": progress.listed,
-                 "uploaded": progress.uploaded, "unchanged": progress.unchanged, "deleted": progress.deleted,
-                 "failed": progress.failed, "would_delete": progress.would_delete, "error": progress.error_message},
-            )).fetchone()
+                    {
+                        **params,
+                        "checkpoint": json.dumps(checkpoint),
+                        "listed": progress.listed,
+                        "uploaded": progress.uploaded,
+                        "unchanged": progress.unchanged,
+                        "deleted": progress.deleted,
+                        "failed": progress.failed,
+                        "would_delete": progress.would_delete,
+                        "error": progress.error_message,
+                    },
+                )
+            ).fetchone()
             if row is None:
                 raise LeaseNotHeld("the sync run's lease was lost", reason=Reason.LEASE_NOT_HELD)
             if items:
@@ -387,37 +454,45 @@ class RunStore:
                        SET fingerprint = excluded.fingerprint, content_sha256 = excluded.content_sha256,
                            seen_run = excluded.seen_run
                     """,
-                    (claimed.source.id, claimed.run.id, [i[0] for i in items], [i[1] for i in items],
-                     [i[2] for i in items]),
+                    (claimed.source.id, claimed.run.id, [i[0] for i in items], [i[1] for i in items], [i[2] for i in items]),
                 )
             if seen:
                 await conn.execute(
                     "UPDATE source_items SET seen_run = %s WHERE source_id = %s AND source_uri = ANY(%s)",
-                    (claimed.run.id, claimed.source.id, seen))
+                    (claimed.run.id, claimed.source.id, seen),
+                )
             if progress_event:
                 await conn.execute(
-                    "SELECT sluice_record_source_run_event(r, 'PROGRESS') FROM source_runs r WHERE r.id = %s",
-                    (claimed.run.id,))
+                    "SELECT sluice_record_source_run_event(r, 'PROGRESS') FROM source_runs r WHERE r.id = %s", (claimed.run.id,)
+                )
 
     async def gone_items(self, claimed: ClaimedRun, listed: set[str]) -> tuple[list[str], int, int]:
         """(the source's items this run did not list, the source's item count, the collection's
         distinct live source_uris)."""
         async with self.pool.connection() as conn:
-            rows = await (await conn.execute(
-                "SELECT source_uri FROM source_items WHERE source_id = %s ORDER BY source_uri",
-                (claimed.source.id,))).fetchall()
-            sources = await (await conn.execute(
-                "SELECT count(DISTINCT source_uri) FROM documents WHERE collection_id = %s AND source_uri IS NOT NULL",
-                (claimed.source.collection_id,))).fetchone()
+            rows = await (
+                await conn.execute(
+                    "SELECT source_uri FROM source_items WHERE source_id = %s ORDER BY source_uri", (claimed.source.id,)
+                )
+            ).fetchall()
+            sources = await (
+                await conn.execute(
+                    "SELECT count(DISTINCT source_uri) FROM documents WHERE collection_id = %s AND source_uri IS NOT NULL",
+                    (claimed.source.collection_id,),
+                )
+            ).fetchone()
         every = [r[0] for r in rows]
         return [u for u in every if u not in listed], len(every), int(sources[0]) if sources else 0
 
     async def unseen_items(self, claimed: ClaimedRun) -> list[str]:
         """The source's items no listing of this run saw (gone, or vanished while it ran)."""
         async with self.pool.connection() as conn:
-            rows = await (await conn.execute(
-                "SELECT source_uri FROM source_items WHERE source_id = %s AND seen_run <> %s ORDER BY source_uri",
-                (claimed.source.id, claimed.run.id))).fetchall()
+            rows = await (
+                await conn.execute(
+                    "SELECT source_uri FROM source_items WHERE source_id = %s AND seen_run <> %s ORDER BY source_uri",
+                    (claimed.source.id, claimed.run.id),
+                )
+            ).fetchall()
         return [r[0] for r in rows]
 
     async def forget_item(self, claimed: ClaimedRun, source_uri: str, *, progress_event: bool = False) -> None:
@@ -426,33 +501,49 @@ class RunStore:
         `progress_event`, a PROGRESS event of the run as it now stands, in this transaction."""
         async with self.pool.connection() as conn, conn.transaction():
             await self.fence(claimed)(conn)
-            await conn.execute("DELETE FROM source_items WHERE source_id = %s AND source_uri = %s",
-                               (claimed.source.id, source_uri))
+            await conn.execute(
+                "DELETE FROM source_items WHERE source_id = %s AND source_uri = %s", (claimed.source.id, source_uri)
+            )
             await conn.execute("UPDATE source_runs SET deleted = deleted + 1 WHERE id = %s", (claimed.run.id,))
             if progress_event:
                 await conn.execute(
-                    "SELECT sluice_record_source_run_event(r, 'PROGRESS') FROM source_runs r WHERE r.id = %s",
-                    (claimed.run.id,))
+                    "SELECT sluice_record_source_run_event(r, 'PROGRESS') FROM source_runs r WHERE r.id = %s", (claimed.run.id,)
+                )
 
     async def finish(
-        self, claimed: ClaimedRun, state: RunState, progress: Progress, checkpoint: dict[str, Any],
+        self,
+        claimed: ClaimedRun,
+        state: RunState,
+        progress: Progress,
+        checkpoint: dict[str, Any],
     ) -> bool:
         """The run's last move (SUCCEEDED, FAILED, BLOCKED_MASS_DELETE) with its counts; False
         when the lease was lost meanwhile (the write changed nothing)."""
         async with self.pool.connection() as conn:
-            row = await (await conn.execute(
-                f"""
+            row = await (
+                await conn.execute(
+                    f"""
                 UPDATE source_runs SET state = %(state)s, lease_token = NULL, locked_at = NULL, ended_at = now(),
                        checkpoint = %(checkpoint)s, listed = %(listed)s, uploaded = %(uploaded)s,
                        unchanged = %(unchanged)s, deleted = %(deleted)s, failed = %(failed)s,
                        would_delete = %(would_delete)s, error_message = %(error)s
                  WHERE {LEASE_HELD} AND state = ANY(%(from)s) RETURNING id
                 """,
-                {**self._fence_params(claimed), "state": str(state), "from": sources_of(state),
-                 "checkpoint": json.dumps(checkpoint), "listed": progress.listed, "uploaded": progress.uploaded,
-                 "unchanged": progress.unchanged, "deleted": progress.deleted, "failed": progress.failed,
-                 "would_delete": progress.would_delete, "error": progress.error_message},
-            )).fetchone()
+                    {
+                        **self._fence_params(claimed),
+                        "state": str(state),
+                        "from": sources_of(state),
+                        "checkpoint": json.dumps(checkpoint),
+                        "listed": progress.listed,
+                        "uploaded": progress.uploaded,
+                        "unchanged": progress.unchanged,
+                        "deleted": progress.deleted,
+                        "failed": progress.failed,
+                        "would_delete": progress.would_delete,
+                        "error": progress.error_message,
+                    },
+                )
+            ).fetchone()
         return row is not None
 
     async def give_up(self, claimed: ClaimedRun, message: str, *, charge: bool) -> bool:
@@ -460,8 +551,9 @@ class RunStore:
         stay, for the next runner to resume from) while attempts are left, else FAILED.
         `charge=False` (a stop, not a failure) gives the attempt back."""
         async with self.pool.connection() as conn:
-            row = await (await conn.execute(
-                f"""
+            row = await (
+                await conn.execute(
+                    f"""
                 UPDATE source_runs
                    SET attempts = attempts - CASE WHEN %(charge)s THEN 0 ELSE 1 END,
                        state = CASE WHEN NOT %(charge)s OR attempts < max_attempts THEN 'PENDING' ELSE 'FAILED' END,
@@ -470,9 +562,9 @@ class RunStore:
                        error_message = CASE WHEN %(charge)s THEN %(message)s ELSE error_message END
                  WHERE {LEASE_HELD} AND state = ANY(%(from)s) RETURNING id
                 """,
-                {**self._fence_params(claimed), "charge": charge, "message": message,
-                 "from": sources_of(RunState.PENDING)},
-            )).fetchone()
+                    {**self._fence_params(claimed), "charge": charge, "message": message, "from": sources_of(RunState.PENDING)},
+                )
+            ).fetchone()
         return row is not None
 
 

@@ -78,7 +78,9 @@ UNION ALL
 
 # Rules 6 and 8 in one statement, in the caller's transaction (ClaimStore.claim_job): an
 # exhausted expired lease to converge, else an expired lease to take over, else a due job.
-CLAIM_SQL = sql.SQL("""
+CLAIM_SQL = (
+    sql.SQL(
+        """
 WITH {kind_policy}, exhausted AS (
     SELECT id, document_id, lease_token, kind, generation_id FROM ingestion_jobs
     WHERE status = {running} AND attempts >= max_attempts AND locked_at <= now() - make_interval(secs => %(lease)s)
@@ -95,16 +97,26 @@ WITH {kind_policy}, exhausted AS (
     ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
 ), candidate AS (
     SELECT * FROM expired UNION ALL SELECT * FROM due
-)""" + CLAIM_TAIL.replace("{others}", """
+)"""
+        + CLAIM_TAIL.replace(
+            "{others}",
+            """
 SELECT 'exhausted', e.id, e.lease_token, NULL, NULL, NULL, e.document_id, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, e.kind::text, e.generation_id, NULL, NULL, NULL
-FROM exhausted e""")).format(**QUEUE_LITERALS, inline=sql.Literal(INLINE_CONTENT_BYTES)).as_bytes(None)
+FROM exhausted e""",
+        )
+    )
+    .format(**QUEUE_LITERALS, inline=sql.Literal(INLINE_CONTENT_BYTES))
+    .as_bytes(None)
+)
 
 # The common claim, a statement of its own (autocommit: one round trip in all): the oldest due
 # job, unless some lease has expired. Then it claims nothing and returns one "overdue" row, and
 # the caller runs CLAIM_SQL in a transaction (which converges or takes over the expired lease
 # with the statements that go with it). The look for an expired lease takes no lock.
-FAST_CLAIM_SQL = sql.SQL("""
+FAST_CLAIM_SQL = (
+    sql.SQL(
+        """
 WITH {kind_policy}, overdue AS (
     SELECT 1 FROM ingestion_jobs
     WHERE status = {running} AND locked_at <= now() - make_interval(secs => %(lease)s)
@@ -114,35 +126,61 @@ WITH {kind_policy}, overdue AS (
     WHERE status = {pending} AND attempts < max_attempts AND available_at <= now()
       AND NOT EXISTS (SELECT 1 FROM overdue)
     ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
-)""" + CLAIM_TAIL.replace("{others}", """
+)"""
+        + CLAIM_TAIL.replace(
+            "{others}",
+            """
 SELECT 'overdue', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM overdue""")).format(**QUEUE_LITERALS, inline=sql.Literal(INLINE_CONTENT_BYTES)).as_bytes(None)
+FROM overdue""",
+        )
+    )
+    .format(**QUEUE_LITERALS, inline=sql.Literal(INLINE_CONTENT_BYTES))
+    .as_bytes(None)
+)
 
 # How long until the next job becomes claimable without a notification.
-NEXT_WAKEUP_SQL = sql.SQL("""
+NEXT_WAKEUP_SQL = (
+    sql.SQL("""
 SELECT least(
     (SELECT min(available_at) FROM ingestion_jobs WHERE status = {pending}),
     (SELECT min(locked_at) FROM ingestion_jobs WHERE status = {running}) + make_interval(secs => %(lease)s)
 ) - now()
-""").format(**QUEUE_LITERALS).as_bytes(None)
+""")
+    .format(**QUEUE_LITERALS)
+    .as_bytes(None)
+)
 
 # RenewLease: the lease runs lease_seconds from now.
-RENEW_LEASE_SQL = sql.SQL("""
+RENEW_LEASE_SQL = (
+    sql.SQL("""
 UPDATE ingestion_jobs SET locked_at = now()
 WHERE {held_by_lease}
 RETURNING locked_at + make_interval(secs => %(seconds)s)
-""").format(**QUEUE_LITERALS).as_bytes(None)
+""")
+    .format(**QUEUE_LITERALS)
+    .as_bytes(None)
+)
 
 
 async def hand_back(conn: psycopg.AsyncConnection[Any], job: HeldJob) -> None:
     """The job is due again at once and the attempt is not charged (ReleaseJob, and an INGEST
     commit that lost a switch). A job that drives its document sends it back to PENDING."""
     if job.policy.drives_document:
-        await move_document(conn, job.document_id, DocumentStatus.PENDING, FRESH_PROGRESS, sources=IN_PROGRESS | {DocumentStatus.PENDING})
-    await move_job(conn, job.id, JobStatus.PENDING, {
-        "attempts": Expr("attempts - 1"), "available_at": NOW, **RELEASED_LEASE,
-    }, sources=[JobStatus.RUNNING])
+        await move_document(
+            conn, job.document_id, DocumentStatus.PENDING, FRESH_PROGRESS, sources=IN_PROGRESS | {DocumentStatus.PENDING}
+        )
+    await move_job(
+        conn,
+        job.id,
+        JobStatus.PENDING,
+        {
+            "attempts": Expr("attempts - 1"),
+            "available_at": NOW,
+            **RELEASED_LEASE,
+        },
+        sources=[JobStatus.RUNNING],
+    )
     await end_attempt(conn, job.lease_token, AttemptOutcome.RELEASED)
 
 
@@ -180,16 +218,24 @@ class ClaimStore(QueueBase):
                 # Taking over an expired lease: close the lost attempt; a document the job drives
                 # goes back to PENDING (rule 7's message) until the new worker reports its first
                 # stage.
-                await end_attempt(conn, row.expired_token, AttemptOutcome.LEASE_EXPIRED,
-                                  "LEASE_EXPIRED", LEASE_EXPIRED_RETRYING, True)
+                await end_attempt(
+                    conn, row.expired_token, AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED", LEASE_EXPIRED_RETRYING, True
+                )
                 assert row.job_kind is not None  # a claimed row has it
                 if not policy_of(row.job_kind).drives_document:
                     return row
                 assert row.attempts is not None and row.max_attempts is not None  # a claimed row has them
-                await move_document(conn, row.document_id, DocumentStatus.PENDING, {
-                    **FRESH_PROGRESS, "error_code": "LEASE_EXPIRED",
-                    "error_message": retry_message(row.attempts - 1, row.max_attempts, LEASE_EXPIRED_RETRYING),
-                }, sources=IN_PROGRESS | {DocumentStatus.PENDING})
+                await move_document(
+                    conn,
+                    row.document_id,
+                    DocumentStatus.PENDING,
+                    {
+                        **FRESH_PROGRESS,
+                        "error_code": "LEASE_EXPIRED",
+                        "error_message": retry_message(row.attempts - 1, row.max_attempts, LEASE_EXPIRED_RETRYING),
+                    },
+                    sources=IN_PROGRESS | {DocumentStatus.PENDING},
+                )
             return row
 
     async def _converge_exhausted(self, conn: psycopg.AsyncConnection[Any], job: ClaimedJob) -> str:
@@ -204,11 +250,14 @@ class ClaimStore(QueueBase):
                 await move_job(conn, job.job_id, JobStatus.SUCCEEDED, RELEASED_LEASE)
                 await end_attempt(conn, job.lease_token, AttemptOutcome.SUCCEEDED)
                 return "succeeded"
-            await move_document(conn, job.document_id, DocumentStatus.FAILED,
-                                {"error_code": "LEASE_EXPIRED", "error_message": LEASE_EXPIRED_EXHAUSTED})
+            await move_document(
+                conn,
+                job.document_id,
+                DocumentStatus.FAILED,
+                {"error_code": "LEASE_EXPIRED", "error_message": LEASE_EXPIRED_EXHAUSTED},
+            )
         await move_job(conn, job.job_id, JobStatus.FAILED, RELEASED_LEASE)
-        await end_attempt(conn, job.lease_token, AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED",
-                          LEASE_EXPIRED_EXHAUSTED, False)
+        await end_attempt(conn, job.lease_token, AttemptOutcome.LEASE_EXPIRED, "LEASE_EXPIRED", LEASE_EXPIRED_EXHAUSTED, False)
         return "failed"
 
     async def renew_lease(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> dt.datetime | None:
@@ -217,9 +266,16 @@ class ClaimStore(QueueBase):
         async with self.pool.connection() as conn, conn.transaction():
             # A renewal lost in a database crash only shortens the lease; skip the WAL flush.
             await conn.execute("SET LOCAL synchronous_commit = off")
-            row = await (await conn.execute(RENEW_LEASE_SQL, {
-                "job": job_id, "lease": lease_token, "seconds": self.policy.lease_seconds,
-            })).fetchone()
+            row = await (
+                await conn.execute(
+                    RENEW_LEASE_SQL,
+                    {
+                        "job": job_id,
+                        "lease": lease_token,
+                        "seconds": self.policy.lease_seconds,
+                    },
+                )
+            ).fetchone()
             if row is not None:
                 expires: dt.datetime = row[0]
                 return expires

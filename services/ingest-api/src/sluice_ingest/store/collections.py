@@ -41,7 +41,9 @@ class CollectionStore(StoreBase):
             except psycopg.errors.CheckViolation as exc:
                 raise InvalidArgument(f"invalid collection settings: {exc.diag.constraint_name}") from exc
             if row is None:
-                raise AlreadyExists(f"collection {new.name!r} already exists", reason=Reason.COLLECTION_EXISTS, collection=new.name)
+                raise AlreadyExists(
+                    f"collection {new.name!r} already exists", reason=Reason.COLLECTION_EXISTS, collection=new.name
+                )
             # Generation 1 (ACTIVE) was created by the collections trigger (migrations 0009, 0023), with
             # the collection's vector precision; its (empty) index is built at once.
             (generation_id,) = await one_row(
@@ -73,9 +75,7 @@ class CollectionStore(StoreBase):
     async def delete_collection(self, tenant_id: int, name: str, force: bool) -> int:
         async with self.pool.connection() as conn, conn.transaction():
             row = await (
-                await conn.execute(
-                    "SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR UPDATE", (tenant_id, name)
-                )
+                await conn.execute("SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR UPDATE", (tenant_id, name))
             ).fetchone()
             if row is None:
                 raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)

@@ -44,7 +44,8 @@ from .versions import swap_in
 # pass: the generation is in the state the kind writes into and the document in the status it
 # commits from (an INGEST job: the ACTIVE generation, an INDEXING document, every generation's
 # chunks; an EMBED job: its BUILDING generation, a READY document, that generation's chunks).
-COMPLETE_LOCK_SQL = sql.SQL("""
+COMPLETE_LOCK_SQL = (
+    sql.SQL("""
 WITH {kind_policy}, job AS (
     UPDATE ingestion_jobs SET locked_at = now()
     WHERE {held_by_lease}
@@ -65,15 +66,33 @@ WITH {kind_policy}, job AS (
 SELECT id, document_id, attempts, max_attempts, lease_token, locked_at, kind, generation_id, document_status,
        collection_id, tenant_id, generation_state
 FROM locked
-""").format(**QUEUE_LITERALS).as_bytes(None)
+""")
+    .format(**QUEUE_LITERALS)
+    .as_bytes(None)
+)
 
 COPY_CHUNKS = (
     "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, page_number, element_type,"
     " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence, boxes)"
     " FROM STDIN WITH (FORMAT BINARY)"
 )
-COPY_CHUNK_TYPES = ["uuid", "int8", "int8", "int8", "int4", "text", "int4", "text", "text", "text", "vector", "text",
-                    "text", "float4", "jsonb"]
+COPY_CHUNK_TYPES = [
+    "uuid",
+    "int8",
+    "int8",
+    "int8",
+    "int4",
+    "text",
+    "int4",
+    "text",
+    "text",
+    "text",
+    "vector",
+    "text",
+    "text",
+    "float4",
+    "jsonb",
+]
 
 
 async def copy_chunks(conn: psycopg.AsyncConnection[Any], job: HeldJob, chunks: list[ChunkRow]) -> None:
@@ -104,13 +123,20 @@ async def copy_chunks(conn: psycopg.AsyncConnection[Any], job: HeldJob, chunks: 
 
 # A fresh EMBED job of a READY document for a BUILDING generation, replacing an older one (the
 # kind a literal: the partial unique index ingestion_jobs_embed matches only a literal).
-DROP_EMBED_JOB_SQL = sql.SQL("DELETE FROM ingestion_jobs WHERE kind = {embed} AND document_id = %s AND generation_id = %s").format(
-    embed=sql.Literal(str(JobKind.EMBED))).as_bytes(None)
-ADD_EMBED_JOB_SQL = sql.SQL(
-    "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
-    " SELECT d.id, {embed}, %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
-    " WHERE d.id = %s"
-).format(embed=sql.Literal(str(JobKind.EMBED))).as_bytes(None)
+DROP_EMBED_JOB_SQL = (
+    sql.SQL("DELETE FROM ingestion_jobs WHERE kind = {embed} AND document_id = %s AND generation_id = %s")
+    .format(embed=sql.Literal(str(JobKind.EMBED)))
+    .as_bytes(None)
+)
+ADD_EMBED_JOB_SQL = (
+    sql.SQL(
+        "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
+        " SELECT d.id, {embed}, %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
+        " WHERE d.id = %s"
+    )
+    .format(embed=sql.Literal(str(JobKind.EMBED)))
+    .as_bytes(None)
+)
 
 
 async def add_embed_job(conn: psycopg.AsyncConnection[Any], document_id: uuid.UUID, generation_id: int) -> None:
@@ -147,8 +173,9 @@ class CommitStore(QueueBase):
                 await hand_back(conn, job)
                 switched_under_us = True
             elif job.document_status != policy.commits_from:
-                raise FailedPrecondition(policy.commit_refusal.format(status=job.document_status),
-                                         reason=policy.commit_refusal_reason)
+                raise FailedPrecondition(
+                    policy.commit_refusal.format(status=job.document_status), reason=policy.commit_refusal_reason
+                )
             else:
                 # COMPLETE_LOCK_SQL cleared the chunks this commit replaces (every generation's for
                 # an INGEST job: a BUILDING generation gets a new EMBED job below).
@@ -160,10 +187,22 @@ class CommitStore(QueueBase):
                 building_cursor: psycopg.AsyncCursor[Any] | None = None
                 async with conn.pipeline():
                     if policy.drives_document:
-                        moves.append(await send_move_document(conn, job.document_id, DocumentStatus.READY, {
-                            **NO_ERROR, "chunk_count": len(chunks), "progress_stage": str(DocumentStatus.INDEXING),
-                            "progress_done": len(chunks), "progress_total": len(chunks), "progress_unit": "chunks",
-                        }, sources=[policy.commits_from]))
+                        moves.append(
+                            await send_move_document(
+                                conn,
+                                job.document_id,
+                                DocumentStatus.READY,
+                                {
+                                    **NO_ERROR,
+                                    "chunk_count": len(chunks),
+                                    "progress_stage": str(DocumentStatus.INDEXING),
+                                    "progress_done": len(chunks),
+                                    "progress_total": len(chunks),
+                                    "progress_unit": "chunks",
+                                },
+                                sources=[policy.commits_from],
+                            )
+                        )
                     moves.append(await send_move_job(conn, job_id, JobStatus.SUCCEEDED, RELEASED_LEASE))
                     await end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED)
                     if policy.drives_document:
@@ -184,8 +223,9 @@ class CommitStore(QueueBase):
                 if building is not None:
                     await add_embed_job(conn, job.document_id, building[0])
         if switched_under_us:
-            raise LeaseNotHeld("the collection switched to a new index generation while this job ran; it will run again",
-                               job_id=job_id)
+            raise LeaseNotHeld(
+                "the collection switched to a new index generation while this job ran; it will run again", job_id=job_id
+            )
         if policy.writes_generation is GenerationState.BUILDING:
             # This commit may have been the generation's last: its index, then the switch.
             await self.generations.switch_after_commit(job.generation_id)
@@ -204,18 +244,33 @@ class CommitStore(QueueBase):
             if retry:
                 delay = retry_delay_seconds(job.attempts, self.policy.retry_delay_seconds, self.policy.max_retry_delay_seconds)
                 if drives_document:
-                    await move_document(conn, job.document_id, DocumentStatus.PENDING, {
-                        "error_code": error_code, "error_message": retry_message(job.attempts, job.max_attempts, error_message),
-                    }, sources=IN_PROGRESS | {DocumentStatus.PENDING})
-                await move_job(conn, job_id, JobStatus.PENDING, {
-                    "available_at": Expr("now() + make_interval(secs => %s)", delay), **RELEASED_LEASE,
-                }, sources=[JobStatus.RUNNING])
+                    await move_document(
+                        conn,
+                        job.document_id,
+                        DocumentStatus.PENDING,
+                        {
+                            "error_code": error_code,
+                            "error_message": retry_message(job.attempts, job.max_attempts, error_message),
+                        },
+                        sources=IN_PROGRESS | {DocumentStatus.PENDING},
+                    )
+                await move_job(
+                    conn,
+                    job_id,
+                    JobStatus.PENDING,
+                    {
+                        "available_at": Expr("now() + make_interval(secs => %s)", delay),
+                        **RELEASED_LEASE,
+                    },
+                    sources=[JobStatus.RUNNING],
+                )
             else:
                 if retryable:
                     error_message = f"failed after {job.attempts} attempts: {error_message}"
                 if drives_document:
-                    await move_document(conn, job.document_id, DocumentStatus.FAILED,
-                                        {"error_code": error_code, "error_message": error_message})
+                    await move_document(
+                        conn, job.document_id, DocumentStatus.FAILED, {"error_code": error_code, "error_message": error_message}
+                    )
                 await move_job(conn, job_id, JobStatus.FAILED, RELEASED_LEASE)
             outcome = AttemptOutcome.RETRYABLE_FAILURE if retryable else AttemptOutcome.PERMANENT_FAILURE
             await end_attempt(conn, lease_token, outcome, error_code, error_message, retryable)

@@ -44,16 +44,21 @@ COLLECTION_COLUMNS = """
     c.vector_precision
 """
 
-COLLECTION_SELECT = "SELECT" + COLLECTION_COLUMNS + """,
+COLLECTION_SELECT = (
+    "SELECT"
+    + COLLECTION_COLUMNS
+    + """,
            (SELECT count(*) FROM documents d WHERE d.collection_id = c.id) AS document_count,
            (SELECT count(*) FROM documents d WHERE d.collection_id = c.id AND d.status = 'READY') AS ready_document_count
     FROM collections c
 """
+)
 
 # Binary COPY framing (PostgreSQL docs, "COPY: Binary Format"): signature, flags, header extension.
 COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
 
 COPY_TRAILER = struct.pack("!h", -1)
+
 
 async def one_row(conn: psycopg.AsyncConnection, query: Any, params: Any = None) -> Any:
     """The one row of a statement that always returns one (an aggregate, a locked row)."""
@@ -70,9 +75,7 @@ class StoreBase:
         self.pool = pool
 
 
-async def lookup_document(
-    conn: psycopg.AsyncConnection, document_id: uuid.UUID, tenant_id: int | None = None
-) -> DocumentRow:
+async def lookup_document(conn: psycopg.AsyncConnection, document_id: uuid.UUID, tenant_id: int | None = None) -> DocumentRow:
     """The document by id; with `tenant_id`, only if it is that tenant's (else NOT_FOUND).
     Without it only for JobService paths, whose job ids were fenced by their lease."""
     if tenant_id is None:
@@ -105,7 +108,11 @@ async def lookup_document_where(conn: psycopg.AsyncConnection, where: str, param
 
 
 async def check_quota(
-    conn: psycopg.AsyncConnection, tenant_id: int, *, documents: int = 0, stored_bytes: int = 0,
+    conn: psycopg.AsyncConnection,
+    tenant_id: int,
+    *,
+    documents: int = 0,
+    stored_bytes: int = 0,
     collections: int = 0,
 ) -> None:
     """Refuse (RESOURCE_EXHAUSTED, nothing written) what would take the tenant over a quota.
@@ -114,9 +121,7 @@ async def check_quota(
     transaction, so two concurrent uploads cannot both take the last place.
     """
     quota = await (
-        await conn.execute(
-            "SELECT max_documents, max_stored_bytes, max_collections FROM tenants WHERE id = %s", (tenant_id,)
-        )
+        await conn.execute("SELECT max_documents, max_stored_bytes, max_collections FROM tenants WHERE id = %s", (tenant_id,))
     ).fetchone()
     if quota is None:
         raise NotFound("the tenant of this key no longer exists", reason=Reason.TENANT_NOT_FOUND)
@@ -128,8 +133,10 @@ async def check_quota(
         (count,) = await one_row(conn, "SELECT count(*) FROM collections WHERE tenant_id = %s", (tenant_id,))
         if count + collections > max_collections:
             raise ResourceExhausted(
-                f"the tenant's quota of {max_collections} collections is used up", reason=Reason.QUOTA_EXCEEDED,
-                quota="collections", limit=max_collections,
+                f"the tenant's quota of {max_collections} collections is used up",
+                reason=Reason.QUOTA_EXCEEDED,
+                quota="collections",
+                limit=max_collections,
             )
     if (documents and max_documents is not None) or (stored_bytes and max_bytes is not None):
         count, total = await one_row(
@@ -137,13 +144,17 @@ async def check_quota(
         )
         if max_documents is not None and count + documents > max_documents:
             raise ResourceExhausted(
-                f"the tenant's quota of {max_documents} documents is used up", reason=Reason.QUOTA_EXCEEDED,
-                quota="documents", limit=max_documents,
+                f"the tenant's quota of {max_documents} documents is used up",
+                reason=Reason.QUOTA_EXCEEDED,
+                quota="documents",
+                limit=max_documents,
             )
         if max_bytes is not None and total + stored_bytes > max_bytes:
             raise ResourceExhausted(
                 f"this upload would take the tenant over its quota of {max_bytes} stored bytes",
-                reason=Reason.QUOTA_EXCEEDED, quota="stored_bytes", limit=max_bytes,
+                reason=Reason.QUOTA_EXCEEDED,
+                quota="stored_bytes",
+                limit=max_bytes,
             )
 
 

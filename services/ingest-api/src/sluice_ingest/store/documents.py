@@ -84,8 +84,11 @@ class DocumentStore(StoreBase):
                     conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
                 )
                 if existing is not None:
-                    if (existing.collection_id != collection.id or existing.content_sha256 != new.content_sha256
-                            or existing.source_uri != new.source_uri):
+                    if (
+                        existing.collection_id != collection.id
+                        or existing.content_sha256 != new.content_sha256
+                        or existing.source_uri != new.source_uri
+                    ):
                         raise AlreadyExists(
                             "request_id was already used for a different upload",
                             reason=Reason.REQUEST_ID_REUSED,
@@ -136,9 +139,14 @@ class DocumentStore(StoreBase):
             ).fetchone()
             if row is None:
                 # Same content already in this collection (or a concurrent twin with our request_id).
-                existing = None if new.source_uri is not None else await lookup_document_where(
-                    conn, "d.collection_id = %s AND d.content_sha256 = %s AND d.source_uri IS NULL",
-                    (collection.id, new.content_sha256),
+                existing = (
+                    None
+                    if new.source_uri is not None
+                    else await lookup_document_where(
+                        conn,
+                        "d.collection_id = %s AND d.content_sha256 = %s AND d.source_uri IS NULL",
+                        (collection.id, new.content_sha256),
+                    )
                 )
                 if existing is None and new.request_id:
                     existing = await lookup_document_where(
@@ -175,7 +183,10 @@ class DocumentStore(StoreBase):
             return await lookup_document(conn, document_id, tenant_id)
 
     async def get_document_with_history(
-        self, tenant_id: int, document_id: uuid.UUID | None, source: tuple[str, str] | None = None,
+        self,
+        tenant_id: int,
+        document_id: uuid.UUID | None,
+        source: tuple[str, str] | None = None,
     ) -> tuple[DocumentRow, list[AttemptRow], VersionsView | None]:
         """A document with its attempts and (with a source_uri) its versions, by id or by
         (collection, source_uri): then the source's current version, else its next one."""
@@ -201,13 +212,15 @@ class DocumentStore(StoreBase):
     async def _lookup_source(conn: psycopg.AsyncConnection, tenant_id: int, collection: str, source_uri: str) -> DocumentRow:
         settings = await lookup_collection_settings(conn, tenant_id, collection)
         document = await lookup_document_where(
-            conn, "d.collection_id = %s AND d.source_uri = %s AND d.tenant_id = %s"
-            " ORDER BY d.version_role = 'CURRENT' DESC LIMIT 1",
+            conn,
+            "d.collection_id = %s AND d.source_uri = %s AND d.tenant_id = %s ORDER BY d.version_role = 'CURRENT' DESC LIMIT 1",
             (settings.id, source_uri, tenant_id),
         )
         if document is None:
-            raise NotFound(f"collection {collection!r} holds no document with source_uri {source_uri[:200]!r}",
-                           reason=Reason.DOCUMENT_NOT_FOUND)
+            raise NotFound(
+                f"collection {collection!r} holds no document with source_uri {source_uri[:200]!r}",
+                reason=Reason.DOCUMENT_NOT_FOUND,
+            )
         return document
 
     async def latest_event_id(self, document_id: uuid.UUID) -> int:
@@ -277,7 +290,11 @@ class DocumentStore(StoreBase):
             return bool(job[0] == JobStatus.RUNNING)
 
     async def delete_source(
-        self, tenant_id: int, collection: str, source_uri: str, fence: Fence | None = None,
+        self,
+        tenant_id: int,
+        collection: str,
+        source_uri: str,
+        fence: Fence | None = None,
     ) -> tuple[bool, int]:
         """Every live version of a source (jobs locked first, the NEXT version's before the
         CURRENT one's, as its READY commit takes them); (a job was running, versions deleted)."""
@@ -287,11 +304,17 @@ class DocumentStore(StoreBase):
             settings = await lookup_collection_settings(conn, tenant_id, collection)
             live = await lock_live_versions(conn, settings.id, source_uri, tenant_id)
             if not live:
-                raise NotFound(f"collection {collection!r} holds no document with source_uri {source_uri[:200]!r}",
-                               reason=Reason.DOCUMENT_NOT_FOUND)
-            running = await (await conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM ingestion_jobs WHERE document_id = ANY(%s) AND kind = 'INGEST'"
-                " AND status = 'RUNNING')", ([d.id for d in live],))).fetchone()
+                raise NotFound(
+                    f"collection {collection!r} holds no document with source_uri {source_uri[:200]!r}",
+                    reason=Reason.DOCUMENT_NOT_FOUND,
+                )
+            running = await (
+                await conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM ingestion_jobs WHERE document_id = ANY(%s) AND kind = 'INGEST'"
+                    " AND status = 'RUNNING')",
+                    ([d.id for d in live],),
+                )
+            ).fetchone()
             await delete_versions(conn, live, VersionOutcome.DELETED)
             return bool(running and running[0]), len(live)
 
@@ -325,8 +348,9 @@ class DocumentStore(StoreBase):
                     reason=Reason(f"DOCUMENT_NOT_{expected}"),
                     status=current.status,
                 ) from illegal
-            await move_job(conn, job[0], JobStatus.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
-                           sources=[job_from])
+            await move_job(
+                conn, job[0], JobStatus.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE}, sources=[job_from]
+            )
             # It leaves READY: its EMBED jobs of a reindex go (its next commit adds a fresh one).
             await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND document_id = %s", (document_id,))
             return await lookup_document(conn, document_id, tenant_id)

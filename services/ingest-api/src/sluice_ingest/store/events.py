@@ -128,8 +128,14 @@ _DOCUMENT_FIELDS = tuple(CollectionEventRow.__dataclass_fields__)
 def event_of(row: dict[str, Any]) -> LogEvent:
     """The row a reader selected (EVENT_COLUMNS) as the event it is."""
     if row["source_run_id"] is not None:
-        return SourceRunEventRow(id=row["id"], txid=row["txid"], source_run_id=row["source_run_id"],
-                                 kind=row["run_event"], run=row["run"], created_at=row["created_at"])
+        return SourceRunEventRow(
+            id=row["id"],
+            txid=row["txid"],
+            source_run_id=row["source_run_id"],
+            kind=row["run_event"],
+            run=row["run"],
+            created_at=row["created_at"],
+        )
     return CollectionEventRow(**{name: row[name] for name in _DOCUMENT_FIELDS})
 
 
@@ -202,16 +208,19 @@ class EventStore(StoreBase):
             row = await one_row(conn, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
             return EventCursor(int(row[0]) - 1, 2**63 - 1)
 
-    async def collection_events_after(
-        self, tenant_id: int, collection_id: int, after: EventCursor, limit: int
-    ) -> list[LogEvent]:
+    async def collection_events_after(self, tenant_id: int, collection_id: int, after: EventCursor, limit: int) -> list[LogEvent]:
         """Up to `limit` events of the collection after `after`, in log order."""
         async with self.pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
                 COLLECTION_EVENTS_SQL,
-                {"tenant_id": tenant_id, "collection_id": collection_id, "txid": after.txid,
-                 "event_id": after.event_id, "limit": limit},
+                {
+                    "tenant_id": tenant_id,
+                    "collection_id": collection_id,
+                    "txid": after.txid,
+                    "event_id": after.event_id,
+                    "limit": limit,
+                },
             )
             return [event_of(row) for row in await cur.fetchall()]
 
@@ -221,8 +230,14 @@ class EventStore(StoreBase):
             return (await lookup_collection_settings(conn, tenant_id, name)).id
 
     async def watch_page(
-        self, tenant_id: int, collection_id: int, after: EventCursor, limit: int,
-        statuses: list[str] | None, terminal_only: bool, source_runs: SourceRunEvents = SourceRunEvents.NONE,
+        self,
+        tenant_id: int,
+        collection_id: int,
+        after: EventCursor,
+        limit: int,
+        statuses: list[str] | None,
+        terminal_only: bool,
+        source_runs: SourceRunEvents = SourceRunEvents.NONE,
     ) -> WatchPage:
         async with self.pool.connection() as conn, conn.transaction():
             # One snapshot for the horizon and the rows: a prune that commits in between cannot
@@ -241,9 +256,16 @@ class EventStore(StoreBase):
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
                 WATCH_PAGE_SQL,
-                {"tenant_id": tenant_id, "collection_id": collection_id, "txid": after.txid,
-                 "event_id": after.event_id, "limit": limit, "statuses": statuses, "terminal_only": terminal_only,
-                 "runs": str(source_runs)},
+                {
+                    "tenant_id": tenant_id,
+                    "collection_id": collection_id,
+                    "txid": after.txid,
+                    "event_id": after.event_id,
+                    "limit": limit,
+                    "statuses": statuses,
+                    "terminal_only": terminal_only,
+                    "runs": str(source_runs),
+                },
             )
             rows = await cur.fetchall()
             read_to = EventCursor(rows[-1]["txid"], rows[-1]["id"]) if rows else None
@@ -253,7 +275,8 @@ class EventStore(StoreBase):
             if not full:
                 position = read_to or after
                 (waiting,) = await one_row(
-                    conn, WAITING_SQL,
+                    conn,
+                    WAITING_SQL,
                     {"collection_id": collection_id, "txid": position.txid, "event_id": position.event_id},
                 )
             return WatchPage(events, read_to, full, horizon, bool(waiting), True)

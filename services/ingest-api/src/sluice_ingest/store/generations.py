@@ -71,8 +71,12 @@ def _eval_set_json(eval_set: list[dict[str, Any]] | None) -> str | None:
 def _same_gate(stored: tuple[object, object], eval_set: list[dict[str, Any]], min_ratio: float) -> bool:
     """Is the gate a retrying call gives the one stored (the ratio is a `real` there)?"""
     stored_set, stored_ratio = stored
-    return (stored_set == eval_set and stored_ratio is not None
-            and isinstance(stored_ratio, (int, float)) and math.isclose(float(stored_ratio), min_ratio, rel_tol=1e-6))
+    return (
+        stored_set == eval_set
+        and stored_ratio is not None
+        and isinstance(stored_ratio, (int, float))
+        and math.isclose(float(stored_ratio), min_ratio, rel_tol=1e-6)
+    )
 
 
 async def generations_of(conn: psycopg.AsyncConnection, collection_id: int) -> tuple[GenerationRow, ...]:
@@ -101,8 +105,14 @@ async def generations_of(conn: psycopg.AsyncConnection, collection_id: int) -> t
                     (row.id,),
                 )
             ).fetchall()
-            row = replace(row, documents_total=total, documents_ready=ready, documents_failed=failed,
-                          documents_pending=pending, failures=tuple(GenerationFailure(*f) for f in failures))
+            row = replace(
+                row,
+                documents_total=total,
+                documents_ready=ready,
+                documents_failed=failed,
+                documents_pending=pending,
+                failures=tuple(GenerationFailure(*f) for f in failures),
+            )
         elif row.state == GenerationState.ACTIVE:
             total, ready, failed = await one_row(
                 conn,
@@ -110,14 +120,20 @@ async def generations_of(conn: psycopg.AsyncConnection, collection_id: int) -> t
                 " FROM documents WHERE collection_id = %s",
                 (collection_id,),
             )
-            row = replace(row, documents_total=total, documents_ready=ready, documents_failed=failed,
-                          documents_pending=total - ready - failed)
+            row = replace(
+                row,
+                documents_total=total,
+                documents_ready=ready,
+                documents_failed=failed,
+                documents_pending=total - ready - failed,
+            )
         out.append(row)
     return await with_evaluations(conn, collection_id, out)
 
 
-async def with_evaluations(conn: psycopg.AsyncConnection, collection_id: int,
-                           rows: list[GenerationRow]) -> tuple[GenerationRow, ...]:
+async def with_evaluations(
+    conn: psycopg.AsyncConnection, collection_id: int, rows: list[GenerationRow]
+) -> tuple[GenerationRow, ...]:
     """The gate of every generation reindexed with an eval set, with its verdict if any."""
     gates = await (
         await conn.execute(
@@ -135,8 +151,9 @@ async def with_evaluations(conn: psycopg.AsyncConnection, collection_id: int,
         if passed is None:
             by_id[gid] = GenerationEvaluationRow(queries, float(min_ratio))
         else:
-            by_id[gid] = GenerationEvaluationRow(queries, float(min_ratio), passed, metric, active_generation,
-                                                 active_score, candidate_score, at)
+            by_id[gid] = GenerationEvaluationRow(
+                queries, float(min_ratio), passed, metric, active_generation, active_score, candidate_score, at
+            )
     return tuple(replace(row, evaluation=by_id[row.id]) if row.id in by_id else row for row in rows)
 
 
@@ -179,8 +196,16 @@ class GenerationStore(StoreBase):
             return await with_generations(conn, await lookup_collection(conn, tenant_id, name))
 
     async def reindex_collection(
-        self, tenant_id: int, name: str, provider: str, model: str, dimensions: int,
-        eval_set: list[dict[str, Any]] | None = None, min_ratio: float = 1.0, *, vector_precision: str | None = None,
+        self,
+        tenant_id: int,
+        name: str,
+        provider: str,
+        model: str,
+        dimensions: int,
+        eval_set: list[dict[str, Any]] | None = None,
+        min_ratio: float = 1.0,
+        *,
+        vector_precision: str | None = None,
     ) -> CollectionRow:
         """A BUILDING generation with the new embedder and an EMBED job per READY document; or,
         when a BUILDING generation with this embedder exists, fresh attempts for its failed jobs.
@@ -198,8 +223,10 @@ class GenerationStore(StoreBase):
             # chunks and events) through. FOR UPDATE made that commit wait here while it held the
             # ACTIVE generation FOR SHARE, which this transaction locks next: a deadlock.
             row = await (
-                await conn.execute("SELECT id, vector_precision FROM collections WHERE tenant_id = %s AND name = %s"
-                                   " FOR NO KEY UPDATE", (tenant_id, name))
+                await conn.execute(
+                    "SELECT id, vector_precision FROM collections WHERE tenant_id = %s AND name = %s FOR NO KEY UPDATE",
+                    (tenant_id, name),
+                )
             ).fetchone()
             if row is None:
                 raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
@@ -229,42 +256,57 @@ class GenerationStore(StoreBase):
                     raise FailedPrecondition(
                         f"collection {name!r} is already being reindexed to {building[1]}/{building[2]}"
                         f" ({building[4]} vectors); cancel it first",
-                        reason=Reason.REINDEX_IN_PROGRESS, collection=name,
+                        reason=Reason.REINDEX_IN_PROGRESS,
+                        collection=name,
                     )
                 failed = await (
                     await conn.execute(
                         "SELECT id FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s AND status = 'FAILED'"
-                        " FOR UPDATE", (building[0],),
+                        " FOR UPDATE",
+                        (building[0],),
                     )
                 ).fetchall()
                 still = await (
-                    await conn.execute("SELECT state::text, eval_set, eval_min_ratio FROM collection_generations"
-                                       " WHERE id = %s FOR UPDATE", (building[0],))
+                    await conn.execute(
+                        "SELECT state::text, eval_set, eval_min_ratio FROM collection_generations WHERE id = %s FOR UPDATE",
+                        (building[0],),
+                    )
                 ).fetchone()
                 if still is None or still[0] != GenerationState.BUILDING:
-                    raise FailedPrecondition(f"the reindex of {name!r} was cancelled meanwhile; start it again",
-                                             reason=Reason.NO_REINDEX_IN_PROGRESS, collection=name)
+                    raise FailedPrecondition(
+                        f"the reindex of {name!r} was cancelled meanwhile; start it again",
+                        reason=Reason.NO_REINDEX_IN_PROGRESS,
+                        collection=name,
+                    )
                 if eval_set is not None and not _same_gate((still[1], still[2]), eval_set, min_ratio):
                     raise FailedPrecondition(
                         f"the reindex of {name!r} in progress has another eval set (or none): an eval set is fixed"
                         " when the reindex starts; cancel it and start again to change it",
-                        reason=Reason.REINDEX_IN_PROGRESS, collection=name,
+                        reason=Reason.REINDEX_IN_PROGRESS,
+                        collection=name,
                     )
                 if not failed:
                     raise FailedPrecondition(
                         f"collection {name!r} is already being reindexed to this embedder and no document failed",
-                        reason=Reason.REINDEX_IN_PROGRESS, collection=name,
+                        reason=Reason.REINDEX_IN_PROGRESS,
+                        collection=name,
                     )
                 for (job_id,) in failed:
-                    await move_job(conn, job_id, JobStatus.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
-                                   sources=[JobStatus.FAILED])
+                    await move_job(
+                        conn,
+                        job_id,
+                        JobStatus.PENDING,
+                        {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
+                        sources=[JobStatus.FAILED],
+                    )
                 generation_id = building[0]
             else:
                 if tuple(active[1:]) == wanted:
                     raise FailedPrecondition(
                         f"collection {name!r} already uses {provider}/{model} with {dimensions} dimensions and {precision}"
                         " vectors: nothing to reindex",
-                        reason=Reason.EMBEDDER_UNCHANGED, collection=name,
+                        reason=Reason.EMBEDDER_UNCHANGED,
+                        collection=name,
                     )
                 (generation_id,) = await one_row(
                     conn,
@@ -272,8 +314,17 @@ class GenerationStore(StoreBase):
                     " dimensions, eval_set, eval_min_ratio, vector_precision)"
                     " SELECT %s, %s, max(number) + 1, %s, %s, %s, %s::jsonb, %s, %s"
                     " FROM collection_generations WHERE collection_id = %s RETURNING id",
-                    (tenant_id, collection_id, provider, model, dimensions, _eval_set_json(eval_set),
-                     None if eval_set is None else min_ratio, precision, collection_id),
+                    (
+                        tenant_id,
+                        collection_id,
+                        provider,
+                        model,
+                        dimensions,
+                        _eval_set_json(eval_set),
+                        None if eval_set is None else min_ratio,
+                        precision,
+                        collection_id,
+                    ),
                 )
                 await conn.execute(
                     "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
@@ -301,14 +352,21 @@ class GenerationStore(StoreBase):
             ).fetchone()
             if row is None:
                 await lookup_collection_settings(conn, tenant_id, name)  # NOT_FOUND for a missing collection
-                raise FailedPrecondition(f"collection {name!r} has no reindex in progress",
-                                         reason=Reason.NO_REINDEX_IN_PROGRESS, collection=name)
+                raise FailedPrecondition(
+                    f"collection {name!r} has no reindex in progress", reason=Reason.NO_REINDEX_IN_PROGRESS, collection=name
+                )
             generation_id = row[0]
             # Lock order: its jobs first (a running EMBED job's commit holds its job, then the generation).
-            await conn.execute("SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE",
-                               (generation_id,))
-            await move_generation(conn, generation_id, GenerationState.CANCELLED, {"ended_at": NOW, "dropped_at": NOW},
-                                  sources=[GenerationState.BUILDING])
+            await conn.execute(
+                "SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE", (generation_id,)
+            )
+            await move_generation(
+                conn,
+                generation_id,
+                GenerationState.CANCELLED,
+                {"ended_at": NOW, "dropped_at": NOW},
+                sources=[GenerationState.BUILDING],
+            )
             await self._drop_generation(conn, generation_id)
         log.info("reindex cancelled", extra={"generation_id": generation_id})
         return await self.collection_with_generations(tenant_id, name)
@@ -337,9 +395,12 @@ class GenerationStore(StoreBase):
                     return False
                 await asyncio.sleep(0.2)
             try:
-                row = await (await conn.execute(
-                    "SELECT dimensions, state::text, vector_precision FROM collection_generations WHERE id = %s",
-                    (generation_id,))).fetchone()
+                row = await (
+                    await conn.execute(
+                        "SELECT dimensions, state::text, vector_precision FROM collection_generations WHERE id = %s",
+                        (generation_id,),
+                    )
+                ).fetchone()
                 if row is None or row[1] != GenerationState.BUILDING:
                     return False
                 state = await (await conn.execute(vector_index.index_state_sql(generation_id))).fetchone()
@@ -421,7 +482,9 @@ class GenerationStore(StoreBase):
             if index is None or not index[0]:
                 return False
             await move_generation(conn, active_id, GenerationState.RETIRED, {"ended_at": NOW}, sources=[GenerationState.ACTIVE])
-            await move_generation(conn, generation_id, GenerationState.ACTIVE, {"activated_at": NOW}, sources=[GenerationState.BUILDING])
+            await move_generation(
+                conn, generation_id, GenerationState.ACTIVE, {"activated_at": NOW}, sources=[GenerationState.BUILDING]
+            )
             await conn.execute(
                 "UPDATE collections c SET embedder_provider = g.embedder_provider, embedder_model = g.embedder_model,"
                 " dimensions = g.dimensions, vector_precision = g.vector_precision"
@@ -437,8 +500,9 @@ class GenerationStore(StoreBase):
         generation never stopped serving."""
         async with self.pool.connection() as conn, conn.transaction():
             # Lock order: its jobs first, then the generation (as cancel_reindex).
-            await conn.execute("SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE",
-                               (generation_id,))
+            await conn.execute(
+                "SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE", (generation_id,)
+            )
             row = await (
                 await conn.execute(
                     "SELECT g.state::text, c.name, e.active_generation, e.active_score, e.candidate_score, e.min_ratio,"
@@ -449,16 +513,27 @@ class GenerationStore(StoreBase):
             ).fetchone()
             if row is None or row[0] != GenerationState.BUILDING:
                 return  # cancelled, or refused by another caller, meanwhile
-            await move_generation(conn, generation_id, GenerationState.CANCELLED, {"ended_at": NOW, "dropped_at": NOW},
-                                  sources=[GenerationState.BUILDING])
+            await move_generation(
+                conn,
+                generation_id,
+                GenerationState.CANCELLED,
+                {"ended_at": NOW, "dropped_at": NOW},
+                sources=[GenerationState.BUILDING],
+            )
             await self._drop_generation(conn, generation_id)
         _, collection, active_generation, active_score, candidate_score, min_ratio, queries = row
         log.warning(
             "reindex refused by its eval set: the new generation scored lower than the active one",
-            extra={"generation_id": generation_id, "collection": collection, "active_generation": active_generation,
-                   "metric": "mrr@10", "active_score": round(active_score, 4),
-                   "candidate_score": round(candidate_score, 4), "min_ratio": round(float(min_ratio), 4),
-                   "queries": queries},
+            extra={
+                "generation_id": generation_id,
+                "collection": collection,
+                "active_generation": active_generation,
+                "metric": "mrr@10",
+                "active_score": round(active_score, 4),
+                "candidate_score": round(candidate_score, 4),
+                "min_ratio": round(float(min_ratio), 4),
+                "queries": queries,
+            },
         )
 
     async def compact_keyword_stats(self, min_statements: int = 32) -> int:
@@ -505,8 +580,9 @@ class GenerationStore(StoreBase):
             async with self.pool.connection() as conn:
                 await conn.execute(vector_index.drop_index_sql(generation_id, concurrently=True))
             async with self.pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE",
-                                   (generation_id,))
+                await conn.execute(
+                    "SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE", (generation_id,)
+                )
                 row = await (
                     await conn.execute(
                         "UPDATE collection_generations SET dropped_at = now() WHERE id = %s AND dropped_at IS NULL RETURNING id",

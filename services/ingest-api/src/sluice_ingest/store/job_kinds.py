@@ -73,8 +73,11 @@ def policy_of(kind: JobKind | str) -> KindPolicy:
 def _kind_policy_cte() -> sql.Composed:
     rows = [
         sql.SQL("({}::job_kind, {}, {}::generation_state, {}, {}::document_status, {})").format(
-            sql.Literal(str(p.kind)), sql.Literal(p.drives_document), sql.Literal(str(p.writes_generation)),
-            sql.Literal(p.follows_active_generation), sql.Literal(str(p.commits_from)),
+            sql.Literal(str(p.kind)),
+            sql.Literal(p.drives_document),
+            sql.Literal(str(p.writes_generation)),
+            sql.Literal(p.follows_active_generation),
+            sql.Literal(str(p.commits_from)),
             sql.Literal(p.replaces_every_generation),
         )
         for p in KIND_POLICIES.values()

@@ -65,9 +65,12 @@ class HeldJob:
 
     @classmethod
     def from_row(cls, *, kind: str, document_status: str, generation_state: str | None = None, **columns: Any) -> HeldJob:
-        return cls(kind=JobKind(kind), document_status=DocumentStatus(document_status),
-                   generation_state=GenerationState(generation_state) if generation_state is not None else None,
-                   **columns)
+        return cls(
+            kind=JobKind(kind),
+            document_status=DocumentStatus(document_status),
+            generation_state=GenerationState(generation_state) if generation_state is not None else None,
+            **columns,
+        )
 
     @property
     def policy(self) -> KindPolicy:
@@ -76,7 +79,8 @@ class HeldJob:
 
 # One round trip: the job row (locked by the UPDATE, which renews the lease) first, then its
 # document's row.
-HOLD_JOB_SQL = sql.SQL("""
+HOLD_JOB_SQL = (
+    sql.SQL("""
 WITH job AS (
     UPDATE ingestion_jobs SET locked_at = now()
     WHERE {held_by_lease}
@@ -85,7 +89,10 @@ WITH job AS (
 SELECT job.*, d.status::text AS document_status, d.collection_id, d.tenant_id
 FROM job JOIN documents d ON d.id = job.document_id
 FOR UPDATE OF d
-""").format(**QUEUE_LITERALS).as_bytes(None)
+""")
+    .format(**QUEUE_LITERALS)
+    .as_bytes(None)
+)
 
 
 async def hold_job(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID, lease_token: uuid.UUID) -> HeldJob:

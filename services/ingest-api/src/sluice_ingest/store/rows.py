@@ -208,8 +208,7 @@ class DocumentRow:
     wal_lsn: str = ""
 
     def __post_init__(self) -> None:
-        as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus,
-                   version_role=VersionRole)
+        as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus, version_role=VersionRole)
 
 
 @dataclass(frozen=True, slots=True)

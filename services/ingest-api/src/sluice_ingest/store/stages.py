@@ -37,7 +37,8 @@ from .queue_sql import QUEUE_LITERALS, RENEWAL_DIVISOR
 # A tick or such a job's report commits asynchronously: set_config(…, is_local) holds for this
 # statement's own transaction. Zero rows: the lease is not held. `moved` false on a job that
 # drives its document, in another stage: an illegal edge.
-REPORT_STAGE_SQL = sql.SQL("""
+REPORT_STAGE_SQL = (
+    sql.SQL("""
 WITH {kind_policy}, job AS (
     UPDATE ingestion_jobs j
     SET {lazy_renewal},
@@ -65,19 +66,32 @@ WITH {kind_policy}, job AS (
 SELECT job.locked_at, job.drives_document, doc.status::text, EXISTS (SELECT 1 FROM moved) AS moved,
        CASE WHEN NOT EXISTS (SELECT 1 FROM moved) THEN set_config('synchronous_commit', 'off', true) END
 FROM job LEFT JOIN doc ON true
-""").format(
-    **QUEUE_LITERALS,
-    move=document_move_sql("%(stage)s::document_status", {
-        "error_code": "NULL", "error_message": "NULL", "progress_stage": "%(stage)s::document_status",
-        "progress_done": "%(done)s", "progress_total": "%(total)s", "progress_unit": "%(unit)s", "updated_at": "now()",
-    }, where="id = (SELECT id FROM doc WHERE status <> %(stage)s::document_status)",
-        sources="%(sources)s::document_status[]"),
-).as_bytes(None)
+""")
+    .format(
+        **QUEUE_LITERALS,
+        move=document_move_sql(
+            "%(stage)s::document_status",
+            {
+                "error_code": "NULL",
+                "error_message": "NULL",
+                "progress_stage": "%(stage)s::document_status",
+                "progress_done": "%(done)s",
+                "progress_total": "%(total)s",
+                "progress_unit": "%(unit)s",
+                "updated_at": "now()",
+            },
+            where="id = (SELECT id FROM doc WHERE status <> %(stage)s::document_status)",
+            sources="%(sources)s::document_status[]",
+        ),
+    )
+    .as_bytes(None)
+)
 
 
 # SaveSnapshot in one statement: fence the lease (renewed as ReportStage renews it) and store the
 # chunk list under the content's hash and the pipeline version. No row: the lease is not held.
-SAVE_SNAPSHOT_SQL = sql.SQL("""
+SAVE_SNAPSHOT_SQL = (
+    sql.SQL("""
 WITH job AS (
     UPDATE ingestion_jobs
     SET {lazy_renewal}
@@ -89,7 +103,10 @@ SELECT d.tenant_id, d.content_sha256, %(version)s, %(count)s, %(chunks)s FROM jo
 ON CONFLICT (tenant_id, content_sha256, pipeline_version)
 DO UPDATE SET chunks = EXCLUDED.chunks, chunk_count = EXCLUDED.chunk_count, created_at = now()
 RETURNING 1
-""").format(**QUEUE_LITERALS).as_bytes(None)
+""")
+    .format(**QUEUE_LITERALS)
+    .as_bytes(None)
+)
 
 
 class StageStore(QueueBase):
@@ -105,11 +122,21 @@ class StageStore(QueueBase):
         progress, commit without waiting for the WAL flush. Only a failure costs a second look:
         which of LEASE_NOT_HELD / JOB_NOT_FOUND, or the illegal edge."""
         async with self.pool.connection() as conn:
-            row = await (await conn.execute(REPORT_STAGE_SQL, {
-                "job": job_id, "lease": lease_token, "stage": str(stage), "done": done, "total": total,
-                "unit": unit, "sources": document_sources(stage),
-                "renew_after": self.policy.lease_seconds / RENEWAL_DIVISOR,
-            })).fetchone()
+            row = await (
+                await conn.execute(
+                    REPORT_STAGE_SQL,
+                    {
+                        "job": job_id,
+                        "lease": lease_token,
+                        "stage": str(stage),
+                        "done": done,
+                        "total": total,
+                        "unit": unit,
+                        "sources": document_sources(stage),
+                        "renew_after": self.policy.lease_seconds / RENEWAL_DIVISOR,
+                    },
+                )
+            ).fetchone()
             if row is None:
                 raise await lease_failure(conn, job_id)
             locked_at, drives_document, current, moved, _ = row
@@ -117,7 +144,8 @@ class StageStore(QueueBase):
                 # Nothing was written but the lease renewal: the edge is not in the table.
                 check_document_transition(DocumentStatus(current), stage)
                 raise IllegalTransition(  # pragma: no cover - check_document_transition raised
-                    f"a document cannot go from {current} to {stage}", current=current, target=stage)
+                    f"a document cannot go from {current} to {stage}", current=current, target=stage
+                )
             expires: dt.datetime = locked_at + dt.timedelta(seconds=self.policy.lease_seconds)
             return expires
 
@@ -126,10 +154,19 @@ class StageStore(QueueBase):
     ) -> None:
         """One statement in its own transaction: fence the lease and store the content's chunk list."""
         async with self.pool.connection() as conn:
-            row = await (await conn.execute(SAVE_SNAPSHOT_SQL, {
-                "job": job_id, "lease": lease_token, "renew_after": self.policy.lease_seconds / RENEWAL_DIVISOR,
-                "version": pipeline_version, "count": len(chunks), "chunks": json.dumps(chunks),
-            })).fetchone()
+            row = await (
+                await conn.execute(
+                    SAVE_SNAPSHOT_SQL,
+                    {
+                        "job": job_id,
+                        "lease": lease_token,
+                        "renew_after": self.policy.lease_seconds / RENEWAL_DIVISOR,
+                        "version": pipeline_version,
+                        "count": len(chunks),
+                        "chunks": json.dumps(chunks),
+                    },
+                )
+            ).fetchone()
             if row is None:
                 raise await lease_failure(conn, job_id)
 
@@ -153,9 +190,7 @@ class StageStore(QueueBase):
         async with self.pool.connection() as conn, conn.transaction():
             job = await hold_job(conn, job_id, lease_token)
             row = await (
-                await conn.execute(
-                    "SELECT length(content) FROM document_contents WHERE document_id = %s", (job.document_id,)
-                )
+                await conn.execute("SELECT length(content) FROM document_contents WHERE document_id = %s", (job.document_id,))
             ).fetchone()
             if row is None:
                 raise NotFound("the document's content is missing", reason=Reason.CONTENT_NOT_FOUND)

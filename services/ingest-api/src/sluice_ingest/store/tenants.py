@@ -61,8 +61,12 @@ _KEY_SELECT = """
 
 def _tenant(row: dict[str, Any]) -> TenantRow:
     return TenantRow(
-        row["name"], Quota(row["max_documents"], row["max_stored_bytes"], row["max_collections"]),
-        int(row["documents"]), int(row["stored_bytes"]), int(row["collections"]), row["created_at"],
+        row["name"],
+        Quota(row["max_documents"], row["max_stored_bytes"], row["max_collections"]),
+        int(row["documents"]),
+        int(row["stored_bytes"]),
+        int(row["collections"]),
+        row["created_at"],
     )
 
 
@@ -131,9 +135,7 @@ class TenantStore(StoreBase):
     async def revoke_key(self, key: str) -> ApiKeyRow:
         key_id = key_id_of(key)
         async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(
-                "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = %s", (key_id,)
-            )
+            await conn.execute("UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = %s", (key_id,))
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(_KEY_SELECT + " WHERE k.id = %s", (key_id,))
             row = await cur.fetchone()

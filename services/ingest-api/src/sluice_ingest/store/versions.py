@@ -62,12 +62,14 @@ async def lock_source(conn: psycopg.AsyncConnection[Any], collection_id: int, so
     """Uploads of one source run one at a time (until the transaction ends): each decides
     between "the same content", "supersede the pending version" and "a new version" on what
     the previous one committed. The unique indexes hold the invariants regardless."""
-    await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                       (SOURCE_LOCK_CLASS, f"{collection_id}/{source_uri}"))
+    await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SOURCE_LOCK_CLASS, f"{collection_id}/{source_uri}"))
 
 
 async def lock_live_versions(
-    conn: psycopg.AsyncConnection[Any], collection_id: int, source_uri: str, tenant_id: int | None = None,
+    conn: psycopg.AsyncConnection[Any],
+    collection_id: int,
+    source_uri: str,
+    tenant_id: int | None = None,
 ) -> list[DocumentRow]:
     """Lock every job of the source's live versions (NEXT's before CURRENT's), then read the
     versions afresh (a new statement: what a commit we waited for changed is seen), NEXT first."""
@@ -75,21 +77,23 @@ async def lock_live_versions(
     params: tuple[Any, ...] = (collection_id, source_uri) + ((tenant_id,) if tenant_id is not None else ())
     await conn.execute(
         "SELECT j.id FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
-        " WHERE d.collection_id = %s AND d.source_uri = %s" + tenant +
-        " ORDER BY d.version_role = 'CURRENT', j.id FOR UPDATE OF j",
+        " WHERE d.collection_id = %s AND d.source_uri = %s"
+        + tenant
+        + " ORDER BY d.version_role = 'CURRENT', j.id FOR UPDATE OF j",
         params,
     )
     cur = conn.cursor(row_factory=class_row(DocumentRow))
     await cur.execute(
-        DOCUMENT_SELECT + " WHERE d.collection_id = %s AND d.source_uri = %s" + tenant
-        + " ORDER BY d.version_role = 'CURRENT'",
+        DOCUMENT_SELECT + " WHERE d.collection_id = %s AND d.source_uri = %s" + tenant + " ORDER BY d.version_role = 'CURRENT'",
         params,
     )
     return await cur.fetchall()
 
 
 async def end_versions(
-    conn: psycopg.AsyncConnection[Any], document_ids: list[uuid.UUID], outcome: VersionOutcome,
+    conn: psycopg.AsyncConnection[Any],
+    document_ids: list[uuid.UUID],
+    outcome: VersionOutcome,
 ) -> None:
     """Record in the history how these versions ended (before their rows are deleted: a FAILED
     version keeps its message)."""
@@ -104,7 +108,9 @@ async def end_versions(
 
 
 async def delete_versions(
-    conn: psycopg.AsyncConnection[Any], documents: list[DocumentRow], outcome: VersionOutcome,
+    conn: psycopg.AsyncConnection[Any],
+    documents: list[DocumentRow],
+    outcome: VersionOutcome,
 ) -> None:
     """Delete these versions (their jobs locked by the caller): row, content, chunks in every
     generation and jobs go (deleting is not a move); the history says how they ended."""
@@ -116,14 +122,19 @@ async def delete_versions(
 
 
 async def add_version(
-    conn: psycopg.AsyncConnection[Any], tenant_id: int, collection_id: int, source_uri: str,
+    conn: psycopg.AsyncConnection[Any],
+    tenant_id: int,
+    collection_id: int,
+    source_uri: str,
 ) -> int:
     """The next version number of a source: one more than any it ever had (the history keeps
     them after their rows are gone)."""
-    row = await (await conn.execute(
-        "SELECT coalesce(max(version), 0) + 1 FROM document_versions WHERE collection_id = %s AND source_uri = %s",
-        (collection_id, source_uri),
-    )).fetchone()
+    row = await (
+        await conn.execute(
+            "SELECT coalesce(max(version), 0) + 1 FROM document_versions WHERE collection_id = %s AND source_uri = %s",
+            (collection_id, source_uri),
+        )
+    ).fetchone()
     assert row is not None
     return int(row[0])
 
@@ -157,7 +168,10 @@ async def swap_in(conn: psycopg.AsyncConnection[Any], document: DocumentRow) -> 
 
 
 async def lock_role(
-    conn: psycopg.AsyncConnection[Any], collection_id: int, source_uri: str, role: VersionRole,
+    conn: psycopg.AsyncConnection[Any],
+    collection_id: int,
+    source_uri: str,
+    role: VersionRole,
 ) -> list[DocumentRow]:
     """The source's version in `role` (none or one), its jobs locked, then its document read."""
     await conn.execute(
@@ -166,8 +180,10 @@ async def lock_role(
         (collection_id, source_uri, str(role)),
     )
     cur = conn.cursor(row_factory=class_row(DocumentRow))
-    await cur.execute(DOCUMENT_SELECT + " WHERE d.collection_id = %s AND d.source_uri = %s AND d.version_role = %s",
-                      (collection_id, source_uri, str(role)))
+    await cur.execute(
+        DOCUMENT_SELECT + " WHERE d.collection_id = %s AND d.source_uri = %s AND d.version_role = %s",
+        (collection_id, source_uri, str(role)),
+    )
     return await cur.fetchall()
 
 
@@ -197,6 +213,16 @@ async def versions_view(conn: psycopg.AsyncConnection[Any], collection_id: int, 
 
 
 __all__ = [
-    "SOURCE_LOCK_CLASS", "VersionRow", "VersionsView", "add_version", "delete_versions", "end_versions",
-    "lock_live_versions", "lock_role", "lock_source", "record_version", "swap_in", "versions_view",
+    "SOURCE_LOCK_CLASS",
+    "VersionRow",
+    "VersionsView",
+    "add_version",
+    "delete_versions",
+    "end_versions",
+    "lock_live_versions",
+    "lock_role",
+    "lock_source",
+    "record_version",
+    "swap_in",
+    "versions_view",
 ]

@@ -74,8 +74,12 @@ def retry_delay(failed_attempts: int, base: float, cap: float, rng: random.Rando
 
 
 def description_of(row: CollectionEventRow) -> Description:
-    return Description(filename=row.filename or "", source_uri=row.source_uri or "", version=row.version or 0,
-                       content_sha256=row.content_sha256 or "")
+    return Description(
+        filename=row.filename or "",
+        source_uri=row.source_uri or "",
+        version=row.version or 0,
+        content_sha256=row.content_sha256 or "",
+    )
 
 
 class Dispatcher:
@@ -100,8 +104,10 @@ class Dispatcher:
         self.store = WebhookStore(self.pool)
         self.events = EventStore(self.pool)
         self.sender = Sender(
-            allow_private=s.webhook_allow_private_networks, connect_timeout=s.webhook_connect_timeout_seconds,
-            total_timeout=s.webhook_timeout_seconds, max_connections=s.webhook_max_concurrent_requests,
+            allow_private=s.webhook_allow_private_networks,
+            connect_timeout=s.webhook_connect_timeout_seconds,
+            total_timeout=s.webhook_timeout_seconds,
+            max_connections=s.webhook_max_concurrent_requests,
             ca_file=s.webhook_tls_ca_file,
         )
         self.requests = asyncio.Semaphore(s.webhook_max_concurrent_requests)
@@ -290,8 +296,10 @@ class SubscriptionWorker:
                 # Retention pruned the event we stopped after: what followed it may be gone too.
                 gaps = 1
                 metrics.WEBHOOK_EVENT_GAPS.inc()
-                log.warning("webhook cursor fell behind the events log's retention; events may be lost",
-                            extra={"webhook_id": str(self.row.id), "cursor": self.cursor.encode()})
+                log.warning(
+                    "webhook cursor fell behind the events log's retention; events may be lost",
+                    extra={"webhook_id": str(self.row.id), "cursor": self.cursor.encode()},
+                )
             documents = [r for r in rows if isinstance(r, CollectionEventRow)]
             # Only rows that can stand for a wanted type need their previous status.
             candidates = [r.id for r in documents if self._may_want(r.status, r.deleted)]
@@ -313,17 +321,28 @@ class SubscriptionWorker:
                 for event_type in types_of_change(r.status, previous.get(r.id), r.deleted):
                     if event_type not in self.wanted:
                         continue
-                    deliveries.append(NewDelivery(
-                        event_id=r.id, event_txid=r.txid, document_id=r.document_id, event_type=str(event_type),
-                        event_time=r.created_at,
-                        payload=payload(
-                            event_type, event_id=r.id, cursor=r.cursor, timestamp=r.created_at,
-                            document_id=str(r.document_id), collection=self.row.collection,
-                            description=descriptions.get(r.document_id),
-                            status=r.status, error_code=r.error_code, error_message=r.error_message,
-                            chunk_count=r.chunk_count,
-                        ),
-                    ))
+                    deliveries.append(
+                        NewDelivery(
+                            event_id=r.id,
+                            event_txid=r.txid,
+                            document_id=r.document_id,
+                            event_type=str(event_type),
+                            event_time=r.created_at,
+                            payload=payload(
+                                event_type,
+                                event_id=r.id,
+                                cursor=r.cursor,
+                                timestamp=r.created_at,
+                                document_id=str(r.document_id),
+                                collection=self.row.collection,
+                                description=descriptions.get(r.document_id),
+                                status=r.status,
+                                error_code=r.error_code,
+                                error_message=r.error_message,
+                                chunk_count=r.chunk_count,
+                            ),
+                        )
+                    )
             if deliveries or gaps or time.monotonic() - self.stored_at >= CURSOR_WRITE_SECONDS:
                 await self._store_cursor(rows[-1].cursor, deliveries, gaps)
             self.cursor = rows[-1].cursor
@@ -341,13 +360,24 @@ class SubscriptionWorker:
         if event_type not in self.wanted:
             return None
         event = json_format.MessageToDict(
-            source_run_event_to_proto(self.row.collection, r), preserving_proto_field_name=True,
-            always_print_fields_with_no_presence=True)
+            source_run_event_to_proto(self.row.collection, r),
+            preserving_proto_field_name=True,
+            always_print_fields_with_no_presence=True,
+        )
         return NewDelivery(
-            event_id=r.id, event_txid=r.txid, document_id=r.source_run_id, event_type=str(event_type),
+            event_id=r.id,
+            event_txid=r.txid,
+            document_id=r.source_run_id,
+            event_type=str(event_type),
             event_time=r.created_at,
-            payload=run_payload(event_type, event_id=r.id, cursor=r.cursor, timestamp=r.created_at,
-                                collection=self.row.collection, source_run=event),
+            payload=run_payload(
+                event_type,
+                event_id=r.id,
+                cursor=r.cursor,
+                timestamp=r.created_at,
+                collection=self.row.collection,
+                source_run=event,
+            ),
         )
 
     def _may_want(self, status: str, deleted: bool) -> bool:
@@ -357,7 +387,8 @@ class SubscriptionWorker:
         if EventType.DOCUMENT_STATUS_CHANGED in self.wanted:
             return True
         return (status == "READY" and EventType.DOCUMENT_READY in self.wanted) or (
-            status == "FAILED" and EventType.DOCUMENT_FAILED in self.wanted)
+            status == "FAILED" and EventType.DOCUMENT_FAILED in self.wanted
+        )
 
     async def _store_cursor(self, cursor: EventCursor, deliveries: list[NewDelivery], gaps: int) -> None:
         """Write the cursor and the deliveries of the events before it (one statement, fenced)."""
@@ -388,8 +419,10 @@ class SubscriptionWorker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # unrecorded: the delivery stays PENDING and goes again
-            log.warning("webhook attempt not recorded", extra={"webhook_id": str(self.row.id),
-                                                              "delivery_id": str(delivery.id), "error": str(exc)})
+            log.warning(
+                "webhook attempt not recorded",
+                extra={"webhook_id": str(self.row.id), "delivery_id": str(delivery.id), "error": str(exc)},
+            )
             await asyncio.sleep(1.0)
         finally:
             self.in_flight.pop(delivery.document_id, None)
@@ -421,17 +454,30 @@ class SubscriptionWorker:
         if give_up and not result.gone:
             error = f"gave up after {attempts} attempts: {error}"
         recorded = await self.d.store.record_attempt(
-            self.d.owner, delivery, delivered=result.delivered, status_code=result.status_code, error=error,
-            give_up=give_up, retry_in=retry_delay(attempts, s.webhook_retry_base_seconds, s.webhook_retry_max_delay_seconds),
+            self.d.owner,
+            delivery,
+            delivered=result.delivered,
+            status_code=result.status_code,
+            error=error,
+            give_up=give_up,
+            retry_in=retry_delay(attempts, s.webhook_retry_base_seconds, s.webhook_retry_max_delay_seconds),
         )
         if not recorded:
             raise SubscriptionLeaseLost(str(row.id))
         metrics.WEBHOOK_DELIVERIES.labels(outcome=outcome).inc()
-        log.log(logging.INFO if result.delivered else logging.WARNING, "webhook attempt",
-                extra={"webhook_id": str(row.id), "delivery_id": str(delivery.id), "document_id": str(delivery.document_id),
-                       "outcome": outcome, "status_code": result.status_code, "error": result.error, "attempt": attempts})
+        log.log(
+            logging.INFO if result.delivered else logging.WARNING,
+            "webhook attempt",
+            extra={
+                "webhook_id": str(row.id),
+                "delivery_id": str(delivery.id),
+                "document_id": str(delivery.document_id),
+                "outcome": outcome,
+                "status_code": result.status_code,
+                "error": result.error,
+                "attempt": attempts,
+            },
+        )
         if result.gone:
-            await self.d.store.disable(
-                self.d.owner, row.id, "the receiver answered 410 Gone: the subscription was disabled"
-            )
+            await self.d.store.disable(self.d.owner, row.id, "the receiver answered 410 Gone: the subscription was disabled")
             raise SubscriptionLeaseLost(str(row.id))

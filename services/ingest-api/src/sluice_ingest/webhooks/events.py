@@ -36,8 +36,11 @@ ALL_EVENT_TYPES: tuple[EventType, ...] = tuple(EventType)
 # (a receiver written for them is not sent payloads of another shape).
 DOCUMENT_EVENT_TYPES: tuple[EventType, ...] = tuple(t for t in EventType if t.startswith("document."))
 # The event type of each kind of run event (migration 0024's run_event).
-RUN_EVENT_TYPES = {"STARTED": EventType.SOURCE_RUN_STARTED, "PROGRESS": EventType.SOURCE_RUN_PROGRESS,
-                   "FINISHED": EventType.SOURCE_RUN_FINISHED}
+RUN_EVENT_TYPES = {
+    "STARTED": EventType.SOURCE_RUN_STARTED,
+    "PROGRESS": EventType.SOURCE_RUN_PROGRESS,
+    "FINISHED": EventType.SOURCE_RUN_FINISHED,
+}
 
 
 def event_types_of(values: Iterable[str]) -> list[EventType]:
@@ -80,8 +83,17 @@ class Description:
 
 
 def payload(
-    event_type: EventType, *, event_id: int, cursor: EventCursor, timestamp: dt.datetime, document_id: str,
-    collection: str, description: Description | None, status: str, error_code: str | None, error_message: str | None,
+    event_type: EventType,
+    *,
+    event_id: int,
+    cursor: EventCursor,
+    timestamp: dt.datetime,
+    document_id: str,
+    collection: str,
+    description: Description | None,
+    status: str,
+    error_code: str | None,
+    error_message: str | None,
     chunk_count: int,
 ) -> dict[str, Any]:
     """The Standard Webhooks body: {"type", "timestamp", "data"}."""
@@ -107,7 +119,12 @@ def payload(
 
 
 def run_payload(
-    event_type: EventType, *, event_id: int, cursor: EventCursor, timestamp: dt.datetime, collection: str,
+    event_type: EventType,
+    *,
+    event_id: int,
+    cursor: EventCursor,
+    timestamp: dt.datetime,
+    collection: str,
     source_run: dict[str, Any],
 ) -> dict[str, Any]:
     """The body of a run event: `data` has the event's id, cursor and collection, and the fields

@@ -55,8 +55,9 @@ def parse_url(url: str) -> Target:
     except ValueError as exc:
         raise InvalidArgument(f"webhook url is not valid: {exc}", reason=Reason.INVALID_WEBHOOK_URL) from None
     if parts.scheme not in ("http", "https"):
-        raise InvalidArgument(f"webhook url must be http or https, not {parts.scheme or 'none'!r}",
-                              reason=Reason.INVALID_WEBHOOK_URL)
+        raise InvalidArgument(
+            f"webhook url must be http or https, not {parts.scheme or 'none'!r}", reason=Reason.INVALID_WEBHOOK_URL
+        )
     if parts.username is not None or parts.password is not None:
         raise InvalidArgument("webhook url must not carry credentials (user:password@)", reason=Reason.INVALID_WEBHOOK_URL)
     if not parts.hostname:
@@ -75,8 +76,12 @@ def refusal(address: IPAddress) -> str | None:
         why = refusal(address.ipv4_mapped)
         return f"IPv4-mapped {why}" if why else None
     for test, why in (
-        ("is_loopback", "loopback"), ("is_unspecified", "unspecified"), ("is_link_local", "link-local"),
-        ("is_multicast", "multicast"), ("is_private", "private"), ("is_reserved", "reserved"),
+        ("is_loopback", "loopback"),
+        ("is_unspecified", "unspecified"),
+        ("is_link_local", "link-local"),
+        ("is_multicast", "multicast"),
+        ("is_private", "private"),
+        ("is_reserved", "reserved"),
     ):
         if getattr(address, test):
             return f"{why} address"
@@ -94,7 +99,8 @@ def check_address(address: IPAddress, host: str, allow_private: bool) -> None:
         raise InvalidArgument(
             f"webhook url host {shown} is a {why}; webhooks may only call public addresses"
             f" unless {ALLOW_SETTING}=true is set on ingest-api",
-            reason=Reason.WEBHOOK_URL_NOT_ALLOWED, address=str(address),
+            reason=Reason.WEBHOOK_URL_NOT_ALLOWED,
+            address=str(address),
         )
 
 
@@ -113,8 +119,9 @@ async def resolve(target: Target, allow_private: bool, timeout: float) -> list[I
                 asyncio.get_running_loop().getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM), timeout
             )
         except (OSError, TimeoutError) as exc:
-            raise InvalidArgument(f"webhook url host {target.host!r} does not resolve: {exc}",
-                                  reason=Reason.INVALID_WEBHOOK_URL) from None
+            raise InvalidArgument(
+                f"webhook url host {target.host!r} does not resolve: {exc}", reason=Reason.INVALID_WEBHOOK_URL
+            ) from None
         addresses = []
         for info in infos:
             address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])

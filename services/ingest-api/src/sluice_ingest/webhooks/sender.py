@@ -41,7 +41,12 @@ class AttemptResult:
 
 class Sender:
     def __init__(
-        self, *, allow_private: bool, connect_timeout: float, total_timeout: float, max_connections: int,
+        self,
+        *,
+        allow_private: bool,
+        connect_timeout: float,
+        total_timeout: float,
+        max_connections: int,
         ca_file: str = "",
     ) -> None:
         self.allow_private = allow_private
@@ -80,7 +85,10 @@ class Sender:
         for address in addresses:
             literal = f"[{address}]" if address.version == 6 else str(address)
             request = self.client.build_request(
-                "POST", f"{target.scheme}://{literal}:{target.port}{target.path}", content=body, headers=headers,
+                "POST",
+                f"{target.scheme}://{literal}:{target.port}{target.path}",
+                content=body,
+                headers=headers,
                 extensions=extensions,
             )
             try:

@@ -29,21 +29,22 @@ class WebhookService:
         if not collection:
             raise InvalidArgument("webhook.collection is required", reason=Reason.MISSING_COLLECTION)
         if len(description) > MAX_DESCRIPTION:
-            raise InvalidArgument(f"description is longer than {MAX_DESCRIPTION} characters",
-                                  reason=Reason.INVALID_DESCRIPTION)
+            raise InvalidArgument(f"description is longer than {MAX_DESCRIPTION} characters", reason=Reason.INVALID_DESCRIPTION)
         types = event_types_of(event_types)
         target = guard.parse_url(url)
-        await guard.resolve(target, self.settings.webhook_allow_private_networks,
-                            self.settings.webhook_connect_timeout_seconds)
+        await guard.resolve(target, self.settings.webhook_allow_private_networks, self.settings.webhook_connect_timeout_seconds)
         secret = signing.new_secret()
-        row = await self.store.create(tenant_id, collection, url, [str(t) for t in types], description, secret,
-                                      self.settings.webhook_max_per_collection)
+        row = await self.store.create(
+            tenant_id, collection, url, [str(t) for t in types], description, secret, self.settings.webhook_max_per_collection
+        )
         return row, secret
 
     async def get(self, tenant_id: int, webhook_id: str) -> SubscriptionRow:
         return await self.store.get(tenant_id, parse_id(webhook_id, "webhook"))
 
-    async def list_webhooks(self, tenant_id: int, collection: str, page_size: int, page_token: str) -> tuple[list[SubscriptionRow], str]:
+    async def list_webhooks(
+        self, tenant_id: int, collection: str, page_size: int, page_token: str
+    ) -> tuple[list[SubscriptionRow], str]:
         limit = page_size_of(page_size)
         filters = f"webhooks:{collection}"
         token = decode_token(page_token, filters)

@@ -123,38 +123,54 @@ class WebhookStore:
     # ------------------------------------------------------------ management (tenant-scoped)
 
     async def create(
-        self, tenant_id: int, collection: str, url: str, event_types: Sequence[str], description: str, secret: str,
+        self,
+        tenant_id: int,
+        collection: str,
+        url: str,
+        event_types: Sequence[str],
+        description: str,
+        secret: str,
         max_per_collection: int,
     ) -> SubscriptionRow:
         async with self.pool.connection() as conn, conn.transaction():
             # A shared lock on the collection: two creations cannot both take the last place, and
             # uploads (KEY SHARE) are not blocked by it.
-            row = await (await conn.execute(
-                "SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR NO KEY UPDATE", (tenant_id, collection)
-            )).fetchone()
+            row = await (
+                await conn.execute(
+                    "SELECT id FROM collections WHERE tenant_id = %s AND name = %s FOR NO KEY UPDATE", (tenant_id, collection)
+                )
+            ).fetchone()
             if row is None:
-                raise NotFound(f"collection {collection!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND,
-                               collection=collection)
+                raise NotFound(
+                    f"collection {collection!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=collection
+                )
             collection_id = row[0]
-            count = (await (await conn.execute(
-                "SELECT count(*) FROM webhook_subscriptions WHERE collection_id = %s", (collection_id,)
-            )).fetchone() or (0,))[0]
+            count = (
+                await (
+                    await conn.execute("SELECT count(*) FROM webhook_subscriptions WHERE collection_id = %s", (collection_id,))
+                ).fetchone()
+                or (0,)
+            )[0]
             if count >= max_per_collection:
                 raise ResourceExhausted(
                     f"collection {collection!r} already has {count} webhooks, the most one collection may have",
-                    reason=Reason.QUOTA_EXCEEDED, quota="webhooks_per_collection", limit=max_per_collection,
+                    reason=Reason.QUOTA_EXCEEDED,
+                    quota="webhooks_per_collection",
+                    limit=max_per_collection,
                 )
             # Follows the log from now on: the cursor before every event not yet readable.
-            new = await (await conn.execute(
-                """
+            new = await (
+                await conn.execute(
+                    """
                 INSERT INTO webhook_subscriptions (tenant_id, collection_id, url, event_types, description, secret,
                                                    cursor_txid, cursor_event_id)
                 VALUES (%s, %s, %s, %s, %s, %s, pg_snapshot_xmin(pg_current_snapshot())::text::bigint - 1,
                         9223372036854775807)
                 RETURNING id
                 """,
-                (tenant_id, collection_id, url, list(event_types), description, secret),
-            )).fetchone()
+                    (tenant_id, collection_id, url, list(event_types), description, secret),
+                )
+            ).fetchone()
             assert new is not None
             return await self._get(conn, tenant_id, new[0])
 
@@ -175,45 +191,55 @@ class WebhookStore:
     ) -> list[SubscriptionRow]:
         async with self.pool.connection() as conn:
             if collection is not None:
-                exists = await (await conn.execute(
-                    "SELECT 1 FROM collections WHERE tenant_id = %s AND name = %s", (tenant_id, collection)
-                )).fetchone()
+                exists = await (
+                    await conn.execute("SELECT 1 FROM collections WHERE tenant_id = %s AND name = %s", (tenant_id, collection))
+                ).fetchone()
                 if exists is None:
-                    raise NotFound(f"collection {collection!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND,
-                                   collection=collection)
+                    raise NotFound(
+                        f"collection {collection!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=collection
+                    )
             cur = conn.cursor(row_factory=class_row(SubscriptionRow))
             await cur.execute(
                 SUBSCRIPTION_SELECT
                 + """ WHERE s.tenant_id = %(tenant)s AND (%(collection)s::text IS NULL OR c.name = %(collection)s)
                       AND (%(after_time)s::timestamptz IS NULL OR (s.created_at, s.id) > (%(after_time)s, %(after_id)s))
                     ORDER BY s.created_at, s.id LIMIT %(limit)s""",
-                {"tenant": tenant_id, "collection": collection, "after_time": after[0] if after else None,
-                 "after_id": after[1] if after else None, "limit": limit},
+                {
+                    "tenant": tenant_id,
+                    "collection": collection,
+                    "after_time": after[0] if after else None,
+                    "after_id": after[1] if after else None,
+                    "limit": limit,
+                },
             )
             return await cur.fetchall()
 
     async def delete(self, tenant_id: int, subscription_id: uuid.UUID) -> int:
         """Delete the subscription and its deliveries; the number of pending ones dropped."""
         async with self.pool.connection() as conn, conn.transaction():
-            row = await (await conn.execute(
-                """
+            row = await (
+                await conn.execute(
+                    """
                 WITH gone AS (DELETE FROM webhook_subscriptions WHERE tenant_id = %s AND id = %s RETURNING id)
                 SELECT (SELECT count(*) FROM gone),
                        (SELECT count(*) FROM webhook_deliveries d WHERE d.subscription_id IN (SELECT id FROM gone)
                            AND d.state = 'PENDING')
                 """,
-                (tenant_id, subscription_id),
-            )).fetchone()
+                    (tenant_id, subscription_id),
+                )
+            ).fetchone()
             if row is None or row[0] == 0:
                 raise NotFound(f"webhook {subscription_id} does not exist", reason=Reason.WEBHOOK_NOT_FOUND)
             return int(row[1])
 
     async def rotate_secret(self, tenant_id: int, subscription_id: uuid.UUID, secret: str) -> SubscriptionRow:
         async with self.pool.connection() as conn, conn.transaction():
-            row = await (await conn.execute(
-                "UPDATE webhook_subscriptions SET secret = %s WHERE tenant_id = %s AND id = %s RETURNING id",
-                (secret, tenant_id, subscription_id),
-            )).fetchone()
+            row = await (
+                await conn.execute(
+                    "UPDATE webhook_subscriptions SET secret = %s WHERE tenant_id = %s AND id = %s RETURNING id",
+                    (secret, tenant_id, subscription_id),
+                )
+            ).fetchone()
             if row is None:
                 raise NotFound(f"webhook {subscription_id} does not exist", reason=Reason.WEBHOOK_NOT_FOUND)
             return await self._get(conn, tenant_id, subscription_id)
@@ -225,7 +251,9 @@ class WebhookStore:
             await self._get(conn, tenant_id, subscription_id)  # NOT_FOUND for another tenant's
             cur = conn.cursor(row_factory=class_row(DeliveryRow))
             await cur.execute(
-                "SELECT" + DELIVERY_COLUMNS + """ FROM webhook_deliveries d
+                "SELECT"
+                + DELIVERY_COLUMNS
+                + """ FROM webhook_deliveries d
                  WHERE d.subscription_id = %(sub)s AND (%(state)s::text IS NULL OR d.state = %(state)s)
                    AND (%(before)s::bigint IS NULL OR d.seq < %(before)s)
                  ORDER BY d.seq DESC LIMIT %(limit)s""",
@@ -286,41 +314,54 @@ class WebhookStore:
             async with self.pool.connection() as conn:
                 await conn.execute(
                     "UPDATE webhook_subscriptions SET lease_owner = NULL, lease_expires_at = NULL"
-                    " WHERE id = ANY(%s) AND lease_owner = %s", (list(ids), owner),
+                    " WHERE id = ANY(%s) AND lease_owner = %s",
+                    (list(ids), owner),
                 )
 
     async def previous_statuses(self, event_ids: Sequence[int]) -> dict[int, str | None]:
         """For each event, its document's status in the document's previous event (None: none
         left). A document's events are written under its row lock, so their ids are in commit order."""
         async with self.pool.connection() as conn:
-            rows = await (await conn.execute(
-                """
+            rows = await (
+                await conn.execute(
+                    """
                 SELECT e.id, (SELECT p.status::text FROM document_events p
                                WHERE p.document_id = e.document_id AND p.id < e.id ORDER BY p.id DESC LIMIT 1)
                   FROM document_events e WHERE e.id = ANY(%s)
                 """,
-                (list(event_ids),),
-            )).fetchall()
+                    (list(event_ids),),
+                )
+            ).fetchall()
             return {int(r[0]): r[1] for r in rows}
 
     async def known_descriptions(
-        self, subscription_id: uuid.UUID, document_ids: Sequence[uuid.UUID],
+        self,
+        subscription_id: uuid.UUID,
+        document_ids: Sequence[uuid.UUID],
     ) -> dict[uuid.UUID, Description]:
         """What this subscription's earlier deliveries said of documents that are gone (filename,
         source_uri, version, SHA-256): their rows, which events read it from, went with them."""
         async with self.pool.connection() as conn:
-            rows = await (await conn.execute(
-                """
+            rows = await (
+                await conn.execute(
+                    """
                 SELECT DISTINCT ON (document_id) document_id, payload::jsonb -> 'data'
                   FROM webhook_deliveries WHERE subscription_id = %s AND document_id = ANY(%s)
                  ORDER BY document_id, seq DESC
                 """,
-                (subscription_id, list(document_ids)),
-            )).fetchall()
-            return {r[0]: Description(filename=r[1].get("filename") or "", source_uri=r[1].get("source_uri") or "",
-                                      version=int(r[1].get("version") or 0),
-                                      content_sha256=r[1].get("content_sha256") or "")
-                    for r in rows if r[1] and r[1].get("filename")}
+                    (subscription_id, list(document_ids)),
+                )
+            ).fetchall()
+            return {
+                r[0]: Description(
+                    filename=r[1].get("filename") or "",
+                    source_uri=r[1].get("source_uri") or "",
+                    version=int(r[1].get("version") or 0),
+                    content_sha256=r[1].get("content_sha256") or "",
+                )
+                for r in rows
+                if r[1] and r[1].get("filename")
+            }
 
     async def event_exists(self, event_id: int) -> bool:
         async with self.pool.connection() as conn:
@@ -328,15 +369,21 @@ class WebhookStore:
             return row is not None
 
     async def append(
-        self, owner: str, subscription_id: uuid.UUID, old: EventCursor, new: EventCursor,
-        deliveries: Sequence[NewDelivery], lost_events: int = 0,
+        self,
+        owner: str,
+        subscription_id: uuid.UUID,
+        old: EventCursor,
+        new: EventCursor,
+        deliveries: Sequence[NewDelivery],
+        lost_events: int = 0,
     ) -> None:
         """Move the subscription's cursor past a batch and write the batch's deliveries, in one
         statement (one round trip, atomic); SubscriptionLeaseLost when the cursor moved under us or the
         lease is gone."""
         async with self.pool.connection() as conn:
-            row = await (await conn.execute(
-                """
+            row = await (
+                await conn.execute(
+                    """
                 WITH moved AS (
                     UPDATE webhook_subscriptions SET cursor_txid = %(new_txid)s, cursor_event_id = %(new_id)s,
                            lost_events = lost_events + %(lost)s
@@ -355,13 +402,23 @@ class WebhookStore:
                 )
                 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM added)
                 """,
-                {"new_txid": new.txid, "new_id": new.event_id, "lost": lost_events, "subscription_id": subscription_id,
-                 "owner": owner, "old_txid": old.txid, "old_id": old.event_id,
-                 "event_ids": [d.event_id for d in deliveries], "event_txids": [d.event_txid for d in deliveries],
-                 "document_ids": [d.document_id for d in deliveries], "event_types": [d.event_type for d in deliveries],
-                 "payloads": [body_of(d.payload).decode() for d in deliveries],
-                 "event_times": [d.event_time for d in deliveries]},
-            )).fetchone()
+                    {
+                        "new_txid": new.txid,
+                        "new_id": new.event_id,
+                        "lost": lost_events,
+                        "subscription_id": subscription_id,
+                        "owner": owner,
+                        "old_txid": old.txid,
+                        "old_id": old.event_id,
+                        "event_ids": [d.event_id for d in deliveries],
+                        "event_txids": [d.event_txid for d in deliveries],
+                        "document_ids": [d.document_id for d in deliveries],
+                        "event_types": [d.event_type for d in deliveries],
+                        "payloads": [body_of(d.payload).decode() for d in deliveries],
+                        "event_times": [d.event_time for d in deliveries],
+                    },
+                )
+            ).fetchone()
             if row is None or row[0] == 0:
                 raise SubscriptionLeaseLost(str(subscription_id))
 
@@ -382,7 +439,9 @@ class WebhookStore:
                     SELECT * FROM webhook_deliveries
                      WHERE subscription_id = %(sub)s AND state = 'PENDING' ORDER BY seq LIMIT %(window)s
                 ), heads AS (
-                    SELECT DISTINCT ON (d.document_id)""" + DELIVERY_COLUMNS + """
+                    SELECT DISTINCT ON (d.document_id)"""
+                + DELIVERY_COLUMNS
+                + """
                       FROM oldest d ORDER BY d.document_id, d.event_id, d.seq
                 )
                 SELECT * FROM heads d WHERE d.next_attempt_at <= now() AND NOT (d.document_id = ANY(%(busy)s))
@@ -391,8 +450,9 @@ class WebhookStore:
                 {"sub": subscription_id, "limit": limit, "busy": list(busy), "window": window},
             )
             rows = await cur.fetchall()
-            wait = await (await conn.execute(
-                """
+            wait = await (
+                await conn.execute(
+                    """
                 SELECT extract(epoch FROM min(h.next_attempt_at) - now())::float8 FROM (
                     SELECT DISTINCT ON (d.document_id) d.next_attempt_at FROM (
                         SELECT document_id, event_id, seq, next_attempt_at FROM webhook_deliveries
@@ -400,8 +460,9 @@ class WebhookStore:
                     ) d ORDER BY d.document_id, d.event_id, d.seq
                 ) h WHERE h.next_attempt_at > now()
                 """,
-                (subscription_id, window),
-            )).fetchone()
+                    (subscription_id, window),
+                )
+            ).fetchone()
             return rows, (wait[0] if wait and wait[0] is not None else None)
 
     async def prune_deliveries(self, older_than_seconds: float, batch: int = 1000) -> int:
@@ -418,38 +479,58 @@ class WebhookStore:
             return cur.rowcount
 
     async def record_attempt(
-        self, owner: str, delivery: DeliveryRow, *, delivered: bool, status_code: int | None, error: str | None,
-        give_up: bool, retry_in: float,
+        self,
+        owner: str,
+        delivery: DeliveryRow,
+        *,
+        delivered: bool,
+        status_code: int | None,
+        error: str | None,
+        give_up: bool,
+        retry_in: float,
     ) -> bool:
         """Write one attempt's outcome (fenced); False when the lease was lost meanwhile."""
         state = "DELIVERED" if delivered else ("FAILED" if give_up else "PENDING")
         async with self.pool.connection() as conn:
-            row = await (await conn.execute(
-                """
+            row = await (
+                await conn.execute(
+                    """
                 UPDATE webhook_deliveries SET attempts = attempts + 1, state = %(state)s,
                        last_status_code = %(code)s, last_error = %(error)s,
                        delivered_at = CASE WHEN %(state)s = 'DELIVERED' THEN now() END,
                        next_attempt_at = CASE WHEN %(state)s = 'PENDING'
                                               THEN now() + make_interval(secs => %(retry_in)s) ELSE next_attempt_at END
-                 WHERE id = %(id)s AND state = 'PENDING' AND """ + LEASE_HELD + """
+                 WHERE id = %(id)s AND state = 'PENDING' AND """
+                    + LEASE_HELD
+                    + """
                 RETURNING 1
                 """,
-                {"state": state, "code": status_code, "error": error, "retry_in": retry_in, "id": delivery.id,
-                 "subscription_id": delivery.subscription_id, "owner": owner},
-            )).fetchone()
+                    {
+                        "state": state,
+                        "code": status_code,
+                        "error": error,
+                        "retry_in": retry_in,
+                        "id": delivery.id,
+                        "subscription_id": delivery.subscription_id,
+                        "owner": owner,
+                    },
+                )
+            ).fetchone()
             return row is not None
 
     async def disable(self, owner: str, subscription_id: uuid.UUID, reason: str) -> None:
         """The receiver said 410 Gone: stop the subscription and give up its pending deliveries."""
         async with self.pool.connection() as conn, conn.transaction():
-            row = await (await conn.execute(
-                """
+            row = await (
+                await conn.execute(
+                    """
                 UPDATE webhook_subscriptions SET state = 'DISABLED', disabled_reason = %s,
                        lease_owner = NULL, lease_expires_at = NULL
                  WHERE id = %s AND lease_owner = %s AND state = 'ACTIVE' RETURNING id
                 """,
-                (reason, subscription_id, owner),
-            )).fetchone()
+                    (reason, subscription_id, owner),
+                )
+            ).fetchone()
             if row is not None:
                 await conn.execute(
                     "UPDATE webhook_deliveries SET state = 'FAILED', last_error = coalesce(last_error, %s)"

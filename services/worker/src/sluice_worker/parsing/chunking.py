@@ -209,8 +209,13 @@ def element_box(element: Element) -> Box | None:
     def clamp(value: float) -> float:
         return round(min(1.0, max(0.0, value)), 4)
 
-    return {"page": int(page), "left": clamp(min(xs) / system.width), "top": clamp(top),
-            "right": clamp(max(xs) / system.width), "bottom": clamp(bottom)}
+    return {
+        "page": int(page),
+        "left": clamp(min(xs) / system.width),
+        "top": clamp(top),
+        "right": clamp(max(xs) / system.width),
+        "bottom": clamp(bottom),
+    }
 
 
 class _Provenance(TypedDict):

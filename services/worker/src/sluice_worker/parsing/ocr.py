@@ -112,8 +112,12 @@ def paragraphs(lines: list[OcrLine]) -> list[tuple[str, float, tuple[float, floa
         for line in group[1:]:
             text = _join(text, line.text)
         characters = sum(len(line.text) for line in group)
-        box = (min(line.left for line in group), min(line.top for line in group),
-               max(line.right for line in group), max(line.bottom for line in group))
+        box = (
+            min(line.left for line in group),
+            min(line.top for line in group),
+            max(line.right for line in group),
+            max(line.bottom for line in group),
+        )
         out.append((text, sum(line.confidence * len(line.text) for line in group) / characters, box))
     return out
 
@@ -127,10 +131,11 @@ def page_elements(image: Image.Image, *, page_number: int, filename: str, filety
     elements: list[Element] = []
     for text, confidence, (left, top, right, bottom) in paragraphs(recognize(image)):
         element = element_from_text(text)
-        coordinates = CoordinatesMetadata(points=((left, top), (left, bottom), (right, bottom), (right, top)),
-                                          system=PixelSpace(width=image.width, height=image.height))
-        element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype=filetype,
-                                           coordinates=coordinates)
+        coordinates = CoordinatesMetadata(
+            points=((left, top), (left, bottom), (right, bottom), (right, top)),
+            system=PixelSpace(width=image.width, height=image.height),
+        )
+        element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype=filetype, coordinates=coordinates)
         element.metadata.text_source = OCR
         element.metadata.ocr_confidence = round(confidence, 4)
         elements.append(element)

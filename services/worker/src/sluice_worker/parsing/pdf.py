@@ -137,8 +137,12 @@ def _text_layer_elements(
         if not text:
             continue
         element = element_from_text(text)
-        element.metadata = ElementMetadata(page_number=page_number, filename=filename, filetype="application/pdf",
-                                           coordinates=pdf_coordinates(box.bbox, width, height))
+        element.metadata = ElementMetadata(
+            page_number=page_number,
+            filename=filename,
+            filetype="application/pdf",
+            coordinates=pdf_coordinates(box.bbox, width, height),
+        )
         element.metadata.text_source = ocr.TEXT_LAYER
         elements.append(element)
     for i, table in enumerate(tables):  # a table none of whose cells was a text box
@@ -172,13 +176,22 @@ class PageTable:
 
         from sluice_worker.parsing import ocr
 
-        html = "<table>" + "".join(
-            "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in self.rows
-        ) + "</table>"
+        html = (
+            "<table>"
+            + "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in self.rows)
+            + "</table>"
+        )
         text = "\n".join(" ".join(cell for cell in row if cell) for row in self.rows)
-        element = Table(text=text, metadata=ElementMetadata(
-            page_number=page_number, filename=filename, filetype="application/pdf", text_as_html=html,
-            coordinates=pdf_coordinates((self.x0, self.y0, self.x1, self.y1), page_width, page_height)))
+        element = Table(
+            text=text,
+            metadata=ElementMetadata(
+                page_number=page_number,
+                filename=filename,
+                filetype="application/pdf",
+                text_as_html=html,
+                coordinates=pdf_coordinates((self.x0, self.y0, self.x1, self.y1), page_width, page_height),
+            ),
+        )
         element.metadata.text_source = ocr.TEXT_LAYER
         return element
 

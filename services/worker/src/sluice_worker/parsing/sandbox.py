@@ -252,8 +252,10 @@ class MemoryWatch:
             self.peak_bytes = max(self.peak_bytes, resident)
             if resident > self.limit_bytes:
                 self.exceeded = True
-                log.warning("parse sandbox over its memory limit, killed",
-                            extra={"resident_mb": resident // 2**20, "limit_mb": self.limit_bytes // 2**20})
+                log.warning(
+                    "parse sandbox over its memory limit, killed",
+                    extra={"resident_mb": resident // 2**20, "limit_mb": self.limit_bytes // 2**20},
+                )
                 for member in reversed(members):  # children first, the sandbox last
                     with contextlib.suppress(OSError):
                         os.kill(member, signal.SIGKILL)

@@ -8,14 +8,29 @@ import re
 from sluice_worker.domain import DOCUMENT_CORRUPT, DocumentInvalid
 
 _BOMS = [
-    (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"),
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
 ]
 # When the detector cannot tell candidates apart (short Western text fits cp1250 as well as
 # cp1252), prefer the encodings most often met; lower is better.
 _PREFERENCE = {
-    "utf_8": 0, "ascii": 0, "cp1252": 1, "latin_1": 2, "iso8859_15": 3, "gb18030": 4, "cp932": 5, "shift_jis": 5,
-    "euc_jp": 6, "big5": 7, "euc_kr": 8, "cp949": 8, "cp1251": 9, "koi8_r": 10,
+    "utf_8": 0,
+    "ascii": 0,
+    "cp1252": 1,
+    "latin_1": 2,
+    "iso8859_15": 3,
+    "gb18030": 4,
+    "cp932": 5,
+    "shift_jis": 5,
+    "euc_jp": 6,
+    "big5": 7,
+    "euc_kr": 8,
+    "cp949": 8,
+    "cp1251": 9,
+    "koi8_r": 10,
 }
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 

@@ -221,8 +221,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     conn = op.get_bind()
     raw = _raw(conn)
-    active = list(conn.exec_driver_sql(
-        "SELECT id, collection_id, dimensions FROM collection_generations WHERE state = 'ACTIVE'").fetchall())
+    active = list(
+        conn.exec_driver_sql("SELECT id, collection_id, dimensions FROM collection_generations WHERE state = 'ACTIVE'").fetchall()
+    )
     for generation_id, _, _ in _generations(conn):
         conn.exec_driver_sql(vector_index.drop_index_sql(generation_id).as_string(raw))
     op.execute(

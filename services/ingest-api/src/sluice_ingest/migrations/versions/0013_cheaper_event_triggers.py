@@ -61,15 +61,19 @@ END $$;
 """
 
 # The columns an event shows (sluice_record_document_event reads them).
-DOCUMENT_EVENT_COLUMNS = ("status, error_code, error_message, progress_stage, progress_done, progress_total, "
-                          "progress_unit, chunk_count")
+DOCUMENT_EVENT_COLUMNS = (
+    "status, error_code, error_message, progress_stage, progress_done, progress_total, progress_unit, chunk_count"
+)
 JOB_EVENT_COLUMNS = "status, attempts, max_attempts, available_at, document_id"
 
 
 def upgrade() -> None:
     op.execute(
-        RECORD_EVENT.format(owner=", d.collection_id, d.tenant_id", owner_columns=", collection_id, tenant_id",
-                            owner_values=", cur.collection_id, cur.tenant_id")
+        RECORD_EVENT.format(
+            owner=", d.collection_id, d.tenant_id",
+            owner_columns=", collection_id, tenant_id",
+            owner_values=", cur.collection_id, cur.tenant_id",
+        )
         + f"""
         DROP TRIGGER ingestion_jobs_on_change ON ingestion_jobs;
         CREATE CONSTRAINT TRIGGER ingestion_jobs_on_change

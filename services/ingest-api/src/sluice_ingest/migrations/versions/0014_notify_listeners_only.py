@@ -40,16 +40,14 @@ REWRITES = {
     "sluice_record_document_event(uuid)": (
         ("pg_notify('sluice_document_events',", "sluice_notify_listened('sluice_document_events',"),
         ("updated_at, collection_id, tenant_id)", "updated_at, collection_id, tenant_id, txid)"),
-        ("cur.updated_at, cur.collection_id, cur.tenant_id);",
-         "cur.updated_at, cur.collection_id, cur.tenant_id, pg_current_xact_id());\n"
-         "    PERFORM sluice_notify_listened('sluice_collection_events', cur.collection_id::text);"),
+        (
+            "cur.updated_at, cur.collection_id, cur.tenant_id);",
+            "cur.updated_at, cur.collection_id, cur.tenant_id, pg_current_xact_id());\n"
+            "    PERFORM sluice_notify_listened('sluice_collection_events', cur.collection_id::text);",
+        ),
     ),
-    "sluice_on_document_change()": (
-        ("pg_notify('sluice_document_events',", "sluice_notify_listened('sluice_document_events',"),
-    ),
-    "sluice_event_fill()": (
-        ("pg_notify('sluice_collection_events',", "sluice_notify_listened('sluice_collection_events',"),
-    ),
+    "sluice_on_document_change()": (("pg_notify('sluice_document_events',", "sluice_notify_listened('sluice_document_events',"),),
+    "sluice_event_fill()": (("pg_notify('sluice_collection_events',", "sluice_notify_listened('sluice_collection_events',"),),
 }
 FILL_TRIGGER = """
     DROP TRIGGER document_events_fill ON document_events;

@@ -29,8 +29,19 @@ down_revision = "0023"
 branch_labels = None
 depends_on = None
 
-DOCUMENT_COLUMNS = ("document_id", "status", "progress_done", "progress_total", "progress_unit", "chunk_count",
-                    "job_status", "attempts", "max_attempts", "available_at", "updated_at")
+DOCUMENT_COLUMNS = (
+    "document_id",
+    "status",
+    "progress_done",
+    "progress_total",
+    "progress_unit",
+    "chunk_count",
+    "job_status",
+    "attempts",
+    "max_attempts",
+    "available_at",
+    "updated_at",
+)
 
 
 def upgrade() -> None:
