@@ -1,6 +1,6 @@
 """Retrieval quality on real documents: Sluice's three search modes beside bm25s and exact search.
 
-    .venv/bin/python -m bench.retrieval_bench --set en|zh|all [--db-dir DIR] [--model all-MiniLM-L6-v2]
+    .venv/bin/python -m bench.retrieval_bench --set en|zh|readme|all [--db-dir DIR] [--model all-MiniLM-L6-v2]
         [--dimensions 384] [--limit N] [--workers 1] [--json OUT]
 
 For each eval set (bench/evalsets; built into .sluice/evalsets on first use, then reused):
