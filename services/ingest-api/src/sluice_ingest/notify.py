@@ -206,7 +206,7 @@ class NotificationHub:
         self._collections: dict[str, Signal] = defaultdict(Signal)
         self._collection_watchers: dict[str, int] = defaultdict(int)
         self.stopping = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         # Other channels on the same connection (webhooks): callback(payload), or callback(None)
         # when notifications may have been missed (reconnect).

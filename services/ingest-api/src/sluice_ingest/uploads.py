@@ -276,10 +276,10 @@ def _check_against(content: SpooledContent, trailer: Trailer, expected: Expected
             )
     if content.size == 0:
         raise InvalidArgument("the file is empty: there is nothing to index", reason=Reason.EMPTY_UPLOAD)
-    for announced, where in ((trailer_sha256, "trailer.sha256"), (expected_sha256, "expected_sha256")):
-        if announced and announced != content.sha256:
+    for given_sha256, where in ((trailer_sha256, "trailer.sha256"), (expected_sha256, "expected_sha256")):
+        if given_sha256 and given_sha256 != content.sha256:
             raise InvalidArgument(
-                f"the bytes received have SHA-256 {content.sha256}, not the {announced} given in {where}: the file"
+                f"the bytes received have SHA-256 {content.sha256}, not the {given_sha256} given in {where}: the file"
                 " was changed or damaged on the way; nothing was stored",
                 reason=Reason.CHECKSUM_MISMATCH,
                 received_sha256=content.sha256,

@@ -24,7 +24,10 @@ from . import alembic_config
 def known_revisions(database_url: str) -> tuple[str, set[str]]:
     """This package's head and every revision it knows."""
     scripts = ScriptDirectory.from_config(alembic_config(database_url))
-    return scripts.get_current_head(), {script.revision for script in scripts.walk_revisions()}
+    head = scripts.get_current_head()
+    if head is None:  # only if the package shipped without its versions/ directory
+        raise RuntimeError("this package has no migrations: its schema head is unknown")
+    return head, {script.revision for script in scripts.walk_revisions()}
 
 
 def is_ready(current: str | None, head: str, known: set[str]) -> bool:
@@ -33,8 +36,8 @@ def is_ready(current: str | None, head: str, known: set[str]) -> bool:
 
 def current_revision(database_url: str) -> str | None:
     with psycopg.connect(database_url, connect_timeout=5) as conn:
-        exists = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()[0]
-        if not exists:
+        exists = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
+        if exists is None or not exists[0]:
             return None
         row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
         return row[0] if row else None

@@ -22,8 +22,12 @@ with `tenant_id:collection name`, so search drops its cached collection at once.
 Revision ID: 0009
 """
 
+from typing import Any
+
+import psycopg
 from alembic import op
 from sluice_common import vector_index
+from sqlalchemy.engine import Connection
 
 revision = "0009"
 down_revision = "0008"
@@ -82,12 +86,16 @@ END $$;
 """
 
 
-def _generations(conn) -> list[tuple[int, int, int]]:
+def _generations(conn: Connection) -> list[tuple[int, int, int]]:
     return list(conn.exec_driver_sql("SELECT id, collection_id, dimensions FROM collection_generations").fetchall())
 
 
-def _raw(conn):
-    return conn.connection.driver_connection
+def _raw(conn: Connection) -> psycopg.Connection[Any]:
+    """The psycopg connection under SQLAlchemy's, which composes vector_index's SQL."""
+    raw = conn.connection.driver_connection
+    if not isinstance(raw, psycopg.Connection):  # env.py connects with postgresql+psycopg
+        raise RuntimeError("migration 0009 needs a psycopg connection")
+    return raw
 
 
 def upgrade() -> None:
