@@ -47,7 +47,8 @@ def translation_file() -> Path:
     if not found:
         raise SystemExit(
             "Debian's Chinese package descriptions are not on this machine. Fetch them once (as root) with\n"
-            "  apt-get update -o Acquire::Languages=zh_CN,en\nthen build again.")
+            "  apt-get update -o Acquire::Languages=zh_CN,en\nthen build again."
+        )
     return Path(found[0])
 
 
@@ -153,8 +154,15 @@ def debian_descriptions(size: int, seed: int) -> tuple[list[dict], Counter, str]
         else:
             summaries.add(key)
             bodies.add(first)
-            taken.append({"id": f"debian:{package}", "filename": f"{package}.txt", "query": summary, "text": body,
-                          "source": f"Debian package description of {package} (Translation-zh_CN)"})
+            taken.append(
+                {
+                    "id": f"debian:{package}",
+                    "filename": f"{package}.txt",
+                    "query": summary,
+                    "text": body,
+                    "source": f"Debian package description of {package} (Translation-zh_CN)",
+                }
+            )
     return taken, skipped, f"{path.name} (sha256 {hashlib.sha256(raw.encode()).hexdigest()[:16]})"
 
 
@@ -172,8 +180,15 @@ def build_chinese(root: Path, size: int = DEBIAN_SIZE, seed: int = SEED) -> None
             man_skipped["mostly untranslated"] += 1
             continue
         lang = "zh_TW" if "/zh_TW/" in page.source else "zh_CN"
-        items.append({"id": f"man:{lang}:{page.id}", "filename": f"man-{lang}-{page.filename}", "query": page.query,
-                      "text": page.text, "source": page.source})
+        items.append(
+            {
+                "id": f"man:{lang}:{page.id}",
+                "filename": f"man-{lang}-{page.filename}",
+                "query": page.query,
+                "text": page.text,
+                "source": page.source,
+            }
+        )
     catalog_skipped: Counter = Counter()
     subjects: set[str] = set()
     for path in CATALOGS:
@@ -188,23 +203,42 @@ def build_chinese(root: Path, size: int = DEBIAN_SIZE, seed: int = SEED) -> None
                 catalog_skipped["not mostly Chinese"] += 1
             else:
                 subjects.add(key)
-                items.append({"id": f"systemd:{lang}:{message_id}", "filename": f"systemd-{lang}-{message_id}.txt",
-                              "query": subject, "text": body, "source": f"{path} {message_id}"})
+                items.append(
+                    {
+                        "id": f"systemd:{lang}:{message_id}",
+                        "filename": f"systemd-{lang}-{message_id}.txt",
+                        "query": subject,
+                        "text": body,
+                        "source": f"{path} {message_id}",
+                    }
+                )
     random.Random(seed).shuffle(items)  # the committed fixture and --limit take the first ones: a mix
     if len(items) < 50:
         raise SystemExit(f"only {len(items)} usable Chinese documents")
     documents = [(i["filename"], i["text"]) for i in items]
-    queries = [{"id": i["id"], "query": i["query"], "relevant": [i["filename"]], "lang": "zh", "source": i["source"]}
-               for i in items]
-    write_set(root, "zh", documents, queries, {
-        "source": {"debian": f"Debian bookworm main, {translation}", "man": [str(r) for r in MAN_ROOTS],
-                   "systemd": [str(p) for p in CATALOGS]},
-        "query": "Debian: the package's Chinese one-line summary (the document is its long description);"
-                 " man pages: the NAME summary, the NAME section removed; systemd: the entry's Subject",
-        "seed": seed, "documents": len(documents), "queries": len(queries),
-        "debian_documents": len(debian),
-        "man_documents": sum(i["id"].startswith("man:") for i in items),
-        "systemd_documents": sum(i["id"].startswith("systemd:") for i in items),
-        "skipped": {"debian": dict(debian_skipped), "man": dict(man_skipped), "systemd": dict(catalog_skipped)},
-        "built": datetime.date.today().isoformat(),
-    })
+    queries = [
+        {"id": i["id"], "query": i["query"], "relevant": [i["filename"]], "lang": "zh", "source": i["source"]} for i in items
+    ]
+    write_set(
+        root,
+        "zh",
+        documents,
+        queries,
+        {
+            "source": {
+                "debian": f"Debian bookworm main, {translation}",
+                "man": [str(r) for r in MAN_ROOTS],
+                "systemd": [str(p) for p in CATALOGS],
+            },
+            "query": "Debian: the package's Chinese one-line summary (the document is its long description);"
+            " man pages: the NAME summary, the NAME section removed; systemd: the entry's Subject",
+            "seed": seed,
+            "documents": len(documents),
+            "queries": len(queries),
+            "debian_documents": len(debian),
+            "man_documents": sum(i["id"].startswith("man:") for i in items),
+            "systemd_documents": sum(i["id"].startswith("systemd:") for i in items),
+            "skipped": {"debian": dict(debian_skipped), "man": dict(man_skipped), "systemd": dict(catalog_skipped)},
+            "built": datetime.date.today().isoformat(),
+        },
+    )

@@ -42,11 +42,11 @@ DASHES = (" - ", " — ", " – ", " ‐ ", " -- ")  # noqa: RUF001 - the dashes
 
 @dataclass(frozen=True)
 class Page:
-    id: str          # e.g. "ls.1"
-    filename: str    # e.g. "ls.1.txt", the document's file name in the collection
-    query: str       # the NAME summary
-    text: str        # the rendered page without its NAME section
-    source: str      # the page's path on the machine
+    id: str  # e.g. "ls.1"
+    filename: str  # e.g. "ls.1.txt", the document's file name in the collection
+    query: str  # the NAME summary
+    text: str  # the rendered page without its NAME section
+    source: str  # the page's path on the machine
 
 
 def read_source(path: Path) -> bytes:
@@ -65,8 +65,9 @@ def render(path: Path, width: int = 80) -> str:
     env = {**os.environ, "MANWIDTH": str(width), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MAN_KEEP_FORMATTING": ""}
     env.pop("MANPAGER", None)
     env.pop("PAGER", None)
-    man = subprocess.run(["man", "--no-hyphenation", "--no-justification", "-l", str(path)], env=env,
-                         capture_output=True, timeout=60, check=False)
+    man = subprocess.run(
+        ["man", "--no-hyphenation", "--no-justification", "-l", str(path)], env=env, capture_output=True, timeout=60, check=False
+    )
     if man.returncode != 0 or not man.stdout:
         return ""
     col = subprocess.run(["col", "-bx"], input=man.stdout, capture_output=True, timeout=60, check=False, env=env)
@@ -81,7 +82,7 @@ def split_name(text: str) -> tuple[str, str] | None:
             end = i + 1
             while end < len(lines) and (not lines[end].strip() or lines[end][:1].isspace()):
                 end += 1
-            name_line = " ".join(" ".join(lines[i + 1:end]).split())
+            name_line = " ".join(" ".join(lines[i + 1 : end]).split())
             for dash in DASHES:
                 if dash in name_line:
                     summary = name_line.split(dash, 1)[1].strip()
@@ -117,8 +118,9 @@ def candidates(roots: list[Path]) -> list[Path]:
     paths = []
     for root in roots:
         if root.is_dir():
-            paths.extend(p for p in root.iterdir()
-                         if p.is_file() and not p.is_symlink() and not p.name.startswith(EXCLUDED_PREFIXES))
+            paths.extend(
+                p for p in root.iterdir() if p.is_file() and not p.is_symlink() and not p.name.startswith(EXCLUDED_PREFIXES)
+            )
     return sorted(paths)
 
 
