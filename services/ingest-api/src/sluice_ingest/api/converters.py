@@ -4,6 +4,8 @@ both directions: the servicers (api/*.py, webhooks/api.py) only call these."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
+from typing import Any, TypeVar, overload
 
 import numpy as np
 from google.protobuf import timestamp_pb2
@@ -44,6 +46,10 @@ PROVIDER_FROM_PROTO = {v: k for k, v in PROVIDER_TO_PROTO.items()}
 OUTCOME_TO_PROTO = {outcome: document_pb2.AttemptOutcome.Value("ATTEMPT_OUTCOME_" + outcome) for outcome in AttemptOutcome}
 
 
+@overload
+def timestamp(value: dt.datetime) -> timestamp_pb2.Timestamp: ...
+@overload
+def timestamp(value: dt.datetime | None) -> timestamp_pb2.Timestamp | None: ...
 def timestamp(value: dt.datetime | None) -> timestamp_pb2.Timestamp | None:
     if value is None:
         return None
@@ -52,11 +58,11 @@ def timestamp(value: dt.datetime | None) -> timestamp_pb2.Timestamp | None:
     return ts
 
 
-def document_status_to_proto(status: DocumentStatus | None) -> int:
-    return document_pb2.DocumentStatus.Value("DOCUMENT_STATUS_" + status) if status else 0
+def document_status_to_proto(status: DocumentStatus | None) -> document_pb2.DocumentStatus.ValueType:
+    return document_pb2.DocumentStatus.Value("DOCUMENT_STATUS_" + status) if status else document_pb2.DOCUMENT_STATUS_UNSPECIFIED
 
 
-def document_status_from_proto(value: int) -> DocumentStatus | None:
+def document_status_from_proto(value: document_pb2.DocumentStatus.ValueType) -> DocumentStatus | None:
     if value == document_pb2.DOCUMENT_STATUS_UNSPECIFIED:
         return None
     try:
@@ -65,18 +71,12 @@ def document_status_from_proto(value: int) -> DocumentStatus | None:
         raise InvalidArgument(f"unknown document status {value}", reason=Reason.INVALID_STATUS) from None
 
 
-def embedder_to_proto(row: CollectionRow | ClaimedJob | GenerationRow) -> collection_pb2.EmbedderConfig:
-    return collection_pb2.EmbedderConfig(
-        provider=PROVIDER_TO_PROTO[row.embedder_provider], model=row.embedder_model, dimensions=row.dimensions
-    )
+def embedder_to_proto(provider: str, model: str, dimensions: int) -> collection_pb2.EmbedderConfig:
+    return collection_pb2.EmbedderConfig(provider=PROVIDER_TO_PROTO[provider], model=model, dimensions=dimensions)
 
 
-def chunking_to_proto(row: CollectionRow | ClaimedJob) -> collection_pb2.ChunkingConfig:
-    return collection_pb2.ChunkingConfig(
-        max_characters=row.chunk_max_characters,
-        new_after_n_chars=row.chunk_new_after_n_chars,
-        overlap=row.chunk_overlap,
-    )
+def chunking_to_proto(max_characters: int, new_after_n_chars: int, overlap: int) -> collection_pb2.ChunkingConfig:
+    return collection_pb2.ChunkingConfig(max_characters=max_characters, new_after_n_chars=new_after_n_chars, overlap=overlap)
 
 
 GENERATION_STATE_TO_PROTO = {
@@ -88,7 +88,7 @@ JOB_KIND_TO_PROTO = {JobKind.INGEST: job_service_pb2.JOB_KIND_INGEST, JobKind.EM
 def generation_to_proto(row: GenerationRow) -> collection_pb2.CollectionGeneration:
     return collection_pb2.CollectionGeneration(
         number=row.number,
-        embedder=embedder_to_proto(row),
+        embedder=embedder_to_proto(row.embedder_provider, row.embedder_model, row.dimensions),
         state=GENERATION_STATE_TO_PROTO[row.state],
         documents_total=row.documents_total,
         documents_ready=row.documents_ready,
@@ -120,7 +120,7 @@ PRECISION_TO_PROTO = {
 PRECISION_FROM_PROTO = {number: name for name, number in PRECISION_TO_PROTO.items()}
 
 
-def precision_of(value: int) -> str:
+def precision_of(value: collection_pb2.VectorPrecision.ValueType) -> str:
     """A VectorPrecision as its column value, "" for unset; INVALID_ARGUMENT for an unknown number."""
     if value == collection_pb2.VECTOR_PRECISION_UNSPECIFIED:
         return ""
@@ -156,8 +156,8 @@ def collection_to_proto(row: CollectionRow) -> collection_pb2.Collection:
         generations=[generation_to_proto(g) for g in row.generations],
         name=row.name,
         description=row.description,
-        embedder=embedder_to_proto(row),
-        chunking=chunking_to_proto(row),
+        embedder=embedder_to_proto(row.embedder_provider, row.embedder_model, row.dimensions),
+        chunking=chunking_to_proto(row.chunk_max_characters, row.chunk_new_after_n_chars, row.chunk_overlap),
         document_count=row.document_count,
         ready_document_count=row.ready_document_count,
         create_time=timestamp(row.created_at),
@@ -167,13 +167,15 @@ def collection_to_proto(row: CollectionRow) -> collection_pb2.Collection:
     )
 
 
-def version_state(row: VersionRow) -> int:
+def version_state(row: VersionRow) -> document_pb2.VersionState.ValueType:
     """Where a version stands: its role and status while it exists, else how it ended."""
     if row.version_role is VersionRole.CURRENT:
         return document_pb2.VERSION_STATE_CURRENT
     if row.version_role is VersionRole.NEXT:
         return document_pb2.VERSION_STATE_FAILED if row.status is DocumentStatus.FAILED else document_pb2.VERSION_STATE_PENDING
-    return document_pb2.VersionState.Value("VERSION_STATE_" + str(row.outcome)) if row.outcome else 0
+    if row.outcome:
+        return document_pb2.VersionState.Value("VERSION_STATE_" + str(row.outcome))
+    return document_pb2.VERSION_STATE_UNSPECIFIED
 
 
 def version_to_proto(row: VersionRow) -> document_pb2.DocumentVersion:
@@ -293,7 +295,7 @@ SOURCE_RUN_EVENTS_FROM_PROTO = {
 }
 
 
-def source_run_events_from_proto(value: int) -> SourceRunEvents:
+def source_run_events_from_proto(value: document_service_pb2.SourceRunEvents.ValueType) -> SourceRunEvents:
     if value not in SOURCE_RUN_EVENTS_FROM_PROTO:
         raise InvalidArgument(f"unknown source_runs value {value}", reason=Reason.INVALID_ARGUMENT)
     return SOURCE_RUN_EVENTS_FROM_PROTO[value]
@@ -388,7 +390,7 @@ def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
 MAX_CHUNK_BOXES = 64
 
 
-def boxes_from_proto(chunk: job_service_pb2.Chunk) -> list[dict]:
+def boxes_from_proto(chunk: job_service_pb2.Chunk) -> list[dict[str, Any]]:
     """A chunk's element boxes as stored (chunks.boxes), checked: a page from 1, edges within
     the page (0 to 1, rounded to 4 places), left ≤ right and top ≤ bottom, at most 64."""
     if len(chunk.boxes) > MAX_CHUNK_BOXES:
@@ -397,7 +399,7 @@ def boxes_from_proto(chunk: job_service_pb2.Chunk) -> list[dict]:
             reason=Reason.INVALID_CHUNK,
             chunk_index=chunk.index,
         )
-    boxes = []
+    boxes: list[dict[str, Any]] = []
     for box in chunk.boxes:
         edges = [box.left, box.top, box.right, box.bottom]
         if box.page_number < 1 or not all(0.0 <= v <= 1.0 for v in edges) or box.left > box.right or box.top > box.bottom:
@@ -453,7 +455,7 @@ def chunk_to_proto(chunk: IncomingChunk) -> job_service_pb2.Chunk:
     )
 
 
-def reranker_of(config: collection_pb2.RerankerConfig) -> dict | None:
+def reranker_of(config: collection_pb2.RerankerConfig) -> dict[str, Any] | None:
     """A collection's default reranker, checked against the same rules as search's (the operator's
     SLUICE_RERANK_ALLOWED_URLS, read here too); INVALID_RERANKER says what is wrong."""
     try:
@@ -463,9 +465,9 @@ def reranker_of(config: collection_pb2.RerankerConfig) -> dict | None:
     return spec.to_json() if spec else None
 
 
-def typed_metadata_of(values) -> dict:
+def typed_metadata_of(values: Mapping[str, document_pb2.MetadataValue]) -> dict[str, typed_metadata.Json]:
     """An upload's typed_metadata as stored JSON; INVALID_METADATA names the entry at fault."""
-    out = {}
+    out: dict[str, typed_metadata.Json] = {}
     for key, value in values.items():
         try:
             out[key] = typed_metadata.from_proto(value)
@@ -474,25 +476,44 @@ def typed_metadata_of(values) -> dict:
     return out
 
 
+T = TypeVar("T")
+
+
+def claimed(value: T | None, column: str) -> T:
+    """A column of a claimed job's row: CLAIM_SQL's "exhausted" and "overdue" rows leave it NULL,
+    but ClaimStore.claim_job hands out "claimed" rows only, where each one comes from a NOT NULL
+    column."""
+    if value is None:
+        raise RuntimeError(f"the claimed job's row has no {column}: it is not a claimed row")
+    return value
+
+
 def job_to_proto(job: ClaimedJob, lease_seconds: float) -> job_service_pb2.Job:
     """A claimed job as the worker receives it (ClaimJob)."""
-    assert job.job_kind is not None  # a claimed row has it
     return job_service_pb2.Job(
         lease=job_service_pb2.LeaseRef(job_id=str(job.job_id), lease_token=str(job.lease_token)),
         document_id=str(job.document_id),
-        collection=job.collection,
-        filename=job.filename,
-        mime_type=job.mime_type,
-        content_sha256=job.content_sha256,
-        size_bytes=job.size_bytes,
-        attempt=job.attempts,
-        max_attempts=job.max_attempts,
+        collection=claimed(job.collection, "collection"),
+        filename=claimed(job.filename, "filename"),
+        mime_type=claimed(job.mime_type, "mime_type"),
+        content_sha256=claimed(job.content_sha256, "content_sha256"),
+        size_bytes=claimed(job.size_bytes, "size_bytes"),
+        attempt=claimed(job.attempts, "attempts"),
+        max_attempts=claimed(job.max_attempts, "max_attempts"),
         lease_seconds=lease_seconds,
-        embedder=embedder_to_proto(job),
-        chunking=chunking_to_proto(job),
+        embedder=embedder_to_proto(
+            claimed(job.embedder_provider, "embedder_provider"),
+            claimed(job.embedder_model, "embedder_model"),
+            claimed(job.dimensions, "dimensions"),
+        ),
+        chunking=chunking_to_proto(
+            claimed(job.chunk_max_characters, "chunk_max_characters"),
+            claimed(job.chunk_new_after_n_chars, "chunk_new_after_n_chars"),
+            claimed(job.chunk_overlap, "chunk_overlap"),
+        ),
         metadata=typed_metadata.text_map(job.metadata),
         trace_context=tracing.decode_trace_context(job.trace_context),
-        kind=JOB_KIND_TO_PROTO[job.job_kind],
+        kind=JOB_KIND_TO_PROTO[claimed(job.job_kind, "job_kind")],
         generation=job.generation_number or 0,
         content=job.content or b"",
         snapshot_versions=job.snapshot_versions or [],
