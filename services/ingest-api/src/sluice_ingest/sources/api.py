@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
 from google.protobuf import json_format
 from sluice.v1 import source_service_pb2 as src
 from sluice.v1 import source_service_pb2_grpc
@@ -65,7 +66,7 @@ class SourceServicer(source_service_pb2_grpc.SourceServiceServicer):
         self.service = service
 
     @grpc_errors
-    async def CreateSource(self, request, context):
+    async def CreateSource(self, request: src.CreateSourceRequest, context: grpc.aio.ServicerContext) -> src.Source:
         s = request.source
         kind, spec = spec_from_proto(s)
         row = await self.service.create(
@@ -74,27 +75,29 @@ class SourceServicer(source_service_pb2_grpc.SourceServiceServicer):
         return source_to_proto(row)
 
     @grpc_errors
-    async def GetSource(self, request, context):
+    async def GetSource(self, request: src.GetSourceRequest, context: grpc.aio.ServicerContext) -> src.Source:
         return source_to_proto(await self.service.get(tenant(), request.name))
 
     @grpc_errors
-    async def ListSources(self, request, context):
+    async def ListSources(self, request: src.ListSourcesRequest, context: grpc.aio.ServicerContext) -> src.ListSourcesResponse:
         rows, token = await self.service.list_sources(tenant(), request.collection, request.page_size, request.page_token)
         return src.ListSourcesResponse(sources=[source_to_proto(r) for r in rows], next_page_token=token)
 
     @grpc_errors
-    async def DeleteSource(self, request, context):
+    async def DeleteSource(self, request: src.DeleteSourceRequest, context: grpc.aio.ServicerContext) -> src.DeleteSourceResponse:
         await self.service.delete(tenant(), request.name)
         return src.DeleteSourceResponse()
 
     @grpc_errors
-    async def SyncSource(self, request, context):
+    async def SyncSource(self, request: src.SyncSourceRequest, context: grpc.aio.ServicerContext) -> src.SourceRun:
         source = await self.service.get(tenant(), request.name)
         run = await self.service.sync(tenant(), request.name, request.allow_mass_delete)
         return run_to_proto(run, source.collection)
 
     @grpc_errors
-    async def ListSourceRuns(self, request, context):
+    async def ListSourceRuns(
+        self, request: src.ListSourceRunsRequest, context: grpc.aio.ServicerContext
+    ) -> src.ListSourceRunsResponse:
         source = await self.service.get(tenant(), request.name)
         rows, token = await self.service.list_runs(tenant(), request.name, request.page_size, request.page_token)
         return src.ListSourceRunsResponse(runs=[run_to_proto(r, source.collection) for r in rows], next_page_token=token)

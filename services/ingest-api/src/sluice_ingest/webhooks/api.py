@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+import grpc
 from sluice.v1 import webhook_service_pb2 as wh
 from sluice.v1 import webhook_service_pb2_grpc
 from sluice_common.auth import current_principal
@@ -23,7 +26,7 @@ def tenant() -> int:
     return current_principal().tenant_id
 
 
-def event_types_from_proto(values) -> list[str]:
+def event_types_from_proto(values: Iterable[wh.WebhookEventType.ValueType]) -> list[str]:
     types = []
     for value in values:
         if value not in EVENT_TYPE_FROM_PROTO:
@@ -32,7 +35,7 @@ def event_types_from_proto(values) -> list[str]:
     return types
 
 
-def delivery_state_from_proto(value: int) -> str | None:
+def delivery_state_from_proto(value: wh.WebhookDeliveryState.ValueType) -> str | None:
     if value == wh.WEBHOOK_DELIVERY_STATE_UNSPECIFIED:
         return None
     try:
@@ -86,7 +89,9 @@ class WebhookServicer(webhook_service_pb2_grpc.WebhookServiceServicer):
         self.service = service
 
     @grpc_errors
-    async def CreateWebhook(self, request, context):
+    async def CreateWebhook(
+        self, request: wh.CreateWebhookRequest, context: grpc.aio.ServicerContext
+    ) -> wh.CreateWebhookResponse:
         w = request.webhook
         row, secret = await self.service.create(
             tenant(), w.collection, w.url, event_types_from_proto(w.event_types), w.description
@@ -94,27 +99,33 @@ class WebhookServicer(webhook_service_pb2_grpc.WebhookServiceServicer):
         return wh.CreateWebhookResponse(webhook=webhook_to_proto(row), secret=secret)
 
     @grpc_errors
-    async def ListWebhooks(self, request, context):
+    async def ListWebhooks(self, request: wh.ListWebhooksRequest, context: grpc.aio.ServicerContext) -> wh.ListWebhooksResponse:
         rows, token = await self.service.list_webhooks(tenant(), request.collection, request.page_size, request.page_token)
         return wh.ListWebhooksResponse(webhooks=[webhook_to_proto(r) for r in rows], next_page_token=token)
 
     @grpc_errors
-    async def GetWebhook(self, request, context):
+    async def GetWebhook(self, request: wh.GetWebhookRequest, context: grpc.aio.ServicerContext) -> wh.Webhook:
         return webhook_to_proto(await self.service.get(tenant(), request.id))
 
     @grpc_errors
-    async def DeleteWebhook(self, request, context):
+    async def DeleteWebhook(
+        self, request: wh.DeleteWebhookRequest, context: grpc.aio.ServicerContext
+    ) -> wh.DeleteWebhookResponse:
         dropped = await self.service.delete(tenant(), request.id)
         return wh.DeleteWebhookResponse(dropped_pending_deliveries=dropped)
 
     @grpc_errors
-    async def ListWebhookDeliveries(self, request, context):
+    async def ListWebhookDeliveries(
+        self, request: wh.ListWebhookDeliveriesRequest, context: grpc.aio.ServicerContext
+    ) -> wh.ListWebhookDeliveriesResponse:
         rows, token = await self.service.list_deliveries(
             tenant(), request.webhook_id, delivery_state_from_proto(request.state), request.page_size, request.page_token
         )
         return wh.ListWebhookDeliveriesResponse(deliveries=[delivery_to_proto(r) for r in rows], next_page_token=token)
 
     @grpc_errors
-    async def RotateWebhookSecret(self, request, context):
+    async def RotateWebhookSecret(
+        self, request: wh.RotateWebhookSecretRequest, context: grpc.aio.ServicerContext
+    ) -> wh.CreateWebhookResponse:
         row, secret = await self.service.rotate_secret(tenant(), request.id)
         return wh.CreateWebhookResponse(webhook=webhook_to_proto(row), secret=secret)
