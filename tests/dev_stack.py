@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import free_port
+from helpers import free_port, quiet_port_block
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -44,7 +44,8 @@ class DevStack:
             "SLUICE_DEV_WEBHOOKS_PORT": str(free_port()),
             "SLUICE_DEV_SOURCES_PORT": str(free_port()),
             "SLUICE_DEV_GATEWAY_PORT": str(self.gateway_port),
-            "SLUICE_DEV_METRICS_PORT": str(free_port()),
+            # One per service and worker, counted up from this one (sluice_cli.dev.ports).
+            "SLUICE_DEV_METRICS_PORT": str(quiet_port_block(8)),
             "SLUICE_DEV_WORKERS": "1",
             "SLUICE_SHUTDOWN_GRACE_SECONDS": "5",
             # A stopping worker waits out its ClaimJob long-poll; keep it short here.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import random
 import socket
 import time
 from collections.abc import Callable
@@ -43,6 +44,36 @@ def free_ports(count: int) -> list[int]:
 def free_port() -> int:
     """A port free on 127.0.0.1 right now (the kernel's choice, so never one `make run` holds)."""
     return free_ports(1)[0]
+
+
+# Below Linux's ephemeral range (32768-60999 by default): the kernel never hands these out to an
+# outgoing connection, so a port found free here stays free until someone binds it on purpose.
+QUIET_PORTS = range(20000, 32000)
+
+
+def quiet_port_block(count: int) -> int:
+    """The first of `count` consecutive ports free on 127.0.0.1, below the ephemeral range.
+
+    For a process that binds several ports from one base (sluice-dev's metrics ports): a base from
+    free_port() sits in the ephemeral range, where a port above it can be taken by any outgoing
+    connection between the choice and the bind (seen: search's metrics port "Address already in
+    use" under pytest-xdist)."""
+    rng = random.Random()
+    for _ in range(200):
+        first = rng.randrange(QUIET_PORTS.start, QUIET_PORTS.stop - count)
+        sockets: list[socket.socket] = []
+        try:
+            for port in range(first, first + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports in {QUIET_PORTS}")
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 60.0, *, interval: float = 0.05, what: str = "") -> Any:

@@ -428,18 +428,25 @@ def second_standby(cluster):
     both = urlunsplit(urlsplit(cluster.standby_url)._replace(query=f"host={','.join(sockets)}&load_balance_hosts=random"))
     search = None
     try:
-        for _ in range(3):  # until its connections are on both standbys (each of 8 picks one at random)
+
+        def all_open() -> list[int] | None:
+            """search's connections on each standby, once its 8 are open."""
+            now = []
+            for url in (cluster.standby_admin, admin):
+                with psycopg.connect(url, autocommit=True) as conn:
+                    query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sluice-search'"
+                    now.append(conn.execute(query).fetchone()[0])
+            return now if sum(now) >= 8 else None
+
+        # Until at least 3 of its 8 connections are on each standby (each picks one at random):
+        # with 7 on one side, 32 searches could all take the paused one (seen once: 0 found, 32 behind).
+        for _ in range(12):
             search = RunningSearch(
                 both, search_eval_gate_enabled=False, rate_limit_per_second=0.0, search_pool_min_size=8, search_pool_max_size=8
             )
-            servers = {
-                url
-                for url in (cluster.standby_admin, admin)
-                if psycopg.connect(url, autocommit=True)
-                .execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sluice-search'")
-                .fetchone()[0]
-            }
-            if len(servers) == 2:
+
+            opened = wait_for(all_open, 20, what="search's 8 connections")
+            if min(opened) >= 3:
                 break
             search.stop()
             search = None
