@@ -54,3 +54,8 @@ def test_an_admin_key_acts_for_the_tenant_it_names(stack, http):
     assert refused.status_code == 403 and refused.json()["reason"] == "TENANT_NOT_ALLOWED"
     missing = http.post(LIST, json={}, headers={**key_headers("admin"), "x-sluice-tenant": "nobody"})
     assert missing.status_code == 404, missing.text
+    # Dify's /retrieval forwards it too: acme's knowledge is found for acme, not for the default tenant.
+    ask = {"knowledge_id": "acme-docs", "query": "notes", "retrieval_setting": {"top_k": 3, "score_threshold": 0}}
+    assert http.post("/retrieval", json=ask, headers=as_acme).status_code == 200
+    not_ours = http.post("/retrieval", json=ask, headers=key_headers("admin"))
+    assert not_ours.status_code == 404 and not_ours.json()["error_code"] == 2001, not_ours.text

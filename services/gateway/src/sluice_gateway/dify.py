@@ -17,7 +17,7 @@ from sluice.v1 import search_service_pb2 as ss
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .backends import Backends
+from .backends import TENANT_HEADER, Backends
 from .errors import describe
 from .methods import METHODS
 
@@ -202,7 +202,11 @@ async def retrieval(request: Request, backends: Backends, timeout: float) -> Res
     except DifyError as error:
         return error.response()
     try:
-        reply = await backends.callable(SEARCH)(search, metadata=[("authorization", f"Bearer {key.strip()}")], timeout=timeout)
+        # The key, cleaned of Dify's spacing, and the tenant an admin key acts for, as every path forwards it.
+        metadata = [("authorization", f"Bearer {key.strip()}")]
+        if tenant := request.headers.get(TENANT_HEADER):
+            metadata.append((TENANT_HEADER, tenant))
+        reply = await backends.callable(SEARCH)(search, metadata=metadata, timeout=timeout)
     except grpc.RpcError as error:
         code = error.code()
         if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
