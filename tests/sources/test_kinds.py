@@ -231,3 +231,84 @@ def test_an_s3_bucket_and_prefix_with_credentials_by_reference(api, root, s3_ser
     failed = sync_and_run(s, source, database_url, root)
     assert failed.state == src.SOURCE_RUN_STATE_FAILED
     assert "TEST_S3_SECRET" in failed.error_message and "testing" not in failed.error_message
+
+
+class Resolver:
+    """socket.getaddrinfo for chosen names: each lookup of a name answers the next address of its
+    list (the last one from then on); other names resolve as usual. What a DNS server under an
+    attacker's control does for DNS rebinding: a public address when checked, a private one after."""
+
+    def __init__(self, monkeypatch, answers: dict[str, list[str]]) -> None:
+        import socket
+
+        self.answers = {name: list(addresses) for name, addresses in answers.items()}
+        real = socket.getaddrinfo
+
+        def getaddrinfo(host, port, *args, **kwargs):
+            if isinstance(host, bytes):  # anyio (under httpx) passes the name IDNA-encoded
+                host = host.decode("ascii")
+            if host not in self.answers:
+                return real(host, port, *args, **kwargs)
+            queue = self.answers[host]
+            address = queue.pop(0) if len(queue) > 1 else queue[0]
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, int(port or 80)))]
+
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def test_an_http_source_connects_to_the_address_it_checked(site, monkeypatch):
+    """DNS rebinding: the name is public when checked and loopback when resolved again. The reader
+    connects to the checked address (unreachable here), so the local site never sees the request."""
+    import asyncio
+
+    from sluice_ingest.sources.http import HttpReader
+    from sluice_ingest.sources.kinds import SourceUnavailable
+
+    server, _ = site
+    port = server.server.server_address[1]
+    Resolver(monkeypatch, {"rebind.test": ["93.184.216.34", "127.0.0.1"]})
+    reader = HttpReader({"start_url": f"http://rebind.test:{port}/"}, False, 1.0, 1 << 20, 10)
+
+    async def fetch():
+        try:
+            return await reader._get(f"http://rebind.test:{port}/index.html", 1 << 20)
+        finally:
+            await reader.close()
+
+    with pytest.raises(SourceUnavailable):
+        asyncio.run(fetch())
+    assert server.requests == []  # never reached the loopback site
+
+
+def test_a_pinned_request_keeps_the_name_in_its_host_header(site, monkeypatch):
+    """The request goes to the checked address with the URL's name in Host (here loopback is
+    counted as public, so that a local site stands in for a public one)."""
+    import asyncio
+
+    from sluice_ingest.sources import spec
+    from sluice_ingest.sources.http import HttpReader
+
+    server, _ = site
+    port = server.server.server_address[1]
+    hosts: list[str] = []
+    handler = server.server.RequestHandlerClass
+    original = handler.keywords["directory"]
+    monkeypatch.setattr(spec, "refusal", lambda address: None)
+    Resolver(monkeypatch, {"pinned.test": ["127.0.0.1"]})
+
+    class Recording(SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            hosts.append(self.headers.get("host", ""))
+
+    server.server.RequestHandlerClass = partial(Recording, directory=original)
+    reader = HttpReader({"start_url": f"http://pinned.test:{port}/"}, False, 5.0, 1 << 20, 10)
+
+    async def fetch():
+        try:
+            return await reader._get(f"http://pinned.test:{port}/a.html", 1 << 20)
+        finally:
+            await reader.close()
+
+    answer = asyncio.run(fetch())
+    assert answer is not None and b"alpha page" in answer.content
+    assert hosts == [f"pinned.test:{port}"]

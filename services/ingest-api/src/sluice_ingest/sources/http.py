@@ -9,7 +9,10 @@
 
 Both obey the host's robots.txt for the user agent `sluice` (a missing robots.txt allows all).
 Every request, redirects included (followed by hand, at most 5), checks its host first: private
-and loopback addresses are refused unless SLUICE_SOURCE_ALLOW_PRIVATE_NETWORKS (spec.py).
+and loopback addresses are refused unless SLUICE_SOURCE_ALLOW_PRIVATE_NETWORKS (spec.py). The
+request then goes to the very address that was checked (the name in Host and in TLS's SNI and
+certificate check), so a name that resolves again elsewhere (DNS rebinding) cannot reach a
+private address, as webhooks/sender.py does.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from sluice_common.errors import InvalidArgument
 
 from .domain import ListedItem
 from .kinds import ItemVanished, SourceUnavailable
-from .spec import check_url_host
+from .spec import public_addresses
 
 USER_AGENT = "sluice"
 MAX_REDIRECTS = 5
@@ -79,11 +82,11 @@ class HttpReader:
         """GET with every hop's host checked; None for a 404/410 (gone). Bodies over `limit` are refused."""
         for _ in range(MAX_REDIRECTS + 1):
             try:
-                await asyncio.to_thread(check_url_host, url, self.allow_private, "url")
+                target, headers, extensions = await asyncio.to_thread(self._pinned, url)
             except InvalidArgument as err:
                 raise SourceUnavailable(err.message) from None
             try:
-                async with self.client.stream("GET", url) as answer:
+                async with self.client.stream("GET", target, headers=headers, extensions=extensions) as answer:
                     if answer.is_redirect:
                         url = urljoin(url, answer.headers.get("location", ""))
                         continue
@@ -101,6 +104,25 @@ class HttpReader:
             except httpx.HTTPError as err:
                 raise SourceUnavailable(f"{url[:200]} could not be fetched: {type(err).__name__}") from None
         raise SourceUnavailable(f"{url[:200]} redirects more than {MAX_REDIRECTS} times")
+
+    def _pinned(self, url: str) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """What to request for `url`: itself when private networks are allowed; otherwise the URL
+        with its host replaced by the first checked address, the name kept for Host and SNI
+        (blocking: resolves)."""
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        if self.allow_private:
+            return url, {}, {}
+        address = public_addresses(host, port, "url")[0]
+        if address == host:  # already a literal address
+            return url, {}, {}
+        literal = f"[{address}]" if ":" in address else address
+        target = parts._replace(netloc=f"{literal}:{port}").geturl()
+        host_header = f"[{host}]" if ":" in host else host
+        if parts.port is not None:
+            host_header += f":{parts.port}"
+        return target, {"host": host_header}, ({"sni_hostname": host} if parts.scheme == "https" else {})
 
     async def _allowed(self, url: str) -> bool:
         key = origin(url)

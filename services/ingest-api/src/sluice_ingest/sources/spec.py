@@ -86,10 +86,10 @@ def check_url(value: str, what: str) -> str:
     return value
 
 
-def check_host(host: str, port: int, allow_private: bool, what: str) -> None:
-    """Every address of `host` is public, or private networks are allowed (blocking: resolves)."""
-    if allow_private:
-        return
+def public_addresses(host: str, port: int, what: str) -> list[str]:
+    """The addresses of `host`, resolved once, every one public (blocking: resolves). A caller
+    that connects to these very addresses (http.py) cannot be sent elsewhere by a name that
+    resolves again differently (DNS rebinding)."""
     try:
         addresses = [ipaddress.ip_address(host)]
     except ValueError:
@@ -105,6 +105,13 @@ def check_host(host: str, port: int, allow_private: bool, what: str) -> None:
                 f"{what} host {host} is a {why}; sources may only reach public addresses"
                 f" unless {ALLOW_PRIVATE}=true is set on the server"
             )
+    return list(dict.fromkeys(str(address) for address in addresses))
+
+
+def check_host(host: str, port: int, allow_private: bool, what: str) -> None:
+    """Every address of `host` is public, or private networks are allowed (blocking: resolves)."""
+    if not allow_private:
+        public_addresses(host, port, what)
 
 
 def check_url_host(url: str, allow_private: bool, what: str) -> None:
