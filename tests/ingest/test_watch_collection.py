@@ -397,12 +397,17 @@ def event_numbered(call, event_id: int) -> ds.CollectionEvent:
     raise AssertionError(f"the stream ended before event {event_id}")
 
 
-def test_each_event_carries_the_document_getdocument_shows_at_that_event(c, database_url):
+def test_each_event_carries_the_document_getdocument_shows_at_that_event(ingest_api_factory, database_url):
     """Upload with source_uri and metadata, a stage with progress, a retryable failure (a retry
     waiting), the retry, READY: after each step its event's document equals GetDocument's answer
     but for READ_ONLY_FIELDS. The deletion's event is the last of them with update_time moved on
     (its row is gone: the event kept its description, migration 0025); read again after the
     deletion, the earlier events keep their state but lose the description."""
+    # The retry waits a minute, not the suite's 50 ms: GetDocument shows next_attempt_time only
+    # while it lies ahead, so a read later than the retry's time would differ from the event.
+    api = ingest_api_factory(watch_heartbeat_seconds=0.2, retry_delay_seconds=60.0)
+    c = Clients(api.address)
+    c.create_collection()
     call = watch(c)
     assert next(call).type == HEARTBEAT
     content = b"the amber signal, version one"
@@ -470,3 +475,4 @@ def test_each_event_carries_the_document_getdocument_shows_at_that_event(c, data
     assert [e.event_id for e in replay][-1] == gone.event_id and len(replay) >= len(seen) + 1
     assert (replay[-1].document.filename, replay[-1].document.source_uri) == ("notes.txt", "handbook/notes.txt")
     assert all(e.document.filename == "" and e.document.source_uri == "" and e.document.status for e in replay[:-1])
+    c.close()
