@@ -1,9 +1,9 @@
 """Connect GET through sluice-gateway (issue 19; docs/http.md, "GET requests"): Search, marked
 NO_SIDE_EFFECTS in its .proto, answers `GET /sluice.v1.SearchService/Search?encoding=…&message=…`
 exactly as its POST does (JSON, percent-encoded or base64; binary protobuf), with the same key,
-limits and errors; every other method refuses GET with 405. Real HTTP requests to a real gateway
-in front of the real ingest-api and search, and connect-es with `useHttpGet` (only a machine
-without `node` skips that one)."""
+limits and errors; a method that writes refuses GET with 405. The other reads marked so are in
+test_get_reads.py. Real HTTP requests to a real gateway in front of the real ingest-api and
+search, and connect-es with `useHttpGet` (only a machine without `node` skips that one)."""
 
 from __future__ import annotations
 
@@ -106,9 +106,10 @@ def test_get_has_the_keys_and_errors_of_post(stack, http):
         answer = http.get(url)
         assert (answer.status_code, answer.json().get("reason")) == (status, reason), (url, answer.text)
         assert "Traceback" not in answer.text
-    # A method with side effects (or not marked) refuses GET: 405 with Allow: POST, and no call is made.
-    for path in ("/sluice.v1.DocumentService/ListCollections", "/sluice.v1.DocumentService/DeleteCollection"):
-        answer = http.get(path, params={"encoding": "json", "message": json.dumps({"name": "docs"})})
+    # A method with side effects (or a stream) refuses GET: 405 with Allow: POST, and no call is
+    # made (tests/gateway/test_get_reads.py goes through every one).
+    for path in ("/sluice.v1.DocumentService/DeleteCollection", "/sluice.v1.DocumentService/WatchCollection"):
+        answer = http.get(path, params={"encoding": "json", "message": json.dumps({"name": "docs", "collection": "docs"})})
         assert answer.status_code == 405, answer.text
         assert answer.headers["allow"] == "POST" and answer.json()["reason"] == "GET_NOT_ALLOWED"
     assert http.post("/sluice.v1.DocumentService/GetCollection", json={"name": "docs"}).status_code == 200
@@ -157,6 +158,7 @@ import { createClient } from "%(modules)s/@connectrpc/connect/dist/esm/index.js"
 import { createConnectTransport } from "%(modules)s/@connectrpc/connect-node/dist/esm/index.js";
 import { SearchService } from "%(gen)s/search_service_pb.js";
 import { DocumentService } from "%(gen)s/document_service_pb.js";
+import { EmbedderProvider } from "%(gen)s/collection_pb.js";
 
 const [url, authorization, binary] = process.argv.slice(2);
 const seen = [];
@@ -171,8 +173,10 @@ const transport = createConnectTransport({
   }],
 });
 const search = await createClient(SearchService, transport).search({ collection: "docs", query: "leases expire", topK: 2 });
-const collection = await createClient(DocumentService, transport).getCollection({ name: "docs" });
-console.log(JSON.stringify({ hits: search.hits.map((h) => h.documentId), collection: collection.name, seen }));
+const documents = createClient(DocumentService, transport);
+const collection = await documents.getCollection({ name: "docs" });
+const created = await documents.createCollection({ collection: { name: "ts-get", embedder: { provider: EmbedderProvider.HASHING } } });
+console.log(JSON.stringify({ hits: search.hits.map((h) => h.documentId), collection: collection.name, created: created.name, seen }));
 """
 
 
@@ -188,6 +192,9 @@ def test_connect_es_sends_search_as_a_get(http, stack, generated, tmp_path, enco
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout)
-    assert out["hits"][0] == document["id"] and out["collection"] == "docs"
-    # Search went as a GET (useHttpGet and NO_SIDE_EFFECTS), GetCollection (not marked) as a POST.
-    assert out["seen"] == [["Search", "Authorization, X-Sluice-Tenant"], ["GetCollection", None]]
+    assert out["hits"][0] == document["id"] and out["collection"] == "docs" and out["created"] == "ts-get"
+    # Search and GetCollection went as GETs (useHttpGet and NO_SIDE_EFFECTS), CreateCollection (a
+    # write, not marked) as a POST.
+    vary = "Authorization, X-Sluice-Tenant"
+    assert out["seen"] == [["Search", vary], ["GetCollection", vary], ["CreateCollection", None]]
+    assert http.post("/sluice.v1.DocumentService/GetCollection", json={"name": "ts-get"}).status_code == 200

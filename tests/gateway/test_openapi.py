@@ -26,12 +26,30 @@ def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
     assert len(expected) >= 32  # 14 DocumentService, 1 SearchService, 6 WebhookService, 5 AdminService, 6 SourceService
     assert expected <= operations.keys(), expected - operations.keys()
     assert operations["SearchService.Search"] == ("/sluice.v1.SearchService/Search", "post")
-    # Search is marked NO_SIDE_EFFECTS: it takes a Connect GET too; nothing else does.
-    assert [(name, where) for name, where in operations.items() if where[1] == "get" and where[0].startswith("/sluice.")] == [
-        ("SearchService.SearchByGet", ("/sluice.v1.SearchService/Search", "get"))
+    # The unary reads are marked NO_SIDE_EFFECTS: each takes a Connect GET too, at its POST's path;
+    # nothing else does (not the writes, not the streams that read: WatchDocument, WatchCollection).
+    reads = [
+        "AdminService.ListApiKeys",
+        "AdminService.ListTenants",
+        "DocumentService.GetCollection",
+        "DocumentService.GetDocument",
+        "DocumentService.ListCollections",
+        "DocumentService.ListDocuments",
+        "SearchService.Search",
+        "SourceService.GetSource",
+        "SourceService.ListSourceRuns",
+        "SourceService.ListSources",
+        "WebhookService.GetWebhook",
+        "WebhookService.ListWebhookDeliveries",
+        "WebhookService.ListWebhooks",
     ]
-    get = document["paths"]["/sluice.v1.SearchService/Search"]["get"]
-    assert [p["name"] for p in get["parameters"] if p["required"]] == ["encoding", "message"]
+    assert sorted(
+        (name, where) for name, where in operations.items() if where[1] == "get" and where[0].startswith("/sluice.")
+    ) == [(f"{read}ByGet", ("/sluice.v1." + read.replace(".", "/"), "get")) for read in reads]
+    for read in reads:
+        get = document["paths"]["/sluice.v1." + read.replace(".", "/")]["get"]
+        assert [p["name"] for p in get["parameters"] if p["required"]] == ["encoding", "message"]
+        assert "requestBody" not in get and "200" in get["responses"]
     assert operations["DocumentService.UploadDocument"] == ("/v1/collections/{collection}/documents", "post")
     assert "Dify.Retrieval" in operations
     assert (

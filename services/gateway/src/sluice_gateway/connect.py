@@ -202,19 +202,14 @@ class ConnectHandlers:
     async def rpc_get(self, request: Request) -> Response:
         """GET /sluice.v1.<Service>/<Method>?encoding=json&message=…: a unary call in the Connect
         protocol's GET shape, for the methods marked NO_SIDE_EFFECTS (docs/http.md, "GET
-        requests"). The same key, limits and errors as a POST; 405 for any other method."""
+        requests"). Nothing here is particular to one method: whatever the .proto marks is served,
+        with the same key, tenant header, limits and errors as a POST; 405 for any other method."""
         method = METHODS[request.scope["path"]]
         started = time.perf_counter()
         refusal: Response | None = None
-        if not method.side_effect_free or method.kind != "unary":
+        if not method.takes_get:
             refusal = error_response(
-                GatewayError(
-                    grpc.StatusCode.UNIMPLEMENTED,
-                    f"{method.label} has side effects: call it with POST (only methods marked "
-                    "NO_SIDE_EFFECTS take GET; see /openapi.json)",
-                    "GET_NOT_ALLOWED",
-                ),
-                method.label,
+                GatewayError(grpc.StatusCode.UNIMPLEMENTED, get_refusal(method), "GET_NOT_ALLOWED"), method.label
             )
             refusal.status_code = 405  # the Connect protocol's answer (connect-go's too), not 501
             refusal.headers["Allow"] = "POST"
@@ -417,6 +412,17 @@ class ConnectHandlers:
             return error_response(error, "upload")
         metrics.REQUESTS.labels("upload", "ok").inc()
         return JSONResponse(to_json(document))
+
+
+def get_refusal(method: Method) -> str:
+    """Why `method` takes no GET, and what to send instead."""
+    if method.kind == "server_stream":
+        # The Connect protocol has GET for unary calls only.
+        return (
+            f"{method.label} is a server stream: POST it (server-sent events or a Connect stream); "
+            "only unary methods marked NO_SIDE_EFFECTS take GET (see /openapi.json)"
+        )
+    return f"{method.label} has side effects: call it with POST (only methods marked NO_SIDE_EFFECTS take GET; see /openapi.json)"
 
 
 @contextlib.asynccontextmanager

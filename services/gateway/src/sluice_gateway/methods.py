@@ -59,6 +59,12 @@ class Method:
         return bool(options.idempotency_level == descriptor_pb2.MethodOptions.NO_SIDE_EFFECTS)
 
     @property
+    def takes_get(self) -> bool:
+        """Served as a Connect GET: marked NO_SIDE_EFFECTS and unary (the Connect protocol has no
+        GET for streams; WatchDocument and WatchCollection read but stream)."""
+        return self.side_effect_free and self.kind == "unary"
+
+    @property
     def request_class(self) -> type[message.Message]:
         found: type[message.Message] = message_factory.GetMessageClass(self.descriptor.input_type)
         return found

@@ -281,7 +281,7 @@ def build_openapi(server_url: str = "") -> dict[str, Any]:
             paths["/v1/collections/{collection}/documents"] = {"post": _upload(builder)}
         else:
             paths[method.path] = {"post": _operation(method, builder)}
-            if method.side_effect_free and method.kind == "unary":
+            if method.takes_get:
                 paths[method.path]["get"] = _get_operation(method, builder)
     paths["/retrieval"] = {
         "post": {
@@ -317,7 +317,8 @@ def build_openapi(server_url: str = "") -> dict[str, Any]:
             "title": "Sluice HTTP/JSON API",
             "version": "v1",
             "description": "Every public RPC of Sluice in the Connect protocol's unary shape (POST /<service>/<method>, "
-            "protobuf JSON mapping), server streams as server-sent events, uploads as a raw body. "
+            "protobuf JSON mapping), the read-only ones (marked NO_SIDE_EFFECTS) also as a Connect GET, server streams "
+            "as server-sent events, uploads as a raw body. "
             "Authenticate with `Authorization: Bearer <Sluice API key>`.",
         },
         "paths": paths,

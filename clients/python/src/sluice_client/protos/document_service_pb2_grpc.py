@@ -29,6 +29,11 @@ if _version_not_supported:
 
 class DocumentServiceStub:
     """DocumentService is the public API of ingest-api: collections and their documents.
+
+    The calls that only read (GetCollection, ListCollections, GetDocument, ListDocuments) are
+    marked NO_SIDE_EFFECTS, so HTTP clients may also send them as a Connect GET (docs/http.md,
+    "GET requests"). The Watch calls read too but are server streams, which Connect never sends
+    as a GET.
     """
 
     def __init__(self, channel):
@@ -111,6 +116,11 @@ class DocumentServiceStub:
 
 class DocumentServiceServicer:
     """DocumentService is the public API of ingest-api: collections and their documents.
+
+    The calls that only read (GetCollection, ListCollections, GetDocument, ListDocuments) are
+    marked NO_SIDE_EFFECTS, so HTTP clients may also send them as a Connect GET (docs/http.md,
+    "GET requests"). The Watch calls read too but are server streams, which Connect never sends
+    as a GET.
     """
 
     def CreateCollection(self, request, context):
@@ -344,6 +354,11 @@ def add_DocumentServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class DocumentService:
     """DocumentService is the public API of ingest-api: collections and their documents.
+
+    The calls that only read (GetCollection, ListCollections, GetDocument, ListDocuments) are
+    marked NO_SIDE_EFFECTS, so HTTP clients may also send them as a Connect GET (docs/http.md,
+    "GET requests"). The Watch calls read too but are server streams, which Connect never sends
+    as a GET.
     """
 
     @staticmethod

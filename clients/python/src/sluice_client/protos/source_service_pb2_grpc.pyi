@@ -38,6 +38,8 @@ class SourceServiceStub:
     `allow_mass_delete` is needed). Runs are leased jobs of the `sluice-sources` process.
     Credentials are named, never given: the server reads them from its own environment, and no
     answer ever carries them. Admin and client keys manage sources; reader keys may only read.
+    The reads (GetSource, ListSources, ListSourceRuns) are marked NO_SIDE_EFFECTS (a Connect GET
+    may carry them: docs/http.md, "GET requests").
     """
 
     @_typing.overload
@@ -70,6 +72,8 @@ class SourceServiceAsyncStub(SourceServiceStub):
     `allow_mass_delete` is needed). Runs are leased jobs of the `sluice-sources` process.
     Credentials are named, never given: the server reads them from its own environment, and no
     answer ever carries them. Admin and client keys manage sources; reader keys may only read.
+    The reads (GetSource, ListSources, ListSourceRuns) are marked NO_SIDE_EFFECTS (a Connect GET
+    may carry them: docs/http.md, "GET requests").
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -98,6 +102,8 @@ class SourceServiceServicer(metaclass=_abc_1.ABCMeta):
     `allow_mass_delete` is needed). Runs are leased jobs of the `sluice-sources` process.
     Credentials are named, never given: the server reads them from its own environment, and no
     answer ever carries them. Admin and client keys manage sources; reader keys may only read.
+    The reads (GetSource, ListSources, ListSourceRuns) are marked NO_SIDE_EFFECTS (a Connect GET
+    may carry them: docs/http.md, "GET requests").
     """
 
     @_abc_1.abstractmethod

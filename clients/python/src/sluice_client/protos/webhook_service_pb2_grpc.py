@@ -36,6 +36,8 @@ class WebhookServiceStub:
     exponential backoff for about a day, then the delivery is FAILED and the next ones go on.
     Only http(s) URLs that resolve to public addresses are accepted (unless the server allows
     private networks). Admin and client keys manage subscriptions; reader keys may list them.
+    The reads (ListWebhooks, GetWebhook, ListWebhookDeliveries) are marked NO_SIDE_EFFECTS (a
+    Connect GET may carry them: docs/http.md, "GET requests").
     """
 
     def __init__(self, channel):
@@ -87,6 +89,8 @@ class WebhookServiceServicer:
     exponential backoff for about a day, then the delivery is FAILED and the next ones go on.
     Only http(s) URLs that resolve to public addresses are accepted (unless the server allows
     private networks). Admin and client keys manage subscriptions; reader keys may list them.
+    The reads (ListWebhooks, GetWebhook, ListWebhookDeliveries) are marked NO_SIDE_EFFECTS (a
+    Connect GET may carry them: docs/http.md, "GET requests").
     """
 
     def CreateWebhook(self, request, context):
@@ -184,6 +188,8 @@ class WebhookService:
     exponential backoff for about a day, then the delivery is FAILED and the next ones go on.
     Only http(s) URLs that resolve to public addresses are accepted (unless the server allows
     private networks). Admin and client keys manage subscriptions; reader keys may list them.
+    The reads (ListWebhooks, GetWebhook, ListWebhookDeliveries) are marked NO_SIDE_EFFECTS (a
+    Connect GET may carry them: docs/http.md, "GET requests").
     """
 
     @staticmethod

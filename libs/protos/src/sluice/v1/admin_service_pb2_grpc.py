@@ -33,6 +33,8 @@ class AdminServiceStub:
     tenant's collections when the call names the tenant in `x-sluice-tenant` metadata), CLIENT
     (DocumentService and SearchService on its tenant), READER (SearchService and the read-only
     DocumentService calls of its tenant) or WORKER (JobService only, for every tenant's jobs).
+    ListTenants and ListApiKeys change nothing and are marked NO_SIDE_EFFECTS (a Connect GET may
+    carry them: docs/http.md, "GET requests").
     """
 
     def __init__(self, channel):
@@ -76,6 +78,8 @@ class AdminServiceServicer:
     tenant's collections when the call names the tenant in `x-sluice-tenant` metadata), CLIENT
     (DocumentService and SearchService on its tenant), READER (SearchService and the read-only
     DocumentService calls of its tenant) or WORKER (JobService only, for every tenant's jobs).
+    ListTenants and ListApiKeys change nothing and are marked NO_SIDE_EFFECTS (a Connect GET may
+    carry them: docs/http.md, "GET requests").
     """
 
     def CreateTenant(self, request, context):
@@ -157,6 +161,8 @@ class AdminService:
     tenant's collections when the call names the tenant in `x-sluice-tenant` metadata), CLIENT
     (DocumentService and SearchService on its tenant), READER (SearchService and the read-only
     DocumentService calls of its tenant) or WORKER (JobService only, for every tenant's jobs).
+    ListTenants and ListApiKeys change nothing and are marked NO_SIDE_EFFECTS (a Connect GET may
+    carry them: docs/http.md, "GET requests").
     """
 
     @staticmethod

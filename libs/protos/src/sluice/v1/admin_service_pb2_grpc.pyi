@@ -34,6 +34,8 @@ class AdminServiceStub:
     tenant's collections when the call names the tenant in `x-sluice-tenant` metadata), CLIENT
     (DocumentService and SearchService on its tenant), READER (SearchService and the read-only
     DocumentService calls of its tenant) or WORKER (JobService only, for every tenant's jobs).
+    ListTenants and ListApiKeys change nothing and are marked NO_SIDE_EFFECTS (a Connect GET may
+    carry them: docs/http.md, "GET requests").
     """
 
     @_typing.overload
@@ -60,6 +62,8 @@ class AdminServiceAsyncStub(AdminServiceStub):
     tenant's collections when the call names the tenant in `x-sluice-tenant` metadata), CLIENT
     (DocumentService and SearchService on its tenant), READER (SearchService and the read-only
     DocumentService calls of its tenant) or WORKER (JobService only, for every tenant's jobs).
+    ListTenants and ListApiKeys change nothing and are marked NO_SIDE_EFFECTS (a Connect GET may
+    carry them: docs/http.md, "GET requests").
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -82,6 +86,8 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     tenant's collections when the call names the tenant in `x-sluice-tenant` metadata), CLIENT
     (DocumentService and SearchService on its tenant), READER (SearchService and the read-only
     DocumentService calls of its tenant) or WORKER (JobService only, for every tenant's jobs).
+    ListTenants and ListApiKeys change nothing and are marked NO_SIDE_EFFECTS (a Connect GET may
+    carry them: docs/http.md, "GET requests").
     """
 
     @_abc_1.abstractmethod

@@ -29,7 +29,13 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class DocumentServiceStub:
-    """DocumentService is the public API of ingest-api: collections and their documents."""
+    """DocumentService is the public API of ingest-api: collections and their documents.
+
+    The calls that only read (GetCollection, ListCollections, GetDocument, ListDocuments) are
+    marked NO_SIDE_EFFECTS, so HTTP clients may also send them as a Connect GET (docs/http.md,
+    "GET requests"). The Watch calls read too but are server streams, which Connect never sends
+    as a GET.
+    """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
@@ -124,7 +130,13 @@ class DocumentServiceStub:
 
 @_typing.type_check_only
 class DocumentServiceAsyncStub(DocumentServiceStub):
-    """DocumentService is the public API of ingest-api: collections and their documents."""
+    """DocumentService is the public API of ingest-api: collections and their documents.
+
+    The calls that only read (GetCollection, ListCollections, GetDocument, ListDocuments) are
+    marked NO_SIDE_EFFECTS, so HTTP clients may also send them as a Connect GET (docs/http.md,
+    "GET requests"). The Watch calls read too but are server streams, which Connect never sends
+    as a GET.
+    """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateCollection: _aio.UnaryUnaryMultiCallable[_document_service_pb2.CreateCollectionRequest, _collection_pb2.Collection]  # type: ignore[assignment]
@@ -215,7 +227,13 @@ class DocumentServiceAsyncStub(DocumentServiceStub):
     """
 
 class DocumentServiceServicer(metaclass=_abc_1.ABCMeta):
-    """DocumentService is the public API of ingest-api: collections and their documents."""
+    """DocumentService is the public API of ingest-api: collections and their documents.
+
+    The calls that only read (GetCollection, ListCollections, GetDocument, ListDocuments) are
+    marked NO_SIDE_EFFECTS, so HTTP clients may also send them as a Connect GET (docs/http.md,
+    "GET requests"). The Watch calls read too but are server streams, which Connect never sends
+    as a GET.
+    """
 
     @_abc_1.abstractmethod
     def CreateCollection(

@@ -37,6 +37,8 @@ class SourceServiceStub:
     `allow_mass_delete` is needed). Runs are leased jobs of the `sluice-sources` process.
     Credentials are named, never given: the server reads them from its own environment, and no
     answer ever carries them. Admin and client keys manage sources; reader keys may only read.
+    The reads (GetSource, ListSources, ListSourceRuns) are marked NO_SIDE_EFFECTS (a Connect GET
+    may carry them: docs/http.md, "GET requests").
     """
 
     def __init__(self, channel):
@@ -89,6 +91,8 @@ class SourceServiceServicer:
     `allow_mass_delete` is needed). Runs are leased jobs of the `sluice-sources` process.
     Credentials are named, never given: the server reads them from its own environment, and no
     answer ever carries them. Admin and client keys manage sources; reader keys may only read.
+    The reads (GetSource, ListSources, ListSourceRuns) are marked NO_SIDE_EFFECTS (a Connect GET
+    may carry them: docs/http.md, "GET requests").
     """
 
     def CreateSource(self, request, context):
@@ -186,6 +190,8 @@ class SourceService:
     `allow_mass_delete` is needed). Runs are leased jobs of the `sluice-sources` process.
     Credentials are named, never given: the server reads them from its own environment, and no
     answer ever carries them. Admin and client keys manage sources; reader keys may only read.
+    The reads (GetSource, ListSources, ListSourceRuns) are marked NO_SIDE_EFFECTS (a Connect GET
+    may carry them: docs/http.md, "GET requests").
     """
 
     @staticmethod

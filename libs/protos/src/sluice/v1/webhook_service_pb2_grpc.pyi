@@ -37,6 +37,8 @@ class WebhookServiceStub:
     exponential backoff for about a day, then the delivery is FAILED and the next ones go on.
     Only http(s) URLs that resolve to public addresses are accepted (unless the server allows
     private networks). Admin and client keys manage subscriptions; reader keys may list them.
+    The reads (ListWebhooks, GetWebhook, ListWebhookDeliveries) are marked NO_SIDE_EFFECTS (a
+    Connect GET may carry them: docs/http.md, "GET requests").
     """
 
     @_typing.overload
@@ -70,6 +72,8 @@ class WebhookServiceAsyncStub(WebhookServiceStub):
     exponential backoff for about a day, then the delivery is FAILED and the next ones go on.
     Only http(s) URLs that resolve to public addresses are accepted (unless the server allows
     private networks). Admin and client keys manage subscriptions; reader keys may list them.
+    The reads (ListWebhooks, GetWebhook, ListWebhookDeliveries) are marked NO_SIDE_EFFECTS (a
+    Connect GET may carry them: docs/http.md, "GET requests").
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -99,6 +103,8 @@ class WebhookServiceServicer(metaclass=_abc_1.ABCMeta):
     exponential backoff for about a day, then the delivery is FAILED and the next ones go on.
     Only http(s) URLs that resolve to public addresses are accepted (unless the server allows
     private networks). Admin and client keys manage subscriptions; reader keys may list them.
+    The reads (ListWebhooks, GetWebhook, ListWebhookDeliveries) are marked NO_SIDE_EFFECTS (a
+    Connect GET may carry them: docs/http.md, "GET requests").
     """
 
     @_abc_1.abstractmethod
