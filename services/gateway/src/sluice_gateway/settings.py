@@ -26,7 +26,8 @@ class GatewaySettings(CommonSettings):  # type: ignore[misc,unused-ignore]  # An
     # Browser origins allowed to call the gateway (CORS), comma-separated, e.g.
     # "https://app.example.com"; "*" for any. Empty: no cross-origin calls.
     gateway_cors_origins: str = ""
-    # How long a cache may keep the answer of a GET (a search sent as a Connect GET), in seconds:
+    # How long a cache may keep the answer of a GET (a read-only call sent as a Connect GET: a search,
+    # a GetDocument, a ListCollections…), in seconds:
     # sent as Cache-Control max-age and s-maxage, with Vary: Authorization, X-Sluice-Tenant.
     # 0: no-store, nothing is cached. A cached answer can miss documents that became READY since
     # (docs/http.md).
