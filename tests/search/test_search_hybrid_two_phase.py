@@ -65,7 +65,8 @@ async def _service(database_url, seed=None, changes: int = 0):
         search_url(database_url), min_size=1, max_size=4, ef_search=40, max_scan_tuples=20000, statement_timeout_ms=10000
     )
     repository = RacingRepository(pool, seed, changes) if seed is not None else SearchRepository(pool, collection_cache_seconds=0)
-    return pool, repository, SearchService(repository)
+    # Document context off: the equivalence is with fusing the two plain lists (_one_phase).
+    return pool, repository, SearchService(repository, document_weight=0.0)
 
 
 def _answer(hits):

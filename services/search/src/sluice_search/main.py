@@ -99,6 +99,8 @@ async def create_server(settings: SearchSettings, *, embedder_factory: EmbedderF
         rrf_k=settings.search_rrf_k,
         fusion_method=settings.search_fusion,
         vector_weight=settings.search_hybrid_vector_weight,
+        document_weight=settings.search_hybrid_document_weight,
+        document_depth=settings.search_hybrid_document_depth,
         foreign_vector_weight=settings.search_hybrid_foreign_vector_weight,
         rerankers=Rerankers(RerankSettings()),
         replay=replay,

@@ -30,7 +30,14 @@ class Repository(Protocol):
     ) -> list[Hit]: ...
 
     async def vector_candidates(
-        self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter
+        self,
+        collection: Collection,
+        vector: Sequence[float],
+        limit: int,
+        filter: DocumentFilter,
+        *,
+        document_weight: float = 0.0,
+        depth: int = 0,
     ) -> list[tuple[int, float]]: ...
 
     async def keyword_candidates(
@@ -64,6 +71,8 @@ class SearchService:
         rrf_k: int = 60,
         fusion_method: str = "relative_score",
         vector_weight: float = 0.5,
+        document_weight: float = 0.2,
+        document_depth: int = 100,
         foreign_vector_weight: float = 0.1,
         rerankers: rerank.Rerankers | None = None,
         replay: ReplayWaiter | None = None,
@@ -76,6 +85,8 @@ class SearchService:
         self._rrf_k = rrf_k
         self._fusion_method = fusion_method
         self._vector_weight = vector_weight
+        self._document_weight = document_weight
+        self._document_depth = document_depth
         self._foreign_vector_weight = foreign_vector_weight
         self._warmed: set[tuple[str, str, int]] = set()
         self._segmenter_warm = False
@@ -220,7 +231,14 @@ class SearchService:
         share = self._vector_share(collection, query.text)
         for attempt in range(1, HYBRID_ATTEMPTS + 1):
             vector_ranked, keyword_ranked = await asyncio.gather(
-                self._repository.vector_candidates(collection, vector, candidates, query.filter),
+                self._repository.vector_candidates(
+                    collection,
+                    vector,
+                    candidates,
+                    query.filter,
+                    document_weight=self._document_weight,
+                    depth=max(candidates, self._document_depth),
+                ),
                 # Only the first top_k can win on keyword alone: the tail need not be exact (keyword.py).
                 self._repository.keyword_candidates(collection, terms, candidates, query.filter, exact=query.top_k),
             )

@@ -42,6 +42,12 @@ class SearchSettings(CommonSettings):
     # The same for a query written mostly in another script than Latin, against a collection
     # whose local model knows English only (its vectors of such a query are noise).
     search_hybrid_foreign_vector_weight: float = Field(default=0.1, ge=0.0, le=1.0)
+    # HYBRID's document context (docs/search.md, "Document context"): the vector side scores a
+    # chunk (1 - w) x its cosine similarity + w x its document's (the normalised mean of the
+    # document's chunk vectors). 0 turns it off.
+    search_hybrid_document_weight: float = Field(default=0.2, ge=0.0, le=1.0)
+    # How many nearest chunks the document context rescores (the best of them go to the fusion).
+    search_hybrid_document_depth: int = Field(default=100, ge=1, le=1000)
     # Bounds on a request.
     search_max_top_k: int = 100
     search_max_query_characters: int = 4096
