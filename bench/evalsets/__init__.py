@@ -1,6 +1,6 @@
 """Known-item evaluation sets built from real documents found on this machine.
 
-    .venv/bin/python -m bench.evalsets build en|zh|readme|all [--force]   # into .sluice/evalsets/<name>/
+    .venv/bin/python -m bench.evalsets build en|zh|readme|refman|all [--force]   # into .sluice/evalsets/<name>/
     .venv/bin/python -m bench.evalsets fixture                      # refresh tests/fixtures/evalsets/
 
 A built set is a folder: `docs/` (the documents, as uploaded), `queries.jsonl` (the format of
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("SLUICE_EVALSETS_DIR") or REPO / ".sluice" / "evalsets")
 FIXTURES = REPO / "tests" / "fixtures" / "evalsets"
 SEED = 18
-SETS = ("en", "zh", "readme")
+SETS = ("en", "zh", "readme", "refman")
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,10 @@ def build(name: str, root: Path) -> None:
         from .chinese import build_chinese
 
         build_chinese(root)
+    elif name == "refman":
+        from .english import build_reference
+
+        build_reference(root)
     elif name == "readme":
         from .readmes import build_readmes
 
