@@ -43,6 +43,20 @@ def states(col: collection_pb2.Collection) -> list[tuple[int, int]]:
     return [(g.number, g.state) for g in col.generations]
 
 
+def switched_collection(c: Clients, name: str = "docs") -> collection_pb2.Collection:
+    """The collection once generation 2 is ACTIVE and 1 RETIRED. The last EMBED commit switches
+    it before answering, unless the sweep (every 50 ms here) was building the generation's index
+    at that moment: then the sweep switches it a moment later (GenerationStore.try_switch)."""
+    return wait_for(
+        lambda: (
+            (col := collection(c, name))
+            and states(col) == [(1, G.GENERATION_STATE_RETIRED), (2, G.GENERATION_STATE_ACTIVE)]
+            and col
+        ),
+        what="generation 2 ACTIVE",
+    )
+
+
 def ready_document(c: Clients, text: str) -> str:
     doc = c.upload(content=text.encode())
     job = c.claim()
@@ -105,8 +119,7 @@ def test_reindex_embeds_snapshots_into_a_new_generation_and_switches(ingest_api_
     assert states(collection(c)) == [(1, G.GENERATION_STATE_ACTIVE), (2, G.GENERATION_STATE_BUILDING)]
     assert c.complete(jobs[1], ["beta text new"], dimensions=16).status == D.DOCUMENT_STATUS_READY
 
-    switched = collection(c)
-    assert states(switched) == [(1, G.GENERATION_STATE_RETIRED), (2, G.GENERATION_STATE_ACTIVE)]
+    switched = switched_collection(c)
     assert switched.embedder.model == "hashing-v2" and switched.embedder.dimensions == 16
     assert switched.generations[1].documents_ready == 2 and switched.generations[1].HasField("activate_time")
     assert event_count(database_url) == before  # the reindex wrote no document event
@@ -154,7 +167,7 @@ def test_documents_uploaded_retried_or_deleted_during_a_reindex(ingest_api_facto
     assert set(later) == {fresh.id, failed.id} and all(j.kind == js.JOB_KIND_EMBED for j in later.values())
     for job in later.values():
         c.complete(job, ["again"], dimensions=16)
-    assert states(collection(c)) == [(1, G.GENERATION_STATE_RETIRED), (2, G.GENERATION_STATE_ACTIVE)]
+    switched_collection(c)
     for document_id in (kept, fresh.id, failed.id):
         assert 2 in chunk_generations(database_url, document_id)
     assert chunk_generations(database_url, deleted) == {}
@@ -172,7 +185,7 @@ def test_an_ingest_commit_that_loses_the_switch_runs_again_for_the_new_generatio
     embed = c.claim()
     assert embed.document_id == ready and embed.kind == js.JOB_KIND_EMBED
     c.complete(embed, ["ready"], dimensions=16)  # every READY document is in generation 2: it switches
-    assert states(collection(c))[1] == (2, G.GENERATION_STATE_ACTIVE)
+    switched_collection(c)
     expect_error(lambda: c.complete(ingest, ["late"], dimensions=8), grpc.StatusCode.FAILED_PRECONDITION, "LEASE_NOT_HELD")
     assert c.get(late.id).status == D.DOCUMENT_STATUS_PENDING
     again = c.claim()
@@ -243,7 +256,7 @@ def test_embed_jobs_are_fenced_by_their_lease(ingest_api_factory, database_url):
     ):
         expect_error(call, grpc.StatusCode.FAILED_PRECONDITION, "LEASE_NOT_HELD")
     assert c.complete(fresh, ["fenced"], dimensions=16).status == D.DOCUMENT_STATUS_READY
-    assert states(collection(c))[1] == (2, G.GENERATION_STATE_ACTIVE)
+    switched_collection(c)
 
 
 def test_an_embed_job_that_fails_for_good_holds_the_switch_until_retried(ingest_api_factory, database_url):
@@ -279,7 +292,7 @@ def test_an_embed_job_that_fails_for_good_holds_the_switch_until_retried(ingest_
     reindex(c)
     job = c.claim()
     c.complete(job, ["stuck"], dimensions=16)
-    assert states(collection(c)) == [(1, G.GENERATION_STATE_RETIRED), (2, G.GENERATION_STATE_ACTIVE)]
+    switched_collection(c)
 
 
 def test_reindex_validates_its_input(ingest_api):
@@ -406,7 +419,7 @@ def test_concurrent_embed_commits_switch_exactly_once(ingest_api_factory, databa
 
     with ThreadPoolExecutor(len(jobs)) as pool:
         assert set(pool.map(complete, jobs)) == {D.DOCUMENT_STATUS_READY}
-    assert states(collection(c)) == [(1, G.GENERATION_STATE_RETIRED), (2, G.GENERATION_STATE_ACTIVE)]
+    switched_collection(c)
     for document_id in documents:
         assert chunk_generations(database_url, document_id).get(2) == 1
 
