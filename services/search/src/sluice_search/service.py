@@ -72,7 +72,7 @@ class SearchService:
         fusion_method: str = "relative_score",
         vector_weight: float = 0.5,
         document_weight: float = 0.2,
-        document_depth: int = 100,
+        document_depth: int = 50,
         foreign_vector_weight: float = 0.1,
         rerankers: rerank.Rerankers | None = None,
         replay: ReplayWaiter | None = None,

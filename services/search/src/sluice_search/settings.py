@@ -47,7 +47,7 @@ class SearchSettings(CommonSettings):
     # document's chunk vectors). 0 turns it off.
     search_hybrid_document_weight: float = Field(default=0.2, ge=0.0, le=1.0)
     # How many nearest chunks the document context rescores (the best of them go to the fusion).
-    search_hybrid_document_depth: int = Field(default=100, ge=1, le=1000)
+    search_hybrid_document_depth: int = Field(default=50, ge=1, le=1000)
     # Bounds on a request.
     search_max_top_k: int = 100
     search_max_query_characters: int = 4096
