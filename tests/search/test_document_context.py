@@ -121,9 +121,9 @@ def two_documents(seed) -> tuple[int, str, str]:
     of `about.txt`, but `about.txt` as a whole is about it: each of its three chunks leans to the
     query and away from it in another direction, and their mean points at the query."""
     cid = seed.collection("context", DIMENSIONS)
-    lone = seed.document(cid, "lone.txt")
+    lone = seed.document(cid, "lone.txt", metadata={"team": "docs"})
     seed.chunks(cid, lone, ["zzz lone"], [unit(0.78 * basis(0) + 0.6258 * basis(1))])
-    about = seed.document(cid, "about.txt")
+    about = seed.document(cid, "about.txt", metadata={"team": "docs"})
     seed.chunks(
         cid,
         about,
@@ -139,7 +139,10 @@ def two_documents(seed) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize(("weight", "first"), [(0.0, "lone.txt"), (0.2, "about.txt")])
-async def test_hybrid_ranks_a_chunk_of_a_document_about_the_query_higher(database_url, two_documents, weight, first):
+@pytest.mark.parametrize("filtered", [False, True], ids=["whole", "filtered"])
+async def test_hybrid_ranks_a_chunk_of_a_document_about_the_query_higher(database_url, two_documents, weight, first, filtered):
+    """Unfiltered, four chunks answer through the exact scan after the graph (fewer than the 50
+    asked); filtered, through the selective filter's statement: each wrapped as the graph's is."""
     tenant, _, _ = two_documents
     pool = await open_read_pool(
         search_url(database_url), min_size=1, max_size=2, ef_search=40, max_scan_tuples=20000, statement_timeout_ms=10000
@@ -152,7 +155,7 @@ async def test_hybrid_ranks_a_chunk_of_a_document_about_the_query_higher(databas
             vector=list(basis(0)),
             mode=Mode.HYBRID,
             top_k=4,
-            filter=DocumentFilter(),
+            filter=DocumentFilter(metadata={"team": "docs"}) if filtered else DocumentFilter(),
         )
         hits = await search.search(tenant, query)
         assert hits[0].filename == first
