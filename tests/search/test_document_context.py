@@ -54,6 +54,10 @@ def test_the_document_vector_follows_the_chunks_whatever_writes_them(seed):
         seed.conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc,))
         seed.chunks(cid, doc, ["new one", "new two"], replacement)
     assert np.allclose(stored(seed, doc)[generation], centroid(replacement), atol=1e-6)
+    # An UPDATE (a migration's) is a removal and an insertion: the vector follows it.
+    moved = random_unit_vectors(1, DIMENSIONS, seed=7)[0]
+    seed.conn.execute("UPDATE chunks SET embedding = %s WHERE document_id = %s AND chunk_index = 0", (moved, doc))
+    assert np.allclose(stored(seed, doc)[generation], centroid([moved, replacement[1]]), atol=1e-6)
     # Chunks deleted: no vector. The document deleted: nothing left of it.
     seed.conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc,))
     assert stored(seed, doc) == {}

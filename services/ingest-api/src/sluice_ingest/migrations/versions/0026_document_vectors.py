@@ -8,7 +8,8 @@ HYBRID blends a candidate chunk's cosine similarity with its document's.
 
 Kept exact by statement-level triggers on `chunks`, as the keyword statistics are (0016): after
 chunks are inserted, the vectors of the (generation, document) pairs they belong to are computed
-again from all of that pair's chunks; after chunks are deleted, those pairs' vectors go. A commit
+again from all of that pair's chunks; after chunks are deleted, those pairs' vectors go; an
+update is both. A commit
 deletes a document's chunks and then copies the new ones in, so the vector of the commit is the
 vector of the chunks it committed, whatever path wrote them (a commit, a reindex, a deletion).
 A row belongs to its document (and tenant) and its generation, and goes with either.
@@ -63,6 +64,13 @@ def upgrade() -> None:
             FOR EACH STATEMENT EXECUTE FUNCTION sluice_document_vectors_added();
         CREATE TRIGGER chunks_document_vectors_removed AFTER DELETE ON chunks REFERENCING OLD TABLE AS removed
             FOR EACH STATEMENT EXECUTE FUNCTION sluice_document_vectors_removed();
+        -- An UPDATE (none but a migration's) is a removal then an insertion, in that order (triggers
+        -- of one event fire by name): the pairs the rows left lose their vectors, the pairs they
+        -- are in now get theirs computed again.
+        CREATE TRIGGER chunks_document_vectors_updated_1_old AFTER UPDATE ON chunks REFERENCING OLD TABLE AS removed
+            FOR EACH STATEMENT EXECUTE FUNCTION sluice_document_vectors_removed();
+        CREATE TRIGGER chunks_document_vectors_updated_2_new AFTER UPDATE ON chunks REFERENCING NEW TABLE AS added
+            FOR EACH STATEMENT EXECUTE FUNCTION sluice_document_vectors_added();
 
         -- The documents already indexed.
         INSERT INTO document_vectors (generation_id, document_id, tenant_id, embedding)
@@ -76,6 +84,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute(
         """
+        DROP TRIGGER chunks_document_vectors_updated_2_new ON chunks;
+        DROP TRIGGER chunks_document_vectors_updated_1_old ON chunks;
         DROP TRIGGER chunks_document_vectors_removed ON chunks;
         DROP TRIGGER chunks_document_vectors_added ON chunks;
         DROP FUNCTION sluice_document_vectors_removed();
