@@ -237,7 +237,7 @@ class SearchService:
                     candidates,
                     query.filter,
                     document_weight=self._document_weight,
-                    depth=max(candidates, self._document_depth),
+                    depth=self._document_depth,
                 ),
                 # Only the first top_k can win on keyword alone: the tail need not be exact (keyword.py).
                 self._repository.keyword_candidates(collection, terms, candidates, query.filter, exact=query.top_k),
