@@ -11,6 +11,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -40,38 +41,97 @@ SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
 URLSAFE_TO_STANDARD = str.maketrans("-_", "+/")  # the Connect protocol says URL-safe; either is taken
 
 
-def _float_lists(descriptor: Any) -> tuple[tuple[str, str], ...]:
-    """(name, json_name) of the message's top-level repeated float and double fields."""
+_NUMBERS = frozenset((int, float))
+_INTEGERS = (
+    FieldDescriptor.CPPTYPE_INT32,
+    FieldDescriptor.CPPTYPE_INT64,
+    FieldDescriptor.CPPTYPE_UINT32,
+    FieldDescriptor.CPPTYPE_UINT64,
+)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What parse_json copies without json_format for one message type: its top-level repeated
+    float and double fields, as (name, json_name), and its top-level singular string, integer,
+    bool and enum fields outside any oneof, by JSON name, as (name, the JSON type taken, the
+    enum's numbers by name)."""
+
+    float_lists: tuple[tuple[str, str], ...]
+    scalars: dict[str, tuple[str, type, dict[str, int] | None]]
+
+
+def _shape(descriptor: Any) -> _Shape:
     kinds = (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE)
-    return tuple((f.name, f.json_name) for f in descriptor.fields if f.is_repeated and f.type in kinds)
+    float_lists = tuple((f.name, f.json_name) for f in descriptor.fields if f.is_repeated and f.type in kinds)
+    scalars: dict[str, tuple[str, type, dict[str, int] | None]] = {}
+    for f in descriptor.fields:
+        if f.is_repeated or f.message_type is not None or f.containing_oneof is not None:
+            continue  # a oneof's members too: json_format refuses two of them, setattr would not
+        if f.cpp_type == FieldDescriptor.CPPTYPE_STRING and f.type == FieldDescriptor.TYPE_STRING:
+            scalars[f.json_name] = (f.name, str, None)
+        elif f.cpp_type in _INTEGERS:
+            scalars[f.json_name] = (f.name, int, None)
+        elif f.cpp_type == FieldDescriptor.CPPTYPE_BOOL:
+            scalars[f.json_name] = (f.name, bool, None)
+        elif f.cpp_type == FieldDescriptor.CPPTYPE_ENUM and f.enum_type.full_name != "google.protobuf.NullValue":
+            scalars[f.json_name] = (f.name, str, {v.name: v.number for v in f.enum_type.values})
+    return _Shape(float_lists, scalars)
 
 
-FLOAT_LISTS: dict[str, tuple[tuple[str, str], ...]] = {}
+SHAPES: dict[str, _Shape] = {}
 
 
 def parse_json(body: bytes, msg: message.Message) -> None:
-    """The protobuf JSON mapping into `msg`. A query vector (a top-level list of plain numbers)
-    is copied in directly: json_format checks each of its 384 floats in Python, which was 3 ms
-    of a 10 ms search (bench/gateway_bench.py); anything else in such a list ("NaN", a string)
-    takes json_format's path and its errors."""
+    """The protobuf JSON mapping into `msg`, in two parts (docs/http.md, "Speed"). A query vector
+    (a top-level list of plain numbers) is copied in directly: json_format checks each of its
+    384 floats in Python, which was 3 ms of a 10 ms search. When every other key is the JSON name
+    of a plain top-level field with a value of its own JSON type (a string, an integer, a
+    boolean, an enum's name), those are set directly too, since json_format spends more time
+    deciding than setting; protobuf still checks each value (an integer out of range, say), and
+    anything unusual (a field's proto name, a number given as a string, a nested message, a
+    failed check) sends the whole document through json_format and its errors."""
     document = codec.loads(body) if body.strip() else {}
     if not isinstance(document, dict):
         raise ValueError("the body is a JSON object")
     descriptor = msg.DESCRIPTOR
-    float_lists = FLOAT_LISTS.get(descriptor.full_name)
-    if float_lists is None:
-        float_lists = FLOAT_LISTS[descriptor.full_name] = _float_lists(descriptor)
+    shape = SHAPES.get(descriptor.full_name)
+    if shape is None:
+        shape = SHAPES[descriptor.full_name] = _shape(descriptor)
     direct: list[tuple[str, list[float]]] = []
-    for name, json_name in float_lists:
+    for name, json_name in shape.float_lists:
         for key in (json_name, name):
             values = document.get(key)
-            if isinstance(values, list) and all(type(v) in (int, float) for v in values):
+            if isinstance(values, list) and set(map(type, values)) <= _NUMBERS:
                 direct.append((name, values))
                 del document[key]
                 break
-    json_format.ParseDict(document, msg)
+    if not _set_scalars(document, msg, shape):
+        json_format.ParseDict(document, msg)
     for name, values in direct:
         getattr(msg, name).extend(values)
+
+
+def _set_scalars(document: dict[str, Any], msg: message.Message, shape: _Shape) -> bool:
+    """Every key of `document` set on `msg` directly, or nothing set and False (see parse_json)."""
+    found = []
+    for key, value in document.items():
+        scalar = shape.scalars.get(key)
+        if scalar is None or type(value) is not scalar[1]:
+            return False
+        found.append((scalar, value))
+    try:
+        for (name, _, numbers), value in found:
+            if numbers is None:
+                setattr(msg, name, value)
+            elif value in numbers:
+                setattr(msg, name, numbers[value])
+            else:
+                raise ValueError(value)
+    except (TypeError, ValueError):
+        msg.Clear()
+        return False
+    return True
 
 
 def error_response(error: grpc.RpcError | GatewayError, method: str = UNKNOWN) -> JSONResponse:

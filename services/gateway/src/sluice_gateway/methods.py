@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property
 
 from google.protobuf import descriptor, descriptor_pb2, message, message_factory
 from sluice.v1 import admin_service_pb2, document_service_pb2, search_service_pb2, source_service_pb2, webhook_service_pb2
@@ -31,45 +32,48 @@ SERVICES: tuple[tuple[descriptor.ServiceDescriptor, Backend], ...] = (
 
 @dataclass(frozen=True)
 class Method:
+    """One public RPC. Its derived attributes are computed once (cached_property writes the
+    instance's __dict__, which a frozen dataclass allows): every call reads several of them."""
+
     descriptor: descriptor.MethodDescriptor
     backend: Backend
 
-    @property
+    @cached_property
     def path(self) -> str:
         """The gRPC path, which is also the Connect path: /sluice.v1.SearchService/Search."""
         return f"/{self.descriptor.containing_service.full_name}/{self.descriptor.name}"
 
-    @property
+    @cached_property
     def label(self) -> str:
         """`Service.Method`, as metrics name it: SearchService.Search."""
         return f"{self.descriptor.containing_service.name}.{self.descriptor.name}"
 
-    @property
+    @cached_property
     def kind(self) -> str:
         client, server = self.descriptor.client_streaming, self.descriptor.server_streaming
         return {(False, False): "unary", (False, True): "server_stream", (True, False): "client_stream"}.get(
             (client, server), "bidi"
         )
 
-    @property
+    @cached_property
     def side_effect_free(self) -> bool:
         """Marked `idempotency_level = NO_SIDE_EFFECTS` in its .proto: the Connect protocol then
         allows it as a GET, which browsers, proxies and CDNs may cache (docs/http.md, "GET requests")."""
         options = self.descriptor.GetOptions()
         return bool(options.idempotency_level == descriptor_pb2.MethodOptions.NO_SIDE_EFFECTS)
 
-    @property
+    @cached_property
     def takes_get(self) -> bool:
         """Served as a Connect GET: marked NO_SIDE_EFFECTS and unary (the Connect protocol has no
         GET for streams; WatchDocument and WatchCollection read but stream)."""
         return self.side_effect_free and self.kind == "unary"
 
-    @property
+    @cached_property
     def request_class(self) -> type[message.Message]:
         found: type[message.Message] = message_factory.GetMessageClass(self.descriptor.input_type)
         return found
 
-    @property
+    @cached_property
     def response_class(self) -> type[message.Message]:
         found: type[message.Message] = message_factory.GetMessageClass(self.descriptor.output_type)
         return found
