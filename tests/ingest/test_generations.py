@@ -5,6 +5,7 @@ worker is played by hand through JobService so each step is observable."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,8 +19,9 @@ from sluice.v1 import collection_pb2
 from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import job_service_pb2 as js
 from sluice_common import vector_index
+from sluice_common.db import open_pool
 from sluice_ingest.migrations import alembic_config
-from sluice_ingest.store.generations import INDEX_LOCK_CLASS
+from sluice_ingest.store.generations import INDEX_LOCK_CLASS, GenerationStore
 
 from .helpers import Clients, D
 
@@ -525,3 +527,55 @@ def test_a_large_generations_index_is_built_after_the_last_commit_has_answered(i
         blocker.rollback()
     wait_for(lambda: states(collection(c))[1] == (2, G.GENERATION_STATE_ACTIVE))
     assert vector_index.index_name(ids[2]) in hnsw_indexes(database_url)
+
+
+def test_two_callers_racing_into_the_switch_switch_once_and_neither_fails(ingest_api_factory, database_url):
+    """The sweep and the last EMBED commit's call can both find the generation complete with its
+    index and reach the switch transaction together. The one that gets the row locks second must
+    see the switch already made (completeness is asked again under the locks, and requires
+    BUILDING) and give up (False), not raise IllegalTransition from move_generation: that would
+    fail a CompleteJob whose commit had succeeded. Here two calls of try_switch (real
+    connections) wait on a transaction holding the generations' rows, then race; without the
+    second question one of them raises."""
+    c = Clients(ingest_api_factory(generation_sweep_seconds=3600).address)
+    c.create_collection("docs")
+    ready_document(c, "raced")
+    reindex(c)
+    ids = generation_ids(database_url)
+
+    async def with_store(work):
+        pool = await open_pool(database_url, max_size=4, name="race")
+        try:
+            return await work(GenerationStore(pool))
+        finally:
+            await pool.close()
+
+    assert asyncio.run(with_store(lambda store: store.ensure_index(ids[2])))  # the index first, built here
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        # The commit's own switch skips a generation whose index lock is held (wait=False).
+        conn.execute("SELECT pg_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, ids[2]))
+        c.complete(c.claim(), ["raced"], dimensions=16)
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", (INDEX_LOCK_CLASS, ids[2]))
+    assert states(collection(c))[1] == (2, G.GENERATION_STATE_BUILDING)  # complete, indexed, not switched
+
+    async def race(store: GenerationStore) -> list[object]:
+        return await asyncio.gather(*(store.try_switch(ids[2], wait=True) for _ in range(2)), return_exceptions=True)
+
+    with psycopg.connect(database_url) as blocker, ThreadPoolExecutor(1) as pool:
+        blocker.execute("SELECT 1 FROM collection_generations WHERE id = ANY(%s) FOR UPDATE", ([ids[1], ids[2]],))
+        outcome = pool.submit(asyncio.run, with_store(race))
+        with psycopg.connect(database_url, autocommit=True) as watcher:
+            wait_for(
+                lambda: (
+                    watcher.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        " AND query LIKE '%%FROM collection_generations WHERE id = ANY%%FOR UPDATE'"
+                    ).fetchone()[0]
+                    == 2
+                ),
+                what="both calls waiting on the generations' rows",
+            )
+        blocker.rollback()
+        results = outcome.result(timeout=30)
+    assert sorted(results, key=repr) == [False, True], results
+    assert states(collection(c)) == [(1, G.GENERATION_STATE_RETIRED), (2, G.GENERATION_STATE_ACTIVE)]

@@ -475,6 +475,9 @@ class GenerationStore(StoreBase):
                     ([active_id, generation_id],),
                 )
             ).fetchall()
+            # Asked again under the locks: sluice_generation_complete requires BUILDING, so a caller
+            # that lost the race to the switch (the sweep, another EMBED commit's call) stops here
+            # rather than failing its own commit's answer in move_generation (a test races two).
             if len(locked) != 2 or not await _complete(conn, generation_id):
                 return False
             # Never switch search onto a generation without its index (a concurrent cancel, or a failed build).
