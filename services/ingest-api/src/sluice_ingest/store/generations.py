@@ -171,7 +171,9 @@ class GenerationStore(StoreBase):
     async def switch_after_commit(self, generation_id: int) -> None:
         """After an EMBED commit: if it completed its generation, the index build and the switch
         (try_switch). A generation of at most `inline_index_max_chunks` chunks is built before
-        this returns (the commit's answer then follows the switch); a larger one's build runs in
+        this returns (the commit's answer then follows the switch, unless the sweep was building
+        that index at the moment: then the sweep switches once its build is done, an instant
+        after this answer; tests wait for the switch rather than assume it); a larger one's build runs in
         the background, because CompleteJob's caller, a worker, would otherwise wait minutes for
         it. If ingest-api stops first, the cancelled build leaves an invalid index that the
         sweep's try_switch drops and builds again."""
