@@ -197,3 +197,80 @@ async def test_concurrent_status_changes_never_show_a_document_that_was_not_read
         stop.set()
         await flapper
         await pool.close()
+
+
+class GatedEmbedder:
+    """The real hashing embedder, except that a query's embedding finishes only once the keyword
+    side has started its statement (`started`), or fails with `error` once it has: HYBRID must
+    run its keyword side beside the embedding, not after it."""
+
+    def __init__(self, started: asyncio.Event, error: Exception | None = None) -> None:
+        self.real = HashingEmbedder("hashing-v1", DIMENSIONS)
+        self.started = started
+        self.error = error
+
+    async def embed_query(self, text: str) -> list[float]:
+        await asyncio.wait_for(self.started.wait(), timeout=10)  # TimeoutError: the keyword side waited for us
+        if self.error is not None:
+            raise self.error
+        return await self.real.embed_query(text)
+
+
+class WatchedRepository(SearchRepository):
+    """The real repository; says when a keyword ranking starts, and keeps its task to look at."""
+
+    def __init__(self, pool) -> None:
+        super().__init__(pool, collection_cache_seconds=0)
+        self.started = asyncio.Event()
+        self.keyword_tasks: list[asyncio.Task] = []
+
+    async def keyword_candidates(self, *args, **kwargs):
+        self.keyword_tasks.append(asyncio.current_task())
+        self.started.set()
+        return await super().keyword_candidates(*args, **kwargs)
+
+
+async def test_the_keyword_side_runs_while_the_query_is_embedded(database_url, seed, corpus):
+    tenant = await _tenant(seed)
+    pool = await open_read_pool(
+        search_url(database_url), min_size=1, max_size=4, ef_search=40, max_scan_tuples=20000, statement_timeout_ms=10000
+    )
+    try:
+        repository = WatchedRepository(pool)
+        embedder = GatedEmbedder(repository.started)
+        search = SearchService(repository, embedder_factory=lambda *_: embedder, document_weight=0.0)
+        query = SearchQuery(
+            collection="race", text="river bridge", vector=None, mode=Mode.HYBRID, top_k=5, filter=DocumentFilter()
+        )
+        hits = await search.search(tenant, query)
+        assert _answer(hits) == _answer(await _one_phase(repository, tenant, "river bridge", 5))  # the answer as before
+    finally:
+        await pool.close()
+
+
+async def test_a_failed_embedding_cancels_the_keyword_side_and_says_why(database_url, seed, corpus):
+    from sluice_common.embedders import EmbeddingError
+    from sluice_common.errors import Unavailable
+
+    tenant = await _tenant(seed)
+    pool = await open_read_pool(
+        search_url(database_url), min_size=1, max_size=4, ef_search=40, max_scan_tuples=20000, statement_timeout_ms=10000
+    )
+    try:
+        repository = WatchedRepository(pool)
+        down = EmbeddingError("the embedding service is down", code="EMBEDDING_UNAVAILABLE", retryable=True)
+        search = SearchService(
+            repository, embedder_factory=lambda *_: GatedEmbedder(repository.started, down), document_weight=0.0
+        )
+        query = SearchQuery(
+            collection="race", text="river bridge", vector=None, mode=Mode.HYBRID, top_k=5, filter=DocumentFilter()
+        )
+        with pytest.raises(Unavailable, match="the embedding service is down"):
+            await search.search(tenant, query)
+        assert [task.done() for task in repository.keyword_tasks] == [True]  # nothing left running
+        # and the pool has every connection back: four searches at once still answer
+        search = SearchService(repository, document_weight=0.0)
+        answers = await asyncio.gather(*(search.search(tenant, query) for _ in range(4)))
+        assert all(len(a) == 5 for a in answers)
+    finally:
+        await pool.close()

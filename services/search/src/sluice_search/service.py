@@ -207,15 +207,13 @@ class SearchService:
         if query.mode is Mode.KEYWORD:
             hits = await self._repository.keyword_search(collection, terms, query.top_k, query.filter)
         else:
-            # The query is embedded before any database work: no connection waits on a model.
-            vector = query.vector or await self._embed(collection, query.text)
-            hits = await self._hybrid(collection, query, vector, terms)
+            hits = await self._hybrid(collection, query, query.vector, terms)
         for hit in hits:
             hit.highlights = highlight.highlight_spans(hit.text, terms)
         return hits
 
     async def _hybrid(
-        self, collection: Collection, query: SearchQuery, vector: Sequence[float], terms: Sequence[str]
+        self, collection: Collection, query: SearchQuery, vector: Sequence[float] | None, terms: Sequence[str]
     ) -> list[Hit]:
         """Both rankings as (chunk id, score), fused, then the rows of the fused top_k alone, in
         one statement that checks READY, the generation, the tenant and the filter again.
@@ -230,18 +228,7 @@ class SearchService:
         candidates = max(query.top_k, self._hybrid_candidates)
         share = self._vector_share(collection, query.text)
         for attempt in range(1, HYBRID_ATTEMPTS + 1):
-            vector_ranked, keyword_ranked = await asyncio.gather(
-                self._repository.vector_candidates(
-                    collection,
-                    vector,
-                    candidates,
-                    query.filter,
-                    document_weight=self._document_weight,
-                    depth=self._document_depth,
-                ),
-                # Only the first top_k can win on keyword alone: the tail need not be exact (keyword.py).
-                self._repository.keyword_candidates(collection, terms, candidates, query.filter, exact=query.top_k),
-            )
+            vector, vector_ranked, keyword_ranked = await self._both_sides(collection, query, vector, terms, candidates)
             lists = [[_ranked(cid, score) for cid, score in ranked] for ranked in (vector_ranked, keyword_ranked)]
             fused = self._fuse(lists[0], lists[1], len(vector_ranked) + len(keyword_ranked), share)
             last = attempt == HYBRID_ATTEMPTS
@@ -256,6 +243,42 @@ class SearchService:
                 row.score = ranked.score
                 hits.append(row)
         return hits[: query.top_k]
+
+    async def _both_sides(
+        self,
+        collection: Collection,
+        query: SearchQuery,
+        vector: Sequence[float] | None,
+        terms: Sequence[str],
+        candidates: int,
+    ) -> tuple[Sequence[float], list[tuple[int, float]], list[tuple[int, float]]]:
+        """The query's vector and both rankings, side by side. The keyword side needs no vector,
+        so it starts at once, while the query is embedded (a text query's first ranking): the
+        vector side takes its connection only once it has its vector, so no connection waits on
+        a model, and a HYBRID search costs the embedding or the keyword ranking, whichever is
+        longer, rather than both (docs/search.md, "Latency at 100,000 chunks"). If either side
+        fails, the other is cancelled and awaited before the error goes on."""
+        # Only the first top_k can win on keyword alone: the tail need not be exact (keyword.py).
+        keyword_side = asyncio.ensure_future(
+            self._repository.keyword_candidates(collection, terms, candidates, query.filter, exact=query.top_k)
+        )
+        try:
+            if vector is None:
+                vector = await self._embed(collection, query.text)
+            vector_ranked = await self._repository.vector_candidates(
+                collection,
+                vector,
+                candidates,
+                query.filter,
+                document_weight=self._document_weight,
+                depth=self._document_depth,
+            )
+            keyword_ranked = await keyword_side
+        except BaseException:
+            keyword_side.cancel()
+            await asyncio.wait([keyword_side])
+            raise
+        return vector, vector_ranked, keyword_ranked
 
     def _vector_share(self, collection: Collection, text: str) -> float:
         """The vector list's weight in HYBRID: the configured one, except for a query in another
