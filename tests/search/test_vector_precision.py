@@ -129,3 +129,56 @@ def test_a_binary_generation_answers_top_k_even_with_fewer_candidates_asked(data
     distances = [float(r[-1]) for r in rows]
     assert distances == sorted(distances)
     assert {str(r[2]) for r in rows} <= ready
+
+
+def test_a_real_chunks_vector_stays_in_the_row_and_the_binary_rescore_reads_no_toast(database_url, seed):
+    """Migration 0027: a chunk as wide as the default chunking makes (~1,000 characters of text,
+    the same words in search_terms, their tsvector and BM25 vector, a 384-d vector) is over
+    PostgreSQL's 2 kB TOAST threshold; its text goes out of line, its vector stays in the row, so
+    a binary generation's exact re-score of its candidates reads no TOAST page (with pgvector's
+    EXTERNAL storage, about 8 buffer reads per candidate; docs/search.md, "Vector precision")."""
+    rng = np.random.default_rng(5)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(rng.choice(letters, int(k))) for k in rng.integers(2, 11, 2000)]
+    texts = [" ".join(rng.choice(words, 170))[:1000] for _ in range(60)]
+    cid = seed.collection("wide", DIM, index=False)
+    gid = seed.generation(cid)
+    seed.conn.execute("UPDATE collection_generations SET vector_precision = 'binary' WHERE id = %s", (gid,))
+    doc = seed.document(cid, "wide.txt")
+    vectors = embedding_like_vectors(len(texts), DIM, seed=6)
+    seed.chunks(cid, doc, texts, vectors)
+    seed.conn.execute(vector_index.create_index_sql(gid, DIM, precision=vector_index.BINARY))
+    seed.conn.execute("ANALYZE chunks, documents")
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        (storage,) = conn.execute(
+            "SELECT attstorage FROM pg_attribute WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"
+        ).fetchone()
+        assert storage == "m"  # MAIN
+        text_out, vector_out, rows = conn.execute(
+            "SELECT count(*) FILTER (WHERE pg_column_toast_chunk_id(text) IS NOT NULL),"
+            " count(*) FILTER (WHERE pg_column_toast_chunk_id(embedding) IS NOT NULL), count(*)"
+            " FROM chunks WHERE generation_id = %s",
+            (gid,),
+        ).fetchone()
+        assert rows == len(texts)
+        assert text_out == rows  # the rows really are wider than the threshold: the text went out
+        assert vector_out == 0
+        # search's binary statement, reading only the ids (the answers' text is TOAST's, rightly):
+        # the re-score's distances read no TOAST block.
+        collection = Collection(
+            cid, "wide", "hashing", "hashing-v1", DIM, tenant_id=1, generation_id=gid, vector_precision="binary"
+        )
+        query, params = vector_query(
+            collection, vectors[0], 10, DocumentFilter(), columns=psycopg.sql.SQL("c.id"), rescore_candidates=100
+        )
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        with conn.transaction():
+            found = conn.execute(query, params).fetchall()
+            (toast_blocks,) = conn.execute(
+                "SELECT pg_stat_get_xact_blocks_fetched(reltoastrelid) FROM pg_class WHERE oid = 'chunks'::regclass"
+            ).fetchone()
+        assert len(found) == 10 and float(found[0][-1]) == pytest.approx(0, abs=1e-6)
+        assert toast_blocks == 0
