@@ -25,6 +25,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from helpers import expect_error, wait_for
 from ingest.helpers import Clients, vector_for
+from prometheus_client import REGISTRY
 from search_server import RunningSearch
 from sluice.v1 import document_pb2 as D
 from sluice.v1 import document_service_pb2 as ds
@@ -134,16 +135,7 @@ class Cluster:
     # ------------------------------------------------------------------ helpers
 
     def pause_replay(self) -> None:
-        """Pause replay, and wait until it has paused: the standby pauses at the next record it
-        replays, so the primary writes one (a WAL message, no transaction) until it has."""
-        self.standby_admin_conn.execute("SELECT pg_wal_replay_pause()")
-        with psycopg.connect(self.primary_url, autocommit=True) as primary:
-
-            def paused() -> bool:
-                primary.execute("SELECT pg_logical_emit_message(false, 'sluice-test', 'pause')")
-                return self.standby_admin_conn.execute("SELECT pg_get_wal_replay_pause_state()").fetchone()[0] == "paused"
-
-            wait_for(paused, 10, interval=0.05, what="replay to pause")
+        pause_replay(self.primary_url, self.standby_admin_conn)
 
     def resume_replay(self) -> None:
         self.standby_admin_conn.execute("SELECT pg_wal_replay_resume()")
@@ -162,6 +154,25 @@ class Cluster:
         document = self.clients.get(uploaded.id)
         assert document.status == D.DOCUMENT_STATUS_READY
         return document
+
+
+def pause_replay(primary_url: str, standby_admin) -> None:
+    """Pause a standby's replay, and wait until it has paused: the standby pauses at the next
+    record it replays, so the primary writes one (a WAL message, no transaction) until it has."""
+    standby_admin.execute("SELECT pg_wal_replay_pause()")
+    with psycopg.connect(primary_url, autocommit=True) as primary:
+
+        def paused() -> bool:
+            primary.execute("SELECT pg_logical_emit_message(false, 'sluice-test', 'pause')")
+            return standby_admin.execute("SELECT pg_get_wal_replay_pause_state()").fetchone()[0] == "paused"
+
+        wait_for(paused, 10, interval=0.05, what="replay to pause")
+
+
+def skipped_connections() -> float:
+    """sluice_search_consistency_connections_skipped_total of this process (the searches here
+    serve in threads of the test's process)."""
+    return REGISTRY.get_sample_value("sluice_search_consistency_connections_skipped_total") or 0.0
 
 
 def search_request(collection: str, text: str, token: str = "", top_k: int = 10) -> search_service_pb2.SearchRequest:
@@ -458,7 +469,7 @@ def second_standby(cluster):
         # The standby holding fewer of the connections first: the test pauses it.
         urls = sorted(zip(opened, (cluster.standby_admin, admin), strict=True))
         with psycopg.connect(urls[0][1], autocommit=True) as paused, psycopg.connect(urls[1][1], autocommit=True) as serving:
-            yield search_service_pb2_grpc.SearchServiceStub(channel), paused, serving
+            yield search_service_pb2_grpc.SearchServiceStub(channel), paused, serving, search
         channel.close()
     finally:
         if search is not None:
@@ -466,28 +477,24 @@ def second_standby(cluster):
         standby.stop()
 
 
-def test_with_connections_on_two_replicas_each_one_is_checked_for_the_token(cluster, second_standby, collection):
-    """One standby's replay is paused (the one holding fewer of search's connections), the
-    other's is not: a search with the token either finds the document (its connections were all
-    on the serving one) or answers REPLICA_BEHIND (one was on the paused one), never an answer
-    without it. A check made on one connection and a search run on another would give such an
-    answer."""
-    stub, second, serving = second_standby
-    second.execute("SELECT pg_wal_replay_pause()")
-    with psycopg.connect(cluster.primary_url, autocommit=True) as primary:
-
-        def paused() -> bool:
-            primary.execute("SELECT pg_logical_emit_message(false, 'sluice-test', 'pause')")
-            return second.execute("SELECT pg_get_wal_replay_pause_state()").fetchone()[0] == "paused"
-
-        wait_for(paused, 10, interval=0.05, what="the paused standby's replay to pause")
+def test_with_one_of_two_replicas_paused_every_search_with_the_token_is_answered_by_the_other(
+    cluster, second_standby, collection
+):
+    """One standby's replay is paused (the one holding fewer of search's 8 connections, at least
+    one), the other's is not. Each connection a search takes is checked for the token: one on the
+    paused standby goes back to the pool and another is taken, so every search with the token
+    finds the document, one at a time and two at a time; none answers REPLICA_BEHIND (before,
+    most did: 96 of 96 two at a time, docs/scaling.md#read-replicas-and-the-consistency-token).
+    A check made on one connection and a search run on another would give an answer without
+    the document."""
+    stub, second, serving, _ = second_standby
+    pause_replay(cluster.primary_url, second)
     try:
         document = cluster.ready_document(collection, "on one replica of two")
         request = search_request(collection, "on one replica of two", document.consistency_token)
         # The serving standby is not paused, but on a loaded machine (the suite's chaos run beside
-        # it) its replay can trail by more than a search's 1 s deadline, and every search then
-        # answers REPLICA_BEHIND. This test is about each connection being checked, not about
-        # replay speed: let the serving standby catch up before searching.
+        # it) its replay can trail by more than a search's deadline. This test is about which
+        # connection answers, not about replay speed: let the serving standby catch up first.
         token = consistency.parse_token(document.consistency_token)
 
         def caught_up() -> bool:
@@ -498,26 +505,61 @@ def test_with_connections_on_two_replicas_each_one_is_checked_for_the_token(clus
 
         def one_search(_: int) -> str:
             try:
-                answer = stub.Search(request, timeout=1.0)
+                # 5 s: a search waiting on a paused connection answers REPLICA_BEHIND after 4.9 s.
+                answer = stub.Search(request, timeout=5.0)
             except grpc.RpcError as error:
                 assert (error.code(), reason_of(error)) == (grpc.StatusCode.UNAVAILABLE, Reason.REPLICA_BEHIND), error.details()
                 return "behind"
             return "found" if document.id in hit_ids(answer) else "missed"
 
-        # Two at a time, so that one search's statements take connections of both standbys, in
-        # rounds of 8 until both outcomes were seen (at most 12 rounds). A search that takes a
-        # connection on the paused standby waits there until its deadline, holding the others:
-        # with 4 searches in flight and 3 or more of the 8 connections paused, every search took
-        # one (0 found of 96 here, 0 of 32 in CI). What must never happen is an answer without
-        # the document.
-        outcomes: list[str] = []
+        # One at a time: each search takes three connections (counted with the pool's statistics) in
+        # the pool's order (first idle, returned ones last), so 16 searches take every one of the
+        # 8 connections, the paused standby's among them.
+        before = skipped_connections()
+        one_at_a_time = [one_search(n) for n in range(16)]
+        assert one_at_a_time == ["found"] * 16, one_at_a_time
+        assert skipped_connections() > before  # the paused standby's connections were taken and handed back
+        # Two at a time: at most two of the serving standby's 4 or more connections are held.
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            for _ in range(12):
-                outcomes += pool.map(one_search, range(8))
-                if "found" in outcomes and "behind" in outcomes:
-                    break
-        found, behind = outcomes.count("found"), outcomes.count("behind")
-        assert "missed" not in outcomes, f"{outcomes.count('missed')} answers with the token miss the document"
+            two_at_a_time = list(pool.map(one_search, range(16)))
+        assert two_at_a_time == ["found"] * 16, two_at_a_time
     finally:
         second.execute("SELECT pg_wal_replay_resume()")
-    assert found and behind, (found, behind)  # both standbys served
+
+
+def test_with_every_replica_behind_a_search_with_the_token_waits_and_answers_replica_behind(cluster, second_standby, collection):
+    """Both standbys paused: every connection of search's pool is behind. The search hands back
+    each idle connection once (at most 7 of the 8), then waits on the one in hand as a search
+    with one replica does: REPLICA_BEHIND at its deadline, the document if replay resumes
+    meanwhile. A search cancelled while it waits returns its connection to the pool."""
+    stub, second, serving, search = second_standby
+    pause_replay(cluster.primary_url, second)
+    try:
+        pause_replay(cluster.primary_url, serving)
+        document = cluster.ready_document(collection, "on two paused replicas")
+        request = search_request(collection, "on two paused replicas", document.consistency_token)
+        before = skipped_connections()
+        error = expect_error(lambda: stub.Search(request, timeout=1.0), grpc.StatusCode.UNAVAILABLE, Reason.REPLICA_BEHIND)
+        assert "bytes of write-ahead log behind" in error.details() and "replay is paused" in error.details()
+        assert 1 <= skipped_connections() - before <= 7
+
+        async def idle() -> int:
+            return search.server.pool.get_stats()["pool_available"]
+
+        # Cancelled by its client while it waits: every connection is back in the pool after.
+        wait_for(lambda: search._call(idle()) == 8, 10, what="search's 8 connections to be idle")
+        cancelled = stub.Search.future(request, timeout=30)
+        wait_for(lambda: search._call(idle()) < 8, 10, what="the search to hold a connection")
+        cancelled.cancel()
+        wait_for(lambda: search._call(idle()) == 8, 10, what="the cancelled search to return its connection")
+        # A search that waits is answered once replay resumes.
+        answers: list = []
+        waiting = threading.Thread(target=lambda: answers.append(stub.Search(request, timeout=30)))
+        waiting.start()
+        time.sleep(0.5)  # let it start waiting; it must still be waiting (replay is paused)
+        assert waiting.is_alive()
+    finally:
+        serving.execute("SELECT pg_wal_replay_resume()")
+        second.execute("SELECT pg_wal_replay_resume()")
+    waiting.join(30)
+    assert len(answers) == 1 and document.id in hit_ids(answers[0])

@@ -13,6 +13,11 @@ or below the last position seen on that connection needs no statement. Otherwise
 notification of replay) and gives up before the call's deadline, or after
 SLUICE_SEARCH_CONSISTENCY_MAX_WAIT_SECONDS, with UNAVAILABLE (reason REPLICA_BEHIND, a RetryInfo)
 saying how far behind the replica is. A connection waiting stays checked out of the pool.
+
+Before waiting, a connection found behind is handed back to the pool and another taken, until one
+has replayed the token or every idle connection was tried: with one replica lagging among
+several, a search is answered by a current one rather than waiting on the one it happened to be
+handed.
 """
 
 from __future__ import annotations
@@ -114,36 +119,47 @@ class ReplayWaiter:
                 metrics.CONSISTENCY_WAIT.labels(outcome).observe(time.perf_counter() - requirement.started)
                 return
 
+    async def ready(self, conn: Any) -> bool:
+        """Whether `conn`'s server shows the current request's token now, without waiting: what
+        the connection showed before, else one statement (True at once without a token)."""
+        requirement = _REQUIRED.get()
+        return requirement is None or await self._check(conn, requirement) is None
+
     async def gate(self, conn: Any) -> None:
         """Return once `conn`'s server shows the current request's token (at once without one)."""
         requirement = _REQUIRED.get()
         if requirement is None:
             return
-        known: _Known = getattr(conn, "sluice_replay", None) or _Known()
-        conn.sluice_replay = known
-        if known.primary:
-            requirement.outcomes.add("primary")
-            return
-        if await self._replayed(conn, known.replayed, requirement.lsn):
-            requirement.outcomes.add("replayed")
-            return
         pause = FIRST_POLL_SECONDS
-        while True:
-            state = await self._state(conn)
-            if not state.standby:
-                known.primary = True
-                requirement.outcomes.add("primary")
-                return
-            known.replayed = max(known.replayed, state.replay_lsn)
-            if await self._replayed(conn, state.replay_lsn, requirement.lsn):
-                requirement.outcomes.add("replayed")
-                return
+        while (state := await self._check(conn, requirement)) is not None:
             now = time.perf_counter()
             if now >= requirement.deadline:
                 requirement.outcomes.add("behind")
                 raise self._behind(state, requirement.lsn, now - requirement.started)
             await asyncio.sleep(min(pause, requirement.deadline - now))
             pause = min(pause * 2, MAX_POLL_SECONDS)
+
+    async def _check(self, conn: Any, requirement: Requirement) -> ReplayState | None:
+        """None if `conn` meets `requirement` (noted in its outcomes), else the standby's state:
+        no statement when what the connection showed before covers the token, else one."""
+        known: _Known = getattr(conn, "sluice_replay", None) or _Known()
+        conn.sluice_replay = known
+        if known.primary:
+            requirement.outcomes.add("primary")
+            return None
+        if await self._replayed(conn, known.replayed, requirement.lsn):
+            requirement.outcomes.add("replayed")
+            return None
+        state = await self._state(conn)
+        if not state.standby:
+            known.primary = True
+            requirement.outcomes.add("primary")
+            return None
+        known.replayed = max(known.replayed, state.replay_lsn)
+        if await self._replayed(conn, state.replay_lsn, requirement.lsn):
+            requirement.outcomes.add("replayed")
+            return None
+        return state
 
     @staticmethod
     async def _state(conn: Any) -> ReplayState:
@@ -176,17 +192,43 @@ class ReplayWaiter:
 
 class GatedPool:
     """search's pool as the repository sees it: each connection it hands out has passed the
-    current request's consistency check (ReplayWaiter.gate). Everything else is the pool's."""
+    current request's consistency check (ReplayWaiter). Everything else is the pool's.
+
+    With a token, a connection whose server has not replayed it yet goes back to the pool and
+    another is taken (ReplayWaiter.ready: no wait, at most one statement each), so that one
+    lagging replica behind a balancing Service does not hold up searches its peers can answer.
+    Once the pool hands back a connection this call already tried (every idle one was), or after
+    as many tries as the pool has connections, or once the request's wait is used up, the search
+    waits on the connection in hand (ReplayWaiter.gate). A tried connection is never kept
+    checked out while others are tried: concurrent requests may need it. Each try goes through
+    the pool's own connection() (its commit or rollback, its return to the pool, its statistics)."""
 
     def __init__(self, pool: Any, waiter: ReplayWaiter) -> None:
         self._pool = pool
         self._waiter = waiter
 
     @asynccontextmanager
-    async def connection(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        async with self._pool.connection(*args, **kwargs) as conn:
-            await self._waiter.gate(conn)
-            yield conn
+    async def connection(self, timeout: float | None = None) -> AsyncIterator[Any]:
+        requirement = _REQUIRED.get()
+        if requirement is None:
+            async with self._pool.connection(timeout) as conn:
+                yield conn
+            return
+        tried: list[Any] = []  # the connections themselves: kept alive, their identity stays theirs
+        while True:
+            async with self._pool.connection(timeout) as conn:
+                if (
+                    any(conn is seen for seen in tried)
+                    or len(tried) + 1 >= self._pool.max_size
+                    or time.perf_counter() >= requirement.deadline
+                ):
+                    await self._waiter.gate(conn)
+                elif not await self._waiter.ready(conn):
+                    tried.append(conn)
+                    metrics.CONSISTENCY_SKIPPED.inc()
+                    continue  # leaving the block returns it to the pool
+                yield conn
+                return
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool, name)

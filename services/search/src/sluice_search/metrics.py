@@ -29,3 +29,8 @@ CONSISTENCY_WAIT = Histogram(
     ["outcome"],
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0),
 )
+CONSISTENCY_SKIPPED = Counter(
+    "sluice_search_consistency_connections_skipped_total",
+    "Connections a Search with a consistency_token took from the pool and handed back unused, their database"
+    " not having replayed the token yet (another connection was tried).",
+)
