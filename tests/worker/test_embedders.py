@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -69,6 +70,39 @@ async def test_local_model_offline(monkeypatch):
     with pytest.raises(EmbeddingError) as caught:
         await wrong.embed_query("x")
     assert caught.value.code == "EMBEDDER_DIMENSION_MISMATCH" and not caught.value.retryable
+
+
+async def test_a_search_query_is_embedded_on_query_threads_and_chunks_on_every_core(monkeypatch):
+    """torch's thread count as the model's forward pass sees it: `query_threads` (1) for a query,
+    torch's default for a batch of chunks, and the executor thread's count restored after."""
+    import torch
+    from sluice_common.embedders.local import SentenceTransformerEmbedder, load_sentence_transformer, resolve_model_dir
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    default = torch.get_num_threads()
+    settings = EmbedderSettings(query_threads=1)
+    model = load_sentence_transformer(resolve_model_dir("all-MiniLM-L6-v2", settings))
+    seen: list[int] = []
+    transformer = model[0].auto_model
+    real_forward = transformer.forward
+
+    def counting_forward(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(transformer, "forward", counting_forward)
+    embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2", 384, settings)
+    query = await embedder.embed_query("how do leases expire")
+    chunks = await embedder.embed_documents(["a cat sits on the mat", "how do leases expire"])
+    assert seen == [1, default]
+    assert cosine(query, chunks[1]) > 0.999  # the same vector whatever the threads
+    with ThreadPoolExecutor(1) as pool:  # the one thread embeds a query, then counts its threads
+        pool.submit(embedder._encode, ["x"], query=True).result()
+        assert pool.submit(torch.get_num_threads).result() == default
+    if default > 1:
+        seen.clear()
+        await SentenceTransformerEmbedder("all-MiniLM-L6-v2", 384, EmbedderSettings(query_threads=0)).embed_query("x")
+        assert seen == [default]  # 0: torch's default
 
 
 def openai_settings(server, **overrides) -> EmbedderSettings:

@@ -11,11 +11,13 @@ would have mypy walk torch and transformers (minutes) on every cold `make lint`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,6 +63,22 @@ _models: dict[str, SentenceModel] = {}
 _models_lock = threading.Lock()
 # torch already uses every core for one encode; two encodes at once only thrash.
 _encode_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op threads for what runs inside, in the calling thread (torch keeps the count
+    per thread, so an encode in another thread is not changed). 0 leaves the count as it is."""
+    if threads <= 0:
+        yield
+        return
+    torch = importlib.import_module("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def load_sentence_transformer(model_dir: Path) -> SentenceModel:
@@ -113,7 +131,7 @@ class SentenceTransformerEmbedder:
 
     def _encode(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
         """Vectors of `texts`; `query` matters to e5 only ("query: " or "passage: " in front)."""
-        array = self._encode_e5(texts, query) if self.e5 else self._encode_sentence_transformer(texts)
+        array = self._encode_e5(texts, query) if self.e5 else self._encode_sentence_transformer(texts, query)
         if array.shape[1] != self.dimensions:
             raise EmbeddingError(
                 f"the model {self.model!r} makes {array.shape[1]}-dimensional vectors "
@@ -142,7 +160,7 @@ class SentenceTransformerEmbedder:
         with _encode_lock:
             return encoder.encode(texts, query=query, batch_size=self.batch_size)
 
-    def _encode_sentence_transformer(self, texts: list[str]) -> Vectors:
+    def _encode_sentence_transformer(self, texts: list[str], query: bool = False) -> Vectors:
         model_dir = resolve_model_dir(self.model_name, self._settings)
         if self.backend == ONNX_FP32:
             raise EmbeddingError(
@@ -156,7 +174,10 @@ class SentenceTransformerEmbedder:
                 array = encoder.encode(texts, self.batch_size)
         else:
             st = load_sentence_transformer(model_dir)
-            with _encode_lock:
+            # A search query (a few tokens) on `query_threads` threads; torch keeps the count per
+            # thread, so a batch of chunks elsewhere keeps its own. The lock stays: the model's fast
+            # tokenizer is not safe to call from two threads at once ("Already borrowed").
+            with _encode_lock, torch_threads(self._settings.query_threads if query else 0):
                 array = st.encode(
                     texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
                 )

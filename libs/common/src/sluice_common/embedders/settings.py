@@ -47,6 +47,10 @@ class EmbedderSettings(BaseSettings):
     # Let those threads spin while they wait for work: slower beside other work, which they take
     # CPU from (measured on a busy machine; docs/embedders.md).
     onnx_spinning: bool = False
+    # torch threads that embed one search query (a few tokens): 1, because threads that wait for
+    # each other cost more than they share on a busy machine (docs/embedders.md, "A search query
+    # on one thread"); 0 = torch's default, one per core. Batches of chunks keep torch's default.
+    query_threads: int = 1
     # Hashing embedder batches (it is fast; this only bounds one thread hop).
     hashing_batch_size: int = 256
     # The local models the workers can load, comma-separated (for example "all-MiniLM-L6-v2"):
