@@ -2,19 +2,23 @@
 and Milvus Lite on the same vectors (issue 22, items 1 and 2; docs/search.md, "Vector precision").
 
     nice -n 19 .venv/bin/python -m bench.vector_scale_bench --chunks 100000 [--dimensions 384]
-        [--not-ready 0.5] [--precisions float4,halfvec,binary] [--engines lancedb,chroma,milvus]
+        [--not-ready 0.5] [--text-characters 1000] [--precisions float4,halfvec,binary] [--engines lancedb,chroma,milvus]
         [--queries 500] [--ef-search 40] [--json out.json]
     .venv/bin/python -m bench.vector_scale_bench --fit out-100k.json out-300k.json out-1m.json
 
 One embedded PostgreSQL; `--chunks` vectors (search_bench's latent data: 16 latent dimensions
 projected to `--dimensions` plus noise, normalised) in one collection, documents of 100 chunks,
-`--not-ready` of them not READY, 1 % of the READY ones marked {"group": "rare"}. The chunks are
-bulk-loaded (binary COPY) before any index exists. Then, for each precision, the generation's
+`--not-ready` of them not READY, 1 % of the READY ones marked {"group": "rare"}. Each chunk's
+text and search_terms are `--text-characters` (1,000) long, as the default chunking makes them,
+so a row is as wide as a real one (over PostgreSQL's 2 kB TOAST threshold: where the vector is
+stored matters, migration 0027); before 2026-12-02 the text was "chunk <n>" and every row fit in
+line. The chunks are bulk-loaded (binary COPY) before any index exists. Then, for each precision, the generation's
 partial HNSW index is built as ingest-api builds it (vector_index.create_index_sql and
 build_settings_sql: m 16, ef_construction 64, parallel workers sized to the machine), the
 generation's vector_precision set to match, and measured:
 
-- build time, index size, the chunks table's size (heap and TOAST) and PostgreSQL's memory
+- build time, index size, the chunks table's size (heap and TOAST; the share of vectors stored
+  out of line, from a 1 % sample) and PostgreSQL's memory
   (the sum of its processes' proportional set size, shared buffers shared out, after the queries);
 - `--queries` VECTOR queries one at a time through a `sluice-search` process (as deployed: its
   read-only login, a client key), then the same statements raw on a session set as search's
@@ -100,9 +104,42 @@ def pct(seconds: list[float]) -> tuple[float, float]:
 # ------------------------------------------------------------------ loading
 
 
-def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generator) -> tuple[int, int, np.ndarray, list[dict]]:
-    """The collection, its documents and chunks (no index yet); (collection, generation, READY rows, metadata)."""
+def chunk_texts(characters: int, rng: np.random.Generator, distinct: int = 997) -> list[str]:
+    """`distinct` texts of about `characters` characters each, words drawn from a Zipf-like
+    vocabulary of 5,000 made-up words (compresses about as prose does); chunk r gets text r mod
+    `distinct`. 0 characters: none (each chunk's text is then "chunk <r>")."""
+    if characters <= 0:
+        return []
+    letters = np.array(list("etaoinshrdlucmfwypvbgkjqxz"))
+    weights = 1 / np.arange(1, 27)
+    vocabulary = ["".join(rng.choice(letters, int(k), p=weights / weights.sum())) for k in rng.integers(2, 11, 5000)]
+    ranks = 1 / np.arange(1, len(vocabulary) + 1)
+    texts = []
+    for _ in range(distinct):
+        words: list[str] = []
+        length = 0
+        for w in rng.choice(len(vocabulary), characters, p=ranks / ranks.sum()):
+            if length >= characters:
+                break
+            words.append(vocabulary[w])
+            length += len(vocabulary[w]) + 1
+        texts.append(" ".join(words))
+    return texts
+
+
+def load(
+    url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generator, text_characters: int = 0
+) -> tuple[int, int, np.ndarray, list[dict]]:
+    """The collection, its documents and chunks (no index yet); (collection, generation, READY rows, metadata).
+
+    `text_characters` > 0: each chunk's text (and its search_terms, as ingest stores the words
+    of the text, so the keyword columns fill as they do) is about that long, as chunks of the
+    default chunking are (chunk_new_after_n_chars 1000), and the row is as wide as a real one:
+    wider than PostgreSQL's 2 kB TOAST threshold, so which columns stay in line matters."""
     n, dimensions = vectors.shape
+    texts = chunk_texts(
+        text_characters, np.random.default_rng(7)
+    )  # its own stream: the metadata drawn from `rng` stays as it was
     documents = (n + DOC_CHUNKS - 1) // DOC_CHUNKS
     ready = rng.random(documents) >= not_ready
     metadata = document_metadata(documents, ready, 0.01, rng)
@@ -142,12 +179,15 @@ def load(url: str, vectors: np.ndarray, not_ready: float, rng: np.random.Generat
                 )
         started = time.perf_counter()
         with conn.cursor().copy(
-            "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, embedding) FROM STDIN"
-            " WITH (FORMAT BINARY)"
+            "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, search_terms, embedding)"
+            " FROM STDIN WITH (FORMAT BINARY)"
         ) as copy:
-            copy.set_types(["uuid", "int8", "int8", "int8", "int4", "text", "vector"])
+            copy.set_types(["uuid", "int8", "int8", "int8", "int4", "text", "text", "vector"])
             for row in range(n):
-                copy.write_row((ids[row // DOC_CHUNKS], TENANT_ID, cid, gid, row % DOC_CHUNKS, f"chunk {row}", vectors[row]))
+                text = texts[row % len(texts)] if texts else f"chunk {row}"
+                copy.write_row(
+                    (ids[row // DOC_CHUNKS], TENANT_ID, cid, gid, row % DOC_CHUNKS, text, text if texts else "", vectors[row])
+                )
         print(f"loaded {n:,} chunks x {dimensions} in {time.perf_counter() - started:.1f} s", flush=True)
         conn.execute("VACUUM ANALYZE chunks, documents")
     ready_rows = np.flatnonzero(np.repeat(ready, DOC_CHUNKS)[:n])
@@ -165,12 +205,25 @@ def build(url: str, gid: int, dimensions: int, precision: str, maintenance_mb: i
         conn.execute(vector_index.create_index_sql(gid, dimensions, precision=precision))
         seconds = time.perf_counter() - started
         conn.execute("ANALYZE chunks")
-        index_mb, table_mb = conn.execute(
-            "SELECT pg_relation_size(%s::regclass) / 1048576.0, pg_table_size('chunks') / 1048576.0",
+        index_mb, table_mb, toast_mb, toasted = conn.execute(
+            "SELECT pg_relation_size(%s::regclass) / 1048576.0, pg_table_size('chunks') / 1048576.0,"
+            " pg_relation_size(reltoastrelid) / 1048576.0,"
+            " (SELECT avg((pg_column_toast_chunk_id(embedding) IS NOT NULL)::int) FROM chunks TABLESAMPLE SYSTEM (1))"
+            " FROM pg_class WHERE oid = 'chunks'::regclass",
             (vector_index.index_name(gid),),
         ).fetchone()
-    print(f"{precision}: built HNSW in {seconds:.1f} s, index {index_mb:.0f} MB, table {table_mb:.0f} MB", flush=True)
-    return {"build_s": seconds, "index_mb": float(index_mb), "table_mb": float(table_mb)}
+    print(
+        f"{precision}: built HNSW in {seconds:.1f} s, index {index_mb:.0f} MB, table {table_mb:.0f} MB"
+        f" (TOAST {toast_mb:.0f} MB; vectors out of line: {float(toasted or 0):.0%})",
+        flush=True,
+    )
+    return {
+        "build_s": seconds,
+        "index_mb": float(index_mb),
+        "table_mb": float(table_mb),
+        "toast_mb": float(toast_mb),
+        "vectors_toasted": float(toasted or 0),
+    }
 
 
 # ------------------------------------------------------------------ Sluice, one precision
@@ -444,6 +497,7 @@ def run(args: argparse.Namespace) -> dict:
         "queries": args.queries,
         "ef_search": args.ef_search,
         "rescore": args.rescore,
+        "text_characters": args.text_characters,
         "cpus": os.cpu_count(),
         "sluice": {},
         "engines": {},
@@ -465,7 +519,7 @@ def run(args: argparse.Namespace) -> dict:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE ROLE sluice_search LOGIN IN ROLE sluice_search_reader")
         reader_url = user_uri(url, "sluice_search")
-        cid, gid, ready_rows, metadata = load(url, vectors, args.not_ready, rng)
+        cid, gid, ready_rows, metadata = load(url, vectors, args.not_ready, rng, args.text_characters)
         ready_vectors = vectors[ready_rows]
         truth_rows = []
         for block in range(0, len(queries), 100):
@@ -498,7 +552,8 @@ def print_table(report: dict) -> None:
     print(
         f"{report['chunks']:,} chunks x {report['dimensions']}, {report['not_ready']:.0%} of documents not READY,"
         f" {report['queries']} queries one at a time, top_k 10, ef_search {report['ef_search']},"
-        f" binary re-scores {report['rescore']}, {report['cpus']} CPUs"
+        f" binary re-scores {report['rescore']}, chunk text ~{report.get('text_characters', 0)} characters,"
+        f" {report['cpus']} CPUs"
     )
     header = (
         f"{'engine / index':<24} | {'build':>7} | {'index':>7} | {'memory':>7} | {'p50':>7} {'p99':>7} |"
@@ -563,6 +618,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--not-ready", type=float, default=0.5)
+    parser.add_argument(
+        "--text-characters",
+        type=int,
+        default=1000,
+        help="each chunk's text (and search_terms) about this long, as the default chunking makes them; 0: 'chunk <n>'",
+    )
     parser.add_argument("--ef-search", type=int, default=40)
     parser.add_argument("--rescore", type=int, default=100, help="binary: candidates re-scored exactly")
     parser.add_argument("--precisions", type=lambda s: s.split(","), default=list(vector_index.PRECISIONS))
