@@ -60,10 +60,14 @@ class RacingRepository(SearchRepository):
         return await super().hits_by_id(collection, chunk_ids, filter)
 
 
-async def _service(database_url, seed=None, changes: int = 0):
-    pool = await open_read_pool(
+async def _pool(database_url):
+    return await open_read_pool(
         search_url(database_url), min_size=1, max_size=4, ef_search=40, max_scan_tuples=20000, statement_timeout_ms=10000
     )
+
+
+async def _service(database_url, seed=None, changes: int = 0):
+    pool = await _pool(database_url)
     repository = RacingRepository(pool, seed, changes) if seed is not None else SearchRepository(pool, collection_cache_seconds=0)
     # Document context off: the equivalence is with fusing the two plain lists (_one_phase).
     return pool, repository, SearchService(repository, document_weight=0.0)
@@ -199,6 +203,11 @@ async def test_concurrent_status_changes_never_show_a_document_that_was_not_read
         await pool.close()
 
 
+RIVER_BRIDGE = SearchQuery(
+    collection="race", text="river bridge", vector=None, mode=Mode.HYBRID, top_k=5, filter=DocumentFilter()
+)
+
+
 class GatedEmbedder:
     """The real hashing embedder, except that a query's embedding finishes only once the keyword
     side has started its statement (`started`), or fails with `error` once it has: HYBRID must
@@ -232,16 +241,12 @@ class WatchedRepository(SearchRepository):
 
 async def test_the_keyword_side_runs_while_the_query_is_embedded(database_url, seed, corpus):
     tenant = await _tenant(seed)
-    pool = await open_read_pool(
-        search_url(database_url), min_size=1, max_size=4, ef_search=40, max_scan_tuples=20000, statement_timeout_ms=10000
-    )
+    pool = await _pool(database_url)
     try:
         repository = WatchedRepository(pool)
         embedder = GatedEmbedder(repository.started)
         search = SearchService(repository, embedder_factory=lambda *_: embedder, document_weight=0.0)
-        query = SearchQuery(
-            collection="race", text="river bridge", vector=None, mode=Mode.HYBRID, top_k=5, filter=DocumentFilter()
-        )
+        query = RIVER_BRIDGE
         hits = await search.search(tenant, query)
         assert _answer(hits) == _answer(await _one_phase(repository, tenant, "river bridge", 5))  # the answer as before
     finally:
@@ -253,18 +258,14 @@ async def test_a_failed_embedding_cancels_the_keyword_side_and_says_why(database
     from sluice_common.errors import Unavailable
 
     tenant = await _tenant(seed)
-    pool = await open_read_pool(
-        search_url(database_url), min_size=1, max_size=4, ef_search=40, max_scan_tuples=20000, statement_timeout_ms=10000
-    )
+    pool = await _pool(database_url)
     try:
         repository = WatchedRepository(pool)
         down = EmbeddingError("the embedding service is down", code="EMBEDDING_UNAVAILABLE", retryable=True)
         search = SearchService(
             repository, embedder_factory=lambda *_: GatedEmbedder(repository.started, down), document_weight=0.0
         )
-        query = SearchQuery(
-            collection="race", text="river bridge", vector=None, mode=Mode.HYBRID, top_k=5, filter=DocumentFilter()
-        )
+        query = RIVER_BRIDGE
         with pytest.raises(Unavailable, match="the embedding service is down"):
             await search.search(tenant, query)
         assert [task.done() for task in repository.keyword_tasks] == [True]  # nothing left running
