@@ -39,3 +39,31 @@ def test_a_changed_file_uploaded_again_is_a_new_version_that_replaces_the_old(sl
     missing = sluice("show", "-c", "docs", "--source-uri", "sub/notes.txt", *stack.args)
     assert missing.code != 0
     assert sluice("rm", *stack.args).code != 0  # neither documents nor --source-uri
+
+
+def test_show_by_source_uri_prints_the_failed_version_and_the_history(sluice, stack, tmp_path):
+    """A user who runs `sluice show` (no --json) after a new version failed sees it: the
+    version served, the failed one with its error, and the history (issue 20: the failure is
+    visible on the document)."""
+    assert sluice("collections", "create", "docs", "--embedder", "hashing", *stack.args).code == 0
+    notes = tmp_path / "notes.txt"
+    notes.write_text("logs the amber signal")
+    assert sluice("upload", notes, "-c", "docs", "--source-uri-from-path", *stack.args).code == 0
+    notes.write_text("logs the violet signal")
+    assert sluice("upload", notes, "-c", "docs", "--source-uri-from-path", *stack.args).code == 0
+    notes.write_text("logs the FAIL signal")  # the ScriptedWorker fails this content permanently
+    assert sluice("upload", notes, "-c", "docs", "--source-uri-from-path", *stack.args).code != 0
+
+    shown = sluice("show", "-c", "docs", "--source-uri", "notes.txt", *stack.args)
+    assert shown.code == 0, shown.err
+    lines = shown.out.splitlines()
+    assert any(line.split()[:2] == ["source", "uri"] and line.split()[-1] == "notes.txt" for line in lines), shown.out
+    assert any(line.split() == ["version", "2"] for line in lines), shown.out
+    titles = [line.strip() for line in lines]
+    assert "versions" in titles, shown.out
+    after = lines[titles.index("versions") :]
+    rows = {line.split()[0]: line for line in after if line.split() and line.split()[0].isdigit()}
+    assert sorted(rows) == ["1", "2", "3"], shown.out
+    assert "CURRENT" in rows["2"] and "READY" in rows["2"]
+    assert "FAILED" in rows["3"] and "FAIL" in rows["3"]
+    assert "REPLACED" in rows["1"]

@@ -69,6 +69,11 @@ def outcome_name(outcome: document_pb2.AttemptOutcome.ValueType) -> str:
     return name.removeprefix("ATTEMPT_OUTCOME_")
 
 
+def version_state_name(state: document_pb2.VersionState.ValueType) -> str:
+    name: str = document_pb2.VersionState.Name(state)
+    return name.removeprefix("VERSION_STATE_")
+
+
 def mode_name(mode: search_service_pb2.SearchMode.ValueType) -> str:
     name: str = search_service_pb2.SearchMode.Name(mode)
     return name.removeprefix("SEARCH_MODE_")
@@ -231,7 +236,8 @@ def documents_table(documents: Iterable[document_pb2.Document], *, show_collecti
 
 
 def document_details(doc: document_pb2.Document) -> list[RenderableType]:
-    """Renderables of `sluice show`: the fields, then the attempt history."""
+    """Renderables of `sluice show`: the fields, the attempt history, then for a document with a
+    source_uri its versions (the current one, a pending or failed newer one, the last ten)."""
     fields = Table.grid(padding=(0, 2))
     fields.add_column(style="bold", no_wrap=True)
     fields.add_column(overflow="fold")
@@ -243,6 +249,7 @@ def document_details(doc: document_pb2.Document) -> list[RenderableType]:
         ("mime type", doc.mime_type),
         ("size", human_bytes(doc.size_bytes)),
         ("sha256", doc.content_sha256),
+        *([("source uri", doc.source_uri), ("version", str(doc.version))] if doc.source_uri else []),
         ("status", styled_status(doc.status)),
         ("job", job_status_name(doc.job_status) if doc.job_status else ""),
         ("progress", _progress_line(doc)),
@@ -284,7 +291,31 @@ def document_details(doc: document_pb2.Document) -> list[RenderableType]:
             )
         renderables.append(Text(""))
         renderables.append(history)
+    if doc.HasField("versions") and doc.versions.history:
+        renderables.append(Text(""))
+        renderables.append(_versions_table(doc.versions))
     return renderables
+
+
+def _versions_table(versions: document_pb2.DocumentVersions) -> Table:
+    """The versions of a document's source_uri, newest first (docs/architecture.md#document-versions)."""
+    table = Table(title="versions", title_justify="left", box=None, pad_edge=False, header_style="bold")
+    for column in ("#", "STATE", "STATUS", "DOCUMENT", "UPLOADED", "SERVING FROM", "ENDED", "ERROR"):
+        table.add_column(column, no_wrap=column != "ERROR", overflow="fold")
+    state_style = {"CURRENT": "green", "NEXT": "cyan", "FAILED": "red"}
+    for v in versions.history:
+        state = version_state_name(v.state)
+        table.add_row(
+            str(v.version),
+            Text(state, style=state_style.get(state, "")),
+            styled_status(v.status) if v.status else "",
+            escape(v.document_id),
+            timestamp(v.create_time),
+            timestamp(v.serving_time),
+            timestamp(v.end_time),
+            Text(v.error_message, style="red") if v.error_message else "",
+        )
+    return table
 
 
 def _progress_line(doc: document_pb2.Document) -> str:
