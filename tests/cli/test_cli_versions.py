@@ -67,3 +67,28 @@ def test_show_by_source_uri_prints_the_failed_version_and_the_history(sluice, st
     assert "CURRENT" in rows["2"] and "READY" in rows["2"]
     assert "FAILED" in rows["3"] and "FAIL" in rows["3"]
     assert "REPLACED" in rows["1"]
+
+
+def test_upload_with_a_source_uri_names_one_file_and_its_next_content_is_a_new_version(sluice, stack, tmp_path):
+    """`sluice upload FILE --source-uri URI`: the document is named by the URL it has in its source,
+    whatever the local file is called; other content under the same URI is version 2."""
+    assert sluice("collections", "create", "docs", "--embedder", "hashing", *stack.args).code == 0
+    uri = "https://wiki.example.com/runbooks/night-shift"
+    first, second = tmp_path / "export-1.txt", tmp_path / "export-2.txt"
+    first.write_text("logs the amber signal")
+    second.write_text("logs the violet signal")
+    assert sluice("upload", first, "-c", "docs", "--source-uri", uri, *stack.args).code == 0
+    assert sluice("upload", second, "-c", "docs", "--source-uri", uri, *stack.args).code == 0
+
+    shown = sluice("--json", "show", "-c", "docs", "--source-uri", uri, *stack.args)
+    assert shown.code == 0, shown.err
+    doc = json.loads(shown.out)
+    assert (doc["source_uri"], doc["version"], doc["filename"]) == (uri, 2, "export-2.txt")
+    with Client(stack.ingest, api_key=auth_keys.KEYS["client"]) as client:
+        assert [(d.source_uri, d.version) for d in client.documents.list("docs")] == [(uri, 2)]
+
+    # One file only, and not beside --source-uri-from-path: nothing is sent.
+    assert sluice("upload", first, second, "-c", "docs", "--source-uri", uri, *stack.args).code == 2
+    assert sluice("upload", tmp_path, "-c", "docs", "--source-uri", uri, *stack.args).code == 2
+    both = sluice("upload", first, "-c", "docs", "--source-uri", uri, "--source-uri-from-path", *stack.args)
+    assert both.code == 2 and "--source-uri" in both.err

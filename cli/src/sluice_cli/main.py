@@ -216,6 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="name each document in its source by its path relative to the uploaded folder (a file named "
         "directly: its name); uploading a changed file again then replaces it as a new version",
     )
+    up.add_argument(
+        "--source-uri",
+        metavar="URI",
+        help="name the one uploaded file in its source by this path or URL; a later upload of other content "
+        "with the same --source-uri replaces it as a new version",
+    )
     up.set_defaults(handler=_upload)
     sync.register(sub, common)  # `sluice sync DIR`: a one-off folder sync (docs/cli.md)
 
@@ -405,6 +411,7 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
         metadata=metadata,
         typed_metadata=typed_values,
         source_uri_from_path=args.source_uri_from_path,
+        source_uri=args.source_uri,
     )
 
 

@@ -11,6 +11,7 @@ failure with its message. Exit code 1 when anything failed.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -149,12 +150,19 @@ def run_upload(
     metadata: dict[str, str],
     typed_metadata: Mapping[str, object] | None = None,
     source_uri_from_path: bool = False,
+    source_uri: str | None = None,
 ) -> int:
+    if source_uri is not None and (source_uri_from_path or len(paths) != 1 or not os.path.isfile(paths[0])):
+        raise CliError(
+            "--source-uri names one file: give exactly one file, without --source-uri-from-path", EXIT_USAGE, "INVALID_ARGUMENT"
+        )
     # The collection first: an unknown name is exit 3 before anything is read or sent.
     client.collections.get(collection)
     candidates = find_files(paths)
     if source_uri_from_path:
         candidates = [source_uri_from_path_of(c, paths) for c in candidates]
+    if source_uri is not None:
+        candidates = [Candidate(c.path, c.display, source_uri) for c in candidates]
     source_uris = {c.path: c.source_uri for c in candidates}
     if not candidates:
         raise CliError("nothing to upload: the given folders hold no files (hidden files are skipped)", EXIT_USAGE, "NO_FILES")
