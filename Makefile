@@ -51,7 +51,7 @@ test-fast: venv
 MYPY_STRICT := services/ingest-api/src/sluice_ingest \
 	libs/common/src/sluice_common cli/src/sluice_cli services/worker/src/sluice_worker $(wildcard clients/python/src/sluice_client/*.py) \
 	services/gateway/src/sluice_gateway \
-	services/search/src/sluice_search
+	services/search/src/sluice_search libs/spacy-model-alias/en_core_web_sm
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

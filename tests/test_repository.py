@@ -113,3 +113,29 @@ def test_markdown_links_stay_inside_the_repository_and_resolve(files):
             elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved.read_text()):
                 broken.append(f"{name}: ({target}) names no heading of {resolved.relative_to(ROOT)}")
     assert not broken, "\n".join(broken)
+
+
+# Generated code, typed by its stubs (docs/contributing.md#typed-protos), is the one exception.
+GENERATED_PACKAGES = {"libs/protos"}
+
+
+def test_make_mypy_covers_every_package():
+    """`make lint` runs mypy --strict over MYPY_STRICT (the Makefile): every importable package of
+    every distribution here (services/*, libs/*, cli, clients/python) must be in it, whole."""
+    makefile = (ROOT / "Makefile").read_text()
+    listed = re.search(r"^MYPY_STRICT :=((?:.*\\\n)*.*)$", makefile, re.M)
+    assert listed, "no MYPY_STRICT in the Makefile"
+    covered = set()
+    for entry in re.sub(r"\$\(wildcard ([^)]*)\)", r"\1", listed.group(1).replace("\\\n", " ")).split():
+        covered |= {p.parent if p.is_file() else p for p in ROOT.glob(entry)}  # a file: its package
+    distributions = sorted({p.parent for p in ROOT.glob("*/*/pyproject.toml")} | {ROOT / "cli"})
+    missing = []
+    for distribution in distributions:
+        if distribution.relative_to(ROOT).as_posix() in GENERATED_PACKAGES:
+            continue
+        packages = [p.parent for p in distribution.glob("*/__init__.py")] + [
+            p.parent for p in distribution.glob("src/*/__init__.py")
+        ]
+        assert packages, f"{distribution.relative_to(ROOT)} has no package"
+        missing += [p.relative_to(ROOT).as_posix() for p in packages if not any(p == c or c in p.parents for c in covered)]
+    assert not missing, f"packages outside MYPY_STRICT (make lint): {missing}"
