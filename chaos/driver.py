@@ -122,27 +122,35 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def dev_environment(home: Path, workers: int, extra_env: dict[str, str]) -> dict[str, str]:
+    """sluice-dev's environment for a chaos run: a free port for every listener it starts
+    (Prometheus and the HTTP gateway are off), so that a run beside `make run` on its default
+    ports collides with nothing (tests/chaos/test_chaos_ports.py checks every SLUICE_DEV_*_PORT)."""
+    ingest, search, webhooks, sources = free_ports(4)
+    return {
+        **os.environ,
+        "SLUICE_DEV_HOME": str(home),
+        "SLUICE_DEV_HOST": "127.0.0.1",
+        "SLUICE_DEV_INGEST_PORT": str(ingest),
+        "SLUICE_DEV_SEARCH_PORT": str(search),
+        "SLUICE_DEV_WEBHOOKS_PORT": str(webhooks),
+        "SLUICE_DEV_SOURCES_PORT": str(sources),
+        "SLUICE_DEV_GATEWAY_PORT": "0",  # the HTTP gateway is not under test here: none
+        "SLUICE_DEV_METRICS_PORT": "0",
+        "SLUICE_DEV_WORKERS": str(workers),
+        "SLUICE_DEV_STOP_TIMEOUT": "20",
+        **extra_env,
+    }
+
+
 class DevSystem:
     """`sluice-dev` as a subprocess, its output collected; kills by pid on request."""
 
     def __init__(self, home: Path, workers: int, extra_env: dict[str, str]) -> None:
         self.home = home
-        # Free ports for every listener sluice-dev starts (Prometheus and the HTTP gateway are
-        # off), so that a run beside `make run` on its default ports does not collide with it.
-        self.ingest, self.search, self.webhooks = (f"127.0.0.1:{port}" for port in free_ports(3))
-        env = {
-            **os.environ,
-            "SLUICE_DEV_HOME": str(home),
-            "SLUICE_DEV_HOST": "127.0.0.1",
-            "SLUICE_DEV_INGEST_PORT": self.ingest.rsplit(":", 1)[1],
-            "SLUICE_DEV_SEARCH_PORT": self.search.rsplit(":", 1)[1],
-            "SLUICE_DEV_WEBHOOKS_PORT": self.webhooks.rsplit(":", 1)[1],
-            "SLUICE_DEV_GATEWAY_PORT": "0",  # the HTTP gateway is not under test here: none
-            "SLUICE_DEV_METRICS_PORT": "0",
-            "SLUICE_DEV_WORKERS": str(workers),
-            "SLUICE_DEV_STOP_TIMEOUT": "20",
-            **extra_env,
-        }
+        env = dev_environment(home, workers, extra_env)
+        self.ingest = f"127.0.0.1:{env['SLUICE_DEV_INGEST_PORT']}"
+        self.search = f"127.0.0.1:{env['SLUICE_DEV_SEARCH_PORT']}"
         self.lines: list[str] = []
         self.ready = threading.Event()
         self.process = subprocess.Popen(
