@@ -10,6 +10,7 @@ from sluice.v1 import webhook_service_pb2_grpc
 from sluice_common.auth import current_principal
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.reasons import Reason
+from sluice_common.worker_errors import client_message
 
 from ..api.converters import timestamp
 from ..domain import EventCursor
@@ -73,7 +74,9 @@ def delivery_to_proto(row: DeliveryRow) -> wh.WebhookDelivery:
         state=wh.WebhookDeliveryState.Value("WEBHOOK_DELIVERY_STATE_" + row.state),
         attempts=row.attempts,
         last_status_code=row.last_status_code or 0,
-        last_error=row.last_error or "",
+        # Made client-safe as a document's and a run's errors are: a bug in an attempt is recorded
+        # with its exception's text (dispatcher.deliver).
+        last_error=client_message(row.last_error) if row.last_error else "",
         event_time=timestamp(row.event_time),
         payload=row.payload,
     )
