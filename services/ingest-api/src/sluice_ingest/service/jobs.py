@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from sluice_common.errors import InvalidArgument
 from sluice_common.reasons import Reason
-from sluice_common.worker_errors import WorkerErrorCode, is_registered
+from sluice_common.worker_errors import WorkerErrorCode, client_message, is_registered
 
 from .. import metrics
 from ..arguments import parse_id
@@ -188,8 +188,11 @@ class JobUseCases:
         if not is_registered(code):
             # Its owner reads this code as the cause: only the registry's codes are believable.
             raise InvalidArgument(f"error_code {code} is not a registered worker error code", reason=Reason.UNKNOWN_ERROR_CODE)
+        # The owner reads this message: cleaned here too, whatever the worker did (no path, traceback,
+        # object address, SQL or secret; docs/operations.md, "What a client is told").
+        message = safe_error_message(client_message(error_message))
         document, will_retry = await self.queue.fail_job(
-            parse_id(job_id, "job"), parse_id(lease_token, "lease token"), retryable, code, safe_error_message(error_message)
+            parse_id(job_id, "job"), parse_id(lease_token, "lease token"), retryable, code, message
         )
         (metrics.RETRIES if will_retry else metrics.FAILURES).inc()
         log.info(
