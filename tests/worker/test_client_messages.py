@@ -21,7 +21,7 @@ from sluice.v1 import document_service_pb2 as ds
 from sluice_common.worker_errors import client_message, internals_in
 
 from . import ocr_fixtures as fx
-from .e2e import Docs, InProcessWorker, assert_fit_for_client, client_visible_texts, worker_settings
+from .e2e import InProcessWorker, assert_fit_for_client, client_visible_texts, worker_settings
 from .test_hostile_inputs import office_docx
 from .test_parsing import docx_bomb
 
@@ -116,13 +116,6 @@ def hostile_corpus(documents_dir) -> dict[str, bytes]:
         }
     )
     return corpus
-
-
-@pytest.fixture
-async def docs(ingest_api):
-    client = Docs(ingest_api.address)
-    yield client
-    await client.close()
 
 
 async def test_no_client_visible_message_carries_server_internals(ingest_api, docs, sandbox_pool, documents_dir):

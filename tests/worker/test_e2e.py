@@ -40,13 +40,6 @@ GOOD = [
 ]
 
 
-@pytest.fixture
-async def docs(ingest_api):
-    client = Docs(ingest_api.address)
-    yield client
-    await client.close()
-
-
 async def test_every_format_reaches_ready_with_sensible_chunks(ingest_api, docs, sandbox_pool, documents_dir, database_url):
     await docs.create_collection("formats", max_characters=300, new_after=250)
     uploaded = {name: await docs.upload("formats", name, (documents_dir / name).read_bytes()) for name in GOOD}

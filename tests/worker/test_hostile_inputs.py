@@ -21,26 +21,15 @@ from sluice_worker.parsing.xmltrees import _depth_and_limit_error, flatten_html,
 from sluice_worker.pipeline import JobPipeline
 from sluice_worker.runner import Worker
 
-from .e2e import Docs, InProcessWorker, chunk_rows, worker_settings
+from .e2e import InProcessWorker, chunk_rows, worker_settings
 from .test_parsing import LIMITS
 
 D = document_pb2
 
 
 @pytest.fixture
-def ingest_api(ingest_api_factory):
-    """ingest-api with IngestSettings' own 60 s lease, not the suite's 5 s (INGEST_TEST_DEFAULTS in
-    tests/conftest.py): chunking a document of megabytes holds this process's GIL, which the worker's
-    heartbeats share with ingest-api and the test, for seconds on a loaded machine, and a lease
-    lapsed that way (seen at load 8) is not what these tests are about."""
-    return ingest_api_factory(lease_seconds=60.0)
-
-
-@pytest.fixture
-async def docs(ingest_api):
-    client = Docs(ingest_api.address)
-    yield client
-    await client.close()
+def ingest_api(ingest_api_with_its_own_lease):
+    return ingest_api_with_its_own_lease
 
 
 async def test_a_text_file_with_nul_bytes_goes_ready_with_its_text(ingest_api, docs, sandbox_pool, database_url):

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import asyncio
 
-import auth_keys
 import grpc
 import pytest
 from sluice.v1 import document_pb2 as D
 from sluice.v1 import search_service_pb2 as S
-from sluice.v1 import search_service_pb2_grpc
 from sluice_worker.domain import DOCUMENT_EMPTY, IMAGE_TOO_LARGE, ChunkingSettings, DocumentInvalid
 from sluice_worker.parsing.chunking import chunk_elements
 from sluice_worker.parsing.partition import ParseLimits, partition_document
 
 from . import ocr_fixtures as fx
-from .e2e import Docs, InProcessWorker, worker_settings
+from .e2e import InProcessWorker, worker_settings
 
 SETTINGS = ChunkingSettings(1500, 1000, 0)
 
@@ -129,24 +127,6 @@ def test_empty_image_file_fails_clearly():
 
 
 # --------------------------------------------------------------------------- end to end
-
-
-@pytest.fixture
-async def docs(ingest_api):
-    client = Docs(ingest_api.address)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def search(database_url):
-    from search_server import RunningSearch
-
-    server = RunningSearch(database_url)
-    channel = auth_keys.aio_channel(server.address)
-    yield search_service_pb2_grpc.SearchServiceStub(channel)
-    await channel.close()
-    server.stop()
 
 
 async def test_e2e_scans_and_images_reach_ready_and_are_found_in_every_search_mode(ingest_api, docs, sandbox_pool, search):

@@ -16,11 +16,9 @@ import io
 import zipfile
 from typing import ClassVar
 
-import auth_keys
 import pytest
 from sluice.v1 import document_pb2 as D
 from sluice.v1 import search_service_pb2 as S
-from sluice.v1 import search_service_pb2_grpc
 from sluice_common.worker_errors import internals_in
 from sluice_worker.domain import ChunkingSettings, DocumentInvalid
 from sluice_worker.parsing import heuristics, ocr_page
@@ -28,7 +26,7 @@ from sluice_worker.parsing.resources import out_of_memory
 from sluice_worker.parsing.sandbox import PooledSession, Sandbox, SandboxPool
 
 from . import ocr_fixtures as fx
-from .e2e import Docs, InProcessWorker, chunk_rows, worker_settings
+from .e2e import InProcessWorker, chunk_rows, worker_settings
 
 LIMITS = {"max_pages": 2000, "max_unzipped_bytes": 500 * 1024 * 1024}
 
@@ -298,30 +296,8 @@ def test_a_document_gets_its_languages_once_from_across_it():
 
 
 @pytest.fixture
-def ingest_api(ingest_api_factory):
-    """ingest-api with IngestSettings' own 60 s lease, not the suite's 5 s (INGEST_TEST_DEFAULTS in
-    tests/conftest.py): chunking a document of megabytes holds this process's GIL, which the worker's
-    heartbeats share with ingest-api and the test, for seconds on a loaded machine, and a lease
-    lapsed that way (seen at load 8) is not what these tests are about."""
-    return ingest_api_factory(lease_seconds=60.0)
-
-
-@pytest.fixture
-async def docs(ingest_api):
-    client = Docs(ingest_api.address)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def search(database_url):
-    from search_server import RunningSearch
-
-    server = RunningSearch(database_url)
-    channel = auth_keys.aio_channel(server.address)
-    yield search_service_pb2_grpc.SearchServiceStub(channel)
-    await channel.close()
-    server.stop()
+def ingest_api(ingest_api_with_its_own_lease):
+    return ingest_api_with_its_own_lease
 
 
 @pytest.mark.slow
