@@ -141,6 +141,13 @@ def fields(path: Path, class_name: str) -> list[tuple[str, str, str]]:
                         if k in keywords
                     ]
                     default = keywords.get("default", "") + (f" ({', '.join(bounds)})" if bounds else "")
+                    # validation_alias=AliasChoices(new name, old names...): a renamed setting still read by its old names.
+                    alias = next((k.value for k in stmt.value.keywords if k.arg == "validation_alias"), None)
+                    if isinstance(alias, ast.Call):
+                        old = [a.value for a in alias.args if isinstance(a, ast.Constant) and a.value != name]
+                        if old:
+                            names = ", ".join(f"`{o}`" for o in old)
+                            comment = f"{comment} Deprecated old name, still read: {names}.".strip()
                 rows.append((name, default, comment))
             return rows
     raise LookupError(f"{class_name} not found in {path}")

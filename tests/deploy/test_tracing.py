@@ -167,7 +167,7 @@ def test_one_document_is_one_trace_across_ingest_api_and_worker(database_url, tm
     assert {s["parent"] for s in reports if s["service"] == "sluice-ingest-api"} == clients
     # No orphan: the upload is the one root, every other span has its parent in the trace.
     assert [s for s in in_trace if s["parent"] not in by_id] == [upload_span]
-    # Long-polls, heartbeats and health checks are not traced.
+    # Long-polls, lease renewals and health checks are not traced.
     assert not [s for s in spans if s["name"].endswith(("/ClaimJob", "/RenewLease", "/Check"))]
 
     # Log lines carry the trace id.

@@ -214,7 +214,7 @@ def test_cancel_drops_the_building_generation_its_jobs_chunks_and_index(ingest_a
     assert states(cancelled) == [(1, G.GENERATION_STATE_ACTIVE), (2, G.GENERATION_STATE_CANCELLED)]
     assert vector_index.index_name(ids[2]) not in hnsw_indexes(database_url)
     assert chunk_generations(database_url, done.document_id) == {1: 2}
-    # The running EMBED job is gone: its heartbeat says cancelled, its commit is refused.
+    # The running EMBED job is gone: its next lease renewal says cancelled, its commit is refused.
     assert c.jobs.RenewLease(js.RenewLeaseRequest(lease=running.lease)).cancelled
     expect_error(lambda: c.complete(running, ["two"], dimensions=16), grpc.StatusCode.NOT_FOUND, "JOB_NOT_FOUND")
     assert c.get(first).status == D.DOCUMENT_STATUS_READY and c.claim() is None
@@ -430,7 +430,7 @@ def test_documents_becoming_ready_while_a_reindex_starts_are_never_missed(ingest
     """INGEST commits racing ReindexCollection (real threads): each document either was READY
     when the reindex read them (it got its EMBED job there) or committed after (its commit saw
     the BUILDING generation and added the job): every READY document ends with one."""
-    # The test plays the worker by hand, without heartbeats: the first of the ten leases must
+    # The test plays the worker by hand, without renewing leases: the first of the ten leases must
     # outlast the claims and stages of the other nine (it lapsed at the suite's 5 s at load 10).
     c = Clients(ingest_api_factory(generation_sweep_seconds=3600, lease_seconds=60.0).address)
     c.create_collection("docs")

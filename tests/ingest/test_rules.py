@@ -231,7 +231,7 @@ def test_rule6_expired_lease_is_reclaimed_with_a_new_token(c, database_url):
     assert second.attempt == 2
 
 
-def test_rule6_heartbeat_keeps_the_lease(c, database_url):
+def test_rule6_renewing_keeps_the_lease(c, database_url):
     c.upload()
     job = c.claim()
     with db(database_url) as conn:

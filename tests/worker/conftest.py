@@ -43,7 +43,7 @@ def openai_server():
 def ingest_api_with_its_own_lease(ingest_api_factory):
     """ingest-api with IngestSettings' own 60 s lease, not the suite's 5 s (INGEST_TEST_DEFAULTS in
     tests/conftest.py): chunking a document of megabytes holds this process's GIL, which the worker's
-    heartbeats share with ingest-api and the test, for seconds on a loaded machine, and a lease
+    lease renewals share with ingest-api and the test, for seconds on a loaded machine, and a lease
     lapsed that way (seen at load 8) is not what these tests are about. A module takes it as its
     `ingest_api`."""
     return ingest_api_factory(lease_seconds=60.0)

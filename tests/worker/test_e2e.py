@@ -216,7 +216,7 @@ async def test_a_stale_worker_cannot_write_chunks(ingest_api_factory, sandbox_po
         stale_job = await stale_client.claim_job("stale", 5)
         assert stale_job is not None
         fresh_job = None
-        for _ in range(100):  # the lease lapses without heartbeats; then another worker takes over
+        for _ in range(100):  # the lease lapses unrenewed; then another worker takes over
             fresh_job = await fresh_client.claim_job("fresh", 0.5)
             if fresh_job is not None:
                 break
@@ -258,7 +258,7 @@ async def test_deleting_a_document_stops_its_job_promptly(
         async with InProcessWorker(settings, sandbox_pool) as running:
             await docs.wait(doomed.id, {D.DOCUMENT_STATUS_EMBEDDING})
             await docs.delete(doomed.id)
-            for _ in range(200):  # the next heartbeat (lease / 3) learns of it
+            for _ in range(200):  # the next lease renewal (lease / 3) learns of it
                 if running.worker.results:
                     break
                 await asyncio.sleep(0.05)

@@ -68,7 +68,7 @@ def test_storable_chunks_drop_nul_and_lone_surrogates_and_renumber():
 
 @contextlib.asynccontextmanager
 async def worker_with(address: str, pool, **pipeline_options):
-    """A real Worker (claim loop, heartbeats) whose pipeline takes extra options."""
+    """A real Worker (claim loop, lease renewals) whose pipeline takes extra options."""
     settings = worker_settings(address)
     client = JobClient(address, api_key=auth_keys.KEYS["worker"])
     worker = Worker(client, JobPipeline(client, pool, settings, **pipeline_options), settings)

@@ -259,7 +259,7 @@ async def run_worker_until(port: FakePort, gate: asyncio.Event, condition, **ove
     return worker, task
 
 
-async def test_a_cancelled_job_stops_at_the_next_heartbeat_and_writes_nothing():
+async def test_a_cancelled_job_stops_at_its_next_lease_renewal_and_writes_nothing():
     port = FakePort()
     port.jobs = [make_job(lease_seconds=0.3)]
     gate = asyncio.Event()  # embedding never finishes on its own
@@ -274,7 +274,7 @@ async def test_a_cancelled_job_stops_at_the_next_heartbeat_and_writes_nothing():
     worker.request_stop()
     await task
     after = names(port)[names(port).index("renew") :]
-    assert set(after) <= {"renew"}, "nothing but heartbeats after the cancellation"
+    assert set(after) <= {"renew"}, "nothing but lease renewals after the cancellation"
 
 
 async def test_stop_hands_back_jobs_that_outlive_the_grace_period():

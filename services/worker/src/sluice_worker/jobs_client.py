@@ -207,7 +207,7 @@ class JobClient:
         return response.job if response.HasField("job") else None
 
     async def renew_lease(self, lease: job_service_pb2.LeaseRef) -> bool:
-        """Heartbeat; True when the job was cancelled."""
+        """Renew the lease; True when the job was cancelled."""
         request = job_service_pb2.RenewLeaseRequest(lease=lease)
         response = await self._call(
             "RenewLease", lambda: self._stub.RenewLease(request, timeout=self.rpc_timeout), retry=False, about_job_data=False

@@ -1,8 +1,8 @@
-"""The worker loop: claim jobs (long-poll), run N at once, heartbeat each, shut down cleanly.
+"""The worker loop: claim jobs (long-poll), run N at once, renew each one's lease, shut down cleanly.
 
 * A slot is taken before claiming, so a process never holds more leases than it can work on.
-* Each job runs as its own task beside a heartbeat task that renews the lease every
-  lease_seconds / 3. When the heartbeat learns that the job was cancelled (document deleted)
+* Each job runs as its own task beside a task that renews its lease every lease_seconds / 3
+  (lease_renewals_per_lease). When a renewal learns that the job was cancelled (document deleted)
   or that the lease is gone, it cancels the job's task at once: the job writes nothing more.
 * Stop (SIGTERM): claiming stops; jobs in hand get `shutdown_grace_seconds` to finish; the
   rest are cancelled and handed back with ReleaseJob, which does not charge the attempt.
@@ -130,11 +130,11 @@ class Worker:
         active = ActiveJob(job)
         self.active[job.lease.job_id] = active
         metrics.JOBS_IN_FLIGHT.inc()
-        heartbeat: asyncio.Task[None] | None = None
+        renewing: asyncio.Task[None] | None = None
         try:
             log.info("job claimed", extra={"file_name": job.filename, "max_attempts": job.max_attempts})
             active.task = asyncio.create_task(self.pipeline.run(job))
-            heartbeat = asyncio.create_task(self._heartbeat(active))
+            renewing = asyncio.create_task(self._renew_lease(active))
             await asyncio.wait({active.task})
             if active.task.cancelled():
                 if active.stop_reason == "released":
@@ -149,19 +149,19 @@ class Worker:
         except Exception:  # never lose a slot to a bug; the lease will expire
             log.exception("job handler failed")
         finally:
-            if heartbeat is not None:
-                heartbeat.cancel()
+            if renewing is not None:
+                renewing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+                    await renewing
             del self.active[job.lease.job_id]
             metrics.JOBS_IN_FLIGHT.dec()
             active.done.set()
             slots.release()
 
-    async def _heartbeat(self, active: ActiveJob) -> None:
+    async def _renew_lease(self, active: ActiveJob) -> None:
         job = active.job
         lease_seconds = job.lease_seconds or 60.0
-        interval = max(0.05, lease_seconds / self.settings.heartbeat_divisor)
+        interval = max(0.05, lease_seconds / self.settings.lease_renewals_per_lease)
         last_renewed = time.monotonic()
         while True:
             await asyncio.sleep(interval)

@@ -6,7 +6,8 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
+from pydantic_settings import SettingsConfigDict
 from sluice_common.embedders import EmbedderSettings
 from sluice_common.settings import CommonSettings
 
@@ -19,6 +20,9 @@ def _default_worker_id() -> str:
 
 
 class WorkerSettings(CommonSettings, EmbedderSettings):
+    # A field with an old name besides its own (validation_alias) is still set by its own in code.
+    model_config = SettingsConfigDict(validate_by_name=True)
+
     # ingest-api's JobService; the worker has no database credentials (docs/architecture.md#services).
     ingest_address: str = "localhost:50051"
     # A worker-role API key: JobService accepts nothing else.
@@ -40,8 +44,13 @@ class WorkerSettings(CommonSettings, EmbedderSettings):
     claim_error_backoff_seconds: float = 2.0
     # Deadline of one unary JobService call.
     rpc_timeout_seconds: float = 30.0
-    # Heartbeat: RenewLease every lease_seconds / heartbeat_divisor (a third; rule 6 of docs/architecture.md#the-rules).
-    heartbeat_divisor: float = 3.0
+    # Lease renewal: RenewLease every lease_seconds / lease_renewals_per_lease (a third; rule 6 of
+    # docs/architecture.md#the-rules). When this name and its old one are both set, this one wins.
+    lease_renewals_per_lease: float = Field(
+        default=3.0,
+        gt=0.0,
+        validation_alias=AliasChoices("SLUICE_LEASE_RENEWALS_PER_LEASE", "SLUICE_HEARTBEAT_DIVISOR"),
+    )
     # SIGTERM: in-flight jobs get this long to finish, then they are handed back (ReleaseJob).
     shutdown_grace_seconds: float = 20.0
 
