@@ -6,7 +6,7 @@ unless `OTEL_SERVICE_NAME` says otherwise, and every other `OTEL_*` variable of 
 applies. Off, nothing is instrumented and nothing is sent (`make run` stays silent).
 
 - gRPC servers and clients are traced (opentelemetry-instrumentation-grpc), except health
-  checks, reflection and the worker's long-polls and heartbeats, which would bury the
+  checks, reflection and the worker's long-polls and lease renewals, which would bury the
   documents' traces under their own.
 - The upload's trace context is stored with its job (ingestion_jobs.trace_context, W3C
   `traceparent`) and handed to the worker with the claimed job (Job.trace_context): the

@@ -38,7 +38,7 @@ class SourcesApp:
 
     async def start(self) -> None:
         s = self.settings
-        self.pool = await open_pool(s.database_url, max_size=8, name="sluice-sources")  # uploads, heartbeat, checkpoints
+        self.pool = await open_pool(s.database_url, max_size=8, name="sluice-sources")  # uploads, lease renewals, checkpoints
         documents = DocumentUseCases(DocumentStore(self.pool), CollectionStore(self.pool), s)
         self.runner = Runner(s, RunStore(self.pool, s.source_lease_seconds), documents)
         self.stopping = asyncio.Event()

@@ -1,6 +1,6 @@
 """The sources runner: claims sync runs and carries them out (docs/sources.md, "A sync run").
 
-A run, under its lease (renewed by a heartbeat every third of SLUICE_SOURCE_LEASE_SECONDS):
+A run, under its lease (renewed every third of SLUICE_SOURCE_LEASE_SECONDS):
 
 1. lists the source, sorted by source_uri;
 2. the first time (not after a takeover): counts the documents of the source's items that the
@@ -97,21 +97,21 @@ class Runner:
         log.info("source sync run claimed", extra={**extra, "resuming_after": claimed.run.checkpoint.get("after")})
         started = time.monotonic()
         work = asyncio.create_task(self._sync(claimed), name=f"source-run-{claimed.run.id}")
-        beat = asyncio.create_task(self._heartbeat(claimed), name=f"source-heartbeat-{claimed.run.id}")
+        renewing = asyncio.create_task(self._renew_lease(claimed), name=f"source-lease-renewal-{claimed.run.id}")
         try:
-            await asyncio.wait({work, beat}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({work, renewing}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             # Stopping (SIGTERM): hand the run back uncharged; the next runner resumes it.
-            beat.cancel()
+            renewing.cancel()
             work.cancel()
-            await asyncio.gather(work, beat, return_exceptions=True)
+            await asyncio.gather(work, renewing, return_exceptions=True)
             await asyncio.shield(self.runs.give_up(claimed, "", charge=False))
             log.info("source sync run handed back", extra=extra)
             raise
-        beat.cancel()
+        renewing.cancel()
         if not work.done():
             work.cancel()
-        await asyncio.gather(work, beat, return_exceptions=True)
+        await asyncio.gather(work, renewing, return_exceptions=True)
         metrics.RUN_SECONDS.observe(time.monotonic() - started)
         if work.cancelled() or isinstance(work.exception(), LeaseNotHeld):
             metrics.LEASES_LOST.inc()
@@ -130,7 +130,7 @@ class Runner:
                 metrics.RUN_ITEMS.labels(outcome=outcome).inc(getattr(progress, outcome))
         return finished
 
-    async def _heartbeat(self, claimed: ClaimedRun) -> None:
+    async def _renew_lease(self, claimed: ClaimedRun) -> None:
         interval = self.settings.source_lease_seconds / 3
         while True:
             await asyncio.sleep(interval)
@@ -138,9 +138,9 @@ class Runner:
                 await self.runs.renew(claimed)
             except LeaseNotHeld:
                 raise  # ends the run: another runner holds it
-            except Exception as exc:  # a database blip: the next beat tries again
+            except Exception as exc:  # a database blip: the next renewal tries again
                 end_if_cancelled(exc)
-                log.warning("source run heartbeat failed", extra={"run_id": str(claimed.run.id), "error": str(exc)})
+                log.warning("source run lease renewal failed", extra={"run_id": str(claimed.run.id), "error": str(exc)})
 
     async def _sync(self, claimed: ClaimedRun) -> None:
         reader = reader_for(claimed.source.kind, claimed.source.spec, self.settings)

@@ -326,7 +326,7 @@ LEASE_HELD = """
 
 
 class RunStore:
-    """The runner's statements: claims, heartbeats, checkpoints and items, all fenced."""
+    """The runner's statements: claims, lease renewals, checkpoints and items, all fenced."""
 
     def __init__(self, pool: AsyncConnectionPool, lease_seconds: float) -> None:
         self.pool = pool
@@ -371,7 +371,7 @@ class RunStore:
         return check
 
     async def renew(self, claimed: ClaimedRun) -> None:
-        """The heartbeat: LeaseNotHeld when the lease was lost."""
+        """Renew the lease: LeaseNotHeld when the lease was lost."""
         async with self.pool.connection() as conn:
             row = await (
                 await conn.execute(
