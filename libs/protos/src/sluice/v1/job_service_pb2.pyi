@@ -213,7 +213,7 @@ class Job(_message.Message):
     max_attempts: _builtins.int
     """The number of attempts allowed."""
     lease_seconds: _builtins.float
-    """How long the lease lasts without a heartbeat."""
+    """How long the lease lasts unless renewed (RenewLease)."""
     kind: Global___JobKind.ValueType
     """What the job does: INGEST or EMBED."""
     generation: _builtins.int
@@ -284,7 +284,7 @@ Global___Job: _TypeAlias = Job  # noqa: Y015
 
 @_typing.final
 class RenewLeaseRequest(_message.Message):
-    """RenewLeaseRequest is a heartbeat."""
+    """RenewLeaseRequest renews the lease."""
 
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -98,7 +98,7 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RenewLease(self, request, context):
-        """RenewLease extends the lease (heartbeat) and tells the worker whether the job was cancelled.
+        """RenewLease extends the lease (a lease renewal) and tells the worker whether the job was cancelled.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

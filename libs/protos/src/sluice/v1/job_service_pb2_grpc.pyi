@@ -39,7 +39,7 @@ class JobServiceStub:
     ClaimJob: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ClaimJobRequest, _job_service_pb2.ClaimJobResponse]
     """ClaimJob waits up to wait_seconds for a claimable job and leases it to the caller."""
     RenewLease: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.RenewLeaseRequest, _job_service_pb2.RenewLeaseResponse]
-    """RenewLease extends the lease (heartbeat) and tells the worker whether the job was cancelled."""
+    """RenewLease extends the lease (a lease renewal) and tells the worker whether the job was cancelled."""
     ReportStage: _grpc.UnaryUnaryMultiCallable[_job_service_pb2.ReportStageRequest, _job_service_pb2.ReportStageResponse]
     """ReportStage records the stage about to start (status before action) and its progress."""
     ReadDocumentContent: _grpc.UnaryStreamMultiCallable[_job_service_pb2.ReadDocumentContentRequest, _job_service_pb2.ReadDocumentContentResponse]
@@ -66,7 +66,7 @@ class JobServiceAsyncStub(JobServiceStub):
     ClaimJob: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ClaimJobRequest, _job_service_pb2.ClaimJobResponse]  # type: ignore[assignment]
     """ClaimJob waits up to wait_seconds for a claimable job and leases it to the caller."""
     RenewLease: _aio.UnaryUnaryMultiCallable[_job_service_pb2.RenewLeaseRequest, _job_service_pb2.RenewLeaseResponse]  # type: ignore[assignment]
-    """RenewLease extends the lease (heartbeat) and tells the worker whether the job was cancelled."""
+    """RenewLease extends the lease (a lease renewal) and tells the worker whether the job was cancelled."""
     ReportStage: _aio.UnaryUnaryMultiCallable[_job_service_pb2.ReportStageRequest, _job_service_pb2.ReportStageResponse]  # type: ignore[assignment]
     """ReportStage records the stage about to start (status before action) and its progress."""
     ReadDocumentContent: _aio.UnaryStreamMultiCallable[_job_service_pb2.ReadDocumentContentRequest, _job_service_pb2.ReadDocumentContentResponse]  # type: ignore[assignment]
@@ -102,7 +102,7 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _job_service_pb2.RenewLeaseRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_job_service_pb2.RenewLeaseResponse, _abc.Awaitable[_job_service_pb2.RenewLeaseResponse]]:
-        """RenewLease extends the lease (heartbeat) and tells the worker whether the job was cancelled."""
+        """RenewLease extends the lease (a lease renewal) and tells the worker whether the job was cancelled."""
 
     @_abc_1.abstractmethod
     def ReportStage(
