@@ -201,17 +201,24 @@ def versions_to_proto(view: VersionsView) -> document_pb2.DocumentVersions:
     return versions
 
 
-def document_to_proto(
-    row: DocumentRow,
-    history: list[AttemptRow] | None = None,
-    versions: VersionsView | None = None,
+def _document_proto(
+    row: DocumentRow | CollectionEventRow,
+    *,
+    collection: str,
+    document_id: str,
+    created_at: dt.datetime | None,
+    as_of: dt.datetime,
 ) -> document_pb2.Document:
+    """The Document as a document row or a collection event shows it: every field GetDocument
+    answers but attempt_history and versions. An event's fields that never change are None once
+    its row is gone; a retry shows as waiting when it is due after `as_of`."""
+    metadata = row.metadata or {}
     doc = document_pb2.Document(
-        name=document_name(row.collection, str(row.id)),
-        id=str(row.id),
-        collection=row.collection,
-        filename=row.filename,
-        mime_type=row.mime_type,
+        name=document_name(collection, document_id),
+        id=document_id,
+        collection=collection,
+        filename=row.filename or "",
+        mime_type=row.mime_type or "",
         status=document_status_to_proto(row.status),
         error_message=row.error_message or "",
         error_code=row.error_code or "",
@@ -224,21 +231,30 @@ def document_to_proto(
         attempts=row.attempts,
         max_attempts=row.max_attempts,
         chunk_count=row.chunk_count,
-        content_sha256=row.content_sha256,
-        size_bytes=row.size_bytes,
-        metadata=typed_metadata.text_map(row.metadata),
-        typed_metadata=typed_metadata.typed_map(row.metadata),
+        content_sha256=row.content_sha256 or "",
+        size_bytes=row.size_bytes or 0,
+        metadata=typed_metadata.text_map(metadata),
+        typed_metadata=typed_metadata.typed_map(metadata),
         job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row.job_status),
-        create_time=timestamp(row.created_at),
+        create_time=timestamp(created_at),
         update_time=timestamp(row.updated_at),
         source_uri=row.source_uri or "",
         version=row.version or 0,
         consistency_token=consistency.token_of(row.wal_lsn),
     )
+    if row.job_status == "PENDING" and row.available_at > as_of:
+        doc.next_attempt_time.CopyFrom(timestamp(row.available_at))
+    return doc
+
+
+def document_to_proto(
+    row: DocumentRow,
+    history: list[AttemptRow] | None = None,
+    versions: VersionsView | None = None,
+) -> document_pb2.Document:
+    doc = _document_proto(row, collection=row.collection, document_id=str(row.id), created_at=row.created_at, as_of=row.db_now)
     if versions is not None:
         doc.versions.CopyFrom(versions_to_proto(versions))
-    if row.job_status == "PENDING" and row.available_at > row.db_now:
-        doc.next_attempt_time.CopyFrom(timestamp(row.available_at))
     for attempt in history or ():
         doc.attempt_history.append(
             document_pb2.Attempt(
@@ -339,39 +355,9 @@ def event_document_to_proto(collection: str, row: CollectionEventRow) -> documen
     but attempt_history and versions, which GetDocument alone fills): its state from the event,
     what never changes from its row (store/events.py; empty once the row is gone), and a retry
     waiting as of the event's time. The consistency token is the read's, as for GetDocument."""
-    metadata = row.metadata or {}
-    doc = document_pb2.Document(
-        name=document_name(collection, str(row.document_id)),
-        id=str(row.document_id),
-        collection=collection,
-        filename=row.filename or "",
-        mime_type=row.mime_type or "",
-        status=document_status_to_proto(row.status),
-        error_message=row.error_message or "",
-        error_code=row.error_code or "",
-        progress=document_pb2.Progress(
-            stage=document_status_to_proto(row.progress_stage),
-            done=row.progress_done,
-            total=row.progress_total,
-            unit=row.progress_unit,
-        ),
-        attempts=row.attempts,
-        max_attempts=row.max_attempts,
-        chunk_count=row.chunk_count,
-        content_sha256=row.content_sha256 or "",
-        size_bytes=row.size_bytes or 0,
-        metadata=typed_metadata.text_map(metadata),
-        typed_metadata=typed_metadata.typed_map(metadata),
-        job_status=document_pb2.IngestionJobStatus.Value("INGESTION_JOB_STATUS_" + row.job_status),
-        create_time=timestamp(row.document_created_at),
-        update_time=timestamp(row.updated_at),
-        source_uri=row.source_uri or "",
-        version=row.version or 0,
-        consistency_token=consistency.token_of(row.wal_lsn),
+    return _document_proto(
+        row, collection=collection, document_id=str(row.document_id), created_at=row.document_created_at, as_of=row.created_at
     )
-    if row.job_status == "PENDING" and row.available_at > row.created_at:
-        doc.next_attempt_time.CopyFrom(timestamp(row.available_at))
-    return doc
 
 
 def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
