@@ -26,6 +26,9 @@ from auth_keys import install as install_keys
 from auth_keys import search_url
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
 
+# Every message a client reads in any test is scanned for server internals (issue 21).
+pytest_plugins = ["client_messages"]
+
 TEMPLATE = "sluice_template"
 _counter = itertools.count()
 

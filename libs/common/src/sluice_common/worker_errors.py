@@ -88,13 +88,19 @@ _SECRETS = (
     re.compile(r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,}"),  # a JSON web token
     re.compile(r"(?i)\bbearer\s+[\w.~+/=-]{8,}"),
 )
+# `password=…` whatever follows; after a colon only what looks like a value (quoted, with a
+# digit or a symbol, 16 characters long, or after Bearer or Basic), not a sentence ("must not
+# hold a password: name the variable") nor a placeholder ("authorization: Bearer <key>").
 _KEY_VALUE = re.compile(
-    r"(?i)\b(api[_-]?key|password|passwd|pwd|secret|token|access[_-]?key|authorization|credentials?)(\s*[=:]\s*)"
+    r"(?i)\b(api[_-]?key|password|passwd|pwd|secret|token|access[_-]?key|authorization|credentials?)"
+    r"(\s*=\s*|\s*:\s*(?=(?:bearer|basic)\s+(?![<…])\S|[\"']|(?!<)[^\s,;&)…]*[\d_+/=.-]|[^\s,;&)…<]{16}))"
+    r"((?:bearer|basic)\s+)?"
     r"(\"[^\"]*\"|'[^']*'|[^\s,;&)…]+)"
 )
-# An absolute path (two segments at least: /tmp/x, C:\\x\\y) not inside a URL or a word, or any
-# path that names a source or library file (site-packages/x/y.py).
-_PATH = re.compile(r"(?<![\w./:~-])(?:~|[A-Za-z]:)?(?:[\\/][\w.@+~-]+){2,}[\\/]?")
+# An absolute path (two segments at least: /tmp/x, C:\\x\\y) not inside a URL or a word, and
+# not a route of the public API (/v1/collections/{collection}/documents, /sluice.v1.X/Method:
+# docs/http.md), or any path that names a source or library file (site-packages/x/y.py).
+_PATH = re.compile(r"(?<![\w./:~-])(?!/v1/|/sluice\.v1\.)(?:~|[A-Za-z]:)?(?:[\\/][\w.@+~-]+){2,}[\\/]?")
 _FILE_URL = re.compile(r"(?i)\bfile:/+[^\s'\")]*")
 _SOURCE_PATH = re.compile(r"(?:[\w.@+~-]+[\\/])+[\w.-]+\.(?:py|pyc|pyx|pxd|so|dll|dylib|c|cc|cpp|h|hpp)\b")
 _SPACES = re.compile(r"[ \t]{2,}")
@@ -112,7 +118,7 @@ def client_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     text = _URL_USER.sub(lambda m: m.group(1) + WITHHELD + "@", text)
     for secret in _SECRETS:
         text = secret.sub(WITHHELD, text)
-    text = _KEY_VALUE.sub(lambda m: m.group(1) + m.group(2) + WITHHELD, text)
+    text = _KEY_VALUE.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) or "") + WITHHELD, text)
     text = _FILE_URL.sub(WITHHELD, text)
     text = _SOURCE_PATH.sub(WITHHELD, text)
     text = _PATH.sub(WITHHELD, text)
