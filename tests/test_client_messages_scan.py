@@ -69,21 +69,28 @@ def address():
     server.stop(None)
 
 
-GET = {{
-    "method": "/sluice.v1.DocumentService/GetDocument",
-    "request_serializer": ds.GetDocumentRequest.SerializeToString,
-    "response_deserializer": D.Document.FromString,
-}}
+def call(address, kind, method, request, response_type):  # a stream's messages as a list
+    with grpc.insecure_channel(address) as channel:
+        multicallable = getattr(channel, kind)(
+            method, request_serializer=type(request).SerializeToString, response_deserializer=response_type.FromString
+        )
+        answer = multicallable(request)
+        return list(answer) if kind == "unary_stream" else answer
 
 
 def get(address, document_id):
-    with grpc.insecure_channel(address) as channel:
-        return channel.unary_unary(**GET)(ds.GetDocumentRequest(id=document_id))
+    return call(address, "unary_unary", GET_DOCUMENT, ds.GetDocumentRequest(id=document_id), D.Document)
 
 
 async def aio_get(address, document_id):
     async with grpc.aio.insecure_channel(address) as channel:
-        return await channel.unary_unary(**GET)(ds.GetDocumentRequest(id=document_id))
+        get_document = channel.unary_unary(
+            GET_DOCUMENT, request_serializer=ds.GetDocumentRequest.SerializeToString, response_deserializer=D.Document.FromString
+        )
+        return await get_document(ds.GetDocumentRequest(id=document_id))
+
+
+GET_DOCUMENT = "/sluice.v1.DocumentService/GetDocument"
 """
 
 
@@ -92,7 +99,7 @@ import asyncio
 
 import grpc
 import pytest
-from conftest import aio_get, get
+from conftest import aio_get, call, get
 from sluice.v1 import document_pb2 as D
 from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import job_service_pb2 as js
@@ -117,13 +124,8 @@ def test_leaky_error_over_asyncio(address):
 
 
 def test_leaky_streamed_document(address):
-    with grpc.insecure_channel(address) as channel:
-        watch = channel.unary_stream(
-            "/sluice.v1.DocumentService/WatchDocument",
-            request_serializer=ds.WatchDocumentRequest.SerializeToString,
-            response_deserializer=D.DocumentEvent.FromString,
-        )
-        assert len(list(watch(ds.WatchDocumentRequest(id="leaky")))) == 2
+    events = call(address, "unary_stream", "/sluice.v1.DocumentService/WatchDocument", ds.WatchDocumentRequest(id="leaky"), D.DocumentEvent)
+    assert len(events) == 2
 
 
 def test_clean_answers(address):
@@ -137,14 +139,8 @@ def test_what_the_client_sent_is_not_a_leak(address):
 
 
 def test_only_the_worker_reads_job_service(address):
-    with grpc.insecure_channel(address) as channel:
-        fail = channel.unary_unary(
-            "/sluice.v1.JobService/FailJob",
-            request_serializer=js.FailJobRequest.SerializeToString,
-            response_deserializer=js.FailJobResponse.FromString,
-        )
-        with pytest.raises(grpc.RpcError):
-            fail(js.FailJobRequest())
+    with pytest.raises(grpc.RpcError):
+        call(address, "unary_unary", "/sluice.v1.JobService/FailJob", js.FailJobRequest(), js.FailJobResponse)
 
 
 @pytest.mark.shows_internals
