@@ -378,6 +378,28 @@ def _json_strings(value: Any, keys: frozenset[str] | None, key: str | None = Non
     return []
 
 
+# The CLI's output -----------------------------------------------------------------------------
+
+_CLI_FINDINGS = ("a traceback", "an object address")
+
+
+def scan_cli_output(args: Iterable[str], *outputs: str) -> None:
+    """What `sluice ARGS…` printed (in-process or as its own process, tests/cli/conftest.py):
+    never a traceback nor an object address. Paths and keys are the CLI's to print (the files
+    it uploads, the key `keys create` made), so only those two are looked for here."""
+    where = "sluice " + " ".join(str(arg) for arg in args)[:120]
+    for output in outputs:
+        for line in _paragraphs(output):
+            found = [finding for finding in internals_in(line) if finding.startswith(_CLI_FINDINGS)]
+            if found:
+                with _lock:
+                    _findings.append(f"{where}: {line[:300]!r}: {', '.join(found)}")
+
+
+def _paragraphs(output: str) -> list[str]:
+    return [part for part in output.split("\n\n") if part.strip()]
+
+
 # Installing ---------------------------------------------------------------------------------
 
 

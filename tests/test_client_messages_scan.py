@@ -165,3 +165,16 @@ def test_the_scan_fails_every_test_that_reads_internals_and_no_other(pytester):
     output = result.stdout.str()
     assert "a message a client can read carries server internals" in output
     assert "a filesystem path" in output and "a traceback" in output and "an object address" in output
+
+
+def test_the_clis_output_is_scanned_for_tracebacks_and_object_addresses_only():
+    from client_messages import scan_cli_output, unreported
+
+    unreported()  # what came before is not this test's
+    scan_cli_output(["upload", "/home/me/docs"], "✓ /home/me/docs/a.md  READY\n\nkey slk_abc_def", "")
+    assert unreported() == []  # the files it uploads and the key it made are the CLI's to print
+    scan_cli_output(
+        ["search", "q"], "", 'Traceback (most recent call last):\n  File "/srv/x.py", line 1\n\n<Foo object at 0x7f2eaa0a0b30>'
+    )
+    found = unreported()
+    assert len(found) == 2 and "a traceback" in found[0] and "an object address" in found[1]

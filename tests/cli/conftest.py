@@ -24,6 +24,7 @@ from pathlib import Path
 import auth_keys
 import grpc
 import pytest
+from client_messages import scan_cli_output
 from search_server import RunningSearch
 from sluice.v1 import document_pb2, job_service_pb2_grpc
 from sluice.v1 import job_service_pb2 as js
@@ -207,6 +208,7 @@ def sluice(capsys, monkeypatch):
         capsys.readouterr()
         code = cli_run([str(a) for a in args])
         captured = capsys.readouterr()
+        scan_cli_output(args, captured.out, captured.err)
         return Result(code, captured.out, captured.err)
 
     return run
@@ -218,6 +220,7 @@ def run_sluice_process(*args: str, env: dict | None = None, timeout: float = 120
     proc = subprocess.run(
         [str(VENV_BIN / "sluice"), *map(str, args)], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd
     )
+    scan_cli_output(args, proc.stdout, proc.stderr)
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
