@@ -20,3 +20,15 @@ def touch_memory(megabytes: int) -> int:
     for offset in range(0, len(block), 4096):
         block[offset] = 1
     return len(block)
+
+
+_HELD: list[bytearray] = []
+
+
+def hold_memory(megabytes: int) -> int:
+    """Allocate, write and keep `megabytes` in the sandbox (what earlier documents may leave
+    behind): resident until the sandbox ends. Returns the size now held."""
+    _HELD.append(bytearray(megabytes * 1024 * 1024))
+    for offset in range(0, len(_HELD[-1]), 4096):
+        _HELD[-1][offset] = 1
+    return sum(len(block) for block in _HELD)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import zipfile
 from typing import ClassVar
@@ -23,7 +24,7 @@ from sluice_common.worker_errors import internals_in
 from sluice_worker.domain import ChunkingSettings, DocumentInvalid
 from sluice_worker.parsing import heuristics, ocr_page
 from sluice_worker.parsing.resources import out_of_memory
-from sluice_worker.parsing.sandbox import PooledSession, Sandbox, SandboxPool
+from sluice_worker.parsing.sandbox import Sandbox, SandboxPool
 
 from . import ocr_fixtures as fx
 from .e2e import InProcessWorker, chunk_rows, worker_settings
@@ -130,45 +131,53 @@ async def test_a_docx_bomb_within_the_unpacking_limit_is_too_large_to_read_not_c
     assert summary.characters > 0
 
 
-class FakeBox:
-    def __init__(self, documents: int, fails: bool) -> None:
-        self.documents, self.fails, self.killed = documents, fails, False
-
-    async def parse(self, *args, **kwargs):
-        self.documents += 1
-        if self.fails:
-            raise DocumentInvalid("PARSE_MEMORY_LIMIT", "the document is too large to read")
-        return "parsed"
-
-    def kill(self) -> None:
-        self.killed = True
+def text_of(megabytes: int) -> bytes:
+    return ("tide " * (megabytes * 1024 * 1024 // 5)).encode()
 
 
-class FakePool:
-    def __init__(self, fresh_fails: bool) -> None:
-        self.fresh_fails, self.started = fresh_fails, 0
-
-    async def _fresh(self):
-        self.started += 1
-        return FakeBox(0, self.fresh_fails)
-
-
-@pytest.mark.parametrize(
-    ("used_before", "fresh_fails", "outcome", "fresh_started"),
-    [(5, False, "parsed", 1), (5, True, "PARSE_MEMORY_LIMIT", 1), (0, False, "PARSE_MEMORY_LIMIT", 0)],
-)
-async def test_out_of_memory_in_a_used_sandbox_is_tried_once_more_in_a_fresh_one(
-    used_before, fresh_fails, outcome, fresh_started
-):
-    pool = FakePool(fresh_fails)
-    first = FakeBox(used_before, fails=True)
-    session = PooledSession(pool, first)  # type: ignore[arg-type]
+@contextlib.asynccontextmanager
+async def session_of_a_new_pool():
+    """A session on a sandbox just started, of a pool of one at 700 MB."""
+    pool = SandboxPool(1, memory_limit_mb=700, max_documents=100)
     try:
-        result = await session.parse(b"x", "x.txt", "", LIMITS, timeout=10, progress=None)
-    except DocumentInvalid as failure:
-        result = failure.code
-    assert result == outcome and pool.started == fresh_started
-    assert first.killed == bool(fresh_started)
+        async with pool.session() as session:
+            yield session
+    finally:
+        await pool.close()
+
+
+async def test_out_of_memory_in_a_used_sandbox_is_tried_once_more_in_a_fresh_one():
+    """Real sandboxes at 700 MB: a warmed-up one holds ~280 MB and a 4 MB text file takes it to
+    ~530 MB, a 16 MB one past 700 MB. What an earlier document left behind is played by
+    hold_memory (350 MB, kept resident in the sandbox)."""
+    # A used sandbox without room: the document is read in a fresh one, the used one ends.
+    async with session_of_a_new_pool() as session:
+        await session.parse(b"An earlier document.", "earlier.txt", "", LIMITS, timeout=60, progress=None)
+        used = session.box
+        await used.call("worker.sandbox_helpers.hold_memory", 350, timeout=60)
+        summary = await session.parse(text_of(4), "four.txt", "", LIMITS, timeout=120, progress=None)
+        assert session.box is not used and session.box.documents == 1
+    assert summary.characters > 4_000_000 and used.process.exitcode is not None
+
+    # A sandbox with no document before: its failure stands, nothing is tried again.
+    async with session_of_a_new_pool() as session:
+        first = session.box
+        await first.call("worker.sandbox_helpers.hold_memory", 350, timeout=60)
+        with pytest.raises(DocumentInvalid) as no_retry:
+            await session.parse(text_of(4), "four.txt", "", LIMITS, timeout=120, progress=None)
+        assert session.box is first
+
+    # Too large for a fresh sandbox as well: tried once more, then too large to read.
+    async with session_of_a_new_pool() as session:
+        await session.parse(b"An earlier document.", "earlier.txt", "", LIMITS, timeout=60, progress=None)
+        used = session.box
+        with pytest.raises(DocumentInvalid) as too_large:
+            await session.parse(text_of(16), "sixteen.txt", "", LIMITS, timeout=180, progress=None)
+        assert session.box is not used and session.box.documents == 1
+
+    for failure in (no_retry.value, too_large.value):
+        assert failure.code == "PARSE_MEMORY_LIMIT" and not failure.retryable
+        assert failure.message.startswith("the document is too large to read") and "700 MB" in failure.message
 
 
 def test_allocation_failures_wrapped_by_parsers_are_recognised():
