@@ -14,7 +14,15 @@ from sluice_common.errors import (
 )
 from sluice_common.reasons import Reason
 
-from .common import COLLECTION_SELECT, StoreBase, check_quota, lookup_collection, lookup_collection_settings, one_row
+from .common import (
+    COLLECTION_SELECT,
+    ONE_SNAPSHOT,
+    StoreBase,
+    check_quota,
+    lookup_collection,
+    lookup_collection_settings,
+    one_row,
+)
 from .generations import with_generations
 from .rows import CollectionRow, NewCollection
 
@@ -53,8 +61,10 @@ class CollectionStore(StoreBase):
             return await with_generations(conn, await lookup_collection(conn, new.tenant_id, new.name))
 
     async def get_collection(self, tenant_id: int, name: str) -> CollectionRow:
-        """The collection with its counts and its generations."""
+        """The collection with its counts and its generations, read in one snapshot: never the
+        collection's columns of one commit beside the generations of the next (a switch)."""
         async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(ONE_SNAPSHOT)
             return await with_generations(conn, await lookup_collection(conn, tenant_id, name))
 
     async def collection_settings(self, tenant_id: int, name: str) -> CollectionRow:

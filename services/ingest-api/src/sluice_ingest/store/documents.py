@@ -35,6 +35,7 @@ from .common import (
     DOCUMENT_SELECT,
     FRESH_PROGRESS,
     NO_ERROR,
+    ONE_SNAPSHOT,
     StoreBase,
     check_quota,
     lookup_collection_settings,
@@ -189,8 +190,10 @@ class DocumentStore(StoreBase):
         source: tuple[str, str] | None = None,
     ) -> tuple[DocumentRow, list[AttemptRow], VersionsView | None]:
         """A document with its attempts and (with a source_uri) its versions, by id or by
-        (collection, source_uri): then the source's current version, else its next one."""
+        (collection, source_uri): then the source's current version, else its next one; in one
+        snapshot (a version swap commits between none of its reads)."""
         async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(ONE_SNAPSHOT)
             if source is not None:
                 document = await self._lookup_source(conn, tenant_id, *source)
             else:
