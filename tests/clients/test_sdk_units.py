@@ -97,3 +97,27 @@ def test_an_upload_announces_size_and_hash_and_its_request_id_is_stable(tmp_path
     assert b"".join(m.data for m in stream[1:-1]) == path.read_bytes()
     from_file = uploads.prepare(io.BytesIO(b"bytes of a file object"), "f.txt")
     assert from_file.sha256 == uploads.prepare(b"bytes of a file object", "f.txt").sha256
+
+
+def test_a_source_that_grew_since_it_was_hashed_sends_none_of_its_extra_bytes():
+    """The SDK, not ingest-api's SIZE_MISMATCH, says a grown source changed: before the fix the
+    extra bytes went out and the server's answer could arrive first (a race seen in CI)."""
+    import hashlib
+
+    from sluice_client.errors import UploadSourceError
+    from sluice_client.protos import document_service_pb2
+
+    original = b"original content"
+    prepared = uploads.PreparedUpload(
+        filename="shifty.txt",
+        size=len(original),
+        sha256=hashlib.sha256(original).hexdigest(),
+        identity="shifty",
+        open=lambda: io.BytesIO(original + b"XXXX"),
+    )
+    sent = b""
+    with pytest.raises(UploadSourceError) as raised:
+        for message in prepared.messages(document_service_pb2.UploadDocumentMetadata(filename="shifty.txt")):
+            sent += message.data
+    assert raised.value.reason == "SOURCE_CHANGED"
+    assert len(sent) <= len(original)

@@ -89,6 +89,10 @@ class PreparedUpload:
                 while block := handle.read(CHUNK_BYTES):
                     digest.update(block)
                     sent += len(block)
+                    if sent > self.size:
+                        # It grew since it was hashed: say so here, before the extra bytes go out
+                        # (else ingest-api's SIZE_MISMATCH may answer first, a race).
+                        break
                     yield document_service_pb2.UploadDocumentRequest(data=block)
             finally:
                 if self.path is not None:
