@@ -91,6 +91,9 @@ export class PreparedUpload {
         if (next.done) break;
         digest.update(next.value);
         sent += next.value.length;
+        // It grew since it was hashed: say so below, before the extra bytes go out (else the
+        // server's SIZE_MISMATCH may answer first, a race).
+        if (sent > this.size) break;
         // What the transport throws in here (the server refused the stream midway, say
         // TOO_MANY_UPLOADS) is not a read failure: it goes to the call, which may retry.
         yield { payload: { case: "data", value: next.value } };
