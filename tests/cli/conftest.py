@@ -130,11 +130,11 @@ class ScriptedWorker:
         self._stage(job, document_pb2.DOCUMENT_STATUS_PARSING, 0, 1, "pages")
         if FAIL_MARKER in content and job.document_id not in self.failed_once:
             self.failed_once.add(job.document_id)
+            self.processed.append(job.document_id)
             self.jobs.FailJob(
                 js.FailJobRequest(lease=job.lease, retryable=False, error_code=CORRUPT_CODE, error_message=CORRUPT_MESSAGE),
                 timeout=10,
             )
-            self.processed.append(job.document_id)
             return
         texts = chunk_texts(job.filename, content)
         self._stage(job, document_pb2.DOCUMENT_STATUS_CHUNKING, 0, 0, "chunks")
@@ -155,8 +155,10 @@ class ScriptedWorker:
                 )
             )
 
-        self.jobs.CompleteJob(messages(), timeout=30)
+        # Counted before the commit: a client that sees the document READY (or FAILED) finds it
+        # here too (after it, a test reading the count the instant a sync's --wait ended missed one).
         self.processed.append(job.document_id)
+        self.jobs.CompleteJob(messages(), timeout=30)
 
 
 @dataclass
