@@ -66,13 +66,8 @@ def client_visible_texts(item: Any) -> list[str]:
     return list(_error_fields(item))
 
 
-def fit_for_client_findings(item: Any) -> list[str]:
-    """What is wrong with what a client reads in `item` (empty when it is fit to show)."""
-    return [f"{text[:200]!r}: {', '.join(internals_in(text))}" for text in client_visible_texts(item) if internals_in(text)]
-
-
 def assert_fit_for_client(item: Any) -> None:
-    found = fit_for_client_findings(item)
+    found = [f"{text[:200]!r}: {', '.join(internals_in(text))}" for text in client_visible_texts(item) if internals_in(text)]
     assert not found, "a client-visible message carries server internals:\n" + "\n".join(found)
 
 
@@ -148,10 +143,12 @@ def _without_sent(text: str) -> str:
 
 def _scan(where: str, texts: Iterable[str]) -> None:
     for text in texts:
-        if text and internals_in(text) and internals_in(_without_sent(text)):
-            finding = f"{where}: {text[:300]!r}: {', '.join(internals_in(_without_sent(text)))}"
+        if not text or not internals_in(text):
+            continue
+        found = internals_in(_without_sent(text))  # the client's own text taken out
+        if found:
             with _lock:
-                _findings.append(finding)
+                _findings.append(f"{where}: {text[:300]!r}: {', '.join(found)}")
 
 
 def _scan_item(method: str, item: Any) -> None:
