@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import random
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,52 +30,66 @@ from typing import Any
 import grpc
 import pytest
 
+# Below Linux's ephemeral range (32768-60999 by default): the kernel never hands these out to an
+# outgoing connection or to a bind on port 0, so a port found free here stays free until someone
+# binds it on purpose. Each pytest-xdist process takes its own slice, so two never pick one port.
+QUIET_PORTS = range(20000, 32000)
+_SLICES = 16
+_lock = threading.Lock()
+_next: list[int] = []
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free on 127.0.0.1 (all held open together while they are chosen)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+
+def _slice() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) % _SLICES if worker.isdigit() else 0
+    size = len(QUIET_PORTS) // _SLICES
+    return range(QUIET_PORTS.start + index * size, QUIET_PORTS.start + (index + 1) * size)
+
+
+def _is_free(ports: range) -> bool:
+    sockets: list[socket.socket] = []
     try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
+        for port in ports:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
     finally:
         for sock in sockets:
             sock.close()
 
 
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now (the kernel's choice, so never one `make run` holds)."""
-    return free_ports(1)[0]
-
-
-# Below Linux's ephemeral range (32768-60999 by default): the kernel never hands these out to an
-# outgoing connection, so a port found free here stays free until someone binds it on purpose.
-QUIET_PORTS = range(20000, 32000)
-
-
 def quiet_port_block(count: int) -> int:
     """The first of `count` consecutive ports free on 127.0.0.1, below the ephemeral range.
 
-    For a process that binds several ports from one base (sluice-dev's metrics ports): a base from
-    free_port() sits in the ephemeral range, where a port above it can be taken by any outgoing
-    connection between the choice and the bind (seen: search's metrics port "Address already in
-    use" under pytest-xdist)."""
-    rng = random.Random()
-    for _ in range(200):
-        first = rng.randrange(QUIET_PORTS.start, QUIET_PORTS.stop - count)
-        sockets: list[socket.socket] = []
-        try:
-            for port in range(first, first + count):
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise RuntimeError(f"no {count} consecutive free ports in {QUIET_PORTS}")
+    Handed out in turn from this process's slice (and never twice while the slice lasts), so a
+    port chosen here cannot be taken between the choice and the bind by an outgoing connection,
+    by a server binding port 0, or by another xdist process: all three were seen taking a port
+    from the ephemeral range ("Address already in use" for sluice-dev's metrics and sources ports)."""
+    ports = _slice()
+    with _lock:
+        if not _next:
+            _next.append(random.randrange(ports.start, ports.stop))
+        for _ in range(len(ports)):
+            first = _next[0]
+            if first + count > ports.stop:
+                first = ports.start
+            _next[0] = first + count
+            if _is_free(range(first, first + count)):
+                return first
+    raise RuntimeError(f"no {count} consecutive free ports in {ports}")
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on 127.0.0.1 (see quiet_port_block), for a process told its ports."""
+    return [quiet_port_block(1) for _ in range(count)]
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1, never one `make run` holds and never one the kernel hands out."""
+    return quiet_port_block(1)
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 60.0, *, interval: float = 0.05, what: str = "") -> Any:
