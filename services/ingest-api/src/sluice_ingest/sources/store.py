@@ -24,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 from sluice_common.errors import LeaseNotHeld, NotFound
 from sluice_common.reasons import Reason
 
-from ..store.common import lookup_collection_settings
+from ..store.common import ONE_SNAPSHOT, lookup_collection_settings
 from .domain import KnownItem, RunState, sources_of
 
 RUN_COLUMNS = """
@@ -253,7 +253,11 @@ class SourceStore:
         before: tuple[dt.datetime, uuid.UUID] | None,
         limit: int,
     ) -> list[RunRow]:
-        async with self.pool.connection() as conn:
+        """The source's runs, newest first; NOT_FOUND for a source that is not the tenant's. The
+        check and the list see one snapshot: never the source before a deletion and its runs after
+        (an empty list of a source that always had runs)."""
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(ONE_SNAPSHOT)
             await self._get(conn, tenant_id, source_id)
             condition, params = "", list[Any]([source_id])
             if before is not None:

@@ -1,0 +1,96 @@
+"""The list reads that check their parent first (ListSourceRuns, ListWebhookDeliveries,
+ListDocuments and ListWebhooks of one collection) answer from one snapshot, as GetCollection and
+GetDocument do (docs/contributing.md, Code: "A read answered from several statements sees one
+snapshot"). Each looked its parent up in one READ COMMITTED statement and listed its children in
+the next, so a commit removing the parent between the two answered OK with what no moment held:
+a source or a webhook that had a run or a delivery all its life listed none, a collection's
+documents came back under another collection's name, its webhooks as an empty list.
+
+A thread makes the parent (with its children) come and go, each change one commit, as fast as
+PostgreSQL commits, while READS calls read: every answer must be NOT_FOUND or the whole list."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+
+import auth_keys
+import grpc
+import psycopg
+from sluice.v1 import source_service_pb2 as src
+from sluice.v1 import source_service_pb2_grpc
+
+from .helpers import Clients
+
+READS = 400
+
+
+def race(database_url: str, changes: list[str], params: dict, read: Callable[[], str | None]) -> None:
+    """Run `changes` in turn, each in a transaction of its own, while `read` is called READS
+    times; `read` returns None for a consistent answer, else what it saw."""
+    stop = threading.Event()
+    commits = [0]
+    errors: list[BaseException] = []
+
+    def change() -> None:
+        try:
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                while not stop.is_set():
+                    with conn.transaction():
+                        for statement in changes[commits[0] % len(changes)].split(";"):
+                            if statement.strip():
+                                conn.execute(statement, params)
+                    commits[0] += 1
+        except BaseException as exc:  # the reads' assertion names it
+            errors.append(exc)
+
+    changer = threading.Thread(target=change, daemon=True)
+    changer.start()
+    answers = {"missing": 0, "whole": 0}
+    mixed = []
+    try:
+        for _ in range(READS):
+            try:
+                seen = read()
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+                answers["missing"] += 1
+                continue
+            if seen is None:
+                answers["whole"] += 1
+            else:
+                mixed.append(seen)
+    finally:
+        stop.set()
+        changer.join(30)
+    assert errors == []
+    assert commits[0] > READS // 4, "the changes must run beside the reads"
+    assert mixed == [], f"{len(mixed)} of {READS} answers mixed two commits ({answers}), e.g. {mixed[:3]}"
+    assert answers["missing"] and answers["whole"], answers
+
+
+def collection_ids(database_url: str, name: str) -> dict:
+    with psycopg.connect(database_url) as conn:
+        tenant_id, collection_id = conn.execute("SELECT tenant_id, id FROM collections WHERE name = %s", (name,)).fetchone()
+    return {"tenant": tenant_id, "collection": collection_id}
+
+
+def test_list_source_runs_never_lists_no_run_of_a_source_that_always_had_one(ingest_api, database_url):
+    c = Clients(ingest_api.address)
+    c.create_collection("docs")
+    sources = source_service_pb2_grpc.SourceServiceStub(auth_keys.channel(ingest_api.address))
+    params = {**collection_ids(database_url, "docs"), "source": uuid.uuid4()}
+    create = (
+        "INSERT INTO sources (id, tenant_id, collection_id, kind, spec, max_delete_share)"
+        " VALUES (%(source)s, %(tenant)s, %(collection)s, 'LOCAL_FOLDER', '{}', 0.2);"
+        "INSERT INTO source_runs (source_id, max_attempts) VALUES (%(source)s, 3)"
+    )
+    delete = "DELETE FROM sources WHERE id = %(source)s"
+
+    def read() -> str | None:
+        runs = sources.ListSourceRuns(src.ListSourceRunsRequest(name=str(params["source"]))).runs
+        return None if len(runs) == 1 else f"{len(runs)} runs"
+
+    race(database_url, [create, delete], params, read)
