@@ -19,7 +19,8 @@ import auth_keys
 import grpc
 import psycopg
 from sluice.v1 import source_service_pb2 as src
-from sluice.v1 import source_service_pb2_grpc
+from sluice.v1 import source_service_pb2_grpc, webhook_service_pb2_grpc
+from sluice.v1 import webhook_service_pb2 as wh
 
 from .helpers import Clients
 
@@ -94,3 +95,51 @@ def test_list_source_runs_never_lists_no_run_of_a_source_that_always_had_one(ing
         return None if len(runs) == 1 else f"{len(runs)} runs"
 
     race(database_url, [create, delete], params, read)
+
+
+def test_list_webhook_deliveries_never_lists_none_of_a_webhook_that_always_had_one(ingest_api, database_url):
+    c = Clients(ingest_api.address)
+    c.create_collection("docs")
+    hooks = webhook_service_pb2_grpc.WebhookServiceStub(auth_keys.channel(ingest_api.address))
+    params = {**collection_ids(database_url, "docs"), "webhook": uuid.uuid4()}
+    create = (
+        "INSERT INTO webhook_subscriptions (id, tenant_id, collection_id, url, event_types, secret, cursor_txid,"
+        " cursor_event_id) VALUES (%(webhook)s, %(tenant)s, %(collection)s, 'https://example.com/hook',"
+        " '{document.ready}', 'secret', 0, 0);"
+        "INSERT INTO webhook_deliveries (subscription_id, event_id, event_txid, document_id, event_type, payload, event_time)"
+        " VALUES (%(webhook)s, 1, 1, gen_random_uuid(), 'document.ready', '{}', now())"
+    )
+    delete = "DELETE FROM webhook_subscriptions WHERE id = %(webhook)s"
+
+    def read() -> str | None:
+        deliveries = hooks.ListWebhookDeliveries(wh.ListWebhookDeliveriesRequest(webhook_id=str(params["webhook"]))).deliveries
+        return None if len(deliveries) == 1 else f"{len(deliveries)} deliveries"
+
+    race(database_url, [create, delete], params, read)
+
+
+# A rename in SQL stands for a deletion and a new collection of the same name (the API has no
+# rename): the name "docs" comes and goes, a commit each, while its lists are read.
+AWAY = "UPDATE collections SET name = 'docs-away' WHERE id = %(collection)s"
+BACK = "UPDATE collections SET name = 'docs' WHERE id = %(collection)s"
+
+
+def test_list_webhooks_of_a_collection_never_lists_none_while_it_has_one(ingest_api, database_url):
+    c = Clients(ingest_api.address)
+    c.create_collection("docs")
+    hooks = webhook_service_pb2_grpc.WebhookServiceStub(auth_keys.channel(ingest_api.address))
+    params = {**collection_ids(database_url, "docs"), "webhook": uuid.uuid4()}
+    with psycopg.connect(database_url) as conn:
+        conn.execute(
+            "INSERT INTO webhook_subscriptions (id, tenant_id, collection_id, url, event_types, secret, cursor_txid,"
+            " cursor_event_id) VALUES (%(webhook)s, %(tenant)s, %(collection)s, 'https://example.com/hook',"
+            " '{document.ready}', 'secret', 0, 0)",
+            params,
+        )
+
+    def read() -> str | None:
+        listed = hooks.ListWebhooks(wh.ListWebhooksRequest(collection="docs")).webhooks
+        seen = [(w.id, w.collection) for w in listed]
+        return None if seen == [(str(params["webhook"]), "docs")] else f"webhooks {seen}"
+
+    race(database_url, [AWAY, BACK], params, read)

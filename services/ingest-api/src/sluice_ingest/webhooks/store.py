@@ -22,6 +22,7 @@ from sluice_common.errors import NotFound, ResourceExhausted
 from sluice_common.reasons import Reason
 
 from ..domain import EventCursor
+from ..store.common import ONE_SNAPSHOT
 from .events import Description, body_of
 
 SUBSCRIPTION_SELECT = """
@@ -189,7 +190,10 @@ class WebhookStore:
     async def list_webhooks(
         self, tenant_id: int, collection: str | None, after: tuple[dt.datetime, uuid.UUID] | None, limit: int
     ) -> list[SubscriptionRow]:
-        async with self.pool.connection() as conn:
+        """The tenant's webhooks (of one collection: NOT_FOUND when it does not exist), the check
+        and the list in one snapshot: never the collection before a deletion and the list after."""
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(ONE_SNAPSHOT)
             if collection is not None:
                 exists = await (
                     await conn.execute("SELECT 1 FROM collections WHERE tenant_id = %s AND name = %s", (tenant_id, collection))
@@ -247,7 +251,10 @@ class WebhookStore:
     async def list_deliveries(
         self, tenant_id: int, subscription_id: uuid.UUID, state: str | None, before_seq: int | None, limit: int
     ) -> list[DeliveryRow]:
-        async with self.pool.connection() as conn:
+        """The webhook's deliveries, newest first; the check and the list in one snapshot (never
+        the webhook before a deletion and its deliveries after: an empty list)."""
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(ONE_SNAPSHOT)
             await self._get(conn, tenant_id, subscription_id)  # NOT_FOUND for another tenant's
             cur = conn.cursor(row_factory=class_row(DeliveryRow))
             await cur.execute(
