@@ -18,6 +18,7 @@ from collections.abc import Callable
 import auth_keys
 import grpc
 import psycopg
+from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import source_service_pb2 as src
 from sluice.v1 import source_service_pb2_grpc, webhook_service_pb2_grpc
 from sluice.v1 import webhook_service_pb2 as wh
@@ -141,5 +142,19 @@ def test_list_webhooks_of_a_collection_never_lists_none_while_it_has_one(ingest_
         listed = hooks.ListWebhooks(wh.ListWebhooksRequest(collection="docs")).webhooks
         seen = [(w.id, w.collection) for w in listed]
         return None if seen == [(str(params["webhook"]), "docs")] else f"webhooks {seen}"
+
+    race(database_url, [AWAY, BACK], params, read)
+
+
+def test_list_documents_of_a_collection_never_lists_another_collections(ingest_api, database_url):
+    c = Clients(ingest_api.address)
+    c.create_collection("docs")
+    document = c.upload("docs", b"text", "a.txt")
+    params = collection_ids(database_url, "docs")
+
+    def read() -> str | None:
+        listed = c.docs.ListDocuments(ds.ListDocumentsRequest(collection="docs")).documents
+        seen = [(d.id, d.collection) for d in listed]
+        return None if seen == [(document.id, "docs")] else f"documents {seen}"
 
     race(database_url, [AWAY, BACK], params, read)

@@ -253,7 +253,11 @@ class DocumentStore(StoreBase):
         limit: int,
         source_uri: str | None = None,
     ) -> list[DocumentRow]:
-        async with self.pool.connection() as conn:
+        """A page of the tenant's documents, newest first. With a collection, its look-up (NOT_FOUND)
+        and the page see one snapshot: never the collection of one commit and the documents of the
+        next (a deletion between them, or its name given to another)."""
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(ONE_SNAPSHOT)
             conditions: list[str] = ["d.tenant_id = %s"]
             params: list[Any] = [tenant_id]
             if collection:
