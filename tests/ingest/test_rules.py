@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import grpc
 import psycopg
 import pytest
+from sluice.v1 import collection_pb2
 from sluice.v1 import document_pb2 as D
 from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import job_service_pb2 as js
@@ -85,6 +88,150 @@ def test_rule1_completion_replaces_previous_chunks(c, database_url):
     c.run_to_indexing(job)
     c.complete(job, texts=["only one"])
     assert chunk_count(database_url, doc.id) == 1
+
+
+def chunk_generations(url, document_id) -> dict[int, int]:
+    """The document's chunks per generation number."""
+    with db(url) as conn:
+        rows = conn.execute(
+            "SELECT g.number, count(*) FROM chunks c JOIN collection_generations g ON g.id = c.generation_id"
+            " WHERE c.document_id = %s GROUP BY g.number",
+            (document_id,),
+        ).fetchall()
+    return dict(rows)
+
+
+def search_state(url) -> dict[str, object]:
+    """What search reads besides documents: per live generation, the keyword statistics (the sum
+    of each term's deltas) beside the same figures recomputed from the chunks, and the
+    (generation, document) pairs of document_vectors beside those holding chunks."""
+    with db(url) as conn:
+        live = conn.execute(
+            "SELECT s.generation_id, s.term, sum(s.df) FROM keyword_stats s GROUP BY 1, 2 HAVING sum(s.df) <> 0"
+        ).fetchall()
+        recomputed = conn.execute(
+            "SELECT c.generation_id, l.lexeme, count(*) FROM chunks c, unnest(c.search_tsv) l GROUP BY 1, 2"
+            " UNION ALL SELECT c.generation_id, '', count(*) FROM chunks c GROUP BY 1"
+        ).fetchall()
+        live_generations = {
+            r[0] for r in conn.execute("SELECT id FROM collection_generations WHERE state IN ('ACTIVE', 'BUILDING')")
+        }
+        vectors = conn.execute("SELECT generation_id, document_id FROM document_vectors").fetchall()
+        chunked = conn.execute("SELECT DISTINCT generation_id, document_id FROM chunks").fetchall()
+    return {
+        "keyword_stats": {(g, t): int(n) for g, t, n in live if g in live_generations},
+        "recomputed": {(g, t): int(n) for g, t, n in recomputed if g in live_generations},
+        "document_vectors": set(vectors),
+        "chunked": set(chunked),
+    }
+
+
+def term_df(url, word: str) -> int:
+    """How many chunks the keyword statistics count for `word`, over every generation."""
+    with db(url) as conn:
+        return int(
+            conn.execute(
+                "SELECT coalesce(sum(s.df), 0) FROM keyword_stats s"
+                " WHERE s.term IN (SELECT lexeme FROM unnest(to_tsvector('sluice_text', %s)))",
+                (word,),
+            ).fetchone()[0]
+        )
+
+
+def test_rule1_reprocess_takes_the_chunks_of_every_generation(c, database_url):
+    """ReprocessDocument moves a READY document to PENDING and deletes its chunks of every
+    generation (the ACTIVE one and a reindex's BUILDING one) in that transaction, so a document
+    that is not READY holds none; the keyword statistics and document_vectors lose it with them."""
+    reprocessed, kept = c.upload(content=b"reprocessed"), c.upload(content=b"kept")
+    for text in ("zephyr river", "kept lake"):
+        job = c.claim()
+        c.run_to_indexing(job)
+        c.complete(job, texts=[text, text + " again"])
+    # A reindex: the reprocessed document is embedded into generation 2, the kept one's EMBED job
+    # stays open (claimed, not completed), so generation 2 stays BUILDING.
+    hashing_v2 = collection_pb2.EmbedderConfig(
+        provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v2", dimensions=16
+    )
+    c.docs.ReindexCollection(ds.ReindexCollectionRequest(name="docs", embedder=hashing_v2))
+    embeds = {job.document_id: job for job in (c.claim(), c.claim())}
+    assert set(embeds) == {reprocessed.id, kept.id} and all(j.kind == js.JOB_KIND_EMBED for j in embeds.values())
+    c.complete(embeds[reprocessed.id], texts=["zephyr river"], dimensions=16)
+    assert chunk_generations(database_url, reprocessed.id) == {1: 2, 2: 1}
+    assert term_df(database_url, "zephyr") == 3
+
+    pending = c.docs.ReprocessDocument(ds.ReprocessDocumentRequest(id=reprocessed.id))
+    assert pending.status == D.DOCUMENT_STATUS_PENDING
+    assert chunk_generations(database_url, reprocessed.id) == {}
+    assert chunk_generations(database_url, kept.id) == {1: 2}
+    assert term_df(database_url, "zephyr") == 0
+    state = search_state(database_url)
+    assert state["keyword_stats"] == state["recomputed"]
+    assert state["document_vectors"] == state["chunked"]
+    assert {document for _, document in state["document_vectors"]} == {uuid.UUID(kept.id)}
+
+    # Its next commit brings it back, into the ACTIVE generation (and a fresh EMBED job for 2).
+    job = c.claim()
+    assert job.document_id == reprocessed.id and job.kind == js.JOB_KIND_INGEST
+    c.run_to_indexing(job)
+    assert c.complete(job, texts=["zephyr sea"]).status == D.DOCUMENT_STATUS_READY
+    assert chunk_generations(database_url, reprocessed.id) == {1: 1}
+    assert term_df(database_url, "zephyr") == 1
+
+
+def test_rule1_only_ready_documents_hold_chunks(c, database_url):
+    """After each step of a mix of uploads, commits, failures, retries, reprocesses and a
+    deletion: every chunk belongs to a READY document, every READY document has chunks, and the
+    keyword statistics and document_vectors are those of the chunks."""
+
+    def check(step: str) -> None:
+        with db(database_url) as conn:
+            outside = conn.execute(
+                "SELECT d.status::text, count(*) FROM chunks c JOIN documents d ON d.id = c.document_id"
+                " WHERE d.status <> 'READY' GROUP BY 1"
+            ).fetchall()
+            bare = conn.execute(
+                "SELECT count(*) FROM documents d WHERE d.status = 'READY'"
+                " AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id)"
+            ).fetchone()[0]
+        assert (outside, bare) == ([], 0), step
+        state = search_state(database_url)
+        assert state["keyword_stats"] == state["recomputed"], step
+        assert state["document_vectors"] == state["chunked"], step
+
+    def commit(document_id: str, texts: list[str]) -> None:
+        job = c.claim(wait=5)
+        assert job.document_id == document_id
+        c.run_to_indexing(job)
+        assert c.complete(job, texts=texts).status == D.DOCUMENT_STATUS_READY
+
+    def fail(document_id: str, retryable: bool) -> None:
+        job = c.claim(wait=5)
+        assert job.document_id == document_id
+        c.stage(job, D.DOCUMENT_STATUS_PARSING)
+        c.fail(job, retryable=retryable)
+
+    first, second, third = (c.upload(content=f"document {n}".encode()).id for n in range(3))
+    check("uploaded")
+    commit(first, ["first one", "first two"])
+    commit(second, ["second one"])
+    fail(third, retryable=False)
+    check("two READY, one FAILED")
+    c.docs.ReprocessDocument(ds.ReprocessDocumentRequest(id=first))
+    check("reprocessed")
+    fail(first, retryable=False)  # a reprocess that ends FAILED
+    check("reprocess failed")
+    c.docs.RetryDocument(ds.RetryDocumentRequest(id=first))
+    commit(first, ["first again"])
+    c.docs.RetryDocument(ds.RetryDocumentRequest(id=third))
+    commit(third, ["third at last"])
+    check("retried")
+    c.docs.ReprocessDocument(ds.ReprocessDocumentRequest(id=second))
+    fail(second, retryable=True)  # back to PENDING, due again shortly
+    check("reprocess waiting for a retry")
+    commit(second, ["second again", "second two"])
+    c.docs.DeleteDocument(ds.DeleteDocumentRequest(id=third))
+    check("reprocessed, retried and deleted")
+    assert {c.get(d).status for d in (first, second)} == {D.DOCUMENT_STATUS_READY}
 
 
 # ---------------------------------------------------------------- rule 2

@@ -319,13 +319,18 @@ def test_a_token_on_a_primary_pointed_search_is_satisfied_at_once(cluster, colle
 
 
 def test_no_search_of_the_replica_returns_a_document_that_is_not_ready_during_replay(cluster, collection):
-    """Documents go READY and back (ReprocessDocument keeps their chunks while they are PENDING)
-    while other threads search the replica. A hit is wrong when its document was certainly not
-    READY over the whole stretch of WAL the replica replayed during that search: from the
-    reprocess's token (at or after its commit) to a position read before the next READY commit
-    started. Each search is bracketed by the replica's replay position before and after it."""
+    """Documents go READY and back while other threads search the replica. Half of them keep their
+    chunks while not READY: their status is moved out of READY and back by SQL on the primary,
+    the case rule 3 guards ("even if vectors of it exist"; ReprocessDocument deletes a document's
+    chunks in its move, rule 1, docs/architecture.md#the-rules). The other half go through
+    ReprocessDocument and a commit. A hit is wrong when its document was certainly not READY over
+    the whole stretch of WAL the replica replayed during that search: from a position at or after
+    the move's commit (the reprocess's token, or one read after the UPDATE) to a position read
+    before the move back to READY began. Each search is bracketed by the replica's replay
+    position before and after it."""
     texts = [f"cycling document {n}" for n in range(4)]
     documents = {cluster.ready_document(collection, text).id: text for text in texts}
+    with_chunks = set(list(documents)[:2])  # moved by SQL: their chunks stay
     not_ready: dict[str, list[tuple[int, int]]] = {doc: [] for doc in documents}  # certain non-READY WAL stretches
     observations: list[tuple[int, int, set[str]]] = []
     stop = threading.Event()
@@ -334,6 +339,10 @@ def test_no_search_of_the_replica_returns_a_document_that_is_not_ready_during_re
     def primary_lsn(conn) -> int:
         return consistency.lsn_value(conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
 
+    def set_status(conn, doc: str, status: str, current: str) -> None:
+        moved = conn.execute("UPDATE documents SET status = %s WHERE id = %s AND status = %s", (status, doc, current))
+        assert moved.rowcount == 1
+
     def cycle() -> None:
         try:
             with psycopg.connect(cluster.primary_url, autocommit=True) as conn:
@@ -341,12 +350,22 @@ def test_no_search_of_the_replica_returns_a_document_that_is_not_ready_during_re
                 while not stop.is_set() or rounds < 3:
                     rounds += 1
                     for doc, text in documents.items():
+                        if doc in with_chunks:
+                            set_status(conn, doc, "PENDING", "READY")
+                            start = primary_lsn(conn)  # after the UPDATE's commit
+                            (chunks,) = conn.execute("SELECT count(*) FROM chunks WHERE document_id = %s", (doc,)).fetchone()
+                            assert chunks == 1
+                            time.sleep(0.05)  # a stretch of WAL replayed while the document is not READY
+                            end = primary_lsn(conn)  # before the move back below begins
+                            not_ready[doc].append((start, end))
+                            set_status(conn, doc, "READY", "PENDING")
+                            continue
                         pending = cluster.clients.docs.ReprocessDocument(ds.ReprocessDocumentRequest(id=doc))
                         start = consistency.parse_token(pending.consistency_token)
                         job = cluster.clients.claim(wait=5)
                         assert job is not None and job.document_id == doc
                         cluster.clients.run_to_indexing(job)
-                        time.sleep(0.05)  # a stretch of WAL replayed while the document is not READY
+                        time.sleep(0.05)
                         end = primary_lsn(conn)  # before the READY commit below begins
                         not_ready[doc].append((start, end))
                         cluster.clients.complete(job, texts=[text], dimensions=DIMENSIONS)
@@ -379,10 +398,12 @@ def test_no_search_of_the_replica_returns_a_document_that_is_not_ready_during_re
     assert errors == []
     wrong, checked = judge(observations, not_ready)
     assert wrong == [], f"{len(wrong)} hits of documents that were not READY on the replica"
-    # Not vacuous: searches did fall inside stretches where a document was not READY, and
-    # documents were found at other times.
-    assert checked > 0, f"no search fell inside a non-READY stretch ({len(observations)} searches)"
-    assert any(hits & documents.keys() for _, _, hits in observations)
+    # Not vacuous: searches did fall inside stretches where a document holding its chunks was
+    # not READY (only the READY join kept it out), and documents were found at other times.
+    _, checked_with_chunks = judge(observations, {doc: not_ready[doc] for doc in with_chunks})
+    assert checked_with_chunks > 0, f"no search fell inside a non-READY stretch with chunks ({len(observations)} searches)"
+    assert checked > checked_with_chunks, f"no search fell inside a reprocess ({len(observations)} searches)"
+    assert any(hits & with_chunks for _, _, hits in observations)
 
 
 def test_a_search_the_replica_cancels_for_a_recovery_conflict_is_unavailable_and_retryable(cluster, collection):

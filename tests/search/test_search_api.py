@@ -123,7 +123,7 @@ async def test_not_ready_documents_never_appear_and_leave_at_once(search_stub, l
     assert await visible() == {"rivers.txt", "pg.md"}
     seed.set_status(library["draft.txt"], "READY")
     assert "draft.txt" in await visible()
-    seed.set_status(library["rivers.txt"], "PENDING")  # reprocess
+    seed.set_status(library["rivers.txt"], "PENDING")  # not READY, its chunks kept: rule 3 alone hides it
     assert "rivers.txt" not in await visible()
     seed.delete(library["pg.md"])
     assert await visible() == {"draft.txt"}

@@ -124,7 +124,8 @@ def test_statistics_follow_inserts_deletions_and_replacements(seed, corpus):
     assert "vacuum" not in live_stats(conn, generation)
     assert live_stats(conn, generation) == recomputed_stats(conn, generation)
 
-    # A commit that replaces a document's chunks (as a reprocessing does), in one transaction.
+    # A document's chunks deleted and new ones written in one transaction (as an INGEST commit's
+    # round trip deletes whatever the document holds before its COPY).
     with conn.transaction():
         conn.execute("DELETE FROM chunks WHERE document_id = %s", (docs["leases.txt"],))
         seed.chunks(cid, docs["leases.txt"], ["Leases now expire after thirty seconds."], random_unit_vectors(1, 8))

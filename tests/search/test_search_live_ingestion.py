@@ -5,7 +5,8 @@ JobService (ClaimJob → ReportStage x4 → CompleteJob) with real gRPC calls, w
 query SearchService without pause. Every hit must belong to a document whose CompleteJob had
 already been sent; a document is visible to the first search after CompleteJob returns,
 with all its chunks at once; and it is gone from the first search after ReprocessDocument
-or DeleteDocument returns.
+(which deletes its chunks with the move out of READY) or DeleteDocument returns. A document
+not READY that still holds chunks is test_search_api's and test_replica's case.
 """
 
 from __future__ import annotations

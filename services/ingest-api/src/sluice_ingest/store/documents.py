@@ -326,7 +326,8 @@ class DocumentStore(StoreBase):
             return bool(running and running[0]), len(live)
 
     async def restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: DocumentStatus) -> DocumentRow:
-        """RetryDocument (FAILED) and ReprocessDocument (READY): back to PENDING with fresh attempts."""
+        """RetryDocument (FAILED) and ReprocessDocument (READY): back to PENDING with fresh attempts and
+        no chunks (rule 1)."""
         return await self._after_commit(await self._restart_document(tenant_id, document_id, expected))
 
     async def _restart_document(self, tenant_id: int, document_id: uuid.UUID, expected: DocumentStatus) -> DocumentRow:
@@ -358,6 +359,11 @@ class DocumentStore(StoreBase):
             await move_job(
                 conn, job[0], JobStatus.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE}, sources=[job_from]
             )
-            # It leaves READY: its EMBED jobs of a reindex go (its next commit adds a fresh one).
+            # It leaves READY: its EMBED jobs of a reindex go (its next commit adds a fresh one), and
+            # so do its chunks of every generation, so no document that is not READY holds chunks
+            # (docs/architecture.md#the-rules, rule 1). The keyword statistics and document_vectors
+            # follow by their triggers. A FAILED document has none unless a reprocess failed before
+            # this delete existed; a retry clears those too.
             await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND document_id = %s", (document_id,))
+            await conn.execute("DELETE FROM chunks WHERE document_id = %s AND tenant_id = %s", (document_id, tenant_id))
             return await lookup_document(conn, document_id, tenant_id)
