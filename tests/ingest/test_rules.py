@@ -234,6 +234,32 @@ def test_rule1_only_ready_documents_hold_chunks(c, database_url):
     assert {c.get(d).status for d in (first, second)} == {D.DOCUMENT_STATUS_READY}
 
 
+def test_rule1_migration_0027_takes_the_chunks_a_reprocess_left(c, database_url):
+    """A database from before the reprocess deleted chunks may hold a document that left READY
+    with its chunks: migration 0027 deletes them, and the statistics follow."""
+    from alembic import command
+    from sluice_ingest.migrations import alembic_config
+
+    kept, left = (c.upload(content=f"document {n}".encode()).id for n in range(2))
+    for document_id, texts in ((kept, ["kept one", "kept two"]), (left, ["leftover one", "leftover two"])):
+        job = c.claim(wait=5)
+        assert job.document_id == document_id
+        c.run_to_indexing(job)
+        c.complete(job, texts=texts)
+    config = alembic_config(database_url)
+    command.downgrade(config, "0026")
+    with db(database_url) as conn:  # what a reprocess (to PENDING) or its failure left before
+        conn.execute("UPDATE documents SET status = 'FAILED', error_message = 'x' WHERE id = %s", (left,))
+    assert chunk_count(database_url, left) == 2 and term_df(database_url, "leftover") == 2
+
+    command.upgrade(config, "head")
+    assert (chunk_count(database_url, kept), chunk_count(database_url, left)) == (2, 0)
+    assert term_df(database_url, "leftover") == 0
+    state = search_state(database_url)
+    assert state["keyword_stats"] == state["recomputed"]
+    assert state["document_vectors"] == state["chunked"]
+
+
 # ---------------------------------------------------------------- rule 2
 
 
