@@ -11,7 +11,7 @@ projected to `--dimensions` plus noise, normalised) in one collection, documents
 `--not-ready` of them not READY, 1 % of the READY ones marked {"group": "rare"}. Each chunk's
 text and search_terms are `--text-characters` (1,000) long, as the default chunking makes them,
 so a row is as wide as a real one (over PostgreSQL's 2 kB TOAST threshold: where the vector is
-stored matters, migration 0027); before 2026-12-02 the text was "chunk <n>" and every row fit in
+stored matters: docs/search.md, "Vector precision"); before 2026-12-02 the text was "chunk <n>" and every row fit in
 line. The chunks are bulk-loaded (binary COPY) before any index exists. Then, for each precision, the generation's
 partial HNSW index is built as ingest-api builds it (vector_index.create_index_sql and
 build_settings_sql: m 16, ef_construction 64, parallel workers sized to the machine), the
