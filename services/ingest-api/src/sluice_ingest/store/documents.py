@@ -362,8 +362,8 @@ class DocumentStore(StoreBase):
             # It leaves READY: its EMBED jobs of a reindex go (its next commit adds a fresh one), and
             # so do its chunks of every generation, so no document that is not READY holds chunks
             # (docs/architecture.md#the-rules, rule 1). The keyword statistics and document_vectors
-            # follow by their triggers. A FAILED document has none unless a reprocess failed before
-            # this delete existed; a retry clears those too.
+            # follow by their triggers. For a retry (FAILED) it deletes nothing: migration 0027 took
+            # what reprocesses that failed before this delete left.
             await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND document_id = %s", (document_id,))
             await conn.execute("DELETE FROM chunks WHERE document_id = %s AND tenant_id = %s", (document_id, tenant_id))
             return await lookup_document(conn, document_id, tenant_id)
