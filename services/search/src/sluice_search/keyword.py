@@ -35,6 +35,9 @@ from sluice_common import textsearch
 # k1 of migration 0016's document weights: a weight tf·(k1+1)/(tf + …) stays below k1 + 1.
 K1 = 1.2
 MAX_WEIGHT = K1 + 1
+# The first statement of a search's transaction: every round sees the documents of one commit
+# (docs/contributing.md, Code; ingest-api's store.common.ONE_SNAPSHOT).
+ONE_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 # The first candidate set: the rarest terms whose chunks number at most this many between them
 # (always at least the rarest term).
 FIRST_CANDIDATES = 1000
@@ -244,11 +247,39 @@ async def search(
 ) -> list[tuple[Any, ...]]:
     """The best `limit` READY chunks by BM25, best first, as rows of `columns` + the score (see
     the module's docstring and scoring_query); the first `exact` of them (all by default) are
-    exactly BM25's best."""
+    exactly BM25's best.
+
+    Every round sees one snapshot (docs/contributing.md, Code): under READ COMMITTED a version
+    swap committing between two rounds gave both versions in one answer, or neither. On an
+    autocommit session (search's) the rounds run in a REPEATABLE READ, READ ONLY transaction of
+    their own, inside a caller's transaction in that one. Three round trips more than the
+    statements (BEGIN, SET TRANSACTION, COMMIT): starting again in a transaction only when a
+    second round proves needed cost more, a first round run twice."""
     exact = limit if exact is None else max(1, min(exact, limit))
     terms = [t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t])]
     if not terms:
         return []
+    args = (generation_id, terms, limit, chunk_scope, columns, where, params, score_column, exact)
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return await _rounds(conn, *args)
+    async with conn.transaction():
+        await conn.execute(ONE_SNAPSHOT)
+        return await _rounds(conn, *args)
+
+
+async def _rounds(
+    conn: psycopg.AsyncConnection,
+    generation_id: int,
+    terms: Sequence[str],
+    limit: int,
+    chunk_scope: sql.Composable,
+    columns: sql.Composable,
+    where: sql.Composable,
+    params: dict[str, Any],
+    score_column: int,
+    exact: int,
+) -> list[tuple[Any, ...]]:
+    """search's statements: the first round with the statistics, then the rounds it needs."""
     # From here on, terms are the index's (stemmed) lexemes, matched with the 'simple'
     # configuration, which keeps them as they are.
     text = " ".join(terms)
