@@ -267,9 +267,17 @@ def test_every_event_is_delivered_in_order_per_document_signed_despite_failures_
         assert len(retried) == 5
         for failure in retried:
             assert any(r.webhook_id == failure.webhook_id for r in receiver.delivered())
-        listed = api.deliveries(created.webhook.id)
+        # The receiver holds the last request before the dispatcher has read its answer and recorded it.
+        listed = wait_for(
+            lambda: (
+                (now := api.deliveries(created.webhook.id))
+                and all(d.state == wh.WEBHOOK_DELIVERY_STATE_DELIVERED for d in now)
+                and now
+            ),
+            30,
+            what="every delivery recorded DELIVERED",
+        )
         assert len(listed) == expected_all
-        assert all(d.state == wh.WEBHOOK_DELIVERY_STATE_DELIVERED for d in listed)
         assert sum(d.attempts for d in listed) == expected_all + 5
         webhook = api.hooks.GetWebhook(wh.GetWebhookRequest(id=created.webhook.id))
         assert webhook.pending_deliveries == 0 and webhook.failed_deliveries == 0
