@@ -25,7 +25,8 @@ second rounds, each of which scores thousands more chunks (docs/search.md, "Keyw
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -259,76 +260,68 @@ async def search(
     terms = [t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t])]
     if not terms:
         return []
-    args = (generation_id, terms, limit, chunk_scope, columns, where, params, score_column, exact)
+    async with _one_snapshot(conn):
+        # From here on, terms are the index's (stemmed) lexemes, matched with the 'simple'
+        # configuration, which keeps them as they are.
+        text = " ".join(terms)
+        # A filter narrows the documents: then the join comes first (see OVERFETCH).
+        join_first = not (isinstance(where, sql.SQL) and not where.as_string(None))
+        query, query_params = first_round_query(
+            generation_id, text, chunk_scope, columns, where, params, limit, join_first=join_first
+        )
+        pending: list[tuple[Any, ...]] | None = await (await conn.execute(query, query_params)).fetchall()
+        if pending:
+            stats = list(zip(pending[0][-2], pending[0][-1], strict=True))
+            pending = [row[:-2] for row in pending]
+        else:  # no row, no statistics: ask for them alone
+            stats = await (await conn.execute(STATS_SQL, {"generation": generation_id, "text": text})).fetchall()
+        dfs = {term: float(df) for term, df in stats if df > 0}
+        chunks = dfs.pop("", 0.0)
+        if not dfs or chunks <= 0:
+            return []
+        weights = {t: idf(chunks, df) for t, df in sorted(dfs.items())}
+        order = candidate_rounds(weights, dfs)
+        taken = first_candidates(order, dfs)
+        found: list[tuple[Any, ...]] = []
+        done = 0  # the terms whose chunks earlier rounds scored
+        while True:
+            if pending is not None:  # the first round's rows, read with the statistics
+                rows, pending = pending, None
+            else:
+                query, query_params = scoring_query(
+                    generation_id,
+                    chunk_scope,
+                    columns,
+                    where,
+                    params,
+                    order[done:taken],
+                    weights,
+                    limit,
+                    join_first=join_first,
+                    scored=order[:done],
+                )
+                rows = await (await conn.execute(query, query_params)).fetchall()
+            if not join_first:
+                if len(rows) < limit and (not rows or rows[0][-1] > limit * OVERFETCH):
+                    # Fewer READY chunks among the best than wanted: maybe others further down are.
+                    join_first = True
+                    continue
+                rows = [row[:-1] for row in rows]
+            found = merge(found, rows, score_column, limit)
+            threshold = float(found[exact - 1][score_column]) if len(found) >= exact else 0.0
+            needed = enough(order, taken, weights, threshold)
+            if needed <= taken:
+                return found
+            done, taken = taken, needed
+
+
+@asynccontextmanager
+async def _one_snapshot(conn: psycopg.AsyncConnection) -> AsyncIterator[None]:
+    """The statements inside see one snapshot: a REPEATABLE READ, READ ONLY transaction of their
+    own on an autocommit session (search's), the caller's transaction when one is open."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        return await _rounds(conn, *args)
+        yield
+        return
     async with conn.transaction():
         await conn.execute(ONE_SNAPSHOT)
-        return await _rounds(conn, *args)
-
-
-async def _rounds(
-    conn: psycopg.AsyncConnection,
-    generation_id: int,
-    terms: Sequence[str],
-    limit: int,
-    chunk_scope: sql.Composable,
-    columns: sql.Composable,
-    where: sql.Composable,
-    params: dict[str, Any],
-    score_column: int,
-    exact: int,
-) -> list[tuple[Any, ...]]:
-    """search's statements: the first round with the statistics, then the rounds it needs."""
-    # From here on, terms are the index's (stemmed) lexemes, matched with the 'simple'
-    # configuration, which keeps them as they are.
-    text = " ".join(terms)
-    # A filter narrows the documents: then the join comes first (see OVERFETCH).
-    join_first = not (isinstance(where, sql.SQL) and not where.as_string(None))
-    query, query_params = first_round_query(
-        generation_id, text, chunk_scope, columns, where, params, limit, join_first=join_first
-    )
-    pending: list[tuple[Any, ...]] | None = await (await conn.execute(query, query_params)).fetchall()
-    if pending:
-        stats = list(zip(pending[0][-2], pending[0][-1], strict=True))
-        pending = [row[:-2] for row in pending]
-    else:  # no row, no statistics: ask for them alone
-        stats = await (await conn.execute(STATS_SQL, {"generation": generation_id, "text": text})).fetchall()
-    dfs = {term: float(df) for term, df in stats if df > 0}
-    chunks = dfs.pop("", 0.0)
-    if not dfs or chunks <= 0:
-        return []
-    weights = {t: idf(chunks, df) for t, df in sorted(dfs.items())}
-    order = candidate_rounds(weights, dfs)
-    taken = first_candidates(order, dfs)
-    found: list[tuple[Any, ...]] = []
-    done = 0  # the terms whose chunks earlier rounds scored
-    while True:
-        if pending is not None:  # the first round's rows, read with the statistics
-            rows, pending = pending, None
-        else:
-            query, query_params = scoring_query(
-                generation_id,
-                chunk_scope,
-                columns,
-                where,
-                params,
-                order[done:taken],
-                weights,
-                limit,
-                join_first=join_first,
-                scored=order[:done],
-            )
-            rows = await (await conn.execute(query, query_params)).fetchall()
-        if not join_first:
-            if len(rows) < limit and (not rows or rows[0][-1] > limit * OVERFETCH):
-                # Fewer READY chunks among the best than wanted: maybe others further down are.
-                join_first = True
-                continue
-            rows = [row[:-1] for row in rows]
-        found = merge(found, rows, score_column, limit)
-        threshold = float(found[exact - 1][score_column]) if len(found) >= exact else 0.0
-        needed = enough(order, taken, weights, threshold)
-        if needed <= taken:
-            return found
-        done, taken = taken, needed
+        yield
