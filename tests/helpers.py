@@ -24,7 +24,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -157,3 +157,14 @@ def expect_error(call: Callable[[], Any], code: grpc.StatusCode, reason: str | N
         assert reason_of(error) == reason, f"{reason_of(error)}: {error.details()}"
     assert "Traceback" not in (error.details() or ""), error.details()
     return error
+
+
+def reads_beside(changes: list[int], reads: int, *, seconds: float = 120.0) -> Iterator[int]:
+    """The reads of a race against a thread that counts its commits in `changes[0]`: `reads` of
+    them, and on while that count has not passed reads // 4 (a loaded machine starves the
+    changing thread, and the race needs it to run beside the reads), for `seconds` at most."""
+    deadline = time.monotonic() + seconds
+    done = 0
+    while done < reads or (changes[0] <= reads // 4 and time.monotonic() < deadline):
+        yield done
+        done += 1

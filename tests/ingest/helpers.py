@@ -6,6 +6,7 @@ import hashlib
 import uuid
 
 import auth_keys
+import psycopg
 from sluice.v1 import collection_pb2, document_pb2, document_service_pb2_grpc, job_service_pb2_grpc
 from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import job_service_pb2 as js
@@ -121,3 +122,14 @@ def vector_for(text: str, dimensions: int = 8) -> list[float]:
     values = [b / 255.0 + 0.01 for b in digest[:dimensions]]
     norm = sum(v * v for v in values) ** 0.5
     return [v / norm for v in values]
+
+
+def chunk_generations(url: str, document_id: str) -> dict[int, int]:
+    """The document's chunks per generation number."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT g.number, count(*) FROM chunks c JOIN collection_generations g ON g.id = c.generation_id"
+            " WHERE c.document_id = %s GROUP BY g.number",
+            (document_id,),
+        ).fetchall()
+    return dict(rows)

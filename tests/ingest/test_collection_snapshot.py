@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 
 import psycopg
+from helpers import reads_beside
 from sluice.v1 import collection_pb2
 from sluice.v1 import document_service_pb2 as ds
 
@@ -42,7 +43,7 @@ def test_get_collection_never_mixes_a_collection_and_generations_of_two_commits(
     flipper.start()
     mixed = []
     try:
-        for _ in range(READS):
+        for _ in reads_beside(flips, READS):
             answer = c.docs.GetCollection(ds.GetCollectionRequest(name="docs"))
             (active,) = [g for g in answer.generations if g.state == collection_pb2.GENERATION_STATE_ACTIVE]
             if active.embedder.model != answer.embedder.model:
@@ -78,7 +79,7 @@ def test_get_document_never_mixes_a_document_and_attempts_of_two_commits(ingest_
     flipper.start()
     mixed = []
     try:
-        for _ in range(READS):
+        for _ in reads_beside(flips, READS):
             answer = c.get(document.id)
             if answer.error_message != answer.attempt_history[-1].error_message:
                 mixed.append((answer.error_message, answer.attempt_history[-1].error_message))

@@ -23,7 +23,7 @@ from sluice_common.db import open_pool
 from sluice_ingest.migrations import alembic_config
 from sluice_ingest.store.generations import INDEX_LOCK_CLASS, GenerationStore
 
-from .helpers import Clients, D
+from .helpers import Clients, D, chunk_generations
 
 G = collection_pb2
 FAST = {"generation_sweep_seconds": 0.05, "retired_generation_grace_seconds": 0.3}
@@ -66,16 +66,6 @@ def ready_document(c: Clients, text: str) -> str:
     c.run_to_indexing(job)
     assert c.complete(job, [text, text + " again"]).status == D.DOCUMENT_STATUS_READY
     return doc.id
-
-
-def chunk_generations(url: str, document_id: str) -> dict[int, int]:
-    with psycopg.connect(url) as conn:
-        rows = conn.execute(
-            "SELECT g.number, count(*) FROM chunks c JOIN collection_generations g ON g.id = c.generation_id"
-            " WHERE c.document_id = %s GROUP BY g.number",
-            (document_id,),
-        ).fetchall()
-    return dict(rows)
 
 
 def event_count(url: str) -> int:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import auth_keys
 import grpc
 import psycopg
+import pytest
+from helpers import reads_beside
 from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import source_service_pb2 as src
 from sluice.v1 import source_service_pb2_grpc, webhook_service_pb2_grpc
@@ -29,8 +31,8 @@ READS = 400
 
 
 def race(database_url: str, changes: list[str], params: dict, read: Callable[[], str | None]) -> None:
-    """Run `changes` in turn, each in a transaction of its own, while `read` is called READS
-    times; `read` returns None for a consistent answer, else what it saw."""
+    """Run `changes` in turn, each in a transaction of its own, while `read` is called (READS
+    times at least); `read` returns None for a consistent answer, else what it saw."""
     stop = threading.Event()
     commits = [0]
     errors: list[BaseException] = []
@@ -52,7 +54,7 @@ def race(database_url: str, changes: list[str], params: dict, read: Callable[[],
     answers = {"missing": 0, "whole": 0}
     mixed = []
     try:
-        for _ in range(READS):
+        for _ in reads_beside(commits, READS):
             try:
                 seen = read()
             except grpc.RpcError as err:
@@ -69,7 +71,9 @@ def race(database_url: str, changes: list[str], params: dict, read: Callable[[],
         changer.join(30)
     assert errors == []
     assert commits[0] > READS // 4, "the changes must run beside the reads"
-    assert mixed == [], f"{len(mixed)} of {READS} answers mixed two commits ({answers}), e.g. {mixed[:3]}"
+    assert mixed == [], (
+        f"{len(mixed)} of {sum(answers.values()) + len(mixed)} answers mixed two commits ({answers}), e.g. {mixed[:3]}"
+    )
     assert answers["missing"] and answers["whole"], answers
 
 
@@ -79,44 +83,54 @@ def collection_ids(database_url: str, name: str) -> dict:
     return {"tenant": tenant_id, "collection": collection_id}
 
 
-def test_list_source_runs_never_lists_no_run_of_a_source_that_always_had_one(ingest_api, database_url):
-    c = Clients(ingest_api.address)
-    c.create_collection("docs")
-    sources = source_service_pb2_grpc.SourceServiceStub(auth_keys.channel(ingest_api.address))
-    params = {**collection_ids(database_url, "docs"), "source": uuid.uuid4()}
-    create = (
-        "INSERT INTO sources (id, tenant_id, collection_id, kind, spec, max_delete_share)"
-        " VALUES (%(source)s, %(tenant)s, %(collection)s, 'LOCAL_FOLDER', '{}', 0.2);"
-        "INSERT INTO source_runs (source_id, max_attempts) VALUES (%(source)s, 3)"
-    )
-    delete = "DELETE FROM sources WHERE id = %(source)s"
+WEBHOOK = (
+    "INSERT INTO webhook_subscriptions (id, tenant_id, collection_id, url, event_types, secret, cursor_txid,"
+    " cursor_event_id) VALUES (%(parent)s, %(tenant)s, %(collection)s, 'https://example.com/hook',"
+    " '{document.ready}', 'secret', 0, 0)"
+)
+
+# A parent made with one child and deleted, in turn: (the two changes, its children read through the API).
+PARENTS: dict[str, tuple[list[str], Callable[[grpc.Channel, str], Sequence[object]]]] = {
+    "source runs": (
+        [
+            "INSERT INTO sources (id, tenant_id, collection_id, kind, spec, max_delete_share)"
+            " VALUES (%(parent)s, %(tenant)s, %(collection)s, 'LOCAL_FOLDER', '{}', 0.2);"
+            "INSERT INTO source_runs (source_id, max_attempts) VALUES (%(parent)s, 3)",
+            "DELETE FROM sources WHERE id = %(parent)s",
+        ],
+        lambda channel, source: (
+            source_service_pb2_grpc.SourceServiceStub(channel).ListSourceRuns(src.ListSourceRunsRequest(name=source)).runs
+        ),
+    ),
+    "webhook deliveries": (
+        [
+            WEBHOOK + ";"
+            "INSERT INTO webhook_deliveries (subscription_id, event_id, event_txid, document_id, event_type, payload,"
+            " event_time) VALUES (%(parent)s, 1, 1, gen_random_uuid(), 'document.ready', '{}', now())",
+            "DELETE FROM webhook_subscriptions WHERE id = %(parent)s",
+        ],
+        lambda channel, webhook: (
+            webhook_service_pb2_grpc.WebhookServiceStub(channel)
+            .ListWebhookDeliveries(wh.ListWebhookDeliveriesRequest(webhook_id=webhook))
+            .deliveries
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("children", PARENTS)
+def test_a_list_of_children_never_lists_none_of_a_parent_that_always_had_one(children, ingest_api, database_url):
+    """ListSourceRuns of a source with one run, ListWebhookDeliveries of a webhook with one delivery."""
+    changes, listing = PARENTS[children]
+    Clients(ingest_api.address).create_collection("docs")
+    channel = auth_keys.channel(ingest_api.address)
+    params = {**collection_ids(database_url, "docs"), "parent": uuid.uuid4()}
 
     def read() -> str | None:
-        runs = sources.ListSourceRuns(src.ListSourceRunsRequest(name=str(params["source"]))).runs
-        return None if len(runs) == 1 else f"{len(runs)} runs"
+        listed = listing(channel, str(params["parent"]))
+        return None if len(listed) == 1 else f"{len(listed)} {children}"
 
-    race(database_url, [create, delete], params, read)
-
-
-def test_list_webhook_deliveries_never_lists_none_of_a_webhook_that_always_had_one(ingest_api, database_url):
-    c = Clients(ingest_api.address)
-    c.create_collection("docs")
-    hooks = webhook_service_pb2_grpc.WebhookServiceStub(auth_keys.channel(ingest_api.address))
-    params = {**collection_ids(database_url, "docs"), "webhook": uuid.uuid4()}
-    create = (
-        "INSERT INTO webhook_subscriptions (id, tenant_id, collection_id, url, event_types, secret, cursor_txid,"
-        " cursor_event_id) VALUES (%(webhook)s, %(tenant)s, %(collection)s, 'https://example.com/hook',"
-        " '{document.ready}', 'secret', 0, 0);"
-        "INSERT INTO webhook_deliveries (subscription_id, event_id, event_txid, document_id, event_type, payload, event_time)"
-        " VALUES (%(webhook)s, 1, 1, gen_random_uuid(), 'document.ready', '{}', now())"
-    )
-    delete = "DELETE FROM webhook_subscriptions WHERE id = %(webhook)s"
-
-    def read() -> str | None:
-        deliveries = hooks.ListWebhookDeliveries(wh.ListWebhookDeliveriesRequest(webhook_id=str(params["webhook"]))).deliveries
-        return None if len(deliveries) == 1 else f"{len(deliveries)} deliveries"
-
-    race(database_url, [create, delete], params, read)
+    race(database_url, changes, params, read)
 
 
 # A rename in SQL stands for a deletion and a new collection of the same name (the API has no
@@ -129,19 +143,14 @@ def test_list_webhooks_of_a_collection_never_lists_none_while_it_has_one(ingest_
     c = Clients(ingest_api.address)
     c.create_collection("docs")
     hooks = webhook_service_pb2_grpc.WebhookServiceStub(auth_keys.channel(ingest_api.address))
-    params = {**collection_ids(database_url, "docs"), "webhook": uuid.uuid4()}
+    params = {**collection_ids(database_url, "docs"), "parent": uuid.uuid4()}
     with psycopg.connect(database_url) as conn:
-        conn.execute(
-            "INSERT INTO webhook_subscriptions (id, tenant_id, collection_id, url, event_types, secret, cursor_txid,"
-            " cursor_event_id) VALUES (%(webhook)s, %(tenant)s, %(collection)s, 'https://example.com/hook',"
-            " '{document.ready}', 'secret', 0, 0)",
-            params,
-        )
+        conn.execute(WEBHOOK, params)
 
     def read() -> str | None:
         listed = hooks.ListWebhooks(wh.ListWebhooksRequest(collection="docs")).webhooks
         seen = [(w.id, w.collection) for w in listed]
-        return None if seen == [(str(params["webhook"]), "docs")] else f"webhooks {seen}"
+        return None if seen == [(str(params["parent"]), "docs")] else f"webhooks {seen}"
 
     race(database_url, [AWAY, BACK], params, read)
 

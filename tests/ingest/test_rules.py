@@ -13,7 +13,7 @@ from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import job_service_pb2 as js
 from sluice_common.errors import reason_of
 
-from .helpers import Clients
+from .helpers import Clients, chunk_generations
 
 
 def db(url):
@@ -88,17 +88,6 @@ def test_rule1_completion_replaces_previous_chunks(c, database_url):
     c.run_to_indexing(job)
     c.complete(job, texts=["only one"])
     assert chunk_count(database_url, doc.id) == 1
-
-
-def chunk_generations(url, document_id) -> dict[int, int]:
-    """The document's chunks per generation number."""
-    with db(url) as conn:
-        rows = conn.execute(
-            "SELECT g.number, count(*) FROM chunks c JOIN collection_generations g ON g.id = c.generation_id"
-            " WHERE c.document_id = %s GROUP BY g.number",
-            (document_id,),
-        ).fetchall()
-    return dict(rows)
 
 
 def search_state(url) -> dict[str, object]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 
 from conftest import random_unit_vectors
+from helpers import reads_beside
 from sluice.v1 import search_service_pb2 as pb
 
 READS = 400
@@ -42,7 +43,7 @@ async def test_a_keyword_search_of_several_rounds_never_mixes_two_commits(search
     swapper.start()
     mixed = []
     try:
-        for _ in range(READS):
+        for _ in reads_beside(swaps, READS):
             answer = await search_stub.Search(
                 pb.SearchRequest(collection="swap", query="zebra apple", mode=pb.SEARCH_MODE_KEYWORD, top_k=10)
             )
