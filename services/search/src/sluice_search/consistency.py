@@ -197,10 +197,13 @@ class GatedPool:
     With a token, a connection whose server has not replayed it yet goes back to the pool and
     another is taken (ReplayWaiter.ready: no wait, at most one statement each), so that one
     lagging replica behind a balancing Service does not hold up searches its peers can answer.
-    Once the pool hands back a connection this call already tried (every idle one was), or after
-    as many tries as the pool has connections, or once the request's wait is used up, the search
-    waits on the connection in hand (ReplayWaiter.gate). A tried connection is never kept
-    checked out while others are tried: concurrent requests may need it. Each try goes through
+    Once a round has tried every connection the pool hands out (it hands back one this round
+    already tried, or as many as the pool has), the search sleeps a poll interval (2 ms, doubling
+    to 50 ms) and tries again from the pool: a current connection that a concurrent request held
+    meanwhile, or a replica that caught up, answers it. A tried connection is never kept checked
+    out, neither while others are tried nor while the search sleeps: concurrent requests may
+    need it. Once the request's wait is used up, the connection in hand is checked once more
+    and REPLICA_BEHIND answered if it is still behind (ReplayWaiter.gate). Each try goes through
     the pool's own connection() (its commit or rollback, its return to the pool, its statistics)."""
 
     def __init__(self, pool: Any, waiter: ReplayWaiter) -> None:
@@ -214,21 +217,24 @@ class GatedPool:
             async with self._pool.connection(timeout) as conn:
                 yield conn
             return
-        tried: list[Any] = []  # the connections themselves: kept alive, their identity stays theirs
+        tried: list[Any] = []  # this round's: kept alive, so their identity stays theirs
+        pause = FIRST_POLL_SECONDS
         while True:
             async with self._pool.connection(timeout) as conn:
-                if (
-                    any(conn is seen for seen in tried)
-                    or len(tried) + 1 >= self._pool.max_size
-                    or time.perf_counter() >= requirement.deadline
-                ):
-                    await self._waiter.gate(conn)
-                elif not await self._waiter.ready(conn):
-                    tried.append(conn)
-                    metrics.CONSISTENCY_SKIPPED.inc()
-                    continue  # leaving the block returns it to the pool
-                yield conn
-                return
+                if time.perf_counter() >= requirement.deadline:
+                    await self._waiter.gate(conn)  # one more check, then REPLICA_BEHIND
+                    yield conn
+                    return
+                if await self._waiter.ready(conn):
+                    yield conn
+                    return
+                metrics.CONSISTENCY_SKIPPED.inc()
+                round_over = any(conn is seen for seen in tried) or len(tried) + 1 >= self._pool.max_size
+                tried = [] if round_over else [*tried, conn]
+            # Out of the block: the connection is back in the pool before any sleep.
+            if round_over:
+                await asyncio.sleep(max(min(pause, requirement.deadline - time.perf_counter()), 0.0))
+                pause = min(pause * 2, MAX_POLL_SECONDS)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool, name)
