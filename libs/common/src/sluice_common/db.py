@@ -10,6 +10,8 @@ server died under it, its one failing call answers UNAVAILABLE and the pool disc
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import psycopg
 from pgvector.psycopg import register_vector_async
@@ -56,3 +58,20 @@ async def open_pool(url: str, *, min_size: int = 1, max_size: int = 10, name: st
     )
     await pool.open(wait=True, timeout=30)
     return pool
+
+
+# A read answered from several statements sees one snapshot: never the rows of one commit beside
+# those of the next (a generation switch, a version swap, a deletion; docs/contributing.md, Code).
+ONE_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
+
+@asynccontextmanager
+async def one_snapshot(conn: psycopg.AsyncConnection) -> AsyncIterator[psycopg.AsyncConnection]:
+    """The statements run inside see one snapshot: a REPEATABLE READ, READ ONLY transaction of
+    their own, or the caller's transaction when one is already open on `conn`."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        yield conn
+        return
+    async with conn.transaction():
+        await conn.execute(ONE_SNAPSHOT)
+        yield conn

@@ -25,20 +25,17 @@ second rounds, each of which scores thousands more chunks (docs/search.md, "Keyw
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 from sluice_common import textsearch
+from sluice_common.db import one_snapshot
 
 # k1 of migration 0016's document weights: a weight tf·(k1+1)/(tf + …) stays below k1 + 1.
 K1 = 1.2
 MAX_WEIGHT = K1 + 1
-# The first statement of a search's transaction: every round sees the documents of one commit
-# (docs/contributing.md, Code; ingest-api's store.common.ONE_SNAPSHOT).
-ONE_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 # The first candidate set: the rarest terms whose chunks number at most this many between them
 # (always at least the rarest term).
 FIRST_CANDIDATES = 1000
@@ -260,7 +257,7 @@ async def search(
     terms = [t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t])]
     if not terms:
         return []
-    async with _one_snapshot(conn):
+    async with one_snapshot(conn):
         # From here on, terms are the index's (stemmed) lexemes, matched with the 'simple'
         # configuration, which keeps them as they are.
         text = " ".join(terms)
@@ -313,15 +310,3 @@ async def search(
             if needed <= taken:
                 return found
             done, taken = taken, needed
-
-
-@asynccontextmanager
-async def _one_snapshot(conn: psycopg.AsyncConnection) -> AsyncIterator[None]:
-    """The statements inside see one snapshot: a REPEATABLE READ, READ ONLY transaction of their
-    own on an autocommit session (search's), the caller's transaction when one is open."""
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        yield
-        return
-    async with conn.transaction():
-        await conn.execute(ONE_SNAPSHOT)
-        yield

@@ -21,10 +21,11 @@ from typing import Any
 
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
+from sluice_common.db import one_snapshot
 from sluice_common.errors import LeaseNotHeld, NotFound
 from sluice_common.reasons import Reason
 
-from ..store.common import ONE_SNAPSHOT, lookup_collection_settings
+from ..store.common import lookup_collection_settings
 from .domain import KnownItem, RunState, sources_of
 
 RUN_COLUMNS = """
@@ -256,8 +257,7 @@ class SourceStore:
         """The source's runs, newest first; NOT_FOUND for a source that is not the tenant's. The
         check and the list see one snapshot: never the source before a deletion and its runs after
         (an empty list of a source that always had runs)."""
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(ONE_SNAPSHOT)
+        async with self.pool.connection() as conn, one_snapshot(conn):
             await self._get(conn, tenant_id, source_id)
             condition, params = "", list[Any]([source_id])
             if before is not None:

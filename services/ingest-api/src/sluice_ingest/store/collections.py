@@ -6,6 +6,7 @@ import psycopg
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 from sluice_common import vector_index
+from sluice_common.db import one_snapshot
 from sluice_common.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -16,7 +17,6 @@ from sluice_common.reasons import Reason
 
 from .common import (
     COLLECTION_SELECT,
-    ONE_SNAPSHOT,
     StoreBase,
     check_quota,
     lookup_collection,
@@ -63,8 +63,7 @@ class CollectionStore(StoreBase):
     async def get_collection(self, tenant_id: int, name: str) -> CollectionRow:
         """The collection with its counts and its generations, read in one snapshot: never the
         collection's columns of one commit beside the generations of the next (a switch)."""
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(ONE_SNAPSHOT)
+        async with self.pool.connection() as conn, one_snapshot(conn):
             return await with_generations(conn, await lookup_collection(conn, tenant_id, name))
 
     async def collection_settings(self, tenant_id: int, name: str) -> CollectionRow:

@@ -44,12 +44,6 @@ COLLECTION_COLUMNS = """
     c.vector_precision
 """
 
-# The first statement of a read that answers from several statements (GetCollection,
-# GetDocument with its attempts and versions, the lists that check their parent first): all of
-# them see one snapshot, never the rows of one commit beside those of the next (a generation
-# switch, a version swap, a deletion).
-ONE_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-
 COLLECTION_SELECT = (
     "SELECT"
     + COLLECTION_COLUMNS

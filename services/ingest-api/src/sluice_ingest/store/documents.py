@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import class_row
 from sluice_common import tracing
+from sluice_common.db import one_snapshot
 from sluice_common.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -35,7 +36,6 @@ from .common import (
     DOCUMENT_SELECT,
     FRESH_PROGRESS,
     NO_ERROR,
-    ONE_SNAPSHOT,
     StoreBase,
     check_quota,
     lookup_collection_settings,
@@ -192,8 +192,7 @@ class DocumentStore(StoreBase):
         """A document with its attempts and (with a source_uri) its versions, by id or by
         (collection, source_uri): then the source's current version, else its next one; in one
         snapshot (a version swap commits between none of its reads)."""
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(ONE_SNAPSHOT)
+        async with self.pool.connection() as conn, one_snapshot(conn):
             if source is not None:
                 document = await self._lookup_source(conn, tenant_id, *source)
             else:
@@ -256,8 +255,7 @@ class DocumentStore(StoreBase):
         """A page of the tenant's documents, newest first. With a collection, its look-up (NOT_FOUND)
         and the page see one snapshot: never the collection of one commit and the documents of the
         next (a deletion between them, or its name given to another)."""
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(ONE_SNAPSHOT)
+        async with self.pool.connection() as conn, one_snapshot(conn):
             conditions: list[str] = ["d.tenant_id = %s"]
             params: list[Any] = [tenant_id]
             if collection:

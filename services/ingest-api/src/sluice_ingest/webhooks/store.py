@@ -18,11 +18,11 @@ from typing import Any
 
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
+from sluice_common.db import one_snapshot
 from sluice_common.errors import NotFound, ResourceExhausted
 from sluice_common.reasons import Reason
 
 from ..domain import EventCursor
-from ..store.common import ONE_SNAPSHOT
 from .events import Description, body_of
 
 SUBSCRIPTION_SELECT = """
@@ -192,8 +192,7 @@ class WebhookStore:
     ) -> list[SubscriptionRow]:
         """The tenant's webhooks (of one collection: NOT_FOUND when it does not exist), the check
         and the list in one snapshot: never the collection before a deletion and the list after."""
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(ONE_SNAPSHOT)
+        async with self.pool.connection() as conn, one_snapshot(conn):
             if collection is not None:
                 exists = await (
                     await conn.execute("SELECT 1 FROM collections WHERE tenant_id = %s AND name = %s", (tenant_id, collection))
@@ -253,8 +252,7 @@ class WebhookStore:
     ) -> list[DeliveryRow]:
         """The webhook's deliveries, newest first; the check and the list in one snapshot (never
         the webhook before a deletion and its deliveries after: an empty list)."""
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(ONE_SNAPSHOT)
+        async with self.pool.connection() as conn, one_snapshot(conn):
             await self._get(conn, tenant_id, subscription_id)  # NOT_FOUND for another tenant's
             cur = conn.cursor(row_factory=class_row(DeliveryRow))
             await cur.execute(
