@@ -74,13 +74,14 @@ async def test_local_model_offline(monkeypatch):
 
 async def test_a_search_query_is_embedded_on_query_threads_and_chunks_on_every_core(monkeypatch):
     """torch's thread count as the model's forward pass sees it: `query_threads` (1) for a query,
-    torch's default for a batch of chunks, and the executor thread's count restored after."""
+    torch's default for a batch of chunks, and the executor thread's count restored after
+    (queries on torch: SLUICE_QUERY_BACKEND=torch)."""
     import torch
     from sluice_common.embedders.local import SentenceTransformerEmbedder, load_sentence_transformer, resolve_model_dir
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     default = torch.get_num_threads()
-    settings = EmbedderSettings(query_threads=1)
+    settings = EmbedderSettings(query_threads=1, query_backend="torch")
     model = load_sentence_transformer(resolve_model_dir("all-MiniLM-L6-v2", settings))
     seen: list[int] = []
     transformer = model[0].auto_model
@@ -101,7 +102,9 @@ async def test_a_search_query_is_embedded_on_query_threads_and_chunks_on_every_c
         assert pool.submit(torch.get_num_threads).result() == default
     if default > 1:
         seen.clear()
-        await SentenceTransformerEmbedder("all-MiniLM-L6-v2", 384, EmbedderSettings(query_threads=0)).embed_query("x")
+        await SentenceTransformerEmbedder(
+            "all-MiniLM-L6-v2", 384, EmbedderSettings(query_threads=0, query_backend="torch")
+        ).embed_query("x")
         assert seen == [default]  # 0: torch's default
 
 

@@ -71,3 +71,93 @@ def test_the_export_is_cached_beside_the_model():
         assert path.stat().st_size > 1_000_000
     before = path.stat().st_mtime_ns
     assert onnx_embedding.ensure_exported(model_dir) == path and path.stat().st_mtime_ns == before  # not again
+
+
+QUERIES = (
+    "compile a program written in ANSI C",
+    "Extensions to the standard Python datetime module",
+    "如何让一个脚本每天凌晨定时自动运行",
+    "x",
+    "a long question " * 40,  # past no limit, but long: the same truncation either way
+)
+
+
+async def test_a_search_query_takes_the_onnx_fp32_graph_and_gets_the_torch_vector(monkeypatch):
+    """SLUICE_QUERY_BACKEND=onnx-fp32 (the default): a query of a torch collection is embedded by
+    the model's fp32 ONNX export, not by torch's forward pass, and its vector is torch's to within
+    float rounding, so it meets the chunks torch embedded as torch's own query would."""
+    from sluice_common.embedders.local import load_sentence_transformer
+
+    model_dir = packaged_model_dir()
+    model = load_sentence_transformer(model_dir)
+    transformer = model[0].auto_model
+    calls: list[int] = []
+    real_forward = transformer.forward
+
+    def counting_forward(*args, **kwargs):
+        calls.append(1)
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(transformer, "forward", counting_forward)
+    onnx = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384, EmbedderSettings())
+    by_torch = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384, EmbedderSettings(query_backend="torch"))
+    for query in QUERIES:
+        calls.clear()
+        fast = np.array(await onnx.embed_query(query))
+        assert calls == [], "the query went through torch"
+        slow = np.array(await by_torch.embed_query(query))
+        assert calls == [1]
+        assert np.abs(fast - slow).max() < 1e-5, query
+    assert onnx_embedding.onnx_path(model_dir, onnx_embedding.FP32).exists()
+    # Chunks keep torch (the backend setting): only the query changed runtime.
+    calls.clear()
+    await onnx.embed_documents(["a cat sits on the mat"])
+    assert calls == [1]
+
+
+def write_model(directory: Path, modules: list[str], pooling: dict) -> Path:
+    import json
+
+    directory.mkdir()
+    entries = [
+        {"idx": i, "name": str(i), "path": "" if i == 0 else f"{i}_{kind}", "type": f"sentence_transformers.models.{kind}"}
+        for i, kind in enumerate(modules)
+    ]
+    (directory / "modules.json").write_text(json.dumps(entries))
+    if len(modules) > 1:
+        (directory / f"1_{modules[1]}").mkdir()
+        (directory / f"1_{modules[1]}" / "config.json").write_text(json.dumps(pooling))
+    return directory
+
+
+def test_only_a_mean_pooled_model_takes_the_fp32_graph(tmp_path):
+    """The exported graph is transformer + mean pooling + normalization; any other model keeps
+    torch for its queries (its vectors would differ)."""
+    mean = {"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False}
+    cls = {**mean, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}
+    assert onnx_embedding.mean_pooled(packaged_model_dir())
+    assert onnx_embedding.mean_pooled(write_model(tmp_path / "a", ["Transformer", "Pooling"], mean))
+    assert not onnx_embedding.mean_pooled(write_model(tmp_path / "b", ["Transformer", "Pooling", "Normalize"], cls))
+    assert not onnx_embedding.mean_pooled(write_model(tmp_path / "c", ["Transformer", "Pooling", "Dense", "Normalize"], mean))
+    assert not onnx_embedding.mean_pooled(
+        write_model(tmp_path / "d", ["Transformer", "Pooling"], {**mean, "pooling_mode_max_tokens": True})
+    )
+    assert not onnx_embedding.mean_pooled(tmp_path)  # no modules.json
+
+
+async def test_a_model_the_graph_does_not_reproduce_keeps_torch_for_its_queries(tmp_path, monkeypatch):
+    """A model directory whose pooling is CLS: its queries are embedded by torch, the same vector
+    as with SLUICE_QUERY_BACKEND=torch, and nothing is exported for it."""
+    import json
+    import shutil
+
+    model_dir = tmp_path / "cls-model"
+    shutil.copytree(packaged_model_dir(), model_dir, ignore=shutil.ignore_patterns("onnx"))
+    pooling = model_dir / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    pooling.write_text(json.dumps({**config, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}))
+    onnx = get_embedder("sentence_transformers", str(model_dir), 384, EmbedderSettings())
+    by_torch = get_embedder("sentence_transformers", str(model_dir), 384, EmbedderSettings(query_backend="torch"))
+    query = "compile a program written in ANSI C"
+    assert await onnx.embed_query(query) == await by_torch.embed_query(query)
+    assert not onnx_embedding.onnx_path(model_dir, onnx_embedding.FP32).exists()

@@ -1,5 +1,5 @@
-"""A sentence-transformers model (BERT-like, mean pooling, normalized) run by ONNX Runtime with
-int8 dynamic quantization.
+"""A sentence-transformers model (BERT-like, mean pooling, normalized) run by ONNX Runtime, in
+fp32 or with int8 dynamic quantization.
 
 `optimum` cannot be installed beside the pinned sentence-transformers (it needs transformers < 5),
 so the model is exported here with `torch.onnx` (the legacy TorchScript exporter), mean pooling
@@ -9,7 +9,13 @@ Measured on the test corpus' chunks (mean / min cosine to the torch vectors): ev
 quantized 0.92 / 0.81; MatMul per tensor 0.94 / 0.81; MatMul per channel 0.990 / 0.973; the
 same without the six FFN down-projections 0.996 / 0.994 (the choice).
 
-The export happens once, offline, on first use: `<model dir>/onnx/model-int8.onnx` beside the
+fp32 is the same graph unquantized: the torch vectors to within float rounding (max absolute
+difference 2e-7 on the readme set's queries), which is what search embeds a query with
+(docs/embedders.md, "A search query on ONNX Runtime"): 4.2 ms against torch's 10-11 ms on one
+thread for a short query. Only a model whose sentence-transformers modules are the transformer,
+mean pooling and (optionally) normalization is that graph (`mean_pooled`).
+
+The export happens once, offline, on first use: `<model dir>/onnx/model-<precision>.onnx` beside the
 model when that directory is writable, else under `SLUICE_ONNX_CACHE_DIR` (default
 `~/.cache/sluice/onnx/<hash of the model's files>`), under a file lock so that two processes do
 not export at once. At run time only onnxruntime and `tokenizers` are used (no torch).
@@ -31,7 +37,8 @@ import numpy as np
 
 log = logging.getLogger("sluice.embedders.onnx")
 
-FILE_NAME = "model-int8.onnx"
+INT8, FP32 = "int8", "fp32"
+FILE_NAMES = {INT8: "model-int8.onnx", FP32: "model-fp32.onnx"}
 _sessions: dict[str, OnnxSentenceEncoder] = {}
 _sessions_lock = threading.Lock()
 
@@ -45,16 +52,37 @@ def _model_hash(model_dir: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def onnx_path(model_dir: Path) -> Path:
+def onnx_path(model_dir: Path, precision: str = INT8) -> Path:
+    """Beside the model when it is there already (exported by `make venv` or an image's build) or
+    can be written there; else in the cache directory."""
     beside = model_dir / "onnx"
-    if os.access(model_dir, os.W_OK) or os.access(beside, os.W_OK):
-        return beside / FILE_NAME
+    if (beside / FILE_NAMES[precision]).exists() or os.access(model_dir, os.W_OK) or os.access(beside, os.W_OK):
+        return beside / FILE_NAMES[precision]
     cache = Path(os.environ.get("SLUICE_ONNX_CACHE_DIR") or Path.home() / ".cache" / "sluice" / "onnx")
-    return cache / _model_hash(model_dir) / FILE_NAME
+    return cache / _model_hash(model_dir) / FILE_NAMES[precision]
 
 
-def export_int8(model_dir: Path, target: Path) -> None:
-    """Export the model to ONNX (pooling and normalization inside) and quantize it to int8."""
+def mean_pooled(model_dir: Path) -> bool:
+    """Whether the exported graph (transformer, mean pooling, normalization) is the whole model:
+    its modules.json lists a Transformer, a Pooling that takes the mean of the tokens only, and
+    at most a Normalize (search normalizes every vector anyway). A model with CLS or max pooling,
+    a dense layer or anything else is not, and keeps torch."""
+    try:
+        modules = json.loads((model_dir / "modules.json").read_text())
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+            return False
+        pooling = json.loads((model_dir / modules[1]["path"] / "config.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return False
+    modes = {key: value for key, value in pooling.items() if key.startswith("pooling_mode_")}
+    return modes.get("pooling_mode_mean_tokens") is True and not any(
+        v for k, v in modes.items() if k != "pooling_mode_mean_tokens"
+    )
+
+
+def export(model_dir: Path, target: Path, precision: str = INT8) -> None:
+    """Export the model to ONNX (pooling and normalization inside), quantized to int8 or not."""
     import tempfile
 
     import torch
@@ -93,7 +121,14 @@ def export_int8(model_dir: Path, target: Path) -> None:
                 opset_version=17,
                 dynamo=False,
             )
-        quantized = Path(work) / FILE_NAME
+        if precision == FP32:
+            os.replace(fp32, target)  # atomic: a reader sees the whole file or none
+            log.info(
+                "exported ONNX fp32 model",
+                extra={"model_dir": str(model_dir), "path": str(target), "seconds": round(time.monotonic() - started, 1)},
+            )
+            return
+        quantized = Path(work) / FILE_NAMES[INT8]
         import onnx
 
         # The feed-forward down-projections (after GELU, where activations have outliers) stay fp32.
@@ -117,8 +152,10 @@ def _is_ffn_output(node_name: str) -> bool:
     return "/output/dense/" in node_name and "/attention/" not in node_name
 
 
-def ensure_exported(model_dir: Path) -> Path:
-    target = onnx_path(model_dir)
+def ensure_exported(model_dir: Path, precision: str = INT8) -> Path:
+    if precision not in FILE_NAMES:
+        raise ValueError(f"precision {precision!r} is not one of {', '.join(FILE_NAMES)}")
+    target = onnx_path(model_dir, precision)
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -126,20 +163,20 @@ def ensure_exported(model_dir: Path) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not target.exists():
-                export_int8(model_dir, target)
+                export(model_dir, target, precision)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return target
 
 
 class OnnxSentenceEncoder:
-    """Tokenize with the model's tokenizer.json, run the int8 graph, return normalized vectors."""
+    """Tokenize with the model's tokenizer.json, run the int8 or fp32 graph, return normalized vectors."""
 
-    def __init__(self, model_dir: Path, threads: int = 0, spinning: bool = False) -> None:
+    def __init__(self, model_dir: Path, threads: int = 0, spinning: bool = False, precision: str = INT8) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        path = ensure_exported(model_dir)
+        path = ensure_exported(model_dir, precision)
         max_length = 256
         with contextlib.suppress(OSError, ValueError, KeyError):
             max_length = int(json.loads((model_dir / "sentence_bert_config.json").read_text())["max_seq_length"])
@@ -171,9 +208,25 @@ class OnnxSentenceEncoder:
         return out
 
 
-def load(model_dir: Path, threads: int = 0, spinning: bool = False) -> OnnxSentenceEncoder:
-    key = f"{model_dir.resolve()}:{threads}:{spinning}"
+def load(model_dir: Path, threads: int = 0, spinning: bool = False, precision: str = INT8) -> OnnxSentenceEncoder:
+    key = f"{model_dir.resolve()}:{threads}:{spinning}:{precision}"
     with _sessions_lock:
         if key not in _sessions:
-            _sessions[key] = OnnxSentenceEncoder(model_dir, threads, spinning)
+            _sessions[key] = OnnxSentenceEncoder(model_dir, threads, spinning, precision)
         return _sessions[key]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m sluice_common.onnx_embedding [fp32|int8]`: export the packaged all-MiniLM-L6-v2
+    now (make venv and the search image export fp32, the graph search embeds queries with) and
+    print where. Offline, ~15 s."""
+    import sys
+
+    from sluice_common.embedders import packaged_model_dir
+
+    args = sys.argv[1:] if argv is None else argv
+    print(ensure_exported(packaged_model_dir(), args[0] if args else FP32))
+
+
+if __name__ == "__main__":
+    main()

@@ -98,12 +98,44 @@ def load_sentence_transformer(model_dir: Path) -> SentenceModel:
         return _models[key]
 
 
-def load_onnx_sentence_model(model_dir: Path, settings: EmbedderSettings) -> OnnxSentenceModel:
-    """A sentence-transformers model exported once for ONNX Runtime, int8 (onnx_embedding.load)."""
+def load_onnx_sentence_model(
+    model_dir: Path, settings: EmbedderSettings, backend: str = ONNX_INT8, threads: int | None = None
+) -> OnnxSentenceModel:
+    """A sentence-transformers model exported once for ONNX Runtime, int8 or fp32
+    (onnx_embedding.load), on `threads` threads (default `SLUICE_ONNX_THREADS`)."""
     model: OnnxSentenceModel = importlib.import_module("sluice_common.onnx_embedding").load(
-        model_dir, settings.onnx_threads, settings.onnx_spinning
+        model_dir, settings.onnx_threads if threads is None else threads, settings.onnx_spinning, backend.removeprefix("onnx-")
     )
     return model
+
+
+# Models whose queries cannot take the ONNX fp32 graph (not mean-pooled, or the export failed):
+# they keep torch, and say so once.
+_torch_queries: set[str] = set()
+
+
+def query_encoder(model_dir: Path, settings: EmbedderSettings) -> OnnxSentenceModel | None:
+    """The ONNX fp32 graph a search query of a torch model is embedded with
+    (`SLUICE_QUERY_BACKEND=onnx-fp32`, the default): the torch vectors to within float rounding,
+    in less than half the time (docs/embedders.md, "A search query on ONNX Runtime"). None when
+    the query keeps torch: the setting says so, the model is not one the graph reproduces
+    (onnx_embedding.mean_pooled), or its export failed (logged once)."""
+    key = str(model_dir.resolve())
+    if settings.query_backend != ONNX_FP32 or key in _torch_queries:
+        return None
+    onnx_embedding = importlib.import_module("sluice_common.onnx_embedding")
+    if not onnx_embedding.mean_pooled(model_dir):
+        _torch_queries.add(key)
+        log.info("search queries of this model stay on torch: it is not mean-pooled", extra={"model_dir": key})
+        return None
+    try:
+        return load_onnx_sentence_model(model_dir, settings, ONNX_FP32, threads=settings.query_threads)
+    except Exception:  # any failure of the export or of ONNX Runtime: torch still answers
+        _torch_queries.add(key)
+        log.warning(
+            "search queries of this model stay on torch: its ONNX fp32 export failed", extra={"model_dir": key}, exc_info=True
+        )
+        return None
 
 
 def load_e5(backend: str, settings: EmbedderSettings) -> E5Model:
@@ -162,14 +194,12 @@ class SentenceTransformerEmbedder:
 
     def _encode_sentence_transformer(self, texts: list[str], query: bool = False) -> Vectors:
         model_dir = resolve_model_dir(self.model_name, self._settings)
-        if self.backend == ONNX_FP32:
-            raise EmbeddingError(
-                f"{self.model_name} runs on torch or onnx-int8, not {self.backend}",
-                code="EMBEDDER_MODEL_NOT_FOUND",
-                retryable=False,
-            )
-        if self.backend == ONNX_INT8:
-            encoder = load_onnx_sentence_model(model_dir, self._settings)
+        encoder = None
+        if self.backend in (ONNX_INT8, ONNX_FP32):
+            encoder = load_onnx_sentence_model(model_dir, self._settings, self.backend)
+        elif query:
+            encoder = query_encoder(model_dir, self._settings)
+        if encoder is not None:
             with _encode_lock:
                 array = encoder.encode(texts, self.batch_size)
         else:

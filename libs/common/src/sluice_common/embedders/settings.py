@@ -37,20 +37,26 @@ class EmbedderSettings(BaseSettings):
     # Local model: a directory with a sentence-transformers model; empty = the packaged one.
     sentence_transformers_model_dir: str = ""
     sentence_transformers_batch_size: int = 32
-    # How the local model runs: "torch" (sentence-transformers) or "onnx-int8" (ONNX Runtime,
-    # int8, exported once beside the model; sluice_common.onnx_embedding). A collection can
+    # How the local model runs: "torch" (sentence-transformers), "onnx-int8" or "onnx-fp32" (ONNX
+    # Runtime, exported once beside the model; sluice_common.onnx_embedding). A collection can
     # choose per model name: "all-MiniLM-L6-v2:onnx-int8" or "all-MiniLM-L6-v2:torch".
-    local_embedder_backend: Literal["torch", "onnx-int8"] = "torch"
+    local_embedder_backend: Literal["torch", "onnx-int8", "onnx-fp32"] = "torch"
     # ONNX Runtime threads per local model (multilingual-e5-small, the onnx-int8 MiniLM): 0 = one
     # per core.
     onnx_threads: int = 0
     # Let those threads spin while they wait for work: slower beside other work, which they take
     # CPU from (measured on a busy machine; docs/embedders.md).
     onnx_spinning: bool = False
-    # torch threads that embed one search query (a few tokens): 1, because threads that wait for
-    # each other cost more than they share on a busy machine (docs/embedders.md, "A search query
-    # on one thread"); 0 = torch's default, one per core. Batches of chunks keep torch's default.
+    # Threads (ONNX Runtime's or torch's) that embed one search query (a few tokens): 1, because
+    # threads that wait for each other cost more than they share on a busy machine
+    # (docs/embedders.md, "A search query on one thread"); 0 = the runtime's default, one per
+    # core. Batches of chunks keep torch's default.
     query_threads: int = 1
+    # What embeds a search query of a model that runs on torch: "onnx-fp32", the model's ONNX fp32
+    # export (the same vectors to within float rounding, in less than half the time; a model that
+    # is not mean-pooled keeps torch), or "torch" (docs/embedders.md, "A search query on ONNX
+    # Runtime"). Chunks are embedded as the backend above says.
+    query_backend: Literal["torch", "onnx-fp32"] = "onnx-fp32"
     # Hashing embedder batches (it is fast; this only bounds one thread hop).
     hashing_batch_size: int = 256
     # The local models the workers can load, comma-separated (for example "all-MiniLM-L6-v2"):
