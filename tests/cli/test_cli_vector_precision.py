@@ -25,7 +25,7 @@ def test_create_with_a_vector_precision(sluice, stack):
 
     plain = sluice("--json", "collections", "create", "plain", "--embedder", "hashing", *stack.args)
     assert plain.code == 0, plain.err
-    assert json.loads(plain.out)["vector_precision"] == "VECTOR_PRECISION_FLOAT4"
+    assert json.loads(plain.out)["vector_precision"] == "VECTOR_PRECISION_HALFVEC"
 
 
 def test_an_unknown_vector_precision_is_a_usage_error(sluice, stack):

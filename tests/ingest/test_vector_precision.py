@@ -67,11 +67,11 @@ def test_create_with_a_precision_then_reindex_to_another_with_the_same_embedder(
     assert generations(database_url)[-1] == (3, "ACTIVE", "binary", "bit_hamming_ops")
 
 
-def test_a_collection_without_a_precision_is_float4_and_an_unknown_one_is_refused(ingest_api_factory, database_url):
+def test_a_collection_without_a_precision_is_halfvec_and_an_unknown_one_is_refused(ingest_api_factory, database_url):
     c = Clients(ingest_api_factory().address)
     created = c.create_collection("docs")
-    assert created.vector_precision == G.VECTOR_PRECISION_FLOAT4
-    assert generations(database_url) == [(1, "ACTIVE", "float4", "vector_cosine_ops")]
+    assert created.vector_precision == G.VECTOR_PRECISION_HALFVEC
+    assert generations(database_url) == [(1, "ACTIVE", "halfvec", "halfvec_cosine_ops")]
     expect_error(
         lambda: c.create_collection("other", vector_precision=7), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_VECTOR_PRECISION"
     )

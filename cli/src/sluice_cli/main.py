@@ -137,8 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--vector-precision",
         choices=["float4", "halfvec", "binary"],
         default="",
-        help="how the vector index stores vectors: float4 (default), halfvec (half the index, "
-        "the same recall) or binary (1 bit a dimension, candidates re-scored exactly; large "
+        help="how the vector index stores vectors: halfvec (default: half float4's index, the "
+        "same recall and speed), float4 or binary (1 bit a dimension, candidates re-scored exactly; large "
         "collections); scores are always exact (docs/search.md, 'Vector precision')",
     )
     create.set_defaults(handler=commands.collections_create)

@@ -472,7 +472,7 @@ class Collection(_message.Message):
     max_attempts: _builtins.int
     """The default maximum number of processing attempts of its documents; zero means the server default."""
     vector_precision: Global___VectorPrecision.ValueType
-    """The precision of the collection's vector index; set on CreateCollection (unset means FLOAT4),
+    """The precision of the collection's vector index; set on CreateCollection (unset means HALFVEC),
     taken by every later generation unless ReindexCollection names another (which it then keeps).
     """
     @_builtins.property

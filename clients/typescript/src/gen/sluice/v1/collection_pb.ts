@@ -402,7 +402,7 @@ export type Collection = Message<"sluice.v1.Collection"> & {
   reranker?: RerankerConfig | undefined;
 
   /**
-   * The precision of the collection's vector index; set on CreateCollection (unset means FLOAT4),
+   * The precision of the collection's vector index; set on CreateCollection (unset means HALFVEC),
    * taken by every later generation unless ReindexCollection names another (which it then keeps).
    *
    * @generated from field: sluice.v1.VectorPrecision vector_precision = 11;
