@@ -2,7 +2,7 @@
 and Milvus Lite on the same vectors (issue 22, items 1 and 2; docs/search.md, "Vector precision").
 
     nice -n 19 .venv/bin/python -m bench.vector_scale_bench --chunks 100000 [--dimensions 384]
-        [--not-ready 0.5] [--text-characters 1000] [--precisions float4,halfvec,binary] [--engines lancedb,chroma,milvus]
+        [--not-ready 0.5] [--text-characters 1000] [--precisions float4,halfvec,binary] [--engines lancedb,chroma,chroma-server,milvus]
         [--queries 500] [--ef-search 40] [--json out.json]
     .venv/bin/python -m bench.vector_scale_bench --fit out-100k.json out-300k.json out-1m.json
 
@@ -347,7 +347,13 @@ def engine_main(engine: str, data: str, out: str, sweep: list[int]) -> None:
     workdir = Path(tempfile.mkdtemp(prefix=f"sluice-{engine}-"))
     try:
         started = time.perf_counter()
-        search = {"lancedb": lancedb_engine, "chroma": chroma_engine, "milvus": milvus_engine}[engine](workdir, vectors, ids)
+        engines = {
+            "lancedb": lancedb_engine,
+            "chroma": chroma_engine,
+            "chroma-server": chroma_server_engine,
+            "milvus": milvus_engine,
+        }
+        search = engines[engine](workdir, vectors, ids)
         build_s = time.perf_counter() - started
         disk_mb = sum(f.stat().st_size for f in workdir.rglob("*") if f.is_file()) / 1048576
         points = []
@@ -392,10 +398,10 @@ def lancedb_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray):
     return search
 
 
-def chroma_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray):
+def chroma_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray, client=None):
     import chromadb
 
-    client = chromadb.PersistentClient(path=str(workdir))
+    client = client or chromadb.PersistentClient(path=str(workdir))
     collection = client.create_collection(
         "bench",
         embedding_function=None,
@@ -413,6 +419,45 @@ def chroma_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray):
         return [int(i) for i in collection.query(query_embeddings=[q], n_results=10, include=[])["ids"][0]]
 
     return search
+
+
+def chroma_server_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray):
+    """Chroma as a service, the way Sluice is measured: its own server (`chroma run`, a child of
+    this process, so in the memory measured) on a local port, queried over HTTP by its client."""
+    import atexit
+    import socket
+
+    import chromadb
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "chroma"),
+            "run",
+            "--path",
+            str(workdir / "data"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    atexit.register(server.terminate)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client = chromadb.HttpClient(host="127.0.0.1", port=port)
+            client.heartbeat()
+            break
+        except Exception:  # not listening yet
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise
+            time.sleep(0.2)
+    return chroma_engine(workdir, vectors, ids, client)
 
 
 def milvus_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray):
@@ -626,7 +671,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--ef-search", type=int, default=40)
     parser.add_argument("--rescore", type=int, default=100, help="binary: candidates re-scored exactly")
-    parser.add_argument("--precisions", type=lambda s: s.split(","), default=list(vector_index.PRECISIONS))
+    parser.add_argument("--precisions", type=lambda s: [x for x in s.split(",") if x], default=list(vector_index.PRECISIONS))
     parser.add_argument("--engines", type=lambda s: [x for x in s.split(",") if x], default=["lancedb", "chroma", "milvus"])
     parser.add_argument("--engine-sweep", type=lambda s: [int(x) for x in s.split(",")], default=[40, 100])
     parser.add_argument("--engine-timeout", type=float, default=3600)
