@@ -392,8 +392,9 @@ def lancedb_engine(workdir: Path, vectors: np.ndarray, ids: np.ndarray):
         ef_construction=EF_CONSTRUCTION,
     )
 
+    # `_distance` named: Lance warns on every query that leaves it out (a thousand lines a run).
     def search(q: np.ndarray, ef: int) -> list[int]:
-        return table.search(q).metric("cosine").limit(10).ef(ef).select(["id"]).to_arrow()["id"].to_pylist()
+        return table.search(q).metric("cosine").limit(10).ef(ef).select(["id", "_distance"]).to_arrow()["id"].to_pylist()
 
     return search
 
