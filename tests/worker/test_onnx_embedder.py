@@ -143,6 +143,9 @@ def test_only_a_mean_pooled_model_takes_the_fp32_graph(tmp_path):
         write_model(tmp_path / "d", ["Transformer", "Pooling"], {**mean, "pooling_mode_max_tokens": True})
     )
     assert not onnx_embedding.mean_pooled(tmp_path)  # no modules.json
+    lowercased = write_model(tmp_path / "e", ["Transformer", "Pooling"], mean)
+    (lowercased / "sentence_bert_config.json").write_text('{"max_seq_length": 256, "do_lower_case": true}')
+    assert not onnx_embedding.mean_pooled(lowercased)  # sentence-transformers lowercases, the graph's callers do not
 
 
 async def test_a_model_the_graph_does_not_reproduce_keeps_torch_for_its_queries(tmp_path, monkeypatch):

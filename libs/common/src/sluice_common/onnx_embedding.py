@@ -66,8 +66,13 @@ def mean_pooled(model_dir: Path) -> bool:
     """Whether the exported graph (transformer, mean pooling, normalization) is the whole model:
     its modules.json lists a Transformer, a Pooling that takes the mean of the tokens only, and
     at most a Normalize (search normalizes every vector anyway). A model with CLS or max pooling,
-    a dense layer or anything else is not, and keeps torch."""
+    a dense layer or anything else is not, and keeps torch; so does one whose sentence-transformers
+    config lowercases the text before the tokenizer (`do_lower_case`), which the graph's callers
+    do not."""
     try:
+        config = model_dir / "sentence_bert_config.json"
+        if config.exists() and json.loads(config.read_text()).get("do_lower_case") is True:
+            return False
         modules = json.loads((model_dir / "modules.json").read_text())
         kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
         if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
