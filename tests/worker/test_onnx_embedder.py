@@ -164,3 +164,19 @@ async def test_a_model_the_graph_does_not_reproduce_keeps_torch_for_its_queries(
     query = "compile a program written in ANSI C"
     assert await onnx.embed_query(query) == await by_torch.embed_query(query)
     assert not onnx_embedding.onnx_path(model_dir, onnx_embedding.FP32).exists()
+
+
+async def test_a_model_is_checked_for_the_graph_once_not_at_every_query(monkeypatch):
+    """The model's files are read at its first query (mean_pooled), not on every one."""
+    calls: list[Path] = []
+    real = onnx_embedding.mean_pooled
+
+    def counting(model_dir: Path) -> bool:
+        calls.append(model_dir)
+        return real(model_dir)
+
+    monkeypatch.setattr(onnx_embedding, "mean_pooled", counting)
+    embedder = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384, EmbedderSettings(query_threads=3))
+    for query in QUERIES:
+        await embedder.embed_query(query)
+    assert len(calls) == 1

@@ -109,9 +109,9 @@ def load_onnx_sentence_model(
     return model
 
 
-# Models whose queries cannot take the ONNX fp32 graph (not mean-pooled, or the export failed):
-# they keep torch, and say so once.
-_torch_queries: set[str] = set()
+# Each model's query encoder, decided once per (model directory, threads): the ONNX fp32 graph,
+# or None when its queries keep torch (not mean-pooled, or the export failed; said once).
+_query_encoders: dict[tuple[str, int], OnnxSentenceModel | None] = {}
 
 
 def query_encoder(model_dir: Path, settings: EmbedderSettings) -> OnnxSentenceModel | None:
@@ -119,21 +119,27 @@ def query_encoder(model_dir: Path, settings: EmbedderSettings) -> OnnxSentenceMo
     (`SLUICE_QUERY_BACKEND=onnx-fp32`, the default): the torch vectors to within float rounding,
     in less than half the time (docs/embedders.md, "A search query on ONNX Runtime"). None when
     the query keeps torch: the setting says so, the model is not one the graph reproduces
-    (onnx_embedding.mean_pooled), or its export failed (logged once)."""
-    key = str(model_dir.resolve())
-    if settings.query_backend != ONNX_FP32 or key in _torch_queries:
+    (onnx_embedding.mean_pooled), or its export failed (logged once). Decided at a model's first
+    query, not at every one."""
+    if settings.query_backend != ONNX_FP32:
         return None
-    onnx_embedding = importlib.import_module("sluice_common.onnx_embedding")
-    if not onnx_embedding.mean_pooled(model_dir):
-        _torch_queries.add(key)
-        log.info("search queries of this model stay on torch: it is not mean-pooled", extra={"model_dir": key})
+    key = (str(model_dir), settings.query_threads)
+    if key not in _query_encoders:
+        _query_encoders[key] = _load_query_encoder(model_dir, settings)
+    return _query_encoders[key]
+
+
+def _load_query_encoder(model_dir: Path, settings: EmbedderSettings) -> OnnxSentenceModel | None:
+    if not importlib.import_module("sluice_common.onnx_embedding").mean_pooled(model_dir):
+        log.info("search queries of this model stay on torch: it is not mean-pooled", extra={"model_dir": str(model_dir)})
         return None
     try:
         return load_onnx_sentence_model(model_dir, settings, ONNX_FP32, threads=settings.query_threads)
     except Exception:  # any failure of the export or of ONNX Runtime: torch still answers
-        _torch_queries.add(key)
         log.warning(
-            "search queries of this model stay on torch: its ONNX fp32 export failed", extra={"model_dir": key}, exc_info=True
+            "search queries of this model stay on torch: its ONNX fp32 export failed",
+            extra={"model_dir": str(model_dir)},
+            exc_info=True,
         )
         return None
 
