@@ -9,6 +9,7 @@ server died under it, its one failing call answers UNAVAILABLE and the pool disc
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -62,16 +63,27 @@ async def open_pool(url: str, *, min_size: int = 1, max_size: int = 10, name: st
 
 # A read answered from several statements sees one snapshot: never the rows of one commit beside
 # those of the next (a generation switch, a version swap, a deletion; docs/contributing.md, Code).
-ONE_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+# One statement opens it (a BEGIN, then a SET TRANSACTION, was one round trip more on every
+# KEYWORD and HYBRID search: docs/search.md, "Latency at 100,000 chunks").
+BEGIN_ONE_SNAPSHOT = b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 
 @asynccontextmanager
 async def one_snapshot(conn: psycopg.AsyncConnection) -> AsyncIterator[psycopg.AsyncConnection]:
     """The statements run inside see one snapshot: a REPEATABLE READ, READ ONLY transaction of
-    their own, or the caller's transaction when one is already open on `conn`."""
+    their own, or the caller's transaction when one is already open on `conn`.
+
+    Ended as psycopg's own transaction block ends one: COMMIT on the way out, ROLLBACK on an
+    error, and an error of the ROLLBACK itself (a broken connection) does not hide the first;
+    the pool discards a connection that is left in a failed state."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         yield conn
         return
-    async with conn.transaction():
-        await conn.execute(ONE_SNAPSHOT)
+    await conn.execute(BEGIN_ONE_SNAPSHOT)
+    try:
         yield conn
+    except BaseException:
+        with contextlib.suppress(Exception):  # the first error is the one to report
+            await conn.rollback()
+        raise
+    await conn.commit()

@@ -250,8 +250,8 @@ async def search(
     Every round sees one snapshot (docs/contributing.md, Code): under READ COMMITTED a version
     swap committing between two rounds gave both versions in one answer, or neither. On an
     autocommit session (search's) the rounds run in a REPEATABLE READ, READ ONLY transaction of
-    their own, inside a caller's transaction in that one. Three round trips more than the
-    statements (BEGIN, SET TRANSACTION, COMMIT): starting again in a transaction only when a
+    their own, inside a caller's transaction in that one. Two round trips more than the
+    statements (BEGIN with the isolation level, COMMIT): starting again in a transaction only when a
     second round proves needed cost more, a first round run twice."""
     exact = limit if exact is None else max(1, min(exact, limit))
     terms = [t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t])]
