@@ -3,7 +3,7 @@ and Milvus Lite on the same vectors (issue 22, items 1 and 2; docs/search.md, "V
 
     nice -n 19 .venv/bin/python -m bench.vector_scale_bench --chunks 100000 [--dimensions 384]
         [--not-ready 0.5] [--text-characters 1000] [--precisions float4,halfvec,binary] [--engines lancedb,chroma,chroma-server,milvus]
-        [--queries 500] [--ef-search 40] [--json out.json]
+        [--queries 500] [--ef-search 40] [--more-ef-search 50,64] [--json out.json]
     .venv/bin/python -m bench.vector_scale_bench --fit out-100k.json out-300k.json out-1m.json
 
 One embedded PostgreSQL; `--chunks` vectors (search_bench's latent data: 16 latent dimensions
@@ -21,8 +21,10 @@ generation's vector_precision set to match, and measured:
   out of line, from a 1 % sample) and PostgreSQL's memory
   (the sum of its processes' proportional set size, shared buffers shared out, after the queries);
 - `--queries` VECTOR queries one at a time through a `sluice-search` process (as deployed: its
-  read-only login, a client key), then the same statements raw on a session set as search's
-  (prepared, row-level security), p50 and p99, recall@10 against numpy over the READY chunks;
+  read-only login, a client key) and, in turns with it, the same statements raw on a session set
+  as search's (prepared, row-level security): each query goes through both, which goes first
+  alternates, and each path is timed where it went first (half the queries each); p50 and p99,
+  recall@10 against numpy over the READY chunks;
 - QPS through gRPC with 1 and 8 concurrent clients (threads; `--qps-seconds` each);
 - the 1 %-selective filter (group EQ "rare", answered exactly from its documents) through gRPC.
 
@@ -235,35 +237,41 @@ def measure(url, reader_url, key, cid, gid, queries, truth, rare_truth, precisio
 
     result = build(url, gid, args.dimensions, precision, args.maintenance_work_mem_mb)
     result["loadavg_start"] = os.getloadavg()[0]
-    ef = args.ef_search
-    process, address = start_search(reader_url, ef, search_binary_rescore_candidates=str(args.rescore))
     auth = (("authorization", f"Bearer {key}"),)
+    collection = Collection(
+        cid, "bench", "hashing", "bench", args.dimensions, tenant_id=TENANT_ID, generation_id=gid, vector_precision=precision
+    )
+    requests = [
+        pb.SearchRequest(collection="bench", query_vector=q.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR) for q in queries
+    ]
+    statements = [vector_query(collection, q, 10, DocumentFilter(), rescore_candidates=args.rescore) for q in queries]
+    # The same index at more ef_search values (--more-ef-search): latency and recall only.
+    result["ef_points"] = []
+    for ef in args.more_ef_search:
+        process, address = start_search(reader_url, ef, search_binary_rescore_candidates=str(args.rescore))
+        try:
+            point = grpc_and_sql(address, auth, reader_url, ef, requests, statements, truth, args.warmup)
+        finally:
+            process.terminate()
+            process.wait(30)
+        point.pop("plan")
+        result["ef_points"].append({"ef": ef, **point})
+        print(f"{precision} ef_search {ef}: {json.dumps(point)}", flush=True)
+    process, address = start_search(reader_url, args.ef_search, search_binary_rescore_candidates=str(args.rescore))
     try:
-        channel = grpc.insecure_channel(address)
-        stub = search_service_pb2_grpc.SearchServiceStub(channel)
-        requests = [
-            pb.SearchRequest(collection="bench", query_vector=q.tolist(), top_k=10, mode=pb.SEARCH_MODE_VECTOR) for q in queries
-        ]
-        for r in requests[: args.warmup]:
-            stub.Search(r, metadata=auth)
-        seconds, recalls = [], []
-        for r, expected in zip(requests, truth):
-            started = time.perf_counter()
-            response = stub.Search(r, metadata=auth)
-            seconds.append(time.perf_counter() - started)
-            recalls.append(len({int(h.chunk_id) for h in response.hits} & expected) / 10)
-        result["grpc"] = pct(seconds)
-        result["recall"] = float(np.mean(recalls))
+        result.update(grpc_and_sql(address, auth, reader_url, args.ef_search, requests, statements, truth, args.warmup))
         # QPS with 1 and 8 concurrent clients, each its own channel.
         for clients in (1, 8):
             result[f"qps{clients}"] = qps(address, auth, requests, clients, args.qps_seconds)
         # The 1 %-selective filter: answered exactly from its documents' chunks (search's shipped plan).
+        channel = grpc.insecure_channel(address)
+        stub = search_service_pb2_grpc.SearchServiceStub(channel)
         where = pb.MetadataFilter(
             condition=pb.MetadataCondition(
                 key="group", op=pb.FILTER_OPERATOR_EQ, value=document_pb2.MetadataValue(string_value="rare")
             )
         )
-        seconds, recalls = [], []
+        seconds, filtered_recalls = [], []
         for n, (q, expected) in enumerate(zip(queries, rare_truth)):
             r = pb.SearchRequest(
                 collection="bench",
@@ -276,18 +284,28 @@ def measure(url, reader_url, key, cid, gid, queries, truth, rare_truth, precisio
             response = stub.Search(r, metadata=auth)
             if n >= args.warmup // 5:
                 seconds.append(time.perf_counter() - started)
-                recalls.append(len({int(h.chunk_id) for h in response.hits} & expected) / 10)
+                filtered_recalls.append(len({int(h.chunk_id) for h in response.hits} & expected) / 10)
         result["filtered"] = pct(seconds)
-        result["filtered_recall"] = float(np.mean(recalls))
+        result["filtered_recall"] = float(np.mean(filtered_recalls))
         channel.close()
     finally:
         process.terminate()
         process.wait(30)
-    # The same statements, raw, as search's role on a session set as search sets its own.
-    collection = Collection(
-        cid, "bench", "hashing", "bench", args.dimensions, tenant_id=TENANT_ID, generation_id=gid, vector_precision=precision
-    )
-    seconds, recalls = [], []
+    result["index_used"] = vector_index.index_name(gid) in result.pop("plan")
+    result["pg_pss_mb"] = pss_mb(postgres_pids(data_dir))
+    result["loadavg_end"] = os.getloadavg()[0]  # the machine is shared: say how busy it was
+    print(f"{precision}: {json.dumps(result)}", flush=True)
+    return result
+
+
+def grpc_and_sql(address: str, auth, reader_url: str, ef: int, requests, statements, truth, warmup: int) -> dict:
+    """Each query through the search process at `address` and as its raw statement, in turns:
+    which goes first alternates, and each path is timed where it went first, so that neither is
+    timed on pages the other just brought into shared buffers (before 2026-12-03 every gRPC query
+    ran before every raw one, and the raw pass found the index warmer at a million chunks).
+    The raw statements run as search's role on a session set as search sets its own."""
+    channel = grpc.insecure_channel(address)
+    stub = search_service_pb2_grpc.SearchServiceStub(channel)
     with psycopg.connect(reader_url, autocommit=True, prepare_threshold=5) as conn:
         register_vector(conn)
         conn.execute("SET default_transaction_read_only = on")
@@ -295,22 +313,35 @@ def measure(url, reader_url, key, cid, gid, queries, truth, rare_truth, precisio
         conn.execute(f"SET hnsw.ef_search = {int(ef)}")
         conn.execute("SET random_page_cost = 1.1")
         conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(TENANT_ID),))
-        statements = [vector_query(collection, q, 10, DocumentFilter(), rescore_candidates=args.rescore) for q in queries]
-        for query, params in statements[: args.warmup]:
-            conn.execute(query, params).fetchall()
-        for (query, params), expected in zip(statements, truth):
-            started = time.perf_counter()
-            rows = conn.execute(query, params).fetchall()
-            seconds.append(time.perf_counter() - started)
-            recalls.append(len({int(r[0]) for r in rows} & expected) / 10)
+
+        def by_grpc(n: int) -> set[int]:
+            return {int(h.chunk_id) for h in stub.Search(requests[n], metadata=auth).hits}
+
+        def by_sql(n: int) -> set[int]:
+            query, params = statements[n]
+            return {int(r[0]) for r in conn.execute(query, params).fetchall()}
+
+        for n in range(min(warmup, len(requests))):
+            by_grpc(n), by_sql(n)
+        timed: dict[str, list[float]] = {"grpc": [], "sql": []}
+        recalls: dict[str, list[float]] = {"grpc": [], "sql": []}
+        for n, expected in enumerate(truth):
+            order = (("grpc", by_grpc), ("sql", by_sql)) if n % 2 == 0 else (("sql", by_sql), ("grpc", by_grpc))
+            for place, (path, answer) in enumerate(order):
+                started = time.perf_counter()
+                found = answer(n)
+                if place == 0:
+                    timed[path].append(time.perf_counter() - started)
+                recalls[path].append(len(found & expected) / 10)
         plan = "\n".join(r[0] for r in conn.execute(sql_text(conn, "EXPLAIN ", statements[0][0]), statements[0][1]))
-    result["sql"] = pct(seconds)
-    result["sql_recall"] = float(np.mean(recalls))
-    result["index_used"] = vector_index.index_name(gid) in plan
-    result["pg_pss_mb"] = pss_mb(postgres_pids(data_dir))
-    result["loadavg_end"] = os.getloadavg()[0]  # the machine is shared: say how busy it was
-    print(f"{precision}: {json.dumps(result)}", flush=True)
-    return result
+    channel.close()
+    return {
+        "grpc": pct(timed["grpc"]),
+        "recall": float(np.mean(recalls["grpc"])),
+        "sql": pct(timed["sql"]),
+        "sql_recall": float(np.mean(recalls["sql"])),
+        "plan": plan,
+    }
 
 
 def sql_text(conn, prefix: str, query) -> str:
@@ -614,6 +645,12 @@ def print_table(report: dict) -> None:
             f" {r['recall']:>6.3f} | {r['qps1']:>6.0f} {r['qps8']:>6.0f} | {r['filtered'][0]:>9.2f}ms"
             f" {'' if r['index_used'] else '(index NOT used)'}"
         )
+        for point in r.get("ef_points", []):
+            print(
+                f"{'Sluice ' + precision + ' ef ' + str(point['ef']):<24} | {'':>7} | {'':>7} | {'':>7} |"
+                f" {point['grpc'][0]:>5.2f}ms {point['grpc'][1]:>5.2f}ms | {point['sql'][0]:>5.2f}ms {point['sql'][1]:>5.2f}ms |"
+                f" {point['recall']:>6.3f} | {'':>6} {'':>6} |"
+            )
     for engine, r in report["engines"].items():
         for point in r.get("points", []):
             print(
@@ -671,6 +708,12 @@ def main(argv: list[str] | None = None) -> None:
         help="each chunk's text (and search_terms) about this long, as the default chunking makes them; 0: 'chunk <n>'",
     )
     parser.add_argument("--ef-search", type=int, default=40)
+    parser.add_argument(
+        "--more-ef-search",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        default=[],
+        help="also measure the same index at these ef_search values (latency and recall; e.g. 50,64)",
+    )
     parser.add_argument("--rescore", type=int, default=100, help="binary: candidates re-scored exactly")
     parser.add_argument("--precisions", type=lambda s: [x for x in s.split(",") if x], default=list(vector_index.PRECISIONS))
     parser.add_argument("--engines", type=lambda s: [x for x in s.split(",") if x], default=["lancedb", "chroma", "milvus"])
