@@ -356,6 +356,21 @@ def test_collections_lifecycle_and_validation(c, database_url):
     assert sum(1 for name in indexes if name.startswith("chunks_embedding_g")) == 2  # b-second and local
 
 
+def test_chunk_overlap_unset_takes_the_default_and_zero_means_none(c):
+    """ChunkingConfig.overlap has presence: unset takes the default (150, at most a quarter of
+    max_characters), an explicit 0 means no overlap, as the contract says (before, 0 took the
+    default too and no collection could have none), and the worker's job carries what was stored."""
+    assert c.create_collection("o-default", chunking=collection_pb2.ChunkingConfig(max_characters=1000)).chunking.overlap == 150
+    assert c.create_collection("o-capped", chunking=collection_pb2.ChunkingConfig(max_characters=400)).chunking.overlap == 100
+    assert c.create_collection("o-set", chunking=collection_pb2.ChunkingConfig(overlap=42)).chunking.overlap == 42
+    none = c.create_collection("o-none", chunking=collection_pb2.ChunkingConfig(max_characters=1000, overlap=0))
+    assert none.chunking.HasField("overlap") and none.chunking.overlap == 0
+    assert c.docs.GetCollection(ds.GetCollectionRequest(name="o-none")).chunking.overlap == 0
+    c.upload(collection="o-none")
+    job = c.claim()
+    assert (job.chunking.max_characters, job.chunking.overlap) == (1000, 0)
+
+
 def test_bad_ids_and_missing_leases(c):
     expect_error(lambda: c.get("not-a-uuid"), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ID")
     expect_error(lambda: c.get(""), grpc.StatusCode.INVALID_ARGUMENT, "MISSING_ID")

@@ -47,12 +47,13 @@ class Docs:
         dimensions: int = 64,
         max_characters: int = 400,
         new_after: int = 300,
-        overlap: int = 0,
+        overlap: int | None = None,
         max_attempts: int = 3,
     ) -> collection_pb2.Collection:
         collection = collection_pb2.Collection(
             name=name,
             embedder=collection_pb2.EmbedderConfig(provider=provider, model=model, dimensions=dimensions),
+            # overlap None: unset, the server's default; 0: none.
             chunking=collection_pb2.ChunkingConfig(max_characters=max_characters, new_after_n_chars=new_after, overlap=overlap),
             max_attempts=max_attempts,
         )

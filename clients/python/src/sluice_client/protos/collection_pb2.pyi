@@ -428,19 +428,23 @@ class ChunkingConfig(_message.Message):
     new_after_n_chars: _builtins.int
     """A chunk is closed once it reaches this many characters; zero means the server default."""
     overlap: _builtins.int
-    """The number of characters repeated from the previous chunk; zero means no overlap."""
+    """The number of characters repeated from the previous chunk. Unset means the server default
+    (150, capped at a quarter of max_characters); zero means no overlap.
+    """
     def __init__(
         self,
         *,
         max_characters: _builtins.int = ...,
         new_after_n_chars: _builtins.int = ...,
-        overlap: _builtins.int = ...,
+        overlap: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_overlap", b"_overlap", "overlap", b"overlap"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_characters", b"max_characters", "new_after_n_chars", b"new_after_n_chars", "overlap", b"overlap"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_overlap", b"_overlap", "max_characters", b"max_characters", "new_after_n_chars", b"new_after_n_chars", "overlap", b"overlap"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__overlap: _TypeAlias = _typing.Literal["overlap"]  # noqa: Y015
+    _WhichOneofArgType__overlap: _TypeAlias = _typing.Literal["_overlap", b"_overlap"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__overlap) -> _WhichOneofReturnType__overlap | None: ...
 
 Global___ChunkingConfig: _TypeAlias = ChunkingConfig  # noqa: Y015
 

@@ -35,7 +35,8 @@ class CollectionCalls:
             dimensions=c.embedder.dimensions,
             chunk_max_characters=c.chunking.max_characters,
             chunk_new_after_n_chars=c.chunking.new_after_n_chars,
-            chunk_overlap=c.chunking.overlap,
+            # Unset takes the default; an explicit 0 means no overlap (the field has presence).
+            chunk_overlap=c.chunking.overlap if c.chunking.HasField("overlap") else None,
             max_attempts=c.max_attempts,
             reranker=reranker_of(c.reranker),
             vector_precision=precision_of(c.vector_precision),

@@ -97,7 +97,7 @@ class CollectionSpec:
     dimensions: int = 0
     chunk_max_characters: int = 0
     chunk_new_after_n_chars: int = 0
-    chunk_overlap: int = 0
+    chunk_overlap: int | None = None  # None: the default; 0: no overlap
     max_attempts: int = 0
     # The default reranker, checked (sluice_common.reranking.RerankerSpec.to_json); None for none.
     reranker: dict[str, Any] | None = None
@@ -121,7 +121,7 @@ class CollectionUseCases:
         model, dimensions = self._embedder(spec.provider, spec.model, spec.dimensions, "collection.embedder")
         max_chars = spec.chunk_max_characters or s.default_chunk_max_characters
         new_after = spec.chunk_new_after_n_chars or min(s.default_chunk_new_after_n_chars, max_chars)
-        overlap = spec.chunk_overlap or min(s.default_chunk_overlap, max_chars // 4)
+        overlap = min(s.default_chunk_overlap, max_chars // 4) if spec.chunk_overlap is None else spec.chunk_overlap
         if not 50 <= max_chars <= 100_000:
             raise InvalidArgument("chunking.max_characters must be between 50 and 100000", reason=Reason.INVALID_CHUNKING)
         if not 1 <= new_after <= max_chars:
