@@ -130,7 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     create.add_argument("--dimensions", type=_positive, help="vector size (default: 384, 256, 1536)")
     create.add_argument("--chunk-size", type=_positive, metavar="CHARS", help="maximum characters per chunk")
-    create.add_argument("--overlap", type=_non_negative, metavar="CHARS", help="characters repeated between chunks (default: the server's, 150; 0 for none)")
+    create.add_argument(
+        "--overlap",
+        type=_non_negative,
+        metavar="CHARS",
+        help="characters repeated between chunks (default: the server's, 150; 0 for none)",
+    )
     create.add_argument("--max-attempts", type=_positive, help="processing attempts per document before FAILED")
     create.add_argument("--description", help="a description for people")
     create.add_argument(
