@@ -15,7 +15,7 @@ from sluice_common.embedders import HashingEmbedder
 from sluice_search import fusion, service
 from sluice_search.domain import ContextOptions, DocumentFilter, Mode, SearchQuery
 from sluice_search.repository import SearchRepository, open_read_pool
-from sluice_search.service import SearchService
+from sluice_search.service import HYBRID_KEYWORD_EXACT, SearchService
 
 DIMENSIONS = 16
 WORDS = ("river", "bridge", "castle", "harbour", "mill", "tower", "market", "forest", "valley", "lake", "road", "wall")
@@ -82,7 +82,9 @@ async def _one_phase(repository, tenant_id: int, text: str, top_k: int, filter: 
     collection = await repository.get_collection(tenant_id, "race", fresh=True)
     vector = await HashingEmbedder("hashing-v1", DIMENSIONS).embed_query(text)
     vector_hits = await repository.vector_search(collection, vector, 50, filter)
-    keyword_hits = await repository.keyword_search(collection, textsearch.query_terms(text), 50, filter, exact=top_k)
+    keyword_hits = await repository.keyword_search(
+        collection, textsearch.query_terms(text), 50, filter, exact=min(top_k, HYBRID_KEYWORD_EXACT)
+    )
     return fusion.relative_score([vector_hits, keyword_hits], (0.5, 0.5), top_k)
 
 

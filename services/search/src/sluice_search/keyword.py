@@ -14,8 +14,8 @@ that hold one of the new terms and none of the earlier ones (those were scored i
 round: their best are kept and merged). Every candidate is scored with all the query's terms, so
 the scores are exact BM25.
 
-HYBRID asks for more hits than it answers with (its fusion depth, 50) but only its first top_k
-(10) can reach the answer on the strength of keyword alone: so the bound is checked against the
+HYBRID asks for more hits than it answers with (its fusion depth, 50) and needs only the head of
+the list exact (its first 5: service.HYBRID_KEYWORD_EXACT): so the bound is checked against the
 `exact`-th best score, not the `limit`-th. The first `exact` hits are then exactly BM25's; the
 rest are the best of the candidates, each with its exact score (a chunk that holds only the
 commonest query words may be missing from that tail). At 100,000 chunks this saves most of the
