@@ -419,7 +419,10 @@ def compare_answers(path: str, answers: dict[str, list[list]], queries: list[str
 
 
 def measure(reader_url: str, key: str, queries: list[str], args) -> dict:
-    process, address = start_search(reader_url, 40)
+    from sluice_search.settings import SearchSettings
+
+    # The ef_search search ships with (40 until 2026-12-03, 50 since).
+    process, address = start_search(reader_url, SearchSettings.model_fields["search_hnsw_ef_search"].default)
     results = {}
     try:
         channel = grpc.insecure_channel(address)

@@ -3,7 +3,7 @@ and Milvus Lite on the same vectors (issue 22, items 1 and 2; docs/search.md, "V
 
     nice -n 19 .venv/bin/python -m bench.vector_scale_bench --chunks 100000 [--dimensions 384]
         [--not-ready 0.5] [--text-characters 1000] [--precisions float4,halfvec,binary] [--engines lancedb,chroma,chroma-server,milvus]
-        [--queries 500] [--ef-search 40] [--more-ef-search 50,64] [--json out.json]
+        [--queries 500] [--ef-search 50] [--more-ef-search 40,64] [--json out.json]
     .venv/bin/python -m bench.vector_scale_bench --fit out-100k.json out-300k.json out-1m.json
 
 One embedded PostgreSQL; `--chunks` vectors (search_bench's latent data: 16 latent dimensions
@@ -707,7 +707,7 @@ def main(argv: list[str] | None = None) -> None:
         default=1000,
         help="each chunk's text (and search_terms) about this long, as the default chunking makes them; 0: 'chunk <n>'",
     )
-    parser.add_argument("--ef-search", type=int, default=40)
+    parser.add_argument("--ef-search", type=int, default=50, help="search's (50 since 2026-12-03; 40 before)")
     parser.add_argument(
         "--more-ef-search",
         type=lambda s: [int(x) for x in s.split(",") if x],

@@ -26,8 +26,10 @@ class SearchSettings(CommonSettings):
     # Seconds a collection's name → (id, embedder, dimensions) lookup is reused.
     search_collection_cache_seconds: float = 5.0
     # HNSW candidate list per query: recall against exact search rises with it (see bench/).
-    # 40 measured recall@10 0.987 at 100k x 384 (bench/search_bench.py) at ~3 ms of SQL.
-    search_hnsw_ef_search: int = 40
+    # 50 (40 until 2026-12-03): at a million chunks x 384 with half the graph not READY,
+    # recall@10 0.967 against 0.949 at 40, gRPC p50 9.2 ms (bench/vector_scale_bench.py,
+    # docs/scaling.md "Vectors at scale"); at 100k x 384, 40 gave 0.987 at ~3 ms of SQL.
+    search_hnsw_ef_search: int = 50
     # Iterative index scans give up after this many tuples; then the exact fallback runs.
     search_hnsw_max_scan_tuples: int = 20000
     # Candidates each side contributes to reciprocal rank fusion in HYBRID mode.
