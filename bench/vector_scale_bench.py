@@ -302,8 +302,10 @@ def grpc_and_sql(address: str, auth, reader_url: str, ef: int, requests, stateme
     """Each query through the search process at `address` and as its raw statement, in turns:
     which goes first alternates, and each path is timed where it went first, so that neither is
     timed on pages the other just brought into shared buffers (before 2026-12-03 every gRPC query
-    ran before every raw one, and the raw pass found the index warmer at a million chunks).
-    The raw statements run as search's role on a session set as search sets its own."""
+    ran before every raw one, on pages the gRPC pass had read). A raw statement right after a
+    gRPC answer also runs beside what the search process still does then: docs/scaling.md,
+    "Vectors at scale", has both effects measured. The raw statements run as search's role on a
+    session set as search sets its own."""
     channel = grpc.insecure_channel(address)
     stub = search_service_pb2_grpc.SearchServiceStub(channel)
     with psycopg.connect(reader_url, autocommit=True, prepare_threshold=5) as conn:
