@@ -714,7 +714,7 @@ def main(argv: list[str] | None = None) -> None:
         "--more-ef-search",
         type=lambda s: [int(x) for x in s.split(",") if x],
         default=[],
-        help="also measure the same index at these ef_search values (latency and recall; e.g. 50,64)",
+        help="also measure the same index at these ef_search values, before --ef-search (latency and recall; e.g. 40,64)",
     )
     parser.add_argument("--rescore", type=int, default=100, help="binary: candidates re-scored exactly")
     parser.add_argument("--precisions", type=lambda s: [x for x in s.split(",") if x], default=list(vector_index.PRECISIONS))
