@@ -321,9 +321,9 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
 
         async def timed(query, params=None, **kw):
             text = query if isinstance(query, bytes) else query.as_bytes(conn) if hasattr(query, "as_bytes") else query
-            # keyword.search's SET TRANSACTION (its snapshot) comes first in its transaction: no
-            # EXPLAIN before it, and it is not one of the statements counted (the query's total has it).
-            setting = (text if isinstance(text, bytes) else text.encode()).startswith(b"SET ")
+            # keyword.search's BEGIN (its snapshot, sluice_common.db.one_snapshot) has no rows and no
+            # plan: no EXPLAIN of it, and it is not one of the statements counted (the query's total has it).
+            setting = (text if isinstance(text, bytes) else text.encode()).startswith((b"SET ", b"BEGIN", b"COMMIT"))
             if explain["on"] and not setting:
                 cur = await real_execute(
                     b"EXPLAIN (ANALYZE, BUFFERS) " + (text if isinstance(text, bytes) else text.encode()), params
