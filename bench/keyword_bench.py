@@ -147,12 +147,15 @@ def load(url: str, pages, args, rng) -> tuple[int, int, int]:
         started = time.perf_counter()
         conn.execute(vector_index.create_index_sql(gid, DIMENSIONS))
         print(f"built HNSW index in {time.perf_counter() - started:.0f} s", flush=True)
-        conn.execute("VACUUM ANALYZE chunks, documents, keyword_stats")
+        conn.execute("VACUUM ANALYZE chunks, keyword_chunks, documents, keyword_stats")
         sizes = conn.execute(
-            "SELECT pg_size_pretty(pg_total_relation_size('chunks')), pg_size_pretty(pg_relation_size('chunks_search_tsv')),"
+            "SELECT pg_size_pretty(pg_total_relation_size('chunks')), pg_size_pretty(pg_total_relation_size('keyword_chunks')),"
             " pg_size_pretty(pg_total_relation_size('keyword_stats')), avg(pg_column_size(search_bm25))::int FROM chunks"
         ).fetchone()
-        print(f"chunks {sizes[0]}, GIN {sizes[1]}, keyword_stats {sizes[2]}, BM25 vector {sizes[3]} bytes/chunk", flush=True)
+        print(
+            f"chunks {sizes[0]}, keyword_chunks and its GIN {sizes[1]}, keyword_stats {sizes[2]}, BM25 vector {sizes[3]} bytes/chunk",
+            flush=True,
+        )
     return cid, gid, total
 
 

@@ -93,7 +93,8 @@ def test_rule1_completion_replaces_previous_chunks(c, database_url):
 def search_state(url) -> dict[str, object]:
     """What search reads besides documents: per live generation, the keyword statistics (the sum
     of each term's deltas) beside the same figures recomputed from the chunks, and the
-    (generation, document) pairs of document_vectors beside those holding chunks."""
+    (generation, document) pairs of document_vectors beside those holding chunks, and the rows
+    of keyword_chunks beside the chunks' own columns they copy."""
     with db(url) as conn:
         live = conn.execute(
             "SELECT s.generation_id, s.term, sum(s.df) FROM keyword_stats s GROUP BY 1, 2 HAVING sum(s.df) <> 0"
@@ -107,11 +108,20 @@ def search_state(url) -> dict[str, object]:
         }
         vectors = conn.execute("SELECT generation_id, document_id FROM document_vectors").fetchall()
         chunked = conn.execute("SELECT DISTINCT generation_id, document_id FROM chunks").fetchall()
+        # What keyword search scores (migration 0028): each chunk's own columns, nothing else.
+        keyword_rows = conn.execute(
+            "SELECT chunk_id, generation_id, tenant_id, search_bm25::text, terms::text FROM keyword_chunks"
+        ).fetchall()
+        chunk_rows = conn.execute(
+            "SELECT id, generation_id, tenant_id, search_bm25::text, strip(search_tsv)::text FROM chunks"
+        ).fetchall()
     return {
         "keyword_stats": {(g, t): int(n) for g, t, n in live if g in live_generations},
         "recomputed": {(g, t): int(n) for g, t, n in recomputed if g in live_generations},
         "document_vectors": set(vectors),
         "chunked": set(chunked),
+        "keyword_chunks": sorted(keyword_rows),
+        "chunks": sorted(chunk_rows),
     }
 
 
@@ -156,6 +166,7 @@ def test_rule1_reprocess_takes_the_chunks_of_every_generation(c, database_url):
     state = search_state(database_url)
     assert state["keyword_stats"] == state["recomputed"]
     assert state["document_vectors"] == state["chunked"]
+    assert state["keyword_chunks"] == state["chunks"]
     assert {document for _, document in state["document_vectors"]} == {uuid.UUID(kept.id)}
 
     # Its next commit brings it back, into the ACTIVE generation (and a fresh EMBED job for 2).
@@ -186,6 +197,7 @@ def test_rule1_only_ready_documents_hold_chunks(c, database_url):
         state = search_state(database_url)
         assert state["keyword_stats"] == state["recomputed"], step
         assert state["document_vectors"] == state["chunked"], step
+        assert state["keyword_chunks"] == state["chunks"], step
 
     def commit(document_id: str, texts: list[str]) -> None:
         job = c.claim(wait=5)
@@ -247,6 +259,7 @@ def test_rule1_migration_0027_takes_the_chunks_a_reprocess_left(c, database_url)
     state = search_state(database_url)
     assert state["keyword_stats"] == state["recomputed"]
     assert state["document_vectors"] == state["chunked"]
+    assert state["keyword_chunks"] == state["chunks"]
 
 
 # ---------------------------------------------------------------- rule 2

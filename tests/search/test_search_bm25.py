@@ -152,6 +152,42 @@ def test_statistics_follow_inserts_deletions_and_replacements(seed, corpus):
     assert live_stats(conn, generation) == recomputed_stats(conn, generation)
 
 
+def keyword_rows(conn) -> tuple[list[tuple], list[tuple]]:
+    """keyword_chunks (migration 0028) beside the chunks' columns it copies."""
+    copied = conn.execute(
+        "SELECT chunk_id, generation_id, tenant_id, search_bm25::text, terms::text FROM keyword_chunks ORDER BY 1"
+    ).fetchall()
+    source = conn.execute(
+        "SELECT id, generation_id, tenant_id, search_bm25::text, strip(search_tsv)::text FROM chunks ORDER BY 1"
+    ).fetchall()
+    return copied, source
+
+
+async def test_keyword_chunks_copy_the_chunks_through_every_write(seed, corpus, search_settings):
+    """What KEYWORD scores is the chunks' own columns after an insert, an update of the terms (the
+    fixture's), a delete, a cascade from a document, a replacement in one transaction and a
+    generation dropped; search's role cannot read the table but through sluice_keyword_scores."""
+    cid, docs = corpus
+    conn = seed.conn
+    copied, source = keyword_rows(conn)
+    assert copied == source and len(copied) == sum(map(len, TEXTS.values()))
+
+    seed.delete(docs["pg.txt"])
+    with conn.transaction():
+        conn.execute("DELETE FROM chunks WHERE document_id = %s", (docs["leases.txt"],))
+        seed.chunks(cid, docs["leases.txt"], ["Leases now expire after thirty seconds."], random_unit_vectors(1, 8))
+    conn.execute("UPDATE chunks SET search_terms = 'thirty minutes' WHERE document_id = %s", (docs["leases.txt"],))
+    copied, source = keyword_rows(conn)
+    assert copied == source and any("minut" in row[4] for row in copied)
+
+    conn.execute("DELETE FROM chunks WHERE generation_id = %s", (seed.generation(cid),))
+    assert keyword_rows(conn) == ([], [])
+
+    async with await psycopg.AsyncConnection.connect(search_settings.read_database_url, autocommit=True) as reader:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            await reader.execute("SELECT count(*) FROM keyword_chunks")
+
+
 def test_a_retired_generation_keeps_no_statistics(seed, corpus):
     cid, _ = corpus
     generation = seed.generation(cid)
