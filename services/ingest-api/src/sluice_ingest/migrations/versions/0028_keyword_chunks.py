@@ -43,6 +43,9 @@ TENANT_SETTING = "NULLIF(current_setting('sluice.tenant_id', true), '')::bigint"
 def upgrade() -> None:
     op.execute(
         f"""
+        -- No chunk is written between the copy below and the triggers that copy new ones: writers
+        -- wait for this migration's commit (reads go on).
+        LOCK TABLE chunks IN SHARE ROW EXCLUSIVE MODE;
         CREATE TABLE keyword_chunks (
             chunk_id      bigint PRIMARY KEY REFERENCES chunks (id) ON DELETE CASCADE,
             generation_id bigint NOT NULL,
@@ -54,12 +57,6 @@ def upgrade() -> None:
         ALTER TABLE keyword_chunks ENABLE ROW LEVEL SECURITY;
         CREATE POLICY search_tenant ON keyword_chunks FOR SELECT TO sluice_search_reader
             USING (tenant_id = {TENANT_SETTING});
-
-        INSERT INTO keyword_chunks (chunk_id, generation_id, tenant_id, search_bm25, terms)
-        SELECT id, generation_id, tenant_id, search_bm25, strip(coalesce(search_tsv, ''::tsvector)) FROM chunks;
-        CREATE INDEX keyword_chunks_terms ON keyword_chunks USING gin (terms);
-        ANALYZE keyword_chunks;
-        DROP INDEX chunks_search_tsv;
 
         CREATE FUNCTION sluice_keyword_chunks_added() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
@@ -80,6 +77,13 @@ def upgrade() -> None:
             FOR EACH STATEMENT EXECUTE FUNCTION sluice_keyword_chunks_added();
         CREATE TRIGGER chunks_keyword_chunks_updated AFTER UPDATE ON chunks REFERENCING NEW TABLE AS added
             FOR EACH STATEMENT EXECUTE FUNCTION sluice_keyword_chunks_updated();
+
+        -- The chunks already written.
+        INSERT INTO keyword_chunks (chunk_id, generation_id, tenant_id, search_bm25, terms)
+        SELECT id, generation_id, tenant_id, search_bm25, strip(coalesce(search_tsv, ''::tsvector)) FROM chunks;
+        CREATE INDEX keyword_chunks_terms ON keyword_chunks USING gin (terms);
+        ANALYZE keyword_chunks;
+        DROP INDEX chunks_search_tsv;
 
         CREATE OR REPLACE FUNCTION sluice_keyword_scores(generation bigint, query tsquery, weights sparsevec)
             RETURNS TABLE (chunk_id bigint, score double precision)
