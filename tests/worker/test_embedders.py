@@ -75,13 +75,13 @@ async def test_local_model_offline(monkeypatch):
 async def test_a_search_query_is_embedded_on_query_threads_and_chunks_on_every_core(monkeypatch):
     """torch's thread count as the model's forward pass sees it: `query_threads` (1) for a query,
     torch's default for a batch of chunks, and the executor thread's count restored after
-    (queries on torch: SLUICE_QUERY_BACKEND=torch)."""
+    (a collection on torch: SLUICE_LOCAL_EMBEDDER_BACKEND=torch, SLUICE_QUERY_BACKEND=torch)."""
     import torch
     from sluice_common.embedders.local import SentenceTransformerEmbedder, load_sentence_transformer, resolve_model_dir
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     default = torch.get_num_threads()
-    settings = EmbedderSettings(query_threads=1, query_backend="torch")
+    settings = EmbedderSettings(query_threads=1, query_backend="torch", local_embedder_backend="torch")
     model = load_sentence_transformer(resolve_model_dir("all-MiniLM-L6-v2", settings))
     seen: list[int] = []
     transformer = model[0].auto_model
@@ -103,7 +103,7 @@ async def test_a_search_query_is_embedded_on_query_threads_and_chunks_on_every_c
     if default > 1:
         seen.clear()
         await SentenceTransformerEmbedder(
-            "all-MiniLM-L6-v2", 384, EmbedderSettings(query_threads=0, query_backend="torch")
+            "all-MiniLM-L6-v2", 384, EmbedderSettings(query_threads=0, query_backend="torch", local_embedder_backend="torch")
         ).embed_query("x")
         assert seen == [default]  # 0: torch's default
 

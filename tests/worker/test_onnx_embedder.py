@@ -1,6 +1,8 @@
-"""The local model through ONNX Runtime int8: same vectors as the torch path (mean cosine
->= 0.99 on chunks of the eval set samples and the Markdown fixtures), selectable by setting or per collection model name,
-exported once and cached. Speed is measured in bench/worker_bench.py, not asserted here."""
+"""The local model through ONNX Runtime: fp32 (the default for chunks and queries) gives torch's
+vectors, int8 close ones (mean cosine >= 0.99 on chunks of the eval set samples and the Markdown
+fixtures), selectable by setting or per collection model name, exported once and cached; a model
+the graph does not reproduce keeps torch. Speed is measured in bench/worker_bench.py, not asserted
+here."""
 
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def test_backend_is_chosen_by_setting_or_by_the_model_name():
 async def test_onnx_int8_vectors_agree_with_the_torch_path():
     chunks = corpus_chunks()
     assert len(chunks) >= 20
-    torch_vectors = np.array(await get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384).embed_documents(chunks))
+    torch_vectors = np.array(await get_embedder("sentence_transformers", "all-MiniLM-L6-v2:torch", 384).embed_documents(chunks))
     settings = EmbedderSettings(local_embedder_backend="onnx-int8")
     onnx = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384, settings)
     onnx_vectors = np.array(await onnx.embed_documents(chunks))
@@ -58,7 +60,7 @@ async def test_onnx_int8_vectors_agree_with_the_torch_path():
     assert cosines.mean() >= 0.99 and cosines.min() >= 0.95
     # The same query finds the same best chunk through either path.
     query = "compile a program written in ANSI C"  # the c89-gcc page of the sample
-    q_torch = np.array(await get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384).embed_query(query))
+    q_torch = np.array(await get_embedder("sentence_transformers", "all-MiniLM-L6-v2:torch", 384).embed_query(query))
     q_onnx = np.array(await onnx.embed_query(query))
     assert int(np.argmax(torch_vectors @ q_torch)) == int(np.argmax(onnx_vectors @ q_onnx))
 
@@ -99,8 +101,8 @@ async def test_a_search_query_takes_the_onnx_fp32_graph_and_gets_the_torch_vecto
         return real_forward(*args, **kwargs)
 
     monkeypatch.setattr(transformer, "forward", counting_forward)
-    onnx = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384, EmbedderSettings())
-    by_torch = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384, EmbedderSettings(query_backend="torch"))
+    onnx = get_embedder("sentence_transformers", "all-MiniLM-L6-v2:torch", 384, EmbedderSettings())
+    by_torch = get_embedder("sentence_transformers", "all-MiniLM-L6-v2:torch", 384, EmbedderSettings(query_backend="torch"))
     for query in QUERIES:
         calls.clear()
         fast = np.array(await onnx.embed_query(query))
@@ -109,10 +111,36 @@ async def test_a_search_query_takes_the_onnx_fp32_graph_and_gets_the_torch_vecto
         assert calls == [1]
         assert np.abs(fast - slow).max() < 1e-5, query
     assert onnx_embedding.onnx_path(model_dir, onnx_embedding.FP32).exists()
-    # Chunks keep torch (the backend setting): only the query changed runtime.
+    # The chunks of a torch collection keep torch: only the query changed runtime.
     calls.clear()
     await onnx.embed_documents(["a cat sits on the mat"])
     assert calls == [1]
+
+
+async def test_chunks_take_the_onnx_fp32_graph_by_default_and_get_the_torch_vectors(monkeypatch):
+    """SLUICE_LOCAL_EMBEDDER_BACKEND=onnx-fp32 (the default): a collection's chunks are embedded by
+    the fp32 graph, never torch's forward pass, in batches of mixed lengths, and every vector is
+    torch's to within float rounding, so a collection embedded by torch before keeps meeting its
+    new chunks and its queries as it did."""
+    from sluice_common.embedders.local import load_sentence_transformer
+
+    chunks = [*corpus_chunks(), "x", "a long passage " * 200]  # short, and past the 256-token limit
+    by_torch = np.array(await get_embedder("sentence_transformers", "all-MiniLM-L6-v2:torch", 384).embed_documents(chunks))
+    transformer = load_sentence_transformer(packaged_model_dir())[0].auto_model
+    calls: list[int] = []
+    real_forward = transformer.forward
+
+    def counting_forward(*args, **kwargs):
+        calls.append(1)
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(transformer, "forward", counting_forward)
+    default = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384, EmbedderSettings())
+    assert default.backend == "onnx-fp32"
+    by_graph = np.array(await default.embed_documents(chunks))
+    assert calls == [], "the chunks went through torch"
+    assert by_graph.shape == by_torch.shape == (len(chunks), 384)
+    assert np.abs(by_graph - by_torch).max() < 1e-5
 
 
 def write_model(directory: Path, modules: list[str], pooling: dict) -> Path:
@@ -148,9 +176,10 @@ def test_only_a_mean_pooled_model_takes_the_fp32_graph(tmp_path):
     assert not onnx_embedding.mean_pooled(lowercased)  # sentence-transformers lowercases, the graph's callers do not
 
 
-async def test_a_model_the_graph_does_not_reproduce_keeps_torch_for_its_queries(tmp_path, monkeypatch):
-    """A model directory whose pooling is CLS: its queries are embedded by torch, the same vector
-    as with SLUICE_QUERY_BACKEND=torch, and nothing is exported for it."""
+async def test_a_model_the_graph_does_not_reproduce_keeps_torch(tmp_path, monkeypatch):
+    """A model directory whose pooling is CLS: its queries and its chunks are embedded by torch,
+    the same vectors as with SLUICE_QUERY_BACKEND=torch and SLUICE_LOCAL_EMBEDDER_BACKEND=torch,
+    whatever ONNX backend is asked for, and nothing is exported for it."""
     import json
     import shutil
 
@@ -160,10 +189,17 @@ async def test_a_model_the_graph_does_not_reproduce_keeps_torch_for_its_queries(
     config = json.loads(pooling.read_text())
     pooling.write_text(json.dumps({**config, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}))
     onnx = get_embedder("sentence_transformers", str(model_dir), 384, EmbedderSettings())
-    by_torch = get_embedder("sentence_transformers", str(model_dir), 384, EmbedderSettings(query_backend="torch"))
+    by_torch = get_embedder(
+        "sentence_transformers", str(model_dir), 384, EmbedderSettings(query_backend="torch", local_embedder_backend="torch")
+    )
     query = "compile a program written in ANSI C"
     assert await onnx.embed_query(query) == await by_torch.embed_query(query)
+    # Its chunks too, on the default backend (onnx-fp32) and when int8 is asked for.
+    chunks = corpus_chunks()[:6]
+    int8 = get_embedder("sentence_transformers", str(model_dir), 384, EmbedderSettings(local_embedder_backend="onnx-int8"))
+    assert await onnx.embed_documents(chunks) == await by_torch.embed_documents(chunks) == await int8.embed_documents(chunks)
     assert not onnx_embedding.onnx_path(model_dir, onnx_embedding.FP32).exists()
+    assert not onnx_embedding.onnx_path(model_dir, onnx_embedding.INT8).exists()
 
 
 async def test_a_model_is_checked_for_the_graph_once_not_at_every_query(monkeypatch):

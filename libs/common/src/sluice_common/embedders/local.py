@@ -109,36 +109,46 @@ def load_onnx_sentence_model(
     return model
 
 
-# Each model's query encoder, decided once per (model directory, threads): the ONNX fp32 graph,
-# or None when its queries keep torch (not mean-pooled, or the export failed; said once).
-_query_encoders: dict[tuple[str, int], OnnxSentenceModel | None] = {}
+# Each (model directory, runtime, threads)'s ONNX encoder, decided once: the graph, or None when
+# the model keeps torch (not mean-pooled, or the export failed; said once).
+_onnx_encoders: dict[tuple[str, str, int], OnnxSentenceModel | None] = {}
+
+
+def onnx_encoder(model_dir: Path, settings: EmbedderSettings, backend: str, threads: int) -> OnnxSentenceModel | None:
+    """The model's ONNX graph (`backend` onnx-fp32 or onnx-int8) on `threads` threads, or None
+    when the model keeps torch: the graph reproduces only a model whose sentence-transformers
+    modules are the transformer, mean pooling and at most a normalization
+    (onnx_embedding.mean_pooled), and a failed export leaves torch to answer (logged once).
+    Decided at the model's first use, not at every call."""
+    key = (str(model_dir), backend, threads)
+    if key not in _onnx_encoders:
+        _onnx_encoders[key] = _load_onnx_encoder(model_dir, settings, backend, threads)
+    return _onnx_encoders[key]
 
 
 def query_encoder(model_dir: Path, settings: EmbedderSettings) -> OnnxSentenceModel | None:
     """The ONNX fp32 graph a search query of a torch model is embedded with
     (`SLUICE_QUERY_BACKEND=onnx-fp32`, the default): the torch vectors to within float rounding,
     in less than half the time (docs/embedders.md, "A search query on ONNX Runtime"). None when
-    the query keeps torch: the setting says so, the model is not one the graph reproduces
-    (onnx_embedding.mean_pooled), or its export failed (logged once). Decided at a model's first
-    query, not at every one."""
+    the query keeps torch: the setting says so, or onnx_encoder does."""
     if settings.query_backend != ONNX_FP32:
         return None
-    key = (str(model_dir), settings.query_threads)
-    if key not in _query_encoders:
-        _query_encoders[key] = _load_query_encoder(model_dir, settings)
-    return _query_encoders[key]
+    return onnx_encoder(model_dir, settings, ONNX_FP32, settings.query_threads)
 
 
-def _load_query_encoder(model_dir: Path, settings: EmbedderSettings) -> OnnxSentenceModel | None:
+def _load_onnx_encoder(model_dir: Path, settings: EmbedderSettings, backend: str, threads: int) -> OnnxSentenceModel | None:
     if not importlib.import_module("sluice_common.onnx_embedding").mean_pooled(model_dir):
-        log.info("search queries of this model stay on torch: it is not mean-pooled", extra={"model_dir": str(model_dir)})
+        log.info(
+            "this model stays on torch: it is not mean-pooled, which its ONNX graph would be",
+            extra={"model_dir": str(model_dir), "backend": backend},
+        )
         return None
     try:
-        return load_onnx_sentence_model(model_dir, settings, ONNX_FP32, threads=settings.query_threads)
+        return load_onnx_sentence_model(model_dir, settings, backend, threads=threads)
     except Exception:  # any failure of the export or of ONNX Runtime: torch still answers
         log.warning(
-            "search queries of this model stay on torch: its ONNX fp32 export failed",
-            extra={"model_dir": str(model_dir)},
+            "this model stays on torch: its ONNX export failed",
+            extra={"model_dir": str(model_dir), "backend": backend},
             exc_info=True,
         )
         return None
@@ -202,7 +212,9 @@ class SentenceTransformerEmbedder:
         model_dir = resolve_model_dir(self.model_name, self._settings)
         encoder = None
         if self.backend in (ONNX_INT8, ONNX_FP32):
-            encoder = load_onnx_sentence_model(model_dir, self._settings, self.backend)
+            # A query (a few tokens) on SLUICE_QUERY_THREADS, like a torch model's; chunks on SLUICE_ONNX_THREADS.
+            threads = self._settings.query_threads if query else self._settings.onnx_threads
+            encoder = onnx_encoder(model_dir, self._settings, self.backend, threads)
         elif query:
             encoder = query_encoder(model_dir, self._settings)
         if encoder is not None:

@@ -93,18 +93,15 @@ def installed_local_models(settings: EmbedderSettings | None = None) -> list[str
 
 
 def check_local_model(model: str, settings: EmbedderSettings | None = None) -> None:
-    """ValueError, naming the installed models, when `model` (optionally with a ":torch" or
-    ":onnx-int8" backend suffix) cannot be found here (resolve_model_dir's rules), or cannot run on
-    the backend its suffix names (multilingual-e5-small runs on ONNX Runtime only, onnx-fp32 only
-    exists for it)."""
+    """ValueError, naming the installed models, when `model` (optionally with a ":torch",
+    ":onnx-fp32" or ":onnx-int8" backend suffix) cannot be found here (resolve_model_dir's rules),
+    or cannot run on the backend its suffix names (multilingual-e5-small runs on ONNX Runtime
+    only)."""
     settings = settings or default_settings()
     name, backend = split_backend(model, settings.local_embedder_backend)
     suffixed = name != model
-    if is_e5(name):
-        if suffixed and backend not in E5_BACKENDS:
-            raise ValueError(f"{E5_MODEL} runs on {' or '.join(E5_BACKENDS)}, not {backend}")
-    elif suffixed and backend == ONNX_FP32:
-        raise ValueError(f"{name} runs on torch or onnx-int8, not {backend}")
+    if is_e5(name) and suffixed and backend not in E5_BACKENDS:
+        raise ValueError(f"{E5_MODEL} runs on {' or '.join(E5_BACKENDS)}, not {backend}")
     if settings.installed_local_models.strip():
         installed = installed_local_models(settings)
         if name.lower() not in {m.lower() for m in installed}:

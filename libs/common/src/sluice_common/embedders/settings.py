@@ -37,10 +37,13 @@ class EmbedderSettings(BaseSettings):
     # Local model: a directory with a sentence-transformers model; empty = the packaged one.
     sentence_transformers_model_dir: str = ""
     sentence_transformers_batch_size: int = 32
-    # How the local model runs: "torch" (sentence-transformers), "onnx-int8" or "onnx-fp32" (ONNX
-    # Runtime, exported once beside the model; sluice_common.onnx_embedding). A collection can
-    # choose per model name: "all-MiniLM-L6-v2:onnx-int8" or "all-MiniLM-L6-v2:torch".
-    local_embedder_backend: Literal["torch", "onnx-int8", "onnx-fp32"] = "torch"
+    # How the local model runs: "onnx-fp32" (ONNX Runtime, the model's fp32 graph exported once
+    # beside it: torch's vectors to within float rounding, 1.65x torch's chunks/s on 1,000-character
+    # chunks; a model the graph does not reproduce, one not mean-pooled, keeps torch), "torch"
+    # (sentence-transformers) or "onnx-int8" (other vectors, cosine 0.996 to torch's; faster still)
+    # (docs/embedders.md, "Speed on real chunks"). A collection can choose per model name:
+    # "all-MiniLM-L6-v2:onnx-int8" or "all-MiniLM-L6-v2:torch".
+    local_embedder_backend: Literal["torch", "onnx-int8", "onnx-fp32"] = "onnx-fp32"
     # ONNX Runtime threads per local model (multilingual-e5-small, the onnx-int8 MiniLM): 0 = one
     # per core.
     onnx_threads: int = 0
