@@ -75,6 +75,22 @@ def test_the_export_is_cached_beside_the_model():
     assert onnx_embedding.ensure_exported(model_dir) == path and path.stat().st_mtime_ns == before  # not again
 
 
+def count_torch_forwards(monkeypatch) -> list[int]:
+    """A list that grows by one at each forward pass of the packaged model's torch transformer."""
+    from sluice_common.embedders.local import load_sentence_transformer
+
+    transformer = load_sentence_transformer(packaged_model_dir())[0].auto_model
+    calls: list[int] = []
+    real_forward = transformer.forward
+
+    def counting_forward(*args, **kwargs):
+        calls.append(1)
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(transformer, "forward", counting_forward)
+    return calls
+
+
 QUERIES = (
     "compile a program written in ANSI C",
     "Extensions to the standard Python datetime module",
@@ -88,19 +104,8 @@ async def test_a_search_query_takes_the_onnx_fp32_graph_and_gets_the_torch_vecto
     """SLUICE_QUERY_BACKEND=onnx-fp32 (the default): a query of a torch collection is embedded by
     the model's fp32 ONNX export, not by torch's forward pass, and its vector is torch's to within
     float rounding, so it meets the chunks torch embedded as torch's own query would."""
-    from sluice_common.embedders.local import load_sentence_transformer
-
     model_dir = packaged_model_dir()
-    model = load_sentence_transformer(model_dir)
-    transformer = model[0].auto_model
-    calls: list[int] = []
-    real_forward = transformer.forward
-
-    def counting_forward(*args, **kwargs):
-        calls.append(1)
-        return real_forward(*args, **kwargs)
-
-    monkeypatch.setattr(transformer, "forward", counting_forward)
+    calls = count_torch_forwards(monkeypatch)
     onnx = get_embedder("sentence_transformers", "all-MiniLM-L6-v2:torch", 384, EmbedderSettings())
     by_torch = get_embedder("sentence_transformers", "all-MiniLM-L6-v2:torch", 384, EmbedderSettings(query_backend="torch"))
     for query in QUERIES:
@@ -122,19 +127,9 @@ async def test_chunks_take_the_onnx_fp32_graph_by_default_and_get_the_torch_vect
     the fp32 graph, never torch's forward pass, in batches of mixed lengths, and every vector is
     torch's to within float rounding, so a collection embedded by torch before keeps meeting its
     new chunks and its queries as it did."""
-    from sluice_common.embedders.local import load_sentence_transformer
-
     chunks = [*corpus_chunks(), "x", "a long passage " * 200]  # short, and past the 256-token limit
     by_torch = np.array(await get_embedder("sentence_transformers", "all-MiniLM-L6-v2:torch", 384).embed_documents(chunks))
-    transformer = load_sentence_transformer(packaged_model_dir())[0].auto_model
-    calls: list[int] = []
-    real_forward = transformer.forward
-
-    def counting_forward(*args, **kwargs):
-        calls.append(1)
-        return real_forward(*args, **kwargs)
-
-    monkeypatch.setattr(transformer, "forward", counting_forward)
+    calls = count_torch_forwards(monkeypatch)
     default = get_embedder("sentence_transformers", "all-MiniLM-L6-v2", 384, EmbedderSettings())
     assert default.backend == "onnx-fp32"
     by_graph = np.array(await default.embed_documents(chunks))
