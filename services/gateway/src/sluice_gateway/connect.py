@@ -37,6 +37,16 @@ CONNECT_STREAM_TYPES = (CONNECT_STREAM_JSON, CONNECT_STREAM_PROTO)
 COMPRESSED = 0x01  # envelope flags (the Connect protocol)
 END_STREAM = 0x02
 UPLOAD_PIECE = 256 * 1024  # bytes per data message of an upload
+# An upload body up to this size is read whole before it is sent, so that it can be sent again:
+# when ingest-api ends an upload before the gateway has written all of it (a missing key, a full
+# gate, an unknown collection), grpc's asyncio client can report its own INTERNAL "Internal error
+# from Core" instead of ingest-api's status (grpc/grpc#36066: a failed write overwrites the status
+# that already arrived). A refused upload stored nothing, so sending it again is safe, and the
+# next attempt almost always gets the real status. Larger bodies are streamed as they arrive and
+# get UPLOAD_ENDED_EARLY (UNAVAILABLE) instead of a bare INTERNAL.
+UPLOAD_RESENDABLE_BYTES = 1024 * 1024
+UPLOAD_ATTEMPTS = 4
+LOST_STATUS_DETAILS = "Internal error from Core"
 SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
 URLSAFE_TO_STANDARD = str.maketrans("-_", "+/")  # the Connect protocol says URL-safe; either is taken
 
@@ -446,12 +456,22 @@ class ConnectHandlers:
             metadata = upload_metadata(request)
         except GatewayError as error:
             return error_response(error, "upload")
+        length = request.headers.get("content-length", "")
+        body: bytes | None = None
+        if length.isdigit() and int(length) <= UPLOAD_RESENDABLE_BYTES:
+            try:
+                body = await request.body()
+            except ClientDisconnect:
+                return error_response(
+                    GatewayError(grpc.StatusCode.CANCELLED, "the client went away during the upload", "UPLOAD_INCOMPLETE"),
+                    "upload",
+                )
 
         async def messages() -> AsyncIterator[ds.UploadDocumentRequest]:
             yield ds.UploadDocumentRequest(metadata=metadata)
             digest, size, buffer = hashlib.sha256(), 0, bytearray()
             try:
-                async for piece in request.stream():
+                async for piece in _pieces(request, body):
                     digest.update(piece)
                     size += len(piece)
                     buffer += piece
@@ -466,12 +486,41 @@ class ConnectHandlers:
             # any) went in the metadata, so a mismatch is refused as CHECKSUM_MISMATCH.
             yield ds.UploadDocumentRequest(trailer=ds.UploadDocumentTrailer(size_bytes=size, sha256=digest.hexdigest()))
 
-        try:
-            document = await self.backends.callable(UPLOAD)(messages(), metadata=forwarded_metadata(request.headers))
-        except grpc.RpcError as error:
-            return error_response(error, "upload")
+        for attempt in range(1, UPLOAD_ATTEMPTS + 1):
+            try:
+                document = await self.backends.callable(UPLOAD)(messages(), metadata=forwarded_metadata(request.headers))
+                break
+            except grpc.RpcError as error:
+                if not _status_lost(error):
+                    return error_response(error, "upload")
+                if body is None or attempt == UPLOAD_ATTEMPTS:
+                    return error_response(
+                        GatewayError(
+                            grpc.StatusCode.UNAVAILABLE,
+                            "ingest-api ended the upload before the gateway had sent all of it, and its reason was lost"
+                            " on the way (grpc/grpc#36066); nothing was stored: send the file again",
+                            "UPLOAD_ENDED_EARLY",
+                        ),
+                        "upload",
+                    )
         metrics.REQUESTS.labels("upload", "ok").inc()
         return JSONResponse(to_json(document))
+
+
+async def _pieces(request: Request, body: bytes | None) -> AsyncIterator[bytes]:
+    """The upload's body: from memory when it was read whole, else as the client sends it."""
+    if body is None:
+        async for piece in request.stream():
+            yield piece
+    elif body:
+        yield body
+
+
+def _status_lost(error: grpc.RpcError) -> bool:
+    """grpc's asyncio client's own INTERNAL in place of the server's status (grpc/grpc#36066)."""
+    code = getattr(error, "code", None)
+    details = getattr(error, "details", None)
+    return callable(code) and code() == grpc.StatusCode.INTERNAL and callable(details) and details() == LOST_STATUS_DETAILS
 
 
 def get_refusal(method: Method) -> str:
