@@ -320,6 +320,37 @@ async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, mon
                 assert len(rows) == min(limit, len(expected)) or exact is not None
 
 
+async def test_ready_chunks_below_a_full_overfetch_of_hidden_ones_are_found(seed, database_url):
+    """Of the best limit x OVERFETCH candidates, all but one are in a document that is not READY
+    (rule 3: moved out of READY by SQL, chunks kept): one READY row among them is fewer than the
+    limit, and the READY chunks further down still make the answer (the query runs again with the
+    READY join inside)."""
+    from psycopg import sql
+    from sluice_common import vector_index
+    from sluice_search import keyword as kw
+
+    cid = seed.collection("overfetch", 8)
+    limit = 3
+    hidden = seed.document(cid, "hidden.txt", status="EMBEDDING")
+    loud = ["tidal tidal tidal gate"] * (limit * kw.OVERFETCH - 1)  # each scores above the quiet ones
+    seed.chunks(cid, hidden, loud, random_unit_vectors(len(loud), 8, seed=1))
+    shown = seed.document(cid, "shown.txt")
+    quiet = ["tidal tidal tidal gate"] + [
+        f"a tidal note number {n} among many other words of a passage" for n in range(limit - 1)
+    ]
+    seed.chunks(cid, shown, quiet, random_unit_vectors(len(quiet), 8, seed=2))
+    gid, tenant = seed.conn.execute(
+        "SELECT g.id, c.tenant_id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
+        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'",
+        (cid,),
+    ).fetchone()
+    scope = sql.SQL("{} AND c.tenant_id = {}").format(vector_index.generation_predicate(gid), sql.Literal(tenant))
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(tenant),))
+        rows = await kw.search(conn, gid, ["tidal"], limit, scope, sql.SQL("c.text"), sql.SQL(""), {}, 1)
+    assert sorted(row[0] for row in rows) == sorted(quiet)
+
+
 async def test_keyword_candidates_come_from_the_gin_index_under_row_level_security(search_settings, corpus, seed):
     """search's role is held by a tenant policy, and `@@` is not LEAKPROOF: a plain query on
     chunks can then only read every chunk of the table (3.1 s at 94,000 chunks). The candidates
@@ -353,7 +384,8 @@ async def test_keyword_candidates_come_from_the_gin_index_under_row_level_securi
             assert {row[3] for row in rows} == {"leases.txt"}
         # Without the tenant setting the function shows nothing, as the policy would.
         await conn.execute("SELECT set_config('sluice.tenant_id', '', false)")
-        query, params = kw.scoring_query(
-            gid, sql.SQL("true"), sql.SQL("c.id"), sql.SQL(""), {}, ["leas"], weights, 10, join_first=False
-        )
-        assert await (await conn.execute(query, params)).fetchall() == []
+        for join_first in (False, True):
+            query, params = kw.scoring_query(
+                gid, sql.SQL("true"), sql.SQL("c.id"), sql.SQL(""), {}, ["leas"], weights, 10, join_first=join_first
+            )
+            assert await (await conn.execute(query, params)).fetchall() == []
