@@ -213,9 +213,10 @@ export function toSluiceError(reason: unknown, where: Where = {}): SluiceError {
   const error = ConnectError.from(reason);
   const { service = "", address = "" } = where;
   const details = statusDetails(error);
-  if (error.code === Code.Canceled && !error.isWireError) {
+  if (!error.isWireError && (error.code === Code.Canceled || (error.code === Code.Aborted && wasReset(error)))) {
     // The HTTP/2 stream was reset under the call (the connection dropped: a restart, a proxy, the
     // network), not cancelled by the server: as gRPC's own clients say, UNAVAILABLE, to be retried.
+    // connect-node reports a reset it reads as CANCELED or, with the socket's ECONNRESET, ABORTED.
     return new Unavailable(`the connection to ${service || "the server"} at ${address} was lost (${error.rawMessage})`,
       { reason: "CONNECTION_CLOSED", service, address, cause: reason });
   }
@@ -234,6 +235,11 @@ export function toSluiceError(reason: unknown, where: Where = {}): SluiceError {
     code: error.code, reason: details.reason || CODE_NAMES[error.code], metadata: details.metadata,
     retryAfterMs: details.retryAfterMs, service, address, cause: reason,
   });
+}
+
+/** True when a Node socket error (ECONNRESET, EPIPE) is among the error's causes. */
+function wasReset(error: ConnectError): boolean {
+  return causes(error).some((e) => ["ECONNRESET", "EPIPE"].includes(nodeCode(e)));
 }
 
 /** The error and its causes, outermost first. */

@@ -7,10 +7,10 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 
 import { create } from "@bufbuild/protobuf";
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import {
   AlreadyExists, Client, ConnectionFailed, Document, DocumentStatus, NotFound, SearchMode, SluiceError, Unauthenticated,
-  UploadSourceError, metadataMessage, prepare, toSluiceError,
+  Unavailable, UploadSourceError, metadataMessage, prepare, toSluiceError,
 } from "@sluice/client";
 
 import { UploadDocumentTrailerSchema } from "../src/gen/sluice/v1/document_service_pb.js";
@@ -72,6 +72,18 @@ test("uploads carry size, SHA-256 and a request_id, so a repeat never duplicates
   assert.deepEqual(typed.typedMetadata, { team: "x", year: 2024, draft: false, tags: ["a", "b"] });
   const names = (await collect(client.documents.list("ts-idem"))).map((d) => d.filename).sort();
   assert.deepEqual(names, ["k.txt", "same.txt", "t.txt"]);
+});
+
+test("a connection reset under a call is UNAVAILABLE (retried), a server's ABORTED stays ABORTED", () => {
+  // connect-node reads a dropped connection as ABORTED "read ECONNRESET" (no wire status).
+  const socket = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+  const reset = toSluiceError(new ConnectError("read ECONNRESET", Code.Aborted, undefined, undefined, socket),
+    { service: "ingest-api", address: "127.0.0.1:1" });
+  assert.ok(reset instanceof Unavailable, reset.constructor.name);
+  assert.equal(reset.reason, "CONNECTION_CLOSED");
+  const server = toSluiceError(new ConnectError("the lease moved", Code.Aborted), { service: "ingest-api", address: "127.0.0.1:1" });
+  assert.equal(server.code, Code.Aborted);
+  assert.ok(!(server instanceof Unavailable));
 });
 
 test("the server refuses bytes that are not what the metadata or the trailer announce", async () => {
