@@ -94,6 +94,15 @@ async def test_any_word_matches_and_rare_words_weigh_more(search_stub, corpus):
     assert {hit.filename for hit in response.hits} == {"leases.txt"}
 
 
+def active_generation(conn, collection_id: int) -> tuple[int, int]:
+    """The collection's ACTIVE generation and its tenant."""
+    return conn.execute(
+        "SELECT g.id, c.tenant_id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
+        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'",
+        (collection_id,),
+    ).fetchone()
+
+
 def live_stats(conn, generation_id: int) -> dict[str, int]:
     rows = conn.execute(
         "SELECT term, sum(df) FROM keyword_stats WHERE generation_id = %s GROUP BY term HAVING sum(df) <> 0",
@@ -279,11 +288,7 @@ async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, mon
         if not_ready and d % 3 == 0:
             hidden.update(range(d * 20, (d + 1) * 20))
     seed.conn.execute("UPDATE chunks SET search_terms = search_terms WHERE collection_id = %s", (cid,))
-    gid, tenant = seed.conn.execute(
-        "SELECT g.id, c.tenant_id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
-        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'",
-        (cid,),
-    ).fetchone()
+    gid, tenant = active_generation(seed.conn, cid)
     tokens = [text.split() for text in texts]
     avgdl = sum(map(len, tokens)) / len(tokens)
     df = Counter(w for words in tokens for w in set(words))
@@ -339,11 +344,7 @@ async def test_ready_chunks_below_a_full_overfetch_of_hidden_ones_are_found(seed
         f"a tidal note number {n} among many other words of a passage" for n in range(limit - 1)
     ]
     seed.chunks(cid, shown, quiet, random_unit_vectors(len(quiet), 8, seed=2))
-    gid, tenant = seed.conn.execute(
-        "SELECT g.id, c.tenant_id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
-        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'",
-        (cid,),
-    ).fetchone()
+    gid, tenant = active_generation(seed.conn, cid)
     scope = sql.SQL("{} AND c.tenant_id = {}").format(vector_index.generation_predicate(gid), sql.Literal(tenant))
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(tenant),))
@@ -362,11 +363,7 @@ async def test_keyword_candidates_come_from_the_gin_index_under_row_level_securi
     from sluice_search.repository import _HIT_COLUMNS
 
     cid, _ = corpus
-    gid, tenant = seed.conn.execute(
-        "SELECT g.id, c.tenant_id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
-        " WHERE g.collection_id = %s AND g.state = 'ACTIVE'",
-        (cid,),
-    ).fetchone()
+    gid, tenant = active_generation(seed.conn, cid)
     scope = sql.SQL("{} AND c.tenant_id = {}").format(vector_index.generation_predicate(gid), sql.Literal(tenant))
     async with await psycopg.AsyncConnection.connect(search_settings.read_database_url, autocommit=True) as conn:
         await conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(tenant),))
