@@ -897,3 +897,313 @@ class CollectionEvent(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CollectionEvent: _TypeAlias = CollectionEvent  # noqa: Y015
+
+@_typing.final
+class ListChunksRequest(_message.Message):
+    """ListChunksRequest asks for one page of a document's chunks."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    document_id: _builtins.str
+    """The document's id (or resource name)."""
+    page_size: _builtins.int
+    """The maximum number of chunks to return, 1 to 1000; zero means 100."""
+    page_token: _builtins.str
+    """The next_page_token of a previous response for the same document, or empty."""
+    generation: _builtins.int
+    """The index generation to list (a CollectionGeneration.number, for example the BUILDING one
+    during a reindex); zero means the ACTIVE generation. NOT_FOUND when the collection has no
+    such generation.
+    """
+    def __init__(
+        self,
+        *,
+        document_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        generation: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "generation", b"generation", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListChunksRequest: _TypeAlias = ListChunksRequest  # noqa: Y015
+
+@_typing.final
+class ListChunksResponse(_message.Message):
+    """ListChunksResponse is one page of chunks."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOTAL_SIZE_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """The token for the next page; empty on the last page."""
+    total_size: _builtins.int
+    """The number of chunks the document holds in this generation (enabled or not)."""
+    generation: _builtins.int
+    """The generation listed."""
+    @_builtins.property
+    def chunks(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentChunk]:
+        """The chunks of this page, in chunk_index order."""
+
+    def __init__(
+        self,
+        *,
+        chunks: _abc.Iterable[Global___DocumentChunk] | None = ...,
+        next_page_token: _builtins.str = ...,
+        total_size: _builtins.int = ...,
+        generation: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "generation", b"generation", "next_page_token", b"next_page_token", "total_size", b"total_size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListChunksResponse: _TypeAlias = ListChunksResponse  # noqa: Y015
+
+@_typing.final
+class UpdateChunkRequest(_message.Message):
+    """UpdateChunkRequest changes one chunk. At least one of `enabled` and `text` must be set."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    chunk_id: _builtins.str
+    """The chunk's id (DocumentChunk.id or SearchHit.chunk_id)."""
+    enabled: _builtins.bool
+    """Disable (false) or enable (true) the chunk; unset leaves it as it is."""
+    text: _builtins.str
+    """The chunk's new text, 1 to 100,000 characters; unset leaves the text as it is."""
+    etag: _builtins.str
+    """The DocumentChunk.etag the caller read; when given and the chunk changed since, the update
+    is refused with ABORTED (CHUNK_CHANGED). Empty: no check.
+    """
+    def __init__(
+        self,
+        *,
+        chunk_id: _builtins.str = ...,
+        enabled: _builtins.bool | None = ...,
+        text: _builtins.str | None = ...,
+        etag: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "_text", b"_text", "enabled", b"enabled", "text", b"text"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_enabled", b"_enabled", "_text", b"_text", "chunk_id", b"chunk_id", "enabled", b"enabled", "etag", b"etag", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__enabled: _TypeAlias = _typing.Literal["enabled"]  # noqa: Y015
+    _WhichOneofArgType__enabled: _TypeAlias = _typing.Literal["_enabled", b"_enabled"]  # noqa: Y015
+    _WhichOneofReturnType__text: _TypeAlias = _typing.Literal["text"]  # noqa: Y015
+    _WhichOneofArgType__text: _TypeAlias = _typing.Literal["_text", b"_text"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__enabled) -> _WhichOneofReturnType__enabled | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__text) -> _WhichOneofReturnType__text | None: ...
+
+Global___UpdateChunkRequest: _TypeAlias = UpdateChunkRequest  # noqa: Y015
+
+@_typing.final
+class DocumentChunk(_message.Message):
+    """DocumentChunk is one chunk of a document as an index generation holds it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    CHUNK_INDEX_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    PAGE_NUMBER_FIELD_NUMBER: _builtins.int
+    ELEMENT_TYPE_FIELD_NUMBER: _builtins.int
+    ELEMENT_TYPES_FIELD_NUMBER: _builtins.int
+    SECTION_TITLE_FIELD_NUMBER: _builtins.int
+    TEXT_AS_HTML_FIELD_NUMBER: _builtins.int
+    BOXES_FIELD_NUMBER: _builtins.int
+    TOKEN_COUNT_FIELD_NUMBER: _builtins.int
+    CHARACTER_COUNT_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    EDITED_FIELD_NUMBER: _builtins.int
+    ORIGINAL_TEXT_FIELD_NUMBER: _builtins.int
+    TEXT_SOURCE_FIELD_NUMBER: _builtins.int
+    OCR_CONFIDENCE_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The chunk's id, as SearchHit.chunk_id names it; it stays the same across UpdateChunk, and a
+    reprocess or a reindex writes new chunks with new ids.
+    """
+    document_id: _builtins.str
+    """The id of the chunk's document."""
+    chunk_index: _builtins.int
+    """The chunk's position in the document, from 0."""
+    text: _builtins.str
+    """The chunk's text (the edited text when it was edited)."""
+    page_number: _builtins.int
+    """The page the chunk starts on; zero when the format has no pages."""
+    element_type: _builtins.str
+    """The type of the chunk's main element, for example "NarrativeText" or "Table"."""
+    section_title: _builtins.str
+    """The title of the section the chunk belongs to, when known."""
+    text_as_html: _builtins.str
+    """The chunk's HTML rendering, for tables; empty otherwise."""
+    token_count: _builtins.int
+    """The number of tokens the keyword index counts in the text (words; a Chinese word is one)."""
+    character_count: _builtins.int
+    """The number of characters of the text, in Unicode code points."""
+    generation: _builtins.int
+    """The index generation that holds this chunk."""
+    enabled: _builtins.bool
+    """Whether search may return the chunk (UpdateChunk disables and enables it)."""
+    edited: _builtins.bool
+    """Whether the text was edited with UpdateChunk (then `original_text` holds the parser's)."""
+    original_text: _builtins.str
+    """The text the parser produced, when the chunk was edited; empty otherwise."""
+    text_source: _builtins.str
+    """How the chunk's text was obtained: "text_layer", "ocr" or "mixed"."""
+    ocr_confidence: _builtins.float
+    """For text read by OCR, the recognizer's mean confidence (0 to 1); zero otherwise."""
+    etag: _builtins.str
+    """Changes whenever the chunk changes; pass it to UpdateChunk to refuse a lost update."""
+    @_builtins.property
+    def element_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The types of the chunk's elements, in order of first appearance, when the parser recorded
+        them; empty for chunks indexed before they were kept.
+        """
+
+    @_builtins.property
+    def boxes(self) -> _containers.RepeatedCompositeFieldContainer[_document_pb2.BoundingBox]:
+        """Where the chunk's elements lie on their pages (PDF and images), one box per element."""
+
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When the chunk was written or last changed."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        document_id: _builtins.str = ...,
+        chunk_index: _builtins.int = ...,
+        text: _builtins.str = ...,
+        page_number: _builtins.int = ...,
+        element_type: _builtins.str = ...,
+        element_types: _abc.Iterable[_builtins.str] | None = ...,
+        section_title: _builtins.str = ...,
+        text_as_html: _builtins.str = ...,
+        boxes: _abc.Iterable[_document_pb2.BoundingBox] | None = ...,
+        token_count: _builtins.int = ...,
+        character_count: _builtins.int = ...,
+        generation: _builtins.int = ...,
+        enabled: _builtins.bool = ...,
+        edited: _builtins.bool = ...,
+        original_text: _builtins.str = ...,
+        text_source: _builtins.str = ...,
+        ocr_confidence: _builtins.float = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
+        etag: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boxes", b"boxes", "character_count", b"character_count", "chunk_index", b"chunk_index", "document_id", b"document_id", "edited", b"edited", "element_type", b"element_type", "element_types", b"element_types", "enabled", b"enabled", "etag", b"etag", "generation", b"generation", "id", b"id", "ocr_confidence", b"ocr_confidence", "original_text", b"original_text", "page_number", b"page_number", "section_title", b"section_title", "text", b"text", "text_as_html", b"text_as_html", "text_source", b"text_source", "token_count", b"token_count", "update_time", b"update_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DocumentChunk: _TypeAlias = DocumentChunk  # noqa: Y015
+
+@_typing.final
+class DownloadDocumentRequest(_message.Message):
+    """DownloadDocumentRequest names the document whose original bytes to send."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The document's id (or resource name)."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DownloadDocumentRequest: _TypeAlias = DownloadDocumentRequest  # noqa: Y015
+
+@_typing.final
+class DownloadDocumentHeader(_message.Message):
+    """DownloadDocumentHeader is the first message of a download: what the bytes are."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILENAME_FIELD_NUMBER: _builtins.int
+    MIME_TYPE_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    CONTENT_SHA256_FIELD_NUMBER: _builtins.int
+    filename: _builtins.str
+    """The document's file name."""
+    mime_type: _builtins.str
+    """The media type stored with the document."""
+    size_bytes: _builtins.int
+    """The number of bytes that follow."""
+    content_sha256: _builtins.str
+    """The SHA-256 of the bytes, lowercase hex (Document.content_sha256): check it."""
+    def __init__(
+        self,
+        *,
+        filename: _builtins.str = ...,
+        mime_type: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        content_sha256: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_sha256", b"content_sha256", "filename", b"filename", "mime_type", b"mime_type", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DownloadDocumentHeader: _TypeAlias = DownloadDocumentHeader  # noqa: Y015
+
+@_typing.final
+class DownloadDocumentResponse(_message.Message):
+    """DownloadDocumentResponse is one message of a download stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HEADER_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    """The next bytes of the file."""
+    @_builtins.property
+    def header(self) -> Global___DownloadDocumentHeader:
+        """What the bytes are; only in the first message."""
+
+    def __init__(
+        self,
+        *,
+        header: Global___DownloadDocumentHeader | None = ...,
+        data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "header", b"header", "payload", b"payload"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "header", b"header", "payload", b"payload"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["header", "data"]  # noqa: Y015
+    _WhichOneofArgType_payload: _TypeAlias = _typing.Literal["payload", b"payload"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_payload) -> _WhichOneofReturnType_payload | None: ...
+
+Global___DownloadDocumentResponse: _TypeAlias = DownloadDocumentResponse  # noqa: Y015

@@ -127,6 +127,30 @@ class DocumentServiceStub:
     (EVENTS_CURSOR_EXPIRED) for a cursor older than the events' retention (ErrorInfo metadata
     `oldest_cursor` is where to resume), UNAVAILABLE when the server shuts down (reconnect).
     """
+    ListChunks: _grpc.UnaryUnaryMultiCallable[_document_service_pb2.ListChunksRequest, _document_service_pb2.ListChunksResponse]
+    """ListChunks lists a document's chunks in chunk_index order, a page at a time, as one index
+    generation holds them (the ACTIVE one unless `generation` names another): text, page,
+    element types, boxes, token count, and whether the chunk is enabled. A document that is not
+    READY has no chunks (an empty page). NOT_FOUND for a document that does not exist or that
+    the caller may not read (another tenant's answers the same).
+    """
+    UpdateChunk: _grpc.UnaryUnaryMultiCallable[_document_service_pb2.UpdateChunkRequest, _document_service_pb2.DocumentChunk]
+    """UpdateChunk disables, enables or edits one chunk of a READY document, in every generation
+    that holds it (docs/chunks.md). A disabled chunk leaves search at the commit of this call and
+    an enabled one rejoins it, with no re-embedding. New text replaces the chunk's text, its
+    vector (embedded again with each generation's embedder, this chunk alone) and its keyword
+    terms in one transaction; the rest of the document keeps serving throughout. NOT_FOUND for
+    a chunk that does not exist or that the caller may not read; FAILED_PRECONDITION
+    (DOCUMENT_NOT_READY) when its document left READY; ABORTED (CHUNK_CHANGED) when `etag` is
+    given and the chunk changed since; INVALID_ARGUMENT for empty or over-long text or a request
+    that changes nothing; UNAVAILABLE when the embedder could not be reached (nothing changed).
+    """
+    DownloadDocument: _grpc.UnaryStreamMultiCallable[_document_service_pb2.DownloadDocumentRequest, _document_service_pb2.DownloadDocumentResponse]
+    """DownloadDocument streams a document's original bytes back: a header first (file name, the
+    stored media type, size, SHA-256), then the bytes in order. NOT_FOUND for a document that
+    does not exist or that the caller may not read. Over HTTP it is also a plain GET of
+    /v1/documents/{id}/content (docs/http.md).
+    """
 
 @_typing.type_check_only
 class DocumentServiceAsyncStub(DocumentServiceStub):
@@ -224,6 +248,30 @@ class DocumentServiceAsyncStub(DocumentServiceStub):
     INVALID_ARGUMENT (INVALID_CURSOR) for a cursor this server did not return, OUT_OF_RANGE
     (EVENTS_CURSOR_EXPIRED) for a cursor older than the events' retention (ErrorInfo metadata
     `oldest_cursor` is where to resume), UNAVAILABLE when the server shuts down (reconnect).
+    """
+    ListChunks: _aio.UnaryUnaryMultiCallable[_document_service_pb2.ListChunksRequest, _document_service_pb2.ListChunksResponse]  # type: ignore[assignment]
+    """ListChunks lists a document's chunks in chunk_index order, a page at a time, as one index
+    generation holds them (the ACTIVE one unless `generation` names another): text, page,
+    element types, boxes, token count, and whether the chunk is enabled. A document that is not
+    READY has no chunks (an empty page). NOT_FOUND for a document that does not exist or that
+    the caller may not read (another tenant's answers the same).
+    """
+    UpdateChunk: _aio.UnaryUnaryMultiCallable[_document_service_pb2.UpdateChunkRequest, _document_service_pb2.DocumentChunk]  # type: ignore[assignment]
+    """UpdateChunk disables, enables or edits one chunk of a READY document, in every generation
+    that holds it (docs/chunks.md). A disabled chunk leaves search at the commit of this call and
+    an enabled one rejoins it, with no re-embedding. New text replaces the chunk's text, its
+    vector (embedded again with each generation's embedder, this chunk alone) and its keyword
+    terms in one transaction; the rest of the document keeps serving throughout. NOT_FOUND for
+    a chunk that does not exist or that the caller may not read; FAILED_PRECONDITION
+    (DOCUMENT_NOT_READY) when its document left READY; ABORTED (CHUNK_CHANGED) when `etag` is
+    given and the chunk changed since; INVALID_ARGUMENT for empty or over-long text or a request
+    that changes nothing; UNAVAILABLE when the embedder could not be reached (nothing changed).
+    """
+    DownloadDocument: _aio.UnaryStreamMultiCallable[_document_service_pb2.DownloadDocumentRequest, _document_service_pb2.DownloadDocumentResponse]  # type: ignore[assignment]
+    """DownloadDocument streams a document's original bytes back: a header first (file name, the
+    stored media type, size, SHA-256), then the bytes in order. NOT_FOUND for a document that
+    does not exist or that the caller may not read. Over HTTP it is also a plain GET of
+    /v1/documents/{id}/content (docs/http.md).
     """
 
 class DocumentServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -403,6 +451,48 @@ class DocumentServiceServicer(metaclass=_abc_1.ABCMeta):
         INVALID_ARGUMENT (INVALID_CURSOR) for a cursor this server did not return, OUT_OF_RANGE
         (EVENTS_CURSOR_EXPIRED) for a cursor older than the events' retention (ErrorInfo metadata
         `oldest_cursor` is where to resume), UNAVAILABLE when the server shuts down (reconnect).
+        """
+
+    @_abc_1.abstractmethod
+    def ListChunks(
+        self,
+        request: _document_service_pb2.ListChunksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_document_service_pb2.ListChunksResponse, _abc.Awaitable[_document_service_pb2.ListChunksResponse]]:
+        """ListChunks lists a document's chunks in chunk_index order, a page at a time, as one index
+        generation holds them (the ACTIVE one unless `generation` names another): text, page,
+        element types, boxes, token count, and whether the chunk is enabled. A document that is not
+        READY has no chunks (an empty page). NOT_FOUND for a document that does not exist or that
+        the caller may not read (another tenant's answers the same).
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateChunk(
+        self,
+        request: _document_service_pb2.UpdateChunkRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_document_service_pb2.DocumentChunk, _abc.Awaitable[_document_service_pb2.DocumentChunk]]:
+        """UpdateChunk disables, enables or edits one chunk of a READY document, in every generation
+        that holds it (docs/chunks.md). A disabled chunk leaves search at the commit of this call and
+        an enabled one rejoins it, with no re-embedding. New text replaces the chunk's text, its
+        vector (embedded again with each generation's embedder, this chunk alone) and its keyword
+        terms in one transaction; the rest of the document keeps serving throughout. NOT_FOUND for
+        a chunk that does not exist or that the caller may not read; FAILED_PRECONDITION
+        (DOCUMENT_NOT_READY) when its document left READY; ABORTED (CHUNK_CHANGED) when `etag` is
+        given and the chunk changed since; INVALID_ARGUMENT for empty or over-long text or a request
+        that changes nothing; UNAVAILABLE when the embedder could not be reached (nothing changed).
+        """
+
+    @_abc_1.abstractmethod
+    def DownloadDocument(
+        self,
+        request: _document_service_pb2.DownloadDocumentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_document_service_pb2.DownloadDocumentResponse], _abc.AsyncIterator[_document_service_pb2.DownloadDocumentResponse]]:
+        """DownloadDocument streams a document's original bytes back: a header first (file name, the
+        stored media type, size, SHA-256), then the bytes in order. NOT_FOUND for a document that
+        does not exist or that the caller may not read. Over HTTP it is also a plain GET of
+        /v1/documents/{id}/content (docs/http.md).
         """
 
 def add_DocumentServiceServicer_to_server(servicer: DocumentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -379,6 +379,8 @@ class SearchRequest(_message.Message):
     MIN_SCORE_FIELD_NUMBER: _builtins.int
     RERANK_FIELD_NUMBER: _builtins.int
     CONSISTENCY_TOKEN_FIELD_NUMBER: _builtins.int
+    EXPLAIN_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     collection: _builtins.str
     """The collection to search."""
     query: _builtins.str
@@ -409,6 +411,16 @@ class SearchRequest(_message.Message):
     stays behind; on the primary it is satisfied at once. Empty: no wait. A value that is not a
     token is INVALID_ARGUMENT (docs/scaling.md, "Read replicas and the consistency token").
     """
+    explain: _builtins.bool
+    """Fill SearchHit.explanation: each hit's keyword and vector scores and ranks, its fused score
+    and the reranker's (docs/search.md, "Why a hit ranked"). It changes no hit and no order.
+    """
+    generation: _builtins.int
+    """The index generation to search (a CollectionGeneration.number): zero means the ACTIVE one;
+    the BUILDING generation of a reindex may be searched to compare it before it switches.
+    NOT_FOUND when the collection has no such generation; FAILED_PRECONDITION
+    (GENERATION_NOT_SEARCHABLE) when it is neither ACTIVE nor BUILDING.
+    """
     @_builtins.property
     def query_vector(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """A query vector, instead of text, for VECTOR mode; its length must match the collection."""
@@ -435,10 +447,12 @@ class SearchRequest(_message.Message):
         min_score: _builtins.float | None = ...,
         rerank: Global___SearchRerank | None = ...,
         consistency_token: _builtins.str = ...,
+        explain: _builtins.bool = ...,
+        generation: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_min_score", b"_min_score", "filter", b"filter", "min_score", b"min_score", "rerank", b"rerank"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_score", b"_min_score", "collection", b"collection", "consistency_token", b"consistency_token", "filter", b"filter", "max_hits_per_document", b"max_hits_per_document", "min_score", b"min_score", "mode", b"mode", "neighbor_chunks", b"neighbor_chunks", "query", b"query", "query_vector", b"query_vector", "rerank", b"rerank", "top_k", b"top_k"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_score", b"_min_score", "collection", b"collection", "consistency_token", b"consistency_token", "explain", b"explain", "filter", b"filter", "generation", b"generation", "max_hits_per_document", b"max_hits_per_document", "min_score", b"min_score", "mode", b"mode", "neighbor_chunks", b"neighbor_chunks", "query", b"query", "query_vector", b"query_vector", "rerank", b"rerank", "top_k", b"top_k"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__min_score: _TypeAlias = _typing.Literal["min_score"]  # noqa: Y015
     _WhichOneofArgType__min_score: _TypeAlias = _typing.Literal["_min_score", b"_min_score"]  # noqa: Y015
@@ -619,6 +633,7 @@ class SearchHit(_message.Message):
     BOXES_FIELD_NUMBER: _builtins.int
     FIRST_STAGE_SCORE_FIELD_NUMBER: _builtins.int
     RERANK_SCORE_FIELD_NUMBER: _builtins.int
+    EXPLANATION_FIELD_NUMBER: _builtins.int
     chunk_id: _builtins.str
     """The chunk's id."""
     text: _builtins.str
@@ -674,6 +689,10 @@ class SearchHit(_message.Message):
         per element; empty for formats without pages and for chunks indexed before boxes were kept.
         """
 
+    @_builtins.property
+    def explanation(self) -> Global___HitExplanation:
+        """Why the hit ranked where it did; set only when SearchRequest.explain is."""
+
     def __init__(
         self,
         *,
@@ -697,14 +716,119 @@ class SearchHit(_message.Message):
         boxes: _abc.Iterable[_document_pb2.BoundingBox] | None = ...,
         first_stage_score: _builtins.float = ...,
         rerank_score: _builtins.float = ...,
+        explanation: Global___HitExplanation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["explanation", b"explanation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["boxes", b"boxes", "chunk_id", b"chunk_id", "chunk_index", b"chunk_index", "context", b"context", "context_first_chunk_index", b"context_first_chunk_index", "context_last_chunk_index", b"context_last_chunk_index", "document_id", b"document_id", "element_type", b"element_type", "filename", b"filename", "first_stage_score", b"first_stage_score", "highlights", b"highlights", "metadata", b"metadata", "ocr_confidence", b"ocr_confidence", "page_number", b"page_number", "rerank_score", b"rerank_score", "score", b"score", "text", b"text", "text_as_html", b"text_as_html", "text_source", b"text_source", "typed_metadata", b"typed_metadata"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boxes", b"boxes", "chunk_id", b"chunk_id", "chunk_index", b"chunk_index", "context", b"context", "context_first_chunk_index", b"context_first_chunk_index", "context_last_chunk_index", b"context_last_chunk_index", "document_id", b"document_id", "element_type", b"element_type", "explanation", b"explanation", "filename", b"filename", "first_stage_score", b"first_stage_score", "highlights", b"highlights", "metadata", b"metadata", "ocr_confidence", b"ocr_confidence", "page_number", b"page_number", "rerank_score", b"rerank_score", "score", b"score", "text", b"text", "text_as_html", b"text_as_html", "text_source", b"text_source", "typed_metadata", b"typed_metadata"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SearchHit: _TypeAlias = SearchHit  # noqa: Y015
+
+@_typing.final
+class HitExplanation(_message.Message):
+    """HitExplanation breaks one hit's rank into its parts. A list the hit was not in (the keyword
+    list of a chunk without the query's words, or a side the mode does not use) leaves its score
+    and rank unset.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEYWORD_SCORE_FIELD_NUMBER: _builtins.int
+    KEYWORD_RANK_FIELD_NUMBER: _builtins.int
+    VECTOR_SIMILARITY_FIELD_NUMBER: _builtins.int
+    VECTOR_RANK_FIELD_NUMBER: _builtins.int
+    FUSED_SCORE_FIELD_NUMBER: _builtins.int
+    KEYWORD_CONTRIBUTION_FIELD_NUMBER: _builtins.int
+    VECTOR_CONTRIBUTION_FIELD_NUMBER: _builtins.int
+    VECTOR_WEIGHT_FIELD_NUMBER: _builtins.int
+    FIRST_STAGE_RANK_FIELD_NUMBER: _builtins.int
+    RERANK_SCORE_FIELD_NUMBER: _builtins.int
+    RERANK_STATUS_FIELD_NUMBER: _builtins.int
+    MATCHED_TERMS_FIELD_NUMBER: _builtins.int
+    keyword_score: _builtins.float
+    """The chunk's BM25 score for the query, when it was a keyword candidate."""
+    keyword_rank: _builtins.int
+    """Its rank in the keyword list, from 1."""
+    vector_similarity: _builtins.float
+    """The cosine similarity of the chunk's vector to the query's, when it was a vector candidate."""
+    vector_rank: _builtins.int
+    """Its rank in the vector list, from 1."""
+    fused_score: _builtins.float
+    """HYBRID: the hit's fused score (SearchHit.first_stage_score); the mode's score otherwise."""
+    keyword_contribution: _builtins.float
+    """HYBRID: the keyword list's part of the fused score (its normalised score times its weight)."""
+    vector_contribution: _builtins.float
+    """HYBRID: the vector list's part of the fused score."""
+    vector_weight: _builtins.float
+    """HYBRID: the weight the vector list had for this query (the keyword list had 1 minus it)."""
+    first_stage_rank: _builtins.int
+    """The hit's rank before reranking, from 1."""
+    rerank_score: _builtins.float
+    """The reranker's score for the hit, when the reranker answered in time (APPLIED)."""
+    rerank_status: Global___RerankStatus.ValueType
+    """Whether the reranker answered in time for this search (SearchResponse.rerank has the
+    details); UNSPECIFIED when no reranking was asked for.
+    """
+    @_builtins.property
+    def matched_terms(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The query's terms (as the keyword index stems them) that the chunk contains."""
+
+    def __init__(
+        self,
+        *,
+        keyword_score: _builtins.float | None = ...,
+        keyword_rank: _builtins.int | None = ...,
+        vector_similarity: _builtins.float | None = ...,
+        vector_rank: _builtins.int | None = ...,
+        fused_score: _builtins.float = ...,
+        keyword_contribution: _builtins.float | None = ...,
+        vector_contribution: _builtins.float | None = ...,
+        vector_weight: _builtins.float | None = ...,
+        first_stage_rank: _builtins.int = ...,
+        rerank_score: _builtins.float | None = ...,
+        rerank_status: Global___RerankStatus.ValueType = ...,
+        matched_terms: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keyword_contribution", b"_keyword_contribution", "_keyword_rank", b"_keyword_rank", "_keyword_score", b"_keyword_score", "_rerank_score", b"_rerank_score", "_vector_contribution", b"_vector_contribution", "_vector_rank", b"_vector_rank", "_vector_similarity", b"_vector_similarity", "_vector_weight", b"_vector_weight", "keyword_contribution", b"keyword_contribution", "keyword_rank", b"keyword_rank", "keyword_score", b"keyword_score", "rerank_score", b"rerank_score", "vector_contribution", b"vector_contribution", "vector_rank", b"vector_rank", "vector_similarity", b"vector_similarity", "vector_weight", b"vector_weight"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_contribution", b"_keyword_contribution", "_keyword_rank", b"_keyword_rank", "_keyword_score", b"_keyword_score", "_rerank_score", b"_rerank_score", "_vector_contribution", b"_vector_contribution", "_vector_rank", b"_vector_rank", "_vector_similarity", b"_vector_similarity", "_vector_weight", b"_vector_weight", "first_stage_rank", b"first_stage_rank", "fused_score", b"fused_score", "keyword_contribution", b"keyword_contribution", "keyword_rank", b"keyword_rank", "keyword_score", b"keyword_score", "matched_terms", b"matched_terms", "rerank_score", b"rerank_score", "rerank_status", b"rerank_status", "vector_contribution", b"vector_contribution", "vector_rank", b"vector_rank", "vector_similarity", b"vector_similarity", "vector_weight", b"vector_weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__keyword_contribution: _TypeAlias = _typing.Literal["keyword_contribution"]  # noqa: Y015
+    _WhichOneofArgType__keyword_contribution: _TypeAlias = _typing.Literal["_keyword_contribution", b"_keyword_contribution"]  # noqa: Y015
+    _WhichOneofReturnType__keyword_rank: _TypeAlias = _typing.Literal["keyword_rank"]  # noqa: Y015
+    _WhichOneofArgType__keyword_rank: _TypeAlias = _typing.Literal["_keyword_rank", b"_keyword_rank"]  # noqa: Y015
+    _WhichOneofReturnType__keyword_score: _TypeAlias = _typing.Literal["keyword_score"]  # noqa: Y015
+    _WhichOneofArgType__keyword_score: _TypeAlias = _typing.Literal["_keyword_score", b"_keyword_score"]  # noqa: Y015
+    _WhichOneofReturnType__rerank_score: _TypeAlias = _typing.Literal["rerank_score"]  # noqa: Y015
+    _WhichOneofArgType__rerank_score: _TypeAlias = _typing.Literal["_rerank_score", b"_rerank_score"]  # noqa: Y015
+    _WhichOneofReturnType__vector_contribution: _TypeAlias = _typing.Literal["vector_contribution"]  # noqa: Y015
+    _WhichOneofArgType__vector_contribution: _TypeAlias = _typing.Literal["_vector_contribution", b"_vector_contribution"]  # noqa: Y015
+    _WhichOneofReturnType__vector_rank: _TypeAlias = _typing.Literal["vector_rank"]  # noqa: Y015
+    _WhichOneofArgType__vector_rank: _TypeAlias = _typing.Literal["_vector_rank", b"_vector_rank"]  # noqa: Y015
+    _WhichOneofReturnType__vector_similarity: _TypeAlias = _typing.Literal["vector_similarity"]  # noqa: Y015
+    _WhichOneofArgType__vector_similarity: _TypeAlias = _typing.Literal["_vector_similarity", b"_vector_similarity"]  # noqa: Y015
+    _WhichOneofReturnType__vector_weight: _TypeAlias = _typing.Literal["vector_weight"]  # noqa: Y015
+    _WhichOneofArgType__vector_weight: _TypeAlias = _typing.Literal["_vector_weight", b"_vector_weight"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keyword_contribution) -> _WhichOneofReturnType__keyword_contribution | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keyword_rank) -> _WhichOneofReturnType__keyword_rank | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keyword_score) -> _WhichOneofReturnType__keyword_score | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rerank_score) -> _WhichOneofReturnType__rerank_score | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__vector_contribution) -> _WhichOneofReturnType__vector_contribution | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__vector_rank) -> _WhichOneofReturnType__vector_rank | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__vector_similarity) -> _WhichOneofReturnType__vector_similarity | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__vector_weight) -> _WhichOneofReturnType__vector_weight | None: ...
+
+Global___HitExplanation: _TypeAlias = HitExplanation  # noqa: Y015
 
 @_typing.final
 class SearchResponse(_message.Message):

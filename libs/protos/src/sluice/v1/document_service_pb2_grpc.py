@@ -112,6 +112,21 @@ class DocumentServiceStub:
                 request_serializer=sluice_dot_v1_dot_document__service__pb2.WatchCollectionRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_document__service__pb2.CollectionEvent.FromString,
                 _registered_method=True)
+        self.ListChunks = channel.unary_unary(
+                '/sluice.v1.DocumentService/ListChunks',
+                request_serializer=sluice_dot_v1_dot_document__service__pb2.ListChunksRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_document__service__pb2.ListChunksResponse.FromString,
+                _registered_method=True)
+        self.UpdateChunk = channel.unary_unary(
+                '/sluice.v1.DocumentService/UpdateChunk',
+                request_serializer=sluice_dot_v1_dot_document__service__pb2.UpdateChunkRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_document__service__pb2.DocumentChunk.FromString,
+                _registered_method=True)
+        self.DownloadDocument = channel.unary_stream(
+                '/sluice.v1.DocumentService/DownloadDocument',
+                request_serializer=sluice_dot_v1_dot_document__service__pb2.DownloadDocumentRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_document__service__pb2.DownloadDocumentResponse.FromString,
+                _registered_method=True)
 
 
 class DocumentServiceServicer:
@@ -271,6 +286,42 @@ class DocumentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListChunks(self, request, context):
+        """ListChunks lists a document's chunks in chunk_index order, a page at a time, as one index
+        generation holds them (the ACTIVE one unless `generation` names another): text, page,
+        element types, boxes, token count, and whether the chunk is enabled. A document that is not
+        READY has no chunks (an empty page). NOT_FOUND for a document that does not exist or that
+        the caller may not read (another tenant's answers the same).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateChunk(self, request, context):
+        """UpdateChunk disables, enables or edits one chunk of a READY document, in every generation
+        that holds it (docs/chunks.md). A disabled chunk leaves search at the commit of this call and
+        an enabled one rejoins it, with no re-embedding. New text replaces the chunk's text, its
+        vector (embedded again with each generation's embedder, this chunk alone) and its keyword
+        terms in one transaction; the rest of the document keeps serving throughout. NOT_FOUND for
+        a chunk that does not exist or that the caller may not read; FAILED_PRECONDITION
+        (DOCUMENT_NOT_READY) when its document left READY; ABORTED (CHUNK_CHANGED) when `etag` is
+        given and the chunk changed since; INVALID_ARGUMENT for empty or over-long text or a request
+        that changes nothing; UNAVAILABLE when the embedder could not be reached (nothing changed).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadDocument(self, request, context):
+        """DownloadDocument streams a document's original bytes back: a header first (file name, the
+        stored media type, size, SHA-256), then the bytes in order. NOT_FOUND for a document that
+        does not exist or that the caller may not read. Over HTTP it is also a plain GET of
+        /v1/documents/{id}/content (docs/http.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DocumentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -343,6 +394,21 @@ def add_DocumentServiceServicer_to_server(servicer, server):
                     servicer.WatchCollection,
                     request_deserializer=sluice_dot_v1_dot_document__service__pb2.WatchCollectionRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_document__service__pb2.CollectionEvent.SerializeToString,
+            ),
+            'ListChunks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListChunks,
+                    request_deserializer=sluice_dot_v1_dot_document__service__pb2.ListChunksRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_document__service__pb2.ListChunksResponse.SerializeToString,
+            ),
+            'UpdateChunk': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateChunk,
+                    request_deserializer=sluice_dot_v1_dot_document__service__pb2.UpdateChunkRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_document__service__pb2.DocumentChunk.SerializeToString,
+            ),
+            'DownloadDocument': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadDocument,
+                    request_deserializer=sluice_dot_v1_dot_document__service__pb2.DownloadDocumentRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_document__service__pb2.DownloadDocumentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -729,6 +795,87 @@ class DocumentService:
             '/sluice.v1.DocumentService/WatchCollection',
             sluice_dot_v1_dot_document__service__pb2.WatchCollectionRequest.SerializeToString,
             sluice_dot_v1_dot_document__service__pb2.CollectionEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListChunks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.DocumentService/ListChunks',
+            sluice_dot_v1_dot_document__service__pb2.ListChunksRequest.SerializeToString,
+            sluice_dot_v1_dot_document__service__pb2.ListChunksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateChunk(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.DocumentService/UpdateChunk',
+            sluice_dot_v1_dot_document__service__pb2.UpdateChunkRequest.SerializeToString,
+            sluice_dot_v1_dot_document__service__pb2.DocumentChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DownloadDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sluice.v1.DocumentService/DownloadDocument',
+            sluice_dot_v1_dot_document__service__pb2.DownloadDocumentRequest.SerializeToString,
+            sluice_dot_v1_dot_document__service__pb2.DownloadDocumentResponse.FromString,
             options,
             channel_credentials,
             insecure,

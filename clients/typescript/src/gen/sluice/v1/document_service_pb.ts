@@ -8,7 +8,7 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Collection, CollectionSchema, EmbedderConfig, VectorPrecision } from "./collection_pb.js";
 import { file_sluice_v1_collection } from "./collection_pb.js";
-import type { Document, DocumentEventSchema, DocumentSchema, DocumentStatus, MetadataValue } from "./document_pb.js";
+import type { BoundingBox, Document, DocumentEventSchema, DocumentSchema, DocumentStatus, MetadataValue } from "./document_pb.js";
 import { file_sluice_v1_document } from "./document_pb.js";
 import type { SourceRun } from "./source_service_pb.js";
 import { file_sluice_v1_source_service } from "./source_service_pb.js";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/v1/document_service.proto.
  */
 export const file_sluice_v1_document_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBzbHVpY2UvdjEvZG9jdW1lbnRfc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIkQKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EikKCmNvbGxlY3Rpb24YASABKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIkChRHZXRDb2xsZWN0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXgoXTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USKgoLY29sbGVjdGlvbnMYASADKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoXRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCLKAQoYUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSKwoIZW1iZWRkZXIYAiABKAsyGS5zbHVpY2UudjEuRW1iZWRkZXJDb25maWcSKgoMZXZhbF9xdWVyaWVzGAMgAygLMhQuc2x1aWNlLnYxLkV2YWxRdWVyeRIRCgltaW5fcmF0aW8YBCABKAISNAoQdmVjdG9yX3ByZWNpc2lvbhgFIAEoDjIaLnNsdWljZS52MS5WZWN0b3JQcmVjaXNpb24iOAoJRXZhbFF1ZXJ5Eg0KBXF1ZXJ5GAEgASgJEhAKCHJlbGV2YW50GAIgAygJEgoKAmlkGAMgASgJIiQKFENhbmNlbFJlaW5kZXhSZXF1ZXN0EgwKBG5hbWUYASABKAkiNQoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAEgASgDIsEDChZVcGxvYWREb2N1bWVudE1ldGFkYXRhEhIKCmNvbGxlY3Rpb24YASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEkEKCG1ldGFkYXRhGAQgAygLMi8uc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuTWV0YWRhdGFFbnRyeRISCgpyZXF1ZXN0X2lkGAUgASgJEhsKE2V4cGVjdGVkX3NpemVfYnl0ZXMYBiABKAMSFwoPZXhwZWN0ZWRfc2hhMjU2GAcgASgJEkwKDnR5cGVkX21ldGFkYXRhGAggAygLMjQuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuVHlwZWRNZXRhZGF0YUVudHJ5EhIKCnNvdXJjZV91cmkYCSABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGk4KElR5cGVkTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5zbHVpY2UudjEuTWV0YWRhdGFWYWx1ZToCOAEiOwoVVXBsb2FkRG9jdW1lbnRUcmFpbGVyEhIKCnNpemVfYnl0ZXMYASABKAMSDgoGc2hhMjU2GAIgASgJIp4BChVVcGxvYWREb2N1bWVudFJlcXVlc3QSNQoIbWV0YWRhdGEYASABKAsyIS5zbHVpY2UudjEuVXBsb2FkRG9jdW1lbnRNZXRhZGF0YUgAEg4KBGRhdGEYAiABKAxIABIzCgd0cmFpbGVyGAMgASgLMiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50VHJhaWxlckgAQgkKB3BheWxvYWQiSAoSR2V0RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNvbGxlY3Rpb24YAiABKAkSEgoKc291cmNlX3VyaRgDIAEoCSKQAQoUTGlzdERvY3VtZW50c1JlcXVlc3QSEgoKY29sbGVjdGlvbhgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5zbHVpY2UudjEuRG9jdW1lbnRTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEgoKc291cmNlX3VyaRgFIAEoCSJYChVMaXN0RG9jdW1lbnRzUmVzcG9uc2USJgoJZG9jdW1lbnRzGAEgAygLMhMuc2x1aWNlLnYxLkRvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJLChVEZWxldGVEb2N1bWVudFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY29sbGVjdGlvbhgCIAEoCRISCgpzb3VyY2VfdXJpGAMgASgJIlIKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USHQoVY2FuY2VsbGVkX3J1bm5pbmdfam9iGAEgASgIEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAIgASgFIiIKFFJldHJ5RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIiYKGFJlcHJvY2Vzc0RvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIiChRXYXRjaERvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSLSAQoWV2F0Y2hDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEhQKDGFmdGVyX2N1cnNvchgCIAEoCRIZChFzdGFydF9mcm9tX29sZGVzdBgDIAEoCBIrCghzdGF0dXNlcxgEIAMoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIVCg10ZXJtaW5hbF9vbmx5GAUgASgIEi8KC3NvdXJjZV9ydW5zGAYgASgOMhouc2x1aWNlLnYxLlNvdXJjZVJ1bkV2ZW50cyJgCg5Tb3VyY2VSdW5FdmVudBIOCgZzb3VyY2UYASABKAkSGwoTc291cmNlX2Rpc3BsYXlfbmFtZRgCIAEoCRIhCgNydW4YAyABKAsyFC5zbHVpY2UudjEuU291cmNlUnVuIugBCg9Db2xsZWN0aW9uRXZlbnQSDgoGY3Vyc29yGAEgASgJEhAKCGV2ZW50X2lkGAIgASgDEiwKBHR5cGUYAyABKA4yHi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50VHlwZRIlCghkb2N1bWVudBgEIAEoCzITLnNsdWljZS52MS5Eb2N1bWVudBIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoKc291cmNlX3J1bhgGIAEoCzIZLnNsdWljZS52MS5Tb3VyY2VSdW5FdmVudCpwCg9Tb3VyY2VSdW5FdmVudHMSIQodU09VUkNFX1JVTl9FVkVOVFNfVU5TUEVDSUZJRUQQABIeChpTT1VSQ0VfUlVOX0VWRU5UU19JTkNMVURFRBABEhoKFlNPVVJDRV9SVU5fRVZFTlRTX09OTFkQAiqzAgoTQ29sbGVjdGlvbkV2ZW50VHlwZRIlCiFDT0xMRUNUSU9OX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIhCh1DT0xMRUNUSU9OX0VWRU5UX1RZUEVfQ0hBTkdFRBABEiEKHUNPTExFQ1RJT05fRVZFTlRfVFlQRV9ERUxFVEVEEAISIwofQ09MTEVDVElPTl9FVkVOVF9UWVBFX0hFQVJUQkVBVBADEiwKKENPTExFQ1RJT05fRVZFTlRfVFlQRV9TT1VSQ0VfUlVOX1NUQVJURUQQBBItCilDT0xMRUNUSU9OX0VWRU5UX1RZUEVfU09VUkNFX1JVTl9QUk9HUkVTUxAFEi0KKUNPTExFQ1RJT05fRVZFTlRfVFlQRV9TT1VSQ0VfUlVOX0ZJTklTSEVEEAYy/wgKD0RvY3VtZW50U2VydmljZRJNChBDcmVhdGVDb2xsZWN0aW9uEiIuc2x1aWNlLnYxLkNyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24STAoNR2V0Q29sbGVjdGlvbhIfLnNsdWljZS52MS5HZXRDb2xsZWN0aW9uUmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uIgOQAgESXQoPTGlzdENvbGxlY3Rpb25zEiEuc2x1aWNlLnYxLkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QaIi5zbHVpY2UudjEuTGlzdENvbGxlY3Rpb25zUmVzcG9uc2UiA5ACARJbChBEZWxldGVDb2xsZWN0aW9uEiIuc2x1aWNlLnYxLkRlbGV0ZUNvbGxlY3Rpb25SZXF1ZXN0GiMuc2x1aWNlLnYxLkRlbGV0ZUNvbGxlY3Rpb25SZXNwb25zZRJPChFSZWluZGV4Q29sbGVjdGlvbhIjLnNsdWljZS52MS5SZWluZGV4Q29sbGVjdGlvblJlcXVlc3QaFS5zbHVpY2UudjEuQ29sbGVjdGlvbhJHCg1DYW5jZWxSZWluZGV4Eh8uc2x1aWNlLnYxLkNhbmNlbFJlaW5kZXhSZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24SSQoOVXBsb2FkRG9jdW1lbnQSIC5zbHVpY2UudjEuVXBsb2FkRG9jdW1lbnRSZXF1ZXN0GhMuc2x1aWNlLnYxLkRvY3VtZW50KAESRgoLR2V0RG9jdW1lbnQSHS5zbHVpY2UudjEuR2V0RG9jdW1lbnRSZXF1ZXN0GhMuc2x1aWNlLnYxLkRvY3VtZW50IgOQAgESVwoNTGlzdERvY3VtZW50cxIfLnNsdWljZS52MS5MaXN0RG9jdW1lbnRzUmVxdWVzdBogLnNsdWljZS52MS5MaXN0RG9jdW1lbnRzUmVzcG9uc2UiA5ACARJVCg5EZWxldGVEb2N1bWVudBIgLnNsdWljZS52MS5EZWxldGVEb2N1bWVudFJlcXVlc3QaIS5zbHVpY2UudjEuRGVsZXRlRG9jdW1lbnRSZXNwb25zZRJFCg1SZXRyeURvY3VtZW50Eh8uc2x1aWNlLnYxLlJldHJ5RG9jdW1lbnRSZXF1ZXN0GhMuc2x1aWNlLnYxLkRvY3VtZW50Ek0KEVJlcHJvY2Vzc0RvY3VtZW50EiMuc2x1aWNlLnYxLlJlcHJvY2Vzc0RvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudBJMCg1XYXRjaERvY3VtZW50Eh8uc2x1aWNlLnYxLldhdGNoRG9jdW1lbnRSZXF1ZXN0Ghguc2x1aWNlLnYxLkRvY3VtZW50RXZlbnQwARJSCg9XYXRjaENvbGxlY3Rpb24SIS5zbHVpY2UudjEuV2F0Y2hDb2xsZWN0aW9uUmVxdWVzdBoaLnNsdWljZS52MS5Db2xsZWN0aW9uRXZlbnQwAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_sluice_v1_collection, file_sluice_v1_document, file_sluice_v1_source_service]);
+  fileDesc("CiBzbHVpY2UvdjEvZG9jdW1lbnRfc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIkQKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EikKCmNvbGxlY3Rpb24YASABKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIkChRHZXRDb2xsZWN0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXgoXTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USKgoLY29sbGVjdGlvbnMYASADKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoXRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCLKAQoYUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSKwoIZW1iZWRkZXIYAiABKAsyGS5zbHVpY2UudjEuRW1iZWRkZXJDb25maWcSKgoMZXZhbF9xdWVyaWVzGAMgAygLMhQuc2x1aWNlLnYxLkV2YWxRdWVyeRIRCgltaW5fcmF0aW8YBCABKAISNAoQdmVjdG9yX3ByZWNpc2lvbhgFIAEoDjIaLnNsdWljZS52MS5WZWN0b3JQcmVjaXNpb24iOAoJRXZhbFF1ZXJ5Eg0KBXF1ZXJ5GAEgASgJEhAKCHJlbGV2YW50GAIgAygJEgoKAmlkGAMgASgJIiQKFENhbmNlbFJlaW5kZXhSZXF1ZXN0EgwKBG5hbWUYASABKAkiNQoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAEgASgDIsEDChZVcGxvYWREb2N1bWVudE1ldGFkYXRhEhIKCmNvbGxlY3Rpb24YASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEkEKCG1ldGFkYXRhGAQgAygLMi8uc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuTWV0YWRhdGFFbnRyeRISCgpyZXF1ZXN0X2lkGAUgASgJEhsKE2V4cGVjdGVkX3NpemVfYnl0ZXMYBiABKAMSFwoPZXhwZWN0ZWRfc2hhMjU2GAcgASgJEkwKDnR5cGVkX21ldGFkYXRhGAggAygLMjQuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuVHlwZWRNZXRhZGF0YUVudHJ5EhIKCnNvdXJjZV91cmkYCSABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGk4KElR5cGVkTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5zbHVpY2UudjEuTWV0YWRhdGFWYWx1ZToCOAEiOwoVVXBsb2FkRG9jdW1lbnRUcmFpbGVyEhIKCnNpemVfYnl0ZXMYASABKAMSDgoGc2hhMjU2GAIgASgJIp4BChVVcGxvYWREb2N1bWVudFJlcXVlc3QSNQoIbWV0YWRhdGEYASABKAsyIS5zbHVpY2UudjEuVXBsb2FkRG9jdW1lbnRNZXRhZGF0YUgAEg4KBGRhdGEYAiABKAxIABIzCgd0cmFpbGVyGAMgASgLMiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50VHJhaWxlckgAQgkKB3BheWxvYWQiSAoSR2V0RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNvbGxlY3Rpb24YAiABKAkSEgoKc291cmNlX3VyaRgDIAEoCSKQAQoUTGlzdERvY3VtZW50c1JlcXVlc3QSEgoKY29sbGVjdGlvbhgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5zbHVpY2UudjEuRG9jdW1lbnRTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEgoKc291cmNlX3VyaRgFIAEoCSJYChVMaXN0RG9jdW1lbnRzUmVzcG9uc2USJgoJZG9jdW1lbnRzGAEgAygLMhMuc2x1aWNlLnYxLkRvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJLChVEZWxldGVEb2N1bWVudFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY29sbGVjdGlvbhgCIAEoCRISCgpzb3VyY2VfdXJpGAMgASgJIlIKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USHQoVY2FuY2VsbGVkX3J1bm5pbmdfam9iGAEgASgIEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAIgASgFIiIKFFJldHJ5RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIiYKGFJlcHJvY2Vzc0RvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIiChRXYXRjaERvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSLSAQoWV2F0Y2hDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEhQKDGFmdGVyX2N1cnNvchgCIAEoCRIZChFzdGFydF9mcm9tX29sZGVzdBgDIAEoCBIrCghzdGF0dXNlcxgEIAMoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIVCg10ZXJtaW5hbF9vbmx5GAUgASgIEi8KC3NvdXJjZV9ydW5zGAYgASgOMhouc2x1aWNlLnYxLlNvdXJjZVJ1bkV2ZW50cyJgCg5Tb3VyY2VSdW5FdmVudBIOCgZzb3VyY2UYASABKAkSGwoTc291cmNlX2Rpc3BsYXlfbmFtZRgCIAEoCRIhCgNydW4YAyABKAsyFC5zbHVpY2UudjEuU291cmNlUnVuIugBCg9Db2xsZWN0aW9uRXZlbnQSDgoGY3Vyc29yGAEgASgJEhAKCGV2ZW50X2lkGAIgASgDEiwKBHR5cGUYAyABKA4yHi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50VHlwZRIlCghkb2N1bWVudBgEIAEoCzITLnNsdWljZS52MS5Eb2N1bWVudBIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoKc291cmNlX3J1bhgGIAEoCzIZLnNsdWljZS52MS5Tb3VyY2VSdW5FdmVudCJjChFMaXN0Q2h1bmtzUmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRISCgpnZW5lcmF0aW9uGAQgASgFIn8KEkxpc3RDaHVua3NSZXNwb25zZRIoCgZjaHVua3MYASADKAsyGC5zbHVpY2UudjEuRG9jdW1lbnRDaHVuaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKdG90YWxfc2l6ZRgDIAEoBRISCgpnZW5lcmF0aW9uGAQgASgFInIKElVwZGF0ZUNodW5rUmVxdWVzdBIQCghjaHVua19pZBgBIAEoCRIUCgdlbmFibGVkGAIgASgISACIAQESEQoEdGV4dBgDIAEoCUgBiAEBEgwKBGV0YWcYBCABKAlCCgoIX2VuYWJsZWRCBwoFX3RleHQizwMKDURvY3VtZW50Q2h1bmsSCgoCaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkSEwoLY2h1bmtfaW5kZXgYAyABKAUSDAoEdGV4dBgEIAEoCRITCgtwYWdlX251bWJlchgFIAEoBRIUCgxlbGVtZW50X3R5cGUYBiABKAkSFQoNZWxlbWVudF90eXBlcxgHIAMoCRIVCg1zZWN0aW9uX3RpdGxlGAggASgJEhQKDHRleHRfYXNfaHRtbBgJIAEoCRIlCgVib3hlcxgKIAMoCzIWLnNsdWljZS52MS5Cb3VuZGluZ0JveBITCgt0b2tlbl9jb3VudBgLIAEoBRIXCg9jaGFyYWN0ZXJfY291bnQYDCABKAUSEgoKZ2VuZXJhdGlvbhgNIAEoBRIPCgdlbmFibGVkGA4gASgIEg4KBmVkaXRlZBgPIAEoCBIVCg1vcmlnaW5hbF90ZXh0GBAgASgJEhMKC3RleHRfc291cmNlGBEgASgJEhYKDm9jcl9jb25maWRlbmNlGBIgASgCEi8KC3VwZGF0ZV90aW1lGBMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRldGFnGBQgASgJIiUKF0Rvd25sb2FkRG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJImkKFkRvd25sb2FkRG9jdW1lbnRIZWFkZXISEAoIZmlsZW5hbWUYASABKAkSEQoJbWltZV90eXBlGAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAMSFgoOY29udGVudF9zaGEyNTYYBCABKAkiagoYRG93bmxvYWREb2N1bWVudFJlc3BvbnNlEjMKBmhlYWRlchgBIAEoCzIhLnNsdWljZS52MS5Eb3dubG9hZERvY3VtZW50SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgkKB3BheWxvYWQqcAoPU291cmNlUnVuRXZlbnRzEiEKHVNPVVJDRV9SVU5fRVZFTlRTX1VOU1BFQ0lGSUVEEAASHgoaU09VUkNFX1JVTl9FVkVOVFNfSU5DTFVERUQQARIaChZTT1VSQ0VfUlVOX0VWRU5UU19PTkxZEAIqswIKE0NvbGxlY3Rpb25FdmVudFR5cGUSJQohQ09MTEVDVElPTl9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodQ09MTEVDVElPTl9FVkVOVF9UWVBFX0NIQU5HRUQQARIhCh1DT0xMRUNUSU9OX0VWRU5UX1RZUEVfREVMRVRFRBACEiMKH0NPTExFQ1RJT05fRVZFTlRfVFlQRV9IRUFSVEJFQVQQAxIsCihDT0xMRUNUSU9OX0VWRU5UX1RZUEVfU09VUkNFX1JVTl9TVEFSVEVEEAQSLQopQ09MTEVDVElPTl9FVkVOVF9UWVBFX1NPVVJDRV9SVU5fUFJPR1JFU1MQBRItCilDT0xMRUNUSU9OX0VWRU5UX1RZUEVfU09VUkNFX1JVTl9GSU5JU0hFRBAGMvYKCg9Eb2N1bWVudFNlcnZpY2USTQoQQ3JlYXRlQ29sbGVjdGlvbhIiLnNsdWljZS52MS5DcmVhdGVDb2xsZWN0aW9uUmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uEkwKDUdldENvbGxlY3Rpb24SHy5zbHVpY2UudjEuR2V0Q29sbGVjdGlvblJlcXVlc3QaFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIDkAIBEl0KD0xpc3RDb2xsZWN0aW9ucxIhLnNsdWljZS52MS5MaXN0Q29sbGVjdGlvbnNSZXF1ZXN0GiIuc2x1aWNlLnYxLkxpc3RDb2xsZWN0aW9uc1Jlc3BvbnNlIgOQAgESWwoQRGVsZXRlQ29sbGVjdGlvbhIiLnNsdWljZS52MS5EZWxldGVDb2xsZWN0aW9uUmVxdWVzdBojLnNsdWljZS52MS5EZWxldGVDb2xsZWN0aW9uUmVzcG9uc2USTwoRUmVpbmRleENvbGxlY3Rpb24SIy5zbHVpY2UudjEuUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24SRwoNQ2FuY2VsUmVpbmRleBIfLnNsdWljZS52MS5DYW5jZWxSZWluZGV4UmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uEkkKDlVwbG9hZERvY3VtZW50EiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudCgBEkYKC0dldERvY3VtZW50Eh0uc2x1aWNlLnYxLkdldERvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudCIDkAIBElcKDUxpc3REb2N1bWVudHMSHy5zbHVpY2UudjEuTGlzdERvY3VtZW50c1JlcXVlc3QaIC5zbHVpY2UudjEuTGlzdERvY3VtZW50c1Jlc3BvbnNlIgOQAgESVQoORGVsZXRlRG9jdW1lbnQSIC5zbHVpY2UudjEuRGVsZXRlRG9jdW1lbnRSZXF1ZXN0GiEuc2x1aWNlLnYxLkRlbGV0ZURvY3VtZW50UmVzcG9uc2USRQoNUmV0cnlEb2N1bWVudBIfLnNsdWljZS52MS5SZXRyeURvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudBJNChFSZXByb2Nlc3NEb2N1bWVudBIjLnNsdWljZS52MS5SZXByb2Nlc3NEb2N1bWVudFJlcXVlc3QaEy5zbHVpY2UudjEuRG9jdW1lbnQSTAoNV2F0Y2hEb2N1bWVudBIfLnNsdWljZS52MS5XYXRjaERvY3VtZW50UmVxdWVzdBoYLnNsdWljZS52MS5Eb2N1bWVudEV2ZW50MAESUgoPV2F0Y2hDb2xsZWN0aW9uEiEuc2x1aWNlLnYxLldhdGNoQ29sbGVjdGlvblJlcXVlc3QaGi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50MAESTgoKTGlzdENodW5rcxIcLnNsdWljZS52MS5MaXN0Q2h1bmtzUmVxdWVzdBodLnNsdWljZS52MS5MaXN0Q2h1bmtzUmVzcG9uc2UiA5ACARJGCgtVcGRhdGVDaHVuaxIdLnNsdWljZS52MS5VcGRhdGVDaHVua1JlcXVlc3QaGC5zbHVpY2UudjEuRG9jdW1lbnRDaHVuaxJdChBEb3dubG9hZERvY3VtZW50EiIuc2x1aWNlLnYxLkRvd25sb2FkRG9jdW1lbnRSZXF1ZXN0GiMuc2x1aWNlLnYxLkRvd25sb2FkRG9jdW1lbnRSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_timestamp, file_sluice_v1_collection, file_sluice_v1_document, file_sluice_v1_source_service]);
 
 /**
  * CreateCollectionRequest carries the collection to create.
@@ -838,6 +838,391 @@ export const CollectionEventSchema: GenMessage<CollectionEvent> = /*@__PURE__*/
   messageDesc(file_sluice_v1_document_service, 22);
 
 /**
+ * ListChunksRequest asks for one page of a document's chunks.
+ *
+ * @generated from message sluice.v1.ListChunksRequest
+ */
+export type ListChunksRequest = Message<"sluice.v1.ListChunksRequest"> & {
+  /**
+   * The document's id (or resource name).
+   *
+   * @generated from field: string document_id = 1;
+   */
+  documentId: string;
+
+  /**
+   * The maximum number of chunks to return, 1 to 1000; zero means 100.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The next_page_token of a previous response for the same document, or empty.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+
+  /**
+   * The index generation to list (a CollectionGeneration.number, for example the BUILDING one
+   * during a reindex); zero means the ACTIVE generation. NOT_FOUND when the collection has no
+   * such generation.
+   *
+   * @generated from field: int32 generation = 4;
+   */
+  generation: number;
+};
+
+/**
+ * Describes the message sluice.v1.ListChunksRequest.
+ * Use `create(ListChunksRequestSchema)` to create a new message.
+ */
+export const ListChunksRequestSchema: GenMessage<ListChunksRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 23);
+
+/**
+ * ListChunksResponse is one page of chunks.
+ *
+ * @generated from message sluice.v1.ListChunksResponse
+ */
+export type ListChunksResponse = Message<"sluice.v1.ListChunksResponse"> & {
+  /**
+   * The chunks of this page, in chunk_index order.
+   *
+   * @generated from field: repeated sluice.v1.DocumentChunk chunks = 1;
+   */
+  chunks: DocumentChunk[];
+
+  /**
+   * The token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+
+  /**
+   * The number of chunks the document holds in this generation (enabled or not).
+   *
+   * @generated from field: int32 total_size = 3;
+   */
+  totalSize: number;
+
+  /**
+   * The generation listed.
+   *
+   * @generated from field: int32 generation = 4;
+   */
+  generation: number;
+};
+
+/**
+ * Describes the message sluice.v1.ListChunksResponse.
+ * Use `create(ListChunksResponseSchema)` to create a new message.
+ */
+export const ListChunksResponseSchema: GenMessage<ListChunksResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 24);
+
+/**
+ * UpdateChunkRequest changes one chunk. At least one of `enabled` and `text` must be set.
+ *
+ * @generated from message sluice.v1.UpdateChunkRequest
+ */
+export type UpdateChunkRequest = Message<"sluice.v1.UpdateChunkRequest"> & {
+  /**
+   * The chunk's id (DocumentChunk.id or SearchHit.chunk_id).
+   *
+   * @generated from field: string chunk_id = 1;
+   */
+  chunkId: string;
+
+  /**
+   * Disable (false) or enable (true) the chunk; unset leaves it as it is.
+   *
+   * @generated from field: optional bool enabled = 2;
+   */
+  enabled?: boolean | undefined;
+
+  /**
+   * The chunk's new text, 1 to 100,000 characters; unset leaves the text as it is.
+   *
+   * @generated from field: optional string text = 3;
+   */
+  text?: string | undefined;
+
+  /**
+   * The DocumentChunk.etag the caller read; when given and the chunk changed since, the update
+   * is refused with ABORTED (CHUNK_CHANGED). Empty: no check.
+   *
+   * @generated from field: string etag = 4;
+   */
+  etag: string;
+};
+
+/**
+ * Describes the message sluice.v1.UpdateChunkRequest.
+ * Use `create(UpdateChunkRequestSchema)` to create a new message.
+ */
+export const UpdateChunkRequestSchema: GenMessage<UpdateChunkRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 25);
+
+/**
+ * DocumentChunk is one chunk of a document as an index generation holds it.
+ *
+ * @generated from message sluice.v1.DocumentChunk
+ */
+export type DocumentChunk = Message<"sluice.v1.DocumentChunk"> & {
+  /**
+   * The chunk's id, as SearchHit.chunk_id names it; it stays the same across UpdateChunk, and a
+   * reprocess or a reindex writes new chunks with new ids.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The id of the chunk's document.
+   *
+   * @generated from field: string document_id = 2;
+   */
+  documentId: string;
+
+  /**
+   * The chunk's position in the document, from 0.
+   *
+   * @generated from field: int32 chunk_index = 3;
+   */
+  chunkIndex: number;
+
+  /**
+   * The chunk's text (the edited text when it was edited).
+   *
+   * @generated from field: string text = 4;
+   */
+  text: string;
+
+  /**
+   * The page the chunk starts on; zero when the format has no pages.
+   *
+   * @generated from field: int32 page_number = 5;
+   */
+  pageNumber: number;
+
+  /**
+   * The type of the chunk's main element, for example "NarrativeText" or "Table".
+   *
+   * @generated from field: string element_type = 6;
+   */
+  elementType: string;
+
+  /**
+   * The types of the chunk's elements, in order of first appearance, when the parser recorded
+   * them; empty for chunks indexed before they were kept.
+   *
+   * @generated from field: repeated string element_types = 7;
+   */
+  elementTypes: string[];
+
+  /**
+   * The title of the section the chunk belongs to, when known.
+   *
+   * @generated from field: string section_title = 8;
+   */
+  sectionTitle: string;
+
+  /**
+   * The chunk's HTML rendering, for tables; empty otherwise.
+   *
+   * @generated from field: string text_as_html = 9;
+   */
+  textAsHtml: string;
+
+  /**
+   * Where the chunk's elements lie on their pages (PDF and images), one box per element.
+   *
+   * @generated from field: repeated sluice.v1.BoundingBox boxes = 10;
+   */
+  boxes: BoundingBox[];
+
+  /**
+   * The number of tokens the keyword index counts in the text (words; a Chinese word is one).
+   *
+   * @generated from field: int32 token_count = 11;
+   */
+  tokenCount: number;
+
+  /**
+   * The number of characters of the text, in Unicode code points.
+   *
+   * @generated from field: int32 character_count = 12;
+   */
+  characterCount: number;
+
+  /**
+   * The index generation that holds this chunk.
+   *
+   * @generated from field: int32 generation = 13;
+   */
+  generation: number;
+
+  /**
+   * Whether search may return the chunk (UpdateChunk disables and enables it).
+   *
+   * @generated from field: bool enabled = 14;
+   */
+  enabled: boolean;
+
+  /**
+   * Whether the text was edited with UpdateChunk (then `original_text` holds the parser's).
+   *
+   * @generated from field: bool edited = 15;
+   */
+  edited: boolean;
+
+  /**
+   * The text the parser produced, when the chunk was edited; empty otherwise.
+   *
+   * @generated from field: string original_text = 16;
+   */
+  originalText: string;
+
+  /**
+   * How the chunk's text was obtained: "text_layer", "ocr" or "mixed".
+   *
+   * @generated from field: string text_source = 17;
+   */
+  textSource: string;
+
+  /**
+   * For text read by OCR, the recognizer's mean confidence (0 to 1); zero otherwise.
+   *
+   * @generated from field: float ocr_confidence = 18;
+   */
+  ocrConfidence: number;
+
+  /**
+   * When the chunk was written or last changed.
+   *
+   * @generated from field: google.protobuf.Timestamp update_time = 19;
+   */
+  updateTime?: Timestamp | undefined;
+
+  /**
+   * Changes whenever the chunk changes; pass it to UpdateChunk to refuse a lost update.
+   *
+   * @generated from field: string etag = 20;
+   */
+  etag: string;
+};
+
+/**
+ * Describes the message sluice.v1.DocumentChunk.
+ * Use `create(DocumentChunkSchema)` to create a new message.
+ */
+export const DocumentChunkSchema: GenMessage<DocumentChunk> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 26);
+
+/**
+ * DownloadDocumentRequest names the document whose original bytes to send.
+ *
+ * @generated from message sluice.v1.DownloadDocumentRequest
+ */
+export type DownloadDocumentRequest = Message<"sluice.v1.DownloadDocumentRequest"> & {
+  /**
+   * The document's id (or resource name).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message sluice.v1.DownloadDocumentRequest.
+ * Use `create(DownloadDocumentRequestSchema)` to create a new message.
+ */
+export const DownloadDocumentRequestSchema: GenMessage<DownloadDocumentRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 27);
+
+/**
+ * DownloadDocumentHeader is the first message of a download: what the bytes are.
+ *
+ * @generated from message sluice.v1.DownloadDocumentHeader
+ */
+export type DownloadDocumentHeader = Message<"sluice.v1.DownloadDocumentHeader"> & {
+  /**
+   * The document's file name.
+   *
+   * @generated from field: string filename = 1;
+   */
+  filename: string;
+
+  /**
+   * The media type stored with the document.
+   *
+   * @generated from field: string mime_type = 2;
+   */
+  mimeType: string;
+
+  /**
+   * The number of bytes that follow.
+   *
+   * @generated from field: int64 size_bytes = 3;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * The SHA-256 of the bytes, lowercase hex (Document.content_sha256): check it.
+   *
+   * @generated from field: string content_sha256 = 4;
+   */
+  contentSha256: string;
+};
+
+/**
+ * Describes the message sluice.v1.DownloadDocumentHeader.
+ * Use `create(DownloadDocumentHeaderSchema)` to create a new message.
+ */
+export const DownloadDocumentHeaderSchema: GenMessage<DownloadDocumentHeader> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 28);
+
+/**
+ * DownloadDocumentResponse is one message of a download stream.
+ *
+ * @generated from message sluice.v1.DownloadDocumentResponse
+ */
+export type DownloadDocumentResponse = Message<"sluice.v1.DownloadDocumentResponse"> & {
+  /**
+   * The header (first message) or the next bytes (every later message).
+   *
+   * @generated from oneof sluice.v1.DownloadDocumentResponse.payload
+   */
+  payload: {
+    /**
+     * What the bytes are; only in the first message.
+     *
+     * @generated from field: sluice.v1.DownloadDocumentHeader header = 1;
+     */
+    value: DownloadDocumentHeader;
+    case: "header";
+  } | {
+    /**
+     * The next bytes of the file.
+     *
+     * @generated from field: bytes data = 2;
+     */
+    value: Uint8Array;
+    case: "data";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message sluice.v1.DownloadDocumentResponse.
+ * Use `create(DownloadDocumentResponseSchema)` to create a new message.
+ */
+export const DownloadDocumentResponseSchema: GenMessage<DownloadDocumentResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 29);
+
+/**
  * SourceRunEvents says whether a WatchCollection stream carries sync-run events.
  *
  * @generated from enum sluice.v1.SourceRunEvents
@@ -1137,6 +1522,51 @@ export const DocumentService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchCollectionRequestSchema;
     output: typeof CollectionEventSchema;
+  },
+  /**
+   * ListChunks lists a document's chunks in chunk_index order, a page at a time, as one index
+   * generation holds them (the ACTIVE one unless `generation` names another): text, page,
+   * element types, boxes, token count, and whether the chunk is enabled. A document that is not
+   * READY has no chunks (an empty page). NOT_FOUND for a document that does not exist or that
+   * the caller may not read (another tenant's answers the same).
+   *
+   * @generated from rpc sluice.v1.DocumentService.ListChunks
+   */
+  listChunks: {
+    methodKind: "unary";
+    input: typeof ListChunksRequestSchema;
+    output: typeof ListChunksResponseSchema;
+  },
+  /**
+   * UpdateChunk disables, enables or edits one chunk of a READY document, in every generation
+   * that holds it (docs/chunks.md). A disabled chunk leaves search at the commit of this call and
+   * an enabled one rejoins it, with no re-embedding. New text replaces the chunk's text, its
+   * vector (embedded again with each generation's embedder, this chunk alone) and its keyword
+   * terms in one transaction; the rest of the document keeps serving throughout. NOT_FOUND for
+   * a chunk that does not exist or that the caller may not read; FAILED_PRECONDITION
+   * (DOCUMENT_NOT_READY) when its document left READY; ABORTED (CHUNK_CHANGED) when `etag` is
+   * given and the chunk changed since; INVALID_ARGUMENT for empty or over-long text or a request
+   * that changes nothing; UNAVAILABLE when the embedder could not be reached (nothing changed).
+   *
+   * @generated from rpc sluice.v1.DocumentService.UpdateChunk
+   */
+  updateChunk: {
+    methodKind: "unary";
+    input: typeof UpdateChunkRequestSchema;
+    output: typeof DocumentChunkSchema;
+  },
+  /**
+   * DownloadDocument streams a document's original bytes back: a header first (file name, the
+   * stored media type, size, SHA-256), then the bytes in order. NOT_FOUND for a document that
+   * does not exist or that the caller may not read. Over HTTP it is also a plain GET of
+   * /v1/documents/{id}/content (docs/http.md).
+   *
+   * @generated from rpc sluice.v1.DocumentService.DownloadDocument
+   */
+  downloadDocument: {
+    methodKind: "server_streaming";
+    input: typeof DownloadDocumentRequestSchema;
+    output: typeof DownloadDocumentResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sluice_v1_document_service, 0);

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/v1/search_service.proto.
  */
 export const file_sluice_v1_search_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5zbHVpY2UvdjEvc2VhcmNoX3NlcnZpY2UucHJvdG8SCXNsdWljZS52MSK1AgoMU2VhcmNoRmlsdGVyEjcKCG1ldGFkYXRhGAEgAygLMiUuc2x1aWNlLnYxLlNlYXJjaEZpbHRlci5NZXRhZGF0YUVudHJ5EhEKCWZpbGVuYW1lcxgCIAMoCRISCgptaW1lX3R5cGVzGAMgAygJEhQKDGRvY3VtZW50X2lkcxgEIAMoCRIoCgV3aGVyZRgFIAEoCzIZLnNsdWljZS52MS5NZXRhZGF0YUZpbHRlchIpCgtjcmVhdGVfdGltZRgGIAEoCzIULnNsdWljZS52MS5UaW1lUmFuZ2USKQoLdXBkYXRlX3RpbWUYByABKAsyFC5zbHVpY2UudjEuVGltZVJhbmdlGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKaAQoRTWV0YWRhdGFDb25kaXRpb24SCwoDa2V5GAEgASgJEiUKAm9wGAIgASgOMhkuc2x1aWNlLnYxLkZpbHRlck9wZXJhdG9yEicKBXZhbHVlGAMgASgLMhguc2x1aWNlLnYxLk1ldGFkYXRhVmFsdWUSKAoGdmFsdWVzGAQgAygLMhguc2x1aWNlLnYxLk1ldGFkYXRhVmFsdWUiQAoSTWV0YWRhdGFGaWx0ZXJMaXN0EioKB2ZpbHRlcnMYASADKAsyGS5zbHVpY2UudjEuTWV0YWRhdGFGaWx0ZXIirQEKDk1ldGFkYXRhRmlsdGVyEjEKCWNvbmRpdGlvbhgBIAEoCzIcLnNsdWljZS52MS5NZXRhZGF0YUNvbmRpdGlvbkgAEi8KBmFsbF9vZhgCIAEoCzIdLnNsdWljZS52MS5NZXRhZGF0YUZpbHRlckxpc3RIABIvCgZhbnlfb2YYAyABKAsyHS5zbHVpY2UudjEuTWV0YWRhdGFGaWx0ZXJMaXN0SABCBgoEbm9kZSJpCglUaW1lUmFuZ2USLgoKc3RhcnRfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIscCCg1TZWFyY2hSZXF1ZXN0EhIKCmNvbGxlY3Rpb24YASABKAkSDQoFcXVlcnkYAiABKAkSFAoMcXVlcnlfdmVjdG9yGAMgAygCEg0KBXRvcF9rGAQgASgFEiMKBG1vZGUYBSABKA4yFS5zbHVpY2UudjEuU2VhcmNoTW9kZRInCgZmaWx0ZXIYBiABKAsyFy5zbHVpY2UudjEuU2VhcmNoRmlsdGVyEhcKD25laWdoYm9yX2NodW5rcxgHIAEoBRIdChVtYXhfaGl0c19wZXJfZG9jdW1lbnQYCCABKAUSFgoJbWluX3Njb3JlGAkgASgBSACIAQESJwoGcmVyYW5rGAogASgLMhcuc2x1aWNlLnYxLlNlYXJjaFJlcmFuaxIZChFjb25zaXN0ZW5jeV90b2tlbhgLIAEoCUIMCgpfbWluX3Njb3JlInMKDFNlYXJjaFJlcmFuaxIQCghkaXNhYmxlZBgBIAEoCBIrCghyZXJhbmtlchgCIAEoCzIZLnNsdWljZS52MS5SZXJhbmtlckNvbmZpZxIWCgltaW5fc2NvcmUYAyABKAFIAIgBAUIMCgpfbWluX3Njb3JlIqwBCgpSZXJhbmtJbmZvEicKBnN0YXR1cxgBIAEoDjIXLnNsdWljZS52MS5SZXJhbmtTdGF0dXMSDwoHbWVzc2FnZRgCIAEoCRItCghwcm92aWRlchgDIAEoDjIbLnNsdWljZS52MS5SZXJhbmtlclByb3ZpZGVyEg0KBW1vZGVsGAQgASgJEhIKCmNhbmRpZGF0ZXMYBSABKAUSEgoKZWxhcHNlZF9tcxgGIAEoASInCglIaWdobGlnaHQSDQoFc3RhcnQYASABKAUSCwoDZW5kGAIgASgFIrQFCglTZWFyY2hIaXQSEAoIY2h1bmtfaWQYASABKAkSDAoEdGV4dBgCIAEoCRINCgVzY29yZRgDIAEoARITCgtkb2N1bWVudF9pZBgEIAEoCRIQCghmaWxlbmFtZRgFIAEoCRITCgtjaHVua19pbmRleBgGIAEoBRITCgtwYWdlX251bWJlchgHIAEoBRIUCgxlbGVtZW50X3R5cGUYCCABKAkSKAoKaGlnaGxpZ2h0cxgJIAMoCzIULnNsdWljZS52MS5IaWdobGlnaHQSNAoIbWV0YWRhdGEYCiADKAsyIi5zbHVpY2UudjEuU2VhcmNoSGl0Lk1ldGFkYXRhRW50cnkSFAoMdGV4dF9hc19odG1sGAsgASgJEhMKC3RleHRfc291cmNlGAwgASgJEhYKDm9jcl9jb25maWRlbmNlGA0gASgCEj8KDnR5cGVkX21ldGFkYXRhGA4gAygLMicuc2x1aWNlLnYxLlNlYXJjaEhpdC5UeXBlZE1ldGFkYXRhRW50cnkSDwoHY29udGV4dBgPIAEoCRIhChljb250ZXh0X2ZpcnN0X2NodW5rX2luZGV4GBAgASgFEiAKGGNvbnRleHRfbGFzdF9jaHVua19pbmRleBgRIAEoBRIlCgVib3hlcxgSIAMoCzIWLnNsdWljZS52MS5Cb3VuZGluZ0JveBIZChFmaXJzdF9zdGFnZV9zY29yZRgTIAEoARIUCgxyZXJhbmtfc2NvcmUYFCABKAEaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGk4KElR5cGVkTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5zbHVpY2UudjEuTWV0YWRhdGFWYWx1ZToCOAEirAEKDlNlYXJjaFJlc3BvbnNlEiIKBGhpdHMYASADKAsyFC5zbHVpY2UudjEuU2VhcmNoSGl0EiMKBG1vZGUYAiABKA4yFS5zbHVpY2UudjEuU2VhcmNoTW9kZRISCgpnZW5lcmF0aW9uGAMgASgFEhYKDmVtYmVkZGVyX21vZGVsGAQgASgJEiUKBnJlcmFuaxgFIAEoCzIVLnNsdWljZS52MS5SZXJhbmtJbmZvKnIKClNlYXJjaE1vZGUSGwoXU0VBUkNIX01PREVfVU5TUEVDSUZJRUQQABIWChJTRUFSQ0hfTU9ERV9WRUNUT1IQARIXChNTRUFSQ0hfTU9ERV9LRVlXT1JEEAISFgoSU0VBUkNIX01PREVfSFlCUklEEAMqswIKDkZpbHRlck9wZXJhdG9yEh8KG0ZJTFRFUl9PUEVSQVRPUl9VTlNQRUNJRklFRBAAEhYKEkZJTFRFUl9PUEVSQVRPUl9FURABEhYKEkZJTFRFUl9PUEVSQVRPUl9ORRACEhYKEkZJTFRFUl9PUEVSQVRPUl9JThADEhoKFkZJTFRFUl9PUEVSQVRPUl9OT1RfSU4QBBIWChJGSUxURVJfT1BFUkFUT1JfR1QQBRIXChNGSUxURVJfT1BFUkFUT1JfR1RFEAYSFgoSRklMVEVSX09QRVJBVE9SX0xUEAcSFwoTRklMVEVSX09QRVJBVE9SX0xURRAIEhoKFkZJTFRFUl9PUEVSQVRPUl9FWElTVFMQCRIeChpGSUxURVJfT1BFUkFUT1JfTk9UX0VYSVNUUxAKKpoBCgxSZXJhbmtTdGF0dXMSHQoZUkVSQU5LX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFVJFUkFOS19TVEFUVVNfQVBQTElFRBABEhgKFFJFUkFOS19TVEFUVVNfRkFJTEVEEAISGwoXUkVSQU5LX1NUQVRVU19USU1FRF9PVVQQAxIZChVSRVJBTktfU1RBVFVTX1NLSVBQRUQQBDJTCg1TZWFyY2hTZXJ2aWNlEkIKBlNlYXJjaBIYLnNsdWljZS52MS5TZWFyY2hSZXF1ZXN0Ghkuc2x1aWNlLnYxLlNlYXJjaFJlc3BvbnNlIgOQAgFiBnByb3RvMw", [file_google_protobuf_timestamp, file_sluice_v1_collection, file_sluice_v1_document]);
+  fileDesc("Ch5zbHVpY2UvdjEvc2VhcmNoX3NlcnZpY2UucHJvdG8SCXNsdWljZS52MSK1AgoMU2VhcmNoRmlsdGVyEjcKCG1ldGFkYXRhGAEgAygLMiUuc2x1aWNlLnYxLlNlYXJjaEZpbHRlci5NZXRhZGF0YUVudHJ5EhEKCWZpbGVuYW1lcxgCIAMoCRISCgptaW1lX3R5cGVzGAMgAygJEhQKDGRvY3VtZW50X2lkcxgEIAMoCRIoCgV3aGVyZRgFIAEoCzIZLnNsdWljZS52MS5NZXRhZGF0YUZpbHRlchIpCgtjcmVhdGVfdGltZRgGIAEoCzIULnNsdWljZS52MS5UaW1lUmFuZ2USKQoLdXBkYXRlX3RpbWUYByABKAsyFC5zbHVpY2UudjEuVGltZVJhbmdlGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKaAQoRTWV0YWRhdGFDb25kaXRpb24SCwoDa2V5GAEgASgJEiUKAm9wGAIgASgOMhkuc2x1aWNlLnYxLkZpbHRlck9wZXJhdG9yEicKBXZhbHVlGAMgASgLMhguc2x1aWNlLnYxLk1ldGFkYXRhVmFsdWUSKAoGdmFsdWVzGAQgAygLMhguc2x1aWNlLnYxLk1ldGFkYXRhVmFsdWUiQAoSTWV0YWRhdGFGaWx0ZXJMaXN0EioKB2ZpbHRlcnMYASADKAsyGS5zbHVpY2UudjEuTWV0YWRhdGFGaWx0ZXIirQEKDk1ldGFkYXRhRmlsdGVyEjEKCWNvbmRpdGlvbhgBIAEoCzIcLnNsdWljZS52MS5NZXRhZGF0YUNvbmRpdGlvbkgAEi8KBmFsbF9vZhgCIAEoCzIdLnNsdWljZS52MS5NZXRhZGF0YUZpbHRlckxpc3RIABIvCgZhbnlfb2YYAyABKAsyHS5zbHVpY2UudjEuTWV0YWRhdGFGaWx0ZXJMaXN0SABCBgoEbm9kZSJpCglUaW1lUmFuZ2USLgoKc3RhcnRfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuwCCg1TZWFyY2hSZXF1ZXN0EhIKCmNvbGxlY3Rpb24YASABKAkSDQoFcXVlcnkYAiABKAkSFAoMcXVlcnlfdmVjdG9yGAMgAygCEg0KBXRvcF9rGAQgASgFEiMKBG1vZGUYBSABKA4yFS5zbHVpY2UudjEuU2VhcmNoTW9kZRInCgZmaWx0ZXIYBiABKAsyFy5zbHVpY2UudjEuU2VhcmNoRmlsdGVyEhcKD25laWdoYm9yX2NodW5rcxgHIAEoBRIdChVtYXhfaGl0c19wZXJfZG9jdW1lbnQYCCABKAUSFgoJbWluX3Njb3JlGAkgASgBSACIAQESJwoGcmVyYW5rGAogASgLMhcuc2x1aWNlLnYxLlNlYXJjaFJlcmFuaxIZChFjb25zaXN0ZW5jeV90b2tlbhgLIAEoCRIPCgdleHBsYWluGAwgASgIEhIKCmdlbmVyYXRpb24YDSABKAVCDAoKX21pbl9zY29yZSJzCgxTZWFyY2hSZXJhbmsSEAoIZGlzYWJsZWQYASABKAgSKwoIcmVyYW5rZXIYAiABKAsyGS5zbHVpY2UudjEuUmVyYW5rZXJDb25maWcSFgoJbWluX3Njb3JlGAMgASgBSACIAQFCDAoKX21pbl9zY29yZSKsAQoKUmVyYW5rSW5mbxInCgZzdGF0dXMYASABKA4yFy5zbHVpY2UudjEuUmVyYW5rU3RhdHVzEg8KB21lc3NhZ2UYAiABKAkSLQoIcHJvdmlkZXIYAyABKA4yGy5zbHVpY2UudjEuUmVyYW5rZXJQcm92aWRlchINCgVtb2RlbBgEIAEoCRISCgpjYW5kaWRhdGVzGAUgASgFEhIKCmVsYXBzZWRfbXMYBiABKAEiJwoJSGlnaGxpZ2h0Eg0KBXN0YXJ0GAEgASgFEgsKA2VuZBgCIAEoBSLkBQoJU2VhcmNoSGl0EhAKCGNodW5rX2lkGAEgASgJEgwKBHRleHQYAiABKAkSDQoFc2NvcmUYAyABKAESEwoLZG9jdW1lbnRfaWQYBCABKAkSEAoIZmlsZW5hbWUYBSABKAkSEwoLY2h1bmtfaW5kZXgYBiABKAUSEwoLcGFnZV9udW1iZXIYByABKAUSFAoMZWxlbWVudF90eXBlGAggASgJEigKCmhpZ2hsaWdodHMYCSADKAsyFC5zbHVpY2UudjEuSGlnaGxpZ2h0EjQKCG1ldGFkYXRhGAogAygLMiIuc2x1aWNlLnYxLlNlYXJjaEhpdC5NZXRhZGF0YUVudHJ5EhQKDHRleHRfYXNfaHRtbBgLIAEoCRITCgt0ZXh0X3NvdXJjZRgMIAEoCRIWCg5vY3JfY29uZmlkZW5jZRgNIAEoAhI/Cg50eXBlZF9tZXRhZGF0YRgOIAMoCzInLnNsdWljZS52MS5TZWFyY2hIaXQuVHlwZWRNZXRhZGF0YUVudHJ5Eg8KB2NvbnRleHQYDyABKAkSIQoZY29udGV4dF9maXJzdF9jaHVua19pbmRleBgQIAEoBRIgChhjb250ZXh0X2xhc3RfY2h1bmtfaW5kZXgYESABKAUSJQoFYm94ZXMYEiADKAsyFi5zbHVpY2UudjEuQm91bmRpbmdCb3gSGQoRZmlyc3Rfc3RhZ2Vfc2NvcmUYEyABKAESFAoMcmVyYW5rX3Njb3JlGBQgASgBEi4KC2V4cGxhbmF0aW9uGBUgASgLMhkuc2x1aWNlLnYxLkhpdEV4cGxhbmF0aW9uGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARpOChJUeXBlZE1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEicKBXZhbHVlGAIgASgLMhguc2x1aWNlLnYxLk1ldGFkYXRhVmFsdWU6AjgBIpAECg5IaXRFeHBsYW5hdGlvbhIaCg1rZXl3b3JkX3Njb3JlGAEgASgBSACIAQESGQoMa2V5d29yZF9yYW5rGAIgASgFSAGIAQESHgoRdmVjdG9yX3NpbWlsYXJpdHkYAyABKAFIAogBARIYCgt2ZWN0b3JfcmFuaxgEIAEoBUgDiAEBEhMKC2Z1c2VkX3Njb3JlGAUgASgBEiEKFGtleXdvcmRfY29udHJpYnV0aW9uGAYgASgBSASIAQESIAoTdmVjdG9yX2NvbnRyaWJ1dGlvbhgHIAEoAUgFiAEBEhoKDXZlY3Rvcl93ZWlnaHQYCCABKAFIBogBARIYChBmaXJzdF9zdGFnZV9yYW5rGAkgASgFEhkKDHJlcmFua19zY29yZRgKIAEoAUgHiAEBEi4KDXJlcmFua19zdGF0dXMYCyABKA4yFy5zbHVpY2UudjEuUmVyYW5rU3RhdHVzEhUKDW1hdGNoZWRfdGVybXMYDCADKAlCEAoOX2tleXdvcmRfc2NvcmVCDwoNX2tleXdvcmRfcmFua0IUChJfdmVjdG9yX3NpbWlsYXJpdHlCDgoMX3ZlY3Rvcl9yYW5rQhcKFV9rZXl3b3JkX2NvbnRyaWJ1dGlvbkIWChRfdmVjdG9yX2NvbnRyaWJ1dGlvbkIQCg5fdmVjdG9yX3dlaWdodEIPCg1fcmVyYW5rX3Njb3JlIqwBCg5TZWFyY2hSZXNwb25zZRIiCgRoaXRzGAEgAygLMhQuc2x1aWNlLnYxLlNlYXJjaEhpdBIjCgRtb2RlGAIgASgOMhUuc2x1aWNlLnYxLlNlYXJjaE1vZGUSEgoKZ2VuZXJhdGlvbhgDIAEoBRIWCg5lbWJlZGRlcl9tb2RlbBgEIAEoCRIlCgZyZXJhbmsYBSABKAsyFS5zbHVpY2UudjEuUmVyYW5rSW5mbypyCgpTZWFyY2hNb2RlEhsKF1NFQVJDSF9NT0RFX1VOU1BFQ0lGSUVEEAASFgoSU0VBUkNIX01PREVfVkVDVE9SEAESFwoTU0VBUkNIX01PREVfS0VZV09SRBACEhYKElNFQVJDSF9NT0RFX0hZQlJJRBADKrMCCg5GaWx0ZXJPcGVyYXRvchIfChtGSUxURVJfT1BFUkFUT1JfVU5TUEVDSUZJRUQQABIWChJGSUxURVJfT1BFUkFUT1JfRVEQARIWChJGSUxURVJfT1BFUkFUT1JfTkUQAhIWChJGSUxURVJfT1BFUkFUT1JfSU4QAxIaChZGSUxURVJfT1BFUkFUT1JfTk9UX0lOEAQSFgoSRklMVEVSX09QRVJBVE9SX0dUEAUSFwoTRklMVEVSX09QRVJBVE9SX0dURRAGEhYKEkZJTFRFUl9PUEVSQVRPUl9MVBAHEhcKE0ZJTFRFUl9PUEVSQVRPUl9MVEUQCBIaChZGSUxURVJfT1BFUkFUT1JfRVhJU1RTEAkSHgoaRklMVEVSX09QRVJBVE9SX05PVF9FWElTVFMQCiqaAQoMUmVyYW5rU3RhdHVzEh0KGVJFUkFOS19TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVSRVJBTktfU1RBVFVTX0FQUExJRUQQARIYChRSRVJBTktfU1RBVFVTX0ZBSUxFRBACEhsKF1JFUkFOS19TVEFUVVNfVElNRURfT1VUEAMSGQoVUkVSQU5LX1NUQVRVU19TS0lQUEVEEAQyUwoNU2VhcmNoU2VydmljZRJCCgZTZWFyY2gSGC5zbHVpY2UudjEuU2VhcmNoUmVxdWVzdBoZLnNsdWljZS52MS5TZWFyY2hSZXNwb25zZSIDkAIBYgZwcm90bzM", [file_google_protobuf_timestamp, file_sluice_v1_collection, file_sluice_v1_document]);
 
 /**
  * SearchFilter narrows a search to some documents; every field given must match (AND).
@@ -315,6 +315,24 @@ export type SearchRequest = Message<"sluice.v1.SearchRequest"> & {
    * @generated from field: string consistency_token = 11;
    */
   consistencyToken: string;
+
+  /**
+   * Fill SearchHit.explanation: each hit's keyword and vector scores and ranks, its fused score
+   * and the reranker's (docs/search.md, "Why a hit ranked"). It changes no hit and no order.
+   *
+   * @generated from field: bool explain = 12;
+   */
+  explain: boolean;
+
+  /**
+   * The index generation to search (a CollectionGeneration.number): zero means the ACTIVE one;
+   * the BUILDING generation of a reindex may be searched to compare it before it switches.
+   * NOT_FOUND when the collection has no such generation; FAILED_PRECONDITION
+   * (GENERATION_NOT_SEARCHABLE) when it is neither ACTIVE nor BUILDING.
+   *
+   * @generated from field: int32 generation = 13;
+   */
+  generation: number;
 };
 
 /**
@@ -594,6 +612,13 @@ export type SearchHit = Message<"sluice.v1.SearchHit"> & {
    * @generated from field: double rerank_score = 20;
    */
   rerankScore: number;
+
+  /**
+   * Why the hit ranked where it did; set only when SearchRequest.explain is.
+   *
+   * @generated from field: sluice.v1.HitExplanation explanation = 21;
+   */
+  explanation?: HitExplanation | undefined;
 };
 
 /**
@@ -602,6 +627,107 @@ export type SearchHit = Message<"sluice.v1.SearchHit"> & {
  */
 export const SearchHitSchema: GenMessage<SearchHit> = /*@__PURE__*/
   messageDesc(file_sluice_v1_search_service, 9);
+
+/**
+ * HitExplanation breaks one hit's rank into its parts. A list the hit was not in (the keyword
+ * list of a chunk without the query's words, or a side the mode does not use) leaves its score
+ * and rank unset.
+ *
+ * @generated from message sluice.v1.HitExplanation
+ */
+export type HitExplanation = Message<"sluice.v1.HitExplanation"> & {
+  /**
+   * The chunk's BM25 score for the query, when it was a keyword candidate.
+   *
+   * @generated from field: optional double keyword_score = 1;
+   */
+  keywordScore?: number | undefined;
+
+  /**
+   * Its rank in the keyword list, from 1.
+   *
+   * @generated from field: optional int32 keyword_rank = 2;
+   */
+  keywordRank?: number | undefined;
+
+  /**
+   * The cosine similarity of the chunk's vector to the query's, when it was a vector candidate.
+   *
+   * @generated from field: optional double vector_similarity = 3;
+   */
+  vectorSimilarity?: number | undefined;
+
+  /**
+   * Its rank in the vector list, from 1.
+   *
+   * @generated from field: optional int32 vector_rank = 4;
+   */
+  vectorRank?: number | undefined;
+
+  /**
+   * HYBRID: the hit's fused score (SearchHit.first_stage_score); the mode's score otherwise.
+   *
+   * @generated from field: double fused_score = 5;
+   */
+  fusedScore: number;
+
+  /**
+   * HYBRID: the keyword list's part of the fused score (its normalised score times its weight).
+   *
+   * @generated from field: optional double keyword_contribution = 6;
+   */
+  keywordContribution?: number | undefined;
+
+  /**
+   * HYBRID: the vector list's part of the fused score.
+   *
+   * @generated from field: optional double vector_contribution = 7;
+   */
+  vectorContribution?: number | undefined;
+
+  /**
+   * HYBRID: the weight the vector list had for this query (the keyword list had 1 minus it).
+   *
+   * @generated from field: optional double vector_weight = 8;
+   */
+  vectorWeight?: number | undefined;
+
+  /**
+   * The hit's rank before reranking, from 1.
+   *
+   * @generated from field: int32 first_stage_rank = 9;
+   */
+  firstStageRank: number;
+
+  /**
+   * The reranker's score for the hit, when the reranker answered in time (APPLIED).
+   *
+   * @generated from field: optional double rerank_score = 10;
+   */
+  rerankScore?: number | undefined;
+
+  /**
+   * Whether the reranker answered in time for this search (SearchResponse.rerank has the
+   * details); UNSPECIFIED when no reranking was asked for.
+   *
+   * @generated from field: sluice.v1.RerankStatus rerank_status = 11;
+   */
+  rerankStatus: RerankStatus;
+
+  /**
+   * The query's terms (as the keyword index stems them) that the chunk contains.
+   *
+   * @generated from field: repeated string matched_terms = 12;
+   */
+  matchedTerms: string[];
+};
+
+/**
+ * Describes the message sluice.v1.HitExplanation.
+ * Use `create(HitExplanationSchema)` to create a new message.
+ */
+export const HitExplanationSchema: GenMessage<HitExplanation> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_search_service, 10);
 
 /**
  * SearchResponse carries the hits, best first.
@@ -650,7 +776,7 @@ export type SearchResponse = Message<"sluice.v1.SearchResponse"> & {
  * Use `create(SearchResponseSchema)` to create a new message.
  */
 export const SearchResponseSchema: GenMessage<SearchResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_search_service, 10);
+  messageDesc(file_sluice_v1_search_service, 11);
 
 /**
  * SearchMode chooses how chunks are matched.
