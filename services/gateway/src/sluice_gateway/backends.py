@@ -83,5 +83,31 @@ FORWARDED_HEADERS = ("authorization", TENANT_HEADER)
 
 def forwarded_metadata(headers: Any) -> list[tuple[str, str]]:
     """The caller's credentials and tenant header, as they came (absent stays absent: without a
-    key the backend answers UNAUTHENTICATED, 401)."""
+    key the backend answers UNAUTHENTICATED, 401). Call `credentials_refusal` first: gRPC
+    metadata carries printable ASCII only."""
     return [(name, value) for name in FORWARDED_HEADERS if (value := headers.get(name))]
+
+
+def _printable_ascii(value: str) -> bool:
+    return all(" " <= ch <= "~" for ch in value)
+
+
+def credentials_refusal(headers: Any) -> tuple[str, str] | None:
+    """Why the call's credentials cannot be what a backend accepts, as (reason, message), or None.
+
+    Checked before the body is read (docs/http.md, "Keys"): a call without a key is 401 whatever
+    its body holds, as a gRPC client's would be. A key or tenant name outside printable ASCII
+    (a tab, an accented letter) is no key the server issued and could not travel as gRPC metadata:
+    401 API_KEY_INVALID, not an internal error."""
+    authorization = headers.get("authorization")
+    if not authorization:
+        return "API_KEY_MISSING", "this call needs an API key: send the header `Authorization: Bearer <key>`"
+    if not _printable_ascii(authorization):
+        return (
+            "API_KEY_INVALID",
+            "the Authorization header holds a character outside printable ASCII; keys look like slk_<id>_<secret>",
+        )
+    tenant = headers.get(TENANT_HEADER)
+    if tenant is not None and not _printable_ascii(tenant):
+        return "API_KEY_INVALID", "the X-Sluice-Tenant header holds a character outside printable ASCII; it names a tenant"
+    return None

@@ -23,7 +23,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from . import codec, metrics
-from .backends import Backends, forwarded_metadata
+from .backends import Backends, credentials_refusal, forwarded_metadata
 from .codec import to_json
 from .errors import GatewayError, connect_code, describe
 from .methods import METHODS, UPLOAD, Method
@@ -198,6 +198,13 @@ class StreamResponse(StreamingResponse):
             group.cancel_scope.cancel()
 
 
+def credentials_error(request: Request) -> GatewayError | None:
+    """401 for a call whose key is missing or cannot be a key, decided before its body is read
+    (backends.credentials_refusal)."""
+    refusal = credentials_refusal(request.headers)
+    return None if refusal is None else GatewayError(grpc.StatusCode.UNAUTHENTICATED, refusal[1], refusal[0])
+
+
 class ConnectHandlers:
     def __init__(self, backends: Backends, *, call_timeout: float, max_json_bytes: int, get_max_age: int = 0) -> None:
         self.backends = backends
@@ -261,6 +268,8 @@ class ConnectHandlers:
         if media_type(request) in CONNECT_STREAM_TYPES:
             return await self.connect_stream(request, method)
         started = time.perf_counter()
+        if (refusal := credentials_error(request)) is not None:
+            return error_response(refusal, method.label)
         try:
             msg = await self.parse(request, method)
         except GatewayError as error:
@@ -283,6 +292,8 @@ class ConnectHandlers:
             )
             refusal.status_code = 405  # the Connect protocol's answer (connect-go's too), not 501
             refusal.headers["Allow"] = "POST"
+        elif (unauthenticated := credentials_error(request)) is not None:
+            refusal = error_response(unauthenticated, method.label)
         else:
             try:
                 msg, binary = self.decode_get(request, method)
@@ -423,6 +434,8 @@ class ConnectHandlers:
                     f"{method.label} is not a server stream: call it with Content-Type application/json",
                     "NOT_A_STREAM",
                 )
+            if (unauthenticated := credentials_error(request)) is not None:
+                raise unauthenticated
             encoding = request.headers.get("connect-content-encoding", "identity").lower()
             if encoding != "identity":
                 raise GatewayError(
@@ -452,6 +465,8 @@ class ConnectHandlers:
 
     async def upload(self, request: Request) -> Response:
         """POST /v1/collections/{collection}/documents: the raw file as the body."""
+        if (refusal := credentials_error(request)) is not None:
+            return error_response(refusal, "upload")
         try:
             metadata = upload_metadata(request)
         except GatewayError as error:

@@ -190,6 +190,15 @@ async def retrieval(request: Request, backends: Backends, timeout: float) -> Res
     """POST /retrieval."""
     authorization = request.headers.get("authorization", "")
     scheme, _, key = authorization.partition(" ")
+    # A key outside printable ASCII is no key the server issued and cannot travel as gRPC
+    # metadata: refused here like any other malformed header, not an internal error.
+    tenant_header = request.headers.get(TENANT_HEADER, "")
+    if not all(" " <= ch <= "~" for ch in authorization + tenant_header):
+        return DifyError(
+            403,
+            AUTHORIZATION_FAILED,
+            "Authorization failed: the API key or tenant header holds a character outside printable ASCII",
+        ).response()
     if scheme.lower() != "bearer" or not key.strip() or " " in key.strip():
         return DifyError(
             403, INVALID_AUTHORIZATION_FORMAT, "Invalid Authorization header format. Expected 'Bearer <api-key>' format."
