@@ -149,3 +149,12 @@ def test_difys_error_codes(stack, http):
     assert bad.status_code == 400 and set(bad.json()) == {"error_code", "error_msg"}
     no_query = retrieve(http, {"knowledge_id": "handbook"})
     assert no_query.status_code == 400 and "query" in no_query.json()["error_msg"]
+
+
+@pytest.mark.parametrize("top_k", [-1, 0, 101, 1000, 2.5, "3", True])
+def test_a_top_k_outside_1_to_100_is_refused_not_clamped(stack, http, top_k):
+    """As gRPC's Search refuses it (issue 37, defect 8): -1 used to return 1 record and 1000 all."""
+    body = {"knowledge_id": "anything", "query": "leases", "retrieval_setting": {"top_k": top_k, "score_threshold": 0.0}}
+    response = retrieve(http, body)
+    assert response.status_code == 400, response.text
+    assert "top_k is an integer from 1 to 100" in response.json()["error_msg"]

@@ -150,12 +150,17 @@ def search_request(body: Any) -> ss.SearchRequest:
     setting = body.get("retrieval_setting") or {}
     if not isinstance(setting, dict):
         raise bad_request("retrieval_setting is an object")
+    top_k = setting.get("top_k", 10)
+    if top_k is None:
+        top_k = 10
+    # Refused, not clamped, as gRPC's Search refuses it: -1 used to give 1 record and 1000 all 100.
+    if isinstance(top_k, bool) or not isinstance(top_k, int | float) or top_k != int(top_k) or not 1 <= top_k <= 100:
+        raise bad_request(f"retrieval_setting.top_k is an integer from 1 to 100, not {json.dumps(top_k)}")
     try:
-        top_k = int(setting.get("top_k") or 10)
         threshold = float(setting.get("score_threshold") or 0.0)
     except (TypeError, ValueError):
-        raise bad_request("retrieval_setting.top_k is an integer and score_threshold a number") from None
-    request = ss.SearchRequest(collection=knowledge_id, query=query, top_k=max(1, min(top_k, 100)))
+        raise bad_request("retrieval_setting.score_threshold is a number") from None
+    request = ss.SearchRequest(collection=knowledge_id, query=query, top_k=int(top_k))
     if threshold > 0:
         request.min_score = threshold  # HYBRID's fused score, 0 to 1 like Dify's
     where = metadata_filter(body.get("metadata_condition"))
