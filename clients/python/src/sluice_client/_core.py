@@ -151,6 +151,8 @@ def search_request(
     rerank: bool | None,
     query_vector: Iterable[float] | None,
     consistency_token: str = "",
+    explain: bool = False,
+    generation: int = 0,
 ) -> search_service_pb2.SearchRequest:
     request = search_service_pb2.SearchRequest(
         collection=collection,
@@ -158,6 +160,8 @@ def search_request(
         top_k=top_k,
         mode=SearchMode.of(mode).value,  # type: ignore[arg-type]
         consistency_token=consistency_token or "",
+        explain=explain,
+        generation=generation or 0,
     )
     if query_vector is not None:
         request.query_vector.extend(query_vector)
@@ -195,6 +199,21 @@ def list_documents_request(
         status=DocumentStatus.of(status).value,  # type: ignore[arg-type]
         source_uri=source_uri or "",
     )
+
+
+def update_chunk_request(
+    chunk_id: str, *, enabled: bool | None = None, text: str | None = None, etag: str | None = None
+) -> document_service_pb2.UpdateChunkRequest:
+    """UpdateChunk's request: `enabled` and `text` are proto3 optional, so only what is given is sent
+    (an unset field leaves the chunk as it is)."""
+    if not chunk_id:
+        raise ValueError("a chunk id is required (Chunk.id, or a search hit's chunk_id)")
+    request = document_service_pb2.UpdateChunkRequest(chunk_id=chunk_id, etag=etag or "")
+    if enabled is not None:
+        request.enabled = enabled
+    if text is not None:
+        request.text = text
+    return request
 
 
 def document_key(document_id: str | None, collection: str | None, source_uri: str | None) -> dict[str, str]:

@@ -21,14 +21,15 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar, overload
 
 import grpc
 
-from . import _core, sync, uploads
+from . import _core, downloads, sync, uploads
 from .client import INGEST, RECONNECT_WINDOW_SECONDS, ROLES, SEARCH, UploadResult
 from .errors import (
     AlreadyExists,
+    DeadlineExceeded,
     Internal,
     NotFound,
     OutOfRange,
@@ -57,10 +58,13 @@ from .sources import AsyncSources
 from .types import (
     WEBHOOK_EVENT_TYPES,
     ApiKey,
+    Chunk,
+    ChunkPage,
     Collection,
     CollectionEvent,
     Document,
     DocumentStatus,
+    DownloadedDocument,
     Embedder,
     NewApiKey,
     NewWebhook,
@@ -211,6 +215,8 @@ class AsyncClient:
         rerank: bool | None = None,
         query_vector: Iterable[float] | None = None,
         consistency_token: str = "",
+        explain: bool = False,
+        generation: int = 0,
         timeout: float | None = None,
     ) -> SearchResults:
         """See Client.search."""
@@ -229,6 +235,8 @@ class AsyncClient:
             rerank=rerank,
             query_vector=query_vector,
             consistency_token=consistency_token,
+            explain=explain,
+            generation=generation,
         )
         return SearchResults(await self._unary(SEARCH, "Search", request, timeout=timeout))
 
@@ -687,6 +695,119 @@ class AsyncDocuments:
     async def reprocess(self, document_id: str, *, timeout: float | None = None) -> Document:
         request = document_service_pb2.ReprocessDocumentRequest(id=document_id)
         return Document.from_proto(await self._client._unary(INGEST, "ReprocessDocument", request, timeout=timeout))
+
+    # -------------------------------------------------------------- chunks (docs/chunks.md)
+
+    async def list_chunks(
+        self,
+        document_id: str,
+        *,
+        page_size: int = 100,
+        page_token: str = "",
+        generation: int = 0,
+        timeout: float | None = None,
+    ) -> ChunkPage:
+        """See Documents.list_chunks."""
+        request = document_service_pb2.ListChunksRequest(
+            document_id=document_id, page_size=page_size, page_token=page_token, generation=generation
+        )
+        return ChunkPage.from_proto(await self._client._unary(INGEST, "ListChunks", request, timeout=timeout))
+
+    async def iter_chunks(
+        self, document_id: str, *, generation: int = 0, page_size: int = _core.PAGE_SIZE
+    ) -> AsyncIterator[Chunk]:
+        """Every chunk of a document in chunk_index order, fetched a page at a time as you iterate."""
+        token = ""
+        while True:
+            page = await self.list_chunks(document_id, page_size=page_size, page_token=token, generation=generation)
+            for chunk in page.chunks:
+                yield chunk
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def disable_chunk(self, chunk_id: str, *, etag: str | None = None, timeout: float | None = None) -> Chunk:
+        """See Documents.disable_chunk."""
+        return await self._update_chunk(_core.update_chunk_request(chunk_id, enabled=False, etag=etag), timeout)
+
+    async def enable_chunk(self, chunk_id: str, *, etag: str | None = None, timeout: float | None = None) -> Chunk:
+        """See Documents.enable_chunk."""
+        return await self._update_chunk(_core.update_chunk_request(chunk_id, enabled=True, etag=etag), timeout)
+
+    async def edit_chunk(self, chunk_id: str, text: str, *, etag: str | None = None, timeout: float | None = None) -> Chunk:
+        """See Documents.edit_chunk."""
+        return await self._update_chunk(_core.update_chunk_request(chunk_id, text=text, etag=etag), timeout)
+
+    async def _update_chunk(self, request: document_service_pb2.UpdateChunkRequest, timeout: float | None) -> Chunk:
+        return Chunk.from_proto(await self._client._unary(INGEST, "UpdateChunk", request, timeout=timeout))
+
+    @overload
+    async def download(self, document_id: str, destination: None = None, *, timeout: float | None = None) -> bytes: ...
+
+    @overload
+    async def download(
+        self, document_id: str, destination: str | os.PathLike[str] | IO[bytes], *, timeout: float | None = None
+    ) -> DownloadedDocument: ...
+
+    async def download(
+        self, document_id: str, destination: downloads.Destination = None, *, timeout: float | None = None
+    ) -> bytes | DownloadedDocument:
+        """See Documents.download (a file object is written from the event loop: a blocking one blocks it)."""
+        client = self._client
+        policy = client.settings.policy
+        request = document_service_pb2.DownloadDocumentRequest(id=document_id)
+        sink = downloads.sink_for(destination)
+        deadline = time.monotonic() + timeout if timeout else None
+        failures = 0
+        try:
+            while True:
+                await asyncio.sleep(client.settings.pacer.reserve())
+                receiver = downloads.Receiver(document_id, sink)
+                try:
+                    await self._receive(request, receiver, deadline)
+                    result: bytes | DownloadedDocument = receiver.result(destination)
+                    return result
+                except grpc.RpcError as rpc_error:
+                    error = client._error(rpc_error, INGEST)
+                remaining = (deadline - time.monotonic()) if deadline is not None else policy.timeout
+                wait = policy.next_wait(error, failures, remaining)
+                if wait is None or not sink.reset():
+                    raise error from None
+                if isinstance(error, RateLimited):
+                    client.settings.pacer.refused(error)
+                else:
+                    failures += 1
+                await asyncio.sleep(wait)
+        except BaseException:
+            sink.discard()
+            raise
+
+    async def _receive(self, request: Any, receiver: downloads.Receiver, deadline: float | None) -> None:
+        """One attempt (see Documents._receive): each read waits at most until the header's or the
+        bytes' time is up when no deadline was given."""
+        client = self._client
+        remaining = None if deadline is None else max(0.001, deadline - time.monotonic())
+        call = client._stub(INGEST).DownloadDocument(request, timeout=remaining, metadata=client.settings.metadata)
+        until = time.monotonic() + client.settings.policy.timeout
+        try:
+            while True:
+                try:
+                    message = await asyncio.wait_for(call.read(), None if deadline is not None else until - time.monotonic())
+                except TimeoutError:
+                    raise DeadlineExceeded(
+                        f"ingest-api at {client.ingest_address} did not send {request.id} in time",
+                        reason="DEADLINE_EXCEEDED",
+                        service=INGEST,
+                        address=client.ingest_address,
+                    ) from None
+                if message is grpc.aio.EOF:
+                    return
+                had_header = receiver.header is not None
+                receiver.take(message)
+                if not had_header and receiver.header is not None:
+                    until = time.monotonic() + downloads.transfer_seconds(receiver.header.size_bytes)
+        finally:
+            call.cancel()
 
     async def watch(self, document_id: str, *, timeout: float | None = None) -> AsyncIterator[Document]:
         """See Documents.watch."""

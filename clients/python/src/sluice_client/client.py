@@ -21,13 +21,14 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar, overload
 
 import grpc
 
-from . import _core, sync, uploads
+from . import _core, downloads, sync, uploads
 from .errors import (
     AlreadyExists,
+    DeadlineExceeded,
     NotFound,
     OutOfRange,
     RateLimited,
@@ -54,10 +55,13 @@ from .sources import Sources
 from .types import (
     WEBHOOK_EVENT_TYPES,
     ApiKey,
+    Chunk,
+    ChunkPage,
     Collection,
     CollectionEvent,
     Document,
     DocumentStatus,
+    DownloadedDocument,
     Embedder,
     NewApiKey,
     NewWebhook,
@@ -239,6 +243,8 @@ class Client:
         rerank: bool | None = None,
         query_vector: Iterable[float] | None = None,
         consistency_token: str = "",
+        explain: bool = False,
+        generation: int = 0,
         timeout: float | None = None,
     ) -> SearchResults:
         """The chunks of READY documents that best match `query`, best first.
@@ -248,7 +254,11 @@ class Client:
         `neighbors`: join N chunks around each hit into `hit.context`; `rerank=False`: skip the
         collection's reranker. `consistency_token`: a Document's `consistency_token`; a search
         served by a replica then sees at least what that answer showed (it waits for the replica,
-        within `timeout`; docs/scaling.md#read-replicas-and-the-consistency-token)."""
+        within `timeout`; docs/scaling.md#read-replicas-and-the-consistency-token).
+        `explain`: each hit's `explanation` says why it ranked there (keyword and vector scores and
+        ranks, the fused parts, the reranker's score); it changes no hit and no order.
+        `generation`: search this index generation (the BUILDING one of a reindex, to compare it)
+        instead of the ACTIVE one."""
         request = _core.search_request(
             collection,
             query,
@@ -264,6 +274,8 @@ class Client:
             rerank=rerank,
             query_vector=query_vector,
             consistency_token=consistency_token,
+            explain=explain,
+            generation=generation,
         )
         return SearchResults(self._unary(SEARCH, "Search", request, timeout=timeout))
 
@@ -847,6 +859,145 @@ class Documents:
         """Process a READY document again; it leaves search until READY again."""
         request = document_service_pb2.ReprocessDocumentRequest(id=document_id)
         return Document.from_proto(self._client._unary(INGEST, "ReprocessDocument", request, timeout=timeout))
+
+    # -------------------------------------------------------------- chunks (docs/chunks.md)
+
+    def list_chunks(
+        self,
+        document_id: str,
+        *,
+        page_size: int = 100,
+        page_token: str = "",
+        generation: int = 0,
+        timeout: float | None = None,
+    ) -> ChunkPage:
+        """One page of a document's chunks in chunk_index order (`page_size` 1 to 1,000), as the
+        ACTIVE index generation holds them, or `generation` (the BUILDING one of a reindex). Pass
+        the page's `next_page_token` for the next; a document that is not READY has none."""
+        request = document_service_pb2.ListChunksRequest(
+            document_id=document_id, page_size=page_size, page_token=page_token, generation=generation
+        )
+        return ChunkPage.from_proto(self._client._unary(INGEST, "ListChunks", request, timeout=timeout))
+
+    def iter_chunks(self, document_id: str, *, generation: int = 0, page_size: int = _core.PAGE_SIZE) -> Iterator[Chunk]:
+        """Every chunk of a document in chunk_index order, fetched a page at a time as you iterate."""
+        token = ""
+        while True:
+            page = self.list_chunks(document_id, page_size=page_size, page_token=token, generation=generation)
+            yield from page.chunks
+            token = page.next_page_token
+            if not token:
+                return
+
+    def disable_chunk(self, chunk_id: str, *, etag: str | None = None, timeout: float | None = None) -> Chunk:
+        """Take a chunk out of search (in every generation that holds it) from this call's commit;
+        nothing is re-embedded. `etag` (a Chunk's): refused with Aborted (CHUNK_CHANGED) when the
+        chunk changed since it was read."""
+        return self._update_chunk(_core.update_chunk_request(chunk_id, enabled=False, etag=etag), timeout)
+
+    def enable_chunk(self, chunk_id: str, *, etag: str | None = None, timeout: float | None = None) -> Chunk:
+        """Put a disabled chunk back into search (see disable_chunk)."""
+        return self._update_chunk(_core.update_chunk_request(chunk_id, enabled=True, etag=etag), timeout)
+
+    def edit_chunk(self, chunk_id: str, text: str, *, etag: str | None = None, timeout: float | None = None) -> Chunk:
+        """Replace a chunk's text: its vector (embedded again, this chunk alone) and keyword terms
+        change with it in one transaction; `original_text` keeps the parser's. InvalidArgument for
+        empty or over-long text (over 100,000 characters); Aborted (CHUNK_CHANGED) on a stale `etag`."""
+        return self._update_chunk(_core.update_chunk_request(chunk_id, text=text, etag=etag), timeout)
+
+    def _update_chunk(self, request: document_service_pb2.UpdateChunkRequest, timeout: float | None) -> Chunk:
+        return Chunk.from_proto(self._client._unary(INGEST, "UpdateChunk", request, timeout=timeout))
+
+    # -------------------------------------------------------------- the original bytes
+
+    @overload
+    def download(self, document_id: str, destination: None = None, *, timeout: float | None = None) -> bytes: ...
+
+    @overload
+    def download(
+        self, document_id: str, destination: str | os.PathLike[str] | IO[bytes], *, timeout: float | None = None
+    ) -> DownloadedDocument: ...
+
+    def download(
+        self, document_id: str, destination: downloads.Destination = None, *, timeout: float | None = None
+    ) -> bytes | DownloadedDocument:
+        """A document's original bytes, streamed: returned without a `destination`; else written to
+        a path (a folder: the document's file name in it), or to a binary file object, and
+        described (`DownloadedDocument`: file name, media type, size, SHA-256, path).
+
+        What arrives is counted and hashed and must be what the header announced, or DownloadError
+        (SIZE_MISMATCH, CHECKSUM_MISMATCH); a path is written beside itself and renamed into place
+        only then, so a failed download leaves no partial file. A dropped connection starts the
+        download again (a file object: when nothing was written yet or it can seek back). Without
+        `timeout`, the header must come within the client's timeout and the bytes within 60 s and
+        a second per MiB after it."""
+        client = self._client
+        policy = client.settings.policy
+        stub = client._stub(INGEST)
+        request = document_service_pb2.DownloadDocumentRequest(id=document_id)
+        sink = downloads.sink_for(destination)
+        deadline = time.monotonic() + timeout if timeout else None
+        failures = 0
+        try:
+            while True:
+                time.sleep(client.settings.pacer.reserve())
+                receiver = downloads.Receiver(document_id, sink)
+                try:
+                    self._receive(stub, request, receiver, deadline)
+                    result: bytes | DownloadedDocument = receiver.result(destination)
+                    return result
+                except grpc.RpcError as rpc_error:
+                    error = client._error(rpc_error, INGEST)
+                remaining = (deadline - time.monotonic()) if deadline is not None else policy.timeout
+                wait = policy.next_wait(error, failures, remaining)
+                if wait is None or not sink.reset():
+                    raise error from None
+                if isinstance(error, RateLimited):
+                    client.settings.pacer.refused(error)
+                else:
+                    failures += 1
+                time.sleep(wait)
+        except BaseException:
+            sink.discard()
+            raise
+
+    def _receive(self, stub: Any, request: Any, receiver: downloads.Receiver, deadline: float | None) -> None:
+        """One attempt: every message of the stream into `receiver`. With a deadline, gRPC's; without
+        one, a timer that cancels the call when the header or the bytes are late (see download)."""
+        client = self._client
+        remaining = None if deadline is None else max(0.001, deadline - time.monotonic())
+        call = stub.DownloadDocument(request, timeout=remaining, metadata=client.settings.metadata)
+        late = threading.Event()
+
+        def expire() -> None:
+            late.set()
+            call.cancel()
+
+        timer = None if deadline is not None else threading.Timer(client.settings.policy.timeout, expire)
+        try:
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
+            for message in call:
+                had_header = receiver.header is not None
+                receiver.take(message)
+                if timer is not None and not had_header and receiver.header is not None:
+                    timer.cancel()
+                    timer = threading.Timer(downloads.transfer_seconds(receiver.header.size_bytes), expire)
+                    timer.daemon = True
+                    timer.start()
+        except grpc.RpcError:
+            if late.is_set():
+                raise DeadlineExceeded(
+                    f"ingest-api at {client.ingest_address} did not send {request.id} in time",
+                    reason="DEADLINE_EXCEEDED",
+                    service=INGEST,
+                    address=client.ingest_address,
+                ) from None
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def watch(self, document_id: str, *, timeout: float | None = None) -> Iterator[Document]:
         """The document now, then each change, until READY or FAILED (pushed by the server).

@@ -147,6 +147,13 @@ class UploadSourceError(SluiceError):
     """The file to upload could not be read, or changed while it was sent; nothing was stored."""
 
 
+class DownloadError(SluiceError):
+    """The bytes a download received are not the ones its header announced: SIZE_MISMATCH (the
+    stream ended early, or ran long) or CHECKSUM_MISMATCH (another SHA-256), or the stream broke
+    its framing (DOWNLOAD_MALFORMED: bytes before the header, a second header). A download to a
+    path leaves nothing there; one to a file object may have written part of the bytes."""
+
+
 class WaitTimeout(SluiceError):
     """A wait for documents ended before they were READY or FAILED; `documents` are their last
     states (they go on processing on the server)."""
@@ -323,6 +330,7 @@ __all__ = [
     "ConnectionFailed",
     "DataLoss",
     "DeadlineExceeded",
+    "DownloadError",
     "FailedPrecondition",
     "Internal",
     "InvalidArgument",

@@ -12,6 +12,7 @@ import datetime as dt
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, overload
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -312,6 +313,54 @@ class Collection:
         )
 
 
+def rerank_status_name(value: search_service_pb2.RerankStatus.ValueType) -> str:
+    """UNSPECIFIED (not asked for), APPLIED, FAILED, TIMED_OUT or SKIPPED."""
+    name: str = search_service_pb2.RerankStatus.Name(value)
+    return name.removeprefix("RERANK_STATUS_")
+
+
+@dataclass(frozen=True)
+class HitExplanation:
+    """Why a hit ranked where it did (`search(..., explain=True)`; docs/search.md, "Why a hit ranked").
+
+    A list the hit was not in (the keyword list of a chunk without the query's words, or a side
+    the mode does not use) leaves its score and rank None; so do the HYBRID parts in another
+    mode and the reranker's score when it did not answer in time. Ranks count from 1."""
+
+    keyword_score: float | None
+    keyword_rank: int | None
+    vector_similarity: float | None
+    vector_rank: int | None
+    fused_score: float  # HYBRID: the fused score (the hit's first-stage score); the mode's score otherwise
+    keyword_contribution: float | None  # HYBRID: the keyword list's part of the fused score
+    vector_contribution: float | None  # HYBRID: the vector list's part
+    vector_weight: float | None  # HYBRID: the vector list's weight for this query (keyword's is 1 minus it)
+    first_stage_rank: int
+    rerank_score: float | None
+    rerank_status: str  # as SearchResults.rerank_status
+    matched_terms: list[str]  # the query's terms (stemmed as the keyword index stems them) the chunk contains
+    raw: search_service_pb2.HitExplanation = field(repr=False, compare=False)
+
+    @classmethod
+    def from_proto(cls, e: search_service_pb2.HitExplanation) -> HitExplanation:
+        # proto3 `optional`: HasField tells an unset score from a real 0.0.
+        return cls(
+            keyword_score=e.keyword_score if e.HasField("keyword_score") else None,
+            keyword_rank=e.keyword_rank if e.HasField("keyword_rank") else None,
+            vector_similarity=e.vector_similarity if e.HasField("vector_similarity") else None,
+            vector_rank=e.vector_rank if e.HasField("vector_rank") else None,
+            fused_score=e.fused_score,
+            keyword_contribution=e.keyword_contribution if e.HasField("keyword_contribution") else None,
+            vector_contribution=e.vector_contribution if e.HasField("vector_contribution") else None,
+            vector_weight=e.vector_weight if e.HasField("vector_weight") else None,
+            first_stage_rank=e.first_stage_rank,
+            rerank_score=e.rerank_score if e.HasField("rerank_score") else None,
+            rerank_status=rerank_status_name(e.rerank_status),
+            matched_terms=list(e.matched_terms),
+            raw=e,
+        )
+
+
 @dataclass(frozen=True)
 class Hit:
     """One matching chunk: its text, score, document and position."""
@@ -325,6 +374,8 @@ class Hit:
     metadata: dict[str, str]
     context: str  # with neighbors > 0: this chunk and its neighbours; else ""
     raw: search_service_pb2.SearchHit = field(repr=False, compare=False)
+    chunk_id: str = ""  # the chunk's id, for documents.disable_chunk / enable_chunk / edit_chunk
+    explanation: HitExplanation | None = None  # with search(..., explain=True); None otherwise
 
     @classmethod
     def from_proto(cls, hit: search_service_pb2.SearchHit) -> Hit:
@@ -338,6 +389,8 @@ class Hit:
             dict(hit.metadata),
             hit.context,
             hit,
+            hit.chunk_id,
+            HitExplanation.from_proto(hit.explanation) if hit.HasField("explanation") else None,
         )
 
 
@@ -363,8 +416,12 @@ class SearchResults(Sequence[Hit]):
     @property
     def rerank_status(self) -> str:
         """UNSPECIFIED (not asked for), APPLIED, FAILED, TIMED_OUT or SKIPPED."""
-        name: str = search_service_pb2.RerankStatus.Name(self.raw.rerank.status)
-        return name.removeprefix("RERANK_STATUS_")
+        return rerank_status_name(self.raw.rerank.status)
+
+    @property
+    def generation(self) -> int:
+        """The index generation that answered (search(..., generation=N) asks for one)."""
+        return self.raw.generation
 
     @overload
     def __getitem__(self, index: int) -> Hit: ...
@@ -383,6 +440,107 @@ class SearchResults(Sequence[Hit]):
 
     def __repr__(self) -> str:
         return f"SearchResults({len(self)} hits, mode={self.mode.name})"
+
+
+@dataclass(frozen=True)
+class BoundingBox:
+    """Where an element of a chunk lies on its page (PDF and images): edges 0 to 1, page from 1."""
+
+    page_number: int
+    left: float
+    top: float
+    right: float
+    bottom: float
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk of a document as an index generation holds it (`documents.list_chunks`, and what
+    `disable_chunk`, `enable_chunk` and `edit_chunk` return). `etag` changes whenever the chunk
+    does: pass it back to refuse a lost update (Aborted, reason CHUNK_CHANGED)."""
+
+    id: str
+    document_id: str
+    chunk_index: int
+    text: str  # the edited text when it was edited
+    page_number: int  # 0 when the format has no pages
+    element_type: str
+    element_types: list[str]
+    section_title: str
+    text_as_html: str  # tables only
+    boxes: list[BoundingBox]
+    token_count: int  # words as the keyword index counts them
+    character_count: int
+    generation: int
+    enabled: bool  # False: search does not return it
+    edited: bool
+    original_text: str  # the parser's text, when edited
+    text_source: str  # text_layer, ocr or mixed
+    ocr_confidence: float
+    update_time: dt.datetime | None
+    etag: str
+    raw: document_service_pb2.DocumentChunk = field(repr=False, compare=False)
+
+    @classmethod
+    def from_proto(cls, c: document_service_pb2.DocumentChunk) -> Chunk:
+        return cls(
+            id=c.id,
+            document_id=c.document_id,
+            chunk_index=c.chunk_index,
+            text=c.text,
+            page_number=c.page_number,
+            element_type=c.element_type,
+            element_types=list(c.element_types),
+            section_title=c.section_title,
+            text_as_html=c.text_as_html,
+            boxes=[BoundingBox(b.page_number, b.left, b.top, b.right, b.bottom) for b in c.boxes],
+            token_count=c.token_count,
+            character_count=c.character_count,
+            generation=c.generation,
+            enabled=c.enabled,
+            edited=c.edited,
+            original_text=c.original_text,
+            text_source=c.text_source,
+            ocr_confidence=c.ocr_confidence,
+            update_time=_time(c.update_time, c.HasField("update_time")),
+            etag=c.etag,
+            raw=c,
+        )
+
+
+@dataclass(frozen=True)
+class ChunkPage:
+    """One page of a document's chunks, in chunk_index order; `next_page_token` is empty on the
+    last page. `total_size` counts the document's chunks in `generation`, enabled or not."""
+
+    chunks: list[Chunk]
+    next_page_token: str
+    total_size: int
+    generation: int
+    raw: document_service_pb2.ListChunksResponse = field(repr=False, compare=False)
+
+    @classmethod
+    def from_proto(cls, page: document_service_pb2.ListChunksResponse) -> ChunkPage:
+        return cls([Chunk.from_proto(c) for c in page.chunks], page.next_page_token, page.total_size, page.generation, page)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return iter(self.chunks)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+
+@dataclass(frozen=True)
+class DownloadedDocument:
+    """What `documents.download` wrote: the header's description of the bytes (checked: the
+    size and SHA-256 of what arrived are these) and where they went (`path`, None for a file object)."""
+
+    filename: str
+    mime_type: str
+    size_bytes: int
+    content_sha256: str
+    path: Path | None
+    raw: document_service_pb2.DownloadDocumentHeader = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -546,14 +704,19 @@ class WebhookDelivery:
 __all__ = [
     "ApiKey",
     "Attempt",
+    "BoundingBox",
+    "Chunk",
+    "ChunkPage",
     "Collection",
     "CollectionEvent",
     "Document",
     "DocumentStatus",
+    "DownloadedDocument",
     "Embedder",
     "EmbedderConfig",
     "Generation",
     "Hit",
+    "HitExplanation",
     "NewApiKey",
     "NewWebhook",
     "Progress",
