@@ -13,7 +13,7 @@ venv: $(VENV)/.installed
 
 # torch==2.13.0 is pinned first: pip then takes the CPU build that lies on these machines
 # instead of a multi-GB CUDA build.
-$(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproject.toml tools/package-lock.json clients/typescript/package-lock.json
+$(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproject.toml tools/package-lock.json clients/typescript/package-lock.json console/package-lock.json
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -U pip setuptools wheel
 	$(PIP) install torch==2.13.0
@@ -27,6 +27,8 @@ $(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproje
 	@# buf (protos lint) comes from the npm registry; skipped where npm is missing.
 	if command -v npm >/dev/null; then (cd tools && npm ci --silent --no-audit --no-fund); fi
 	if command -v npm >/dev/null; then (cd clients/typescript && npm ci --silent --no-audit --no-fund && npm run build --silent); fi
+	@# The web console (docs/console.md), served by the gateway at /: built from its lockfile into console/dist.
+	if command -v npm >/dev/null; then (cd console && npm ci --silent --no-audit --no-fund && npm run build --silent); fi
 	touch $@
 
 # The suite on two pytest-xdist processes (docs/contributing.md#tests): each has its own embedded

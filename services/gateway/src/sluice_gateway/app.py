@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from . import dify, metrics
 from .backends import Backends
 from .connect import ConnectHandlers
+from .console import console_routes, default_console_dir
 from .methods import METHODS
 from .openapi import build_openapi
 from .settings import GatewaySettings
@@ -74,6 +75,7 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
             Route("/retrieval", retrieval, methods=["POST"]),
             Route("/v1/collections/{collection}/documents", upload, methods=["POST"]),
             Route("/{service}/{method}", rpc, methods=["POST"]),
+            *console_routes(settings.gateway_console_dir or default_console_dir()),
         ],
         lifespan=lifespan,
     )

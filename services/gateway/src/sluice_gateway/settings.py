@@ -32,6 +32,9 @@ class GatewaySettings(CommonSettings):  # type: ignore[misc,unused-ignore]  # An
     # 0: no-store, nothing is cached. A cached answer can miss documents that became READY since
     # (docs/http.md).
     gateway_get_max_age_seconds: int = 0
+    # The built web console (its dist directory: index.html and assets/), served at / (docs/console.md).
+    # Empty: the repository's console/dist when it was built; else / says how to build it.
+    gateway_console_dir: str = ""
 
     def cors_origins(self) -> list[str]:
         return [origin.strip() for origin in self.gateway_cors_origins.split(",") if origin.strip()]
