@@ -313,8 +313,21 @@ def test_collections_lifecycle_and_validation(c, database_url):
     expect_error(lambda: c.create_collection("docs"), grpc.StatusCode.ALREADY_EXISTS, "COLLECTION_EXISTS")
     expect_error(lambda: c.create_collection("Bad Name"), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_COLLECTION_NAME")
     expect_error(lambda: c.create_collection("x", dimensions=5000), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_EMBEDDER")
+    # A name alone gets the local default embedder, as the CLI and the SDKs create it (issue 37,
+    # defect 2: docs/http.md's first example was refused INVALID_EMBEDDER); a model without a
+    # provider is still refused.
+    named_only = c.docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(name="y")))
+    assert named_only.embedder.provider == collection_pb2.EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS
+    assert (named_only.embedder.model, named_only.embedder.dimensions) == ("all-MiniLM-L6-v2", 384)
+    c.docs.DeleteCollection(ds.DeleteCollectionRequest(name="y"))
     expect_error(
-        lambda: c.docs.CreateCollection(ds.CreateCollectionRequest(collection=collection_pb2.Collection(name="y"))),
+        lambda: c.docs.CreateCollection(
+            ds.CreateCollectionRequest(
+                collection=collection_pb2.Collection(
+                    name="y2", embedder=collection_pb2.EmbedderConfig(model="text-embedding-3-small")
+                )
+            )
+        ),
         grpc.StatusCode.INVALID_ARGUMENT,
         "INVALID_EMBEDDER",
     )

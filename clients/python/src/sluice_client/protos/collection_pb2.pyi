@@ -27,7 +27,9 @@ class _EmbedderProvider:
 class _EmbedderProviderEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EmbedderProvider.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     EMBEDDER_PROVIDER_UNSPECIFIED: _EmbedderProvider.ValueType  # 0
-    """The provider was not set; requests that need one are refused."""
+    """The provider was not set: CreateCollection takes SENTENCE_TRANSFORMERS when the model and
+    dimensions are not set either; other requests that need one are refused.
+    """
     EMBEDDER_PROVIDER_HASHING: _EmbedderProvider.ValueType  # 1
     """A deterministic feature-hashing embedder, for tests and benchmarks."""
     EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS: _EmbedderProvider.ValueType  # 2
@@ -39,7 +41,9 @@ class EmbedderProvider(_EmbedderProvider, metaclass=_EmbedderProviderEnumTypeWra
     """EmbedderProvider names the kind of model that turns text into vectors."""
 
 EMBEDDER_PROVIDER_UNSPECIFIED: EmbedderProvider.ValueType  # 0
-"""The provider was not set; requests that need one are refused."""
+"""The provider was not set: CreateCollection takes SENTENCE_TRANSFORMERS when the model and
+dimensions are not set either; other requests that need one are refused.
+"""
 EMBEDDER_PROVIDER_HASHING: EmbedderProvider.ValueType  # 1
 """A deterministic feature-hashing embedder, for tests and benchmarks."""
 EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS: EmbedderProvider.ValueType  # 2

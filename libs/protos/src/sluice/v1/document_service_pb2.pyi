@@ -112,7 +112,9 @@ class CreateCollectionRequest(_message.Message):
     COLLECTION_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def collection(self) -> _collection_pb2.Collection:
-        """The collection to create; name and embedder are required."""
+        """The collection to create; the name is required. Without an embedder (no provider, model or
+        dimensions) it gets the local default, SENTENCE_TRANSFORMERS all-MiniLM-L6-v2.
+        """
 
     def __init__(
         self,

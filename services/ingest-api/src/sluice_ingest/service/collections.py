@@ -26,6 +26,8 @@ DEFAULT_MODELS = {
     "hashing": ("hashing-v1", 256),
     "sentence_transformers": (embedders.DEFAULT_LOCAL_MODEL, embedders.DEFAULT_LOCAL_DIMENSIONS),
 }
+# CreateCollection's provider when the request names no embedder at all.
+DEFAULT_PROVIDER = "sentence_transformers"
 MAX_HNSW_DIMENSIONS = 2000  # pgvector's HNSW limit for the vector type
 # A new collection's index precision when CreateCollection names none: halfvec held float4's
 # recall and latency at a million chunks with 0.57x the index, built in 0.70x the time
@@ -118,7 +120,10 @@ class CollectionUseCases:
                 "collection name must be 1-63 lowercase letters, digits, '-' or '_', starting with a letter or digit",
                 reason=Reason.INVALID_COLLECTION_NAME,
             )
-        model, dimensions = self._embedder(spec.provider, spec.model, spec.dimensions, "collection.embedder")
+        # No embedder at all is the local default, as the CLI and both SDKs create it (docs/http.md's
+        # first example sends only a name); a model or dimensions without a provider stay refused.
+        provider = spec.provider or ("" if spec.model or spec.dimensions else DEFAULT_PROVIDER)
+        model, dimensions = self._embedder(provider, spec.model, spec.dimensions, "collection.embedder")
         max_chars = spec.chunk_max_characters or s.default_chunk_max_characters
         new_after = spec.chunk_new_after_n_chars or min(s.default_chunk_new_after_n_chars, max_chars)
         overlap = min(s.default_chunk_overlap, max_chars // 4) if spec.chunk_overlap is None else spec.chunk_overlap
@@ -142,7 +147,7 @@ class CollectionUseCases:
                 tenant_id,
                 spec.name,
                 spec.description,
-                spec.provider,
+                provider,
                 model,
                 dimensions,
                 max_chars,

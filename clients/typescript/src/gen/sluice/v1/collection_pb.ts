@@ -488,7 +488,8 @@ export const RerankerConfigSchema: GenMessage<RerankerConfig> = /*@__PURE__*/
  */
 export enum EmbedderProvider {
   /**
-   * The provider was not set; requests that need one are refused.
+   * The provider was not set: CreateCollection takes SENTENCE_TRANSFORMERS when the model and
+   * dimensions are not set either; other requests that need one are refused.
    *
    * @generated from enum value: EMBEDDER_PROVIDER_UNSPECIFIED = 0;
    */

@@ -27,7 +27,8 @@ export const file_sluice_v1_document_service: GenFile = /*@__PURE__*/
  */
 export type CreateCollectionRequest = Message<"sluice.v1.CreateCollectionRequest"> & {
   /**
-   * The collection to create; name and embedder are required.
+   * The collection to create; the name is required. Without an embedder (no provider, model or
+   * dimensions) it gets the local default, SENTENCE_TRANSFORMERS all-MiniLM-L6-v2.
    *
    * @generated from field: sluice.v1.Collection collection = 1;
    */
