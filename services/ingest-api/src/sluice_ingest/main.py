@@ -33,12 +33,13 @@ from . import metrics
 from .api import AdminServicer, DocumentServicer, JobServicer
 from .notify import NotificationHub
 from .retention import EventRetention
-from .service import AdminUseCases, CollectionUseCases, DocumentUseCases, JobUseCases, WatchUseCases
+from .service import AdminUseCases, ChunkUseCases, CollectionUseCases, DocumentUseCases, JobUseCases, WatchUseCases
 from .settings import IngestSettings
 from .sources.api import SourceServicer
 from .sources.service import SourceService
 from .sources.store import SourceStore
 from .store import (
+    ChunkStore,
     CollectionStore,
     DocumentStore,
     EventStore,
@@ -76,6 +77,7 @@ class Stores:
     events: EventStore
     retention: RetentionStore
     tenants: TenantStore
+    chunks: ChunkStore
 
     @classmethod
     def over(cls, pool: AsyncConnectionPool, policy: JobPolicy, *, inline_index_max_chunks: int = 20000) -> Stores:
@@ -88,6 +90,7 @@ class Stores:
             events=EventStore(pool),
             retention=RetentionStore(pool),
             tenants=TenantStore(pool),
+            chunks=ChunkStore(pool),
         )
 
 
@@ -119,6 +122,7 @@ class IngestApp:
         self.watches = WatchUseCases(stores.documents, stores.events, self.hub, s)
         self.jobs = JobUseCases(stores.queue, self.hub, s)
         self.admin = AdminUseCases(stores.tenants, self.keys.forget)
+        self.chunks = ChunkUseCases(stores.chunks)
         auth = AuthInterceptor(
             self.keys, RateLimiter(s.rate_limit_per_second, s.rate_limit_burst), reflection=s.reflection_enabled
         )
@@ -126,7 +130,7 @@ class IngestApp:
             SERVICE_NAMES, s.bind, interceptors=[auth], tls=s.server_tls(), allow_plaintext=s.allow_plaintext
         )
         document_service_pb2_grpc.add_DocumentServiceServicer_to_server(
-            DocumentServicer(self.collections, self.documents, self.watches), self.server
+            DocumentServicer(self.collections, self.documents, self.watches, self.chunks), self.server
         )
         job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.jobs, s.lease_seconds), self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.admin), self.server)

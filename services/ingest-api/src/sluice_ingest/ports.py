@@ -8,6 +8,7 @@ import datetime as dt
 import uuid
 from typing import Any, Protocol
 
+import numpy as np
 from sluice_common.auth import Role
 
 from .domain import DocumentStatus, EventCursor, SourceRunEvents
@@ -27,6 +28,7 @@ from .store import (
     QueueStore,
     WatchPage,
 )
+from .store.chunks import ChunkStore, ChunkTarget, DocumentChunkRow
 from .store.rows import Fence
 from .store.tenants import ApiKeyRow, Quota, TenantRow, TenantStore
 from .store.versions import VersionsView
@@ -159,6 +161,30 @@ class QueuePort(Protocol):
     async def release_job(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> DocumentRow: ...
 
 
+class ChunksPort(Protocol):
+    """A document's chunks and bytes (ListChunks, UpdateChunk, DownloadDocument)."""
+
+    async def list_chunks(
+        self, tenant_id: int, document_id: uuid.UUID, generation: int, after_index: int, limit: int
+    ) -> tuple[list[DocumentChunkRow], int, int]: ...
+
+    async def chunk_target(self, tenant_id: int, chunk_id: int) -> ChunkTarget: ...
+
+    async def apply_update(
+        self,
+        tenant_id: int,
+        target: ChunkTarget,
+        enabled: bool | None,
+        text: str | None,
+        terms: str,
+        vectors: dict[int, np.ndarray],
+    ) -> DocumentChunkRow: ...
+
+    async def document_for_download(self, tenant_id: int, document_id: uuid.UUID) -> DocumentRow: ...
+
+    async def content_slice(self, tenant_id: int, document_id: uuid.UUID, offset: int, size: int) -> bytes: ...
+
+
 class TenantsPort(Protocol):
     async def create_tenant(self, name: str, quota: Quota) -> TenantRow: ...
 
@@ -196,7 +222,12 @@ def _tenant_store(store: TenantStore) -> TenantsPort:
     return store
 
 
+def _chunk_store(store: ChunkStore) -> ChunksPort:
+    return store
+
+
 __all__ = [
+    "ChunksPort",
     "CollectionLogPort",
     "CollectionsPort",
     "DocumentLogPort",

@@ -38,6 +38,9 @@ METHOD_ROLES: dict[str, frozenset[Role]] = {
     "/sluice.v1.DocumentService/ReprocessDocument": _WRITE,
     "/sluice.v1.DocumentService/WatchDocument": _READ,
     "/sluice.v1.DocumentService/WatchCollection": _READ,
+    "/sluice.v1.DocumentService/ListChunks": _READ,
+    "/sluice.v1.DocumentService/UpdateChunk": _WRITE,
+    "/sluice.v1.DocumentService/DownloadDocument": _READ,
     "/sluice.v1.SearchService/Search": _READ,
     # Only a worker holding a lease can put chunks into the index.
     "/sluice.v1.JobService/ClaimJob": frozenset({W}),

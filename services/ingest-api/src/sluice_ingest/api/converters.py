@@ -35,6 +35,7 @@ from ..store import (
     VersionRow,
     VersionsView,
 )
+from ..store.chunks import DocumentChunkRow
 from ..store.tenants import ApiKeyRow, TenantRow
 
 PROVIDER_TO_PROTO = {
@@ -541,6 +542,36 @@ def api_key_to_proto(row: ApiKeyRow) -> admin_pb2.ApiKey:
     )
 
 
+def document_chunk_to_proto(row: DocumentChunkRow) -> document_service_pb2.DocumentChunk:
+    """A chunk as ListChunks and UpdateChunk show it (docs/chunks.md)."""
+    return document_service_pb2.DocumentChunk(
+        id=str(row.id),
+        document_id=str(row.document_id),
+        chunk_index=row.chunk_index,
+        text=row.text,
+        page_number=row.page_number,
+        element_type=row.element_type,
+        section_title=row.section_title,
+        text_as_html=row.text_as_html,
+        boxes=[
+            document_pb2.BoundingBox(
+                page_number=int(b["page"]), left=b["left"], top=b["top"], right=b["right"], bottom=b["bottom"]
+            )
+            for b in row.boxes
+        ],
+        token_count=row.search_length,
+        character_count=len(row.text),
+        generation=row.generation,
+        enabled=row.enabled,
+        edited=row.original_text is not None,
+        original_text=row.original_text or "",
+        text_source=row.text_source,
+        ocr_confidence=row.ocr_confidence or 0.0,
+        update_time=timestamp(row.updated_at),
+        etag=row.etag,
+    )
+
+
 __all__ = [
     "PROVIDER_FROM_PROTO",
     "ROLE_FROM_PROTO",
@@ -549,6 +580,7 @@ __all__ = [
     "chunk_to_proto",
     "collection_event_to_proto",
     "collection_to_proto",
+    "document_chunk_to_proto",
     "document_status_from_proto",
     "document_to_proto",
     "event_document_to_proto",

@@ -11,11 +11,12 @@ from sluice.v1 import document_pb2, document_service_pb2, document_service_pb2_g
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.reasons import Reason
 
-from ..service import CollectionUseCases, DocumentUseCases, UploadMeta, WatchUseCases
+from ..service import ChunkUseCases, CollectionUseCases, DocumentUseCases, UploadMeta, WatchUseCases
 from ..uploads import Trailer
 from .collections import CollectionCalls, tenant
 from .converters import (
     collection_event_to_proto,
+    document_chunk_to_proto,
     document_status_from_proto,
     document_to_proto,
     source_run_events_from_proto,
@@ -24,10 +25,13 @@ from .converters import (
 
 
 class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServiceServicer):
-    def __init__(self, collections: CollectionUseCases, documents: DocumentUseCases, watches: WatchUseCases) -> None:
+    def __init__(
+        self, collections: CollectionUseCases, documents: DocumentUseCases, watches: WatchUseCases, chunks: ChunkUseCases
+    ) -> None:
         self.collections = collections
         self.documents = documents
         self.watches = watches
+        self.chunks = chunks
 
     @grpc_errors
     async def UploadDocument(
@@ -139,6 +143,41 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
             source_runs=source_run_events_from_proto(request.source_runs),
         ):
             yield collection_event_to_proto(request.collection, row)
+
+    @grpc_errors
+    async def ListChunks(
+        self, request: document_service_pb2.ListChunksRequest, context: grpc.aio.ServicerContext
+    ) -> document_service_pb2.ListChunksResponse:
+        rows, token, total, generation = await self.chunks.list_chunks(
+            tenant(), request.document_id, request.page_size, request.page_token, request.generation
+        )
+        return document_service_pb2.ListChunksResponse(
+            chunks=[document_chunk_to_proto(r) for r in rows], next_page_token=token, total_size=total, generation=generation
+        )
+
+    @grpc_errors
+    async def UpdateChunk(
+        self, request: document_service_pb2.UpdateChunkRequest, context: grpc.aio.ServicerContext
+    ) -> document_service_pb2.DocumentChunk:
+        enabled = request.enabled if request.HasField("enabled") else None
+        text = request.text if request.HasField("text") else None
+        return document_chunk_to_proto(await self.chunks.update_chunk(tenant(), request.chunk_id, enabled, text, request.etag))
+
+    @grpc_errors
+    async def DownloadDocument(
+        self, request: document_service_pb2.DownloadDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[document_service_pb2.DownloadDocumentResponse]:
+        document, pieces = await self.chunks.download(tenant(), request.id)
+        yield document_service_pb2.DownloadDocumentResponse(
+            header=document_service_pb2.DownloadDocumentHeader(
+                filename=document.filename,
+                mime_type=document.mime_type,
+                size_bytes=document.size_bytes,
+                content_sha256=document.content_sha256,
+            )
+        )
+        async for piece in pieces:
+            yield document_service_pb2.DownloadDocumentResponse(data=piece)
 
 
 __all__ = ["DocumentServicer"]

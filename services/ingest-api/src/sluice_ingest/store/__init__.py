@@ -7,12 +7,14 @@ built from the domain tables; zero rows means the move was illegal or lost a rac
 One store per area, each over the shared pool, composed in main.py (no store inherits another):
 CollectionStore (collections.py), DocumentStore (documents.py), GenerationStore
 (generations.py), QueueStore (queue.py: claims, stages, commits; it is given the generation
-store's switch), EventStore and RetentionStore (events.py), TenantStore (tenants.py). What they
+store's switch), EventStore and RetentionStore (events.py), TenantStore (tenants.py), ChunkStore
+(chunks.py: a document's chunks as users list and change them, and its bytes). What they
 share is in common.py; row types in rows.py.
 """
 
 from __future__ import annotations
 
+from .chunks import ChunkStore
 from .collections import CollectionStore
 from .common import StoreBase
 from .documents import DocumentStore
@@ -41,6 +43,7 @@ __all__ = [
     "CLAIM_SQL",
     "AttemptRow",
     "ChunkRow",
+    "ChunkStore",
     "ClaimedJob",
     "CollectionEventRow",
     "CollectionRow",

@@ -40,8 +40,8 @@ from .versions import swap_in
 
 # CompleteJob's first round trip: fence (and renew) the lease, lock the document and, FOR SHARE,
 # the generation the job writes into (job, document, generation: the lock order used
-# everywhere), and delete the chunks this commit replaces, only when complete_job's checks will
-# pass: the generation is in the state the kind writes into and the document in the status it
+# everywhere), and delete the chunks this commit replaces (enabled or disabled: docs/chunks.md),
+# only when complete_job's checks will pass: the generation is in the state the kind writes into and the document in the status it
 # commits from (an INGEST job: the ACTIVE generation, an INDEXING document, every generation's
 # chunks; an EMBED job: its BUILDING generation, a READY document, that generation's chunks).
 COMPLETE_LOCK_SQL = (
@@ -60,6 +60,10 @@ WITH {kind_policy}, job AS (
     FOR UPDATE OF d FOR SHARE OF g
 ), cleared AS (
     DELETE FROM chunks c USING locked l
+    WHERE c.document_id = l.document_id AND l.committable
+      AND (l.replaces_every_generation OR c.generation_id = l.generation_id)
+), cleared_disabled AS (
+    DELETE FROM disabled_chunks c USING locked l
     WHERE c.document_id = l.document_id AND l.committable
       AND (l.replaces_every_generation OR c.generation_id = l.generation_id)
 )

@@ -361,7 +361,9 @@ class DocumentStore(StoreBase):
             # so do its chunks of every generation, so no document that is not READY holds chunks
             # (docs/architecture.md#the-rules, rule 1). The keyword statistics and document_vectors
             # follow by their triggers. For a retry (FAILED) it deletes nothing: migration 0027 took
-            # what reprocesses that failed before this delete left.
+            # what reprocesses that failed before this delete left. Its disabled chunks go too: a
+            # reprocess starts from the file again (docs/chunks.md).
             await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND document_id = %s", (document_id,))
             await conn.execute("DELETE FROM chunks WHERE document_id = %s AND tenant_id = %s", (document_id, tenant_id))
+            await conn.execute("DELETE FROM disabled_chunks WHERE document_id = %s AND tenant_id = %s", (document_id, tenant_id))
             return await lookup_document(conn, document_id, tenant_id)

@@ -374,9 +374,11 @@ class GenerationStore(StoreBase):
         return await self.collection_with_generations(tenant_id, name)
 
     async def _drop_generation(self, conn: psycopg.AsyncConnection, generation_id: int, *, index: bool = True) -> None:
-        """Its EMBED jobs (a worker on one learns at its next lease renewal), chunks and (`index`) HNSW index."""
+        """Its EMBED jobs (a worker on one learns at its next lease renewal), chunks (disabled ones too)
+        and (`index`) HNSW index."""
         await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s", (generation_id,))
         await conn.execute("DELETE FROM chunks WHERE generation_id = %s", (generation_id,))
+        await conn.execute("DELETE FROM disabled_chunks WHERE generation_id = %s", (generation_id,))
         if index:
             await conn.execute(vector_index.drop_index_sql(generation_id))
 

@@ -1,0 +1,351 @@
+"""A document's chunks as users see and change them (docs/chunks.md): ListChunks' pages,
+UpdateChunk's disable, enable and edit, and DownloadDocument's reads of the original bytes.
+
+A disabled chunk is a row of `disabled_chunks`, not of `chunks` (migration 0029): moving it out
+is what takes it out of every search mode, the HNSW graphs, the BM25 statistics and
+`keyword_chunks`, by their own triggers. Every statement names the caller's tenant."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg.rows import class_row
+from sluice_common.db import one_snapshot
+from sluice_common.errors import Aborted, FailedPrecondition, NotFound
+from sluice_common.reasons import Reason
+
+from ..domain import DocumentStatus, GenerationState
+from .common import StoreBase, lookup_document, one_row
+from .rows import DocumentRow
+
+# What a page shows of a chunk, from either table (`enabled` says which).
+CHUNK_COLUMNS = """
+    c.id, c.document_id, c.chunk_index, c.text, c.page_number, c.element_type, c.section_title, c.text_as_html,
+    c.boxes, c.search_length, c.text_source, c.ocr_confidence, c.original_text, c.revision, c.updated_at
+"""
+
+# Both tables have a unique index on (document_id, generation_id, chunk_index): the page is a
+# merge of two index scans, whatever the document's size.
+LIST_SQL = f"""
+    SELECT * FROM (
+        SELECT {CHUNK_COLUMNS}, true AS enabled FROM chunks c
+         WHERE c.document_id = %(document)s AND c.generation_id = %(generation)s AND c.tenant_id = %(tenant)s
+           AND c.chunk_index > %(after)s
+        UNION ALL
+        SELECT {CHUNK_COLUMNS}, false AS enabled FROM disabled_chunks c
+         WHERE c.document_id = %(document)s AND c.generation_id = %(generation)s AND c.tenant_id = %(tenant)s
+           AND c.chunk_index > %(after)s
+    ) c ORDER BY c.chunk_index LIMIT %(limit)s
+"""
+
+COUNT_SQL = """
+    SELECT (SELECT count(*) FROM chunks c
+             WHERE c.document_id = %(document)s AND c.generation_id = %(generation)s AND c.tenant_id = %(tenant)s)
+         + (SELECT count(*) FROM disabled_chunks c
+             WHERE c.document_id = %(document)s AND c.generation_id = %(generation)s AND c.tenant_id = %(tenant)s)
+"""
+
+# The columns a row keeps when it moves between the tables (the generated and trigger-computed
+# ones are computed again on the way into `chunks`).
+MOVED_COLUMNS = (
+    "id, document_id, tenant_id, collection_id, generation_id, chunk_index, text, page_number, element_type,"
+    " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence, boxes, original_text"
+)
+
+DISABLE_SQL = f"""
+    WITH moved AS (
+        DELETE FROM chunks WHERE id = %(id)s AND revision = %(revision)s AND tenant_id = %(tenant)s
+        RETURNING {MOVED_COLUMNS}, search_length, revision
+    )
+    INSERT INTO disabled_chunks ({MOVED_COLUMNS}, search_length, revision, updated_at)
+    SELECT {MOVED_COLUMNS}, search_length, revision + 1, now() FROM moved
+    RETURNING id
+"""
+
+ENABLE_SQL = f"""
+    WITH moved AS (
+        DELETE FROM disabled_chunks WHERE id = %(id)s AND revision = %(revision)s AND tenant_id = %(tenant)s
+        RETURNING {MOVED_COLUMNS}, revision
+    )
+    INSERT INTO chunks ({MOVED_COLUMNS}, revision, updated_at) OVERRIDING SYSTEM VALUE
+    SELECT {MOVED_COLUMNS}, revision + 1, now() FROM moved
+    RETURNING id
+"""
+
+# An edit keeps the parser's text in original_text (the first edit saves it; editing back to it
+# clears it: the chunk is the parser's again).
+EDIT_SET = """
+    text = %(text)s, embedding = %(embedding)s, search_terms = %(terms)s, revision = revision + 1, updated_at = now(),
+    original_text = CASE WHEN coalesce(original_text, text) = %(text)s THEN NULL ELSE coalesce(original_text, text) END
+"""
+EDIT_SQL = {
+    True: f"UPDATE chunks SET {EDIT_SET} WHERE id = %(id)s AND revision = %(revision)s AND tenant_id = %(tenant)s RETURNING id",
+    False: f"UPDATE disabled_chunks SET {EDIT_SET}, search_length = sluice_term_count(%(terms)s)"
+    " WHERE id = %(id)s AND revision = %(revision)s AND tenant_id = %(tenant)s RETURNING id",
+}
+
+# A disabled chunk's DELETE took its document's vector in that generation with it (migration
+# 0026 drops the pair's vector on a delete and computes it on an insert): computed again from the
+# chunks that remain, as 0026's insert trigger does.
+DOCUMENT_VECTOR_SQL = """
+    INSERT INTO document_vectors (generation_id, document_id, tenant_id, embedding)
+    SELECT c.generation_id, c.document_id, min(c.tenant_id), l2_normalize(avg(c.embedding))
+      FROM chunks c WHERE c.document_id = %s AND c.generation_id = %s
+     GROUP BY c.generation_id, c.document_id
+    ON CONFLICT (generation_id, document_id) DO UPDATE SET embedding = EXCLUDED.embedding
+"""
+
+
+@dataclass(frozen=True)
+class DocumentChunkRow:
+    """A chunk as ListChunks and UpdateChunk show it (`generation`: its generation's number)."""
+
+    id: int
+    document_id: uuid.UUID
+    chunk_index: int
+    text: str
+    page_number: int
+    element_type: str
+    section_title: str
+    text_as_html: str
+    boxes: list[dict[str, Any]]
+    search_length: int
+    text_source: str
+    ocr_confidence: float | None
+    original_text: str | None
+    revision: int
+    updated_at: dt.datetime
+    enabled: bool
+    generation: int = 0
+
+    @property
+    def etag(self) -> str:
+        return f"{self.id}-{self.revision}"
+
+
+@dataclass(frozen=True)
+class ChunkCopy:
+    """One generation's row of a chunk that UpdateChunk changes, as it was read."""
+
+    id: int
+    generation_id: int
+    generation: int
+    embedder_provider: str
+    embedder_model: str
+    dimensions: int
+    revision: int
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class ChunkTarget:
+    """The chunk UpdateChunk names: its document and its copies in the ACTIVE and BUILDING
+    generations (the named one first)."""
+
+    document_id: uuid.UUID
+    document_status: DocumentStatus
+    chunk_index: int
+    copies: tuple[ChunkCopy, ...]
+
+    @property
+    def named(self) -> ChunkCopy:
+        return self.copies[0]
+
+
+def chunk_not_found(chunk_id: int) -> NotFound:
+    """The one answer for a chunk that does not exist, is another tenant's or is being dropped."""
+    return NotFound(f"chunk {chunk_id} does not exist", reason=Reason.CHUNK_NOT_FOUND)
+
+
+class ChunkStore(StoreBase):
+    async def list_chunks(
+        self, tenant_id: int, document_id: uuid.UUID, generation: int, after_index: int, limit: int
+    ) -> tuple[list[DocumentChunkRow], int, int]:
+        """A page of the document's chunks in one generation (0: the ACTIVE one), after
+        `after_index`; (rows, the generation's chunk count for the document, its number). The
+        document, the generation and the page are read in one snapshot."""
+        async with self.pool.connection() as conn, one_snapshot(conn):
+            document = await lookup_document(conn, document_id, tenant_id)
+            row = await (
+                await conn.execute(
+                    "SELECT id, number FROM collection_generations WHERE collection_id = %s AND tenant_id = %s"
+                    " AND CASE WHEN %s = 0 THEN state = %s ELSE number = %s END",
+                    (document.collection_id, tenant_id, generation, str(GenerationState.ACTIVE), generation),
+                )
+            ).fetchone()
+            if row is None:
+                raise NotFound(
+                    f"collection {document.collection!r} has no index generation {generation}",
+                    reason=Reason.GENERATION_NOT_FOUND,
+                )
+            generation_id, number = row
+            params = {"document": document_id, "generation": generation_id, "tenant": tenant_id, "after": after_index}
+            cur = conn.cursor(row_factory=class_row(DocumentChunkRow))
+            await cur.execute(LIST_SQL, {**params, "limit": limit})
+            rows = [_with_generation(r, number) for r in await cur.fetchall()]
+            (total,) = await one_row(conn, COUNT_SQL, params)
+            return rows, int(total), int(number)
+
+    async def chunk_target(self, tenant_id: int, chunk_id: int) -> ChunkTarget:
+        """The chunk's copies in the ACTIVE and BUILDING generations (read once, before embedding:
+        apply_update refuses if any of them changed since)."""
+        async with self.pool.connection() as conn, one_snapshot(conn):
+            named = await (
+                await conn.execute(
+                    "SELECT document_id, chunk_index FROM chunks WHERE id = %s AND tenant_id = %s"
+                    " UNION ALL SELECT document_id, chunk_index FROM disabled_chunks WHERE id = %s AND tenant_id = %s",
+                    (chunk_id, tenant_id, chunk_id, tenant_id),
+                )
+            ).fetchone()
+            if named is None:
+                raise chunk_not_found(chunk_id)
+            document_id, chunk_index = named
+            status = await (
+                await conn.execute(
+                    "SELECT status::text FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id)
+                )
+            ).fetchone()
+            if status is None:  # pragma: no cover - the chunk's foreign key holds its document
+                raise chunk_not_found(chunk_id)
+            cur = conn.cursor(row_factory=class_row(ChunkCopy))
+            await cur.execute(
+                """
+                SELECT c.id, c.generation_id, g.number AS generation, g.embedder_provider, g.embedder_model, g.dimensions,
+                       c.revision, c.enabled
+                  FROM (SELECT id, generation_id, revision, true AS enabled FROM chunks
+                         WHERE document_id = %(document)s AND chunk_index = %(index)s AND tenant_id = %(tenant)s
+                        UNION ALL
+                        SELECT id, generation_id, revision, false FROM disabled_chunks
+                         WHERE document_id = %(document)s AND chunk_index = %(index)s AND tenant_id = %(tenant)s) c
+                  JOIN collection_generations g ON g.id = c.generation_id
+                 WHERE g.state = ANY(%(states)s)
+                 ORDER BY c.id = %(id)s DESC, g.number
+                """,
+                {
+                    "document": document_id,
+                    "index": chunk_index,
+                    "tenant": tenant_id,
+                    "id": chunk_id,
+                    "states": [str(GenerationState.ACTIVE), str(GenerationState.BUILDING)],
+                },
+            )
+            copies = tuple(await cur.fetchall())
+            if not copies or copies[0].id != chunk_id:
+                raise chunk_not_found(chunk_id)  # a retired or cancelled generation's, being dropped
+            return ChunkTarget(document_id, DocumentStatus(status[0]), chunk_index, copies)
+
+    async def apply_update(
+        self,
+        tenant_id: int,
+        target: ChunkTarget,
+        enabled: bool | None,
+        text: str | None,
+        terms: str,
+        vectors: dict[int, np.ndarray],
+    ) -> DocumentChunkRow:
+        """One transaction: every copy of the chunk gets the new text (with its generation's
+        vector, `vectors` by generation id) and moves to the table `enabled` names, only if the
+        document is still READY and no copy changed since chunk_target read it (else ABORTED
+        CHUNK_CHANGED: nothing is written)."""
+        async with self.pool.connection() as conn, conn.transaction():
+            # FOR SHARE: a reprocess, a deletion or a commit replacing these chunks (each updates or
+            # deletes the document row) waits for this transaction, or has already committed and
+            # the status below says so. Rule 1: no chunk is written under a document that is not READY.
+            status = await (
+                await conn.execute(
+                    "SELECT status::text FROM documents WHERE id = %s AND tenant_id = %s FOR SHARE",
+                    (target.document_id, tenant_id),
+                )
+            ).fetchone()
+            if status is None:
+                raise chunk_not_found(target.named.id)
+            if status[0] != DocumentStatus.READY:
+                raise FailedPrecondition(
+                    f"the chunk's document is {status[0]}, not READY: its chunks are being replaced",
+                    reason=Reason.DOCUMENT_NOT_READY,
+                    status=status[0],
+                )
+            for copy in target.copies:
+                revision = copy.revision
+                if text is not None:
+                    await _expect_one(
+                        conn,
+                        EDIT_SQL[copy.enabled],
+                        {
+                            "id": copy.id,
+                            "revision": revision,
+                            "tenant": tenant_id,
+                            "text": text,
+                            "terms": terms,
+                            "embedding": vectors[copy.generation_id],
+                        },
+                    )
+                    revision += 1
+                if enabled is not None and enabled != copy.enabled:
+                    params = {"id": copy.id, "revision": revision, "tenant": tenant_id}
+                    await _expect_one(conn, ENABLE_SQL if enabled else DISABLE_SQL, params)
+                    if not enabled:
+                        await conn.execute(DOCUMENT_VECTOR_SQL, (target.document_id, copy.generation_id))
+            return await self._read_chunk(conn, tenant_id, target.named)
+
+    async def _read_chunk(self, conn: psycopg.AsyncConnection, tenant_id: int, copy: ChunkCopy) -> DocumentChunkRow:
+        cur = conn.cursor(row_factory=class_row(DocumentChunkRow))
+        await cur.execute(
+            f"SELECT {CHUNK_COLUMNS}, true AS enabled FROM chunks c WHERE c.id = %(id)s AND c.tenant_id = %(tenant)s"
+            f" UNION ALL SELECT {CHUNK_COLUMNS}, false FROM disabled_chunks c WHERE c.id = %(id)s AND c.tenant_id = %(tenant)s",
+            {"id": copy.id, "tenant": tenant_id},
+        )
+        row = await cur.fetchone()
+        if row is None:  # pragma: no cover - written in this transaction
+            raise chunk_not_found(copy.id)
+        return _with_generation(row, copy.generation)
+
+    async def document_for_download(self, tenant_id: int, document_id: uuid.UUID) -> DocumentRow:
+        """The document whose bytes DownloadDocument sends (NOT_FOUND for another tenant's)."""
+        async with self.pool.connection() as conn:
+            document = await lookup_document(conn, document_id, tenant_id)
+            (stored,) = await one_row(
+                conn,
+                "SELECT EXISTS (SELECT 1 FROM document_contents k JOIN documents d ON d.id = k.document_id"
+                " WHERE k.document_id = %s AND d.tenant_id = %s)",
+                (document_id, tenant_id),
+            )
+            if not stored:  # pragma: no cover - the content is written with its document
+                raise NotFound("the document's content is missing", reason=Reason.CONTENT_NOT_FOUND)
+            return document
+
+    async def content_slice(self, tenant_id: int, document_id: uuid.UUID, offset: int, size: int) -> bytes:
+        """`size` bytes of the document's content from `offset` (the read JobService's
+        ReadDocumentContent streams with), only if the document is the tenant's."""
+        async with self.pool.connection() as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT substring(k.content FROM %s FOR %s) FROM document_contents k JOIN documents d ON d.id = k.document_id"
+                    " WHERE k.document_id = %s AND d.tenant_id = %s",
+                    (offset + 1, size, document_id, tenant_id),
+                )
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
+            return bytes(row[0])
+
+
+async def _expect_one(conn: psycopg.AsyncConnection, query: str, params: dict[str, Any]) -> None:
+    """A conditional write of one copy; none written means the copy changed since it was read."""
+    if await (await conn.execute(query, params)).fetchone() is None:
+        raise Aborted(
+            "the chunk changed since it was read (another update, or a reindex replaced it); read it again",
+            reason=Reason.CHUNK_CHANGED,
+        )
+
+
+def _with_generation(row: DocumentChunkRow, number: int) -> DocumentChunkRow:
+    return replace(row, generation=number)
+
+
+__all__ = ["ChunkCopy", "ChunkStore", "ChunkTarget", "DocumentChunkRow", "chunk_not_found"]
