@@ -8,6 +8,8 @@ import json
 
 import pytest
 from sluice_cli import typed
+from sluice_client.errors import InvalidArgument
+from sluice_client.filters import where
 from sluice_client.protos import search_service_pb2
 
 from .test_cli import create, upload
@@ -47,6 +49,20 @@ def test_conditions_are_read(text, op, values):
 def test_an_unreadable_condition_is_refused():
     with pytest.raises(ValueError, match="expected KEY OP VALUE"):
         typed.condition("year between 1 and 2")
+
+
+@pytest.mark.parametrize("text", ["year>>2024", "year=>2024", "year<<2024", "lang==en", "lang!==en", "year> =2024"])
+def test_a_doubled_operator_is_refused_naming_the_condition(text):
+    """It used to compare with the string ">2024": 0 hits and no error (issue 37, defect 9)."""
+    with pytest.raises(InvalidArgument, match="starts with an operator") as refused:
+        typed.condition(text)
+    assert refused.value.reason == "INVALID_FILTER" and text in str(refused.value)
+    with pytest.raises(ValueError):
+        where([text])
+
+
+def test_a_quoted_value_may_start_with_an_operator():
+    assert typed.condition("""note = '>2024'""").condition.value.string_value == ">2024"
 
 
 def test_typed_upload_and_where_search(sluice, stack, tmp_path):

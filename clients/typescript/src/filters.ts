@@ -11,6 +11,7 @@
 import { create, isMessage } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 
+import { InvalidArgument } from "./errors.js";
 import { MetadataValueSchema, StringListSchema, type MetadataValue } from "./gen/sluice/v1/document_pb.js";
 import {
   FilterOperator,
@@ -67,15 +68,23 @@ export function parseValue(raw: string): MetadataValue {
   return metadataValue(text);
 }
 
-/** One condition from text; an Error with a readable message when it cannot be read. */
+/** One condition from text; InvalidArgument (reason INVALID_FILTER, as the server names a filter it
+ * refuses) with a readable message when it cannot be read, before any call. */
 export function condition(text: string): MetadataFilter {
   const match = CONDITION.exec(text);
   const groups = match?.groups;
   if (!groups) {
-    throw new Error("expected KEY OP VALUE (OP: = != > >= < <=), KEY in A,B, KEY not-in A,B, KEY exists or " +
-      `KEY not-exists; got ${JSON.stringify(text)}`);
+    throw new InvalidArgument("expected KEY OP VALUE (OP: = != > >= < <=), KEY in A,B, KEY not-in A,B, KEY exists or " +
+      `KEY not-exists; got ${JSON.stringify(text)}`, { reason: "INVALID_FILTER" });
   }
   const result = create(MetadataConditionSchema, { key: groups.key });
+  const value = (groups.value ?? "").trim();
+  if (groups.symbol && "=!<>".includes(value.charAt(0)) && value !== "") {
+    // "year>>2024" would compare with the string ">2024" and silently match nothing.
+    throw new InvalidArgument(`condition ${JSON.stringify(text)}: its value ${JSON.stringify(value)} starts with an ` +
+      `operator; write one operator (= != > >= < <=), or quote the value to compare with that string ('${value}')`,
+      { reason: "INVALID_FILTER" });
+  }
   if (groups.symbol) {
     result.op = SYMBOLS[groups.symbol];
     result.value = parseValue(groups.value ?? "");

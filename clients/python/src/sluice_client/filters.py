@@ -17,6 +17,7 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from .errors import InvalidArgument
 from .protos import document_pb2, search_service_pb2
 
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -76,14 +77,28 @@ def parse_value(text: str, *, lists: bool = False) -> document_pb2.MetadataValue
     return document_pb2.MetadataValue(string_value=text)
 
 
+class InvalidCondition(InvalidArgument, ValueError):
+    """A `where` condition that cannot be read, refused before any call (INVALID_FILTER, as the
+    server names a filter it refuses); a ValueError too, for callers that catch that."""
+
+
 def condition(text: str) -> search_service_pb2.MetadataFilter:
-    """One condition from text; ValueError with a readable message when it cannot be read."""
+    """One condition from text; InvalidCondition with a readable message when it cannot be read."""
     match = _CONDITION.match(text)
     if not match:
-        raise ValueError(
-            f"expected KEY OP VALUE (OP: = != > >= < <=), KEY in A,B, KEY not-in A,B, KEY exists or KEY not-exists; got {text!r}"
+        raise InvalidCondition(
+            f"expected KEY OP VALUE (OP: = != > >= < <=), KEY in A,B, KEY not-in A,B, KEY exists or KEY not-exists; got {text!r}",
+            reason="INVALID_FILTER",
         )
     result = search_service_pb2.MetadataCondition(key=match["key"])
+    value = (match["value"] or "").strip()
+    if match["symbol"] and value[:1] in ("=", "!", "<", ">"):
+        # "year>>2024" would compare with the string ">2024" and silently match nothing.
+        raise InvalidCondition(
+            f"condition {text!r}: its value {value!r} starts with an operator; write one operator"
+            f" (= != > >= < <=), or quote the value to compare with that string ('{value}')",
+            reason="INVALID_FILTER",
+        )
     if match["symbol"]:
         result.op = search_service_pb2.FilterOperator.Value("FILTER_OPERATOR_" + _SYMBOLS[match["symbol"]])
         result.value.CopyFrom(parse_value(match["value"]))
