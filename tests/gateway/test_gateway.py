@@ -267,3 +267,30 @@ def test_sources_are_managed_over_http_too(stack, http):
         json={"source": {"collection": "docs", "git": {"repository": "https://example.com/r.git"}}},
     )
     assert reader.status_code == 403, reader.text
+
+
+def test_a_form_encoded_upload_gets_its_real_media_type(http):
+    """curl --data-binary sends Content-Type application/x-www-form-urlencoded unless told
+    otherwise (docs/http.md's example): that is the body's encoding, not the file's type, so the
+    type is detected as for octet-stream (issue 37, defect 3). A filter on the real type finds it."""
+    create_collection(http)
+    markdown = b"# Leases\n\nA lease expires when its worker stops renewing it.\n"
+    response = http.post(
+        "/v1/collections/docs/documents",
+        params={"filename": "leases.md"},
+        content=markdown,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["mimeType"] == "text/markdown"
+    assert watch_until_done(http, response.json()["id"])[-1] == "DOCUMENT_STATUS_READY"
+    found = http.post(SEARCH, json={"collection": "docs", "query": "lease", "filter": {"mimeTypes": ["text/markdown"]}})
+    assert [hit["filename"] for hit in found.json()["hits"]][:1] == ["leases.md"], found.text
+    # A type the client states is kept as given.
+    typed = http.post(
+        "/v1/collections/docs/documents",
+        params={"filename": "notes.txt"},
+        content=b"plain words",
+        headers={"Content-Type": "text/plain"},
+    )
+    assert typed.json()["mimeType"] == "text/plain"

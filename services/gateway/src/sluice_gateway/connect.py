@@ -614,6 +614,12 @@ def decode_envelope(body: bytes, method: Method, binary: bool) -> message.Messag
     return decode_proto(payload, method) if binary else decode_json(payload, method)
 
 
+# Content-Types that say nothing of the file: ingest-api detects its type from the name and bytes.
+# curl's --data-binary sends application/x-www-form-urlencoded unless told otherwise, and a form
+# encoding is never a document's type (docs/http.md, "Uploads").
+UNTYPED_BODIES = frozenset({"", "application/octet-stream", "application/x-www-form-urlencoded"})
+
+
 def upload_metadata(request: Request) -> ds.UploadDocumentMetadata:
     """The upload's first message from the path, the query and the headers (docs/http.md, Uploads)."""
     query, headers = request.query_params, request.headers
@@ -627,7 +633,7 @@ def upload_metadata(request: Request) -> ds.UploadDocumentMetadata:
             "FILENAME_MISSING",
         )
     content_type = headers.get("content-type", "").split(";")[0].strip()
-    mime_type = query.get("mime_type") or ("" if content_type in ("", "application/octet-stream") else content_type)
+    mime_type = query.get("mime_type") or ("" if content_type.lower() in UNTYPED_BODIES else content_type)
     sha256 = query.get("sha256") or headers.get("x-sluice-sha256", "")
     if sha256 and not SHA256_HEX.match(sha256):
         raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, "sha256 must be 64 hex digits", "INVALID_CHECKSUM")
