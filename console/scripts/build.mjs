@@ -71,12 +71,6 @@ const entry = Object.keys(outputs).find((path) => outputs[path].entryPoint?.ends
 const css = outputs[entry].cssBundle;
 const url = (path) => PUBLIC_PATH + relative(assets, join(process.cwd(), path));
 
-const template = readFileSync(join(root, "src/index.html"), "utf8");
-writeFileSync(
-  join(dist, "index.html"),
-  template.replace("%STYLESHEET%", url(css)).replace("%SCRIPT%", url(entry)),
-);
-
 // The first load: the entry, the chunks it imports statically, the stylesheet.
 const firstLoad = new Set([entry, css]);
 const pending = [entry];
@@ -88,6 +82,17 @@ while (pending.length) {
     }
   }
 }
+
+// index.html names the entry and preloads the chunks it imports, so they load side by side.
+const preloads = [...firstLoad]
+  .filter((path) => path !== entry && path !== css)
+  .map((path) => `<link rel="modulepreload" href="${url(path)}">`)
+  .join("\n");
+const template = readFileSync(join(root, "src/index.html"), "utf8");
+writeFileSync(
+  join(dist, "index.html"),
+  template.replace("%STYLESHEET%", url(css)).replace("%SCRIPT%", url(entry)).replace("%PRELOADS%", preloads),
+);
 const gz = (path) => gzipSync(readFileSync(join(process.cwd(), path))).length;
 let total = 0;
 const rows = [];
