@@ -89,6 +89,7 @@ def mean_pooled(model_dir: Path) -> bool:
 def export(model_dir: Path, target: Path, precision: str = INT8) -> None:
     """Export the model to ONNX (pooling and normalization inside), quantized to int8 or not."""
     import tempfile
+    import warnings
 
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -115,7 +116,16 @@ def export(model_dir: Path, target: Path, precision: str = INT8) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as work:
         fp32 = Path(work) / "model.onnx"
-        with torch.no_grad():
+        # The tracer warns that Python booleans taken from tensors (transformers' attention-mask
+        # shortcuts) become constants, and that negative indices would export wrongly; neither
+        # holds for this graph, whose vectors are checked against torch's at every length the
+        # tests use (docs/embedders.md). Shown to a newcomer on the first `make venv`, they read
+        # as "the exported graph will produce incorrect results": kept quiet here.
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
+            warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*legacy TorchScript-based ONNX export")
+            warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.onnx")
             torch.onnx.export(
                 Pooled(model),
                 (sample, torch.ones_like(sample), torch.zeros_like(sample)),
