@@ -457,6 +457,8 @@ def search(client: Client, args: argparse.Namespace) -> int:
         min_score=args.min_score,
         rerank=False if args.no_rerank else None,
         consistency_token=args.consistency_token,
+        explain=args.explain,
+        generation=args.generation,
     )
     elapsed_ms = (time.monotonic() - started) * 1000
     response = results.raw
@@ -464,6 +466,7 @@ def search(client: Client, args: argparse.Namespace) -> int:
         render.print_json(
             {
                 "mode": render.mode_name(response.mode),
+                "generation": response.generation,
                 "hits": [render.to_dict(h) for h in response.hits],
                 "rerank": render.to_dict(response.rerank),
             }
@@ -475,15 +478,17 @@ def search(client: Client, args: argparse.Namespace) -> int:
     if not response.hits:
         render.out.print(f"No matches in {escape(args.collection)} (only READY documents are searched).")
         return EXIT_OK
-    render.print_hits(render.out, response.hits, context=args.neighbors > 0)
+    render.print_hits(render.out, response.hits, context=args.neighbors > 0, explain=args.explain)
     reranker = (
         response.rerank.model
         or collection_pb2.RerankerProvider.Name(response.rerank.provider).removeprefix("RERANKER_PROVIDER_").lower()
     )
     reranked = f", reranked by {reranker}" if status == "APPLIED" else ""
+    generation = f", generation {response.generation}" if args.generation else ""
     render.out.print(
         Text(
-            f"{len(response.hits)} hit(s), {render.mode_name(response.mode).lower()} search{reranked}, {elapsed_ms:.0f} ms",
+            f"{len(response.hits)} hit(s), {render.mode_name(response.mode).lower()} search{reranked}{generation}, "
+            f"{elapsed_ms:.0f} ms",
             style="dim",
         )
     )

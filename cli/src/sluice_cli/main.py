@@ -25,7 +25,7 @@ from sluice_client import Client, SluiceError
 from sluice_client.client import ROLES
 from sluice_client.types import WEBHOOK_EVENT_TYPES
 
-from . import __version__, admin, commands, evaluate, mcp, render, sources, sync, typed, webhooks
+from . import __version__, admin, chunks, commands, evaluate, mcp, render, sources, sync, typed, webhooks
 from .client import open_client
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error, from_sdk_error
 from .upload import run_upload
@@ -319,6 +319,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="a document's consistency_token (`sluice show DOC --json`): search sees at least that state, "
         "waiting for a replica to catch up (docs/scaling.md)",
     )
+    search.add_argument(
+        "--explain",
+        action="store_true",
+        help="show why each hit ranked there: keyword score and rank, vector similarity and rank, fused, rerank",
+    )
+    search.add_argument(
+        "--generation",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="search this index generation (the BUILDING one of a reindex, to compare it); default the ACTIVE one",
+    )
     search.set_defaults(handler=commands.search)
 
     ev = sub.add_parser(
@@ -369,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     hdel.add_argument("--limit", type=_positive, default=50, help="at most this many (default 50)")
     hdel.set_defaults(handler=webhooks.deliveries)
 
+    chunks.register(sub, common)  # `sluice chunks …`, `sluice documents download` (docs/cli.md)
     sources.add_parsers(sub, common)  # docs/sources.md
 
     # administration (admin keys)

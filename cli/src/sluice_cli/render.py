@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
-from sluice_client.protos import collection_pb2, document_pb2, search_service_pb2
+from sluice_client.protos import collection_pb2, document_pb2, document_service_pb2, search_service_pb2
 
 
 def _make_console(stderr: bool) -> Console:
@@ -369,9 +369,11 @@ def _flat(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
-def print_hits(console: Console, hits: Iterable[search_service_pb2.SearchHit], *, context: bool = False) -> None:
+def print_hits(
+    console: Console, hits: Iterable[search_service_pb2.SearchHit], *, context: bool = False, explain: bool = False
+) -> None:
     """One block per hit: rank, document, page, score, then the matching text (or, with
-    `context`, the hit's chunk joined with its neighbours)."""
+    `context`, the hit's chunk joined with its neighbours), and with `explain` why it ranked there."""
     for rank, hit in enumerate(hits, 1):
         header = Text(f"{rank:>2}. ", style="bold") + Text(hit.filename, style="bold cyan")
         if hit.page_number:
@@ -384,6 +386,73 @@ def print_hits(console: Console, hits: Iterable[search_service_pb2.SearchHit], *
             console.print(Padding(Text(shown), (0, 0, 0, 4)))
         else:
             console.print(Padding(snippet(hit, width=320), (0, 0, 0, 4)))
+        if explain and hit.HasField("explanation"):
+            console.print(Padding(explanation_table(hit.explanation), (0, 0, 0, 4), expand=False))
+            notes = explanation_notes(hit.explanation)
+            console.print(Padding(Text(notes, style="dim"), (0, 0, 1, 4), expand=False) if notes else "")
+
+
+def _optional(message: search_service_pb2.HitExplanation, name: str, digits: int = 4) -> str:
+    """A proto3-optional number, or "-" when the hit was not in that list (unset is not 0)."""
+    if not message.HasField(name):  # type: ignore[arg-type]
+        return "-"
+    value = getattr(message, name)
+    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
+
+
+def explanation_table(e: search_service_pb2.HitExplanation) -> Table:
+    """Why a hit ranked where it did (`sluice search --explain`): each list's score and rank, its
+    part of the fused score, the reranker's; "-" where the hit was not in a list."""
+    table = Table(box=None, pad_edge=False, header_style="dim bold", show_edge=False)
+    for column in ("", "SCORE", "RANK", "PART"):
+        table.add_column(column, no_wrap=True, justify="left" if not column else "right")
+    table.add_row("keyword", _optional(e, "keyword_score"), _optional(e, "keyword_rank"), _optional(e, "keyword_contribution"))
+    table.add_row("vector", _optional(e, "vector_similarity"), _optional(e, "vector_rank"), _optional(e, "vector_contribution"))
+    table.add_row("fused", f"{e.fused_score:.4f}", str(e.first_stage_rank or "-"), "")
+    rerank_status = search_service_pb2.RerankStatus.Name(e.rerank_status).removeprefix("RERANK_STATUS_")
+    if e.rerank_status != search_service_pb2.RERANK_STATUS_UNSPECIFIED or e.HasField("rerank_score"):
+        table.add_row("rerank", _optional(e, "rerank_score"), "", rerank_status.lower().replace("_", " "))
+    return table
+
+
+def explanation_notes(e: search_service_pb2.HitExplanation) -> str:
+    """The line under an explanation's table: the vector list's weight (HYBRID) and the matched terms."""
+    notes = []
+    if e.HasField("vector_weight"):
+        notes.append(f"vector weight {e.vector_weight:.2f}")
+    if e.matched_terms:
+        notes.append("matched: " + ", ".join(e.matched_terms))
+    return "; ".join(notes)
+
+
+def first_line(text: str, width: int = 80) -> str:
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def chunks_table(chunks: Iterable[document_service_pb2.DocumentChunk]) -> Table:
+    """`sluice chunks list`: one row a chunk, its text's first line; disabled ones dimmed."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column, justify in (
+        ("#", "right"),
+        ("PAGE", "right"),
+        ("TOKENS", "right"),
+        ("ENABLED", "left"),
+        ("ID", "left"),
+        ("TEXT", "left"),
+    ):
+        table.add_column(column, no_wrap=True, justify=justify)  # type: ignore[arg-type]
+    for c in chunks:
+        text = first_line(c.text) + (" (edited)" if c.edited else "")
+        table.add_row(
+            str(c.chunk_index),
+            str(c.page_number) if c.page_number else "",
+            str(c.token_count),
+            Text("yes", style="green") if c.enabled else Text("no", style="red"),
+            c.id,
+            Text(text, style="" if c.enabled else "dim"),
+        )
+    return table
 
 
 def chunks_label(count: int) -> str:
