@@ -33,6 +33,7 @@ def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
         "AdminService.ListTenants",
         "DocumentService.GetCollection",
         "DocumentService.GetDocument",
+        "DocumentService.ListChunks",
         "DocumentService.ListCollections",
         "DocumentService.ListDocuments",
         "SearchService.Search",
@@ -51,6 +52,7 @@ def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
         assert [p["name"] for p in get["parameters"] if p["required"]] == ["encoding", "message"]
         assert "requestBody" not in get and "200" in get["responses"]
     assert operations["DocumentService.UploadDocument"] == ("/v1/collections/{collection}/documents", "post")
+    assert operations["DocumentService.DownloadDocument.Content"] == ("/v1/documents/{id}/content", "get")
     assert "Dify.Retrieval" in operations
     assert (
         "text/event-stream"

@@ -16,6 +16,7 @@ from . import dify, metrics
 from .backends import Backends
 from .connect import ConnectHandlers
 from .console import console_routes, default_console_dir
+from .download import download
 from .methods import METHODS
 from .openapi import build_openapi
 from .settings import GatewaySettings
@@ -52,6 +53,9 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
     async def upload(request: Request) -> Response:
         return await handlers().upload(request)
 
+    async def document_content(request: Request) -> Response:
+        return await download(request, backends())
+
     async def retrieval(request: Request) -> Response:
         response = await dify.retrieval(request, backends(), settings.gateway_call_timeout_seconds)
         code = "ok" if response.status_code == 200 else f"http_{response.status_code}"  # Dify's errors are HTTP's
@@ -74,6 +78,7 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/retrieval", retrieval, methods=["POST"]),
             Route("/v1/collections/{collection}/documents", upload, methods=["POST"]),
+            Route("/v1/documents/{id}/content", document_content, methods=["GET"]),
             Route("/{service}/{method}", rpc, methods=["POST"]),
             *console_routes(settings.gateway_console_dir or default_console_dir()),
         ],

@@ -298,6 +298,27 @@ def build_openapi(server_url: str = "") -> dict[str, Any]:
             },
         }
     }
+    paths["/v1/documents/{id}/content"] = {
+        "get": {
+            "operationId": "DocumentService.DownloadDocument.Content",
+            "tags": ["DocumentService"],
+            "summary": "The document's original bytes, always as an attachment (sandboxed, never sniffed); "
+            "ETag and X-Content-SHA256 carry its SHA-256",
+            "parameters": [
+                {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}, "description": "the document's id"}
+            ],
+            "responses": {
+                "200": {
+                    "description": "the bytes, with the stored media type",
+                    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+                },
+                "default": {
+                    "description": "a Connect error",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ConnectError"}}},
+                },
+            },
+        }
+    }
     paths["/healthz"] = {
         "get": {
             "operationId": "Gateway.Health",
