@@ -179,19 +179,22 @@ def test_rule1_reprocess_takes_the_chunks_of_every_generation(c, database_url):
 
 
 def test_rule1_only_ready_documents_hold_chunks(c, database_url):
-    """After each step of a mix of uploads, commits, failures, retries, reprocesses and a
-    deletion: every chunk belongs to a READY document, every READY document has chunks, and the
-    keyword statistics and document_vectors are those of the chunks."""
+    """After each step of a mix of uploads, commits, failures, retries, reprocesses, chunks
+    disabled and edited (docs/chunks.md) and a deletion: every chunk, enabled or disabled,
+    belongs to a READY document, every READY document has chunks, and the keyword statistics and
+    document_vectors are those of the enabled chunks."""
 
     def check(step: str) -> None:
         with db(database_url) as conn:
             outside = conn.execute(
-                "SELECT d.status::text, count(*) FROM chunks c JOIN documents d ON d.id = c.document_id"
+                "SELECT d.status::text, count(*) FROM (SELECT document_id FROM chunks"
+                " UNION ALL SELECT document_id FROM disabled_chunks) c JOIN documents d ON d.id = c.document_id"
                 " WHERE d.status <> 'READY' GROUP BY 1"
             ).fetchall()
             bare = conn.execute(
                 "SELECT count(*) FROM documents d WHERE d.status = 'READY'"
                 " AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id)"
+                " AND NOT EXISTS (SELECT 1 FROM disabled_chunks c WHERE c.document_id = d.id)"
             ).fetchone()[0]
         assert (outside, bare) == ([], 0), step
         state = search_state(database_url)
@@ -217,6 +220,14 @@ def test_rule1_only_ready_documents_hold_chunks(c, database_url):
     commit(second, ["second one"])
     fail(third, retryable=False)
     check("two READY, one FAILED")
+    listed = c.docs.ListChunks(ds.ListChunksRequest(document_id=first)).chunks
+    c.docs.UpdateChunk(ds.UpdateChunkRequest(chunk_id=listed[1].id, enabled=False))
+    (only,) = c.docs.ListChunks(ds.ListChunksRequest(document_id=second)).chunks
+    c.docs.UpdateChunk(ds.UpdateChunkRequest(chunk_id=only.id, text="second one, edited"))
+    check("a chunk disabled, one edited")
+    c.docs.UpdateChunk(ds.UpdateChunkRequest(chunk_id=only.id, enabled=False))
+    check("every chunk of a document disabled")
+    c.docs.UpdateChunk(ds.UpdateChunkRequest(chunk_id=only.id, enabled=True))
     c.docs.ReprocessDocument(ds.ReprocessDocumentRequest(id=first))
     check("reprocessed")
     fail(first, retryable=False)  # a reprocess that ends FAILED
