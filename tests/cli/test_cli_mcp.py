@@ -24,7 +24,7 @@ from sluice_client import Client
 
 from .conftest import VENV_BIN
 
-ALL_TOOLS = {"search", "upload_text", "upload_file", "get_document", "list_documents", "list_collections"}
+ALL_TOOLS = {"search", "upload_text", "upload_file", "get_document", "list_documents", "list_chunks", "list_collections"}
 READ_TOOLS = ALL_TOOLS - {"upload_text", "upload_file"}
 TEXT = "Leases expire when a worker stops renewing them; another worker then takes the job over."
 

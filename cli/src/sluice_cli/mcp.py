@@ -1,7 +1,8 @@
 """`sluice mcp`: Sluice as a Model Context Protocol server (docs/mcp.md).
 
-An MCP client (Claude Desktop, an IDE, an agent) gets tools to search collections, upload a file
-or a text, read and list documents and list collections. Every tool calls the SDK `Client` that
+An MCP client (Claude Desktop, an IDE, an agent) gets tools to search collections (with an
+explanation of each hit's rank when asked), upload a file or a text, read and list documents and
+their chunks, and list collections. Every tool calls the SDK `Client` that
 the CLI made from its flags and environment, so the server acts with that one API key (a client
 key, or a reader key for a read-only server) and never touches a service directly.
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, TypeVarTuple
 
 import grpc
-from sluice_client import Client, Collection, Document, Hit, SluiceError, WaitTimeout
+from sluice_client import Chunk, Client, Collection, Document, Hit, HitExplanation, SluiceError, WaitTimeout
 from sluice_common.reasons import Reason
 from typing_extensions import TypedDict  # pydantic reads nested TypedDicts from here before Python 3.12
 
@@ -47,6 +48,8 @@ DEFAULT_HOST, DEFAULT_PORT, HTTP_PATH = "127.0.0.1", 8765, "/mcp"
 SEARCH_TIMEOUT_SECONDS = 120.0
 MAX_WAIT_SECONDS = 300.0
 MAX_TOP_K, MAX_PAGE_SIZE = 50, 200
+# A chunk's text in list_chunks is cut here (a chunk can hold 100,000 characters; the model pages).
+CHUNK_TEXT_CHARACTERS = 2000
 # A name no collection can have (names are lowercase letters, digits, '-' and '_'): the probe that
 # asks whether the key may write can never create anything.
 _PROBE_COLLECTION = "Sluice MCP write probe"
@@ -101,16 +104,65 @@ class CollectionList(TypedDict):
     collections: list[CollectionOut]
 
 
+class ExplanationOut(TypedDict):
+    """Why a hit ranked where it did; a score or rank is null when the hit was not in that list
+    (keyword: the chunk has none of the query's words; vector, or a mode that does not use it).
+    Ranks count from 1; `*_contribution` and `vector_weight` are HYBRID's fused parts."""
+
+    keyword_score: float | None
+    keyword_rank: int | None
+    vector_similarity: float | None
+    vector_rank: int | None
+    fused_score: float
+    keyword_contribution: float | None
+    vector_contribution: float | None
+    vector_weight: float | None
+    first_stage_rank: int
+    rerank_score: float | None
+    rerank_status: str
+    matched_terms: list[str]
+
+
 class HitOut(TypedDict):
-    """A matching passage; `page_number` is 0 when the format has no pages."""
+    """A matching passage; `page_number` is 0 when the format has no pages; `explanation` is set
+    when the search asked for it (`explain`), null otherwise."""
 
     text: str
     score: float
     document_id: str
     filename: str
     chunk_index: int
+    chunk_id: str
     page_number: int
     metadata: dict[str, str]
+    explanation: ExplanationOut | None
+
+
+class ChunkOut(TypedDict):
+    """One chunk of a document as search sees it; `enabled` false means search does not return it;
+    `text` is cut at 2,000 characters (`truncated`)."""
+
+    id: str
+    chunk_index: int
+    page_number: int
+    text: str
+    truncated: bool
+    enabled: bool
+    edited: bool
+    token_count: int
+    element_type: str
+    section_title: str
+
+
+class ChunkPageOut(TypedDict):
+    """A page of a document's chunks in order; `next_page_token` is empty on the last page;
+    `total_size` counts the document's chunks in `generation`."""
+
+    document_id: str
+    generation: int
+    total_size: int
+    chunks: list[ChunkOut]
+    next_page_token: str
 
 
 class SearchOut(TypedDict):
@@ -155,6 +207,23 @@ def collection_out(c: Collection) -> CollectionOut:
     )
 
 
+def explanation_out(e: HitExplanation) -> ExplanationOut:
+    return ExplanationOut(
+        keyword_score=e.keyword_score,
+        keyword_rank=e.keyword_rank,
+        vector_similarity=e.vector_similarity,
+        vector_rank=e.vector_rank,
+        fused_score=e.fused_score,
+        keyword_contribution=e.keyword_contribution,
+        vector_contribution=e.vector_contribution,
+        vector_weight=e.vector_weight,
+        first_stage_rank=e.first_stage_rank,
+        rerank_score=e.rerank_score,
+        rerank_status=e.rerank_status,
+        matched_terms=list(e.matched_terms),
+    )
+
+
 def hit_out(hit: Hit) -> HitOut:
     return HitOut(
         text=hit.text,
@@ -162,9 +231,41 @@ def hit_out(hit: Hit) -> HitOut:
         document_id=hit.document_id,
         filename=hit.filename,
         chunk_index=hit.chunk_index,
+        chunk_id=hit.chunk_id,
         page_number=hit.page_number,
         metadata=dict(hit.metadata),
+        explanation=explanation_out(hit.explanation) if hit.explanation is not None else None,
     )
+
+
+def chunk_out(chunk: Chunk) -> ChunkOut:
+    return ChunkOut(
+        id=chunk.id,
+        chunk_index=chunk.chunk_index,
+        page_number=chunk.page_number,
+        text=chunk.text[:CHUNK_TEXT_CHARACTERS],
+        truncated=len(chunk.text) > CHUNK_TEXT_CHARACTERS,
+        enabled=chunk.enabled,
+        edited=chunk.edited,
+        token_count=chunk.token_count,
+        element_type=chunk.element_type,
+        section_title=chunk.section_title,
+    )
+
+
+def _explanation_line(e: ExplanationOut) -> str:
+    """The explanation as the model reads it: each list's score and rank, or that the hit was not in it."""
+
+    def part(label: str, score: float | None, rank: int | None) -> str:
+        return f"{label} {score:.3f} (rank {rank})" if score is not None and rank is not None else f"not in the {label} list"
+
+    parts = [part("keyword", e["keyword_score"], e["keyword_rank"]), part("vector", e["vector_similarity"], e["vector_rank"])]
+    parts.append(f"fused {e['fused_score']:.3f} (rank {e['first_stage_rank']})")
+    if e["rerank_score"] is not None:
+        parts.append(f"reranked {e['rerank_score']:.3f}")
+    if e["matched_terms"]:
+        parts.append("matched " + ", ".join(e["matched_terms"]))
+    return "why: " + "; ".join(parts)
 
 
 def _document_line(doc: DocumentOut) -> str:
@@ -279,8 +380,9 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
 
     instructions = (
         "Sluice ingests documents (PDF, Office, HTML, text, ...) into collections and searches their chunks. "
-        "Use search to find passages (only READY documents are searched); list_collections and list_documents "
-        "to see what is there; get_document to follow a document's processing."
+        "Use search to find passages (only READY documents are searched; explain says why each ranked there); "
+        "list_collections, list_documents and list_chunks to see what is there; get_document to follow a "
+        "document's processing."
         + ("" if read_only else " upload_text and upload_file add a document: it is searchable once READY.")
         + (f" The default collection is {default_collection!r}." if default_collection else "")
     )
@@ -305,7 +407,13 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
     # -- search
 
     def _search(
-        collection: str | None, query: str, top_k: int, mode: str, filters: dict[str, str] | None, where: list[str] | None
+        collection: str | None,
+        query: str,
+        top_k: int,
+        mode: str,
+        filters: dict[str, str] | None,
+        where: list[str] | None,
+        explain: bool,
     ) -> CallToolResult:
         name = collection_of(collection)
         if not query.strip():
@@ -317,7 +425,14 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
         except ValueError as err:
             raise CliError(f"where: {err}", EXIT_USAGE, Reason.INVALID_ARGUMENT) from None
         results = client.search(
-            name, query, top_k=top_k, mode=mode, filter=filters or None, where=conditions, timeout=SEARCH_TIMEOUT_SECONDS
+            name,
+            query,
+            top_k=top_k,
+            mode=mode,
+            filter=filters or None,
+            where=conditions,
+            explain=explain,
+            timeout=SEARCH_TIMEOUT_SECONDS,
         )
         out = SearchOut(collection=name, query=query, mode=results.mode.name, hits=[hit_out(h) for h in results])
         if not out["hits"]:
@@ -328,6 +443,8 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
             lines.append(
                 f"\n[{rank}] {hit['filename']}{page} (score {hit['score']:.3f}, document {hit['document_id']})\n{hit['text']}"
             )
+            if hit["explanation"] is not None:
+                lines.append(_explanation_line(hit["explanation"]))
         return _result(out, "\n".join(lines))
 
     @server.tool(title="Search a collection", annotations=read, structured_output=True)
@@ -347,10 +464,17 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
                 "'year>=2024', 'lang in en,de', 'draft=false', 'tags exists'"
             ),
         ] = None,
+        explain: Annotated[
+            bool,
+            Field(
+                description="also say why each passage ranked there: its keyword score and rank, vector similarity "
+                "and rank, fused score, reranker's score and the query terms it contains"
+            ),
+        ] = False,
     ) -> Annotated[CallToolResult, SearchOut]:
         """Search the READY documents of a collection; returns the best-matching passages with their document,
-        page and score."""
-        return call(_search, collection, query, top_k, mode, filters, where)
+        page and score (and with `explain`, why each ranked there)."""
+        return call(_search, collection, query, top_k, mode, filters, where, explain)
 
     # -- collections and documents
 
@@ -413,6 +537,43 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
     ) -> Annotated[CallToolResult, DocumentPage]:
         """List documents, newest first, a page at a time, with their status."""
         return call(_list_documents, collection, status, page_size, page_token)
+
+    def _list_chunks(document: str, collection: str | None, generation: int, page_size: int, page_token: str) -> CallToolResult:
+        document_id = resolve_document_id(client, document, collection or "")
+        page = client.documents.list_chunks(document_id, page_size=page_size, page_token=page_token, generation=generation)
+        out = ChunkPageOut(
+            document_id=document_id,
+            generation=page.generation,
+            total_size=page.total_size,
+            chunks=[chunk_out(c) for c in page.chunks],
+            next_page_token=page.next_page_token,
+        )
+        if not out["chunks"]:
+            empty = "No more chunks." if page_token else f"No chunks: {document_id} has none (only READY documents do)."
+            return _result(out, empty)
+        lines = [f"Chunks of {document_id}, generation {page.generation} ({page.total_size} in all):"]
+        for c in out["chunks"]:
+            page_of = f", page {c['page_number']}" if c["page_number"] else ""
+            state = "" if c["enabled"] else ", disabled (not searched)"
+            lines.append(f"\n#{c['chunk_index']}{page_of}{state} (id {c['id']})\n{c['text']}" + (" …" if c["truncated"] else ""))
+        if out["next_page_token"]:
+            lines.append(f"\n(more: page_token={out['next_page_token']})")
+        return _result(out, "\n".join(lines))
+
+    @server.tool(title="List a document's chunks", annotations=read, structured_output=True)
+    def list_chunks(
+        document: Annotated[
+            str,
+            Field(description="a document id, its name (collections/C/documents/ID), a unique id prefix or a unique file name"),
+        ],
+        collection: Annotated[str | None, Field(description="narrow a prefix or file name to this collection")] = None,
+        generation: Annotated[int, Field(ge=0, description="the index generation (0: the one search answers from)")] = 0,
+        page_size: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)] = 20,
+        page_token: Annotated[str, Field(description="next_page_token of the previous page")] = "",
+    ) -> Annotated[CallToolResult, ChunkPageOut]:
+        """List a READY document's chunks in order, a page at a time: the passages search can return, with their
+        page, whether they are enabled, and their text."""
+        return call(_list_chunks, document, collection, generation, page_size, page_token)
 
     # -- uploads
 
@@ -524,8 +685,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", common:
         "mcp",
         help="serve Sluice's tools to MCP clients (Claude Desktop, IDEs, agents)",
         parents=[common],
-        description="An MCP server with tools to search, upload, get and list documents and list "
-        "collections, acting with this CLI's API key (docs/mcp.md).",
+        description="An MCP server with tools to search, upload, get and list documents and their chunks "
+        "and list collections, acting with this CLI's API key (docs/mcp.md).",
     )
     p.add_argument(
         "--transport",
