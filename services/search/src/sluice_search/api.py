@@ -15,7 +15,7 @@ from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
 from sluice_common.reasons import Reason
 
 from . import filters, metrics, rerank
-from .domain import ContextOptions, DocumentFilter, Hit, Limits, Mode, RerankRequest, validate_query
+from .domain import ContextOptions, DocumentFilter, Explanation, Hit, Limits, Mode, RerankRequest, validate_query
 from .service import SearchService
 
 # stdlib logger: a disabled level costs one comparison (structlog's formatter renders JSON).
@@ -57,6 +57,8 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
                     min_score=request.min_score if request.HasField("min_score") else None,
                 ),
                 rerank=rerank_request_of(request.rerank) if request.HasField("rerank") else None,
+                explain=request.explain,
+                generation=request.generation,
             )
             after_lsn = consistency.parse_token(request.consistency_token) if request.consistency_token else None
             mode_label = query.mode.value
@@ -191,4 +193,23 @@ def _hit_pb(hit: Hit) -> search_service_pb2.SearchHit:
         context=hit.context,
         context_first_chunk_index=hit.context_first_chunk_index,
         context_last_chunk_index=hit.context_last_chunk_index,
+        explanation=_explanation_pb(hit.explanation) if hit.explanation is not None else None,
+    )
+
+
+def _explanation_pb(explanation: Explanation) -> search_service_pb2.HitExplanation:
+    """An explanation; None leaves its optional field unset (a list the hit was not in)."""
+    return search_service_pb2.HitExplanation(
+        keyword_score=explanation.keyword_score,
+        keyword_rank=explanation.keyword_rank,
+        vector_similarity=explanation.vector_similarity,
+        vector_rank=explanation.vector_rank,
+        fused_score=explanation.fused_score,
+        keyword_contribution=explanation.keyword_contribution,
+        vector_contribution=explanation.vector_contribution,
+        vector_weight=explanation.vector_weight,
+        first_stage_rank=explanation.first_stage_rank,
+        rerank_score=explanation.rerank_score,
+        rerank_status=_RERANK_STATUS[explanation.rerank_status],
+        matched_terms=explanation.matched_terms,
     )

@@ -99,6 +99,33 @@ class SearchQuery:
     filter: DocumentFilter
     context: ContextOptions = ContextOptions()
     rerank: RerankRequest | None = None
+    # Fill each hit's Explanation (explain.py); it changes no hit and no order.
+    explain: bool = False
+    # The index generation to search, by its number: 0 for the ACTIVE one (service.py).
+    generation: int = 0
+
+
+@dataclass
+class Explanation:
+    """Why a hit ranked where it did (docs/search.md, "Why a hit ranked"): the figures the ranking
+    used. None is a list the hit was not in (its rank), or a side the mode does not use."""
+
+    keyword_score: float | None = None
+    keyword_rank: int | None = None
+    vector_similarity: float | None = None
+    vector_rank: int | None = None
+    # HYBRID's fused score; the mode's score otherwise (the first-stage score).
+    fused_score: float = 0.0
+    # HYBRID: each list's part of the fused score (0 for a list the hit was not in), and the
+    # vector list's weight for this query (fusion.py).
+    keyword_contribution: float | None = None
+    vector_contribution: float | None = None
+    vector_weight: float | None = None
+    first_stage_rank: int = 0
+    rerank_score: float | None = None
+    rerank_status: str = ""  # rerank.py's status of the search
+    # The query's words as the keyword index stems them that the chunk holds, in the query's order.
+    matched_terms: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -124,6 +151,8 @@ class Hit:
     context: str = ""
     context_first_chunk_index: int = 0
     context_last_chunk_index: int = 0
+    # Set when the query asked for explanations (SearchQuery.explain).
+    explanation: Explanation | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +179,8 @@ def validate_query(
     limits: Limits = Limits(),
     context: ContextOptions = ContextOptions(),
     rerank: RerankRequest | None = None,
+    explain: bool = False,
+    generation: int = 0,
 ) -> SearchQuery:
     """Check a request before any IO; every refusal says what is wrong (INVALID_ARGUMENT)."""
     if not collection:
@@ -184,8 +215,22 @@ def validate_query(
             raise InvalidArgument("query_vector is all zeros; cosine distance to it is undefined", reason=Reason.INVALID_VECTOR)
     if rerank is not None and rerank.min_score is not None and not math.isfinite(rerank.min_score):
         raise InvalidArgument("rerank.min_score must be a finite number", reason=Reason.INVALID_RERANKER)
+    if generation < 0:
+        raise InvalidArgument(
+            f"generation must be a generation's number (1 or more), or 0 for the ACTIVE one; got {generation}",
+            reason=Reason.INVALID_GENERATION,
+        )
     return SearchQuery(
-        collection, text, checked_vector, top_k, mode, validate_filter(filter, limits), validate_context(context, limits), rerank
+        collection,
+        text,
+        checked_vector,
+        top_k,
+        mode,
+        validate_filter(filter, limits),
+        validate_context(context, limits),
+        rerank,
+        explain=bool(explain),
+        generation=generation,
     )
 
 

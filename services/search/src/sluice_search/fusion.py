@@ -40,7 +40,23 @@ def mostly_non_latin(text: str) -> bool:
     return latin * 2 < len(letters)
 
 
-def _fused(lists: Sequence[Sequence[Hit]], scores: dict[int, float], top_k: int) -> list[Hit]:
+# Each candidate's parts of its fused score, one per list in the lists' order: None for a list
+# the candidate was not in. The fused score is their sum, taken in that order from 0.0 (total):
+# an explanation's parts add up to the very score the hits were ordered by (explain.py).
+Parts = dict[int, list[float | None]]
+
+
+def total(parts: Sequence[float | None]) -> float:
+    score = 0.0
+    for part in parts:
+        if part is not None:
+            score += part
+    return score
+
+
+def fused(lists: Sequence[Sequence[Hit]], parts: Parts, top_k: int) -> list[Hit]:
+    """The candidates of `lists` best first by the sum of their parts, at most top_k."""
+    scores = {cid: total(p) for cid, p in parts.items()}
     first: dict[int, Hit] = {}
     for hits in lists:
         for hit in hits:
@@ -49,27 +65,33 @@ def _fused(lists: Sequence[Sequence[Hit]], scores: dict[int, float], top_k: int)
             else:
                 first[hit.chunk_id] = Hit(**{**hit.__dict__, "highlights": list(hit.highlights)})
     order = sorted(first, key=lambda cid: -scores[cid])  # stable: the first list seen wins ties
-    fused = []
+    answer = []
     for cid in order[:top_k]:
         hit = first[cid]
         hit.score = scores[cid]
-        fused.append(hit)
-    return fused
+        answer.append(hit)
+    return answer
+
+
+def reciprocal_rank_parts(lists: Sequence[Sequence[Hit]], weights: Sequence[float], k: float) -> Parts:
+    """Each list's weight / (k + rank), rank from 1."""
+    parts: Parts = {}
+    for i, (hits, weight) in enumerate(zip(lists, weights, strict=True)):
+        for rank, hit in enumerate(hits, start=1):
+            parts.setdefault(hit.chunk_id, [None] * len(lists))[i] = weight / (k + rank)
+    return parts
 
 
 def reciprocal_rank(lists: Sequence[Sequence[Hit]], weights: Sequence[float], k: float, top_k: int) -> list[Hit]:
     """Σ weight / (k + rank), rank from 1."""
-    scores: dict[int, float] = {}
-    for hits, weight in zip(lists, weights, strict=True):
-        for rank, hit in enumerate(hits, start=1):
-            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight / (k + rank)
-    return _fused(lists, scores, top_k)
+    return fused(lists, reciprocal_rank_parts(lists, weights, k), top_k)
 
 
-def relative_score(lists: Sequence[Sequence[Hit]], weights: Sequence[float], top_k: int) -> list[Hit]:
-    """Σ weight · (score - worst) / (best - worst) over each list's candidates."""
-    scores: dict[int, float] = {}
-    for hits, weight in zip(lists, weights, strict=True):
+def relative_score_parts(lists: Sequence[Sequence[Hit]], weights: Sequence[float]) -> Parts:
+    """Each list's weight · (score - worst) / (best - worst) over its candidates (1 when they
+    all score the same)."""
+    parts: Parts = {}
+    for i, (hits, weight) in enumerate(zip(lists, weights, strict=True)):
         if not hits:
             continue
         best = max(h.score for h in hits)
@@ -77,5 +99,10 @@ def relative_score(lists: Sequence[Sequence[Hit]], weights: Sequence[float], top
         spread = best - worst
         for hit in hits:
             normalised = (hit.score - worst) / spread if spread > 0 else 1.0
-            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight * normalised
-    return _fused(lists, scores, top_k)
+            parts.setdefault(hit.chunk_id, [None] * len(lists))[i] = weight * normalised
+    return parts
+
+
+def relative_score(lists: Sequence[Sequence[Hit]], weights: Sequence[float], top_k: int) -> list[Hit]:
+    """Σ weight · (score - worst) / (best - worst) over each list's candidates."""
+    return fused(lists, relative_score_parts(lists, weights), top_k)

@@ -36,13 +36,13 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
-from sluice_common import vector_index
+from sluice_common import textsearch, vector_index
 from sluice_common.db import check_if_idle, mark_returned
 from sluice_common.reranking import RerankerSpec
 from sluice_common.tasks import end_if_cancelled, pause
 from sluice_common.vector_index import FLOAT4
 
-from . import keyword, metrics
+from . import explain, keyword, metrics
 from .domain import Collection, DocumentFilter, Hit
 from .filter_sql import filter_sql
 
@@ -295,6 +295,28 @@ class SearchRepository:
             return None
         return _collection(row)
 
+    async def numbered_generation(self, tenant_id: int, name: str, number: int) -> tuple[Collection | None, str] | None:
+        """The tenant's collection resolved to the generation numbered `number`, whatever its
+        state, and that state (SearchRequest.generation): None when there is no such collection,
+        (None, "") when it has no such generation. Never cached: a reindex's BUILDING generation
+        changes state (ACTIVE, CANCELLED) and the next search must see it, and a generation
+        named by the request never takes the place of the cached ACTIVE one."""
+        async with self._tenant_session(tenant_id) as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT c.id, c.name, g.embedder_provider, g.embedder_model, g.dimensions, c.tenant_id, g.id, g.number,"
+                    " c.chunk_overlap, g.vector_precision, c.reranker, g.state"
+                    " FROM collections c LEFT JOIN collection_generations g ON g.collection_id = c.id AND g.number = %s"
+                    " WHERE c.tenant_id = %s AND c.name = %s",
+                    (number, tenant_id, name),
+                )
+            ).fetchone()
+        if row is None:
+            return None
+        if row[6] is None:
+            return None, ""
+        return _collection(row[:-1]), row[-1]
+
     async def embedders_in_use(self) -> list[tuple[str, str, int]]:
         """Every tenant's embedders, for warm-up: a SECURITY DEFINER function shows search these
         three columns of every collection and nothing else (migration 0004)."""
@@ -443,6 +465,65 @@ class SearchRepository:
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(query, params)).fetchall()
         return {r[0]: _hit(r, 0.0) for r in rows}
+
+    async def explain_details(
+        self,
+        collection: Collection,
+        chunk_ids: Sequence[int],
+        terms: Sequence[str],
+        *,
+        keyword_scores: bool = False,
+        vector: Sequence[float] | None = None,
+    ) -> dict[int, explain.Details]:
+        """What an explanation needs beyond the ranking's own figures, for the answer's chunks
+        (at most top_k; docs/search.md, "Why a hit ranked"), in one statement: the query's words
+        as the index stems them that each chunk holds, in the query's order; with
+        `keyword_scores`, each chunk's BM25 score for the query (0 for a chunk without its
+        words), from the generation's statistics and the chunk's BM25 vector as the ranking's
+        first round computes them (keyword.FIRST_ROUND_HEAD); with `vector`, its exact cosine
+        similarity to it (the expression every score of the vector side comes from). READY
+        documents of the generation and the tenant only, as every statement here; a chunk that
+        left since it was ranked is missing."""
+        text = " ".join(t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t]))
+        if not chunk_ids or not (text or vector is not None):
+            return {}
+        keyword_scores = keyword_scores and bool(text)
+        params: dict[str, Any] = {"ids": list(chunk_ids), "kw_text": text}
+        head: sql.Composable = sql.SQL("WITH ")
+        bm25: sql.Composable = sql.SQL("NULL::float8")
+        if keyword_scores:
+            params.update(kw_generation=collection.generation_id, kw_budget=float(keyword.FIRST_CANDIDATES))
+            head = sql.SQL(keyword.FIRST_ROUND_HEAD).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS))) + sql.SQL(", ")
+            bm25 = sql.SQL("coalesce(-(c.search_bm25 <#> (SELECT q.v FROM q)), 0)")
+        similarity: sql.Composable = sql.SQL("NULL::float8")
+        if vector is not None:
+            params["v"] = np.asarray(vector, dtype=np.float32)
+            similarity = vector_index.exact_distance(collection.dimensions)
+        query = sql.SQL(
+            "{head}ql AS MATERIALIZED (SELECT coalesce(array_agg(l.lexeme ORDER BY l.positions[1], l.lexeme), '{{}}')"
+            " AS lexemes FROM unnest(to_tsvector('sluice_text', %(kw_text)s)) l)"
+            " SELECT c.id, ARRAY(SELECT x.lexeme FROM unnest(ql.lexemes) WITH ORDINALITY AS x(lexeme, n)"
+            " WHERE x.lexeme = ANY(tsvector_to_array(c.search_tsv)) ORDER BY x.n), {bm25}, {similarity}"
+            " FROM ql, chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE c.id = ANY(%(ids)s::bigint[]) AND {pred} AND c.tenant_id = {tid} AND d.status = 'READY'"
+        ).format(
+            head=head,
+            bm25=bm25,
+            similarity=similarity,
+            pred=vector_index.generation_predicate(collection.generation_id),
+            tid=sql.Literal(int(collection.tenant_id)),
+        )
+        async with self._tenant_session(collection.tenant_id) as conn:
+            rows = await (await conn.execute(query, params)).fetchall()
+        return {
+            chunk_id: explain.Details(
+                # + 0.0: a chunk without the query's words scores -(0), which is -0.0
+                keyword_score=None if score is None else float(score) + 0.0,
+                vector_similarity=None if distance is None else 1.0 - float(distance),
+                matched_terms=list(matched or ()),
+            )
+            for chunk_id, matched, score, distance in rows
+        }
 
     async def chunk_texts(self, collection: Collection, windows: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int], str]:
         """The texts of the chunks in each (document, first, last chunk index) window, of READY

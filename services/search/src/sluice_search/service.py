@@ -13,9 +13,14 @@ from sluice_common.errors import FailedPrecondition, NotFound, Unavailable
 from sluice_common.reasons import Reason
 from sluice_common.reranking import RerankerSpec
 
-from . import context, fusion, highlight, rerank
+from . import context, explain, fusion, highlight, rerank
 from .consistency import ReplayWaiter
 from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery, check_dimensions
+
+# The states of a generation a request may name (SearchRequest.generation): the one search
+# serves, and a reindex's BUILDING one, to compare before it switches (docs/architecture.md,
+# "Index generations"). RETIRED and CANCELLED ones are being or have been dropped.
+SEARCHABLE_GENERATION_STATES = ("ACTIVE", "BUILDING")
 
 
 class Repository(Protocol):
@@ -45,6 +50,18 @@ class Repository(Protocol):
     ) -> list[tuple[int, float]]: ...
 
     async def hits_by_id(self, collection: Collection, chunk_ids: Sequence[int], filter: DocumentFilter) -> dict[int, Hit]: ...
+
+    async def numbered_generation(self, tenant_id: int, name: str, number: int) -> tuple[Collection | None, str] | None: ...
+
+    async def explain_details(
+        self,
+        collection: Collection,
+        chunk_ids: Sequence[int],
+        terms: Sequence[str],
+        *,
+        keyword_scores: bool = False,
+        vector: Sequence[float] | None = None,
+    ) -> dict[int, explain.Details]: ...
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]: ...
 
@@ -149,20 +166,25 @@ class SearchService:
     async def _answer(
         self, tenant_id: int, query: SearchQuery, *, fresh: bool
     ) -> tuple[list[Hit], Collection, rerank.RerankOutcome]:
-        collection = await self._resolve(tenant_id, query.collection, fresh=fresh)
+        if query.generation:
+            collection = await self._resolve_generation(tenant_id, query.collection, query.generation)
+        else:
+            collection = await self._resolve(tenant_id, query.collection, fresh=fresh)
         reranker = rerank.choose(collection.reranker, query.rerank)
         # The first stage may be asked for more than top_k: what follows it can drop hits or
         # reorder them (context.py, rerank.py).
         first = dataclasses.replace(
             query, top_k=context.candidates(query.top_k, query.context, reranker.candidates if reranker else 0)
         )
-        hits = await self._search(collection, first)
-        if len(hits) < query.top_k:  # short of what was asked (the candidates may be many more)
+        hits, vector = await self._search(collection, first)
+        # Short of what was asked (the candidates may be many more): the cached ACTIVE generation
+        # may be stale. A generation the request named was read afresh and stays the one searched.
+        if len(hits) < query.top_k and not query.generation:
             current = await self._resolve(tenant_id, query.collection, fresh=True)
             if (current.id, current.generation_id) != (collection.id, collection.generation_id):
                 collection = current
-                hits = await self._search(collection, first)
-        hits, outcome = await self._finish(collection, query, hits, reranker)
+                hits, vector = await self._search(collection, first)
+        hits, outcome = await self._finish(collection, query, hits, reranker, vector)
         return hits, collection, outcome
 
     async def search_collection(self, collection: Collection, query: SearchQuery) -> list[Hit]:
@@ -170,17 +192,27 @@ class SearchService:
         the path `answer` takes but without the collection's reranker: the reindex quality gate
         compares two generations with it (eval_gate.py), and the reranker, the same on both
         sides, would only add its cost and its time budget's randomness."""
-        hits = await self._search(collection, dataclasses.replace(query, top_k=context.candidates(query.top_k, query.context, 0)))
-        hits, _ = await self._finish(collection, query, hits, None)
+        hits, vector = await self._search(
+            collection, dataclasses.replace(query, top_k=context.candidates(query.top_k, query.context, 0))
+        )
+        hits, _ = await self._finish(collection, query, hits, None, vector)
         return hits
 
     async def _finish(
-        self, collection: Collection, query: SearchQuery, hits: list[Hit], reranker: RerankerSpec | None
+        self,
+        collection: Collection,
+        query: SearchQuery,
+        hits: list[Hit],
+        reranker: RerankerSpec | None,
+        vector: Sequence[float] | None = None,
     ) -> tuple[list[Hit], rerank.RerankOutcome]:
         """After the first stage: the threshold, the reranker, the cap per document, top_k, the
-        neighbours (context.py, rerank.py)."""
+        neighbours (context.py, rerank.py); and with `explain`, the explanations' last figures
+        (explain.py; `vector` is the query's, when the first stage had one)."""
         for hit in hits:
             hit.first_stage_score = hit.score
+        if query.explain:
+            explain.first_stage(hits)
         outcome = rerank.RerankOutcome()
         if reranker is not None:
             passed = context.select(hits, len(hits), dataclasses.replace(query.context, max_hits_per_document=0))
@@ -190,10 +222,31 @@ class SearchService:
             if outcome.status == rerank.APPLIED and threshold is not None:
                 hits = [hit for hit in hits if hit.rerank_score >= threshold]
         hits = context.select(hits, query.top_k, query.context)
+        if query.explain:
+            explain.reranked(hits, outcome.status, outcome.status == rerank.APPLIED)
+            await self._explain(collection, query, hits, vector)
         if query.context.neighbor_chunks and hits:
             texts = await self._repository.chunk_texts(collection, context.windows(hits, query.context.neighbor_chunks))
             context.attach(hits, query.context.neighbor_chunks, texts, collection.chunk_overlap)
         return hits, outcome
+
+    async def _explain(self, collection: Collection, query: SearchQuery, hits: list[Hit], vector: Sequence[float] | None) -> None:
+        """The answer's words matched and, in HYBRID, the scores the ranking did not compute: one
+        statement over the answer's chunks (explain.py). The mode's own figures are set already."""
+        terms = textsearch.query_terms(query.text) if query.text else []
+        hybrid = query.mode is Mode.HYBRID
+        if not hits or not (terms or hybrid):
+            return
+        missing_keyword = hybrid and any(h.explanation and h.explanation.keyword_score is None for h in hits)
+        missing_vector = hybrid and any(h.explanation and h.explanation.vector_similarity is None for h in hits)
+        details = await self._repository.explain_details(
+            collection,
+            [hit.chunk_id for hit in hits],
+            terms,
+            keyword_scores=missing_keyword,
+            vector=vector if missing_vector else None,
+        )
+        explain.complete(hits, details)
 
     async def _resolve(self, tenant_id: int, name: str, *, fresh: bool) -> Collection:
         collection = await self._repository.get_collection(tenant_id, name, fresh=fresh)
@@ -201,26 +254,52 @@ class SearchService:
             raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
         return collection
 
-    async def _search(self, collection: Collection, query: SearchQuery) -> list[Hit]:
+    async def _resolve_generation(self, tenant_id: int, name: str, number: int) -> Collection:
+        """The collection resolved to the generation the request named: ACTIVE or BUILDING (a
+        reindex's, embedded with its own embedder and holding the chunks of the READY documents
+        embedded into it so far); read afresh every time (repository.numbered_generation)."""
+        found = await self._repository.numbered_generation(tenant_id, name, number)
+        if found is None:
+            raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
+        collection, state = found
+        if collection is None:
+            raise NotFound(f"collection {name!r} has no generation {number}", reason=Reason.GENERATION_NOT_FOUND, collection=name)
+        if state not in SEARCHABLE_GENERATION_STATES:
+            raise FailedPrecondition(
+                f"generation {number} of collection {name!r} is {state}: only the ACTIVE generation and a reindex's"
+                " BUILDING one can be searched",
+                reason=Reason.GENERATION_NOT_SEARCHABLE,
+                collection=name,
+            )
+        return collection
+
+    async def _search(self, collection: Collection, query: SearchQuery) -> tuple[list[Hit], Sequence[float] | None]:
+        """The first stage's hits, and the query's vector when the mode used one."""
         if query.vector is not None:
             check_dimensions(query.vector, collection)
 
         if query.mode is Mode.VECTOR:
             vector = query.vector or await self._embed(collection, query.text)
-            return await self._repository.vector_search(collection, vector, query.top_k, query.filter)
+            hits = await self._repository.vector_search(collection, vector, query.top_k, query.filter)
+            if query.explain:
+                explain.single_list(hits, vector=True)
+            return hits, vector
 
         terms = textsearch.query_terms(query.text)
+        used: Sequence[float] | None = None
         if query.mode is Mode.KEYWORD:
             hits = await self._repository.keyword_search(collection, terms, query.top_k, query.filter)
+            if query.explain:
+                explain.single_list(hits, vector=False)
         else:
-            hits = await self._hybrid(collection, query, query.vector, terms)
+            hits, used = await self._hybrid(collection, query, query.vector, terms)
         for hit in hits:
             hit.highlights = highlight.highlight_spans(hit.text, terms)
-        return hits
+        return hits, used
 
     async def _hybrid(
         self, collection: Collection, query: SearchQuery, vector: Sequence[float] | None, terms: Sequence[str]
-    ) -> list[Hit]:
+    ) -> tuple[list[Hit], Sequence[float] | None]:
         """Both rankings as (chunk id, score), fused, then the rows of the fused top_k alone, in
         one statement that checks READY, the generation, the tenant and the filter again.
 
@@ -230,13 +309,14 @@ class SearchService:
         candidate moves the others' normalised scores (relative score) or ranks (RRF), and lets
         in one more candidate at each list's tail, so the next fused candidate is not always
         the right one. After HYBRID_ATTEMPTS rankings that each lost a chunk (documents leaving
-        READY faster than a query runs), the last one's top_k is filled from its next candidates."""
+        READY faster than a query runs), the last one's top_k is filled from its next candidates.
+        Returns the hits and the query's vector."""
         candidates = max(query.top_k, self._hybrid_candidates)
         share = self._vector_share(collection, query.text)
         for attempt in range(1, HYBRID_ATTEMPTS + 1):
             vector, vector_ranked, keyword_ranked = await self._both_sides(collection, query, vector, terms, candidates)
             lists = [[_ranked(cid, score) for cid, score in ranked] for ranked in (vector_ranked, keyword_ranked)]
-            fused = self._fuse(lists[0], lists[1], len(vector_ranked) + len(keyword_ranked), share)
+            fused, parts = self._fuse(lists[0], lists[1], len(vector_ranked) + len(keyword_ranked), share)
             last = attempt == HYBRID_ATTEMPTS
             wanted = fused if last else fused[: query.top_k]
             rows = await self._repository.hits_by_id(collection, [hit.chunk_id for hit in wanted], query.filter)
@@ -248,7 +328,14 @@ class SearchService:
             if row is not None:
                 row.score = ranked.score
                 hits.append(row)
-        return hits[: query.top_k]
+        hits = hits[: query.top_k]
+        if query.explain:
+            # With document context the vector list ranked by a blend of the chunk's and its
+            # document's similarity: the chunk's own is read for the answer (explain.py).
+            explain.hybrid(
+                hits, vector_ranked, keyword_ranked, parts, share, vector_scores_are_similarities=self._document_weight <= 0
+            )
+        return hits, vector
 
     async def _both_sides(
         self,
@@ -295,12 +382,18 @@ class SearchService:
             return min(self._vector_weight, self._foreign_vector_weight)
         return self._vector_weight
 
-    def _fuse(self, vector_hits: list[Hit], keyword_hits: list[Hit], top_k: int, vector_weight: float) -> list[Hit]:
+    def _fuse(
+        self, vector_hits: list[Hit], keyword_hits: list[Hit], top_k: int, vector_weight: float
+    ) -> tuple[list[Hit], fusion.Parts]:
+        """The fused candidates, best first, and each one's parts of its fused score (vector, keyword)."""
+        lists = [vector_hits, keyword_hits]
         weights = (vector_weight, 1.0 - vector_weight)
         if self._fusion_method == "relative_score":
-            return fusion.relative_score([vector_hits, keyword_hits], weights, top_k)
-        # Weights around 1 each, so that rrf_k keeps its usual meaning.
-        return fusion.reciprocal_rank([vector_hits, keyword_hits], [2 * w for w in weights], self._rrf_k, top_k)
+            parts = fusion.relative_score_parts(lists, weights)
+        else:
+            # Weights around 1 each, so that rrf_k keeps its usual meaning.
+            parts = fusion.reciprocal_rank_parts(lists, [2 * w for w in weights], self._rrf_k)
+        return fusion.fused(lists, parts, top_k), parts
 
     async def _embed(self, collection: Collection, text: str) -> list[float]:
         try:
