@@ -16,16 +16,24 @@ import { Code, ConnectError, createClient, type Client as ConnectClient, type Tr
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
 import * as config from "./config.js";
-import { AlreadyExists, RateLimited, SluiceError, TLSError, Unavailable, UploadSourceError, WaitTimeout, toSluiceError } from "./errors.js";
+import {
+  AlreadyExists, DeadlineExceeded, RateLimited, SluiceError, TLSError, Unavailable, UploadSourceError, WaitTimeout, toSluiceError,
+} from "./errors.js";
+import { MemorySink, PathSink, Receiver, transferMs } from "./downloads.js";
 import { where as whereFilter, type MetadataInput } from "./filters.js";
 import { ChunkingConfigSchema, CollectionSchema, EmbedderConfigSchema, type EmbedderProvider } from "./gen/sluice/v1/collection_pb.js";
 import { DocumentSchema, DocumentStatus } from "./gen/sluice/v1/document_pb.js";
-import { CollectionEventType, DocumentService, SourceRunEvents, WatchCollectionRequestSchema } from "./gen/sluice/v1/document_service_pb.js";
+import {
+  CollectionEventType, DocumentService, SourceRunEvents, UpdateChunkRequestSchema, WatchCollectionRequestSchema,
+} from "./gen/sluice/v1/document_service_pb.js";
 import { AdminService } from "./gen/sluice/v1/admin_service_pb.js";
 import { WebhookService } from "./gen/sluice/v1/webhook_service_pb.js";
 import { SearchFilterSchema, SearchRequestSchema, SearchRerankSchema, SearchService, type MetadataFilter, type SearchMode } from "./gen/sluice/v1/search_service_pb.js";
 import { Pacer, RetryPolicy, sleep, type RetryPolicyOptions } from "./retry.js";
-import { Collection, CollectionEvent, Document, SearchResults, documentStatus, embedderProvider, searchMode, type Embedder } from "./types.js";
+import {
+  Chunk, ChunkPage, Collection, CollectionEvent, Document, SearchResults, documentStatus, embedderProvider, searchMode,
+  type DownloadedDocument, type Embedder,
+} from "./types.js";
 import { Admin, Webhooks } from "./admin.js";
 import { DocumentTracker, uploadFolder, uploadMany, type BulkClient, type UploadFolderOptions, type UploadManyOptions, type UploadResult } from "./bulk.js";
 import { SourceService } from "./gen/sluice/v1/source_service_pb.js";
@@ -205,6 +213,7 @@ export class Client {
     const request = create(SearchRequestSchema, {
       collection, query, topK: options.topK ?? 10, mode: searchMode(options.mode), queryVector: options.queryVector ?? [],
       neighborChunks: options.neighbors ?? 0, maxHitsPerDocument: options.maxPerDocument ?? 0, minScore: options.minScore,
+      explain: options.explain ?? false, generation: options.generation ?? 0,
     });
     const filter = create(SearchFilterSchema, {
       metadata: options.filter ?? {}, filenames: options.filenames ?? [], documentIds: options.documentIds ?? [],
@@ -261,6 +270,27 @@ export interface SearchOptions {
   /** false: skip the collection's reranker. */
   rerank?: boolean;
   queryVector?: number[];
+  /** Each hit's `explanation`: why it ranked there (keyword and vector scores and ranks, the fused
+   * parts, the reranker's score). It changes no hit and no order. */
+  explain?: boolean;
+  /** Search this index generation (the BUILDING one of a reindex, to compare it) instead of the ACTIVE one. */
+  generation?: number;
+  timeoutMs?: number;
+}
+
+export interface ListChunksOptions {
+  /** 1 to 1000 (100). */
+  pageSize?: number;
+  /** The `nextPageToken` of the previous page. */
+  pageToken?: string;
+  /** The index generation (a CollectionGeneration's number); 0, the default, is the ACTIVE one. */
+  generation?: number;
+  timeoutMs?: number;
+}
+
+export interface UpdateChunkOptions {
+  /** The etag of the Chunk read: the change is refused (Aborted, CHUNK_CHANGED) if the chunk changed since. */
+  etag?: string;
   timeoutMs?: number;
 }
 
@@ -623,6 +653,128 @@ export class Documents {
   async reprocess(id: string, options: { timeoutMs?: number } = {}): Promise<Document> {
     return new Document(await this.client.invoke((timeoutMs) =>
       this.service.reprocessDocument({ id }, { headers: this.client.headers, timeoutMs }), options));
+  }
+
+  /** One page of a document's chunks in chunk_index order, as the ACTIVE index generation holds them
+   * (or `generation`, e.g. the BUILDING one of a reindex). Pass the page's `nextPageToken` for the
+   * next; a document that is not READY has none. */
+  async listChunks(documentId: string, options: ListChunksOptions = {}): Promise<ChunkPage> {
+    const request = { documentId, pageSize: options.pageSize ?? 100, pageToken: options.pageToken ?? "",
+      generation: options.generation ?? 0 };
+    return new ChunkPage(await this.client.invoke((timeoutMs) =>
+      this.service.listChunks(request, { headers: this.client.headers, timeoutMs }), { timeoutMs: options.timeoutMs }));
+  }
+
+  /** Every chunk of a document in chunk_index order, fetched a page at a time as you iterate. */
+  async *iterChunks(documentId: string, options: { generation?: number; pageSize?: number } = {}): AsyncGenerator<Chunk> {
+    let pageToken = "";
+    do {
+      const page = await this.listChunks(documentId, { pageSize: options.pageSize ?? PAGE_SIZE, pageToken,
+        generation: options.generation });
+      yield* page.chunks;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  /** Take a chunk out of search (in every generation that holds it) from this call's commit;
+   * nothing is re-embedded. */
+  disableChunk(chunkId: string, options: UpdateChunkOptions = {}): Promise<Chunk> {
+    return this.updateChunk(chunkId, { enabled: false }, options);
+  }
+
+  /** Put a disabled chunk back into search. */
+  enableChunk(chunkId: string, options: UpdateChunkOptions = {}): Promise<Chunk> {
+    return this.updateChunk(chunkId, { enabled: true }, options);
+  }
+
+  /** Replace a chunk's text: its vector (embedded again, this chunk alone) and keyword terms change
+   * with it in one transaction; `originalText` keeps the parser's. InvalidArgument for empty or
+   * over-long text (over 100,000 characters); Aborted (CHUNK_CHANGED) on a stale `etag`. */
+  editChunk(chunkId: string, text: string, options: UpdateChunkOptions = {}): Promise<Chunk> {
+    return this.updateChunk(chunkId, { text }, options);
+  }
+
+  private async updateChunk(chunkId: string, change: { enabled?: boolean; text?: string },
+    options: UpdateChunkOptions): Promise<Chunk> {
+    if (!chunkId) throw new TypeError("a chunk id is required (Chunk.id, or a hit's chunkId)");
+    // `enabled` and `text` are proto3 optional: only the one given is sent (unset leaves it as it is).
+    const request = create(UpdateChunkRequestSchema, { chunkId, etag: options.etag ?? "", ...change });
+    return new Chunk(await this.client.invoke((timeoutMs) =>
+      this.service.updateChunk(request, { headers: this.client.headers, timeoutMs }), { timeoutMs: options.timeoutMs }));
+  }
+
+  /** A document's original bytes, streamed: resolved as bytes without a `destination`; else written
+   * to that path (a folder: the document's file name in it) and described (`DownloadedDocument`).
+   *
+   * What arrives is counted and hashed and must be what the header announced, or DownloadError
+   * (SIZE_MISMATCH, CHECKSUM_MISMATCH); a path is written beside itself and renamed into place only
+   * then, so a failed download leaves no partial file. A dropped connection starts the download
+   * again. Without `timeoutMs`, the header must come within the client's timeout and the bytes
+   * within 60 s and a second per MiB after it. */
+  download(id: string, destination?: undefined, options?: { timeoutMs?: number }): Promise<Uint8Array>;
+  download(id: string, destination: string, options?: { timeoutMs?: number }): Promise<DownloadedDocument>;
+  async download(id: string, destination?: string, options: { timeoutMs?: number } = {}): Promise<Uint8Array | DownloadedDocument> {
+    const client = this.client;
+    const policy = client.policy;
+    const sink = destination === undefined ? new MemorySink() : new PathSink(destination);
+    const deadline = options.timeoutMs ? now() + options.timeoutMs : undefined;
+    let failures = 0;
+    try {
+      for (;;) {
+        await sleep(client.pacer.reserve());
+        const receiver = new Receiver(id, sink);
+        let error: SluiceError;
+        try {
+          await this.receive(id, receiver, deadline);
+          const done = await receiver.finish();
+          return sink instanceof MemorySink ? sink.bytes() : { ...done, path: done.path! };
+        } catch (reason) {
+          if (reason instanceof SluiceError) throw reason; // the bytes' checks and our deadline: not retried
+          error = client.error(reason);
+        }
+        const wait = policy.nextWait(error, failures, deadline !== undefined ? deadline - now() : policy.timeoutMs);
+        if (wait === undefined) throw error;
+        if (error instanceof RateLimited) client.pacer.refused(error);
+        else failures += 1;
+        await sink.discard();
+        await sleep(wait);
+      }
+    } catch (error) {
+      await sink.discard();
+      throw error;
+    }
+  }
+
+  /** One attempt: every message of the stream into `receiver`. With a deadline, the call's; without
+   * one, a timer that ends the call when the header or the bytes are late (see download). */
+  private async receive(id: string, receiver: Receiver, deadline: number | undefined): Promise<void> {
+    const client = this.client;
+    const abort = new AbortController();
+    let late = false;
+    let timer: NodeJS.Timeout | undefined;
+    const expireIn = (ms: number): void => {
+      clearTimeout(timer);
+      timer = setTimeout(() => { late = true; abort.abort(); }, ms);
+    };
+    if (deadline === undefined) expireIn(client.policy.timeoutMs);
+    try {
+      const stream = this.service.downloadDocument({ id }, { headers: client.headers, signal: abort.signal,
+        timeoutMs: deadline === undefined ? undefined : Math.max(1, Math.ceil(deadline - now())) });
+      for await (const message of stream) {
+        client.heard();
+        const hadHeader = receiver.header !== undefined;
+        await receiver.take(message);
+        if (deadline === undefined && !hadHeader && receiver.header !== undefined) expireIn(transferMs(receiver.header.sizeBytes));
+      }
+    } catch (reason) {
+      if (late) {
+        throw new DeadlineExceeded(`ingest-api at ${client.ingestAddress} did not send ${id} in time`,
+          { reason: "DEADLINE_EXCEEDED", service: INGEST, address: client.ingestAddress });
+      }
+      throw reason;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** The document now, then each change, until READY or FAILED (pushed by the server). A dropped

@@ -114,6 +114,12 @@ export class Unauthenticated extends SluiceError { static defaultCode = Code.Una
 /** The source to upload could not be read, was empty, or changed while it was sent; nothing was stored. */
 export class UploadSourceError extends SluiceError {}
 
+/** The bytes a download received are not the ones its header announced: reason SIZE_MISMATCH (the
+ * stream ended early, or ran long) or CHECKSUM_MISMATCH (another SHA-256), or the stream broke its
+ * framing (DOWNLOAD_MALFORMED: bytes before the header, a second header). A download to a path
+ * leaves nothing there. */
+export class DownloadError extends SluiceError {}
+
 /** A wait for a document ended before it was READY or FAILED; `documents` are the last states
  * known (they go on processing on the server). */
 export class WaitTimeout extends SluiceError {

@@ -12,8 +12,10 @@
  */
 export {
   Client, CollectionWatch, Collections, Documents, INGEST, PAGE_SIZE, RECONNECT_WINDOW_MS, SEARCH,
-  type ClientOptions, type CreateCollectionOptions, type SearchOptions, type SourceKey, type WatchCollectionOptions,
+  type ClientOptions, type CreateCollectionOptions, type ListChunksOptions, type SearchOptions, type SourceKey,
+  type UpdateChunkOptions, type WatchCollectionOptions,
 } from "./client.js";
+export { MIN_TRANSFER_MS, safeFilename } from "./downloads.js";
 export { Admin, ApiKey, ROLES, Tenant, WEBHOOK_EVENT_TYPES, Webhook, WebhookDelivery, Webhooks, webhookEventName, type NewApiKey,
   type NewWebhook } from "./admin.js";
 export { DocumentTracker, UploadResult, findFiles, type UploadFolderOptions, type UploadManyOptions } from "./bulk.js";

@@ -9,10 +9,13 @@ import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 
 import { EmbedderProvider, GenerationState, type Collection as CollectionMessage, type CollectionGeneration, type EmbedderConfig as EmbedderConfigMessage } from "./gen/sluice/v1/collection_pb.js";
 import { AttemptOutcome, DocumentStatus, type Document as DocumentMessage, type MetadataValue } from "./gen/sluice/v1/document_pb.js";
-import { CollectionEventType, type CollectionEvent as CollectionEventMessage, type SourceRunEvent as SourceRunEventMessage } from "./gen/sluice/v1/document_service_pb.js";
+import {
+  CollectionEventType, type CollectionEvent as CollectionEventMessage, type DocumentChunk as DocumentChunkMessage,
+  type DownloadDocumentHeader, type ListChunksResponse, type SourceRunEvent as SourceRunEventMessage,
+} from "./gen/sluice/v1/document_service_pb.js";
 import { SourceRunSchema } from "./gen/sluice/v1/source_service_pb.js";
 import { SourceRun } from "./sources.js";
-import { RerankStatus, SearchMode, type SearchHit, type SearchResponse } from "./gen/sluice/v1/search_service_pb.js";
+import { RerankStatus, SearchMode, type HitExplanation as HitExplanationMessage, type SearchHit, type SearchResponse } from "./gen/sluice/v1/search_service_pb.js";
 
 export { AttemptOutcome, CollectionEventType, DocumentStatus, EmbedderProvider, GenerationState, RerankStatus, SearchMode };
 
@@ -231,6 +234,47 @@ export class Collection {
   }
 }
 
+/** Why a hit ranked where it did (`search(…, { explain: true })`; docs/search.md, "Why a hit ranked").
+ * A list the hit was not in (the keyword list of a chunk without the query's words, or a side the
+ * mode does not use) leaves its score and rank undefined, never 0; so do the HYBRID parts in another
+ * mode and the reranker's score when it did not answer in time. Ranks count from 1. */
+export class HitExplanation {
+  readonly keywordScore: number | undefined;
+  readonly keywordRank: number | undefined;
+  readonly vectorSimilarity: number | undefined;
+  readonly vectorRank: number | undefined;
+  /** HYBRID: the fused score (the hit's first-stage score); the mode's score otherwise. */
+  readonly fusedScore: number;
+  /** HYBRID: the keyword list's part of the fused score. */
+  readonly keywordContribution: number | undefined;
+  /** HYBRID: the vector list's part of the fused score. */
+  readonly vectorContribution: number | undefined;
+  /** HYBRID: the vector list's weight for this query (the keyword list's is 1 minus it). */
+  readonly vectorWeight: number | undefined;
+  readonly firstStageRank: number;
+  readonly rerankScore: number | undefined;
+  /** As SearchResults.rerankStatus. */
+  readonly rerankStatus: string;
+  /** The query's terms (stemmed as the keyword index stems them) that the chunk contains. */
+  readonly matchedTerms: string[];
+
+  constructor(readonly raw: HitExplanationMessage) {
+    // proto3 `optional`: an unset field is undefined here, a real 0 stays 0.
+    this.keywordScore = raw.keywordScore;
+    this.keywordRank = raw.keywordRank;
+    this.vectorSimilarity = raw.vectorSimilarity;
+    this.vectorRank = raw.vectorRank;
+    this.fusedScore = raw.fusedScore;
+    this.keywordContribution = raw.keywordContribution;
+    this.vectorContribution = raw.vectorContribution;
+    this.vectorWeight = raw.vectorWeight;
+    this.firstStageRank = raw.firstStageRank;
+    this.rerankScore = raw.rerankScore;
+    this.rerankStatus = RerankStatus[raw.rerankStatus] ?? `UNKNOWN_${raw.rerankStatus}`;
+    this.matchedTerms = [...raw.matchedTerms];
+  }
+}
+
 /** One matching chunk: its text, score, document and position. */
 export class Hit {
   readonly text: string;
@@ -238,11 +282,15 @@ export class Hit {
   readonly documentId: string;
   readonly filename: string;
   readonly chunkIndex: number;
+  /** The chunk's id, for documents.disableChunk / enableChunk / editChunk. */
+  readonly chunkId: string;
   /** 0 when the format has no pages. */
   readonly pageNumber: number;
   readonly metadata: Record<string, string>;
   /** With `neighbors` > 0: this chunk and its neighbours; else "". */
   readonly context: string;
+  /** With `explain: true`: why the hit ranked here; else undefined. */
+  readonly explanation: HitExplanation | undefined;
 
   constructor(readonly raw: SearchHit) {
     this.text = raw.text;
@@ -250,9 +298,11 @@ export class Hit {
     this.documentId = raw.documentId;
     this.filename = raw.filename;
     this.chunkIndex = raw.chunkIndex;
+    this.chunkId = raw.chunkId;
     this.pageNumber = raw.pageNumber;
     this.metadata = { ...raw.metadata };
     this.context = raw.context;
+    this.explanation = raw.explanation ? new HitExplanation(raw.explanation) : undefined;
   }
 }
 
@@ -275,6 +325,11 @@ export class SearchResults implements Iterable<Hit> {
   /** UNSPECIFIED (not asked for), APPLIED, FAILED, TIMED_OUT or SKIPPED. */
   get rerankStatus(): string {
     return RerankStatus[this.raw.rerank?.status ?? RerankStatus.UNSPECIFIED];
+  }
+
+  /** The index generation that answered (`generation` asks for one). */
+  get generation(): number {
+    return this.raw.generation;
   }
 
   [Symbol.iterator](): Iterator<Hit> {
@@ -321,4 +376,104 @@ export class CollectionEvent {
   get isSourceRun(): boolean {
     return this.sourceRun !== undefined;
   }
+}
+
+/** Where an element of a chunk lies on its page (PDF and images): edges 0 to 1, page from 1. */
+export interface BoundingBox {
+  pageNumber: number;
+  left: number;
+  top: number;
+  right: number;
+  bottom: number;
+}
+
+/** One chunk of a document as an index generation holds it (`documents.listChunks`, and what
+ * `disableChunk`, `enableChunk` and `editChunk` resolve to). `etag` changes whenever the chunk
+ * does: pass it back to refuse a lost update (Aborted, reason CHUNK_CHANGED). */
+export class Chunk {
+  readonly id: string;
+  readonly documentId: string;
+  readonly chunkIndex: number;
+  /** The edited text when it was edited. */
+  readonly text: string;
+  /** 0 when the format has no pages. */
+  readonly pageNumber: number;
+  readonly elementType: string;
+  readonly elementTypes: string[];
+  readonly sectionTitle: string;
+  /** Tables only. */
+  readonly textAsHtml: string;
+  readonly boxes: BoundingBox[];
+  /** Words as the keyword index counts them. */
+  readonly tokenCount: number;
+  readonly characterCount: number;
+  readonly generation: number;
+  /** false: search does not return it. */
+  readonly enabled: boolean;
+  readonly edited: boolean;
+  /** The parser's text, when edited. */
+  readonly originalText: string;
+  /** text_layer, ocr or mixed. */
+  readonly textSource: string;
+  readonly ocrConfidence: number;
+  readonly updateTime: Date | undefined;
+  readonly etag: string;
+
+  constructor(readonly raw: DocumentChunkMessage) {
+    this.id = raw.id;
+    this.documentId = raw.documentId;
+    this.chunkIndex = raw.chunkIndex;
+    this.text = raw.text;
+    this.pageNumber = raw.pageNumber;
+    this.elementType = raw.elementType;
+    this.elementTypes = [...raw.elementTypes];
+    this.sectionTitle = raw.sectionTitle;
+    this.textAsHtml = raw.textAsHtml;
+    this.boxes = raw.boxes.map((b) => ({ pageNumber: b.pageNumber, left: b.left, top: b.top, right: b.right, bottom: b.bottom }));
+    this.tokenCount = raw.tokenCount;
+    this.characterCount = raw.characterCount;
+    this.generation = raw.generation;
+    this.enabled = raw.enabled;
+    this.edited = raw.edited;
+    this.originalText = raw.originalText;
+    this.textSource = raw.textSource;
+    this.ocrConfidence = raw.ocrConfidence;
+    this.updateTime = time(raw.updateTime);
+    this.etag = raw.etag;
+  }
+}
+
+/** One page of a document's chunks, in chunk_index order (iterable); `nextPageToken` is empty on the
+ * last page; `totalSize` counts the document's chunks in `generation`, enabled or not. */
+export class ChunkPage implements Iterable<Chunk> {
+  readonly chunks: Chunk[];
+  readonly nextPageToken: string;
+  readonly totalSize: number;
+  readonly generation: number;
+
+  constructor(readonly raw: ListChunksResponse) {
+    this.chunks = raw.chunks.map((c) => new Chunk(c));
+    this.nextPageToken = raw.nextPageToken;
+    this.totalSize = raw.totalSize;
+    this.generation = raw.generation;
+  }
+
+  get length(): number {
+    return this.chunks.length;
+  }
+
+  [Symbol.iterator](): Iterator<Chunk> {
+    return this.chunks[Symbol.iterator]();
+  }
+}
+
+/** What `documents.download(id, path)` wrote: the header's description of the bytes (checked: the
+ * size and SHA-256 of what arrived are these) and the file they are in. */
+export interface DownloadedDocument {
+  filename: string;
+  mimeType: string;
+  sizeBytes: bigint;
+  contentSha256: string;
+  path: string;
+  raw: DownloadDocumentHeader;
 }
