@@ -29,6 +29,10 @@ $(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproje
 	if command -v npm >/dev/null; then (cd clients/typescript && npm ci --silent --no-audit --no-fund && npm run build --silent); fi
 	@# The web console (docs/console.md), served by the gateway at /: built from its lockfile into console/dist.
 	if command -v npm >/dev/null; then (cd console && npm ci --silent --no-audit --no-fund && npm run build --silent); fi
+	@# Chromium for the console's browser tests (tests/console; Playwright launches it, it cannot download
+	@# browsers here): Debian's package when it is missing and we may install it; else those tests skip.
+	if [ ! -x /usr/lib/chromium/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -q && apt-get install -y -q chromium) || echo "chromium not installed: tests/console will be skipped"; fi
 	touch $@
 
 # The suite on two pytest-xdist processes (docs/contributing.md#tests): each has its own embedded

@@ -32,23 +32,26 @@ export interface LiveState {
   arrived: string[];
   /** "live", "connecting" or "reconnecting". */
   stream: string;
+  /** The number of document events received. */
+  events: number;
 }
 
 function useLiveCollection(collection: string): LiveState {
-  const [state, setState] = useState<LiveState>({ byId: new Map(), deleted: new Set(), arrived: [], stream: "connecting" });
+  const [state, setState] = useState<LiveState>({ byId: new Map(), deleted: new Set(), arrived: [], stream: "connecting", events: 0 });
   useEffect(() => {
     const abort = new AbortController();
     const byId = new Map<string, Document>();
     const deleted = new Set<string>();
     const arrived: string[] = [];
     let stream = "connecting";
+    let events = 0;
     let frame = 0;
     // Events come in bursts (a folder being processed); one render per frame, whatever their number.
     const publish = () => {
       if (!frame)
         frame = requestAnimationFrame(() => {
           frame = 0;
-          setState({ byId: new Map(byId), deleted: new Set(deleted), arrived: arrived.slice(), stream });
+          setState({ byId: new Map(byId), deleted: new Set(deleted), arrived: arrived.slice(), stream, events });
         });
     };
     (async () => {
@@ -60,6 +63,7 @@ function useLiveCollection(collection: string): LiveState {
             if (stream !== "live") ((stream = "live"), publish());
             const doc = event.document;
             if (!doc) continue;
+            events++;
             if (!byId.has(doc.id) && !deleted.has(doc.id)) arrived.push(doc.id);
             if (event.type === CollectionEventType.DELETED) deleted.add(doc.id);
             else if (event.type === CollectionEventType.CHANGED) byId.set(doc.id, doc);
@@ -219,7 +223,7 @@ export function CollectionPage(props: { name: string }) {
   // The counts: GetCollection again at most every 2 s while events arrive.
   const lastEvents = useRef(-1);
   const lastEventsCount = useRef(0);
-  lastEventsCount.current = live.byId.size + live.deleted.size + live.arrived.length;
+  lastEventsCount.current = live.events;
   useEffect(() => {
     const refresh = () => documents.getCollection({ name: props.name }).then(setCollection).catch(setError);
     refresh();

@@ -115,7 +115,7 @@ export function Uploads(props: { collection: string; live: LiveState }) {
         </label>
         <label class="picker">
           <span>Choose a folder</span>
-          <input type="file" multiple {...{ webkitdirectory: "" }} onChange={onPick} />
+          <input type="file" multiple {...{ webkitdirectory: true }} onChange={onPick} />
         </label>
       </div>
       {uploads.length ? (

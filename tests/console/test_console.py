@@ -1,0 +1,194 @@
+"""The console end to end in Chromium (docs/console.md), on the whole stack: sign in, create a
+collection, upload a folder of real files through the folder picker and a file by drag and drop,
+watch them turn READY live on the page, open the PDF and see its chunks' boxes over its page,
+disable a chunk and see it leave search, all with the keyboard where a person would use it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ConsoleStack, screenshot, sign_in
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "documents"
+FOLDER_FILES = ["report.pdf", "operations.md", "retrieval.html", "handbook.docx", "architecture.pptx", "sub/chinese.md"]
+READY_TIMEOUT_MS = 240_000
+
+
+def create_collection(page: Any, name: str) -> None:
+    page.fill("#new-collection", name)
+    page.select_option("#new-embedder", label="hashing (fast, for trials)")
+    page.click("form.inline button[type=submit]")
+    page.wait_for_selector(f"table a:text-is('{name}')")
+
+
+def keyword_hits(stack: ConsoleStack, collection: str, query: str) -> list[dict[str, Any]]:
+    answer = stack.call(
+        "SearchService/Search", {"collection": collection, "query": query, "topK": 20, "mode": "SEARCH_MODE_KEYWORD"}
+    )
+    assert answer.status_code == 200, answer.text
+    hits: list[dict[str, Any]] = answer.json().get("hits", [])
+    return hits
+
+
+def assert_quiet(page: Any) -> None:
+    watched = page.watched
+    assert not watched.dialogs, watched.dialogs
+    assert not watched.page_errors, watched.page_errors
+    assert not watched.console_errors, watched.console_errors
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    root = tmp_path / "handbook"
+    for name in FOLDER_FILES:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIXTURES / Path(name).name, root / name)
+    (root / ".hidden.md").write_text("hidden files are skipped, as sluice upload skips them\n")
+    return root
+
+
+def test_upload_a_folder_watch_it_turn_ready_open_the_pdf_and_disable_a_chunk(
+    console_stack: ConsoleStack, page: Any, folder: Path
+) -> None:
+    sign_in(page, console_stack)
+    create_collection(page, "handbook")
+    page.click("table a:text-is('handbook')")
+    page.wait_for_selector(".stream.live")
+    # Set once on this document: still there at the end means the page never reloaded.
+    page.evaluate("window.__sameDocument = true")
+    # Every status text the upload list ever shows, recorded as it changes.
+    page.evaluate(
+        """() => { window.__statuses = new Set();
+        new MutationObserver(() => document.querySelectorAll('.upload-list .status').forEach(s => window.__statuses.add(s.textContent)))
+          .observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
+    )
+
+    page.set_input_files("input[webkitdirectory]", str(folder))
+    page.wait_for_selector(f"text={len(FOLDER_FILES)} of {len(FOLDER_FILES)} finished", timeout=READY_TIMEOUT_MS)
+    ready = page.locator(".upload-list .status.READY")
+    assert ready.count() == len(FOLDER_FILES), page.locator(".upload-list").inner_text()
+    assert page.evaluate("window.__sameDocument") is True
+    seen = set(page.evaluate("[...window.__statuses]"))
+    assert "READY" in seen and seen - {"READY"}, f"only {seen} was shown: no status before READY"
+    assert ".hidden.md" not in page.locator(".upload-list").inner_text()
+
+    # A file dropped on the zone (the drop event a browser sends, built in the page).
+    page.evaluate(
+        """() => { const data = new DataTransfer();
+        data.items.add(new File(['Pelicans glide over the harbour at dawn.'], 'dropped.txt', {type: 'text/plain'}));
+        const zone = document.querySelector('[data-testid=dropzone]');
+        for (const type of ['dragenter', 'dragover', 'drop'])
+          zone.dispatchEvent(new DragEvent(type, {dataTransfer: data, bubbles: true, cancelable: true})); }"""
+    )
+    total = len(FOLDER_FILES) + 1
+    page.wait_for_selector(f"text={total} of {total} finished", timeout=READY_TIMEOUT_MS)
+    assert page.locator(".upload-list .status.READY").count() == total
+    # The table shows them all, READY, without a reload.
+    page.wait_for_function(f"document.querySelectorAll('table .status.READY').length === {total}", timeout=30_000)
+    screenshot(page, "collection-after-upload")
+
+    page.click("table a:text-is('report.pdf')")
+    page.wait_for_selector("h1:text-is('report.pdf')")
+    page.wait_for_selector(".pdf-page canvas")
+    boxes = page.locator(".pdf-page .box")
+    boxes.first.wait_for()
+    assert boxes.count() >= 1
+    # The page was drawn: its canvas holds pixels other than white.
+    drawn = page.wait_for_function(
+        """() => { const c = document.querySelector('.pdf-page canvas'); if (!c || !c.width) return false;
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        for (let i = 0; i < d.length; i += 4) if (d[i] < 200) return true; return false; }""",
+        timeout=30_000,
+    )
+    assert drawn
+    boxes.first.click()
+    selected = page.locator(".chunk.selected")
+    selected.wait_for()
+    assert selected.get_attribute("data-chunk-index") == boxes.first.get_attribute("data-chunk-index")
+    screenshot(page, "document-pdf-boxes")
+
+    # Disable the chunk: it leaves search at once; enable it: it is back.
+    document_id = page.locator(".fields code").first.inner_text()
+    assert any(hit["documentId"] == document_id for hit in keyword_hits(console_stack, "handbook", "quarterly report throughput"))
+    page.click("button[aria-label='Disable chunk 0']")
+    page.wait_for_selector(".chunk .status:text-is('DISABLED')")
+    assert not any(
+        hit["documentId"] == document_id for hit in keyword_hits(console_stack, "handbook", "quarterly report throughput")
+    )
+    page.click("button[aria-label='Enable chunk 0']")
+    page.wait_for_selector("button[aria-label='Disable chunk 0']")
+    assert any(hit["documentId"] == document_id for hit in keyword_hits(console_stack, "handbook", "quarterly report throughput"))
+
+    # The original comes back byte for byte through the download button.
+    with page.expect_download() as download:
+        page.click("text=Download the original")
+    saved = download.value.path()
+    assert Path(saved).read_bytes() == (FIXTURES / "report.pdf").read_bytes()
+    assert download.value.suggested_filename == "report.pdf"
+    assert_quiet(page)
+
+
+def tab_to(page: Any, text: str, presses: int = 150) -> None:
+    """Presses Tab until the focused element's text (or value) is `text`."""
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        focused = page.evaluate(
+            "() => { const e = document.activeElement; return (e && (e.textContent || e.value || '')).trim(); }"
+        )
+        if focused == text:
+            return
+    raise AssertionError(f"{text!r} is not reachable with Tab")
+
+
+def test_keyboard_alone_signs_in_opens_a_collection_and_a_document(console_stack: ConsoleStack, page: Any) -> None:
+    upload = console_stack.api()
+    with upload:
+        assert (
+            upload.post(
+                "/sluice.v1.DocumentService/CreateCollection",
+                json={"collection": {"name": "keyboard", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}},
+            ).status_code
+            == 200
+        )
+        stored = upload.post(
+            "/v1/collections/keyboard/documents",
+            params={"filename": "operations.md"},
+            content=(FIXTURES / "operations.md").read_bytes(),
+        )
+        assert stored.status_code == 200, stored.text
+    document_id = stored.json()["id"]
+    wait_ready = console_stack.call("DocumentService/GetDocument", {"id": document_id})
+    for _ in range(600):
+        if wait_ready.json().get("status") == "DOCUMENT_STATUS_READY":
+            break
+        page.wait_for_timeout(200)
+        wait_ready = console_stack.call("DocumentService/GetDocument", {"id": document_id})
+
+    page.goto(console_stack.url + "/")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "api-key"
+    page.keyboard.type(console_stack.keys["client"])
+    page.keyboard.press("Enter")
+    page.wait_for_selector("h1:text-is('Collections')")
+    tab_to(page, "keyboard")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("h1:text-is('keyboard')")
+    tab_to(page, "operations.md")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("h1:text-is('operations.md')")
+    page.wait_for_selector(".chunk")
+    tab_to(page, "Disable")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".chunk .status:text-is('DISABLED')")
+    tab_to(page, "Enable")  # the same button, now Enable: focus stayed on it
+    page.keyboard.press("Enter")
+    page.wait_for_selector("button:text-is('Disable')")
+    tab_to(page, "Sign out")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#api-key")
+    assert page.evaluate("sessionStorage.length") == 0
+    assert_quiet(page)
