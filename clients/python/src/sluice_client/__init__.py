@@ -20,6 +20,7 @@ from .aio import AsyncClient
 from .client import Client, DocumentTracker, UploadResult
 from .config import TLS
 from .errors import (
+    Aborted,
     AlreadyExists,
     ConfigError,
     ConnectionFailed,
@@ -64,6 +65,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TLS",
+    "Aborted",
     "AlreadyExists",
     "ApiKey",
     "AsyncClient",

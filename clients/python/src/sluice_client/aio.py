@@ -696,7 +696,7 @@ class AsyncDocuments:
         request = document_service_pb2.ReprocessDocumentRequest(id=document_id)
         return Document.from_proto(await self._client._unary(INGEST, "ReprocessDocument", request, timeout=timeout))
 
-    # -------------------------------------------------------------- chunks (docs/chunks.md)
+    # -------------------------------------------------------------- chunks (docs/clients.md#chunks-and-the-original-file)
 
     async def list_chunks(
         self,

@@ -860,7 +860,7 @@ class Documents:
         request = document_service_pb2.ReprocessDocumentRequest(id=document_id)
         return Document.from_proto(self._client._unary(INGEST, "ReprocessDocument", request, timeout=timeout))
 
-    # -------------------------------------------------------------- chunks (docs/chunks.md)
+    # -------------------------------------------------------------- chunks (docs/clients.md#chunks-and-the-original-file)
 
     def list_chunks(
         self,
