@@ -264,7 +264,7 @@ def test_an_http_source_connects_to_the_address_it_checked(site, monkeypatch):
     import asyncio
 
     from sluice_ingest.sources.http import HttpReader
-    from sluice_ingest.sources.kinds import SourceUnavailable
+    from sluice_ingest.sources.reader import SourceUnavailable
 
     server, _ = site
     port = server.server.server_address[1]

@@ -20,7 +20,7 @@ from sluice_ingest.sources.domain import (
     sources_of,
     unchanged_without_reading,
 )
-from sluice_ingest.sources.kinds import glob_pattern
+from sluice_ingest.sources.folder import glob_pattern
 from sluice_ingest.sources.s3 import sign
 
 

@@ -30,7 +30,7 @@ import httpx
 from sluice_common.errors import InvalidArgument
 
 from .domain import ListedItem
-from .kinds import ItemVanished, SourceUnavailable
+from .reader import ItemVanished, SourceUnavailable
 from .spec import public_addresses
 
 USER_AGENT = "sluice"

@@ -40,7 +40,8 @@ from ..service.documents import DocumentUseCases, UploadMeta
 from ..settings import IngestSettings
 from . import metrics
 from .domain import ListedItem, RunState, is_mass_delete, unchanged_without_reading
-from .kinds import ItemVanished, Reader, SourceUnavailable, reader_for
+from .kinds import reader_for
+from .reader import ItemVanished, Reader, SourceUnavailable
 from .store import ClaimedRun, Progress, RunStore
 
 log = logging.getLogger("sluice.sources")

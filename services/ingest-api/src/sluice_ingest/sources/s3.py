@@ -25,7 +25,7 @@ import httpx
 from sluice_common.errors import InvalidArgument
 
 from .domain import ListedItem
-from .kinds import ItemVanished, SourceUnavailable
+from .reader import ItemVanished, SourceUnavailable
 from .spec import check_url_host, credentials_of
 
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
