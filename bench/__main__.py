@@ -12,6 +12,7 @@ BENCHES = {
     "ocr": "bench.ocr_compare",
     "webhooks": "bench.webhook_bench",
     "retrieval": "bench.retrieval_bench",
+    "chunks": "bench.chunks_bench",
 }
 
 names = [a for a in sys.argv[1:] if a in BENCHES] or list(BENCHES)

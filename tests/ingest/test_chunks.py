@@ -14,7 +14,7 @@ import pytest
 from helpers import expect_error
 from search_server import RunningSearch
 from sluice.v1 import admin_service_pb2 as admin_pb2
-from sluice.v1 import admin_service_pb2_grpc, document_service_pb2_grpc, search_service_pb2_grpc
+from sluice.v1 import admin_service_pb2_grpc, collection_pb2, document_service_pb2_grpc, search_service_pb2_grpc
 from sluice.v1 import document_service_pb2 as ds
 from sluice.v1 import job_service_pb2 as js
 from sluice.v1 import search_service_pb2 as sp
@@ -27,6 +27,7 @@ DIM = 8
 VECTOR, KEYWORD, HYBRID = sp.SEARCH_MODE_VECTOR, sp.SEARCH_MODE_KEYWORD, sp.SEARCH_MODE_HYBRID
 TEXTS = [f"Chapter {i} tells of rivers and mills near the old town number{i}." for i in range(5)]
 TEXTS[2] = "Chapter 2 tells of the lighthouse keeper and his brass lamp."
+BOX = D.BoundingBox(page_number=1, left=0.125, top=0.25, right=0.5, bottom=0.75)
 
 
 def embed(text: str, dimensions: int = DIM, model: str = "hashing-v1") -> list[float]:
@@ -39,7 +40,14 @@ def complete(c: Clients, job: js.Job, texts: list[str], dimensions: int = DIM, m
     def messages():
         yield js.CompleteJobRequest(header=js.CompleteJobHeader(lease=job.lease, chunk_count=len(texts)))
         chunks = [
-            js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText", embedding=embed(t, dimensions, model))
+            js.Chunk(
+                index=i,
+                text=t,
+                page_number=1,
+                element_type="NarrativeText",
+                embedding=embed(t, dimensions, model),
+                boxes=[BOX] if i == 0 else [],
+            )
             for i, t in enumerate(texts)
         ]
         yield js.CompleteJobRequest(chunks=js.ChunkBatch(chunks=chunks))
@@ -138,6 +146,7 @@ def test_list_chunks_pages_through_a_document(c):
     assert chunk.enabled and not chunk.edited and chunk.original_text == ""
     assert chunk.character_count == len(TEXTS[2]) and chunk.token_count == len(TEXTS[2].split())
     assert chunk.etag == f"{chunk.id}-0" and chunk.update_time.seconds > 0
+    assert list(whole.chunks[0].boxes) == [BOX] and list(chunk.boxes) == []
     assert list_chunks(c, doc, generation=1) == whole  # generation 1 is the ACTIVE one
 
 
@@ -404,3 +413,57 @@ def test_download_streams_the_uploaded_bytes(c, ingest_api):
     expect_error(
         lambda: download(c.docs, "0b6c0e9a-1c8b-4d7e-9a59-3f1f2f0a9e11"), grpc.StatusCode.NOT_FOUND, "DOCUMENT_NOT_FOUND"
     )
+
+
+# ---------------------------------------------------------------- generations
+
+
+def test_a_change_reaches_every_generation_that_holds_the_chunk(c, database_url):
+    """During a reindex, a document already embedded into the BUILDING generation holds its chunk
+    twice: ListChunks shows either generation, and an edit or a disable changes both copies, each
+    embedded with its own generation's embedder; the switch then serves the change."""
+    doc = ready(c)
+    other = ready(c, ["a document whose EMBED job stays open"], "other.txt")
+    hashing_v2 = collection_pb2.EmbedderConfig(
+        provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v2", dimensions=16
+    )
+    c.docs.ReindexCollection(ds.ReindexCollectionRequest(name="docs", embedder=hashing_v2))
+    embeds = {job.document_id: job for job in (c.claim(), c.claim())}
+    assert set(embeds) == {doc, other}
+    complete(c, embeds[doc], TEXTS, 16, "hashing-v2")
+
+    active, building = list_chunks(c, doc), list_chunks(c, doc, generation=2)
+    assert active.generation == 1 and building.generation == 2 and building.total_size == 5
+    assert [ch.text for ch in building.chunks] == TEXTS and {ch.generation for ch in building.chunks} == {2}
+    assert not {ch.id for ch in active.chunks} & {ch.id for ch in building.chunks}
+    assert list(list_chunks(c, other, generation=2).chunks) == []  # not embedded there yet
+
+    new_text = "Chapter 2 tells of the ferryman and his zeppelin."
+    edited = update(c, active.chunks[2].id, text=new_text)
+    assert edited.generation == 1 and edited.text == new_text
+    with psycopg.connect(database_url) as conn:
+        stored = dict(
+            conn.execute(
+                "SELECT g.number, c.embedding::text FROM chunks c JOIN collection_generations g ON g.id = c.generation_id"
+                " WHERE c.document_id = %s AND c.chunk_index = 2",
+                (doc,),
+            ).fetchall()
+        )
+    assert [round(float(v), 4) for v in stored[1].strip("[]").split(",")] == [round(v, 4) for v in embed(new_text)]
+    assert [round(float(v), 4) for v in stored[2].strip("[]").split(",")] == [
+        round(v, 4) for v in embed(new_text, 16, "hashing-v2")
+    ]
+    disabled = update(c, list_chunks(c, doc, generation=2).chunks[3].id, enabled=False)
+    assert disabled.generation == 2 and not disabled.enabled
+    assert [ch.enabled for ch in list_chunks(c, doc).chunks] == [True, True, True, False, True]
+
+    complete(c, embeds[other], ["a document whose EMBED job stays open"], 16, "hashing-v2")  # the last: the switch
+    served = list_chunks(c, doc)
+    assert served.generation == 2
+    assert [(ch.text, ch.enabled, ch.edited) for ch in served.chunks] == [
+        (TEXTS[0], True, False),
+        (TEXTS[1], True, False),
+        (new_text, True, True),
+        (TEXTS[3], False, False),
+        (TEXTS[4], True, False),
+    ]

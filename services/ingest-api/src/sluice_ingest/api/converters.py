@@ -542,11 +542,22 @@ def api_key_to_proto(row: ApiKeyRow) -> admin_pb2.ApiKey:
     )
 
 
-def document_chunk_to_proto(row: DocumentChunkRow) -> document_service_pb2.DocumentChunk:
-    """A chunk as ListChunks and UpdateChunk show it (docs/chunks.md)."""
+def fast_timestamp(value: dt.datetime) -> timestamp_pb2.Timestamp:
+    """An aware datetime as a Timestamp, without FromDatetime's Python path (a page converts 1,000)."""
+    micros = (value - EPOCH) // MICROSECOND
+    return timestamp_pb2.Timestamp(seconds=micros // 1_000_000, nanos=(micros % 1_000_000) * 1000)
+
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+MICROSECOND = dt.timedelta(microseconds=1)
+
+
+def document_chunk_to_proto(row: DocumentChunkRow, document_id: str = "") -> document_service_pb2.DocumentChunk:
+    """A chunk as ListChunks and UpdateChunk show it (docs/chunks.md); a page passes its
+    document's id once, as text."""
     return document_service_pb2.DocumentChunk(
         id=str(row.id),
-        document_id=str(row.document_id),
+        document_id=document_id or str(row.document_id),
         chunk_index=row.chunk_index,
         text=row.text,
         page_number=row.page_number,
@@ -557,7 +568,7 @@ def document_chunk_to_proto(row: DocumentChunkRow) -> document_service_pb2.Docum
             document_pb2.BoundingBox(
                 page_number=int(b["page"]), left=b["left"], top=b["top"], right=b["right"], bottom=b["bottom"]
             )
-            for b in row.boxes
+            for b in row.boxes or ()
         ],
         token_count=row.search_length,
         character_count=len(row.text),
@@ -567,7 +578,7 @@ def document_chunk_to_proto(row: DocumentChunkRow) -> document_service_pb2.Docum
         original_text=row.original_text or "",
         text_source=row.text_source,
         ocr_confidence=row.ocr_confidence or 0.0,
-        update_time=timestamp(row.updated_at),
+        update_time=fast_timestamp(row.updated_at),
         etag=row.etag,
     )
 

@@ -151,8 +151,12 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
         rows, token, total, generation = await self.chunks.list_chunks(
             tenant(), request.document_id, request.page_size, request.page_token, request.generation
         )
+        document_id = str(rows[0].document_id) if rows else ""
         return document_service_pb2.ListChunksResponse(
-            chunks=[document_chunk_to_proto(r) for r in rows], next_page_token=token, total_size=total, generation=generation
+            chunks=[document_chunk_to_proto(r, document_id) for r in rows],
+            next_page_token=token,
+            total_size=total,
+            generation=generation,
         )
 
     @grpc_errors

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,9 +24,12 @@ from .common import StoreBase, lookup_document, one_row
 from .rows import DocumentRow
 
 # What a page shows of a chunk, from either table (`enabled` says which).
+# The generation's number comes in as a parameter (%(number)s): the row is built once, as is. Most
+# chunks have no boxes (only PDFs and images do): NULL then, rather than '[]' parsed 1,000 times a page.
 CHUNK_COLUMNS = """
     c.id, c.document_id, c.chunk_index, c.text, c.page_number, c.element_type, c.section_title, c.text_as_html,
-    c.boxes, c.search_length, c.text_source, c.ocr_confidence, c.original_text, c.revision, c.updated_at
+    CASE WHEN c.boxes = '[]'::jsonb THEN NULL ELSE c.boxes END AS boxes, c.search_length, c.text_source, c.ocr_confidence, c.original_text, c.revision, c.updated_at,
+    %(number)s::integer AS generation
 """
 
 # Both tables have a unique index on (document_id, generation_id, chunk_index): the page is a
@@ -113,15 +116,15 @@ class DocumentChunkRow:
     element_type: str
     section_title: str
     text_as_html: str
-    boxes: list[dict[str, Any]]
+    boxes: list[dict[str, Any]] | None  # None: no boxes
     search_length: int
     text_source: str
     ocr_confidence: float | None
     original_text: str | None
     revision: int
     updated_at: dt.datetime
+    generation: int
     enabled: bool
-    generation: int = 0
 
     @property
     def etag(self) -> str:
@@ -186,8 +189,9 @@ class ChunkStore(StoreBase):
             generation_id, number = row
             params = {"document": document_id, "generation": generation_id, "tenant": tenant_id, "after": after_index}
             cur = conn.cursor(row_factory=class_row(DocumentChunkRow))
-            await cur.execute(LIST_SQL, {**params, "limit": limit})
-            rows = [_with_generation(r, number) for r in await cur.fetchall()]
+            # Binary results: a page of 1,000 chunks parses faster (numbers and times as they are stored).
+            await cur.execute(LIST_SQL, {**params, "limit": limit, "number": number}, binary=True)
+            rows = await cur.fetchall()
             (total,) = await one_row(conn, COUNT_SQL, params)
             return rows, int(total), int(number)
 
@@ -298,12 +302,12 @@ class ChunkStore(StoreBase):
         await cur.execute(
             f"SELECT {CHUNK_COLUMNS}, true AS enabled FROM chunks c WHERE c.id = %(id)s AND c.tenant_id = %(tenant)s"
             f" UNION ALL SELECT {CHUNK_COLUMNS}, false FROM disabled_chunks c WHERE c.id = %(id)s AND c.tenant_id = %(tenant)s",
-            {"id": copy.id, "tenant": tenant_id},
+            {"id": copy.id, "tenant": tenant_id, "number": copy.generation},
         )
         row = await cur.fetchone()
         if row is None:  # pragma: no cover - written in this transaction
             raise chunk_not_found(copy.id)
-        return _with_generation(row, copy.generation)
+        return row
 
     async def document_for_download(self, tenant_id: int, document_id: uuid.UUID) -> DocumentRow:
         """The document whose bytes DownloadDocument sends (NOT_FOUND for another tenant's)."""
@@ -342,10 +346,6 @@ async def _expect_one(conn: psycopg.AsyncConnection, query: str, params: dict[st
             "the chunk changed since it was read (another update, or a reindex replaced it); read it again",
             reason=Reason.CHUNK_CHANGED,
         )
-
-
-def _with_generation(row: DocumentChunkRow, number: int) -> DocumentChunkRow:
-    return replace(row, generation=number)
 
 
 __all__ = ["ChunkCopy", "ChunkStore", "ChunkTarget", "DocumentChunkRow", "chunk_not_found"]
