@@ -174,6 +174,43 @@ async def test_upload_tools_listed_with_a_reader_key_say_why_they_are_refused(st
         reader.close()
 
 
+async def test_list_chunks_and_search_explain(stack):
+    """list_chunks pages a document's chunks (a disabled one says so) and search's `explain` adds
+    why each hit ranked: null where the hit was not in a list, never a 0 that was not measured."""
+    client = Client(stack.ingest, search_address=stack.search, api_key=auth_keys.KEYS["client"])
+    try:
+        client.collections.create("docs", embedder="hashing")
+        paragraphs = ["Leases expire when renewals stop.", "Quokkas live on Rottnest Island.", "Workers claim jobs."]
+        doc = client.documents.wait(
+            client.documents.upload("docs", "\n\n".join(paragraphs).encode(), filename="notes.md").id, timeout=60
+        )
+        async with McpClient(build_server(client, default_collection="docs", read_only=True)) as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            assert tools["list_chunks"].annotations.read_only_hint and tools["list_chunks"].output_schema
+            assert "explain" in tools["search"].input_schema["properties"]
+            first = await call_ok(session, "list_chunks", {"document": "notes.md", "page_size": 2})
+            assert first["document_id"] == doc.id and first["total_size"] == 3 and first["next_page_token"]
+            assert [c["text"] for c in first["chunks"]] == paragraphs[:2] and all(c["enabled"] for c in first["chunks"])
+            client.documents.disable_chunk(first["chunks"][1]["id"])
+            again = await session.call_tool("list_chunks", {"document": doc.id, "page_size": 2})
+            assert not again.structured_content["chunks"][1]["enabled"] and "disabled (not searched)" in text_of(again)
+            rest = await call_ok(session, "list_chunks", {"document": doc.id, "page_token": first["next_page_token"]})
+            assert [c["chunk_index"] for c in rest["chunks"]] == [2] and rest["next_page_token"] == ""
+
+            plain = await call_ok(session, "search", {"query": "leases", "mode": "keyword"})
+            assert plain["hits"][0]["explanation"] is None and plain["hits"][0]["chunk_id"] == first["chunks"][0]["id"]
+            explained = await session.call_tool("search", {"query": "leases", "mode": "keyword", "explain": True})
+            why = explained.structured_content["hits"][0]["explanation"]
+            assert why["keyword_rank"] == 1 and why["keyword_score"] > 0 and why["first_stage_rank"] == 1
+            assert why["vector_similarity"] is None and why["vector_rank"] is None  # not measured: null, not 0
+            assert "why: keyword" in text_of(explained) and "not in the vector list" in text_of(explained)
+
+            missing = await session.call_tool("list_chunks", {"document": "00000000-0000-4000-8000-000000000000"})
+            assert missing.is_error and text_of(missing).endswith("[DOCUMENT_NOT_FOUND]"), text_of(missing)
+    finally:
+        client.close()
+
+
 @pytest.fixture
 def http_server(stack, tmp_path):
     """`sluice mcp --transport http` on a free port, with the client key; yields its URL."""
