@@ -88,7 +88,7 @@ def test_upload_a_folder_watch_it_turn_ready_open_the_pdf_and_disable_a_chunk(
     page.wait_for_selector(f"text={total} of {total} finished", timeout=READY_TIMEOUT_MS)
     assert page.locator(".upload-list .status.READY").count() == total
     # The table shows them all, READY, without a reload.
-    page.wait_for_function(f"document.querySelectorAll('table .status.READY').length === {total}", timeout=30_000)
+    page.wait_for_function(f"() => document.querySelectorAll('table .status.READY').length === {total}", timeout=30_000)
     screenshot(page, "collection-after-upload")
 
     page.click("table a:text-is('report.pdf')")

@@ -253,7 +253,7 @@ export function DocumentPage(props: { id: string }) {
       ) : null}
       <div class={isPdf ? "doc-body with-pages" : "doc-body"}>
         {isPdf && doc && doc.status === DocumentStatus.READY ? (
-          <section class="pages" aria-label="Pages">
+          <section class="pages" aria-label="Pages" tabIndex={0}>
             <h2>Pages</h2>
             <Suspense fallback={<p>Loading the PDF viewer…</p>}>
               <PdfPages documentId={doc.id} chunks={chunks} selected={selected} onSelect={setSelected} onError={setError} />
