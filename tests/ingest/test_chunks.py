@@ -467,3 +467,37 @@ def test_a_change_reaches_every_generation_that_holds_the_chunk(c, database_url)
         (TEXTS[3], False, False),
         (TEXTS[4], True, False),
     ]
+
+
+def test_a_reindex_keeps_disabled_chunks_out_and_starts_edits_from_the_parsers_text(c, database_url):
+    """A chunk disabled before the reindex embeds its document stays out of the new generation
+    (by chunk_index, its text being the parser's); an edited one gets the parser's text there,
+    as the reindex embeds the saved chunks (docs/chunks.md, "Later")."""
+    doc = ready(c)
+    chunks = list_chunks(c, doc).chunks
+    update(c, chunks[1].id, enabled=False)
+    update(c, chunks[3].id, text="Chapter 3, edited before the reindex.")
+    hashing_v2 = collection_pb2.EmbedderConfig(
+        provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v2", dimensions=16
+    )
+    c.docs.ReindexCollection(ds.ReindexCollectionRequest(name="docs", embedder=hashing_v2))
+    job = c.claim()
+    assert job.kind == js.JOB_KIND_EMBED and job.document_id == doc
+    complete(c, job, TEXTS, 16, "hashing-v2")  # the parser's chunks, as the snapshot holds them; the switch
+    served = list_chunks(c, doc)
+    assert served.generation == 2 and served.total_size == 5
+    assert [(ch.text, ch.enabled, ch.edited) for ch in served.chunks] == [
+        (TEXTS[0], True, False),
+        (TEXTS[1], False, False),
+        (TEXTS[2], True, False),
+        (TEXTS[3], True, False),
+        (TEXTS[4], True, False),
+    ]
+    assert chunks_outside_ready(database_url) == 0
+    with psycopg.connect(database_url) as conn:
+        vectors = conn.execute(
+            "SELECT g.number FROM document_vectors v JOIN collection_generations g ON g.id = v.generation_id"
+            " WHERE v.document_id = %s ORDER BY 1",
+            (doc,),
+        ).fetchall()
+    assert (2,) in vectors

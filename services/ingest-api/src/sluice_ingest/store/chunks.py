@@ -92,6 +92,15 @@ EDIT_SQL = {
     " WHERE id = %(id)s AND revision = %(revision)s AND tenant_id = %(tenant)s RETURNING id",
 }
 
+# How many copies of a chunk the live generations hold now.
+COPIES_SQL = """
+    SELECT count(*) FROM (SELECT generation_id FROM chunks WHERE document_id = %(document)s AND chunk_index = %(index)s
+                          UNION ALL
+                          SELECT generation_id FROM disabled_chunks WHERE document_id = %(document)s AND chunk_index = %(index)s) c
+      JOIN collection_generations g ON g.id = c.generation_id
+     WHERE g.state IN ('ACTIVE', 'BUILDING')
+"""
+
 # A disabled chunk's DELETE took its document's vector in that generation with it (migration
 # 0026 drops the pair's vector on a delete and computes it on an insert): computed again from the
 # chunks that remain, as 0026's insert trigger does.
@@ -102,6 +111,34 @@ DOCUMENT_VECTOR_SQL = """
      GROUP BY c.generation_id, c.document_id
     ON CONFLICT (generation_id, document_id) DO UPDATE SET embedding = EXCLUDED.embedding
 """
+
+
+# An EMBED job's commit (a reindex) writes the parser's chunks into the BUILDING generation: a
+# chunk disabled in the ACTIVE generation is moved out of the new one too, by chunk_index, when
+# the new chunk's text is the parser's text of the disabled one (docs/chunks.md, "Later").
+KEEP_DISABLED_SQL = f"""
+    WITH moved AS (
+        DELETE FROM chunks n
+         USING disabled_chunks a, collection_generations g
+         WHERE n.document_id = %(document)s AND n.generation_id = %(generation)s
+           AND a.document_id = n.document_id AND a.chunk_index = n.chunk_index
+           AND g.id = a.generation_id AND g.state = 'ACTIVE'
+           AND n.text = coalesce(a.original_text, a.text)
+        RETURNING {", ".join("n." + c for c in MOVED_COLUMNS.split(", "))}, n.search_length, n.revision
+    )
+    INSERT INTO disabled_chunks ({MOVED_COLUMNS}, search_length, revision, updated_at)
+    SELECT {MOVED_COLUMNS}, search_length, revision, now() FROM moved
+    RETURNING id
+"""
+
+
+async def keep_disabled(conn: psycopg.AsyncConnection[Any], document_id: uuid.UUID, generation_id: int) -> int:
+    """In an EMBED job's commit: the document's chunks disabled in the ACTIVE generation leave the
+    new one too (and its document vector is computed again without them). Returns how many."""
+    moved = await (await conn.execute(KEEP_DISABLED_SQL, {"document": document_id, "generation": generation_id})).fetchall()
+    if moved:
+        await conn.execute(DOCUMENT_VECTOR_SQL, (document_id, generation_id))
+    return len(moved)
 
 
 @dataclass(frozen=True)
@@ -274,6 +311,14 @@ class ChunkStore(StoreBase):
                     reason=Reason.DOCUMENT_NOT_READY,
                     status=status[0],
                 )
+            # A generation that received the chunk since it was read (an EMBED job's commit) would
+            # miss this change: refused, to be read again.
+            (copies,) = await one_row(conn, COPIES_SQL, {"document": target.document_id, "index": target.chunk_index})
+            if copies != len(target.copies):
+                raise Aborted(
+                    "the chunk changed since it was read (a reindex embedded it meanwhile); read it again",
+                    reason=Reason.CHUNK_CHANGED,
+                )
             for copy in target.copies:
                 revision = copy.revision
                 if text is not None:
@@ -348,4 +393,4 @@ async def _expect_one(conn: psycopg.AsyncConnection, query: str, params: dict[st
         )
 
 
-__all__ = ["ChunkCopy", "ChunkStore", "ChunkTarget", "DocumentChunkRow", "chunk_not_found"]
+__all__ = ["ChunkCopy", "ChunkStore", "ChunkTarget", "DocumentChunkRow", "chunk_not_found", "keep_disabled"]

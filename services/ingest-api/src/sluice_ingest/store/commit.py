@@ -31,6 +31,7 @@ from ..domain import (
     should_retry,
 )
 from ..transitions import RELEASED_LEASE, Expr, PendingMove, move_document, move_job, send_move_document, send_move_job
+from .chunks import keep_disabled
 from .claims import hand_back
 from .common import NO_ERROR, fetch_document_lookup, lookup_document, send_document_lookup
 from .leases import HeldJob, QueueBase, end_attempt, hold_job, lease_failure
@@ -184,6 +185,9 @@ class CommitStore(QueueBase):
                 # COMPLETE_LOCK_SQL cleared the chunks this commit replaces (every generation's for
                 # an INGEST job: a BUILDING generation gets a new EMBED job below).
                 await copy_chunks(conn, job, chunks)
+                if policy.writes_generation is GenerationState.BUILDING:
+                    # A reindex keeps the chunks users disabled out of the new generation (docs/chunks.md).
+                    await keep_disabled(conn, job.document_id, job.generation_id)
                 if policy.drives_document:
                     check_document_transition(policy.commits_from, DocumentStatus.READY)
                 # The rest shares one round trip (pipeline mode); each move is confirmed after the sync.
