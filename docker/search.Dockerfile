@@ -19,7 +19,7 @@ COPY services/search services/search
 RUN pip install -c requirements.lock ./libs/protos ./libs/common ./services/search
 # all-MiniLM-L6-v2's ONNX fp32 graph beside the model: queries are embedded with it
 # (docs/embedders.md, "A search query on ONNX Runtime"); exported here, where the venv is writable.
-RUN python -m sluice_common.onnx_embedding fp32
+RUN python -m sluice_common.embedders.prepare onnx fp32
 
 FROM ${PYTHON_IMAGE}
 RUN useradd --system --uid 10001 --create-home --home-dir /home/sluice sluice

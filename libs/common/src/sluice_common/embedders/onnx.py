@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .e5 import length_batches
+
 log = logging.getLogger("sluice.embedders.onnx")
 
 INT8, FP32 = "int8", "fp32"
@@ -122,10 +124,10 @@ def export(model_dir: Path, target: Path, precision: str = INT8) -> None:
         # tests use (docs/embedders.md). Shown to a newcomer on the first `make venv`, they read
         # as "the exported graph will produce incorrect results": kept quiet here.
         with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
-            warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
+            # By the module that warns: the tracer's warnings come from transformers' modules, the
+            # exporter's from torch.onnx (torch.jit.TracerWarning is not a public name to mypy).
+            warnings.filterwarnings("ignore", module=r"(transformers|torch\.onnx)\.")
             warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*legacy TorchScript-based ONNX export")
-            warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.onnx")
             torch.onnx.export(
                 Pooled(model),
                 (sample, torch.ones_like(sample), torch.zeros_like(sample)),
@@ -207,8 +209,7 @@ class OnnxSentenceEncoder:
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(texts)
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)
-        # Similar lengths batched together: less padding (sluice_common.multilingual_e5.length_batches).
-        from sluice_common.multilingual_e5 import length_batches
+        # Similar lengths batched together: less padding (sluice_common.embedders.e5.length_batches).
 
         for indexes in length_batches([len(e.ids) for e in encodings], batch_size):
             width = max(len(encodings[i].ids) for i in indexes)
@@ -229,19 +230,3 @@ def load(model_dir: Path, threads: int = 0, spinning: bool = False, precision: s
         if key not in _sessions:
             _sessions[key] = OnnxSentenceEncoder(model_dir, threads, spinning, precision)
         return _sessions[key]
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m sluice_common.onnx_embedding [fp32|int8]`: export the packaged all-MiniLM-L6-v2
-    now (make venv and the search image export fp32, the graph search embeds queries with) and
-    print where. Offline, ~15 s."""
-    import sys
-
-    from sluice_common.embedders import packaged_model_dir
-
-    args = sys.argv[1:] if argv is None else argv
-    print(ensure_exported(packaged_model_dir(), args[0] if args else FP32))
-
-
-if __name__ == "__main__":
-    main()
