@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 
 PARAGRAPHS = [
@@ -122,6 +123,17 @@ def test_documents_download_writes_the_file_and_refuses_to_overwrite(sluice, sta
     assert sorted(p.name for p in here.iterdir()) == ["handbook.md"]  # no temporary file left behind
     missing = sluice("documents", "download", "00000000-0000-4000-8000-000000000000", *stack.args)
     assert missing.code == 3
+    to_stdout = sluice("documents", "download", document["id"], "-o", "-", *stack.args)
+    assert to_stdout.code == 0 and to_stdout.out.encode() == original
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        refused = sluice("documents", "download", document["id"], "-o", locked, *stack.args)
+    finally:
+        locked.chmod(0o700)
+    if os.geteuid() != 0:  # root writes anywhere
+        assert refused.code == 1 and "cannot write" in refused.err and "Traceback" not in refused.err
 
 
 def test_search_explain_shows_each_hits_lists(sluice, stack, tmp_path):

@@ -119,7 +119,7 @@ def documents_download(client: Client, args: argparse.Namespace) -> int:
             raise CliError("-o - writes the bytes to stdout: leave out --json", EXIT_USAGE, "USAGE")
         client.documents.download(document_id, sys.stdout.buffer)
         sys.stdout.buffer.flush()
-        return EXIT_OK
+        return EXIT_OK  # a mismatch is raised after the bytes went out; the exit code says so
     document = client.documents.get(document_id)
     name = safe_filename(document.filename, document.id)
     target = Path(args.output) if args.output else Path.cwd() / name
@@ -129,7 +129,10 @@ def documents_download(client: Client, args: argparse.Namespace) -> int:
         raise CliError(f"{target} exists already; --force overwrites it", EXIT_FAILED, "FILE_EXISTS")
     if not target.parent.is_dir():
         raise CliError(f"{target.parent} is not a folder", EXIT_USAGE, "USAGE")
-    written = client.documents.download(document_id, target)
+    try:
+        written = client.documents.download(document_id, target)
+    except OSError as err:  # the folder is not writable, the disk is full: ours, not the server's
+        raise CliError(f"cannot write {target}: {err.strerror or err}", EXIT_FAILED, "WRITE_FAILED") from None
     if args.json:
         render.print_json(
             {
