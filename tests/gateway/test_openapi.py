@@ -83,3 +83,27 @@ def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
     assert hit["chunkIndex"] == {"type": "integer", "format": "int32"}
     assert schemas["sluice.v1.Document"]["properties"]["sizeBytes"] == {"type": "string", "format": "int64"}
     assert schemas["sluice.v1.SearchRequest"]["properties"]["mode"]["enum"][0] == "SEARCH_MODE_UNSPECIFIED"
+
+
+def test_the_document_says_what_the_gateway_does(stack, http):
+    """Issue 37, defect 5: the 405 Allow header names GET where a method takes it; binary protobuf
+    (application/proto, encoding=proto) is listed beside JSON; a request body is optional, as an
+    empty one is accepted as the empty message."""
+    document = http.get("/openapi.json").json()
+    get_collection = document["paths"]["/sluice.v1.DocumentService/GetCollection"]
+    body = get_collection["post"]["requestBody"]
+    assert body["required"] is False and set(body["content"]) == {"application/json", "application/proto"}
+    assert set(get_collection["post"]["responses"]["200"]["content"]) == {"application/json", "application/proto"}
+    assert "application/proto" in get_collection["get"]["responses"]["200"]["content"]
+    # An empty body is the empty message (ListCollections with every field at its default).
+    empty = http.post("/sluice.v1.DocumentService/ListCollections", content=b"", headers={"Content-Type": "application/json"})
+    assert empty.status_code == 200, empty.text
+    # A verb the path does not take: 405, and Allow names every verb it does take.
+    for path, allowed in (
+        ("/sluice.v1.DocumentService/GetCollection", "GET, POST"),
+        ("/sluice.v1.DocumentService/DeleteCollection", "POST"),
+    ):
+        refused = http.put(path, json={"name": "docs"})
+        assert refused.status_code == 405 and refused.headers["allow"] == allowed, (path, refused.headers)
+        for verb in allowed.split(", "):
+            assert verb.lower() in document["paths"][path]

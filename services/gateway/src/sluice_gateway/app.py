@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -89,6 +89,13 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
         """A POST (or a Connect GET) to an RPC's path goes straight to its handler; everything else (and the
         lifespan) through Starlette's routing. Its router and exception layers were a few
         hundred microseconds of every call on a busy machine (docs/http.md, "Speed")."""
+        if scope["type"] == "http" and scope["path"] in METHODS and scope["method"] not in ("POST", "GET"):
+            # Starlette's 405 would name the POST route's method alone; a method marked
+            # NO_SIDE_EFFECTS takes a GET as well (docs/http.md, "GET requests").
+            allowed = "GET, POST" if METHODS[scope["path"]].takes_get else "POST"
+            refusal = PlainTextResponse("Method Not Allowed", status_code=405, headers={"Allow": allowed})
+            await refusal(scope, receive, send)
+            return
         if scope["type"] == "http" and scope["path"] in METHODS and scope["method"] in ("POST", "GET"):
             request = Request(scope, receive)
             if scope["method"] == "POST":

@@ -7,6 +7,7 @@ from typing import Any
 
 from google.protobuf import descriptor
 
+from .connect import PROTO_TYPE
 from .methods import UPLOAD, Method, all_methods
 
 FD = descriptor.FieldDescriptor
@@ -120,9 +121,15 @@ def _operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
         },
     }
     if method != UPLOAD:
+        request = builder.ref(method.descriptor.input_type)
         operation["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": builder.ref(method.descriptor.input_type)}},
+            # An empty body is the empty message, every field at its default (the Connect protocol).
+            "required": False,
+            "description": f"a {method.descriptor.input_type.full_name}: JSON, or binary protobuf as application/proto",
+            "content": {
+                "application/json": {"schema": request},
+                PROTO_TYPE: {"schema": {"type": "string", "format": "binary"}, "x-message": request},
+            },
         }
     if method.kind == "server_stream":
         name = method.descriptor.output_type.full_name
@@ -158,8 +165,11 @@ def _operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
         }
     else:
         operation["responses"]["200"] = {
-            "description": method.descriptor.output_type.full_name,
-            "content": {"application/json": {"schema": output}},
+            "description": f"{method.descriptor.output_type.full_name}, in the request's encoding",
+            "content": {
+                "application/json": {"schema": output},
+                PROTO_TYPE: {"schema": {"type": "string", "format": "binary"}, "x-message": output},
+            },
         }
     return operation
 
@@ -168,6 +178,7 @@ def _get_operation(method: Method, builder: SchemaBuilder) -> dict[str, Any]:
     """The Connect GET of a method marked NO_SIDE_EFFECTS (docs/http.md, "GET requests")."""
     operation = _operation(method, builder)
     del operation["requestBody"]
+    # encoding=proto answers binary protobuf (application/proto), encoding=json JSON.
     operation["operationId"] += "ByGet"
     operation["summary"] = f"{method.descriptor.name} as a Connect GET, which caches may keep (it changes nothing)"
 
