@@ -47,6 +47,7 @@ def complete(c: Clients, job: js.Job, texts: list[str], dimensions: int = DIM, m
                 element_type="NarrativeText",
                 embedding=embed(t, dimensions, model),
                 boxes=[BOX] if i == 0 else [],
+                element_types=["Title", "NarrativeText"] if i == 0 else ["NarrativeText"],
             )
             for i, t in enumerate(texts)
         ]
@@ -147,6 +148,7 @@ def test_list_chunks_pages_through_a_document(c):
     assert chunk.character_count == len(TEXTS[2]) and chunk.token_count == len(TEXTS[2].split())
     assert chunk.etag == f"{chunk.id}-0" and chunk.update_time.seconds > 0
     assert list(whole.chunks[0].boxes) == [BOX] and list(chunk.boxes) == []
+    assert list(whole.chunks[0].element_types) == ["Title", "NarrativeText"] and list(chunk.element_types) == ["NarrativeText"]
     assert list_chunks(c, doc, generation=1) == whole  # generation 1 is the ACTIVE one
 
 
@@ -244,6 +246,7 @@ def test_a_disabled_chunk_leaves_every_search_mode_and_comes_back_enabled(c, sea
 
     enabled = update(c, chunk.id, enabled=True)
     assert enabled.enabled and enabled.id == chunk.id and enabled.text == chunk.text
+    assert enabled.element_types == chunk.element_types and enabled.page_number == chunk.page_number
     for mode in (VECTOR, KEYWORD, HYBRID):
         assert (doc, 2) in hits(search, query, mode), mode
     # Enabling an enabled chunk again changes nothing (a retried call).

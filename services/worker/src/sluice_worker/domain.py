@@ -71,6 +71,8 @@ class ChunkRecord:
     # in fractions of the page from its top-left corner (parsing/chunking.py); empty when the
     # parser gave no coordinates (formats without pages).
     boxes: list[Box] = field(default_factory=list)
+    # The types of the chunk's elements, in order of first appearance (parsing/chunking.py).
+    element_types: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,6 +105,7 @@ def storable_chunks(chunks: list[ChunkRecord]) -> list[ChunkRecord]:
                 index=len(out),
                 text=text,
                 element_type=storable_text(chunk.element_type),
+                element_types=[storable_text(t) for t in chunk.element_types],
                 section_title=storable_text(chunk.section_title),
                 text_as_html=storable_text(chunk.text_as_html),
             )

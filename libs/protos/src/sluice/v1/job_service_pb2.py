@@ -27,7 +27,7 @@ from sluice.v1 import collection_pb2 as sluice_dot_v1_dot_collection__pb2
 from sluice.v1 import document_pb2 as sluice_dot_v1_dot_document__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bsluice/v1/job_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asluice/v1/collection.proto\x1a\x18sluice/v1/document.proto\"/\n\x08LeaseRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\":\n\x0f\x43laimJobRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x14\n\x0cwait_seconds\x18\x02 \x01(\x01\"/\n\x10\x43laimJobResponse\x12\x1b\n\x03job\x18\x01 \x01(\x0b\x32\x0e.sluice.v1.Job\"\xec\x04\n\x03Job\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x10\n\x08\x66ilename\x18\x04 \x01(\t\x12\x11\n\tmime_type\x18\x05 \x01(\t\x12\x16\n\x0e\x63ontent_sha256\x18\x06 \x01(\t\x12\x12\n\nsize_bytes\x18\x07 \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x08 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\t \x01(\x05\x12\x15\n\rlease_seconds\x18\n \x01(\x01\x12+\n\x08\x65mbedder\x18\x0b \x01(\x0b\x32\x19.sluice.v1.EmbedderConfig\x12+\n\x08\x63hunking\x18\x0c \x01(\x0b\x32\x19.sluice.v1.ChunkingConfig\x12.\n\x08metadata\x18\r \x03(\x0b\x32\x1c.sluice.v1.Job.MetadataEntry\x12\x37\n\rtrace_context\x18\x0e \x03(\x0b\x32 .sluice.v1.Job.TraceContextEntry\x12 \n\x04kind\x18\x0f \x01(\x0e\x32\x12.sluice.v1.JobKind\x12\x12\n\ngeneration\x18\x10 \x01(\x05\x12\x0f\n\x07\x63ontent\x18\x11 \x01(\x0c\x12\x19\n\x11snapshot_versions\x18\x12 \x03(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"7\n\x11RenewLeaseRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\"^\n\x12RenewLeaseResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x08\x12\x35\n\x11lease_expire_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8d\x01\n\x12ReportStageRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12(\n\x05stage\x18\x02 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x0c\n\x04\x64one\x18\x03 \x01(\x03\x12\r\n\x05total\x18\x04 \x01(\x03\x12\x0c\n\x04unit\x18\x05 \x01(\t\"L\n\x13ReportStageResponse\x12\x35\n\x11lease_expire_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"@\n\x1aReadDocumentContentRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\"+\n\x1bReadDocumentContentResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\xe3\x01\n\x05\x43hunk\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x13\n\x0bpage_number\x18\x03 \x01(\x05\x12\x14\n\x0c\x65lement_type\x18\x04 \x01(\t\x12\x15\n\rsection_title\x18\x05 \x01(\t\x12\x11\n\tembedding\x18\x06 \x03(\x02\x12\x14\n\x0ctext_as_html\x18\x07 \x01(\t\x12\x13\n\x0btext_source\x18\x08 \x01(\t\x12\x16\n\x0eocr_confidence\x18\t \x01(\x02\x12%\n\x05\x62oxes\x18\n \x03(\x0b\x32\x16.sluice.v1.BoundingBox\"c\n\x0eSnapshotHeader\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12\x18\n\x10pipeline_version\x18\x02 \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\x03 \x01(\x05\"v\n\x13SaveSnapshotRequest\x12+\n\x06header\x18\x01 \x01(\x0b\x32\x19.sluice.v1.SnapshotHeaderH\x00\x12\'\n\x06\x63hunks\x18\x02 \x01(\x0b\x32\x15.sluice.v1.ChunkBatchH\x00\x42\t\n\x07payload\".\n\nChunkBatch\x12 \n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x10.sluice.v1.Chunk\"+\n\x14SaveSnapshotResponse\x12\x13\n\x0b\x63hunk_count\x18\x01 \x01(\x05\"S\n\x13ReadSnapshotRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12\x18\n\x10pipeline_version\x18\x02 \x01(\t\"8\n\x14ReadSnapshotResponse\x12 \n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x10.sluice.v1.Chunk\"L\n\x11\x43ompleteJobHeader\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12\x13\n\x0b\x63hunk_count\x18\x02 \x01(\x05\"x\n\x12\x43ompleteJobRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1c.sluice.v1.CompleteJobHeaderH\x00\x12\'\n\x06\x63hunks\x18\x02 \x01(\x0b\x32\x15.sluice.v1.ChunkBatchH\x00\x42\t\n\x07payload\"<\n\x13\x43ompleteJobResponse\x12%\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x13.sluice.v1.Document\"r\n\x0e\x46\x61ilJobRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12\x11\n\tretryable\x18\x02 \x01(\x08\x12\x12\n\nerror_code\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\"L\n\x0f\x46\x61ilJobResponse\x12%\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x13.sluice.v1.Document\x12\x12\n\nwill_retry\x18\x02 \x01(\x08\"7\n\x11ReleaseJobRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\";\n\x12ReleaseJobResponse\x12%\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x13.sluice.v1.Document*L\n\x07JobKind\x12\x18\n\x14JOB_KIND_UNSPECIFIED\x10\x00\x12\x13\n\x0fJOB_KIND_INGEST\x10\x01\x12\x12\n\x0eJOB_KIND_EMBED\x10\x02\x32\xd5\x05\n\nJobService\x12\x43\n\x08\x43laimJob\x12\x1a.sluice.v1.ClaimJobRequest\x1a\x1b.sluice.v1.ClaimJobResponse\x12I\n\nRenewLease\x12\x1c.sluice.v1.RenewLeaseRequest\x1a\x1d.sluice.v1.RenewLeaseResponse\x12L\n\x0bReportStage\x12\x1d.sluice.v1.ReportStageRequest\x1a\x1e.sluice.v1.ReportStageResponse\x12\x66\n\x13ReadDocumentContent\x12%.sluice.v1.ReadDocumentContentRequest\x1a&.sluice.v1.ReadDocumentContentResponse0\x01\x12Q\n\x0cSaveSnapshot\x12\x1e.sluice.v1.SaveSnapshotRequest\x1a\x1f.sluice.v1.SaveSnapshotResponse(\x01\x12Q\n\x0cReadSnapshot\x12\x1e.sluice.v1.ReadSnapshotRequest\x1a\x1f.sluice.v1.ReadSnapshotResponse0\x01\x12N\n\x0b\x43ompleteJob\x12\x1d.sluice.v1.CompleteJobRequest\x1a\x1e.sluice.v1.CompleteJobResponse(\x01\x12@\n\x07\x46\x61ilJob\x12\x19.sluice.v1.FailJobRequest\x1a\x1a.sluice.v1.FailJobResponse\x12I\n\nReleaseJob\x12\x1c.sluice.v1.ReleaseJobRequest\x1a\x1d.sluice.v1.ReleaseJobResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bsluice/v1/job_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asluice/v1/collection.proto\x1a\x18sluice/v1/document.proto\"/\n\x08LeaseRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\":\n\x0f\x43laimJobRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x14\n\x0cwait_seconds\x18\x02 \x01(\x01\"/\n\x10\x43laimJobResponse\x12\x1b\n\x03job\x18\x01 \x01(\x0b\x32\x0e.sluice.v1.Job\"\xec\x04\n\x03Job\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x10\n\x08\x66ilename\x18\x04 \x01(\t\x12\x11\n\tmime_type\x18\x05 \x01(\t\x12\x16\n\x0e\x63ontent_sha256\x18\x06 \x01(\t\x12\x12\n\nsize_bytes\x18\x07 \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x08 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\t \x01(\x05\x12\x15\n\rlease_seconds\x18\n \x01(\x01\x12+\n\x08\x65mbedder\x18\x0b \x01(\x0b\x32\x19.sluice.v1.EmbedderConfig\x12+\n\x08\x63hunking\x18\x0c \x01(\x0b\x32\x19.sluice.v1.ChunkingConfig\x12.\n\x08metadata\x18\r \x03(\x0b\x32\x1c.sluice.v1.Job.MetadataEntry\x12\x37\n\rtrace_context\x18\x0e \x03(\x0b\x32 .sluice.v1.Job.TraceContextEntry\x12 \n\x04kind\x18\x0f \x01(\x0e\x32\x12.sluice.v1.JobKind\x12\x12\n\ngeneration\x18\x10 \x01(\x05\x12\x0f\n\x07\x63ontent\x18\x11 \x01(\x0c\x12\x19\n\x11snapshot_versions\x18\x12 \x03(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"7\n\x11RenewLeaseRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\"^\n\x12RenewLeaseResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x08\x12\x35\n\x11lease_expire_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8d\x01\n\x12ReportStageRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12(\n\x05stage\x18\x02 \x01(\x0e\x32\x19.sluice.v1.DocumentStatus\x12\x0c\n\x04\x64one\x18\x03 \x01(\x03\x12\r\n\x05total\x18\x04 \x01(\x03\x12\x0c\n\x04unit\x18\x05 \x01(\t\"L\n\x13ReportStageResponse\x12\x35\n\x11lease_expire_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"@\n\x1aReadDocumentContentRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\"+\n\x1bReadDocumentContentResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\xfa\x01\n\x05\x43hunk\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x13\n\x0bpage_number\x18\x03 \x01(\x05\x12\x14\n\x0c\x65lement_type\x18\x04 \x01(\t\x12\x15\n\rsection_title\x18\x05 \x01(\t\x12\x11\n\tembedding\x18\x06 \x03(\x02\x12\x14\n\x0ctext_as_html\x18\x07 \x01(\t\x12\x13\n\x0btext_source\x18\x08 \x01(\t\x12\x16\n\x0eocr_confidence\x18\t \x01(\x02\x12%\n\x05\x62oxes\x18\n \x03(\x0b\x32\x16.sluice.v1.BoundingBox\x12\x15\n\relement_types\x18\x0b \x03(\t\"c\n\x0eSnapshotHeader\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12\x18\n\x10pipeline_version\x18\x02 \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\x03 \x01(\x05\"v\n\x13SaveSnapshotRequest\x12+\n\x06header\x18\x01 \x01(\x0b\x32\x19.sluice.v1.SnapshotHeaderH\x00\x12\'\n\x06\x63hunks\x18\x02 \x01(\x0b\x32\x15.sluice.v1.ChunkBatchH\x00\x42\t\n\x07payload\".\n\nChunkBatch\x12 \n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x10.sluice.v1.Chunk\"+\n\x14SaveSnapshotResponse\x12\x13\n\x0b\x63hunk_count\x18\x01 \x01(\x05\"S\n\x13ReadSnapshotRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12\x18\n\x10pipeline_version\x18\x02 \x01(\t\"8\n\x14ReadSnapshotResponse\x12 \n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x10.sluice.v1.Chunk\"L\n\x11\x43ompleteJobHeader\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12\x13\n\x0b\x63hunk_count\x18\x02 \x01(\x05\"x\n\x12\x43ompleteJobRequest\x12.\n\x06header\x18\x01 \x01(\x0b\x32\x1c.sluice.v1.CompleteJobHeaderH\x00\x12\'\n\x06\x63hunks\x18\x02 \x01(\x0b\x32\x15.sluice.v1.ChunkBatchH\x00\x42\t\n\x07payload\"<\n\x13\x43ompleteJobResponse\x12%\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x13.sluice.v1.Document\"r\n\x0e\x46\x61ilJobRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\x12\x11\n\tretryable\x18\x02 \x01(\x08\x12\x12\n\nerror_code\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\"L\n\x0f\x46\x61ilJobResponse\x12%\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x13.sluice.v1.Document\x12\x12\n\nwill_retry\x18\x02 \x01(\x08\"7\n\x11ReleaseJobRequest\x12\"\n\x05lease\x18\x01 \x01(\x0b\x32\x13.sluice.v1.LeaseRef\";\n\x12ReleaseJobResponse\x12%\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x13.sluice.v1.Document*L\n\x07JobKind\x12\x18\n\x14JOB_KIND_UNSPECIFIED\x10\x00\x12\x13\n\x0fJOB_KIND_INGEST\x10\x01\x12\x12\n\x0eJOB_KIND_EMBED\x10\x02\x32\xd5\x05\n\nJobService\x12\x43\n\x08\x43laimJob\x12\x1a.sluice.v1.ClaimJobRequest\x1a\x1b.sluice.v1.ClaimJobResponse\x12I\n\nRenewLease\x12\x1c.sluice.v1.RenewLeaseRequest\x1a\x1d.sluice.v1.RenewLeaseResponse\x12L\n\x0bReportStage\x12\x1d.sluice.v1.ReportStageRequest\x1a\x1e.sluice.v1.ReportStageResponse\x12\x66\n\x13ReadDocumentContent\x12%.sluice.v1.ReadDocumentContentRequest\x1a&.sluice.v1.ReadDocumentContentResponse0\x01\x12Q\n\x0cSaveSnapshot\x12\x1e.sluice.v1.SaveSnapshotRequest\x1a\x1f.sluice.v1.SaveSnapshotResponse(\x01\x12Q\n\x0cReadSnapshot\x12\x1e.sluice.v1.ReadSnapshotRequest\x1a\x1f.sluice.v1.ReadSnapshotResponse0\x01\x12N\n\x0b\x43ompleteJob\x12\x1d.sluice.v1.CompleteJobRequest\x1a\x1e.sluice.v1.CompleteJobResponse(\x01\x12@\n\x07\x46\x61ilJob\x12\x19.sluice.v1.FailJobRequest\x1a\x1a.sluice.v1.FailJobResponse\x12I\n\nReleaseJob\x12\x1c.sluice.v1.ReleaseJobRequest\x1a\x1d.sluice.v1.ReleaseJobResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,8 +38,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOB_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_JOB_TRACECONTEXTENTRY']._loaded_options = None
   _globals['_JOB_TRACECONTEXTENTRY']._serialized_options = b'8\001'
-  _globals['_JOBKIND']._serialized_start=2657
-  _globals['_JOBKIND']._serialized_end=2733
+  _globals['_JOBKIND']._serialized_start=2680
+  _globals['_JOBKIND']._serialized_end=2756
   _globals['_LEASEREF']._serialized_start=129
   _globals['_LEASEREF']._serialized_end=176
   _globals['_CLAIMJOBREQUEST']._serialized_start=178
@@ -65,33 +65,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_READDOCUMENTCONTENTRESPONSE']._serialized_start=1351
   _globals['_READDOCUMENTCONTENTRESPONSE']._serialized_end=1394
   _globals['_CHUNK']._serialized_start=1397
-  _globals['_CHUNK']._serialized_end=1624
-  _globals['_SNAPSHOTHEADER']._serialized_start=1626
-  _globals['_SNAPSHOTHEADER']._serialized_end=1725
-  _globals['_SAVESNAPSHOTREQUEST']._serialized_start=1727
-  _globals['_SAVESNAPSHOTREQUEST']._serialized_end=1845
-  _globals['_CHUNKBATCH']._serialized_start=1847
-  _globals['_CHUNKBATCH']._serialized_end=1893
-  _globals['_SAVESNAPSHOTRESPONSE']._serialized_start=1895
-  _globals['_SAVESNAPSHOTRESPONSE']._serialized_end=1938
-  _globals['_READSNAPSHOTREQUEST']._serialized_start=1940
-  _globals['_READSNAPSHOTREQUEST']._serialized_end=2023
-  _globals['_READSNAPSHOTRESPONSE']._serialized_start=2025
-  _globals['_READSNAPSHOTRESPONSE']._serialized_end=2081
-  _globals['_COMPLETEJOBHEADER']._serialized_start=2083
-  _globals['_COMPLETEJOBHEADER']._serialized_end=2159
-  _globals['_COMPLETEJOBREQUEST']._serialized_start=2161
-  _globals['_COMPLETEJOBREQUEST']._serialized_end=2281
-  _globals['_COMPLETEJOBRESPONSE']._serialized_start=2283
-  _globals['_COMPLETEJOBRESPONSE']._serialized_end=2343
-  _globals['_FAILJOBREQUEST']._serialized_start=2345
-  _globals['_FAILJOBREQUEST']._serialized_end=2459
-  _globals['_FAILJOBRESPONSE']._serialized_start=2461
-  _globals['_FAILJOBRESPONSE']._serialized_end=2537
-  _globals['_RELEASEJOBREQUEST']._serialized_start=2539
-  _globals['_RELEASEJOBREQUEST']._serialized_end=2594
-  _globals['_RELEASEJOBRESPONSE']._serialized_start=2596
-  _globals['_RELEASEJOBRESPONSE']._serialized_end=2655
-  _globals['_JOBSERVICE']._serialized_start=2736
-  _globals['_JOBSERVICE']._serialized_end=3461
+  _globals['_CHUNK']._serialized_end=1647
+  _globals['_SNAPSHOTHEADER']._serialized_start=1649
+  _globals['_SNAPSHOTHEADER']._serialized_end=1748
+  _globals['_SAVESNAPSHOTREQUEST']._serialized_start=1750
+  _globals['_SAVESNAPSHOTREQUEST']._serialized_end=1868
+  _globals['_CHUNKBATCH']._serialized_start=1870
+  _globals['_CHUNKBATCH']._serialized_end=1916
+  _globals['_SAVESNAPSHOTRESPONSE']._serialized_start=1918
+  _globals['_SAVESNAPSHOTRESPONSE']._serialized_end=1961
+  _globals['_READSNAPSHOTREQUEST']._serialized_start=1963
+  _globals['_READSNAPSHOTREQUEST']._serialized_end=2046
+  _globals['_READSNAPSHOTRESPONSE']._serialized_start=2048
+  _globals['_READSNAPSHOTRESPONSE']._serialized_end=2104
+  _globals['_COMPLETEJOBHEADER']._serialized_start=2106
+  _globals['_COMPLETEJOBHEADER']._serialized_end=2182
+  _globals['_COMPLETEJOBREQUEST']._serialized_start=2184
+  _globals['_COMPLETEJOBREQUEST']._serialized_end=2304
+  _globals['_COMPLETEJOBRESPONSE']._serialized_start=2306
+  _globals['_COMPLETEJOBRESPONSE']._serialized_end=2366
+  _globals['_FAILJOBREQUEST']._serialized_start=2368
+  _globals['_FAILJOBREQUEST']._serialized_end=2482
+  _globals['_FAILJOBRESPONSE']._serialized_start=2484
+  _globals['_FAILJOBRESPONSE']._serialized_end=2560
+  _globals['_RELEASEJOBREQUEST']._serialized_start=2562
+  _globals['_RELEASEJOBREQUEST']._serialized_end=2617
+  _globals['_RELEASEJOBRESPONSE']._serialized_start=2619
+  _globals['_RELEASEJOBRESPONSE']._serialized_end=2678
+  _globals['_JOBSERVICE']._serialized_start=2759
+  _globals['_JOBSERVICE']._serialized_end=3484
 # @@protoc_insertion_point(module_scope)

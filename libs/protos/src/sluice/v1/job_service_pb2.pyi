@@ -460,6 +460,7 @@ class Chunk(_message.Message):
     TEXT_SOURCE_FIELD_NUMBER: _builtins.int
     OCR_CONFIDENCE_FIELD_NUMBER: _builtins.int
     BOXES_FIELD_NUMBER: _builtins.int
+    ELEMENT_TYPES_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """The chunk's position in the document, from 0."""
     text: _builtins.str
@@ -488,6 +489,12 @@ class Chunk(_message.Message):
         parser knows (PDF text boxes and tables, OCR paragraphs); empty otherwise.
         """
 
+    @_builtins.property
+    def element_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The types of the chunk's elements, in order of first appearance (at most 32, for example
+        "Title", "NarrativeText", "ListItem"); DocumentChunk.element_types shows them.
+        """
+
     def __init__(
         self,
         *,
@@ -501,10 +508,11 @@ class Chunk(_message.Message):
         text_source: _builtins.str = ...,
         ocr_confidence: _builtins.float = ...,
         boxes: _abc.Iterable[_document_pb2.BoundingBox] | None = ...,
+        element_types: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["boxes", b"boxes", "element_type", b"element_type", "embedding", b"embedding", "index", b"index", "ocr_confidence", b"ocr_confidence", "page_number", b"page_number", "section_title", b"section_title", "text", b"text", "text_as_html", b"text_as_html", "text_source", b"text_source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boxes", b"boxes", "element_type", b"element_type", "element_types", b"element_types", "embedding", b"embedding", "index", b"index", "ocr_confidence", b"ocr_confidence", "page_number", b"page_number", "section_title", b"section_title", "text", b"text", "text_as_html", b"text_as_html", "text_source", b"text_source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

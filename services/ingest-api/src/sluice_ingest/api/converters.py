@@ -364,6 +364,19 @@ def event_document_to_proto(collection: str, row: CollectionEventRow) -> documen
 def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
     """PostgreSQL text and jsonb cannot hold U+0000: refuse it here, naming the chunk, rather
     than fail with INTERNAL at the database (the worker strips it before sending)."""
+    if len(chunk.element_types) > MAX_ELEMENT_TYPES or any(len(t) > 100 for t in chunk.element_types):
+        raise InvalidArgument(
+            f"chunk {chunk.index} has more than {MAX_ELEMENT_TYPES} element types, or one longer than 100 characters",
+            reason=Reason.INVALID_CHUNK,
+            chunk_index=chunk.index,
+        )
+    if any("\x00" in t for t in chunk.element_types):
+        raise InvalidArgument(
+            f"chunk {chunk.index} contains a NUL character (U+0000) in its element_types, which cannot be stored",
+            reason=Reason.INVALID_CHUNK_TEXT,
+            chunk_index=chunk.index,
+            field="element_types",
+        )
     for field in ("text", "section_title", "element_type", "text_as_html", "text_source"):
         if "\x00" in getattr(chunk, field):
             raise InvalidArgument(
@@ -375,6 +388,7 @@ def check_chunk_storable(chunk: job_service_pb2.Chunk) -> None:
 
 
 MAX_CHUNK_BOXES = 64
+MAX_ELEMENT_TYPES = 32
 
 
 def boxes_from_proto(chunk: job_service_pb2.Chunk) -> list[dict[str, Any]]:
@@ -420,6 +434,7 @@ def chunk_from_proto(chunk: job_service_pb2.Chunk) -> IncomingChunk:
         text_source=chunk.text_source,
         ocr_confidence=chunk.ocr_confidence or None,
         boxes=boxes_from_proto(chunk),
+        element_types=list(chunk.element_types),
         # float32 at once: a list of Python floats costs 8x the memory for a large document.
         embedding=np.asarray(chunk.embedding, dtype=np.float32),
     )
@@ -439,6 +454,7 @@ def chunk_to_proto(chunk: IncomingChunk) -> job_service_pb2.Chunk:
             document_pb2.BoundingBox(page_number=b["page"], left=b["left"], top=b["top"], right=b["right"], bottom=b["bottom"])
             for b in chunk.boxes
         ],
+        element_types=chunk.element_types,
     )
 
 
@@ -562,6 +578,7 @@ def document_chunk_to_proto(row: DocumentChunkRow, document_id: str = "") -> doc
         text=row.text,
         page_number=row.page_number,
         element_type=row.element_type,
+        element_types=row.element_types,
         section_title=row.section_title,
         text_as_html=row.text_as_html,
         boxes=[

@@ -44,6 +44,8 @@ class IncomingChunk:
     ocr_confidence: float | None = None
     # {"page", "left", "top", "right", "bottom"} per element (Chunk.boxes), checked by api.py.
     boxes: list[dict[str, Any]] = field(default_factory=list)
+    # The types of the chunk's elements, in order of first appearance (Chunk.element_types).
+    element_types: list[str] = field(default_factory=list)
 
 
 class JobUseCases:
@@ -175,6 +177,7 @@ class JobUseCases:
                     chunk.text_source,
                     chunk.ocr_confidence,
                     chunk.boxes,
+                    chunk.element_types,
                 )
             )
         return rows

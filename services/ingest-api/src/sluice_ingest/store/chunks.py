@@ -27,8 +27,8 @@ from .rows import DocumentRow
 # The generation's number comes in as a parameter (%(number)s): the row is built once, as is. Most
 # chunks have no boxes (only PDFs and images do): NULL then, rather than '[]' parsed 1,000 times a page.
 CHUNK_COLUMNS = """
-    c.id, c.document_id, c.chunk_index, c.text, c.page_number, c.element_type, c.section_title, c.text_as_html,
-    CASE WHEN c.boxes = '[]'::jsonb THEN NULL ELSE c.boxes END AS boxes, c.search_length, c.text_source, c.ocr_confidence, c.original_text, c.revision, c.updated_at,
+    c.id, c.document_id, c.chunk_index, c.text, c.page_number, c.element_type, c.element_types, c.section_title,
+    c.text_as_html, CASE WHEN c.boxes = '[]'::jsonb THEN NULL ELSE c.boxes END AS boxes, c.search_length, c.text_source, c.ocr_confidence, c.original_text, c.revision, c.updated_at,
     %(number)s::integer AS generation
 """
 
@@ -57,7 +57,8 @@ COUNT_SQL = """
 # ones are computed again on the way into `chunks`).
 MOVED_COLUMNS = (
     "id, document_id, tenant_id, collection_id, generation_id, chunk_index, text, page_number, element_type,"
-    " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence, boxes, original_text"
+    " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence, boxes, original_text,"
+    " element_types"
 )
 
 DISABLE_SQL = f"""
@@ -151,6 +152,7 @@ class DocumentChunkRow:
     text: str
     page_number: int
     element_type: str
+    element_types: list[str]
     section_title: str
     text_as_html: str
     boxes: list[dict[str, Any]] | None  # None: no boxes

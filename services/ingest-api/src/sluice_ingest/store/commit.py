@@ -78,7 +78,7 @@ FROM locked
 
 COPY_CHUNKS = (
     "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, page_number, element_type,"
-    " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence, boxes)"
+    " section_title, text_as_html, embedding, search_terms, text_source, ocr_confidence, boxes, element_types)"
     " FROM STDIN WITH (FORMAT BINARY)"
 )
 COPY_CHUNK_TYPES = [
@@ -97,6 +97,7 @@ COPY_CHUNK_TYPES = [
     "text",
     "float4",
     "jsonb",
+    "text[]",
 ]
 
 
@@ -122,6 +123,7 @@ async def copy_chunks(conn: psycopg.AsyncConnection[Any], job: HeldJob, chunks: 
                     chunk.text_source,
                     chunk.ocr_confidence,
                     Jsonb(chunk.boxes),
+                    chunk.element_types,
                 )
             )
 

@@ -73,6 +73,7 @@ class ChunkRow:
     text_source: str = ""
     ocr_confidence: float | None = None
     boxes: list[dict[str, Any]] = field(default_factory=list)
+    element_types: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

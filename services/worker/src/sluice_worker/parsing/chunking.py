@@ -126,6 +126,7 @@ def chunk_elements(elements: list[Element], settings: ChunkingSettings, max_chun
                     text=part.text,
                     page_number=int(element.metadata.page_number or 0),
                     element_type="Table",
+                    element_types=["Table"],
                     section_title=section[:500],
                     text_as_html=part.html,
                     boxes=element_boxes([element]),
@@ -171,12 +172,22 @@ def _chunk_text(elements: list[Element], settings: ChunkingSettings, records: li
                 text=text,
                 page_number=int(chunk.metadata.page_number or 0),
                 element_type=_main_type(chunk, originals),
+                element_types=element_types(originals) or [_main_type(chunk, originals)],
                 section_title=chunk_section[:500],
                 boxes=element_boxes(originals),
                 **_provenance(originals or [chunk]),
             )
         )
     return section
+
+
+MAX_ELEMENT_TYPES = 32
+
+
+def element_types(elements: list[Element]) -> list[str]:
+    """The elements' types in order of first appearance (unstructured's class names: "Title",
+    "NarrativeText", "ListItem", …), at most MAX_ELEMENT_TYPES."""
+    return list(dict.fromkeys(type(element).__name__ for element in elements))[:MAX_ELEMENT_TYPES]
 
 
 def element_boxes(elements: list[Element]) -> list[Box]:
