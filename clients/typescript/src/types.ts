@@ -236,8 +236,10 @@ export class Collection {
 
 /** Why a hit ranked where it did (`search(…, { explain: true })`; docs/search.md, "Why a hit ranked").
  * A list the hit was not in (the keyword list of a chunk without the query's words, or a side the
- * mode does not use) leaves its score and rank undefined, never 0; so do the HYBRID parts in another
- * mode and the reranker's score when it did not answer in time. Ranks count from 1. */
+ * mode does not use) leaves its rank undefined, and its score too unless search measured it for the
+ * explanation (a HYBRID hit outside the keyword list scores 0 there); undefined is never a score of
+ * 0. The HYBRID parts are undefined in another mode, the reranker's score when it did not answer in
+ * time. Ranks count from 1. */
 export class HitExplanation {
   readonly keywordScore: number | undefined;
   readonly keywordRank: number | undefined;

@@ -324,8 +324,10 @@ class HitExplanation:
     """Why a hit ranked where it did (`search(..., explain=True)`; docs/search.md, "Why a hit ranked").
 
     A list the hit was not in (the keyword list of a chunk without the query's words, or a side
-    the mode does not use) leaves its score and rank None; so do the HYBRID parts in another
-    mode and the reranker's score when it did not answer in time. Ranks count from 1."""
+    the mode does not use) leaves its rank None, and its score too unless search measured it for
+    the explanation (a HYBRID hit outside the keyword list scores 0.0 there); None is never a
+    score of 0. The HYBRID parts are None in another mode, the reranker's score when it did not
+    answer in time. Ranks count from 1."""
 
     keyword_score: float | None
     keyword_rank: int | None
