@@ -4,7 +4,8 @@
 The tables between `<!-- generated: NAME -->` and `<!-- end: NAME -->` come from
 DOCUMENT_TRANSITIONS, JOB_TRANSITIONS and GENERATION_TRANSITIONS in
 services/ingest-api/src/sluice_ingest/domain.py: every state with its meaning, and every edge
-with the reason written beside it in the code. The prose around them is written by hand;
+with the reason written beside it in the code (a state's meaning is written beside the state, in
+its enum: domain.StateEnum). The prose around them is written by hand;
 tests/deploy/test_docs.py checks that every `A → B` it mentions is an edge of these tables.
 """
 
@@ -18,32 +19,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "architecture.md"
 
-# What each state means to the people who see it. Kept here, beside the generator, so that a
-# state added to an enum without a meaning fails the generator (and the docs test).
-MEANINGS: dict[str, dict[str, tuple[str, str]]] = {
-    "document": {
-        "PENDING": ("queued: waiting for a worker, or for its retry delay", "no"),
-        "PARSING": ("a worker is reading the file into elements", "no"),
-        "CHUNKING": ("a worker is cutting the elements into chunks and saving the snapshot", "no"),
-        "EMBEDDING": ("a worker is computing the chunks' vectors", "no"),
-        "INDEXING": ("the chunks and vectors are being written", "no"),
-        "READY": ("every step succeeded; the chunks are committed", "**yes**"),
-        "FAILED": ("processing stopped for good; `error_message` says why", "no"),
-    },
-    "job": {
-        "PENDING": ("claimable once `available_at` has passed (a retry waits there)", ""),
-        "RUNNING": ("claimed by a worker, which holds its lease", ""),
-        "SUCCEEDED": ("done; an INGEST job's document is READY", ""),
-        "FAILED": ("attempts exhausted or a permanent error", ""),
-    },
-    "generation": {
-        "BUILDING": ("being embedded from the chunk snapshots; search does not read it", ""),
-        "ACTIVE": ("the generation search reads; exactly one per collection", ""),
-        "RETIRED": ("replaced by a switch; dropped after a grace period", ""),
-        "CANCELLED": ("a reindex given up (CancelReindex) or refused by its eval set; dropped", ""),
-    },
-}
-
 
 def machines() -> dict[str, tuple[type[enum.Enum], dict[tuple[object, object], str]]]:
     from sluice_ingest import domain
@@ -56,14 +31,14 @@ def machines() -> dict[str, tuple[type[enum.Enum], dict[tuple[object, object], s
 
 
 def render(name: str, states: type[enum.Enum], table: dict[tuple[object, object], str]) -> str:
-    meanings = MEANINGS[name]
-    missing = [str(s.value) for s in states if str(s.value) not in meanings]
-    if missing or set(meanings) - {str(s.value) for s in states}:
-        raise SystemExit(f"gen_state_machines: the {name} states and MEANINGS differ (missing: {missing})")
+    missing = [str(s.value) for s in states if not getattr(s, "meaning", "")]
+    if missing:
+        raise SystemExit(f"gen_state_machines: the {name} states {missing} have no meaning beside them in domain.py")
     searchable = name == "document"
     lines = ["| State | Meaning | Searchable |", "|---|---|---|"] if searchable else ["| State | Meaning |", "|---|---|"]
     for state in states:
-        meaning, search = meanings[str(state.value)]
+        meaning = state.meaning
+        search = "**yes**" if getattr(state, "searchable", False) else "no"
         lines.append(f"| `{state.value}` | {meaning} | {search} |" if searchable else f"| `{state.value}` | {meaning} |")
     lines += ["", "| From | To | Why this edge exists |", "|---|---|---|"]
     for (source, target), why in table.items():

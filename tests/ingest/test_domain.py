@@ -123,3 +123,15 @@ def test_safe_filename(raw, clean):
 def test_safe_filename_bounds_length_and_keeps_extension():
     name = safe_filename("a" * 400 + ".pdf")
     assert len(name) == 255 and name.endswith(".pdf")
+
+
+def test_every_state_carries_its_meaning_beside_it():
+    """docs/architecture.md's state tables are generated from these (docs/gen_state_machines.py):
+    a state added without a meaning would leave a blank row, so the generator refuses it."""
+    from sluice_ingest.domain import DocumentStatus, GenerationState, JobStatus
+
+    for states in (DocumentStatus, JobStatus, GenerationState):
+        for state in states:
+            assert state.meaning and state.meaning[0].islower(), state
+            assert states(state.value) is state  # a lookup by value still works
+    assert [s for s in DocumentStatus if s.searchable] == [DocumentStatus.READY]

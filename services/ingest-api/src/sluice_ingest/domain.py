@@ -16,36 +16,60 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from sluice_common.errors import FailedPrecondition, InvalidArgument
 from sluice_common.reasons import Reason
 
 
-class DocumentStatus(enum.StrEnum):
-    PENDING = "PENDING"
-    PARSING = "PARSING"
-    CHUNKING = "CHUNKING"
-    EMBEDDING = "EMBEDDING"
-    INDEXING = "INDEXING"
-    READY = "READY"
-    FAILED = "FAILED"
+class StateEnum(enum.StrEnum):
+    """A state whose meaning to the people who see it is written beside it, as River comments its
+    job states where they are defined: `NAME = "NAME", "what it means"`. The state tables of
+    docs/architecture.md are generated from these (docs/gen_state_machines.py). A lookup by value,
+    `DocumentStatus("READY")`, works as for any enum."""
+
+    meaning: str
+
+    def __new__(cls, value: str, meaning: str = "") -> Self:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
 
 
-class JobStatus(enum.StrEnum):
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
+class DocumentStatus(StateEnum):
+    """A document's status, as users see it (docs/architecture.md#the-state-machines)."""
+
+    PENDING = "PENDING", "queued: waiting for a worker, or for its retry delay"
+    PARSING = "PARSING", "a worker is reading the file into elements"
+    CHUNKING = "CHUNKING", "a worker is cutting the elements into chunks and saving the snapshot"
+    EMBEDDING = "EMBEDDING", "a worker is computing the chunks' vectors"
+    INDEXING = "INDEXING", "the chunks and vectors are being written"
+    READY = "READY", "every step succeeded; the chunks are committed"
+    FAILED = "FAILED", "processing stopped for good; `error_message` says why"
+
+    @property
+    def searchable(self) -> bool:
+        """Only READY is searchable (rule 3)."""
+        return self is DocumentStatus.READY
 
 
-class GenerationState(enum.StrEnum):
+class JobStatus(StateEnum):
+    """An ingestion job's status, as workers drive it."""
+
+    PENDING = "PENDING", "claimable once `available_at` has passed (a retry waits there)"
+    RUNNING = "RUNNING", "claimed by a worker, which holds its lease"
+    SUCCEEDED = "SUCCEEDED", "done; an INGEST job's document is READY"
+    FAILED = "FAILED", "attempts exhausted or a permanent error"
+
+
+class GenerationState(StateEnum):
     """An index generation of a collection (docs/architecture.md#index-generations)."""
 
-    BUILDING = "BUILDING"
-    ACTIVE = "ACTIVE"
-    RETIRED = "RETIRED"
-    CANCELLED = "CANCELLED"
+    BUILDING = "BUILDING", "being embedded from the chunk snapshots; search does not read it"
+    ACTIVE = "ACTIVE", "the generation search reads; exactly one per collection"
+    RETIRED = "RETIRED", "replaced by a switch; dropped after a grace period"
+    CANCELLED = "CANCELLED", "a reindex given up (CancelReindex) or refused by its eval set; dropped"
 
 
 class JobKind(enum.StrEnum):
