@@ -159,3 +159,17 @@ def test_search_explain_shows_each_hits_lists(sluice, stack, tmp_path):
     by_generation = sluice("search", "quokkas", "-c", "docs", "--generation", str(generation), *stack.args)
     assert by_generation.code == 0 and f"generation {generation}" in by_generation.out
     assert sluice("search", "quokkas", "-c", "docs", "--generation", str(generation + 40), *stack.args).code == 3
+
+
+def test_chunks_list_shows_the_first_page_and_all_with_all(sluice, stack, tmp_path):
+    assert sluice("collections", "create", "docs", "--embedder", "hashing", *stack.args).code == 0
+    path = tmp_path / "long.txt"
+    path.write_text("\n\n".join(f"Paragraph number {n} of a long file." for n in range(105)))
+    assert sluice("upload", path, "--collection", "docs", *stack.args).code == 0
+    first = sluice("chunks", "list", "long.txt", *stack.args)
+    lines = first.out.strip().splitlines()
+    assert len(lines) == 1 + 100 + 1 and lines[-1].startswith("100 of 105 chunk(s)") and lines[-1].endswith("--all for every one")
+    every = sluice("chunks", "list", "long.txt", "--all", *stack.args)
+    assert len(every.out.strip().splitlines()) == 1 + 105 + 1 and "--all" not in every.out.splitlines()[-1]
+    as_json = chunks_of(sluice, stack, "long.txt")
+    assert len(as_json["chunks"]) == 100 and as_json["next_page_token"] and as_json["total_size"] == 105
