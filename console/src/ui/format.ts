@@ -19,7 +19,14 @@ export function bytes(n: bigint | number): string {
   return `${(value / 1024 / 1024).toFixed(1)} MiB`;
 }
 
+// One formatter for every time shown: toLocaleString() builds a new one at every call.
+const TIME_FORMAT = new Intl.DateTimeFormat(undefined, { dateStyle: "short", timeStyle: "medium" });
+
+/** A timestamp in milliseconds since the epoch; 0 when unset. */
+export function millis(ts: Timestamp | undefined): number {
+  return ts ? Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1e6) : 0;
+}
+
 export function time(ts: Timestamp | undefined): string {
-  if (!ts) return "";
-  return new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1e6)).toLocaleString();
+  return ts ? TIME_FORMAT.format(new Date(millis(ts))) : "";
 }
