@@ -12,7 +12,7 @@ SLUICE_INGEST_ADDRESS, SLUICE_SEARCH_ADDRESS, SLUICE_API_KEY (or `make run`'s cr
 
 from __future__ import annotations
 
-from .convert import hit_metadata, sluice_metadata
+from .metadata import hit_metadata, sluice_metadata
 from .retrievers import SluiceRetriever
 from .uploader import SluiceUploader
 

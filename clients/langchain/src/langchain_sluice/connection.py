@@ -1,4 +1,4 @@
-"""The SDK clients a retriever or an uploader calls Sluice through.
+"""The SDK clients a retriever, an uploader or a reader calls Sluice through.
 
 One sync `Client` (safe to share between threads) is made at the first sync call. An
 `AsyncClient` belongs to the event loop it was first used in (its gRPC channels do), so one is
@@ -9,6 +9,10 @@ never closed here: its owner closes it.
 Addresses, key and TLS come from the arguments, else from the SDK's environment variables
 (SLUICE_INGEST_ADDRESS, SLUICE_SEARCH_ADDRESS, SLUICE_API_KEY or `make run`'s credentials
 file, SLUICE_TLS_*), else from `make run`'s defaults (docs/clients.md, "Connecting").
+
+langchain_sluice/connection.py and llama_index_sluice/connection.py are the same file, so that
+neither package depends on the other's framework; tests/integrations/test_llamaindex.py checks
+that they stay the same.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ class SluiceRetriever(BaseRetriever):
     chunk with its neighbours when `neighbors` > 0), its `id` the chunk's id, and its metadata
     the document's own (typed) metadata with `document_id`, `chunk_id`, `filename`,
     `page_number`, `chunk_index`, `element_type`, `score`, `first_stage_score`, `rerank_score`
-    and `source` (convert.py).
+    and `source` (metadata.py).
 
         retriever = SluiceRetriever(collection="docs", top_k=4, where=["year>=2024"])
         documents = retriever.invoke("how do leases expire")

@@ -24,7 +24,8 @@ from langchain_core.documents import Document
 from sluice_client import AsyncClient, Client, SluiceError, UploadResult
 
 from .connection import Connection
-from .convert import filename_of, sluice_metadata
+from .convert import filename_of
+from .metadata import sluice_metadata
 
 TEXT = "text/plain"
 

@@ -1,0 +1,155 @@
+"""SluiceReader: a Sluice collection's documents, as Sluice parsed and chunked them, as LlamaIndex
+`Document`s.
+
+Why it reads rather than uploads: a LlamaIndex reader turns a source into Documents, and what
+Sluice holds that LlamaIndex cannot make by itself is the text its workers extracted (PDF, Word,
+PowerPoint, HTML, e-mail, scans through OCR), with page numbers, element types and the
+documents' metadata. Reading it back lets a LlamaIndex pipeline build its own index, summaries
+or evaluations over exactly what Sluice searches. (To upload, use the SDK's `upload` or
+`upload_folder` directly, or langchain_sluice's SluiceUploader.)
+
+The text comes from the SDK's ListChunks (`documents.iter_chunks`), as the collection's ACTIVE
+index generation holds it: edited chunks with their edited text, disabled chunks left out (search
+does not return them either). Only READY documents have chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Iterator
+
+import sluice_client
+from llama_index.core.readers.base import BaseReader
+from llama_index.core.schema import Document, NodeRelationship, RelatedNodeInfo
+from sluice_client import AsyncClient, Chunk, Client, DocumentStatus
+
+from .connection import Connection
+from .metadata import chunk_metadata, document_metadata
+from .retrievers import BOOKKEEPING_KEYS
+
+# Between chunks joined into one Document.
+CHUNK_SEPARATOR = "\n\n"
+
+
+class SluiceReader(BaseReader):
+    """Read a collection's READY documents (or some by id) as LlamaIndex Documents.
+
+        reader = SluiceReader()
+        documents = reader.load_data("docs")                         # one Document per Sluice document
+        chunks = reader.load_data("docs", per_chunk=True)            # one per chunk, Sluice's chunking kept
+        documents = reader.load_data(document_ids=[doc_id])          # these documents (READY)
+        documents = await reader.aload_data("docs")                  # the SDK's AsyncClient
+
+    A whole document's Document has the Sluice document's id as `id_`, its chunks' text joined
+    by a blank line, and the metadata a search hit of it carries (the document's typed metadata,
+    `source`, `document_id`, `filename`, `mime_type`, `source_uri` when it has one). Per chunk,
+    `id_` is the chunk's id, the SOURCE relationship the document's, and the metadata adds
+    `chunk_id`, `page_number`, `chunk_index`, `element_type` and `section_title`. Documents come
+    newest first, chunks in order.
+    """
+
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        search_address: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        client: Client | None = None,
+        async_client: AsyncClient | None = None,
+    ) -> None:
+        self._connection = Connection(
+            address=address,
+            search_address=search_address,
+            api_key=api_key,
+            timeout=timeout,
+            client=client,
+            async_client=async_client,
+        )
+
+    def lazy_load_data(
+        self, collection: str | None = None, *, document_ids: Iterable[str] | None = None, per_chunk: bool = False
+    ) -> Iterator[Document]:
+        """The Documents of `collection`'s READY documents, or of `document_ids` (each READY, or a
+        ValueError naming it), fetched a page at a time as you iterate."""
+        client = self._connection.client()
+        for document in self._sources(client, collection, document_ids):
+            chunks = [c for c in client.documents.iter_chunks(document.id) if c.enabled]
+            yield from _documents(document, chunks, per_chunk)
+
+    def load_data(
+        self, collection: str | None = None, *, document_ids: Iterable[str] | None = None, per_chunk: bool = False
+    ) -> list[Document]:
+        """Every Document of `lazy_load_data`, as a list."""
+        return list(self.lazy_load_data(collection, document_ids=document_ids, per_chunk=per_chunk))
+
+    async def aload_data(
+        self, collection: str | None = None, *, document_ids: Iterable[str] | None = None, per_chunk: bool = False
+    ) -> list[Document]:
+        """`load_data` with the SDK's AsyncClient."""
+        client = self._connection.async_client()
+        loaded: list[Document] = []
+        async for document in self._asources(client, collection, document_ids):
+            chunks = [c async for c in client.documents.iter_chunks(document.id) if c.enabled]
+            loaded.extend(_documents(document, chunks, per_chunk))
+        return loaded
+
+    def close(self) -> None:
+        """Close the sync client made here (a client passed in stays open)."""
+        self._connection.close()
+
+    async def aclose(self) -> None:
+        """Close the AsyncClient made here for the running event loop."""
+        await self._connection.aclose()
+
+    @staticmethod
+    def _sources(client: Client, collection: str | None, document_ids: Iterable[str] | None) -> Iterator[sluice_client.Document]:
+        if document_ids is None:
+            if not collection:
+                raise ValueError("name a collection, or document_ids")
+            client.collections.get(collection)  # NotFound (COLLECTION_NOT_FOUND) rather than no documents
+            yield from client.documents.list(collection, status=DocumentStatus.READY)
+            return
+        for document_id in document_ids:
+            yield _ready(client.documents.get(document_id))
+
+    @staticmethod
+    async def _asources(
+        client: AsyncClient, collection: str | None, document_ids: Iterable[str] | None
+    ) -> AsyncIterator[sluice_client.Document]:
+        if document_ids is None:
+            if not collection:
+                raise ValueError("name a collection, or document_ids")
+            await client.collections.get(collection)
+            async for document in client.documents.list(collection, status=DocumentStatus.READY):
+                yield document
+            return
+        for document_id in document_ids:
+            yield _ready(await client.documents.get(document_id))
+
+
+def _ready(document: sluice_client.Document) -> sluice_client.Document:
+    if not document.ready:
+        raise ValueError(
+            f"document {document.id} ({document.filename}) is {document.status.name}, not READY: only READY documents have "
+            "chunks (wait for it with the SDK's documents.wait)"
+        )
+    return document
+
+
+def _documents(document: sluice_client.Document, chunks: list[Chunk], per_chunk: bool) -> list[Document]:
+    if not per_chunk:
+        text = CHUNK_SEPARATOR.join(c.text for c in chunks)
+        return [_document(document.id, text, document_metadata(document), None)]
+    return [_document(c.id, c.text, chunk_metadata(document, c), document.id) for c in chunks]
+
+
+def _document(id_: str, text: str, metadata: dict[str, object], source: str | None) -> Document:
+    relationships = {NodeRelationship.SOURCE: RelatedNodeInfo(node_id=source)} if source else {}
+    return Document(
+        id_=id_,
+        text=text,
+        metadata=metadata,
+        excluded_llm_metadata_keys=list(BOOKKEEPING_KEYS),
+        excluded_embed_metadata_keys=list(BOOKKEEPING_KEYS),
+        relationships=relationships,
+    )
