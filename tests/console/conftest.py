@@ -72,7 +72,9 @@ class ConsoleStack:
 @pytest.fixture(scope="session")
 def console_stack(tmp_path_factory: pytest.TempPathFactory, console_built: Path) -> Iterator[ConsoleStack]:
     home = tmp_path_factory.mktemp("console-stack")
-    stack = DevStack(home, extra_env={"SLUICE_GATEWAY_CONSOLE_DIR": str(console_built)})
+    # Local-folder sources may read under home/sources (docs/sources.md: SLUICE_SOURCE_LOCAL_ROOTS).
+    (home / "sources").mkdir()
+    stack = DevStack(home, extra_env={"SLUICE_GATEWAY_CONSOLE_DIR": str(console_built), "SLUICE_SOURCE_LOCAL_ROOTS": str(home / "sources")})
     try:
         stack.wait_ready()
         credentials = json.loads((home / "credentials").read_text())
