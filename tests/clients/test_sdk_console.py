@@ -8,6 +8,7 @@ import hashlib
 
 import auth_keys
 import pytest
+from sluice.v1 import job_service_pb2 as js
 from sluice_client import (
     Aborted,
     AsyncClient,
@@ -148,3 +149,27 @@ async def test_the_asyncio_client_does_the_same(services, client, ready, tmp_pat
         assert (await aclient.documents.download(doc.id, tmp_path / "copy.md")).path.read_bytes() == path.read_bytes()
         hits = await aclient.search("docs", "lapse", mode="keyword", explain=True)
         assert hits[0].chunk_id == chunks[0].id and hits[0].explanation.keyword_rank == 1
+
+
+def test_a_building_generation_is_listed_and_searched_beside_the_active_one(client, services, ready, tmp_path):
+    """During a reindex, generation= names the BUILDING generation: its chunks are those embedded
+    so far, and a search of it finds only them, while the ACTIVE one still answers by default."""
+    doc, _ = ready
+    other = client.documents.wait(client.documents.upload("docs", b"Quokkas again, in a second file.", filename="b.txt").id)
+    services.worker.pause()
+    building = client.collections.reindex("docs", embedder="hashing", model="hashing-v2", dimensions=32).generations[-1]
+    assert building.state == "BUILDING"
+    # One EMBED job done by hand (the worker's own way), so the new generation holds one document.
+    claimed = services.worker.jobs.ClaimJob(js.ClaimJobRequest(worker_id="by-hand", wait_seconds=5), timeout=10)
+    assert claimed.HasField("job")
+    services.worker._process(claimed.job)
+    done, waiting = (doc, other) if claimed.job.document_id == doc.id else (other, doc)
+    page = client.documents.list_chunks(done.id, generation=building.number)
+    assert page.generation == building.number and len(page) == done.chunk_count
+    assert {c.generation for c in page} == {building.number}
+    assert len(client.documents.list_chunks(waiting.id, generation=building.number)) == 0
+    assert client.documents.list_chunks(waiting.id).generation < building.number  # the ACTIVE one by default
+    found = client.search("docs", "quokkas", mode="keyword", generation=building.number)
+    assert found.generation == building.number and {h.document_id for h in found} == {done.id}
+    assert {h.document_id for h in client.search("docs", "quokkas", mode="keyword")} == {doc.id, other.id}
+    services.worker.resume()
