@@ -558,46 +558,49 @@ def api_key_to_proto(row: ApiKeyRow) -> admin_pb2.ApiKey:
     )
 
 
-def fast_timestamp(value: dt.datetime) -> timestamp_pb2.Timestamp:
-    """An aware datetime as a Timestamp, without FromDatetime's Python path (a page converts 1,000)."""
-    micros = (value - EPOCH) // MICROSECOND
-    return timestamp_pb2.Timestamp(seconds=micros // 1_000_000, nanos=(micros % 1_000_000) * 1000)
+def document_chunk_to_proto(row: DocumentChunkRow) -> document_service_pb2.DocumentChunk:
+    """A chunk as ListChunks and UpdateChunk show it (docs/chunks.md)."""
+    chunk = document_service_pb2.DocumentChunk()
+    fill_document_chunk(chunk, row, str(row.document_id))
+    return chunk
+
+
+def fill_document_chunk(chunk: document_service_pb2.DocumentChunk, row: DocumentChunkRow, document_id: str) -> None:
+    """Write `row` into an empty DocumentChunk (a page's `chunks.add()`: no copy). Only the
+    fields a chunk has are set, the time in place: a page of 1,000 chunks converts in about half
+    the time of building each message from every keyword."""
+    chunk.id = str(row.id)
+    chunk.document_id = document_id
+    chunk.chunk_index = row.chunk_index
+    chunk.text = row.text
+    chunk.page_number = row.page_number
+    chunk.element_type = row.element_type
+    if row.element_types:
+        chunk.element_types.extend(row.element_types)
+    chunk.section_title = row.section_title
+    if row.text_as_html:
+        chunk.text_as_html = row.text_as_html
+    for b in row.boxes or ():
+        chunk.boxes.add(page_number=int(b["page"]), left=b["left"], top=b["top"], right=b["right"], bottom=b["bottom"])
+    chunk.token_count = row.search_length
+    chunk.character_count = len(row.text)
+    chunk.generation = row.generation
+    chunk.enabled = row.enabled
+    if row.original_text is not None:
+        chunk.edited = True
+        chunk.original_text = row.original_text
+    if row.text_source:
+        chunk.text_source = row.text_source
+    if row.ocr_confidence:
+        chunk.ocr_confidence = row.ocr_confidence
+    micros = (row.updated_at - EPOCH) // MICROSECOND
+    chunk.update_time.seconds, chunk.update_time.nanos = divmod(micros, 1_000_000)
+    chunk.update_time.nanos *= 1000
+    chunk.etag = row.etag
 
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 MICROSECOND = dt.timedelta(microseconds=1)
-
-
-def document_chunk_to_proto(row: DocumentChunkRow, document_id: str = "") -> document_service_pb2.DocumentChunk:
-    """A chunk as ListChunks and UpdateChunk show it (docs/chunks.md); a page passes its
-    document's id once, as text."""
-    return document_service_pb2.DocumentChunk(
-        id=str(row.id),
-        document_id=document_id or str(row.document_id),
-        chunk_index=row.chunk_index,
-        text=row.text,
-        page_number=row.page_number,
-        element_type=row.element_type,
-        element_types=row.element_types,
-        section_title=row.section_title,
-        text_as_html=row.text_as_html,
-        boxes=[
-            document_pb2.BoundingBox(
-                page_number=int(b["page"]), left=b["left"], top=b["top"], right=b["right"], bottom=b["bottom"]
-            )
-            for b in row.boxes or ()
-        ],
-        token_count=row.search_length,
-        character_count=len(row.text),
-        generation=row.generation,
-        enabled=row.enabled,
-        edited=row.original_text is not None,
-        original_text=row.original_text or "",
-        text_source=row.text_source,
-        ocr_confidence=row.ocr_confidence or 0.0,
-        update_time=fast_timestamp(row.updated_at),
-        etag=row.etag,
-    )
 
 
 __all__ = [
@@ -612,6 +615,7 @@ __all__ = [
     "document_status_from_proto",
     "document_to_proto",
     "event_document_to_proto",
+    "fill_document_chunk",
     "job_to_proto",
     "precision_of",
     "reranker_of",

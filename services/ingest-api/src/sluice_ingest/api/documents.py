@@ -19,6 +19,7 @@ from .converters import (
     document_chunk_to_proto,
     document_status_from_proto,
     document_to_proto,
+    fill_document_chunk,
     source_run_events_from_proto,
     typed_metadata_of,
 )
@@ -151,13 +152,11 @@ class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServic
         rows, token, total, generation = await self.chunks.list_chunks(
             tenant(), request.document_id, request.page_size, request.page_token, request.generation
         )
+        response = document_service_pb2.ListChunksResponse(next_page_token=token, total_size=total, generation=generation)
         document_id = str(rows[0].document_id) if rows else ""
-        return document_service_pb2.ListChunksResponse(
-            chunks=[document_chunk_to_proto(r, document_id) for r in rows],
-            next_page_token=token,
-            total_size=total,
-            generation=generation,
-        )
+        for row in rows:
+            fill_document_chunk(response.chunks.add(), row, document_id)
+        return response
 
     @grpc_errors
     async def UpdateChunk(
