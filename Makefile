@@ -5,7 +5,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip -q --disable-pip-version-check
 PACKAGES := -e libs/protos -e libs/common -e libs/spacy-model-alias -e clients/python \
-	-e services/ingest-api -e services/worker -e services/search -e services/gateway -e cli
+	-e services/ingest-api -e services/worker -e services/search -e services/gateway -e cli \
+	-e clients/langchain -e clients/llamaindex
 
 .PHONY: venv test test-fast lint mypy run chaos protos protos-check lint-protos bench clean
 
@@ -58,6 +59,7 @@ test-fast: venv
 # client, the CLI importing no service).
 MYPY_STRICT := services/ingest-api/src/sluice_ingest \
 	libs/common/src/sluice_common cli/src/sluice_cli services/worker/src/sluice_worker $(wildcard clients/python/src/sluice_client/*.py) \
+	clients/langchain/src/langchain_sluice clients/llamaindex/src/llama_index_sluice \
 	services/gateway/src/sluice_gateway \
 	services/search/src/sluice_search libs/spacy-model-alias/en_core_web_sm
 lint: venv
