@@ -729,7 +729,9 @@ export class Documents {
           const done = await receiver.finish();
           return sink instanceof MemorySink ? sink.bytes() : { ...done, path: done.path! };
         } catch (reason) {
-          if (reason instanceof SluiceError) throw reason; // the bytes' checks and our deadline: not retried
+          // The bytes' checks, our deadline and the file system's errors (a folder that is not
+          // there) are not the server's: thrown as they are, never retried.
+          if (!(reason instanceof ConnectError)) throw reason;
           error = client.error(reason);
         }
         const wait = policy.nextWait(error, failures, deadline !== undefined ? deadline - now() : policy.timeoutMs);

@@ -106,6 +106,7 @@ test("the original bytes come back checked, to memory, a path or a folder", asyn
   mkdirSync(folder);
   assert.equal((await client.documents.download(documentId, folder)).path, join(folder, "handbook.md"));
   await assert.rejects(client.documents.download("00000000-0000-4000-8000-000000000000", join(scratch, "none.md")), NotFound);
+  await assert.rejects(client.documents.download(documentId, join(scratch, "no-such-folder", "x.md")), { code: "ENOENT" });
   assert.deepEqual(readdirSync(folder), ["handbook.md"]);
   assert.ok(!readdirSync(scratch).includes("none.md"));
 });
