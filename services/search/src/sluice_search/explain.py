@@ -25,6 +25,19 @@ from .domain import Explanation, Hit
 
 
 @dataclass(frozen=True)
+class Wanted:
+    """What to read of each chunk for its explanation: which of the query's words it holds
+    (always: the keys of `keyword_weights` when given, the weights the keyword side scored with,
+    i.e. the IDF of each of the query's words the generation holds; otherwise `terms`, stemmed);
+    with `keyword_scores`, its BM25 score with those weights; its cosine similarity to `vector`."""
+
+    terms: Sequence[str]
+    keyword_weights: Mapping[str, float] | None = None
+    keyword_scores: bool = False
+    vector: Sequence[float] | None = None
+
+
+@dataclass(frozen=True)
 class Details:
     """What explain_details read for one chunk: its BM25 score for the query and its cosine
     similarity to the query's vector (None when not asked for), and the query's stemmed words it
@@ -104,4 +117,4 @@ def complete(hits: Sequence[Hit], details: Mapping[int, Details]) -> None:
             explanation.vector_similarity = found.vector_similarity
 
 
-__all__ = ["Details", "complete", "first_stage", "hybrid", "reranked", "single_list"]
+__all__ = ["Details", "Wanted", "complete", "first_stage", "hybrid", "reranked", "single_list"]

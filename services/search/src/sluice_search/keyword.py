@@ -24,11 +24,14 @@ second rounds, each of which scores thousands more chunks (docs/search.md, "Keyw
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import psycopg
+from pgvector import SparseVector
 from psycopg import sql
 from sluice_common import textsearch
 from sluice_common.db import one_snapshot
@@ -117,14 +120,44 @@ def scoring_query(
         "kw_weights": [weights[t] for t in weights],
         "kw_match": match_text(candidates, scored),
     }
-    head = sql.SQL(
-        "WITH q AS ("
-        " SELECT ('{{' || string_agg(dim || ':' || w, ',' ORDER BY dim) || '}}/{dims}')::sparsevec AS v,"
-        " to_tsquery('simple', %(kw_match)s) AS match"
-        " FROM (SELECT sluice_term_dim(t) AS dim, sum(w)::real AS w"
-        " FROM unnest(%(kw_terms)s::text[], %(kw_weights)s::float8[]) AS x(t, w) GROUP BY 1) s)"
-    ).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS)))
+    head = sql.SQL("WITH q AS ({vector})").format(
+        vector=query_vector_sql(sql.SQL(", to_tsquery('simple', %(kw_match)s) AS match"))
+    )
     return _scoring(head, sql.SQL(""), chunk_scope, columns, where, limit, join_first=join_first), params
+
+
+def term_dim(term: str) -> int:
+    """The dimension of a word in the BM25 vectors: migration 0016's sluice_term_dim (29 bits of
+    its MD5, from 1), computed here (a test compares the two)."""
+    return (int(hashlib.md5(term.encode("utf-8")).hexdigest()[:8], 16) & (textsearch.TERM_DIMENSIONS - 1)) + 1
+
+
+def term_vector(term: str) -> SparseVector:
+    """A word's one-hot BM25 vector: a chunk's BM25 vector times it is below 0 when the chunk
+    holds the word (explain.py)."""
+    return SparseVector({term_dim(term) - 1: 1.0}, textsearch.TERM_DIMENSIONS)
+
+
+def query_vector(weights: Mapping[str, float]) -> SparseVector:
+    """The query's BM25 vector of these weights, with the very float4 values query_vector_sql
+    builds from them in the statement (the weights of words sharing a dimension summed, then
+    rounded to float4: pgvector's sparse values are float4), so a chunk scores the same with it."""
+    dims: dict[int, float] = {}
+    for term, weight in weights.items():
+        dim = term_dim(term) - 1
+        dims[dim] = dims.get(dim, 0.0) + weight
+    return SparseVector({dim: float(np.float32(weight)) for dim, weight in dims.items()}, textsearch.TERM_DIMENSIONS)
+
+
+def query_vector_sql(more: sql.Composable = sql.SQL("")) -> sql.Composed:
+    """A row holding `v`, the query's sparse vector of its terms' weights (%(kw_terms)s and
+    %(kw_weights)s: the IDF of each word), then `more` columns: what every scoring round after
+    the first scores the chunks with, and what an explanation scores a chunk with (explain.py)."""
+    return sql.SQL(
+        "SELECT ('{{' || string_agg(dim || ':' || w, ',' ORDER BY dim) || '}}/{dims}')::sparsevec AS v{more}"
+        " FROM (SELECT sluice_term_dim(t) AS dim, sum(w)::real AS w"
+        " FROM unnest(%(kw_terms)s::text[], %(kw_weights)s::float8[]) AS x(t, w) GROUP BY 1) s"
+    ).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS)), more=more)
 
 
 # The first round with the statistics folded in (one round trip instead of two): the query's
@@ -242,10 +275,12 @@ async def search(
     params: dict[str, Any],
     score_column: int,
     exact: int | None = None,
+    weights_used: dict[str, float] | None = None,
 ) -> list[tuple[Any, ...]]:
     """The best `limit` READY chunks by BM25, best first, as rows of `columns` + the score (see
     the module's docstring and scoring_query); the first `exact` of them (all by default) are
-    exactly BM25's best.
+    exactly BM25's best. `weights_used`, when given, receives the weight (IDF) of each of the
+    query's words the generation holds, as the chunks were scored with (explain.py).
 
     Every round sees one snapshot (docs/contributing.md, Code): under READ COMMITTED a version
     swap committing between two rounds gave both versions in one answer, or neither. On an
@@ -277,6 +312,8 @@ async def search(
         if not dfs or chunks <= 0:
             return []
         weights = {t: idf(chunks, df) for t, df in sorted(dfs.items())}
+        if weights_used is not None:
+            weights_used.update(weights)
         order = candidate_rounds(weights, dfs)
         taken = first_candidates(order, dfs)
         found: list[tuple[Any, ...]] = []

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import weakref
@@ -449,81 +450,70 @@ class SearchRepository:
         whose document is no longer READY or no longer passes the filter, or that left the
         collection's generation or the tenant since it was ranked, is missing (service.py
         decides what then). One statement, under the same rules as every search."""
+        hits, _ = await self._hits_by_id(collection, chunk_ids, filter, None)
+        return hits
+
+    async def explained_hits_by_id(
+        self, collection: Collection, chunk_ids: Sequence[int], filter: DocumentFilter, wanted: explain.Wanted
+    ) -> tuple[dict[int, Hit], dict[int, explain.Details]]:
+        """hits_by_id, and in the same statement what explain_details reads of each chunk: an
+        explained HYBRID search costs no statement more than a plain one."""
+        return await self._hits_by_id(collection, chunk_ids, filter, wanted)
+
+    async def _hits_by_id(
+        self, collection: Collection, chunk_ids: Sequence[int], filter: DocumentFilter, wanted: explain.Wanted | None
+    ) -> tuple[dict[int, Hit], dict[int, explain.Details]]:
         if not chunk_ids:
-            return {}
+            return {}, {}
         where, params = _filter_sql(filter)
         params["ids"] = list(chunk_ids)
+        head: sql.Composable = sql.SQL("")
+        columns: sql.Composable | None = None
+        sources: sql.Composable = sql.SQL("")
+        words: list[str] = []
+        if wanted is not None:
+            head, columns, sources, words = _explain_sql(collection, wanted, params)
         query = sql.SQL(
-            "SELECT {cols} FROM chunks c JOIN documents d ON d.id = c.document_id"
+            "{head}SELECT {cols}{more} FROM {sources}chunks c JOIN documents d ON d.id = c.document_id"
             " WHERE c.id = ANY(%(ids)s::bigint[]) AND {pred} AND c.tenant_id = {tid} AND d.status = 'READY'{where}"
         ).format(
+            head=head,
             cols=_HIT_COLUMNS,
+            more=sql.SQL(", {}").format(columns) if columns is not None else sql.SQL(""),
+            sources=sources,
             pred=vector_index.generation_predicate(collection.generation_id),
             tid=sql.Literal(int(collection.tenant_id)),
             where=where,
         )
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(query, params)).fetchall()
-        return {r[0]: _hit(r, 0.0) for r in rows}
+        hits = {r[0]: _hit(r, 0.0) for r in rows}
+        return hits, ({r[0]: _details(r[_SCORE:], words) for r in rows} if columns is not None else {})
 
     async def explain_details(
-        self,
-        collection: Collection,
-        chunk_ids: Sequence[int],
-        terms: Sequence[str],
-        *,
-        keyword_scores: bool = False,
-        vector: Sequence[float] | None = None,
+        self, collection: Collection, chunk_ids: Sequence[int], wanted: explain.Wanted
     ) -> dict[int, explain.Details]:
         """What an explanation needs beyond the ranking's own figures, for the answer's chunks
-        (at most top_k; docs/search.md, "Why a hit ranked"), in one statement: the query's words
-        as the index stems them that each chunk holds, in the query's order; with
-        `keyword_scores`, each chunk's BM25 score for the query (0 for a chunk without its
-        words), from the generation's statistics and the chunk's BM25 vector as the ranking's
-        first round computes them (keyword.FIRST_ROUND_HEAD); with `vector`, its exact cosine
-        similarity to it (the expression every score of the vector side comes from). READY
-        documents of the generation and the tenant only, as every statement here; a chunk that
-        left since it was ranked is missing."""
-        text = " ".join(t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t]))
-        if not chunk_ids or not (text or vector is not None):
+        (at most top_k; docs/search.md, "Why a hit ranked"), in one statement (_explain_sql).
+        READY documents of the generation and the tenant only, as every statement here; a chunk
+        that left since it was ranked is missing."""
+        if not chunk_ids:
             return {}
-        keyword_scores = keyword_scores and bool(text)
-        params: dict[str, Any] = {"ids": list(chunk_ids), "kw_text": text}
-        head: sql.Composable = sql.SQL("WITH ")
-        bm25: sql.Composable = sql.SQL("NULL::float8")
-        if keyword_scores:
-            params.update(kw_generation=collection.generation_id, kw_budget=float(keyword.FIRST_CANDIDATES))
-            head = sql.SQL(keyword.FIRST_ROUND_HEAD).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS))) + sql.SQL(", ")
-            bm25 = sql.SQL("coalesce(-(c.search_bm25 <#> (SELECT q.v FROM q)), 0)")
-        similarity: sql.Composable = sql.SQL("NULL::float8")
-        if vector is not None:
-            params["v"] = np.asarray(vector, dtype=np.float32)
-            similarity = vector_index.exact_distance(collection.dimensions)
+        params: dict[str, Any] = {"ids": list(chunk_ids)}
+        head, columns, sources, words = _explain_sql(collection, wanted, params)
         query = sql.SQL(
-            "{head}ql AS MATERIALIZED (SELECT coalesce(array_agg(l.lexeme ORDER BY l.positions[1], l.lexeme), '{{}}')"
-            " AS lexemes FROM unnest(to_tsvector('sluice_text', %(kw_text)s)) l)"
-            " SELECT c.id, ARRAY(SELECT x.lexeme FROM unnest(ql.lexemes) WITH ORDINALITY AS x(lexeme, n)"
-            " WHERE x.lexeme = ANY(tsvector_to_array(c.search_tsv)) ORDER BY x.n), {bm25}, {similarity}"
-            " FROM ql, chunks c JOIN documents d ON d.id = c.document_id"
+            "{head}SELECT c.id, {columns} FROM {sources}chunks c JOIN documents d ON d.id = c.document_id"
             " WHERE c.id = ANY(%(ids)s::bigint[]) AND {pred} AND c.tenant_id = {tid} AND d.status = 'READY'"
         ).format(
             head=head,
-            bm25=bm25,
-            similarity=similarity,
+            columns=columns,
+            sources=sources,
             pred=vector_index.generation_predicate(collection.generation_id),
             tid=sql.Literal(int(collection.tenant_id)),
         )
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(query, params)).fetchall()
-        return {
-            chunk_id: explain.Details(
-                # + 0.0: a chunk without the query's words scores -(0), which is -0.0
-                keyword_score=None if score is None else float(score) + 0.0,
-                vector_similarity=None if distance is None else 1.0 - float(distance),
-                matched_terms=list(matched or ()),
-            )
-            for chunk_id, matched, score, distance in rows
-        }
+        return {r[0]: _details(r[1:], words) for r in rows}
 
     async def chunk_texts(self, collection: Collection, windows: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int], str]:
         """The texts of the chunks in each (document, first, last chunk index) window, of READY
@@ -564,9 +554,16 @@ class SearchRepository:
         return [_hit(r, float(r[_SCORE])) for r in rows]
 
     async def keyword_candidates(
-        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
+        self,
+        collection: Collection,
+        terms: Sequence[str],
+        limit: int,
+        filter: DocumentFilter,
+        exact: int | None = None,
+        weights_used: dict[str, float] | None = None,
     ) -> list[tuple[int, float]]:
-        """keyword_search's answer as (chunk id, score) alone (HYBRID's first phase)."""
+        """keyword_search's answer as (chunk id, score) alone (HYBRID's first phase); the words'
+        weights it scored with go to `weights_used`, when given (keyword.search)."""
         where, params = _filter_sql(filter)
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await keyword.search(
@@ -580,6 +577,7 @@ class SearchRepository:
                 params,
                 _ID_SCORE,
                 exact,
+                weights_used,
             )
         return [(r[0], float(r[_ID_SCORE])) for r in rows]
 
@@ -695,6 +693,89 @@ def vector_query(
         )
         return query, params
     return body.format(**fields, limit=sql.Literal(int(limit))), params
+
+
+def _explain_sql(
+    collection: Collection, wanted: explain.Wanted, params: dict[str, Any]
+) -> tuple[sql.Composable, sql.Composable, sql.Composable, list[str]]:
+    """What an explanation reads of a chunk of `c`: a WITH head, the columns (_details reads
+    them), the sources to put before `chunks c` in FROM, and the words the first column's
+    indexes (from 1) name; its parameters are added to `params`. The columns:
+
+    - the query's words as the index stems them that the chunk holds, by their indexes (in the
+      words' order: alphabetical). With `wanted.keyword_weights` (HYBRID) the words are its keys,
+      the query's words the generation holds (no other can be held); otherwise PostgreSQL stems
+      the query's words here. A word is held when the chunk's BM25 vector has a weight at the
+      word's dimension (a weight is never 0 for a word the chunk holds): one sparse product per
+      word, a tenth of the time of reading the chunk's tsvector (its lexemes unnested, or
+      converted to an array), measured over 500 chunks of ~1,000 characters. It shares the BM25
+      vector's one imprecision: two words whose dimensions collide (docs/search.md, "Keyword
+      ranking").
+    - with `wanted.keyword_scores`, the chunk's BM25 score: its BM25 vector times the query's of
+      those weights, built as the ranking builds it (keyword.query_vector: the same float4
+      values), so a chunk the ranking scored gets the same score (0 without the query's words);
+    - with `wanted.vector`, the chunk's exact cosine distance to it (the expression every vector
+      score comes from)."""
+    weights = wanted.keyword_weights
+    words: list[str] = []
+    if weights is not None:
+        words = list(weights)
+        params["kw_words"] = [keyword.term_vector(word) for word in words]
+        if wanted.keyword_scores and weights:
+            params["kw_query"] = keyword.query_vector(weights)
+    else:
+        params["kw_text"] = " ".join(t for t in dict.fromkeys(wanted.terms) if textsearch.tsquery_text([t]))
+    if wanted.vector is not None:
+        params["v"] = np.asarray(wanted.vector, dtype=np.float32)
+    scores = "none" if not wanted.keyword_scores or weights is None else "weights" if weights else "zero"
+    head, columns, sources = _explain_statement(collection.dimensions, weights is not None, scores, wanted.vector is not None)
+    return head, columns, sources, words
+
+
+@functools.lru_cache(maxsize=256)
+def _explain_statement(dimensions: int, given: bool, scores: str, similarity: bool) -> tuple[sql.SQL, sql.SQL, sql.SQL]:
+    """_explain_sql's SQL, composed once per shape: the words `given` (or stemmed in the
+    statement from %(kw_text)s), BM25 scores by %(kw_query)s (`weights`), 0 (`zero`: none of the
+    query's words is in the generation) or none, and the cosine distance or not."""
+    if given:
+        head, sources, words, lexemes = "", "", "%(kw_words)s::sparsevec[]", ""
+    else:
+        head = (
+            "WITH ql AS MATERIALIZED (SELECT coalesce(array_agg(('{{' || sluice_term_dim(l.lexeme) || ':1}}/{dims}')::sparsevec"
+            " ORDER BY l.lexeme), '{{}}') AS words, coalesce(array_agg(l.lexeme ORDER BY l.lexeme), '{{}}') AS lexemes"
+            " FROM unnest(to_tsvector('sluice_text', %(kw_text)s)) l) "
+        )
+        sources, words, lexemes = "ql, ", "ql.words", ", ql.lexemes"
+    bm25 = {"weights": "coalesce(-(c.search_bm25 <#> %(kw_query)s::sparsevec), 0)", "zero": "0::float8"}.get(
+        scores, "NULL::float8"
+    )
+    columns = sql.SQL(
+        "ARRAY(SELECT i FROM generate_subscripts({words}, 1) AS i WHERE (c.search_bm25 <#> ({words})[i]) < 0 ORDER BY i),"
+        " {bm25}, {distance}{lexemes}"
+    ).format(
+        words=sql.SQL(words),
+        bm25=sql.SQL(bm25),
+        distance=vector_index.exact_distance(dimensions) if similarity else sql.SQL("NULL::float8"),
+        lexemes=sql.SQL(lexemes),
+    )
+    return (
+        sql.SQL(sql.SQL(head).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS))).as_string(None)),
+        sql.SQL(columns.as_string(None)),
+        sql.SQL(sources),
+    )
+
+
+def _details(columns: Sequence[Any], words: Sequence[str]) -> explain.Details:
+    """explain.Details from _explain_sql's columns (`words` the words its indexes name, unless
+    the statement stemmed them itself: then they are its last column)."""
+    held, score, distance = columns[:3]
+    named = words or (columns[3] if len(columns) > 3 else None) or ()
+    return explain.Details(
+        # + 0.0: a chunk without the query's words scores -(0), which is -0.0
+        keyword_score=None if score is None else float(score) + 0.0,
+        vector_similarity=None if distance is None else 1.0 - float(distance),
+        matched_terms=[named[i - 1] for i in held or ()],
+    )
 
 
 def _filter_sql(filter: DocumentFilter) -> tuple[sql.Composable, dict[str, Any]]:

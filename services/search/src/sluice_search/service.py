@@ -46,21 +46,25 @@ class Repository(Protocol):
     ) -> list[tuple[int, float]]: ...
 
     async def keyword_candidates(
-        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
+        self,
+        collection: Collection,
+        terms: Sequence[str],
+        limit: int,
+        filter: DocumentFilter,
+        exact: int | None = None,
+        weights_used: dict[str, float] | None = None,
     ) -> list[tuple[int, float]]: ...
 
     async def hits_by_id(self, collection: Collection, chunk_ids: Sequence[int], filter: DocumentFilter) -> dict[int, Hit]: ...
 
     async def numbered_generation(self, tenant_id: int, name: str, number: int) -> tuple[Collection | None, str] | None: ...
 
+    async def explained_hits_by_id(
+        self, collection: Collection, chunk_ids: Sequence[int], filter: DocumentFilter, wanted: explain.Wanted
+    ) -> tuple[dict[int, Hit], dict[int, explain.Details]]: ...
+
     async def explain_details(
-        self,
-        collection: Collection,
-        chunk_ids: Sequence[int],
-        terms: Sequence[str],
-        *,
-        keyword_scores: bool = False,
-        vector: Sequence[float] | None = None,
+        self, collection: Collection, chunk_ids: Sequence[int], wanted: explain.Wanted
     ) -> dict[int, explain.Details]: ...
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]: ...
@@ -176,15 +180,15 @@ class SearchService:
         first = dataclasses.replace(
             query, top_k=context.candidates(query.top_k, query.context, reranker.candidates if reranker else 0)
         )
-        hits, vector = await self._search(collection, first)
+        hits = await self._search(collection, first)
         # Short of what was asked (the candidates may be many more): the cached ACTIVE generation
         # may be stale. A generation the request named was read afresh and stays the one searched.
         if len(hits) < query.top_k and not query.generation:
             current = await self._resolve(tenant_id, query.collection, fresh=True)
             if (current.id, current.generation_id) != (collection.id, collection.generation_id):
                 collection = current
-                hits, vector = await self._search(collection, first)
-        hits, outcome = await self._finish(collection, query, hits, reranker, vector)
+                hits = await self._search(collection, first)
+        hits, outcome = await self._finish(collection, query, hits, reranker)
         return hits, collection, outcome
 
     async def search_collection(self, collection: Collection, query: SearchQuery) -> list[Hit]:
@@ -192,23 +196,16 @@ class SearchService:
         the path `answer` takes but without the collection's reranker: the reindex quality gate
         compares two generations with it (eval_gate.py), and the reranker, the same on both
         sides, would only add its cost and its time budget's randomness."""
-        hits, vector = await self._search(
-            collection, dataclasses.replace(query, top_k=context.candidates(query.top_k, query.context, 0))
-        )
-        hits, _ = await self._finish(collection, query, hits, None, vector)
+        hits = await self._search(collection, dataclasses.replace(query, top_k=context.candidates(query.top_k, query.context, 0)))
+        hits, _ = await self._finish(collection, query, hits, None)
         return hits
 
     async def _finish(
-        self,
-        collection: Collection,
-        query: SearchQuery,
-        hits: list[Hit],
-        reranker: RerankerSpec | None,
-        vector: Sequence[float] | None = None,
+        self, collection: Collection, query: SearchQuery, hits: list[Hit], reranker: RerankerSpec | None
     ) -> tuple[list[Hit], rerank.RerankOutcome]:
         """After the first stage: the threshold, the reranker, the cap per document, top_k, the
         neighbours (context.py, rerank.py); and with `explain`, the explanations' last figures
-        (explain.py; `vector` is the query's, when the first stage had one)."""
+        (explain.py)."""
         for hit in hits:
             hit.first_stage_score = hit.score
         if query.explain:
@@ -224,28 +221,19 @@ class SearchService:
         hits = context.select(hits, query.top_k, query.context)
         if query.explain:
             explain.reranked(hits, outcome.status, outcome.status == rerank.APPLIED)
-            await self._explain(collection, query, hits, vector)
+            await self._explain(collection, query, hits)
         if query.context.neighbor_chunks and hits:
             texts = await self._repository.chunk_texts(collection, context.windows(hits, query.context.neighbor_chunks))
             context.attach(hits, query.context.neighbor_chunks, texts, collection.chunk_overlap)
         return hits, outcome
 
-    async def _explain(self, collection: Collection, query: SearchQuery, hits: list[Hit], vector: Sequence[float] | None) -> None:
-        """The answer's words matched and, in HYBRID, the scores the ranking did not compute: one
-        statement over the answer's chunks (explain.py). The mode's own figures are set already."""
+    async def _explain(self, collection: Collection, query: SearchQuery, hits: list[Hit]) -> None:
+        """VECTOR and KEYWORD: the query's words each of the answer's chunks holds, in one
+        statement over them (explain.py). HYBRID read them with its rows (_hybrid)."""
         terms = textsearch.query_terms(query.text) if query.text else []
-        hybrid = query.mode is Mode.HYBRID
-        if not hits or not (terms or hybrid):
+        if not hits or not terms or query.mode is Mode.HYBRID:
             return
-        missing_keyword = hybrid and any(h.explanation and h.explanation.keyword_score is None for h in hits)
-        missing_vector = hybrid and any(h.explanation and h.explanation.vector_similarity is None for h in hits)
-        details = await self._repository.explain_details(
-            collection,
-            [hit.chunk_id for hit in hits],
-            terms,
-            keyword_scores=missing_keyword,
-            vector=vector if missing_vector else None,
-        )
+        details = await self._repository.explain_details(collection, [hit.chunk_id for hit in hits], explain.Wanted(terms))
         explain.complete(hits, details)
 
     async def _resolve(self, tenant_id: int, name: str, *, fresh: bool) -> Collection:
@@ -273,8 +261,7 @@ class SearchService:
             )
         return collection
 
-    async def _search(self, collection: Collection, query: SearchQuery) -> tuple[list[Hit], Sequence[float] | None]:
-        """The first stage's hits, and the query's vector when the mode used one."""
+    async def _search(self, collection: Collection, query: SearchQuery) -> list[Hit]:
         if query.vector is not None:
             check_dimensions(query.vector, collection)
 
@@ -283,23 +270,22 @@ class SearchService:
             hits = await self._repository.vector_search(collection, vector, query.top_k, query.filter)
             if query.explain:
                 explain.single_list(hits, vector=True)
-            return hits, vector
+            return hits
 
         terms = textsearch.query_terms(query.text)
-        used: Sequence[float] | None = None
         if query.mode is Mode.KEYWORD:
             hits = await self._repository.keyword_search(collection, terms, query.top_k, query.filter)
             if query.explain:
                 explain.single_list(hits, vector=False)
         else:
-            hits, used = await self._hybrid(collection, query, query.vector, terms)
+            hits = await self._hybrid(collection, query, query.vector, terms)
         for hit in hits:
             hit.highlights = highlight.highlight_spans(hit.text, terms)
-        return hits, used
+        return hits
 
     async def _hybrid(
         self, collection: Collection, query: SearchQuery, vector: Sequence[float] | None, terms: Sequence[str]
-    ) -> tuple[list[Hit], Sequence[float] | None]:
+    ) -> list[Hit]:
         """Both rankings as (chunk id, score), fused, then the rows of the fused top_k alone, in
         one statement that checks READY, the generation, the tenant and the filter again.
 
@@ -309,17 +295,28 @@ class SearchService:
         candidate moves the others' normalised scores (relative score) or ranks (RRF), and lets
         in one more candidate at each list's tail, so the next fused candidate is not always
         the right one. After HYBRID_ATTEMPTS rankings that each lost a chunk (documents leaving
-        READY faster than a query runs), the last one's top_k is filled from its next candidates.
-        Returns the hits and the query's vector."""
+        READY faster than a query runs), the last one's top_k is filled from its next candidates."""
         candidates = max(query.top_k, self._hybrid_candidates)
         share = self._vector_share(collection, query.text)
         for attempt in range(1, HYBRID_ATTEMPTS + 1):
-            vector, vector_ranked, keyword_ranked = await self._both_sides(collection, query, vector, terms, candidates)
+            # With explain, the weights the keyword side scored with score the hits it did not rank.
+            weights: dict[str, float] | None = {} if query.explain else None
+            vector, vector_ranked, keyword_ranked = await self._both_sides(collection, query, vector, terms, candidates, weights)
             lists = [[_ranked(cid, score) for cid, score in ranked] for ranked in (vector_ranked, keyword_ranked)]
             fused, parts = self._fuse(lists[0], lists[1], len(vector_ranked) + len(keyword_ranked), share)
             last = attempt == HYBRID_ATTEMPTS
             wanted = fused if last else fused[: query.top_k]
-            rows = await self._repository.hits_by_id(collection, [hit.chunk_id for hit in wanted], query.filter)
+            ids = [hit.chunk_id for hit in wanted]
+            if query.explain:
+                # What the explanations need beyond the lists is read with the rows (explain.py).
+                rows, details = await self._repository.explained_hits_by_id(
+                    collection,
+                    ids,
+                    query.filter,
+                    self._explain_wanted(ids, vector, vector_ranked, keyword_ranked, terms, weights),
+                )
+            else:
+                rows = await self._repository.hits_by_id(collection, ids, query.filter)
             if last or len(rows) == len(wanted):
                 break
         hits = []
@@ -335,7 +332,30 @@ class SearchService:
             explain.hybrid(
                 hits, vector_ranked, keyword_ranked, parts, share, vector_scores_are_similarities=self._document_weight <= 0
             )
-        return hits, vector
+            explain.complete(hits, details)
+        return hits
+
+    def _explain_wanted(
+        self,
+        ids: Sequence[int],
+        vector: Sequence[float] | None,
+        vector_ranked: Sequence[tuple[int, float]],
+        keyword_ranked: Sequence[tuple[int, float]],
+        terms: Sequence[str],
+        weights: dict[str, float] | None,
+    ) -> explain.Wanted:
+        """What HYBRID's explanations must read of these chunks: a keyword score where a chunk
+        was no keyword candidate; a similarity where one was no vector candidate, or for every
+        chunk when document context blended the vector list's scores."""
+        keyword_ids = {cid for cid, _ in keyword_ranked}
+        vector_ids = {cid for cid, _ in vector_ranked}
+        similarities = self._document_weight > 0 or any(cid not in vector_ids for cid in ids)
+        return explain.Wanted(
+            terms,
+            keyword_weights=weights,
+            keyword_scores=any(cid not in keyword_ids for cid in ids),
+            vector=vector if similarities else None,
+        )
 
     async def _both_sides(
         self,
@@ -344,6 +364,7 @@ class SearchService:
         vector: Sequence[float] | None,
         terms: Sequence[str],
         candidates: int,
+        weights_used: dict[str, float] | None = None,
     ) -> tuple[Sequence[float], list[tuple[int, float]], list[tuple[int, float]]]:
         """The query's vector and both rankings, side by side. The keyword side needs no vector,
         so it starts at once, while the query is embedded (a text query's first ranking): the
@@ -354,7 +375,12 @@ class SearchService:
         # Only the head must be exact: the tail is the best scored so far (keyword.py, HYBRID_KEYWORD_EXACT).
         keyword_side = asyncio.ensure_future(
             self._repository.keyword_candidates(
-                collection, terms, candidates, query.filter, exact=min(query.top_k, HYBRID_KEYWORD_EXACT)
+                collection,
+                terms,
+                candidates,
+                query.filter,
+                exact=min(query.top_k, HYBRID_KEYWORD_EXACT),
+                weights_used=weights_used,
             )
         )
         try:
