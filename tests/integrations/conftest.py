@@ -10,6 +10,10 @@ three text documents (two of examples/docs, one of tests/fixtures) with typed me
 from __future__ import annotations
 
 import json
+import os
+import site
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +87,34 @@ def library(client):
     ready = client.documents.wait_all(uploaded, timeout=120)
     assert all(d.ready for d in ready), [(d.filename, d.status, d.error_message) for d in ready]
     return {d.filename: d for d in ready}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> dict[str, str]:
+    """sluice-client, langchain-sluice and llama-index-sluice built as wheels and installed into a
+    folder of their own; the environment that runs Python on them alone, as a user who did
+    `pip install ./clients/langchain` has them: `python -S` processes no .pth file, so none of the
+    repository's editable installs is on the path, and the third-party libraries come from
+    site-packages directly."""
+    folder = tmp_path_factory.mktemp("installed")
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    for package in ("python", "langchain", "llamaindex"):
+        subprocess.run(
+            [*pip, "wheel", "--no-deps", "--no-build-isolation", str(ROOT / "clients" / package), "-w", str(folder / "wheels")],
+            check=True,
+            timeout=300,
+            capture_output=True,
+        )
+    wheels = sorted(str(w) for w in (folder / "wheels").glob("*.whl"))
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(folder / "site"), *wheels], check=True, timeout=300)
+    return {"PYTHONPATH": f"{folder / 'site'}:{site.getsitepackages()[0]}", "SITE": str(folder / "site")}
+
+
+def run_installed(installed: dict[str, str], stack: Stack, script: Path) -> subprocess.CompletedProcess[str]:
+    """Run `script` with `python -S` on the installed wheels alone, against `stack`."""
+    env = {**os.environ, **stack.env(), "PYTHONPATH": installed["PYTHONPATH"]}
+    env.pop("SLUICE_API_KEY", None)
+    return subprocess.run([sys.executable, "-S", str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
 def readme_example(readme: Path, marker: str) -> str:

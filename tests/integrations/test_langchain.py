@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import os
-import subprocess
-import sys
 
 import pytest
 from langchain_core.documents import Document
 from langchain_sluice import SluiceRetriever, SluiceUploader
 from sluice_client import NotFound
 
-from integrations.conftest import FILENAMES, ROOT, readme_example
+from integrations.conftest import FILENAMES, ROOT, readme_example, run_installed
 
 README = ROOT / "clients" / "langchain" / "README.md"
 MARKER = "<!-- run as written by tests/integrations/test_langchain.py -->"
@@ -174,7 +171,7 @@ def test_files_and_folders_upload_with_their_metadata(client, stack, tmp_path):
     uploader.close()
 
 
-def test_the_readme_example_runs_as_written(client, stack, tmp_path):
+def test_the_readme_example_runs_as_written_on_the_installed_packages(client, stack, installed, tmp_path):
     code = readme_example(README, MARKER)
     assert len([line for line in code.splitlines() if line.strip()]) <= 12, code
     # The example's collection, made here on the hashing embedder (its create(exist_ok=True)
@@ -182,8 +179,6 @@ def test_the_readme_example_runs_as_written(client, stack, tmp_path):
     client.collections.create("notes", embedder="hashing")
     script = tmp_path / "readme_example.py"
     script.write_text(code)
-    env = {**os.environ, **stack.env()}
-    env.pop("SLUICE_API_KEY", None)
-    result = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = run_installed(installed, stack, script)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "scaling-workers.md" in result.stdout, result.stdout

@@ -6,9 +6,6 @@ collection's error, and the README's example run as written."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 
 import pytest
 from llama_index.core.schema import MetadataMode
@@ -16,7 +13,7 @@ from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
 from llama_index_sluice import SluiceReader, SluiceRetriever
 from sluice_client import NotFound
 
-from integrations.conftest import FILENAMES, ROOT, readme_example
+from integrations.conftest import FILENAMES, ROOT, readme_example, run_installed
 
 README = ROOT / "clients" / "llamaindex" / "README.md"
 MARKER = "<!-- run as written by tests/integrations/test_llamaindex.py -->"
@@ -184,7 +181,7 @@ def test_the_shared_modules_are_the_same_in_both_packages():
         assert langchain == llamaindex, f"{name} differs between langchain_sluice and llama_index_sluice"
 
 
-def test_the_readme_example_runs_as_written(client, stack, tmp_path):
+def test_the_readme_example_runs_as_written_on_the_installed_packages(client, stack, installed, tmp_path):
     code = readme_example(README, MARKER)
     assert len([line for line in code.splitlines() if line.strip()]) <= 12, code
     # The example's collection, made here on the hashing embedder (its create(exist_ok=True)
@@ -192,9 +189,7 @@ def test_the_readme_example_runs_as_written(client, stack, tmp_path):
     client.collections.create("notes", embedder="hashing")
     script = tmp_path / "readme_example.py"
     script.write_text(code)
-    env = {**os.environ, **stack.env()}
-    env.pop("SLUICE_API_KEY", None)
-    result = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = run_installed(installed, stack, script)
     assert result.returncode == 0, result.stderr[-3000:]
     # MockLLM echoes its prompt: the passages, with their file name, are in it.
     assert "filename: scaling-workers.md" in result.stdout and "Question: How do I scale workers?" in result.stdout, result.stdout
