@@ -20,6 +20,10 @@ hour on two cores) and reuses it on the next run, applying any new migration to 
 `--busy` runs a CPU hog on every core during the measurement. `--answers FILE` keeps every
 answer of the gRPC run, or compares this run's with it: run an older version first with
 `PYTHONPATH=<its services/search/src>` (the search subprocess imports it), then this one.
+`--explain-cost` measures SearchRequest.explain instead (docs/search.md, "Why a hit ranked"): the
+same queries with and without it, query by query in turns (which goes first alternates), through
+gRPC; p50/p99 of each, their ratio, the median of the per-query ratios, and how many answers
+differ (explain must change none).
 """
 
 from __future__ import annotations
@@ -231,12 +235,18 @@ def run(args: argparse.Namespace) -> None:
         load_before = os.getloadavg()[0]
         try:
             with query_model(url, cid, args.query_model):
-                results = measure(reader_url, key, queries, args)
+                if args.explain_cost:
+                    explained = measure_explain(reader_url, key, queries, args)
+                else:
+                    results = measure(reader_url, key, queries, args)
         finally:
             stop.set()
             for h in hogs:
                 h.join()
         print()
+        if args.explain_cost:
+            report_explain(explained, total, len(queries), load_before, args)
+            return
         print(
             f"{total:,} chunks of ~{args.chunk_characters} characters from manual pages, {args.not_ready:.0%} of documents"
             f" not READY, {len(queries)} queries (page summaries), top_k=10, one at a time"
@@ -461,6 +471,72 @@ def measure(reader_url: str, key: str, queries: list[str], args) -> dict:
     return results
 
 
+def measure_explain(reader_url: str, key: str, queries: list[str], args) -> dict:
+    """Each mode's queries with and without explain, query by query in turns, through gRPC."""
+    from sluice_search.settings import SearchSettings
+
+    modes = [m.strip().upper() for m in args.explain_modes.split(",") if m.strip()]
+    process, address = start_search(reader_url, SearchSettings.model_fields["search_hnsw_ef_search"].default)
+    seconds: dict[tuple[str, bool], list[float]] = {(m, e): [] for m in modes for e in (False, True)}
+    differ: dict[str, int] = dict.fromkeys(modes, 0)
+    try:
+        channel = grpc.insecure_channel(address)
+        auth = (("authorization", f"Bearer {key}"),)
+        stub = search_service_pb2_grpc.SearchServiceStub(channel)
+
+        def ask(q: str, mode: str, explain: bool) -> tuple[float, list]:
+            started = time.perf_counter()
+            response = stub.Search(
+                pb.SearchRequest(collection="bench", query=q, top_k=10, mode=MODES[mode], explain=explain), metadata=auth
+            )
+            elapsed = time.perf_counter() - started
+            return elapsed, [(h.chunk_id, h.score, h.first_stage_score, h.text) for h in response.hits]
+
+        for q in queries[: args.warmup]:
+            for mode in modes:
+                ask(q, mode, False)
+                ask(q, mode, True)
+        for n, q in enumerate(queries):
+            for mode in modes:
+                answers = {}
+                for explain in (False, True) if n % 2 == 0 else (True, False):  # take turns going first
+                    elapsed, answers[explain] = ask(q, mode, explain)
+                    seconds[(mode, explain)].append(elapsed)
+                differ[mode] += answers[False] != answers[True]
+        channel.close()
+    finally:
+        process.terminate()
+        process.wait(30)
+    return {"modes": modes, "seconds": seconds, "differ": differ}
+
+
+def report_explain(result: dict, total: int, queries: int, load_before: float, args) -> None:
+    print(
+        f"SearchRequest.explain: {total:,} chunks of ~{args.chunk_characters} characters from manual pages,"
+        f" {args.not_ready:.0%} of documents not READY, {queries} queries (page summaries), top_k=10, through gRPC,"
+        f" with and without explain in turns"
+        f"{f', queries embedded by {args.query_model}' if args.query_model else ', hashing query vectors'}"
+        f"{', every core busy' if args.busy else ''}; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+    )
+    header = (
+        f"{'mode':>8} | {'plain p50':>9} {'plain p99':>9} | {'explain p50':>11} {'explain p99':>11} |"
+        f" {'p50 ratio':>9} {'p99 ratio':>9} {'per-query':>9} | differ"
+    )
+    print(header)
+    print("-" * len(header))
+    for mode in result["modes"]:
+        plain = np.asarray(result["seconds"][(mode, False)]) * 1000
+        explained = np.asarray(result["seconds"][(mode, True)]) * 1000
+        p50, p99 = np.percentile(plain, 50), np.percentile(plain, 99)
+        e50, e99 = np.percentile(explained, 50), np.percentile(explained, 99)
+        paired = float(np.median(explained / plain))
+        print(
+            f"{mode:>8} | {p50:>7.2f}ms {p99:>7.2f}ms | {e50:>9.2f}ms {e99:>9.2f}ms |"
+            f" {e50 / p50:>8.3f}x {e99 / p99:>8.3f}x {paired:>8.3f}x | {result['differ'][mode]} of {queries}"
+        )
+    print("bar (issue 34): explain at most 1.2x a plain HYBRID search")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=100_000)
@@ -512,6 +588,12 @@ def main(argv: list[str] | None = None) -> None:
         " (run another version first: PYTHONPATH=<its src> for the search subprocess)",
     )
     parser.add_argument("--plan-cache-mode", default="", help="with --profile: PostgreSQL's plan_cache_mode")
+    parser.add_argument(
+        "--explain-cost",
+        action="store_true",
+        help="instead of the modes' comparison: each query with and without SearchRequest.explain, in turns",
+    )
+    parser.add_argument("--explain-modes", default="HYBRID", metavar="M1,M2", help="with --explain-cost: the modes measured")
     parser.add_argument(
         "--explain",
         type=int,
