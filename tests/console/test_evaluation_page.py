@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sluice_common.evaluation import Hit, Query, score, summarize
 
 from .conftest import ConsoleStack, screenshot, sign_in
@@ -24,6 +25,7 @@ from .test_search_page import (  # noqa: F401  (examples_collection is a fixture
 )
 
 MODES = ("VECTOR", "KEYWORD", "HYBRID")
+EXAMPLES_NAME = "examples"  # the examples_collection fixture's
 GATE_TIMEOUT = 240.0
 
 READ_SUMMARY = """() => Object.fromEntries([...document.querySelectorAll(".eval-results > table tbody tr")].map((tr) => [
@@ -67,7 +69,8 @@ def expected_figures(stack: ConsoleStack, collection: str, queries: list[dict[st
     return figures
 
 
-def test_a_bad_file_is_reported_line_by_line(console_stack: ConsoleStack, examples_collection: str, page: Any, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("examples_collection")
+def test_a_bad_file_is_reported_line_by_line(console_stack: ConsoleStack, page: Any, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
         "\n".join(
@@ -83,7 +86,7 @@ def test_a_bad_file_is_reported_line_by_line(console_stack: ConsoleStack, exampl
         )
     )
     sign_in(page, console_stack)
-    page.goto(f"{console_stack.url}/#/evaluation/{examples_collection}")
+    page.goto(f"{console_stack.url}/#/evaluation/{EXAMPLES_NAME}")
     page.set_input_files("#eval-file", str(bad))
     page.wait_for_selector(".line-errors li")
     errors = page.locator(".line-errors li").all_inner_texts()
@@ -100,21 +103,20 @@ def test_a_bad_file_is_reported_line_by_line(console_stack: ConsoleStack, exampl
     assert_quiet(page)
 
 
-def test_a_run_shows_each_modes_figures_equal_to_the_api(
-    console_stack: ConsoleStack, examples_collection: str, page: Any, tmp_path: Path
-) -> None:
-    queries = query_set(console_stack, examples_collection)
+@pytest.mark.usefixtures("examples_collection")
+def test_a_run_shows_each_modes_figures_equal_to_the_api(console_stack: ConsoleStack, page: Any, tmp_path: Path) -> None:
+    queries = query_set(console_stack, EXAMPLES_NAME)
     path = tmp_path / "examples.jsonl"
     path.write_text("\n".join(json.dumps(q) for q in queries) + "\n\n")
     sign_in(page, console_stack)
-    page.goto(f"{console_stack.url}/#/evaluation/{examples_collection}")
+    page.goto(f"{console_stack.url}/#/evaluation/{EXAMPLES_NAME}")
     page.set_input_files("#eval-file", str(path))
     page.wait_for_selector("text=examples.jsonl: 6 queries.")
     page.select_option("#eval-concurrency", "2")
     page.click("button:text-is('Run')")
     page.wait_for_selector(".eval-results > table", timeout=180_000)
     shown = page.evaluate(READ_SUMMARY)
-    expected = expected_figures(console_stack, examples_collection, queries)
+    expected = expected_figures(console_stack, EXAMPLES_NAME, queries)
     assert set(shown) == set(MODES)
     for mode in MODES:
         for name in ("mrr@10", "hit@1", "hit@3", "hit@10", "ndcg@10", "recall@10"):
@@ -130,12 +132,15 @@ def test_a_run_shows_each_modes_figures_equal_to_the_api(
     assert_quiet(page)
 
 
-def test_a_run_can_be_cancelled(console_stack: ConsoleStack, examples_collection: str, page: Any, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("examples_collection")
+def test_a_run_can_be_cancelled(console_stack: ConsoleStack, page: Any, tmp_path: Path) -> None:
     texts = ["workers", "embedder", "search modes", "postgres backup", "lease", "chunks"]
     path = tmp_path / "many.jsonl"
-    path.write_text("\n".join(json.dumps({"id": f"q{i}", "query": texts[i % len(texts)], "relevant": ["x.md"]}) for i in range(150)))
+    path.write_text(
+        "\n".join(json.dumps({"id": f"q{i}", "query": texts[i % len(texts)], "relevant": ["x.md"]}) for i in range(150))
+    )
     sign_in(page, console_stack)
-    page.goto(f"{console_stack.url}/#/evaluation/{examples_collection}")
+    page.goto(f"{console_stack.url}/#/evaluation/{EXAMPLES_NAME}")
     page.set_input_files("#eval-file", str(path))
     page.wait_for_selector("text=many.jsonl: 150 queries.")
     page.select_option("#eval-concurrency", "1")
@@ -166,7 +171,11 @@ def test_the_history_shows_the_reindex_gates_verdict(console_stack: ConsoleStack
     deadline = time.monotonic() + GATE_TIMEOUT
     while True:
         collection = console_stack.call("DocumentService/GetCollection", {"name": "gated"}).json()
-        gated = [g for g in collection["generations"] if g.get("evaluation", {}).get("state") in ("EVALUATION_STATE_PASSED", "EVALUATION_STATE_FAILED")]
+        gated = [
+            g
+            for g in collection["generations"]
+            if g.get("evaluation", {}).get("state") in ("EVALUATION_STATE_PASSED", "EVALUATION_STATE_FAILED")
+        ]
         if gated:
             break
         assert time.monotonic() < deadline, collection["generations"]
