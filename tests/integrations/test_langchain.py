@@ -85,6 +85,15 @@ def test_async_retrieval_matches_sync_in_each_event_loop(library):
     assert {d.metadata["filename"] for d in search} == {"search-modes.txt"}
 
 
+def test_a_copied_retriever_searches_on_its_own_connection(library):
+    retriever = SluiceRetriever(collection="library", top_k=3)
+    assert len(retriever.invoke(SCALING)) == 3
+    copied = retriever.model_copy(deep=True, update={"top_k": 1})
+    assert [d.id for d in copied.invoke(SCALING)] == [retriever.invoke(SCALING)[0].id]
+    retriever.close()  # the copy's client is its own
+    assert len(copied.invoke(SCALING)) == 1
+
+
 def test_a_missing_collection_raises_a_clear_error(stack):
     retriever = SluiceRetriever(collection="no-such-collection")
     with pytest.raises(NotFound) as error:

@@ -77,6 +77,7 @@ class SluiceRetriever(BaseRetriever):
     _connection: Connection = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
         self._connection = Connection(
             address=self.address,
             search_address=self.search_address,

@@ -45,6 +45,16 @@ class Connection:
         self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Connection:
+        """A copy with the same settings and clients given, making its own (a lock and channels
+        cannot be copied; pydantic's deep model_copy of a retriever comes here)."""
+        return Connection(
+            address=self._address,
+            **self._settings,  # type: ignore[arg-type]
+            client=self._given,
+            async_client=self._given_async,
+        )
+
     def client(self) -> Client:
         if self._given is not None:
             return self._given
