@@ -143,6 +143,19 @@ async def test_explain_changes_no_hit_score_or_order_in_any_mode(search_stub, ma
             assert (explained.generation, explained.embedder_model) == (plain.generation, plain.embedder_model)
 
 
+async def test_explain_changes_nothing_with_caps_thresholds_and_context(search_stub, manpages):
+    options = {"max_hits_per_document": 1, "neighbor_chunks": 1, "min_score": 0.05}
+    for query in queries()[:10]:
+        for mode in MODES:
+            plain = await search(search_stub, query, mode, **options)
+            explained = await search(search_stub, query, mode, explain=True, **options)
+            assert answer(explained) == answer(plain) and [h.context for h in explained.hits] == [h.context for h in plain.hits]
+            # The rank before the cap and the threshold: increasing, and skipping the hits they dropped.
+            ranks = [h.explanation.first_stage_rank for h in explained.hits]
+            assert ranks == sorted(ranks) and len(set(ranks)) == len(ranks) and all(r >= 1 for r in ranks)
+            assert all(h.explanation.fused_score == h.first_stage_score for h in explained.hits)
+
+
 async def test_vector_and_keyword_explanations_are_the_mode_s_one_list(search_stub, manpages, seed):
     reference = Reference(seed.conn, manpages)
     for query in queries()[:12]:

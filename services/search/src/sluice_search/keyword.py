@@ -120,7 +120,7 @@ def scoring_query(
         "kw_weights": [weights[t] for t in weights],
         "kw_match": match_text(candidates, scored),
     }
-    head = sql.SQL("WITH q AS ({vector})").format(
+    head = sql.SQL("WITH q AS ( {vector})").format(
         vector=query_vector_sql(sql.SQL(", to_tsquery('simple', %(kw_match)s) AS match"))
     )
     return _scoring(head, sql.SQL(""), chunk_scope, columns, where, limit, join_first=join_first), params
