@@ -68,3 +68,41 @@ def test_english_only_models_and_foreign_scripts():
     assert fusion.mostly_non_latin("如何配置 HNSW 索引的参数")  # Han letters outnumber the Latin ones
     assert not fusion.mostly_non_latin("configure the HNSW index, café")
     assert not fusion.mostly_non_latin("1234 ???")
+
+
+def _old_relative_score(lists, weights):
+    """relative_score's sums as they were computed before the parts (one running sum per chunk)."""
+    scores: dict[int, float] = {}
+    for ranked, weight in zip(lists, weights, strict=True):
+        if not ranked:
+            continue
+        best, worst = max(h.score for h in ranked), min(h.score for h in ranked)
+        for hit in ranked:
+            normalised = (hit.score - worst) / (best - worst) if best > worst else 1.0
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight * normalised
+    return scores
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_parts_add_up_to_the_fused_score_bit_for_bit(seed):
+    """An explanation's parts (explain.py) are fusion's own: their sum is the score hits are
+    ordered by, and the same score as before the parts existed, to the last bit."""
+    import random
+
+    rng = random.Random(seed)
+    ids = rng.sample(range(1000), 80)
+    vector = hits(*sorted(((cid, rng.uniform(-0.2, 0.9)) for cid in ids[:50]), key=lambda p: -p[1]))
+    keyword = hits(*sorted(((cid, rng.uniform(0.0, 30.0)) for cid in ids[30:]), key=lambda p: -p[1]))
+    share = rng.choice([0.5, 0.1, 0.37])
+    weights = (share, 1.0 - share)
+    parts = fusion.relative_score_parts([vector, keyword], weights)
+    fused = fusion.relative_score([vector, keyword], weights, 100)
+    old = _old_relative_score([vector, keyword], weights)
+    for hit in fused:
+        vector_part, keyword_part = parts[hit.chunk_id]
+        assert (vector_part or 0.0) + (keyword_part or 0.0) == hit.score == old[hit.chunk_id]
+        assert (vector_part is None) == (hit.chunk_id not in ids[:50])
+        assert (keyword_part is None) == (hit.chunk_id not in ids[30:])
+    rrf = fusion.reciprocal_rank_parts([vector, keyword], [2 * w for w in weights], 60)
+    for hit in fusion.reciprocal_rank([vector, keyword], [2 * w for w in weights], 60, 100):
+        assert fusion.total(rrf[hit.chunk_id]) == hit.score
