@@ -358,3 +358,35 @@ def test_filters_narrow_the_hits_and_a_bad_value_is_refused_in_the_page(
     assert "is not a number" in page.inner_text("[role=alert]")
     assert_accessible(page, "search page with the filters open")
     assert_quiet(page)
+
+
+def tab_to(page: Any, selector: str, presses: int = 80) -> None:
+    """Presses Tab until the element matching `selector` has the focus."""
+    for _ in range(presses):
+        if page.evaluate("(s) => !!document.activeElement && document.activeElement.matches(s)", selector):
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"Tab never reached {selector}")
+
+
+def test_the_keyboard_alone_searches_and_opens_an_explanation(
+    console_stack: ConsoleStack, examples_collection: str, page: Any
+) -> None:
+    sign_in(page, console_stack)
+    page.goto(f"{console_stack.url}/#/search/{examples_collection}")
+    page.wait_for_selector(f"#search-collection option:text-is('{examples_collection}')", state="attached")
+    tab_to(page, "#search-query")
+    page.keyboard.type("how do I scale workers")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("ol.hits[data-panel=a] li.hit:nth-child(2)")
+    second = "ol.hits[data-panel=a] li.hit:nth-child(2) details.explain"
+    assert not page.evaluate("(s) => document.querySelector(s).open", second)
+    tab_to(page, f"{second} > summary")
+    page.keyboard.press("Enter")
+    assert page.evaluate("(s) => document.querySelector(s).open", second)
+    assert page.is_visible(f"{second} table.explain-table")
+    # The side-by-side switch and the second setting's mode, by keyboard too.
+    tab_to(page, "#search-two", presses=200)
+    page.keyboard.press("Space")
+    page.wait_for_selector("#b-mode")
+    assert_quiet(page)
