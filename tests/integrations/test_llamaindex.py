@@ -43,6 +43,7 @@ def test_the_retriever_returns_the_right_passage_first_as_a_scored_node(library)
     shown = node.get_content(metadata_mode=MetadataMode.LLM)
     assert "filename: scaling-workers.md" in shown and "team: ops" in shown and node.text in shown
     assert node.metadata["chunk_id"] not in shown and "score" not in shown
+    assert "source:" not in shown  # it only repeats the file name here
 
 
 def test_filters_narrow_the_nodes(library):

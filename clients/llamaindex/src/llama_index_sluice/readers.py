@@ -16,6 +16,7 @@ does not return them either). Only READY documents have chunks.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
 
 import sluice_client
 from llama_index.core.readers.base import BaseReader
@@ -24,7 +25,7 @@ from sluice_client import AsyncClient, Chunk, Client, DocumentStatus
 
 from .connection import Connection
 from .metadata import chunk_metadata, document_metadata
-from .retrievers import BOOKKEEPING_KEYS
+from .retrievers import hidden_keys
 
 # Between chunks joined into one Document.
 CHUNK_SEPARATOR = "\n\n"
@@ -143,13 +144,13 @@ def _documents(document: sluice_client.Document, chunks: list[Chunk], per_chunk:
     return [_document(c.id, c.text, chunk_metadata(document, c), document.id) for c in chunks]
 
 
-def _document(id_: str, text: str, metadata: dict[str, object], source: str | None) -> Document:
+def _document(id_: str, text: str, metadata: dict[str, Any], source: str | None) -> Document:
     relationships = {NodeRelationship.SOURCE: RelatedNodeInfo(node_id=source)} if source else {}
     return Document(
         id_=id_,
         text=text,
         metadata=metadata,
-        excluded_llm_metadata_keys=list(BOOKKEEPING_KEYS),
-        excluded_embed_metadata_keys=list(BOOKKEEPING_KEYS),
+        excluded_llm_metadata_keys=hidden_keys(metadata),
+        excluded_embed_metadata_keys=hidden_keys(metadata),
         relationships=relationships,
     )

@@ -141,14 +141,21 @@ class SluiceRetriever(BaseRetriever):
         await self._connection.aclose()
 
 
+def hidden_keys(metadata: dict[str, Any]) -> list[str]:
+    """The keys LlamaIndex leaves out of what the LLM and the embedder read: the bookkeeping, and
+    `source` when it only repeats the file name."""
+    return [*BOOKKEEPING_KEYS, *(["source"] if metadata.get("source") == metadata.get("filename") else [])]
+
+
 def node_of(hit: Hit) -> NodeWithScore:
     """A hit as a scored TextNode (see SluiceRetriever)."""
+    metadata = hit_metadata(hit)
     node = TextNode(
         id_=hit.chunk_id,
         text=hit.context or hit.text,
-        metadata=hit_metadata(hit),
-        excluded_llm_metadata_keys=list(BOOKKEEPING_KEYS),
-        excluded_embed_metadata_keys=list(BOOKKEEPING_KEYS),
+        metadata=metadata,
+        excluded_llm_metadata_keys=hidden_keys(metadata),
+        excluded_embed_metadata_keys=hidden_keys(metadata),
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=hit.document_id)},
     )
     return NodeWithScore(node=node, score=hit.score)
