@@ -89,7 +89,7 @@ def library(client):
     return {d.filename: d for d in ready}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory) -> dict[str, str]:
     """sluice-client, langchain-sluice and llama-index-sluice built as wheels and installed into a
     folder of their own; the environment that runs Python on them alone, as a user who did
