@@ -72,9 +72,15 @@ class ConsoleStack:
 @pytest.fixture(scope="session")
 def console_stack(tmp_path_factory: pytest.TempPathFactory, console_built: Path) -> Iterator[ConsoleStack]:
     home = tmp_path_factory.mktemp("console-stack")
-    # Local-folder sources may read under home/sources (docs/sources.md: SLUICE_SOURCE_LOCAL_ROOTS).
+    # Local-folder sources may read under home/sources (docs/sources.md: SLUICE_SOURCE_LOCAL_ROOTS);
+    # webhooks may POST to a receiver on this machine (nothing leaves it).
     (home / "sources").mkdir()
-    stack = DevStack(home, extra_env={"SLUICE_GATEWAY_CONSOLE_DIR": str(console_built), "SLUICE_SOURCE_LOCAL_ROOTS": str(home / "sources")})
+    extra_env = {
+        "SLUICE_GATEWAY_CONSOLE_DIR": str(console_built),
+        "SLUICE_SOURCE_LOCAL_ROOTS": str(home / "sources"),
+        "SLUICE_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
+    }
+    stack = DevStack(home, extra_env=extra_env)
     try:
         stack.wait_ready()
         credentials = json.loads((home / "credentials").read_text())
