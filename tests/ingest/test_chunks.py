@@ -160,6 +160,7 @@ def test_list_chunks_refuses_bad_arguments(c):
     expect_error(lambda: list_chunks(c, other, page_token=token), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_TOKEN")
     expect_error(lambda: list_chunks(c, doc, page_size=1001), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_SIZE")
     expect_error(lambda: list_chunks(c, doc, generation=7), grpc.StatusCode.NOT_FOUND, "GENERATION_NOT_FOUND")
+    expect_error(lambda: list_chunks(c, doc, generation=-1), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_GENERATION")
     expect_error(lambda: list_chunks(c, "not-a-uuid"), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ID")
 
 

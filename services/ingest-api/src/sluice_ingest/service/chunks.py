@@ -60,7 +60,7 @@ class ChunkUseCases:
         doc_id = parse_id(document_id)
         if generation < 0:
             raise InvalidArgument(
-                "generation must be 0 (the ACTIVE one) or a generation's number", reason=Reason.INVALID_ARGUMENT
+                "generation must be 0 (the ACTIVE one) or a generation's number", reason=Reason.INVALID_GENERATION
             )
         limit = page_size_of(page_size)
         filters = f"{doc_id}|{generation}"
