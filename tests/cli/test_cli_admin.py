@@ -1,56 +1,79 @@
-"""`sluice tenants …` and `sluice keys …` against the real ingest-api and search."""
+"""`sluice admin backup | restore | check` on a `make run`-like home: an embedded PostgreSQL in
+HOME/pg with the database `sluice` and HOME/database_url (docs/operations.md, "Backup and
+restore"). No service and no API key are needed."""
 
 from __future__ import annotations
 
-import json
-import time
+import shutil
+import tempfile
+from pathlib import Path
 
-from sluice_common.auth import parse_key
-
-
-def test_tenants_and_keys_from_the_cli(sluice, stack):
-    created = sluice("tenants", "create", "acme", "--max-documents", "10", "--max-collections", "2", *stack.args)
-    assert created.code == 0 and "Created tenant acme" in created.out
-    again = sluice("tenants", "create", "acme", *stack.args)
-    assert again.code == 1 and "TENANT_EXISTS" in again.err
-
-    made = json.loads(
-        sluice("--json", "keys", "create", "--tenant", "acme", "--role", "client", "--name", "acme app", *stack.args).out
-    )
-    key = made["secret"]
-    key_id, secret = parse_key(key)
-    assert made["api_key"]["prefix"] == f"slk_{key_id}_"
-
-    # The new key works for its tenant, and sees only that tenant.
-    as_acme = [*stack.args, "--api-key", key]
-    assert sluice("collections", "create", "handbook", "--embedder", "hashing", *as_acme).code == 0
-    assert [c["name"] for c in json.loads(sluice("--json", "collections", "list", *as_acme).out)["collections"]] == ["handbook"]
-    assert "handbook" not in sluice("collections", "list", *stack.args).out  # the default tenant's view
-    # An admin acting for acme sees acme's.
-    assert "handbook" in sluice("collections", "list", "--as-tenant", "acme", "--api-key", _admin_key(), *stack.args).out
-
-    listed = sluice("keys", "ls", "--tenant", "acme", *stack.args)
-    assert listed.code == 0 and f"slk_{key_id}_" in listed.out and secret not in listed.out and "active" in listed.out
-    usage = json.loads(sluice("--json", "tenants", "ls", *stack.args).out)["tenants"]
-    acme = next(t for t in usage if t["name"] == "acme")
-    assert acme["usage"]["collections"] == 1 and acme["quota"]["max_documents"] == "10"
-
-    revoked = sluice("keys", "revoke", f"slk_{key_id}_", *stack.args)
-    assert revoked.code == 0 and "Revoked" in revoked.out
-    time.sleep(1.0)
-    refused = sluice("collections", "list", *as_acme)
-    assert refused.code == 1 and "API_KEY_INVALID" in refused.err and secret not in refused.err
-    assert "revoked" in sluice("keys", "ls", "--tenant", "acme", *stack.args).out
+import auth_keys
+import psycopg
+import pytest
+from sluice_cli.main import run
+from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database
+from sluice_ingest.migrations import upgrade
 
 
-def test_a_client_key_cannot_administer(sluice, stack):
-    import auth_keys
+@pytest.fixture
+def home():
+    base = Path(tempfile.mkdtemp(prefix="sluice-admin-"))
+    base.chmod(0o755)  # the embedded server runs as its own user when we are root
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
 
-    refused = sluice("tenants", "create", "mallory", "--api-key", auth_keys.KEYS["client"], *stack.args)
-    assert refused.code == 1 and "ROLE_NOT_ALLOWED" in refused.err
+
+def start(home: Path) -> tuple[EmbeddedPostgres, str]:
+    server = EmbeddedPostgres(home / "pg", cleanup="stop")
+    admin = server.start()
+    ensure_database(admin, "sluice")
+    url = database_uri(admin, "sluice")
+    (home / "database_url").write_text(url + "\n")
+    return server, url
 
 
-def _admin_key() -> str:
-    import auth_keys
+def test_backup_restore_and_check_of_make_runs_database(home, capsys):
+    server, url = start(home)
+    try:
+        upgrade(url)
+        auth_keys.install(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("INSERT INTO tenants (name) VALUES ('kept-by-the-backup')")
+        assert run(["admin", "check", "--home", str(home)]) == 0
+        assert "invariants hold" in capsys.readouterr().out
+        assert run(["admin", "backup", "--home", str(home), "-o", str(home / "backup")]) == 0
+        assert "verified" in capsys.readouterr().out
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("INSERT INTO tenants (name) VALUES ('after-the-backup')")
+        # Not while PostgreSQL runs on the data directory.
+        assert run(["admin", "restore", str(home / "backup"), "--home", str(home)]) == 2
+        assert "stop `make run` first" in capsys.readouterr().err
+    finally:
+        server.stop()
 
-    return auth_keys.KEYS["admin"]
+    assert run(["admin", "restore", str(home / "backup"), "--home", str(home)]) == 0
+    printed = capsys.readouterr().out
+    assert "fenced 0 leases" in printed and "invariants hold" in printed
+    kept = [p for p in home.iterdir() if p.name.startswith("pg.before-restore-")]
+    assert len(kept) == 1, "the replaced data directory is kept, never deleted"
+
+    server, url = start(home)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            names = {r[0] for r in conn.execute("SELECT name FROM tenants")}
+        assert "kept-by-the-backup" in names and "after-the-backup" not in names
+    finally:
+        server.stop()
+
+    # A damaged backup: refused, and the data directory in place stays as it was.
+    (home / "backup" / "backup_manifest").write_text("{}")
+    assert run(["admin", "restore", str(home / "backup"), "--home", str(home)]) == 1
+    assert "pg_verifybackup failed" in capsys.readouterr().err
+    assert (home / "pg" / "PG_VERSION").exists()
+
+
+def test_check_without_a_database_says_how_to_name_one(home, capsys, monkeypatch):
+    monkeypatch.delenv("SLUICE_DATABASE_URL", raising=False)
+    assert run(["admin", "check", "--home", str(home)]) == 2
+    assert "pass --database-url" in capsys.readouterr().err

@@ -25,7 +25,7 @@ from sluice_client import Client, SluiceError
 from sluice_client.client import ROLES
 from sluice_client.types import WEBHOOK_EVENT_TYPES
 
-from . import __version__, admin, chunks, commands, evaluate, mcp, render, sources, sync, typed, webhooks
+from . import __version__, admin, chunks, commands, evaluate, maintenance, mcp, render, sources, sync, typed, webhooks
 from .client import open_client
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error, from_sdk_error
 from .upload import run_upload
@@ -382,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     hdel.set_defaults(handler=webhooks.deliveries)
 
     chunks.register(sub, common)  # `sluice chunks …`, `sluice documents download` (docs/cli.md)
+    maintenance.register(sub)  # `sluice admin backup | restore | check` (docs/operations.md)
     sources.add_parsers(sub, common)  # docs/sources.md
 
     # administration (admin keys)
@@ -452,6 +453,13 @@ def run(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # usage errors (2), --help and --version (0)
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     as_json = getattr(args, "json", False)
+    if getattr(args, "local", False):  # `sluice admin …`: the database itself, no service and no key
+        try:
+            local: Callable[[None, argparse.Namespace], int] = args.handler
+            return local(None, args)
+        except CliError as error:
+            report_error(error, as_json)
+            return error.exit_code
     try:
         with open_client(
             getattr(args, "ingest_address", None),

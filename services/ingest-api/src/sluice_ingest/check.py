@@ -267,8 +267,12 @@ def main(argv: list[str] | None = None) -> int:
         from .settings import IngestSettings
 
         url = IngestSettings().database_url
-    with psycopg.connect(url, autocommit=True) as conn:
-        findings = run_checks(conn)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            findings = run_checks(conn)
+    except psycopg.OperationalError as error:
+        print(f"{parser.prog}: cannot reach the database: {str(error).splitlines()[0]}", file=sys.stderr)
+        return 2
     print(report(findings))
     return 1 if any(not f.check.note for f in findings) else 0
 

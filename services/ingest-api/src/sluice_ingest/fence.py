@@ -64,8 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         from .settings import IngestSettings
 
         url = IngestSettings().database_url
-    with psycopg.connect(url, autocommit=True) as conn:
-        fenced = fence_leases(conn)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            fenced = fence_leases(conn)
+    except psycopg.OperationalError as error:
+        print(f"{parser.prog}: cannot reach the database: {str(error).splitlines()[0]}", file=sys.stderr)
+        return 2
     print(f"fenced {fenced} lease{'' if fenced == 1 else 's'}: their jobs will be taken over by the next claims")
     return 0
 
