@@ -250,6 +250,19 @@ async def test_matched_terms_are_the_stems_the_chunk_holds(search_stub, seed):
     assert matched[texts[0]] == ["leas", "renew", "run", "worker"]
     assert matched[texts[1]] == ["leas", "renew", "worker"]
     assert matched.get(texts[2], []) == []
+    # Words no chunk holds: every hit came from the vector side, scores 0 for BM25, holds no word.
+    for query in ("qwzxv", "qwzxv leases"):
+        unknown = await search_stub.Search(
+            pb.SearchRequest(collection="stems", query=query, mode=pb.SEARCH_MODE_HYBRID, explain=True)
+        )
+        assert unknown.hits
+        for hit in unknown.hits:
+            e = hit.explanation
+            assert e.HasField("vector_rank") and e.vector_contribution + e.keyword_contribution == e.fused_score
+            if query == "qwzxv":
+                assert (e.keyword_score, list(e.matched_terms), e.HasField("keyword_rank")) == (0.0, [], False)
+            else:
+                assert list(e.matched_terms) == (["leas"] if "leas" in hit.text.lower() else [])
     # A VECTOR search with a text says which words the hit holds too; one by a vector alone, none.
     vector = await search_stub.Search(
         pb.SearchRequest(collection="stems", query="leases", mode=pb.SEARCH_MODE_VECTOR, explain=True, top_k=3)
