@@ -8,20 +8,20 @@ button; axe-core on each page."""
 
 from __future__ import annotations
 
+import http.server
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from helpers import free_port
 
 from .conftest import ConsoleStack, screenshot, sign_in
 from .test_search_page import EXAMPLES, assert_accessible, assert_quiet, create_collection, upload, wait_ready
 
 HASHING = {"provider": "EMBEDDER_PROVIDER_HASHING"}
-# A literal public address: accepted as a webhook URL without a DNS look-up; nothing answers
-# (or nothing is reachable from here), so the deliveries stay pending with their errors.
-HOOK_URL = "http://93.184.215.14/hooks/<script>alert(1)</script>"
 
 
 @pytest.fixture
@@ -178,45 +178,89 @@ def test_sync_now_runs_a_source_and_shows_the_runs_counts(console_stack: Console
     assert_quiet(page)
 
 
-def test_the_webhooks_page_lists_deliveries_and_shows_urls_as_text(console_stack: ConsoleStack, page: Any) -> None:
+@pytest.fixture
+def receiver() -> Iterator[str]:
+    """A webhook receiver on this machine: 204 for paths under /ok, 500 for the rest."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(204 if self.path.startswith("/ok") else 500)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join(10)
+
+
+def test_the_webhooks_page_lists_deliveries_and_shows_urls_as_text(console_stack: ConsoleStack, page: Any, receiver: str) -> None:
     create_collection(console_stack, "hooked", HASHING)
-    made = console_stack.call(
-        "WebhookService/CreateWebhook", {"webhook": {"collection": "hooked", "url": HOOK_URL, "description": "<b>not bold</b>"}}
-    )
-    assert made.status_code == 200, made.text
-    webhook = made.json()["webhook"]
+    hostile_url = f"{receiver}/ok/<script>alert(1)</script>"
+
+    def subscribe(url: str, description: str) -> dict[str, Any]:
+        made = console_stack.call(
+            "WebhookService/CreateWebhook", {"webhook": {"collection": "hooked", "url": url, "description": description}}
+        )
+        assert made.status_code == 200, made.text
+        webhook: dict[str, Any] = made.json()["webhook"]
+        return webhook
+
+    ok = subscribe(hostile_url, "<b>not bold</b>")
+    failing = subscribe(f"{receiver}/fail", "always 500")
     wait_ready(
         console_stack, [upload(console_stack, "hooked", "what-is-sluice.md", (EXAMPLES / "what-is-sluice.md").read_bytes())]
     )
 
-    def deliveries() -> list[dict[str, Any]]:
+    def deliveries(webhook: dict[str, Any]) -> list[dict[str, Any]]:
         answer = console_stack.call("WebhookService/ListWebhookDeliveries", {"webhookId": webhook["id"], "pageSize": 50})
         assert answer.status_code == 200, answer.text
         found: list[dict[str, Any]] = answer.json().get("deliveries", [])
         return found
 
-    deadline = time.monotonic() + 60
-    while not any(d["eventType"] == "document.ready" for d in deliveries()):
-        assert time.monotonic() < deadline, deliveries()
+    deadline = time.monotonic() + 90
+    while not (
+        any(d["eventType"] == "document.ready" for d in deliveries(ok))
+        and all(d.get("state") == "WEBHOOK_DELIVERY_STATE_DELIVERED" for d in deliveries(ok))
+        and any(d.get("lastStatusCode") == 500 for d in deliveries(failing))
+    ):
+        assert time.monotonic() < deadline, (deliveries(ok), deliveries(failing))
         time.sleep(0.5)
-    expected = deliveries()
+    expected = deliveries(ok)
     sign_in(page, console_stack)
     page.goto(f"{console_stack.url}/#/webhooks/hooked")
-    row = page.locator("tbody tr", has=page.locator(f"code.url:text-is('{HOOK_URL}')"))
+    row = page.locator("tbody tr", has=page.locator("code.url", has_text="/ok/<script>alert(1)</script>"))
     row.wait_for()
-    assert page.locator("main img").count() == 0 and page.locator("main b").count() == 0
+    assert row.locator("code.url").inner_text() == hostile_url
+    assert page.locator("main script, main b").count() == 0
     assert "<b>not bold</b>" in row.inner_text()
     row.locator("button:text-is('Deliveries')").click()
-    page.wait_for_selector("section h2:has-text('Deliveries to')")
-    table = page.locator("section[aria-labelledby^='deliveries-'] table tbody tr")
-    table.first.wait_for()
-    shown = [r.locator("td").first.inner_text() for r in table.all()]
-    assert shown == [d["eventType"] for d in expected]
+    rows = page.locator("section[aria-labelledby^='deliveries-'] table tbody tr")
+    rows.first.wait_for()
+    shown = [r.locator("td").all_inner_texts() for r in rows.all()]
+    # Event, state, attempts and the last status code, in the API's order (newest first).
+    assert [(c[0], c[2], c[3], c[4]) for c in shown] == [
+        (d["eventType"], "DELIVERED", str(d.get("attempts", 0)), str(d.get("lastStatusCode", ""))) for d in expected
+    ]
     # The body is the JSON POSTed, shown as text.
-    page.locator("section[aria-labelledby^='deliveries-'] details.more summary").first.click()
+    rows.first.locator("details.more summary").click()
     assert expected[0]["documentId"] in page.locator("pre.payload").first.inner_text()
     screenshot(page, "webhooks")
     assert_accessible(page, "webhooks page with deliveries")
+
+    # The failing subscription: its refusals with their status code and error.
+    page.locator("tbody tr", has=page.locator(f"code.url:text-is('{receiver}/fail')")).locator(
+        "button:text-is('Deliveries')"
+    ).click()
+    page.wait_for_selector("section[aria-labelledby^='deliveries-'] td.num:text-is('500')")
+    errors = {d.get("lastError") for d in deliveries(failing) if d.get("lastStatusCode") == 500}
+    refused = page.locator("section[aria-labelledby^='deliveries-'] tbody tr", has=page.locator("td.num:text-is('500')")).first
+    assert refused.locator("td").nth(5).inner_text() in errors
     assert_quiet(page)
 
 

@@ -205,7 +205,7 @@ export function SourcesPage() {
           columns={[
             { header: "Source", cell: (s) => s.displayName || s.id },
             { header: "Collection", cell: (s) => s.collection },
-            { header: "Kind", cell: (s) => kindName(s.kind) },
+            { header: "Kind", cell: (s) => <span class="nowrap">{kindName(s.kind)}</span> },
             { header: "Reads", cell: where },
             { header: "Schedule", cell: (s) => schedule(s) + (s.nextSyncTime ? `, next ${time(s.nextSyncTime)}` : "") },
             { header: "Last run", cell: (s) => <RunState run={s.lastRun} /> },
