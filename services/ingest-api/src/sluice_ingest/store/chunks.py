@@ -95,9 +95,11 @@ EDIT_SQL = {
 
 # How many copies of a chunk the live generations hold now.
 COPIES_SQL = """
-    SELECT count(*) FROM (SELECT generation_id FROM chunks WHERE document_id = %(document)s AND chunk_index = %(index)s
+    SELECT count(*) FROM (SELECT generation_id FROM chunks
+                           WHERE document_id = %(document)s AND chunk_index = %(index)s AND tenant_id = %(tenant)s
                           UNION ALL
-                          SELECT generation_id FROM disabled_chunks WHERE document_id = %(document)s AND chunk_index = %(index)s) c
+                          SELECT generation_id FROM disabled_chunks
+                           WHERE document_id = %(document)s AND chunk_index = %(index)s AND tenant_id = %(tenant)s) c
       JOIN collection_generations g ON g.id = c.generation_id
      WHERE g.state IN ('ACTIVE', 'BUILDING')
 """
@@ -315,7 +317,9 @@ class ChunkStore(StoreBase):
                 )
             # A generation that received the chunk since it was read (an EMBED job's commit) would
             # miss this change: refused, to be read again.
-            (copies,) = await one_row(conn, COPIES_SQL, {"document": target.document_id, "index": target.chunk_index})
+            (copies,) = await one_row(
+                conn, COPIES_SQL, {"document": target.document_id, "index": target.chunk_index, "tenant": tenant_id}
+            )
             if copies != len(target.copies):
                 raise Aborted(
                     "the chunk changed since it was read (a reindex embedded it meanwhile); read it again",
