@@ -1,6 +1,7 @@
 """langchain_sluice against a running Sluice with the real langchain-core: the retriever's hits,
 filters, modes and async path, the uploader's Documents and files coming back with their
-metadata, a missing collection's error, and the README's example run as written."""
+metadata, the loader reading a collection back, a missing collection's error, and the README's
+example run as written."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import datetime as dt
 
 import pytest
 from langchain_core.documents import Document
-from langchain_sluice import SluiceRetriever, SluiceUploader
+from langchain_sluice import SluiceLoader, SluiceRetriever, SluiceUploader
 from sluice_client import NotFound
 
 from integrations.conftest import FILENAMES, ROOT, readme_example, run_installed
@@ -85,6 +86,32 @@ def test_async_retrieval_matches_sync_in_each_event_loop(library):
     assert {d.metadata["filename"] for d in search} == {"search-modes.txt"}
 
 
+def test_the_loader_reads_the_collection_back_as_sluice_parsed_it(client, library):
+    documents = {d.metadata["filename"]: d for d in SluiceLoader("library").load()}
+    assert set(documents) == FILENAMES
+    stored = library["scaling-workers.md"]
+    chunks = list(client.documents.iter_chunks(stored.id))
+    scaling = documents["scaling-workers.md"]
+    assert scaling.id == stored.id and scaling.page_content == "\n\n".join(c.text for c in chunks)
+    assert scaling.metadata["year"] == 2025 and scaling.metadata["tags"] == ["workers", "scaling"]
+    assert scaling.metadata["mime_type"] == "text/markdown" and scaling.metadata["document_id"] == stored.id
+    per_chunk = SluiceLoader(document_ids=[stored.id], per_chunk=True).load()
+    assert [d.id for d in per_chunk] == [c.id for c in chunks]
+    assert [d.metadata["chunk_index"] for d in per_chunk] == list(range(len(chunks)))
+    # A loaded chunk and a hit of it say the same.
+    hit = SluiceRetriever(collection="library", top_k=1).invoke(SCALING)[0]
+    loaded = next(d for d in per_chunk if d.id == hit.id)
+    assert loaded.page_content == hit.page_content
+    shared = set(loaded.metadata) & set(hit.metadata)
+    assert {"team", "year", "tags", "source", "filename", "document_id", "chunk_id", "page_number", "chunk_index"} <= shared
+    assert {k: loaded.metadata[k] for k in shared} == {k: hit.metadata[k] for k in shared}
+    # Async: the same Documents.
+    together = asyncio.run(SluiceLoader("library", per_chunk=True).aload())
+    assert sorted(d.id for d in together) == sorted(d.id for d in SluiceLoader("library", per_chunk=True).load())
+    with pytest.raises(ValueError, match="name a collection, or document_ids"):
+        SluiceLoader()
+
+
 def test_a_copied_retriever_searches_on_its_own_connection(library):
     retriever = SluiceRetriever(collection="library", top_k=3)
     assert len(retriever.invoke(SCALING)) == 3
@@ -104,6 +131,9 @@ def test_a_missing_collection_raises_a_clear_error(stack):
         asyncio.run(retriever.ainvoke("anything"))
     with pytest.raises(NotFound):
         SluiceUploader("no-such-collection").upload_documents([Document(page_content="text")])
+    with pytest.raises(NotFound) as error:
+        SluiceLoader("no-such-collection").load()
+    assert error.value.reason == "COLLECTION_NOT_FOUND"
 
 
 def test_uploaded_documents_come_back_with_their_metadata(client, stack):

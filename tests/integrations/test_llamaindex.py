@@ -174,9 +174,9 @@ def test_a_missing_collection_raises_a_clear_error(stack):
 
 
 def test_the_shared_modules_are_the_same_in_both_packages():
-    """connection.py and metadata.py are one text kept in two packages (neither depends on the
-    other's framework): a change to one must be made to both."""
-    for name in ("connection.py", "metadata.py"):
+    """connection.py, metadata.py and reading.py are one text kept in two packages (neither
+    depends on the other's framework): a change to one must be made to both."""
+    for name in ("connection.py", "metadata.py", "reading.py"):
         langchain = (ROOT / "clients/langchain/src/langchain_sluice" / name).read_text()
         llamaindex = (ROOT / "clients/llamaindex/src/llama_index_sluice" / name).read_text()
         assert langchain == llamaindex, f"{name} differs between langchain_sluice and llama_index_sluice"

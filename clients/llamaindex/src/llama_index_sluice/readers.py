@@ -6,25 +6,22 @@ Sluice holds that LlamaIndex cannot make by itself is the text its workers extra
 PowerPoint, HTML, e-mail, scans through OCR), with page numbers, element types and the
 documents' metadata. Reading it back lets a LlamaIndex pipeline build its own index, summaries
 or evaluations over exactly what Sluice searches. (To upload, use the SDK's `upload` or
-`upload_folder` directly, or langchain_sluice's SluiceUploader.)
-
-The text comes from the SDK's ListChunks (`documents.iter_chunks`), as the collection's ACTIVE
-index generation holds it: edited chunks with their edited text, disabled chunks left out (search
-does not return them either). Only READY documents have chunks.
+`upload_folder` directly, or langchain_sluice's SluiceUploader.) What is read: reading.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import sluice_client
 from llama_index.core.readers.base import BaseReader
 from llama_index.core.schema import Document, NodeRelationship, RelatedNodeInfo
-from sluice_client import AsyncClient, Chunk, Client, DocumentStatus
+from sluice_client import AsyncClient, Chunk, Client
 
 from .connection import Connection
 from .metadata import chunk_metadata, document_metadata
+from .reading import adocuments_with_chunks, documents_with_chunks
 from .retrievers import hidden_keys
 
 # Between chunks joined into one Document.
@@ -72,9 +69,7 @@ class SluiceReader(BaseReader):
     ) -> Iterator[Document]:
         """The Documents of `collection`'s READY documents, or of `document_ids` (each READY, or a
         ValueError naming it), fetched a page at a time as you iterate."""
-        client = self._connection.client()
-        for document in self._sources(client, collection, document_ids):
-            chunks = [c for c in client.documents.iter_chunks(document.id) if c.enabled]
+        for document, chunks in documents_with_chunks(self._connection.client(), collection, document_ids):
             yield from _documents(document, chunks, per_chunk)
 
     def load_data(
@@ -87,10 +82,8 @@ class SluiceReader(BaseReader):
         self, collection: str | None = None, *, document_ids: Iterable[str] | None = None, per_chunk: bool = False
     ) -> list[Document]:
         """`load_data` with the SDK's AsyncClient."""
-        client = self._connection.async_client()
         loaded: list[Document] = []
-        async for document in self._asources(client, collection, document_ids):
-            chunks = [c async for c in client.documents.iter_chunks(document.id) if c.enabled]
+        async for document, chunks in adocuments_with_chunks(self._connection.async_client(), collection, document_ids):
             loaded.extend(_documents(document, chunks, per_chunk))
         return loaded
 
@@ -101,40 +94,6 @@ class SluiceReader(BaseReader):
     async def aclose(self) -> None:
         """Close the AsyncClient made here for the running event loop."""
         await self._connection.aclose()
-
-    @staticmethod
-    def _sources(client: Client, collection: str | None, document_ids: Iterable[str] | None) -> Iterator[sluice_client.Document]:
-        if document_ids is None:
-            if not collection:
-                raise ValueError("name a collection, or document_ids")
-            client.collections.get(collection)  # NotFound (COLLECTION_NOT_FOUND) rather than no documents
-            yield from client.documents.list(collection, status=DocumentStatus.READY)
-            return
-        for document_id in document_ids:
-            yield _ready(client.documents.get(document_id))
-
-    @staticmethod
-    async def _asources(
-        client: AsyncClient, collection: str | None, document_ids: Iterable[str] | None
-    ) -> AsyncIterator[sluice_client.Document]:
-        if document_ids is None:
-            if not collection:
-                raise ValueError("name a collection, or document_ids")
-            await client.collections.get(collection)
-            async for document in client.documents.list(collection, status=DocumentStatus.READY):
-                yield document
-            return
-        for document_id in document_ids:
-            yield _ready(await client.documents.get(document_id))
-
-
-def _ready(document: sluice_client.Document) -> sluice_client.Document:
-    if not document.ready:
-        raise ValueError(
-            f"document {document.id} ({document.filename}) is {document.status.name}, not READY: only READY documents have "
-            "chunks (wait for it with the SDK's documents.wait)"
-        )
-    return document
 
 
 def _documents(document: sluice_client.Document, chunks: list[Chunk], per_chunk: bool) -> list[Document]:
