@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
+import auth_keys
 import pytest
 from langchain_core.documents import Document
 from langchain_sluice import SluiceLoader, SluiceRetriever, SluiceUploader
-from sluice_client import NotFound
+from sluice_client import NotFound, Unauthenticated
 
 from integrations.conftest import FILENAMES, ROOT, readme_example, run_installed
 
@@ -119,6 +120,24 @@ def test_a_copied_retriever_searches_on_its_own_connection(library):
     assert [d.id for d in copied.invoke(SCALING)] == [retriever.invoke(SCALING)[0].id]
     retriever.close()  # the copy's client is its own
     assert len(copied.invoke(SCALING)) == 1
+
+
+def test_the_connection_comes_from_arguments_or_from_a_client_given(client, library, stack, monkeypatch):
+    for name in ("SLUICE_INGEST_ADDRESS", "SLUICE_SEARCH_ADDRESS", "SLUICE_CREDENTIALS"):
+        monkeypatch.delenv(name)
+    key = auth_keys.KEYS["client"]
+    explicit = SluiceRetriever(collection="library", address=stack.ingest, search_address=stack.search, api_key=key)
+    assert explicit.invoke(SCALING)[0].metadata["filename"] == "scaling-workers.md"
+    assert key not in repr(explicit) and key not in explicit.model_dump_json()  # a SecretStr
+    given = SluiceRetriever(collection="library", client=client)
+    assert [d.id for d in given.invoke(SCALING)] == [d.id for d in explicit.invoke(SCALING)]
+    given.close()  # a client given is its owner's: still open
+    assert client.search("library", SCALING)
+    wrong = SluiceRetriever(collection="library", address=stack.ingest, search_address=stack.search, api_key="sk-wrong")
+    with pytest.raises(Unauthenticated):
+        wrong.invoke(SCALING)
+    with pytest.raises(Unauthenticated):
+        SluiceUploader("library", address=stack.ingest, api_key="sk-wrong").upload_documents([Document(page_content="x")])
 
 
 def test_a_missing_collection_raises_a_clear_error(stack):

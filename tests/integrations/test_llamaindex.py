@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
+import auth_keys
 import pytest
 from llama_index.core.schema import MetadataMode
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 from llama_index_sluice import SluiceReader, SluiceRetriever
-from sluice_client import NotFound
+from sluice_client import NotFound, Unauthenticated
 
 from integrations.conftest import FILENAMES, ROOT, readme_example, run_installed
 
@@ -157,6 +158,20 @@ def test_the_reader_refuses_a_document_that_is_not_ready(client, stack):
         assert SluiceReader().load_data("notes") == []  # only READY documents are read
     finally:
         stack.worker.resume()
+
+
+def test_the_connection_comes_from_arguments_or_from_a_client_given(client, library, stack, monkeypatch):
+    for name in ("SLUICE_INGEST_ADDRESS", "SLUICE_SEARCH_ADDRESS", "SLUICE_CREDENTIALS"):
+        monkeypatch.delenv(name)
+    key = auth_keys.KEYS["client"]
+    explicit = SluiceRetriever("library", address=stack.ingest, search_address=stack.search, api_key=key)
+    assert explicit.retrieve(SCALING)[0].node.metadata["filename"] == "scaling-workers.md"
+    assert len(SluiceReader(address=stack.ingest, api_key=key).load_data("library")) == len(FILENAMES)
+    given = SluiceRetriever("library", client=client)
+    assert [n.node.node_id for n in given.retrieve(SCALING)] == [n.node.node_id for n in explicit.retrieve(SCALING)]
+    assert len(SluiceReader(client=client).load_data("library")) == len(FILENAMES)
+    with pytest.raises(Unauthenticated):
+        SluiceRetriever("library", address=stack.ingest, search_address=stack.search, api_key="sk-wrong").retrieve(SCALING)
 
 
 def test_a_missing_collection_raises_a_clear_error(stack):
