@@ -9,11 +9,14 @@ public HTTP API, axe-core run on a page."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from decimal import ROUND_HALF_DOWN, ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from .conftest import ARTIFACTS, ConsoleStack, screenshot, sign_in
@@ -389,4 +392,54 @@ def test_the_keyboard_alone_searches_and_opens_an_explanation(
     tab_to(page, "#search-two", presses=200)
     page.keyboard.press("Space")
     page.wait_for_selector("#b-mode")
+    assert_quiet(page)
+
+
+@contextlib.contextmanager
+def worker_paused(stack: ConsoleStack) -> Iterator[None]:
+    """The stack's worker stopped (SIGSTOP) and continued after: a reindex stays BUILDING meanwhile."""
+    workers = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        with contextlib.suppress(psutil.Error):
+            if cmdline and cmdline[-1].endswith("sluice-worker") and process.environ().get("SLUICE_DEV_HOME") == str(stack.home):
+                workers.append(process)
+    assert workers, "the stack's worker was not found"
+    for process in workers:
+        process.suspend()
+    try:
+        yield
+    finally:
+        for process in workers:
+            process.resume()
+
+
+def test_the_building_generation_beside_the_active_one(console_stack: ConsoleStack, page: Any) -> None:
+    files = {name: (EXAMPLES / name).read_bytes() for name in ("scaling-workers.md", "what-is-sluice.md")}
+    fill_collection(console_stack, "reindexed", files)
+    with worker_paused(console_stack):
+        answer = console_stack.call(
+            "DocumentService/ReindexCollection", {"name": "reindexed", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}
+        )
+        assert answer.status_code == 200, answer.text
+        building = [g for g in answer.json()["generations"] if g["state"] == "GENERATION_STATE_BUILDING"]
+        assert [g["number"] for g in building] == [2]
+        sign_in(page, console_stack)
+        run_search(page, console_stack, "reindexed", QUERY)
+        page.check("#search-two")
+        page.select_option("#b-mode", label="Hybrid (keyword and vector, fused)")
+        page.select_option("#b-generation", label="building (generation 2, hashing-v1, 0/2 embedded)")
+        page.click("form.search-form button[type=submit]")
+        page.wait_for_selector("ol.hits[data-panel=a] li.hit")
+        page.wait_for_selector("[data-panel-summary=b]")
+        active = search_api(console_stack, collection="reindexed", query=QUERY, topK=10, mode="SEARCH_MODE_HYBRID", explain=True)
+        candidate = search_api(
+            console_stack, collection="reindexed", query=QUERY, topK=10, mode="SEARCH_MODE_HYBRID", explain=True, generation=2
+        )
+        assert_hits_equal_api(page.evaluate(READ_HITS, "a"), active["hits"])
+        assert page.evaluate(READ_HITS, "b") == [] == candidate.get("hits", [])
+        assert "generation 1 (all-MiniLM-L6-v2)" in page.inner_text("[data-panel-summary=a]")
+        assert page.inner_text("[data-panel-summary=b]").startswith("0 hits, hybrid search, generation 2 (hashing-v1)")
+        assert candidate["generation"] == 2 and candidate["embedderModel"] == "hashing-v1"
+        screenshot(page, "search-building-generation")
     assert_quiet(page)
