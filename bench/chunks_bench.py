@@ -35,7 +35,7 @@ import time
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector_async
-from psycopg.rows import class_row
+from psycopg.rows import args_row
 from sluice.v1 import collection_pb2, document_service_pb2_grpc, job_service_pb2_grpc
 from sluice.v1 import document_pb2 as D
 from sluice.v1 import document_service_pb2 as ds
@@ -197,7 +197,7 @@ async def measure(url: str, address: str, keys: dict[str, str], document_id: str
             params = {"document": document_id, "generation": generation_id, "tenant": tenant_id, "after": after}
             async with conn.transaction():
                 await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                cur = conn.cursor(row_factory=class_row(DocumentChunkRow))
+                cur = conn.cursor(row_factory=args_row(DocumentChunkRow))
                 await cur.execute(LIST_SQL, {**params, "limit": limit + 1, "number": 1}, binary=True)
                 await cur.fetchall()
                 await (await conn.execute(COUNT_SQL, params)).fetchone()
