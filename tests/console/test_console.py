@@ -192,3 +192,83 @@ def test_keyboard_alone_signs_in_opens_a_collection_and_a_document(console_stack
     page.wait_for_selector("#api-key")
     assert page.evaluate("sessionStorage.length") == 0
     assert_quiet(page)
+
+
+def test_failure_reasons_retry_reprocess_delete_and_pages_of_documents(console_stack: ConsoleStack, page: Any) -> None:
+    with console_stack.api() as client:
+        made = client.post(
+            "/sluice.v1.DocumentService/CreateCollection",
+            json={"collection": {"name": "lifecycle", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}, "maxAttempts": 1}},
+        )
+        assert made.status_code == 200, made.text
+        for i in range(100):  # 100 small notes: with the two below, two pages of documents
+            stored = client.post(
+                "/v1/collections/lifecycle/documents",
+                params={"filename": f"note-{i:03}.txt"},
+                content=f"Note {i} about the harbour.\n".encode(),
+            )
+            assert stored.status_code == 200, stored.text
+    sign_in(page, console_stack)
+    page.click("table a:text-is('lifecycle')")
+    page.wait_for_selector(".stream.live")
+    page.set_input_files(
+        ".uploads input[type=file]:not([webkitdirectory])",
+        [str(FIXTURES / "malformed" / "not-a-zip.docx"), str(FIXTURES / "operations.md")],
+    )
+    page.wait_for_selector("text=2 of 2 finished", timeout=READY_TIMEOUT_MS)
+
+    # The failure and its reason, on the upload list and in the table.
+    failed_row = page.locator("table tr", has=page.locator("a:text-is('not-a-zip.docx')"))
+    failed_row.locator(".status.FAILED").wait_for()
+    reason = failed_row.locator(".failure").inner_text()
+    assert reason.strip(), "a FAILED document shows why"
+    failed_id = failed_row.locator("a").get_attribute("href").rsplit("/", 1)[-1]
+    before = console_stack.call("DocumentService/GetDocument", {"id": failed_id}).json()["updateTime"]
+    failed_row.get_by_role("button", name="Retry not-a-zip.docx").click()
+    for _ in range(1200):  # processed again (a retry starts its attempts over), FAILED again
+        again = console_stack.call("DocumentService/GetDocument", {"id": failed_id}).json()
+        if again["updateTime"] != before and again["status"] == "DOCUMENT_STATUS_FAILED":
+            break
+        page.wait_for_timeout(100)
+    else:
+        raise AssertionError(f"the retry was not processed: {again}")
+    assert page.locator("[role=alert]").count() == 0, page.locator("[role=alert]").inner_text()
+    failed_row.locator(".status.FAILED").wait_for()
+    assert failed_row.locator(".failure").inner_text().strip()
+
+    # Reprocess a READY document: processed again (here in well under the page's 150 ms between two
+    # renders, so its stages may not show) and READY again on the page.
+    ready_row = page.locator("table tr", has=page.locator("a:text-is('operations.md')"))
+    ready_row.locator(".status.READY").wait_for()
+    ready_id = ready_row.locator("a").get_attribute("href").rsplit("/", 1)[-1]
+    before = console_stack.call("DocumentService/GetDocument", {"id": ready_id}).json()["updateTime"]
+    ready_row.get_by_role("button", name="Reprocess operations.md").click()
+    for _ in range(1200):
+        again = console_stack.call("DocumentService/GetDocument", {"id": ready_id}).json()
+        if again["updateTime"] != before and again["status"] == "DOCUMENT_STATUS_READY":
+            break
+        page.wait_for_timeout(100)
+    else:
+        raise AssertionError(f"the reprocess was not processed: {again}")
+    ready_row.locator(".status.READY").wait_for()
+    assert page.locator("[role=alert]").count() == 0
+
+    # Delete, with its confirmation: the row leaves the page live.
+    ready_row.get_by_role("button", name="Delete operations.md").click()
+    ready_row.get_by_role("button", name="Confirm: delete operations.md").click()
+    page.locator("table a:text-is('operations.md')").wait_for(state="detached", timeout=30_000)
+    gone = console_stack.call("DocumentService/ListDocuments", {"collection": "lifecycle", "pageSize": 1000}).json()["documents"]
+    assert "operations.md" not in {d["filename"] for d in gone}
+
+    # 101 documents: a first page of 100, the next of 1, and back.
+    page.reload()
+    page.wait_for_selector("table .status")
+    assert page.locator("table tbody tr").count() == 100
+    page.get_by_role("button", name="Next page").click()
+    page.wait_for_function("() => document.querySelectorAll('table tbody tr').length === 1")
+    assert page.get_by_text("Page 2").count() == 1
+    assert page.get_by_role("button", name="Next page").is_disabled()
+    page.get_by_role("button", name="Previous page").click()
+    page.wait_for_function("() => document.querySelectorAll('table tbody tr').length === 100")
+    page.watched.console_errors.clear()  # the failed upload's document is not an error of the page
+    assert_quiet(page)
