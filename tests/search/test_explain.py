@@ -106,9 +106,9 @@ class Reference:
         self.df = Counter(term for tf in self.tf.values() for term in tf)
 
     def query_lexemes(self, query: str) -> list[str]:
-        """The query's words as the index stems them, in alphabetical order."""
+        """The query's words as the index stems them, by code point."""
         rows = self.conn.execute(
-            "SELECT l.lexeme FROM unnest(to_tsvector('sluice_text', %s)) l ORDER BY l.lexeme",
+            "SELECT l.lexeme FROM unnest(to_tsvector('sluice_text', %s)) l ORDER BY l.lexeme COLLATE \"C\"",
             (" ".join(textsearch.query_terms(query)),),
         ).fetchall()
         return [lexeme for (lexeme,) in rows]
@@ -246,7 +246,7 @@ async def test_matched_terms_are_the_stems_the_chunk_holds(search_stub, seed):
         pb.SearchRequest(collection="stems", query="renewing leases of running workers", mode=pb.SEARCH_MODE_HYBRID, explain=True)
     )
     matched = {h.text: list(h.explanation.matched_terms) for h in response.hits}
-    # As the index stems them ("leases" and "lease" are one word there), in alphabetical order.
+    # As the index stems them ("leases" and "lease" are one word there), by code point.
     assert matched[texts[0]] == ["leas", "renew", "run", "worker"]
     assert matched[texts[1]] == ["leas", "renew", "worker"]
     assert matched.get(texts[2], []) == []

@@ -124,7 +124,7 @@ class Explanation:
     first_stage_rank: int = 0
     rerank_score: float | None = None
     rerank_status: str = ""  # rerank.py's status of the search
-    # The query's words as the keyword index stems them that the chunk holds, in the query's order.
+    # The query's words as the keyword index stems them that the chunk holds, by code point.
     matched_terms: list[str] = field(default_factory=list)
 
 

@@ -41,7 +41,7 @@ class Wanted:
 class Details:
     """What explain_details read for one chunk: its BM25 score for the query and its cosine
     similarity to the query's vector (None when not asked for), and the query's stemmed words it
-    holds, in the query's order."""
+    holds, by code point."""
 
     keyword_score: float | None
     vector_similarity: float | None

@@ -533,10 +533,17 @@ class SearchRepository:
         return {(document_id, index): text for document_id, index, text in rows}
 
     async def keyword_search(
-        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
+        self,
+        collection: Collection,
+        terms: Sequence[str],
+        limit: int,
+        filter: DocumentFilter,
+        exact: int | None = None,
+        weights_used: dict[str, float] | None = None,
     ) -> list[Hit]:
         """The `limit` READY chunks that contain any of `terms`, by BM25 score, the first `exact`
-        of them (all by default) exactly BM25's best (keyword.py)."""
+        of them (all by default) exactly BM25's best (keyword.py); the words' weights it scored
+        with go to `weights_used`, when given."""
         where, params = _filter_sql(filter)
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await keyword.search(
@@ -550,6 +557,7 @@ class SearchRepository:
                 params,
                 _SCORE,
                 exact,
+                weights_used,
             )
         return [_hit(r, float(r[_SCORE])) for r in rows]
 
@@ -703,7 +711,7 @@ def _explain_sql(
     indexes (from 1) name; its parameters are added to `params`. The columns:
 
     - the query's words as the index stems them that the chunk holds, by their indexes (in the
-      words' order: alphabetical). With `wanted.keyword_weights` (HYBRID) the words are its keys,
+      words' order: by code point). With `wanted.keyword_weights` the words are its keys,
       the query's words the generation holds (no other can be held); otherwise PostgreSQL stems
       the query's words here. A word is held when the chunk's BM25 vector has a weight at the
       word's dimension (a weight is never 0 for a word the chunk holds): one sparse product per
@@ -742,7 +750,8 @@ def _explain_statement(dimensions: int, given: bool, scores: str, similarity: bo
     else:
         head = (
             "WITH ql AS MATERIALIZED (SELECT coalesce(array_agg(('{{' || sluice_term_dim(l.lexeme) || ':1}}/{dims}')::sparsevec"
-            " ORDER BY l.lexeme), '{{}}') AS words, coalesce(array_agg(l.lexeme ORDER BY l.lexeme), '{{}}') AS lexemes"
+            " ORDER BY l.lexeme COLLATE \"C\"), '{{}}') AS words,"
+            " coalesce(array_agg(l.lexeme ORDER BY l.lexeme COLLATE \"C\"), '{{}}') AS lexemes"
             " FROM unnest(to_tsvector('sluice_text', %(kw_text)s)) l) "
         )
         sources, words, lexemes = "ql, ", "ql.words", ", ql.lexemes"

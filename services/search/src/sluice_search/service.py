@@ -31,7 +31,13 @@ class Repository(Protocol):
     ) -> list[Hit]: ...
 
     async def keyword_search(
-        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
+        self,
+        collection: Collection,
+        terms: Sequence[str],
+        limit: int,
+        filter: DocumentFilter,
+        exact: int | None = None,
+        weights_used: dict[str, float] | None = None,
     ) -> list[Hit]: ...
 
     async def vector_candidates(
@@ -221,20 +227,17 @@ class SearchService:
         hits = context.select(hits, query.top_k, query.context)
         if query.explain:
             explain.reranked(hits, outcome.status, outcome.status == rerank.APPLIED)
-            await self._explain(collection, query, hits)
         if query.context.neighbor_chunks and hits:
             texts = await self._repository.chunk_texts(collection, context.windows(hits, query.context.neighbor_chunks))
             context.attach(hits, query.context.neighbor_chunks, texts, collection.chunk_overlap)
         return hits, outcome
 
-    async def _explain(self, collection: Collection, query: SearchQuery, hits: list[Hit]) -> None:
-        """VECTOR and KEYWORD: the query's words each of the answer's chunks holds, in one
-        statement over them (explain.py). HYBRID read them with its rows (_hybrid)."""
-        terms = textsearch.query_terms(query.text) if query.text else []
-        if not hits or not terms or query.mode is Mode.HYBRID:
-            return
-        details = await self._repository.explain_details(collection, [hit.chunk_id for hit in hits], explain.Wanted(terms))
-        explain.complete(hits, details)
+    async def _explain_one_list(self, collection: Collection, hits: list[Hit], wanted: explain.Wanted, *, vector: bool) -> None:
+        """VECTOR and KEYWORD: the mode's list (explain.py), and the query's words each hit holds,
+        in one statement over the first stage's hits (HYBRID reads them with its rows)."""
+        explain.single_list(hits, vector=vector)
+        if hits and wanted.terms:
+            explain.complete(hits, await self._repository.explain_details(collection, [hit.chunk_id for hit in hits], wanted))
 
     async def _resolve(self, tenant_id: int, name: str, *, fresh: bool) -> Collection:
         collection = await self._repository.get_collection(tenant_id, name, fresh=fresh)
@@ -269,14 +272,16 @@ class SearchService:
             vector = query.vector or await self._embed(collection, query.text)
             hits = await self._repository.vector_search(collection, vector, query.top_k, query.filter)
             if query.explain:
-                explain.single_list(hits, vector=True)
+                await self._explain_one_list(collection, hits, explain.Wanted(textsearch.query_terms(query.text)), vector=True)
             return hits
 
         terms = textsearch.query_terms(query.text)
         if query.mode is Mode.KEYWORD:
-            hits = await self._repository.keyword_search(collection, terms, query.top_k, query.filter)
-            if query.explain:
-                explain.single_list(hits, vector=False)
+            # With explain, the words the keyword side weighed are the only ones a hit can hold.
+            weights: dict[str, float] | None = {} if query.explain else None
+            hits = await self._repository.keyword_search(collection, terms, query.top_k, query.filter, weights_used=weights)
+            if weights is not None:
+                await self._explain_one_list(collection, hits, explain.Wanted(terms, keyword_weights=weights), vector=False)
         else:
             hits = await self._hybrid(collection, query, query.vector, terms)
         for hit in hits:
