@@ -269,3 +269,19 @@ def test_documents_from_collection_events_are_whole(client, services, tmp_path):
     report = client.documents.sync_folder("docs", folder, timeout=60)
     assert sorted(d.source_uri for d in report.new) == ["a.txt", "b.txt"]
     assert all(d.ready and len(d.content_sha256) == 64 for d in report.new)
+
+
+def test_a_call_without_any_key_says_how_to_give_one(services, monkeypatch, tmp_path):
+    """The server's API_KEY_MISSING speaks of gRPC metadata; the SDK's user is told what to set
+    (issue 37, defect 6, as the TypeScript SDK does)."""
+    from sluice_client import Client, Unauthenticated
+    from sluice_client.errors import NO_KEY_MESSAGE
+
+    monkeypatch.delenv("SLUICE_API_KEY", raising=False)
+    monkeypatch.delenv("SLUICE_DEV_HOME", raising=False)
+    monkeypatch.setenv("SLUICE_CREDENTIALS", str(tmp_path / "none"))
+    monkeypatch.chdir(tmp_path)  # no ./.sluice/credentials either
+    with Client(services.ingest, search_address=services.search) as keyless, pytest.raises(Unauthenticated) as refused:
+        keyless.collections.get("docs")
+    assert refused.value.reason == "API_KEY_MISSING" and refused.value.message == NO_KEY_MESSAGE
+    assert "set SLUICE_API_KEY, or pass api_key=" in str(refused.value)

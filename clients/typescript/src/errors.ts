@@ -213,6 +213,10 @@ export interface Where {
   tls?: boolean;
 }
 
+/** What a call without a key is told. */
+export const NO_KEY_MESSAGE = "no API key was sent: set SLUICE_API_KEY, or pass apiKey to the Client " +
+  "(or run `make run`, whose credentials file the client reads)";
+
 /** The SluiceError for anything a call threw (a ConnectError, or a Node error underneath). */
 export function toSluiceError(reason: unknown, where: Where = {}): SluiceError {
   if (reason instanceof SluiceError) return reason;
@@ -237,6 +241,8 @@ export function toSluiceError(reason: unknown, where: Where = {}): SluiceError {
   if (error.code === Code.DeadlineExceeded && !details.reason) {
     message = address ? `${service || "the server"} at ${address} did not answer in time` : "the call timed out";
   }
+  // The server's words speak of gRPC metadata; the SDK's user sets a key.
+  if (details.reason === "API_KEY_MISSING") message = NO_KEY_MESSAGE;
   return new cls(message || "no details given", {
     code: error.code, reason: details.reason || CODE_NAMES[error.code], metadata: details.metadata,
     retryAfterMs: details.retryAfterMs, service, address, cause: reason,

@@ -197,6 +197,13 @@ test("the key comes from the option, else SLUICE_API_KEY, else the credentials f
     await assert.rejects(fromEnv.collections.get("ts-docs"), Unauthenticated);
     fromEnv.close();
     assert.equal(new Client({ address: stack.ingest, apiKey: "slk_given" }).headers.authorization, "Bearer slk_given");
+    // No key anywhere: the error says how to give one, in this SDK's words.
+    delete process.env.SLUICE_API_KEY;
+    process.env.SLUICE_CREDENTIALS = "/nonexistent/credentials";
+    const keyless = new Client({ address: stack.ingest });
+    await assert.rejects(keyless.collections.get("ts-docs"), (e: unknown) =>
+      e instanceof Unauthenticated && e.reason === "API_KEY_MISSING" && /set SLUICE_API_KEY, or pass apiKey/.test(e.message));
+    keyless.close();
   } finally {
     if (saved.key === undefined) delete process.env.SLUICE_API_KEY; else process.env.SLUICE_API_KEY = saved.key;
     if (saved.credentials === undefined) delete process.env.SLUICE_CREDENTIALS; else process.env.SLUICE_CREDENTIALS = saved.credentials;

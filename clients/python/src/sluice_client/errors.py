@@ -260,6 +260,13 @@ def status_details(error: grpc.RpcError) -> tuple[str, dict[str, str], float | N
     return reason, metadata, retry_after
 
 
+# What a call without a key is told (the server speaks of gRPC metadata; the SDK's user sets a key).
+NO_KEY_MESSAGE = (
+    "no API key was sent: set SLUICE_API_KEY, or pass api_key= to the client "
+    "(or run `make run`, whose credentials file the client reads)"
+)
+
+
 def from_rpc_error(error: grpc.RpcError, *, service: str = "", address: str = "", tls: bool = False) -> SluiceError:
     """The SluiceError for a failed call (grpc.RpcError, sync or asyncio)."""
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
@@ -273,6 +280,8 @@ def from_rpc_error(error: grpc.RpcError, *, service: str = "", address: str = ""
         cls = RateLimited  # full upload slots are the server's, not this key's: no pacing (retry.py)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED and not reason:
         details = f"{service or 'the server'} at {address} did not answer in time" if address else "the call timed out"
+    if reason == "API_KEY_MISSING":  # the server's words speak of gRPC metadata; a client's user needs these
+        details = NO_KEY_MESSAGE
     return cls(
         details.strip() or "no details given",
         reason=reason or (code.name if code else "UNKNOWN"),
