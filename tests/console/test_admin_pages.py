@@ -139,6 +139,7 @@ def test_an_admin_creates_a_tenant_and_a_key_shown_once_then_revokes_it(console_
 def test_a_client_key_is_told_the_page_needs_an_admin_key(console_stack: ConsoleStack, page: Any) -> None:
     sign_in(page, console_stack)
     page.goto(f"{console_stack.url}/#/admin")
+    page.wait_for_selector("h1:text-is('Tenants and keys')")
     note = page.inner_text("main")
     assert "This page needs an admin key" in note
     assert page.locator("main button, main input, main table").count() == 0
