@@ -159,14 +159,28 @@ export function DocumentPage(props: { id: string }) {
   };
 
   useEffect(() => {
-    documents
-      .getDocument({ id: props.id })
-      .then((d) => {
+    const abort = new AbortController();
+    const terminal = (d: Document) => d.status === DocumentStatus.READY || d.status === DocumentStatus.FAILED;
+    (async () => {
+      try {
+        let d = await documents.getDocument({ id: props.id }, { signal: abort.signal });
         setDoc(d);
+        if (!terminal(d)) {
+          // Still being processed: follow it (WatchDocument ends at READY or FAILED), then show it.
+          setChunkTotal(0);
+          for await (const event of documents.watchDocument({ id: props.id }, { signal: abort.signal })) {
+            if (event.document) setDoc((d = event.document));
+          }
+          d = await documents.getDocument({ id: props.id }, { signal: abort.signal });
+          setDoc(d);
+        }
         if (d.status === DocumentStatus.READY) loadChunks("");
         else setChunkTotal(0);
-      })
-      .catch(setError);
+      } catch (err) {
+        if (!abort.signal.aborted) setError(err);
+      }
+    })();
+    return () => abort.abort();
   }, [props.id]);
 
   const isPdf = doc?.mimeType === "application/pdf" || /\.pdf$/i.test(doc?.filename ?? "");
