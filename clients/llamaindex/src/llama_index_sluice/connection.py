@@ -37,8 +37,10 @@ class Connection:
         client: Client | None = None,
         async_client: AsyncClient | None = None,
     ) -> None:
-        self._settings = {"search_address": search_address, "api_key": api_key, "timeout": timeout}
         self._address = address
+        self._search_address = search_address
+        self._api_key = api_key
+        self._timeout = timeout
         self._given = client
         self._given_async = async_client
         self._client: Client | None = None
@@ -50,7 +52,9 @@ class Connection:
         cannot be copied; pydantic's deep model_copy of a retriever comes here)."""
         return Connection(
             address=self._address,
-            **self._settings,  # type: ignore[arg-type]
+            search_address=self._search_address,
+            api_key=self._api_key,
+            timeout=self._timeout,
             client=self._given,
             async_client=self._given_async,
         )
@@ -60,7 +64,9 @@ class Connection:
             return self._given
         with self._lock:
             if self._client is None:
-                self._client = Client(self._address, **self._settings)  # type: ignore[arg-type]
+                self._client = Client(
+                    self._address, search_address=self._search_address, api_key=self._api_key, timeout=self._timeout
+                )
             return self._client
 
     def async_client(self) -> AsyncClient:
@@ -70,7 +76,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         client = self._async_clients.get(loop)
         if client is None:
-            client = AsyncClient(self._address, **self._settings)  # type: ignore[arg-type]
+            client = AsyncClient(self._address, search_address=self._search_address, api_key=self._api_key, timeout=self._timeout)
             self._async_clients[loop] = client
         return client
 
