@@ -8,11 +8,12 @@ An explanation holds the figures the ranking itself used, taken where the rankin
   fused score (0 for a list the hit was not in), and the vector list's weight for the query;
 - the rank before reranking and what the reranker did.
 
-Then, for the answer's hits only (at most top_k), one statement (SearchRepository.explain_details)
-adds what the ranking did not compute: the query's stemmed words each chunk holds, and in HYBRID
-the other side's score of a hit that came from one side only (its rank stays unset: it was not in
-that list), and the chunk's own cosine similarity where the vector list ranked by the document
-context's blend. Nothing here changes a hit, a score or the order.
+Then what the ranking did not compute, for the first stage's hits only: the query's stemmed words
+each chunk holds, and in HYBRID the other side's score of a hit that came from one side only (its
+rank stays unset: it was not in that list) and the chunk's own cosine similarity where the vector
+list ranked by the document context's blend. HYBRID reads them with its rows, in the statement
+it runs anyway (SearchRepository.explained_hits_by_id); VECTOR and KEYWORD in one statement more
+(explain_details). Nothing here changes a hit, a score or the order.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Wanted:
 
 @dataclass(frozen=True)
 class Details:
-    """What explain_details read for one chunk: its BM25 score for the query and its cosine
+    """What was read of one chunk for its explanation: its BM25 score for the query and its cosine
     similarity to the query's vector (None when not asked for), and the query's stemmed words it
     holds, by code point."""
 
@@ -68,7 +69,7 @@ def hybrid(
 ) -> None:
     """HYBRID: both lists' ranks and scores of each hit, and the fused score's parts (the vector
     list's first, as fusion took them). The vector list's score is the chunk's cosine similarity
-    unless document context blended it (then explain_details reads the similarity)."""
+    unless document context blended it (then the similarity is read with the rows: complete)."""
     vector = {cid: (rank, score) for rank, (cid, score) in enumerate(vector_ranked, start=1)}
     keyword = {cid: (rank, score) for rank, (cid, score) in enumerate(keyword_ranked, start=1)}
     for hit in hits:
@@ -103,8 +104,8 @@ def reranked(hits: Sequence[Hit], status: str, applied: bool) -> None:
 
 
 def complete(hits: Sequence[Hit], details: Mapping[int, Details]) -> None:
-    """The answer's hits with what explain_details read: matched words, and a score the ranking
-    did not compute (a side the hit was not a candidate of; the rank stays unset)."""
+    """The hits with what was read of their chunks: matched words, and a score the ranking did
+    not compute (a side the hit was not a candidate of; the rank stays unset)."""
     for hit in hits:
         found = details.get(hit.chunk_id)
         explanation = hit.explanation
