@@ -223,7 +223,7 @@ def test_files_and_folders_upload_with_their_metadata(client, stack, tmp_path):
     # Async, without waiting: PENDING or further, and READY afterwards.
     extra = tmp_path / "parking.txt"
     extra.write_text("Parking permits are issued by the front desk.")
-    pending = asyncio.run(uploader.aupload_files([extra], wait=False))
+    pending = asyncio.run(uploader.aupload_files(extra, wait=False))  # one path alone
     assert len(pending) == 1
     assert client.documents.wait(pending[0].id, timeout=60).ready
     uploader.close()

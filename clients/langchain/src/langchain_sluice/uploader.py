@@ -112,7 +112,7 @@ class SluiceUploader:
 
     def upload_files(
         self,
-        paths: Sequence[str | os.PathLike[str]],
+        paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
         metadata: Mapping[str, Any] | None = None,
         wait: bool = True,
@@ -124,7 +124,7 @@ class SluiceUploader:
         strings, typed = sluice_metadata(metadata or {})
         results = self._connection.client().documents.upload_folder(
             self.collection,
-            *paths,
+            *_paths(paths),
             concurrency=self.concurrency,
             wait=wait,
             timeout=timeout,
@@ -135,7 +135,7 @@ class SluiceUploader:
 
     async def aupload_files(
         self,
-        paths: Sequence[str | os.PathLike[str]],
+        paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
         metadata: Mapping[str, Any] | None = None,
         wait: bool = True,
@@ -145,7 +145,7 @@ class SluiceUploader:
         strings, typed = sluice_metadata(metadata or {})
         results = await self._connection.async_client().documents.upload_folder(
             self.collection,
-            *paths,
+            *_paths(paths),
             concurrency=self.concurrency,
             wait=wait,
             timeout=timeout,
@@ -187,6 +187,11 @@ def _prepare(documents: Iterable[Document]) -> list[dict[str, Any]]:
             }
         )
     return uploads
+
+
+def _paths(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
+    """One path or several (a lone string is one path, not a sequence of characters)."""
+    return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
 
 
 def _documents(results: list[UploadResult]) -> list[sluice_client.Document]:
