@@ -9,7 +9,7 @@ Each LlamaIndex operator becomes the Sluice condition that matches the same docu
 | `contains` (a list holds the value) | EQ (a string list matches EQ when it holds the string) |
 | `any` (a list holds one of the values) | IN |
 | `all` (a list holds every value) | all_of EQ per value |
-| `is_empty` | NOT_EXISTS |
+| `is_empty` | NOT_EXISTS (Sluice stores no null; a key holding an empty list is not matched) |
 | AND, OR | all_of, any_of |
 
 `text_match`, `text_match_insensitive` and NOT have no Sluice counterpart: a ValueError says so
