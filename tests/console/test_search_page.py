@@ -443,3 +443,29 @@ def test_the_building_generation_beside_the_active_one(console_stack: ConsoleSta
         assert candidate["generation"] == 2 and candidate["embedderModel"] == "hashing-v1"
         screenshot(page, "search-building-generation")
     assert_quiet(page)
+
+
+def test_a_hostile_documents_hits_stay_text(console_stack: ConsoleStack, page: Any) -> None:
+    from .test_console_safety import HOSTILE_HTML, HOSTILE_NAME, assert_nothing_ran
+
+    fill_collection(
+        console_stack, "hostile-search", {HOSTILE_NAME: HOSTILE_HTML.encode()}, {"provider": "EMBEDDER_PROVIDER_HASHING"}
+    )
+    query = "hostile harbour pelican script alert img"
+    sign_in(page, console_stack)
+    run_search(page, console_stack, "hostile-search", query)
+    page.check("#search-two")
+    page.select_option("#a-mode", label="Keyword (BM25)")
+    page.select_option("#b-mode", label="Hybrid (keyword and vector, fused)")
+    page.click("form.search-form button[type=submit]")
+    page.wait_for_selector("ol.hits[data-panel=a] li.hit")
+    page.wait_for_selector("ol.hits[data-panel=b] li.hit")
+    for panel, mode in (("a", "SEARCH_MODE_KEYWORD"), ("b", "SEARCH_MODE_HYBRID")):
+        api = search_api(console_stack, collection="hostile-search", query=query, topK=10, mode=mode, explain=True)
+        shown = page.evaluate(READ_HITS, panel)
+        assert_hits_equal_api(shown, api["hits"])
+        assert {h["filename"] for h in shown} == {HOSTILE_NAME}
+    # Every explanation open, every mark drawn: still nothing of the document's runs or renders.
+    page.evaluate("() => document.querySelectorAll('details.explain').forEach((d) => (d.open = true))")
+    screenshot(page, "search-hostile")
+    assert_nothing_ran(page)
