@@ -1,14 +1,14 @@
 """SluiceUploader: LangChain `Document`s and files into a Sluice collection.
 
 A Document's `page_content` is uploaded as a plain-text file and its metadata as the Sluice
-document's metadata, with its types (convert.sluice_metadata), so that a filter can select it
+document's metadata, with its types (metadata.sluice_metadata), so that a filter can select it
 and every hit of it carries it back. A Document with an `id` is uploaded with that id as its
 `source_uri`: uploading changed text under the same id makes a new version that replaces the old
 one when it is READY (docs/architecture.md#document-versions), as LangChain's own stores treat
 ids. Files go through the SDK's `upload_folder` (folders walked, hidden files skipped).
 
 Uploads are idempotent (the SDK's request_id, and the server stores the same bytes in a
-collection once), so running an upload again after a failure sends nothing twice.
+collection once), so running an upload again after a failure stores nothing twice.
 """
 
 from __future__ import annotations
