@@ -18,19 +18,6 @@ from typing import Any
 from sluice_client import Chunk, Document, Hit
 from sluice_client.types import python_value
 
-# The keys a hit's metadata always has, besides the document's own metadata.
-HIT_KEYS = (
-    "document_id",
-    "chunk_id",
-    "filename",
-    "page_number",
-    "chunk_index",
-    "element_type",
-    "score",
-    "first_stage_score",
-    "rerank_score",
-)
-
 
 def hit_metadata(hit: Hit) -> dict[str, Any]:
     """A hit's metadata (see the module's docstring); with neighbours, the hit's own text too."""
