@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -99,8 +100,15 @@ def installed(tmp_path_factory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("installed")
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     for package in ("python", "langchain", "llamaindex"):
+        # Built from a copy: setuptools writes build/ beside the sources, and another test process
+        # (or tests/clients/test_package.py) may be building the same package at the same time.
+        source = shutil.copytree(
+            ROOT / "clients" / package,
+            folder / "sources" / package,
+            ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "node_modules"),
+        )
         subprocess.run(
-            [*pip, "wheel", "--no-deps", "--no-build-isolation", str(ROOT / "clients" / package), "-w", str(folder / "wheels")],
+            [*pip, "wheel", "--no-deps", "--no-build-isolation", str(source), "-w", str(folder / "wheels")],
             check=True,
             timeout=300,
             capture_output=True,
