@@ -24,8 +24,17 @@ from sluice_client import Client
 
 from .conftest import VENV_BIN
 
-ALL_TOOLS = {"search", "upload_text", "upload_file", "get_document", "list_documents", "list_chunks", "list_collections"}
-READ_TOOLS = ALL_TOOLS - {"upload_text", "upload_file"}
+ALL_TOOLS = {
+    "search",
+    "create_collection",
+    "upload_text",
+    "upload_file",
+    "get_document",
+    "list_documents",
+    "list_chunks",
+    "list_collections",
+}
+READ_TOOLS = ALL_TOOLS - {"create_collection", "upload_text", "upload_file"}
 TEXT = "Leases expire when a worker stops renewing them; another worker then takes the job over."
 
 
@@ -110,6 +119,27 @@ async def test_tools_over_stdio(sluice, stack, tmp_path):
         assert [d["filename"] for d in second["documents"]] == ["leases.md"] and second["next_page_token"] == ""
         by_name = await call_ok(session, "get_document", {"document": "notes.md"})
         assert by_name["id"] == from_file["id"]
+
+
+async def test_an_agent_starts_from_nothing_by_creating_a_collection(stack):
+    """Issue 37, defect 7: with no collection yet, an agent had no tool to make one. create_collection
+    makes it (local embedder) and returns it again for a name that exists; a bad name is a tool error."""
+    client = Client(stack.ingest, search_address=stack.search, api_key=auth_keys.KEYS["client"])
+    try:
+        async with McpClient(build_server(client)) as session:
+            listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+            assert "create_collection" in listed and not listed["create_collection"].annotations.read_only_hint
+            made = await call_ok(session, "create_collection", {"name": "notes", "description": "meeting notes"})
+            assert made["name"] == "notes" and made["description"] == "meeting notes"
+            assert made["embedder"] == "local/all-MiniLM-L6-v2 (384)", made
+            again = await call_ok(session, "create_collection", {"name": "notes"})
+            assert again["name"] == "notes" and again["description"] == "meeting notes"
+            bad = await session.call_tool("create_collection", {"name": "Not A Name"})
+            assert bad.is_error and bad.structured_content["error"]["reason"] == "INVALID_COLLECTION_NAME"
+            uploaded = await call_ok(session, "upload_text", {"text": TEXT, "filename": "leases.md", "collection": "notes"})
+            assert uploaded["collection"] == "notes"
+    finally:
+        client.close()
 
 
 async def test_errors_are_tool_errors_with_the_reason(sluice, stack, tmp_path):

@@ -383,7 +383,12 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
         "Use search to find passages (only READY documents are searched; explain says why each ranked there); "
         "list_collections, list_documents and list_chunks to see what is there; get_document to follow a "
         "document's processing."
-        + ("" if read_only else " upload_text and upload_file add a document: it is searchable once READY.")
+        + (
+            ""
+            if read_only
+            else " create_collection makes a collection first (documents go into one); upload_text and upload_file "
+            "add a document: it is searchable once READY."
+        )
         + (f" The default collection is {default_collection!r}." if default_collection else "")
     )
     server = MCPServer(SERVER_NAME, title="Sluice", version=__version__, instructions=instructions, log_level="WARNING")
@@ -618,7 +623,27 @@ def build_server(  # noqa: C901 - one small closure per tool, registered in turn
         doc = client.documents.upload(name, resolved, metadata=metadata)
         return _finish_upload(doc, wait_seconds)
 
+    def _create_collection(name: str, description: str, model: str) -> CallToolResult:
+        made = collection_out(client.collections.create(name, model=model, description=description, exist_ok=True))
+        return _result(made, f"Collection {made['name']} is ready for documents (embedder {made['embedder']}).")
+
     if not read_only:
+
+        @server.tool(title="Create a collection", annotations=write, structured_output=True)
+        def create_collection(
+            name: Annotated[str, Field(description="1 to 63 lowercase letters, digits, '-' or '_', starting alphanumeric")],
+            description: Annotated[str, Field(description="a note for people about what it holds")] = "",
+            model: Annotated[
+                str,
+                Field(
+                    description="the local embedding model: empty for the default, all-MiniLM-L6-v2 (English), or "
+                    "multilingual-e5-small (Chinese and ~100 other languages)"
+                ),
+            ] = "",
+        ) -> Annotated[CallToolResult, CollectionOut]:
+            """Create a collection to upload documents into, with a local embedder that works offline. A name
+            that exists already returns that collection unchanged."""
+            return call(_create_collection, name, description, model)
 
         @server.tool(title="Upload a text", annotations=write, structured_output=True)
         def upload_text(
