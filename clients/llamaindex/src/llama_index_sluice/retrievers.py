@@ -142,9 +142,14 @@ class SluiceRetriever(BaseRetriever):
 
 
 def hidden_keys(metadata: dict[str, Any]) -> list[str]:
-    """The keys LlamaIndex leaves out of what the LLM and the embedder read: the bookkeeping, and
-    `source` when it only repeats the file name."""
-    return [*BOOKKEEPING_KEYS, *(["source"] if metadata.get("source") == metadata.get("filename") else [])]
+    """The keys LlamaIndex leaves out of what the LLM and the embedder read: the bookkeeping,
+    `source` when it only repeats the file name, and `page_number` 0 (a format without pages)."""
+    hidden = list(BOOKKEEPING_KEYS)
+    if metadata.get("source") == metadata.get("filename"):
+        hidden.append("source")
+    if metadata.get("page_number") == 0:
+        hidden.append("page_number")
+    return hidden
 
 
 def node_of(hit: Hit) -> NodeWithScore:
