@@ -20,6 +20,7 @@ from sluice.v1 import job_service_pb2 as js
 from sluice.v1 import search_service_pb2 as sp
 from sluice_common.channels import keyed_aio_channel, keyed_channel
 from sluice_common.embedders import EmbeddingError, get_embedder
+from sluice_common.errors import reason_of
 
 from .helpers import Clients, D
 
@@ -473,29 +474,67 @@ def test_a_change_reaches_every_generation_that_holds_the_chunk(c, database_url)
     ]
 
 
-def test_a_reindex_keeps_disabled_chunks_out_and_starts_edits_from_the_parsers_text(c, database_url):
-    """A chunk disabled before the reindex embeds its document stays out of the new generation
-    (by chunk_index, its text being the parser's); an edited one gets the parser's text there,
-    as the reindex embeds the saved chunks (docs/chunks.md, "Later")."""
-    doc = ready(c)
-    chunks = list_chunks(c, doc).chunks
-    update(c, chunks[1].id, enabled=False)
-    update(c, chunks[3].id, text="Chapter 3, edited before the reindex.")
+PIPELINE = "test-pipeline-1"
+
+
+def ready_with_snapshot(c: Clients, texts: list[str] = TEXTS) -> str:
+    """A READY document whose INGEST job saved its chunk snapshot, as a worker does in CHUNKING."""
+    doc = c.upload(content=("\n".join(texts)).encode(), filename="snap.txt")
+    job = c.claim()
+    c.stage(job, D.DOCUMENT_STATUS_PARSING)
+    c.stage(job, D.DOCUMENT_STATUS_CHUNKING)
+
+    def snapshot():
+        yield js.SaveSnapshotRequest(header=js.SnapshotHeader(lease=job.lease, pipeline_version=PIPELINE, chunk_count=len(texts)))
+        chunks = [js.Chunk(index=i, text=t, page_number=1, element_type="NarrativeText") for i, t in enumerate(texts)]
+        yield js.SaveSnapshotRequest(chunks=js.ChunkBatch(chunks=chunks))
+
+    c.jobs.SaveSnapshot(snapshot())
+    c.stage(job, D.DOCUMENT_STATUS_EMBEDDING)
+    c.stage(job, D.DOCUMENT_STATUS_INDEXING)
+    assert complete(c, job, texts).status == D.DOCUMENT_STATUS_READY
+    return doc.id
+
+
+def snapshot_texts(c: Clients, job: js.Job) -> list[str]:
+    """What an EMBED job's worker embeds: the snapshot, as ReadSnapshot sends it."""
+    assert PIPELINE in job.snapshot_versions
+    responses = c.jobs.ReadSnapshot(js.ReadSnapshotRequest(lease=job.lease, pipeline_version=PIPELINE))
+    return [chunk.text for response in responses for chunk in response.chunks]
+
+
+def reindex(c: Clients) -> None:
     hashing_v2 = collection_pb2.EmbedderConfig(
         provider=collection_pb2.EMBEDDER_PROVIDER_HASHING, model="hashing-v2", dimensions=16
     )
     c.docs.ReindexCollection(ds.ReindexCollectionRequest(name="docs", embedder=hashing_v2))
+
+
+def test_a_reindex_carries_edits_and_disabled_chunks_into_the_new_generation(c, database_url):
+    """Changes made before the reindex embeds the document: its EMBED job reads the snapshot with
+    the edited texts (and embeds them with the new embedder), and its commit marks them edited and
+    keeps the disabled chunks out (docs/chunks.md, "Later")."""
+    doc = ready_with_snapshot(c)
+    chunks = list_chunks(c, doc).chunks
+    update(c, chunks[1].id, enabled=False)
+    edit = "Chapter 3, edited before the reindex."
+    update(c, chunks[3].id, text=edit)
+    update(c, chunks[4].id, text="Chapter 4, edited and then disabled.")
+    update(c, chunks[4].id, enabled=False)
+    reindex(c)
     job = c.claim()
     assert job.kind == js.JOB_KIND_EMBED and job.document_id == doc
-    complete(c, job, TEXTS, 16, "hashing-v2")  # the parser's chunks, as the snapshot holds them; the switch
+    texts = snapshot_texts(c, job)
+    assert texts == [TEXTS[0], TEXTS[1], TEXTS[2], edit, "Chapter 4, edited and then disabled."]
+    complete(c, job, texts, 16, "hashing-v2")  # the last EMBED job: the switch
     served = list_chunks(c, doc)
     assert served.generation == 2 and served.total_size == 5
-    assert [(ch.text, ch.enabled, ch.edited) for ch in served.chunks] == [
-        (TEXTS[0], True, False),
-        (TEXTS[1], False, False),
-        (TEXTS[2], True, False),
-        (TEXTS[3], True, False),
-        (TEXTS[4], True, False),
+    assert [(ch.text, ch.enabled, ch.original_text) for ch in served.chunks] == [
+        (TEXTS[0], True, ""),
+        (TEXTS[1], False, ""),
+        (TEXTS[2], True, ""),
+        (edit, True, TEXTS[3]),
+        ("Chapter 4, edited and then disabled.", False, TEXTS[4]),
     ]
     assert chunks_outside_ready(database_url) == 0
     with psycopg.connect(database_url) as conn:
@@ -505,3 +544,24 @@ def test_a_reindex_keeps_disabled_chunks_out_and_starts_edits_from_the_parsers_t
             (doc,),
         ).fetchall()
     assert (2,) in vectors
+
+
+def test_an_edit_while_the_reindex_embeds_its_document_replaces_that_embed_job(c):
+    """The EMBED job read the snapshot before the edit: the edit replaces the job, whose worker's
+    commit then fails; the fresh job reads the edited text, and the switch serves it."""
+    doc = ready_with_snapshot(c)
+    chunk = list_chunks(c, doc).chunks[2]
+    reindex(c)
+    stale = c.claim()
+    assert stale.kind == js.JOB_KIND_EMBED
+    stale_texts = snapshot_texts(c, stale)
+    edit = "Chapter 2, edited while the reindex ran."
+    update(c, chunk.id, text=edit)
+    error = expect_error(lambda: complete(c, stale, stale_texts, 16, "hashing-v2"), grpc.StatusCode.NOT_FOUND)
+    assert "JOB" in (reason_of(error) or "")
+    fresh = c.claim()
+    assert fresh.kind == js.JOB_KIND_EMBED and fresh.document_id == doc
+    complete(c, fresh, snapshot_texts(c, fresh), 16, "hashing-v2")
+    served = list_chunks(c, doc)
+    assert served.generation == 2
+    assert (served.chunks[2].text, served.chunks[2].original_text) == (edit, TEXTS[2])

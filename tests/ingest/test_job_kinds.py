@@ -53,6 +53,6 @@ def test_no_queue_statement_or_branch_names_a_kind():
         text = statement.decode().replace(cte, "")
         assert "'INGEST'" not in text and "'EMBED'" not in text, text
     source = "\n".join(Path(module.__file__).read_text() for module in (claims, stages, commit, leases))
-    # Only the creation of an EMBED job (commit.add_embed_job) names a kind. (A ClaimedJob's
+    # Only the creation of an EMBED job (job_kinds.add_embed_job) names a kind. (A ClaimedJob's
     # `kind` is its row's, "claimed" or "exhausted"; its job's kind is `job_kind`.)
     assert not re.search(r"[!=]=\s*JobKind|job_kind\s*[!=]=|\[\"kind\"\]\s*[!=]=|JobKind\.INGEST|'INGEST'|'EMBED'", source)

@@ -19,8 +19,9 @@ from sluice_common.db import one_snapshot
 from sluice_common.errors import Aborted, FailedPrecondition, NotFound
 from sluice_common.reasons import Reason
 
-from ..domain import DocumentStatus, GenerationState
+from ..domain import DocumentStatus, GenerationState, JobStatus
 from .common import StoreBase, lookup_document, one_row
+from .job_kinds import add_embed_job
 from .rows import DocumentRow
 
 # What a page shows of a chunk, from either table (`enabled` says which), in DocumentChunkRow's order.
@@ -116,9 +117,9 @@ DOCUMENT_VECTOR_SQL = """
 """
 
 
-# An EMBED job's commit (a reindex) writes the parser's chunks into the BUILDING generation: a
+# An EMBED job's commit (a reindex) writes the document's chunks into the BUILDING generation: a
 # chunk disabled in the ACTIVE generation is moved out of the new one too, by chunk_index, when
-# the new chunk's text is the parser's text of the disabled one (docs/chunks.md, "Later").
+# the new chunk's text is the disabled one's (edited or the parser's; docs/chunks.md, "Later").
 KEEP_DISABLED_SQL = f"""
     WITH moved AS (
         DELETE FROM chunks n
@@ -126,7 +127,7 @@ KEEP_DISABLED_SQL = f"""
          WHERE n.document_id = %(document)s AND n.generation_id = %(generation)s
            AND a.document_id = n.document_id AND a.chunk_index = n.chunk_index
            AND g.id = a.generation_id AND g.state = 'ACTIVE'
-           AND n.text = coalesce(a.original_text, a.text)
+           AND n.text IN (a.text, coalesce(a.original_text, a.text))
         RETURNING {", ".join("n." + c for c in MOVED_COLUMNS.split(", "))}, n.search_length, n.revision
     )
     INSERT INTO disabled_chunks ({MOVED_COLUMNS}, search_length, revision, updated_at)
@@ -135,9 +136,53 @@ KEEP_DISABLED_SQL = f"""
 """
 
 
+# The chunks of a document edited in its ACTIVE generation (either table): what a reindex's EMBED
+# job embeds instead of the parser's text, and what its commit marks edited (docs/chunks.md, "Later").
+ACTIVE_EDITS_SQL = """
+    SELECT c.chunk_index, c.text, c.original_text FROM (
+        SELECT chunk_index, text, original_text, generation_id FROM chunks
+         WHERE document_id = %(document)s AND original_text IS NOT NULL
+        UNION ALL
+        SELECT chunk_index, text, original_text, generation_id FROM disabled_chunks
+         WHERE document_id = %(document)s AND original_text IS NOT NULL
+    ) c JOIN collection_generations g ON g.id = c.generation_id AND g.state = 'ACTIVE'
+"""
+
+# In an EMBED job's commit: the new generation's chunks that carry an ACTIVE chunk's edited text
+# (the snapshot it embedded was edited: edited_snapshot) keep the parser's text beside it.
+CARRY_EDITS_SQL = f"""
+    UPDATE chunks n SET original_text = a.original_text
+      FROM ({ACTIVE_EDITS_SQL}) a
+     WHERE n.document_id = %(document)s AND n.generation_id = %(generation)s
+       AND n.chunk_index = a.chunk_index AND n.text = a.text AND n.original_text IS NULL
+    RETURNING n.id
+"""
+
+
+async def edited_snapshot(conn: psycopg.AsyncConnection[Any], document_id: uuid.UUID, chunks: list[dict[str, Any]]) -> int:
+    """A reindex's EMBED job reads the document's snapshot (the parser's chunks): each chunk edited
+    in the ACTIVE generation is given its edited text there (by chunk_index, when the snapshot's
+    text is the one the edit replaced), so the worker embeds what users see with the new embedder.
+    Changes `chunks` in place; returns how many."""
+    edits = {
+        index: (text, original)
+        for index, text, original in await (await conn.execute(ACTIVE_EDITS_SQL, {"document": document_id})).fetchall()
+    }
+    changed = 0
+    for chunk in chunks:
+        edit = edits.get(chunk.get("index"))
+        if edit is not None and chunk.get("text") == edit[1]:
+            chunk["text"] = edit[0]
+            changed += 1
+    return changed
+
+
 async def keep_disabled(conn: psycopg.AsyncConnection[Any], document_id: uuid.UUID, generation_id: int) -> int:
-    """In an EMBED job's commit: the document's chunks disabled in the ACTIVE generation leave the
-    new one too (and its document vector is computed again without them). Returns how many."""
+    """In an EMBED job's commit: the document's chunks edited in the ACTIVE generation are marked
+    edited in the new one (their edited text came through the snapshot), and the chunks disabled
+    there leave the new one too (its document vector computed again without them). Returns how
+    many chunks were disabled."""
+    await conn.execute(CARRY_EDITS_SQL, {"document": document_id, "generation": generation_id})
     moved = await (await conn.execute(KEEP_DISABLED_SQL, {"document": document_id, "generation": generation_id})).fetchall()
     if moved:
         await conn.execute(DOCUMENT_VECTOR_SQL, (document_id, generation_id))
@@ -301,6 +346,20 @@ class ChunkStore(StoreBase):
         document is still READY and no copy changed since chunk_target read it (else ABORTED
         CHUNK_CHANGED: nothing is written)."""
         async with self.pool.connection() as conn, conn.transaction():
+            # An edit during a reindex whose EMBED job of this document is running, not yet written:
+            # that job read the chunks before this edit, so it is replaced by a fresh one (its
+            # worker's commit then fails, as for any job replaced) that will read the edited text.
+            # Its row is locked first: the lock order is job, then document.
+            building_job = None
+            if text is not None:
+                building_job = await (
+                    await conn.execute(
+                        "SELECT j.generation_id, j.status::text FROM ingestion_jobs j"
+                        " JOIN collection_generations g ON g.id = j.generation_id AND g.state = 'BUILDING'"
+                        " WHERE j.document_id = %s AND j.kind = 'EMBED' AND g.tenant_id = %s FOR UPDATE OF j",
+                        (target.document_id, tenant_id),
+                    )
+                ).fetchone()
             # FOR SHARE: a reprocess, a deletion or a commit replacing these chunks (each updates or
             # deletes the document row) waits for this transaction, or has already committed and
             # the status below says so. Rule 1: no chunk is written under a document that is not READY.
@@ -349,6 +408,12 @@ class ChunkStore(StoreBase):
                     await _expect_one(conn, ENABLE_SQL if enabled else DISABLE_SQL, params)
                     if not enabled:
                         await conn.execute(DOCUMENT_VECTOR_SQL, (target.document_id, copy.generation_id))
+            if (
+                building_job is not None
+                and building_job[1] == JobStatus.RUNNING
+                and all(copy.generation_id != building_job[0] for copy in target.copies)
+            ):
+                await add_embed_job(conn, target.document_id, building_job[0])
             return await self._read_chunk(conn, tenant_id, target.named)
 
     async def _read_chunk(self, conn: psycopg.AsyncConnection, tenant_id: int, copy: ChunkCopy) -> DocumentChunkRow:
@@ -402,4 +467,4 @@ async def _expect_one(conn: psycopg.AsyncConnection, query: str, params: dict[st
         )
 
 
-__all__ = ["ChunkCopy", "ChunkStore", "ChunkTarget", "DocumentChunkRow", "chunk_not_found", "keep_disabled"]
+__all__ = ["ChunkCopy", "ChunkStore", "ChunkTarget", "DocumentChunkRow", "chunk_not_found", "edited_snapshot", "keep_disabled"]

@@ -23,7 +23,6 @@ from ..domain import (
     AttemptOutcome,
     DocumentStatus,
     GenerationState,
-    JobKind,
     JobStatus,
     check_document_transition,
     retry_delay_seconds,
@@ -34,6 +33,7 @@ from ..transitions import RELEASED_LEASE, Expr, PendingMove, move_document, move
 from .chunks import keep_disabled
 from .claims import hand_back
 from .common import NO_ERROR, fetch_document_lookup, lookup_document, send_document_lookup
+from .job_kinds import add_embed_job
 from .leases import HeldJob, QueueBase, end_attempt, hold_job, lease_failure
 from .queue_sql import QUEUE_LITERALS
 from .rows import ChunkRow, DocumentRow
@@ -126,30 +126,6 @@ async def copy_chunks(conn: psycopg.AsyncConnection[Any], job: HeldJob, chunks: 
                     chunk.element_types,
                 )
             )
-
-
-# A fresh EMBED job of a READY document for a BUILDING generation, replacing an older one (the
-# kind a literal: the partial unique index ingestion_jobs_embed matches only a literal).
-DROP_EMBED_JOB_SQL = (
-    sql.SQL("DELETE FROM ingestion_jobs WHERE kind = {embed} AND document_id = %s AND generation_id = %s")
-    .format(embed=sql.Literal(str(JobKind.EMBED)))
-    .as_bytes(None)
-)
-ADD_EMBED_JOB_SQL = (
-    sql.SQL(
-        "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
-        " SELECT d.id, {embed}, %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
-        " WHERE d.id = %s"
-    )
-    .format(embed=sql.Literal(str(JobKind.EMBED)))
-    .as_bytes(None)
-)
-
-
-async def add_embed_job(conn: psycopg.AsyncConnection[Any], document_id: uuid.UUID, generation_id: int) -> None:
-    """A fresh EMBED job of a READY document for a BUILDING generation (replacing an older one)."""
-    await conn.execute(DROP_EMBED_JOB_SQL, (document_id, generation_id))
-    await conn.execute(ADD_EMBED_JOB_SQL, (generation_id, document_id))
 
 
 class CommitStore(QueueBase):

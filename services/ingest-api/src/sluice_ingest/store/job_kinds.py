@@ -7,8 +7,11 @@ names a kind. pgqueuer keeps its query text apart from the code that runs it in 
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+from typing import Any
 
+import psycopg
 from psycopg import sql
 from sluice_common.reasons import Reason
 
@@ -92,4 +95,28 @@ def _kind_policy_cte() -> sql.Composed:
 # joins it on the job's kind (`JOIN kind_policy p ON p.kind = j.kind`) and reads its columns.
 KIND_POLICY_CTE = _kind_policy_cte()
 
-__all__ = ["KIND_POLICIES", "KIND_POLICY_CTE", "KindPolicy", "policy_of"]
+# A fresh EMBED job of a READY document for a BUILDING generation, replacing an older one (the
+# kind a literal: the partial unique index ingestion_jobs_embed matches only a literal).
+DROP_EMBED_JOB_SQL = (
+    sql.SQL("DELETE FROM ingestion_jobs WHERE kind = {embed} AND document_id = %s AND generation_id = %s")
+    .format(embed=sql.Literal(str(JobKind.EMBED)))
+    .as_bytes(None)
+)
+ADD_EMBED_JOB_SQL = (
+    sql.SQL(
+        "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
+        " SELECT d.id, {embed}, %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
+        " WHERE d.id = %s"
+    )
+    .format(embed=sql.Literal(str(JobKind.EMBED)))
+    .as_bytes(None)
+)
+
+
+async def add_embed_job(conn: psycopg.AsyncConnection[Any], document_id: uuid.UUID, generation_id: int) -> None:
+    """A fresh EMBED job of a READY document for a BUILDING generation (replacing an older one)."""
+    await conn.execute(DROP_EMBED_JOB_SQL, (document_id, generation_id))
+    await conn.execute(ADD_EMBED_JOB_SQL, (generation_id, document_id))
+
+
+__all__ = ["KIND_POLICIES", "KIND_POLICY_CTE", "KindPolicy", "add_embed_job", "policy_of"]

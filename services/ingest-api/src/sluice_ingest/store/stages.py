@@ -18,11 +18,13 @@ from sluice_common.reasons import Reason
 
 from ..domain import (
     DocumentStatus,
+    GenerationState,
     IllegalTransition,
     check_document_transition,
     document_sources,
 )
 from ..transitions import document_move_sql
+from .chunks import edited_snapshot
 from .leases import QueueBase, hold_job, lease_failure
 from .queue_sql import QUEUE_LITERALS, RENEWAL_DIVISOR
 
@@ -184,6 +186,9 @@ class StageStore(QueueBase):
             if row is None:
                 raise NotFound("no snapshot for this content and pipeline version", reason=Reason.SNAPSHOT_NOT_FOUND)
             chunks: list[dict[str, Any]] = row[0]
+            if job.policy.writes_generation is GenerationState.BUILDING:
+                # A reindex embeds the chunks as users edited them (docs/chunks.md, "Later").
+                await edited_snapshot(conn, job.document_id, chunks)
             return chunks
 
     async def content_length(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> tuple[uuid.UUID, int]:
