@@ -16,6 +16,7 @@ import { basename, extname, resolve } from "node:path";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 
 import { UploadSourceError } from "./errors.js";
+import { MEDIA_TYPES } from "./media_types.js";
 import { metadataValue, type MetadataInput } from "./filters.js";
 import {
   UploadDocumentMetadataSchema,
@@ -30,23 +31,11 @@ export const CHUNK_BYTES = 1024 * 1024;
 /** What `documents.upload` takes: a path, or the bytes themselves. */
 export type Source = string | Uint8Array;
 
-const MIME_TYPES: Record<string, string> = {
-  ".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain", ".text": "text/plain",
-  ".html": "text/html", ".htm": "text/html", ".csv": "text/csv", ".tsv": "text/tab-separated-values",
-  ".json": "application/json", ".xml": "application/xml", ".pdf": "application/pdf", ".rtf": "application/rtf",
-  ".eml": "message/rfc822", ".msg": "application/vnd.ms-outlook", ".epub": "application/epub+zip",
-  ".rst": "text/x-rst", ".org": "text/org", ".odt": "application/vnd.oasis.opendocument.text",
-  ".doc": "application/msword", ".ppt": "application/vnd.ms-powerpoint", ".xls": "application/vnd.ms-excel",
-  ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-  ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-  ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-  ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff", ".tiff": "image/tiff",
-  ".bmp": "image/bmp", ".heic": "image/heic",
-};
 
-/** The media type of a file name ("" when unknown: the server detects it). */
+/** The media type of a file name, from the one table ingest-api reads too (media_types.ts, generated);
+ * "" when the table has none: the server then detects it. */
 export function guessMimeType(name: string): string {
-  return MIME_TYPES[extname(name).toLowerCase()] ?? "";
+  return MEDIA_TYPES[extname(name).toLowerCase()] ?? "";
 }
 
 /** Stable per (collection, file, content): the same upload again is the same request, and a changed

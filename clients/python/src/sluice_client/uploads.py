@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import mimetypes
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -20,31 +19,18 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import UploadSourceError
+from .media_types import MEDIA_TYPES
 from .protos import document_pb2, document_service_pb2
 
 CHUNK_BYTES = 1024 * 1024  # bytes per upload message
 
 Source = str | os.PathLike[str] | bytes | bytearray | memoryview | IO[bytes]
 
-# mimetypes knows these only on some systems.
-_EXTRA_TYPES = {
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".eml": "message/rfc822",
-    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    ".epub": "application/epub+zip",
-    ".rst": "text/x-rst",
-}
-
 
 def guess_mime_type(name: str) -> str:
-    suffix = Path(name).suffix.lower()
-    if suffix in _EXTRA_TYPES:
-        return _EXTRA_TYPES[suffix]
-    guessed, _ = mimetypes.guess_type(name)
-    return guessed or ""
+    """The media type of a file name, from the one table ingest-api reads too (media_types.py,
+    generated); "" when the table has none: the server then detects it."""
+    return MEDIA_TYPES.get(Path(name).suffix.lower(), "")
 
 
 def request_id(collection: str, identity: str, sha256: str, prefix: str = "py-") -> str:

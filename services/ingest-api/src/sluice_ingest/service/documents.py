@@ -14,6 +14,7 @@ from typing import Any
 
 from sluice_common import metadata as typed_metadata
 from sluice_common.errors import InvalidArgument
+from sluice_common.media_types import media_type_of
 from sluice_common.reasons import Reason
 
 from .. import metrics, uploads
@@ -27,17 +28,6 @@ from ..store.rows import Fence
 log = logging.getLogger("sluice.ingest")
 
 MIME_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
-EXTRA_TYPES = {
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".eml": "message/rfc822",
-    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    ".txt": "text/plain",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".pdf": "application/pdf",
-}
 
 
 @dataclass
@@ -63,9 +53,9 @@ def detect_mime_type(filename: str, given: str, head: bytes) -> str:
                 f"mime_type {given[:80]!r} is not a media type like 'text/plain'", reason=Reason.INVALID_MIME_TYPE
             )
         return given.lower()
-    suffix = ("." + filename.rsplit(".", 1)[-1].lower()) if "." in filename else ""
-    if suffix in EXTRA_TYPES:
-        return EXTRA_TYPES[suffix]
+    from_table = media_type_of(filename)  # the one table the SDKs carry copies of
+    if from_table:
+        return from_table
     guessed, _ = mimetypes.guess_type(filename)
     if guessed:
         return guessed
