@@ -208,7 +208,7 @@ def in_flight(browser: Any, stack: Stack, count: int, pause: float) -> dict[str,
         "drained_s": drained,
         "long_tasks": float(len(tasks)),
         "longest_ms": max(tasks, default=0.0),
-        "p95_ms": statistics.quantiles(tasks, n=20)[-1] if len(tasks) >= 2 else max(tasks, default=0.0),
+        "p95_ms": statistics.quantiles(tasks, n=20, method="inclusive")[-1] if len(tasks) >= 2 else max(tasks, default=0.0),
     }
 
 

@@ -9,7 +9,7 @@ import { GenerationState } from "@gen/collection_pb.js";
 import type { Document } from "@gen/document_pb.js";
 import { DocumentStatus } from "@gen/document_pb.js";
 import { CollectionEventType } from "@gen/document_service_pb.js";
-import { documents } from "../api";
+import { documents, streams } from "../api";
 import { href } from "../router";
 import { ErrorBanner } from "../ui/error";
 import { bytes, millis, statusName, time } from "../ui/format";
@@ -75,7 +75,7 @@ function useLiveCollection(collection: string): LiveState {
       while (!abort.signal.aborted) {
         try {
           let slice = performance.now();
-          for await (const event of documents.watchCollection({ collection, afterCursor: cursor }, { signal: abort.signal })) {
+          for await (const event of streams.watchCollection({ collection, afterCursor: cursor }, { signal: abort.signal })) {
             // A burst (2,000 documents moving at once) arrives as a few large reads, and the
             // stream decodes its messages one by one as they are asked for: give the browser
             // the main thread back every few milliseconds, so no task grows long (docs/console.md#speed).

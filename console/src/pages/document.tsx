@@ -8,7 +8,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import type { Document, DocumentVersion } from "@gen/document_pb.js";
 import { AttemptOutcome, DocumentStatus, VersionState } from "@gen/document_pb.js";
 import type { DocumentChunk } from "@gen/document_service_pb.js";
-import { documents, downloadOriginal } from "../api";
+import { documents, downloadOriginal, streams } from "../api";
 import { href } from "../router";
 import { ErrorBanner } from "../ui/error";
 import { bytes, enumName, statusName, time } from "../ui/format";
@@ -168,7 +168,7 @@ export function DocumentPage(props: { id: string }) {
         if (!terminal(d)) {
           // Still being processed: follow it (WatchDocument ends at READY or FAILED), then show it.
           setChunkTotal(0);
-          for await (const event of documents.watchDocument({ id: props.id }, { signal: abort.signal })) {
+          for await (const event of streams.watchDocument({ id: props.id }, { signal: abort.signal })) {
             if (event.document) setDoc((d = event.document));
           }
           d = await documents.getDocument({ id: props.id }, { signal: abort.signal });

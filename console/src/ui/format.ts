@@ -27,6 +27,12 @@ export function millis(ts: Timestamp | undefined): number {
   return ts ? Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1e6) : 0;
 }
 
+// A table shown again and again (a live page) formats the same timestamps: each once.
+const formatted = new WeakMap<Timestamp, string>();
+
 export function time(ts: Timestamp | undefined): string {
-  return ts ? TIME_FORMAT.format(new Date(millis(ts))) : "";
+  if (!ts) return "";
+  let text = formatted.get(ts);
+  if (text === undefined) formatted.set(ts, (text = TIME_FORMAT.format(new Date(millis(ts)))));
+  return text;
 }
