@@ -16,6 +16,7 @@ from sluice_common.evaluation import Hit, Query, score, summarize
 
 from .conftest import ConsoleStack, screenshot, sign_in
 from .test_search_page import (  # noqa: F401  (examples_collection is a fixture)
+    ASTRAL_SOURCE,
     EXAMPLES,
     assert_accessible,
     assert_quiet,
@@ -49,6 +50,7 @@ def query_set(stack: ConsoleStack, collection: str) -> list[dict[str, Any]]:
         {"id": "modes", "query": "keyword or vector search", "relevant": ["search-modes.txt", "what-is-sluice.md"], "lang": "en"},
         {"id": "prod", "query": "checklist before production", "relevant": ["operations-checklist.docx"]},
         {"id": "none", "query": "how to bake bread", "relevant": ["no-such-file.md"]},
+        {"id": "astral", "query": "the gateway lease expires", "relevant": [ASTRAL_SOURCE]},  # metadata "source"
     ]
 
 
@@ -111,7 +113,7 @@ def test_a_run_shows_each_modes_figures_equal_to_the_api(console_stack: ConsoleS
     sign_in(page, console_stack)
     page.goto(f"{console_stack.url}/#/evaluation/{EXAMPLES_NAME}")
     page.set_input_files("#eval-file", str(path))
-    page.wait_for_selector("text=examples.jsonl: 6 queries.")
+    page.wait_for_selector("text=examples.jsonl: 7 queries.")
     page.select_option("#eval-concurrency", "2")
     page.click("button:text-is('Run')")
     page.wait_for_selector(".eval-results > table", timeout=180_000)
@@ -126,7 +128,10 @@ def test_a_run_shows_each_modes_figures_equal_to_the_api(console_stack: ConsoleS
     assert page.locator(".eval-results svg[role=img] rect").count() == 9
     assert page.inner_text("#eval-progress + .count") == f"{3 * len(queries)} / {3 * len(queries)}"
     page.click("details.more summary >> nth=2")
-    assert "none" in page.inner_text(".eval-results details.more >> nth=2")
+    hybrid = page.locator(".eval-results details.more").nth(2)
+    assert hybrid.locator("tr", has=page.locator("td:text-is('none')")).locator("td").nth(3).inner_text() == "none"
+    # Found through its metadata "source" alone.
+    assert hybrid.locator("tr", has=page.locator("td:text-is('astral')")).locator("td").nth(3).inner_text() != "none"
     screenshot(page, "evaluation-run")
     assert_accessible(page, "evaluation page with results")
     assert_quiet(page)

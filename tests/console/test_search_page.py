@@ -32,6 +32,7 @@ ASTRAL_TEXT = (
     " gateway takes the lease over. 𠀀𠀁 lease 🦆 expires.\n"
 )
 QUERY = "what happens when a worker crashes"
+ASTRAL_SOURCE = "wiki/astral-page"
 
 
 # --- helpers shared by the page tests (test_evaluation_page.py, test_admin_pages.py) -------------
@@ -45,9 +46,9 @@ def create_collection(stack: ConsoleStack, name: str, embedder: dict[str, Any] |
     assert answer.status_code == 200, answer.text
 
 
-def upload(stack: ConsoleStack, collection: str, filename: str, content: bytes) -> str:
-    """One document through the gateway's upload route (docs/http.md); its id."""
-    params: dict[str, str] = {"filename": filename}
+def upload(stack: ConsoleStack, collection: str, filename: str, content: bytes, metadata: dict[str, str] | None = None) -> str:
+    """One document through the gateway's upload route (docs/http.md), with string metadata; its id."""
+    params: dict[str, str] = {"filename": filename, **{f"metadata.{k}": v for k, v in (metadata or {}).items()}}
     with stack.api() as client:
         answer = client.post(f"/v1/collections/{collection}/documents", params=params, content=content)
     assert answer.status_code == 200, answer.text
@@ -128,8 +129,9 @@ def examples_collection(console_stack: ConsoleStack) -> str:
     if console_stack.call("DocumentService/GetCollection", {"name": "examples"}).status_code == 200:
         return "examples"
     files = {path.name: path.read_bytes() for path in sorted(EXAMPLES.iterdir()) if path.is_file()}
-    files["astral.md"] = ASTRAL_TEXT.encode()
     fill_collection(console_stack, "examples", files)
+    # Relevant by its metadata "source" in the evaluation tests; a metadata filter's target here.
+    wait_ready(console_stack, [upload(console_stack, "examples", "astral.md", ASTRAL_TEXT.encode(), {"source": ASTRAL_SOURCE})])
     return "examples"
 
 
@@ -223,7 +225,10 @@ def assert_hits_equal_api(page_hits: list[dict[str, Any]], api_hits: list[dict[s
 
 def run_search(page: Any, stack: ConsoleStack, collection: str, query: str) -> None:
     page.goto(f"{stack.url}/#/search/{collection}")
-    page.wait_for_selector(f"#search-collection option:text-is('{collection}')", state="attached")
+    try:
+        page.wait_for_selector(f"#search-collection option:text-is('{collection}')", state="attached")
+    except Exception as err:
+        raise AssertionError(f"the search page did not offer {collection}: {page.watched.page_errors} {page.watched.console_errors}") from err
     page.select_option("#search-collection", collection)
     page.fill("#search-query", query)
 
@@ -351,6 +356,16 @@ def test_filters_narrow_the_hits_and_a_bad_value_is_refused_in_the_page(
         filter={"filenames": ["scaling-workers.md", "what-is-sluice.md"]},
     )
     assert [h["chunkId"] for h in shown] == [h["chunkId"] for h in api["hits"]]
+    # A metadata pair instead: the one page whose source it is.
+    page.fill("#filter-filenames", "")
+    page.click("button:text-is('Add a key = value')")
+    page.fill("#meta-key-0", "source")
+    page.fill("#meta-value-0", ASTRAL_SOURCE)
+    page.click("form.search-form button[type=submit]")
+    page.wait_for_selector("ol.hits[data-panel=a] li.hit a.filename:text-is('astral.md')")
+    shown = page.evaluate(READ_HITS, "a")
+    assert {h["filename"] for h in shown} == {"astral.md"}
+    page.click("button[aria-label='Remove metadata pair 1']")
     # A where condition whose number is not one: said on the page, nothing sent.
     page.click("button:text-is('Add a condition')")
     page.fill("#cond-key-0", "year")
