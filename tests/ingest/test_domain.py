@@ -135,3 +135,39 @@ def test_every_state_carries_its_meaning_beside_it():
             assert state.meaning and state.meaning[0].islower(), state
             assert states(state.value) is state  # a lookup by value still works
     assert [s for s in DocumentStatus if s.searchable] == [DocumentStatus.READY]
+
+
+def test_the_reindex_decision_walks_every_case():
+    """decide_reindex (domain.py), pure: what ReindexCollection does, or why it does nothing."""
+    from sluice_common.errors import FailedPrecondition
+    from sluice_ingest.domain import BuildingGeneration, IndexSettings, ReindexDecision, decide_reindex
+
+    active = IndexSettings("hashing", "hashing-v1", 8, "halfvec")
+    wanted = IndexSettings("sentence_transformers", "all-MiniLM-L6-v2", 384, "halfvec")
+
+    def building(settings=wanted, still=True, gate=None, failed=2):
+        return BuildingGeneration(settings, still, gate, failed)
+
+    def refused(reason, **kwargs):
+        with pytest.raises(FailedPrecondition) as error:
+            decide_reindex("docs", kwargs.get("wanted", wanted), kwargs.get("active", active), kwargs.get("building"))
+        assert error.value.reason == reason, error.value
+        return str(error.value)
+
+    assert decide_reindex("docs", wanted, active, None) is ReindexDecision.NEW_GENERATION
+    # Only the precision changes: a reindex too.
+    assert (
+        decide_reindex("docs", IndexSettings("hashing", "hashing-v1", 8, "float4"), active, None)
+        is ReindexDecision.NEW_GENERATION
+    )
+    assert "nothing to reindex" in refused("EMBEDDER_UNCHANGED", wanted=active)
+    assert decide_reindex("docs", wanted, active, building()) is ReindexDecision.RETRY_FAILED
+    assert decide_reindex("docs", wanted, active, building(gate=True)) is ReindexDecision.RETRY_FAILED
+    assert "cancel it first" in refused(
+        "REINDEX_IN_PROGRESS", building=building(settings=IndexSettings("openai", "m", 3, "halfvec"))
+    )
+    assert "cancelled meanwhile" in refused("NO_REINDEX_IN_PROGRESS", building=building(still=False))
+    assert "another eval set" in refused("REINDEX_IN_PROGRESS", building=building(gate=False))
+    assert "no document failed" in refused("REINDEX_IN_PROGRESS", building=building(failed=0))
+    # A cancelled generation is reported as such whatever else is true of it.
+    assert "cancelled meanwhile" in refused("NO_REINDEX_IN_PROGRESS", building=building(still=False, gate=False, failed=0))

@@ -209,6 +209,79 @@ def generation_sources(target: GenerationState, narrowed: Iterable[GenerationSta
     return _sources(GENERATION_TRANSITIONS, target, narrowed)
 
 
+@dataclass(frozen=True)
+class IndexSettings:
+    """What a generation embeds with: the embedder and the vector index's precision."""
+
+    provider: str
+    model: str
+    dimensions: int
+    precision: str
+
+
+@dataclass(frozen=True)
+class BuildingGeneration:
+    """A collection's BUILDING generation as ReindexCollection finds it, under its locks."""
+
+    settings: IndexSettings
+    # Whether it is still BUILDING once locked (a CancelReindex may have ended it meanwhile).
+    still_building: bool
+    # None when the call gave no eval set; else whether it is the one the generation was started with.
+    same_gate: bool | None
+    failed_jobs: int
+
+
+class ReindexDecision(enum.Enum):
+    # A BUILDING generation with this embedder exists: its failed EMBED jobs get fresh attempts.
+    RETRY_FAILED = "retry_failed"
+    # None is building: a new BUILDING generation, with an EMBED job per READY document.
+    NEW_GENERATION = "new_generation"
+
+
+def decide_reindex(
+    collection: str, wanted: IndexSettings, active: IndexSettings, building: BuildingGeneration | None
+) -> ReindexDecision:
+    """What ReindexCollection does (docs/architecture.md#index-generations), or the
+    FAILED_PRECONDITION that says why it does nothing: another reindex in progress, a retry with
+    nothing failed or with another eval set, a reindex cancelled meanwhile, or nothing to change."""
+    if building is None:
+        if wanted == active:
+            raise FailedPrecondition(
+                f"collection {collection!r} already uses {wanted.provider}/{wanted.model} with {wanted.dimensions} dimensions"
+                f" and {wanted.precision} vectors: nothing to reindex",
+                reason=Reason.EMBEDDER_UNCHANGED,
+                collection=collection,
+            )
+        return ReindexDecision.NEW_GENERATION
+    if building.settings != wanted:
+        raise FailedPrecondition(
+            f"collection {collection!r} is already being reindexed to {building.settings.provider}/{building.settings.model}"
+            f" ({building.settings.precision} vectors); cancel it first",
+            reason=Reason.REINDEX_IN_PROGRESS,
+            collection=collection,
+        )
+    if not building.still_building:
+        raise FailedPrecondition(
+            f"the reindex of {collection!r} was cancelled meanwhile; start it again",
+            reason=Reason.NO_REINDEX_IN_PROGRESS,
+            collection=collection,
+        )
+    if building.same_gate is False:
+        raise FailedPrecondition(
+            f"the reindex of {collection!r} in progress has another eval set (or none): an eval set is fixed"
+            " when the reindex starts; cancel it and start again to change it",
+            reason=Reason.REINDEX_IN_PROGRESS,
+            collection=collection,
+        )
+    if building.failed_jobs == 0:
+        raise FailedPrecondition(
+            f"collection {collection!r} is already being reindexed to this embedder and no document failed",
+            reason=Reason.REINDEX_IN_PROGRESS,
+            collection=collection,
+        )
+    return ReindexDecision.RETRY_FAILED
+
+
 def retry_delay_seconds(attempts: int, base: float, cap: float = 300.0) -> float:
     """Rule 7: base x 2^(attempts-1), capped (300 s by default)."""
     if attempts < 1:

@@ -23,17 +23,27 @@ import asyncio
 import json
 import logging
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 from sluice_common import vector_index
 from sluice_common.errors import FailedPrecondition, NotFound
 from sluice_common.reasons import Reason
 
-from ..domain import GenerationState, JobStatus
+from ..domain import (
+    BuildingGeneration,
+    DocumentStatus,
+    GenerationState,
+    IndexSettings,
+    JobKind,
+    JobStatus,
+    ReindexDecision,
+    decide_reindex,
+)
 from ..transitions import NOW, RELEASED_LEASE, move_generation, move_job
 from .common import StoreBase, lookup_collection, lookup_collection_settings, one_row
 from .rows import CollectionRow, GenerationEvaluationRow, GenerationFailure, GenerationRow
@@ -77,6 +87,71 @@ def _same_gate(stored: tuple[object, object], eval_set: list[dict[str, Any]], mi
         and isinstance(stored_ratio, (int, float))
         and math.isclose(float(stored_ratio), min_ratio, rel_tol=1e-6)
     )
+
+
+@dataclass(frozen=True)
+class _CollectionLock:
+    id: int
+    vector_precision: str
+
+
+@dataclass(frozen=True)
+class _GenerationSettings:
+    id: int
+    embedder_provider: str
+    embedder_model: str
+    dimensions: int
+    vector_precision: str
+
+    @property
+    def settings(self) -> IndexSettings:
+        return IndexSettings(self.embedder_provider, self.embedder_model, self.dimensions, self.vector_precision)
+
+
+@dataclass(frozen=True)
+class _GenerationGate:
+    state: str
+    eval_set: Any
+    eval_min_ratio: float | None
+
+
+def _literals() -> dict[str, sql.Composable]:
+    return {
+        "active": sql.Literal(str(GenerationState.ACTIVE)),
+        "building": sql.Literal(str(GenerationState.BUILDING)),
+        "embed": sql.Literal(str(JobKind.EMBED)),
+        "failed": sql.Literal(str(JobStatus.FAILED)),
+        "ready": sql.Literal(str(DocumentStatus.READY)),
+    }
+
+
+# ReindexCollection's statements, by name; statuses and kinds from the enums (decide_reindex, in
+# domain.py, decides between them).
+_REINDEX_SQL: dict[str, bytes] = {
+    name: sql.SQL(text).format(**_literals()).as_bytes(None)
+    for name, text in {
+        # FOR NO KEY UPDATE, not FOR UPDATE: it still serialises reindexes of the collection, but
+        # lets the foreign-key checks of a concurrent commit (FOR KEY SHARE on this row, for its
+        # chunks and events) through. FOR UPDATE made that commit wait here while it held the
+        # ACTIVE generation FOR SHARE, which this transaction locks next: a deadlock.
+        "lock_collection": "SELECT id, vector_precision FROM collections WHERE tenant_id = %s AND name = %s FOR NO KEY UPDATE",
+        "lock_active": "SELECT id, embedder_provider, embedder_model, dimensions, vector_precision"
+        " FROM collection_generations WHERE collection_id = %s AND state = {active} FOR UPDATE",
+        "building": "SELECT id, embedder_provider, embedder_model, dimensions, vector_precision"
+        " FROM collection_generations WHERE collection_id = %s AND state = {building}",
+        "lock_failed_embed_jobs": "SELECT id FROM ingestion_jobs WHERE kind = {embed} AND generation_id = %s"
+        " AND status = {failed} FOR UPDATE",
+        "lock_building": "SELECT state::text AS state, eval_set, eval_min_ratio FROM collection_generations"
+        " WHERE id = %s FOR UPDATE",
+        "new_generation": "INSERT INTO collection_generations (tenant_id, collection_id, number, embedder_provider,"
+        " embedder_model, dimensions, eval_set, eval_min_ratio, vector_precision)"
+        " SELECT %s, %s, max(number) + 1, %s, %s, %s, %s::jsonb, %s, %s"
+        " FROM collection_generations WHERE collection_id = %s RETURNING id",
+        "embed_jobs_of_ready_documents": "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
+        " SELECT d.id, {embed}, %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
+        " WHERE d.collection_id = %s AND d.status = {ready}",
+    }.items()
+}
 
 
 async def generations_of(conn: psycopg.AsyncConnection, collection_id: int) -> tuple[GenerationRow, ...]:
@@ -224,75 +299,46 @@ class GenerationStore(StoreBase):
             # lets the foreign-key checks of a concurrent commit (FOR KEY SHARE on this row, for its
             # chunks and events) through. FOR UPDATE made that commit wait here while it held the
             # ACTIVE generation FOR SHARE, which this transaction locks next: a deadlock.
-            row = await (
-                await conn.execute(
-                    "SELECT id, vector_precision FROM collections WHERE tenant_id = %s AND name = %s FOR NO KEY UPDATE",
-                    (tenant_id, name),
+            found = await (
+                await conn.cursor(row_factory=class_row(_CollectionLock)).execute(
+                    _REINDEX_SQL["lock_collection"], (tenant_id, name)
                 )
             ).fetchone()
-            if row is None:
+            if found is None:
                 raise NotFound(f"collection {name!r} does not exist", reason=Reason.COLLECTION_NOT_FOUND, collection=name)
-            collection_id = row[0]
-            precision = vector_precision or row[1]
+            wanted = IndexSettings(provider, model, dimensions, vector_precision or found.vector_precision)
             # The ACTIVE generation is locked before anything is read: a concurrent INGEST commit
             # (FOR SHARE on it) either committed READY before (its document gets a job here) or
             # waits and then sees the new BUILDING generation (it adds the job itself).
-            active = await one_row(
-                conn,
-                "SELECT id, embedder_provider, embedder_model, dimensions, vector_precision FROM collection_generations"
-                " WHERE collection_id = %s AND state = 'ACTIVE' FOR UPDATE",
-                (collection_id,),
-            )
+            active = await (
+                await conn.cursor(row_factory=class_row(_GenerationSettings)).execute(_REINDEX_SQL["lock_active"], (found.id,))
+            ).fetchone()
+            assert active is not None, "every collection has an ACTIVE generation"
             # Read without a lock: a BUILDING generation is locked only after its jobs (the order of
             # EMBED commits and CancelReindex: jobs, then the generation).
-            building = await (
-                await conn.execute(
-                    "SELECT id, embedder_provider, embedder_model, dimensions, vector_precision FROM collection_generations"
-                    " WHERE collection_id = %s AND state = 'BUILDING'",
-                    (collection_id,),
-                )
+            building_row = await (
+                await conn.cursor(row_factory=class_row(_GenerationSettings)).execute(_REINDEX_SQL["building"], (found.id,))
             ).fetchone()
-            wanted = (provider, model, dimensions, precision)
-            if building is not None:
-                if tuple(building[1:]) != wanted:
-                    raise FailedPrecondition(
-                        f"collection {name!r} is already being reindexed to {building[1]}/{building[2]}"
-                        f" ({building[4]} vectors); cancel it first",
-                        reason=Reason.REINDEX_IN_PROGRESS,
-                        collection=name,
-                    )
-                failed = await (
-                    await conn.execute(
-                        "SELECT id FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s AND status = 'FAILED'"
-                        " FOR UPDATE",
-                        (building[0],),
-                    )
-                ).fetchall()
+            building = None
+            failed: list[tuple[Any, ...]] = []
+            if building_row is not None:
+                failed = await (await conn.execute(_REINDEX_SQL["lock_failed_embed_jobs"], (building_row.id,))).fetchall()
                 still = await (
-                    await conn.execute(
-                        "SELECT state::text, eval_set, eval_min_ratio FROM collection_generations WHERE id = %s FOR UPDATE",
-                        (building[0],),
+                    await conn.cursor(row_factory=class_row(_GenerationGate)).execute(
+                        _REINDEX_SQL["lock_building"], (building_row.id,)
                     )
                 ).fetchone()
-                if still is None or still[0] != GenerationState.BUILDING:
-                    raise FailedPrecondition(
-                        f"the reindex of {name!r} was cancelled meanwhile; start it again",
-                        reason=Reason.NO_REINDEX_IN_PROGRESS,
-                        collection=name,
-                    )
-                if eval_set is not None and not _same_gate((still[1], still[2]), eval_set, min_ratio):
-                    raise FailedPrecondition(
-                        f"the reindex of {name!r} in progress has another eval set (or none): an eval set is fixed"
-                        " when the reindex starts; cancel it and start again to change it",
-                        reason=Reason.REINDEX_IN_PROGRESS,
-                        collection=name,
-                    )
-                if not failed:
-                    raise FailedPrecondition(
-                        f"collection {name!r} is already being reindexed to this embedder and no document failed",
-                        reason=Reason.REINDEX_IN_PROGRESS,
-                        collection=name,
-                    )
+                building = BuildingGeneration(
+                    building_row.settings,
+                    still is not None and still.state == GenerationState.BUILDING,
+                    None
+                    if eval_set is None or still is None
+                    else _same_gate((still.eval_set, still.eval_min_ratio), eval_set, min_ratio),
+                    len(failed),
+                )
+            decision = decide_reindex(name, wanted, active.settings, building)
+            if decision is ReindexDecision.RETRY_FAILED:
+                assert building_row is not None
                 for (job_id,) in failed:
                     await move_job(
                         conn,
@@ -301,39 +347,24 @@ class GenerationStore(StoreBase):
                         {"attempts": 0, "available_at": NOW, **RELEASED_LEASE},
                         sources=[JobStatus.FAILED],
                     )
-                generation_id = building[0]
+                generation_id = building_row.id
             else:
-                if tuple(active[1:]) == wanted:
-                    raise FailedPrecondition(
-                        f"collection {name!r} already uses {provider}/{model} with {dimensions} dimensions and {precision}"
-                        " vectors: nothing to reindex",
-                        reason=Reason.EMBEDDER_UNCHANGED,
-                        collection=name,
-                    )
                 (generation_id,) = await one_row(
                     conn,
-                    "INSERT INTO collection_generations (tenant_id, collection_id, number, embedder_provider, embedder_model,"
-                    " dimensions, eval_set, eval_min_ratio, vector_precision)"
-                    " SELECT %s, %s, max(number) + 1, %s, %s, %s, %s::jsonb, %s, %s"
-                    " FROM collection_generations WHERE collection_id = %s RETURNING id",
+                    _REINDEX_SQL["new_generation"],
                     (
                         tenant_id,
-                        collection_id,
+                        found.id,
                         provider,
                         model,
                         dimensions,
                         _eval_set_json(eval_set),
                         None if eval_set is None else min_ratio,
-                        precision,
-                        collection_id,
+                        wanted.precision,
+                        found.id,
                     ),
                 )
-                await conn.execute(
-                    "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
-                    " SELECT d.id, 'EMBED', %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
-                    " WHERE d.collection_id = %s AND d.status = 'READY'",
-                    (generation_id, collection_id),
-                )
+                await conn.execute(_REINDEX_SQL["embed_jobs_of_ready_documents"], (generation_id, found.id))
         # Its chunks are bulk-loaded first: EMBED commits insert into no HNSW graph of this
         # generation, and the index is built once over all of them when the generation is complete
         # (try_switch, called by every EMBED commit and by the sweep), several times faster than
