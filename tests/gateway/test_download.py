@@ -49,6 +49,9 @@ def test_download_streams_the_uploaded_bytes_with_the_safety_headers(http):
         "report é 1.pdf", safe=""
     )
     assert {name: headers[name] for name in SAFETY} == SAFETY
+    head = http.head(f"/v1/documents/{document['id']}/content")
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == str(len(content)) and head.headers["etag"] == f'"{digest}"'
 
 
 def test_a_hostile_html_original_is_a_sandboxed_attachment(http):

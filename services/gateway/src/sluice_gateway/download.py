@@ -66,6 +66,11 @@ async def download(request: Request, backends: Backends) -> Response:
             GatewayError(grpc.StatusCode.INTERNAL, "the download stream did not start with its header", "INTERNAL"), LABEL
         )
 
+    if request.method == "HEAD":  # the headers alone (Starlette answers HEAD on a GET route)
+        call.cancel()
+        metrics.REQUESTS.labels(LABEL, "ok").inc()
+        return Response(headers=download_headers(first.header))
+
     async def body() -> AsyncIterator[bytes]:
         try:
             while (message := await call.read()) is not grpc.aio.EOF:
