@@ -24,6 +24,8 @@ SOURCE_ROOTS = [
     "libs/common/src",
     "cli/src",
     "clients/python/src",
+    "clients/langchain/src",
+    "clients/llamaindex/src",
 ]
 SKIPPED_PARTS = {"protos", "migrations", "node_modules"}
 
