@@ -13,6 +13,9 @@ import pytest
 
 from .conftest import ConsoleStack, screenshot, sign_in
 
+# The whole stack (sluice-dev) and a browser: left out by -m 'not slow'.
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "documents"
 FOLDER_FILES = ["report.pdf", "operations.md", "retrieval.html", "handbook.docx", "architecture.pptx", "sub/chinese.md"]
 READY_TIMEOUT_MS = 240_000

@@ -13,6 +13,9 @@ import pytest
 
 from .conftest import CONSOLE, ConsoleStack, screenshot, sign_in, watch
 
+# The whole stack (sluice-dev) and a browser: left out by -m 'not slow'.
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "documents"
 READY_TIMEOUT_S = 240
 
