@@ -221,6 +221,13 @@ def hits(search, query: str, mode: int, **kwargs) -> list[tuple[str, int]]:
     return [(h.document_id, h.chunk_index) for h in response.hits]
 
 
+def updates_counted(change: str) -> float:
+    """sluice_chunk_updates_total{change} of the in-process ingest-api."""
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("sluice_chunk_updates_total", {"change": change}) or 0.0
+
+
 def test_a_disabled_chunk_leaves_every_search_mode_and_comes_back_enabled(c, search, database_url):
     doc = ready(c)
     ready(c, ["The harbour has no lighthouse at all, only mills."], "harbour.txt")
@@ -231,7 +238,9 @@ def test_a_disabled_chunk_leaves_every_search_mode_and_comes_back_enabled(c, sea
     context = search.Search(sp.SearchRequest(collection="docs", query=TEXTS[1], mode=KEYWORD, top_k=1, neighbor_chunks=1))
     assert TEXTS[2] in context.hits[0].context
 
+    disables = updates_counted("disable")
     disabled = update(c, chunk.id, enabled=False, etag=chunk.etag)
+    assert updates_counted("disable") == disables + 1
     assert not disabled.enabled and disabled.id == chunk.id and disabled.text == chunk.text
     assert disabled.etag != chunk.etag and disabled.token_count == chunk.token_count
     for mode in (VECTOR, KEYWORD, HYBRID):
@@ -251,8 +260,10 @@ def test_a_disabled_chunk_leaves_every_search_mode_and_comes_back_enabled(c, sea
     assert enabled.element_types == chunk.element_types and enabled.page_number == chunk.page_number
     for mode in (VECTOR, KEYWORD, HYBRID):
         assert (doc, 2) in hits(search, query, mode), mode
-    # Enabling an enabled chunk again changes nothing (a retried call).
+    # Enabling an enabled chunk again changes nothing (a retried call), and counts nothing.
+    enables = updates_counted("enable")
     assert update(c, chunk.id, enabled=True).etag == enabled.etag
+    assert updates_counted("enable") == enables
 
 
 def test_reprocess_and_deletion_take_disabled_chunks_with_them(c, database_url):

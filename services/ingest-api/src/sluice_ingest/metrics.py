@@ -15,6 +15,9 @@ LEASE_EXPIRIES = Counter(
 QUEUE_DEPTH = Gauge("sluice_jobs", "Ingestion jobs by status", ["status"])
 UPLOADS_ACTIVE = Gauge("sluice_uploads_in_progress", "Upload streams being received now")
 UPLOADS_REFUSED = Counter("sluice_uploads_refused_total", "Upload streams refused before or while receiving", ["reason"])
+CHUNK_UPDATES = Counter(
+    "sluice_chunk_updates_total", "Chunks changed by UpdateChunk: disable, enable, edit (docs/chunks.md)", ["change"]
+)
 COLLECTION_WATCHERS = Gauge("sluice_collection_watchers", "WatchCollection streams open now")
 COLLECTION_EVENTS_SENT = Counter("sluice_collection_events_sent_total", "Events sent on WatchCollection streams (no heartbeats)")
 EVENTS_PRUNED = Counter("sluice_events_pruned_total", "Rows removed from the events log by retention", ["rule"])

@@ -13,6 +13,7 @@ from sluice_common.embedders import Embedder, EmbeddingError, get_embedder
 from sluice_common.errors import Aborted, InvalidArgument, Unavailable
 from sluice_common.reasons import Reason
 
+from .. import metrics
 from ..arguments import decode_token, encode_token, page_size_of, parse_id
 from ..domain import safe_error_message
 from ..ports import ChunksPort
@@ -88,7 +89,7 @@ class ChunkUseCases:
             text = check_chunk_text(text)
         target = await self.chunks.chunk_target(tenant_id, number)
         named = target.named
-        if etag and etag != f"{named.id}-{named.revision}":
+        if etag and etag != named.etag:
             raise_changed()
         if text is None and all(copy.enabled == enabled for copy in target.copies):
             # Already as asked (a retried call): nothing to write, the etag stays.
@@ -96,11 +97,15 @@ class ChunkUseCases:
         terms = ""
         vectors: dict[int, np.ndarray] = {}
         if text is not None:
-            from sluice_common.textsearch import search_terms
+            from sluice_common.textsearch import search_terms  # loads jieba: imported when first needed, as jobs.py does
 
             terms = await asyncio.to_thread(search_terms, text)
             vectors = await self._embed(text, target.copies)
         row = await self.chunks.apply_update(tenant_id, target, enabled, text, terms, vectors)
+        if text is not None:
+            metrics.CHUNK_UPDATES.labels("edit").inc()
+        if enabled is not None and any(copy.enabled != enabled for copy in target.copies):
+            metrics.CHUNK_UPDATES.labels("enable" if enabled else "disable").inc()
         log.info(
             "chunk updated",
             extra={

@@ -233,6 +233,10 @@ class ChunkCopy:
     revision: int
     enabled: bool
 
+    @property
+    def etag(self) -> str:
+        return f"{self.id}-{self.revision}"
+
 
 @dataclass(frozen=True)
 class ChunkTarget:
