@@ -21,7 +21,7 @@ from auth_keys import search_url
 from rerank_server import LocalRerankServer, score
 from sluice.v1 import collection_pb2 as C
 from sluice.v1 import search_service_pb2 as pb
-from sluice_common import textsearch
+from sluice_common import textsearch, vector_index
 from sluice_common.embedders import HashingEmbedder
 from sluice_search.domain import DocumentFilter, Mode, SearchQuery
 from sluice_search.keyword import term_dim
@@ -154,6 +154,29 @@ async def test_explain_changes_nothing_with_caps_thresholds_and_context(search_s
             ranks = [h.explanation.first_stage_rank for h in explained.hits]
             assert ranks == sorted(ranks) and len(set(ranks)) == len(ranks) and all(r >= 1 for r in ranks)
             assert all(h.explanation.fused_score == h.first_stage_score for h in explained.hits)
+
+
+@pytest.mark.parametrize("precision", [vector_index.FLOAT4, vector_index.HALFVEC, vector_index.BINARY])
+async def test_an_explained_vector_search_answers_the_same_through_every_plan(search_stub, seed, precision):
+    """VECTOR reads the matched words with its rows: the same hits through the graph of each
+    precision (binary: re-scored), and through a selective filter's exact plan."""
+    cid = seed.collection("man", DIM, index=False)
+    seed.conn.execute("UPDATE collection_generations SET vector_precision = %s WHERE id = %s", (precision, seed.generation(cid)))
+    names = sorted(path.name for path in (SAMPLE / "docs").glob("*.txt"))
+    for name in names:
+        texts = chunk((SAMPLE / "docs" / name).read_text(encoding="utf-8"))
+        seed.chunks(cid, seed.document(cid, name), texts, [EMBEDDER.embed_one(t) for t in texts])
+    seed.conn.execute(vector_index.create_index_sql(seed.generation(cid), DIM, precision=precision))
+    reference = Reference(seed.conn, cid)
+    for query in queries()[:8]:
+        for filter in (None, pb.SearchFilter(filenames=names[:3])):
+            kwargs = {"filter": filter} if filter is not None else {}
+            plain = await search(search_stub, query, "VECTOR", **kwargs)
+            explained = await search(search_stub, query, "VECTOR", explain=True, **kwargs)
+            assert answer(explained) == answer(plain) and plain.hits, (precision, query, filter)
+            for rank, hit in enumerate(explained.hits, start=1):
+                assert (hit.explanation.vector_rank, hit.explanation.vector_similarity) == (rank, hit.score)
+                assert list(hit.explanation.matched_terms) == reference.matched(int(hit.chunk_id), query)
 
 
 async def test_vector_and_keyword_explanations_are_the_mode_s_one_list(search_stub, manpages, seed):

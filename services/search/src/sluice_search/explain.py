@@ -27,13 +27,12 @@ from .domain import Explanation, Hit
 
 @dataclass(frozen=True)
 class Wanted:
-    """What to read of each chunk for its explanation: which of the query's words it holds
-    (always: the keys of `keyword_weights` when given, the weights the keyword side scored with,
-    i.e. the IDF of each of the query's words the generation holds; otherwise `terms`, stemmed);
-    with `keyword_scores`, its BM25 score with those weights; its cosine similarity to `vector`."""
+    """What to read of each chunk for its explanation: which of the words of `keyword_weights` it
+    holds (the weights the keyword side scored with: the IDF of each of the query's words the
+    generation holds, as the index stems them); with `keyword_scores`, its BM25 score with those
+    weights; its cosine similarity to `vector`, when given."""
 
-    terms: Sequence[str]
-    keyword_weights: Mapping[str, float] | None = None
+    keyword_weights: Mapping[str, float]
     keyword_scores: bool = False
     vector: Sequence[float] | None = None
 

@@ -65,6 +65,12 @@ _HIT_COLUMNS = sql.SQL(
     " c.text_as_html, c.text_source, c.ocr_confidence, c.boxes"
 )
 _SCORE = 12  # the column after _HIT_COLUMNS
+# An explained VECTOR search's two more columns (explained_vector_search): the hit's BM25 vector,
+# and the query's words as the index stems them (%(kw_text)s, an InitPlan computed once).
+_WORD_COLUMNS = sql.SQL(
+    ", c.search_bm25, (SELECT coalesce(array_agg(l.lexeme ORDER BY l.lexeme COLLATE \"C\"), '{}')"
+    " FROM unnest(to_tsvector('sluice_text', %(kw_text)s)) l)"
+)
 # HYBRID's candidates are ranked on ids and scores alone; only the fused answer's rows are read
 # whole (hits_by_id): fusing 2 x 50 candidates into 10 reads no text, metadata or boxes for 90.
 _ID_COLUMNS = sql.SQL("c.id")
@@ -342,6 +348,25 @@ class SearchRepository:
         rows = await self._vector_rows(collection, vector, limit, filter, _HIT_COLUMNS, _SCORE)
         return [_hit(r, 1.0 - float(r[_SCORE])) for r in rows]
 
+    async def explained_vector_search(
+        self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, terms: Sequence[str]
+    ) -> tuple[list[Hit], dict[int, explain.Details]]:
+        """vector_search, and in the same statement which of the query's words (`terms`, as the
+        index stems them) each hit holds: the hit's BM25 vector and the query's stemmed words
+        are two more columns (the words an InitPlan, computed once), matched here by the words'
+        dimensions, as _explain_sql matches them (explain.py)."""
+        text = " ".join(t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t]))
+        score = _SCORE + 2
+        rows = await self._vector_rows(
+            collection, vector, limit, filter, _HIT_COLUMNS + _WORD_COLUMNS, score, params={"kw_text": text}
+        )
+        details = {}
+        for r in rows:
+            held = set(r[_SCORE].indices()) if r[_SCORE] is not None else set()
+            matched = [word for word in r[_SCORE + 1] or () if keyword.term_dim(word) - 1 in held]
+            details[r[0]] = explain.Details(keyword_score=None, vector_similarity=None, matched_terms=matched)
+        return [_hit(r, 1.0 - float(r[score])) for r in rows], details
+
     async def vector_candidates(
         self,
         collection: Collection,
@@ -394,10 +419,13 @@ class SearchRepository:
         filter: DocumentFilter,
         columns: sql.Composable,
         score: int,
+        *,
+        params: dict[str, Any] | None = None,
     ) -> list[tuple[Any, ...]]:
-        """vector_search's rows: `columns` (the first the chunk id) and the distance at `score`, best first."""
+        """vector_search's rows: `columns` (the first the chunk id) and the distance at `score`, best
+        first; `params`, the parameters `columns` names."""
         async with self._tenant_session(collection.tenant_id) as conn:
-            return await self._vector_rows_on(conn, collection, vector, limit, filter, columns, score)
+            return await self._vector_rows_on(conn, collection, vector, limit, filter, columns, score, params=params)
 
     async def _vector_rows_on(
         self,
@@ -410,9 +438,11 @@ class SearchRepository:
         score: int,
         *,
         wrap: Callable[[sql.Composed], sql.Composed] = lambda query: query,
+        params: dict[str, Any] | None = None,
     ) -> list[tuple[Any, ...]]:
         """_vector_rows on a tenant session; each statement passed through `wrap` (which may add
         columns after `columns` and the distance)."""
+        more = params or {}
         if filter and self._exact_filter_max_chunks > 0:
             query, params = selective_vector_query(
                 collection,
@@ -423,7 +453,7 @@ class SearchRepository:
                 walk_cost=self._exact_filter_walk_cost,
                 columns=columns,
             )
-            rows = await (await conn.execute(wrap(query), params)).fetchall()
+            rows = await (await conn.execute(wrap(query), {**params, **more})).fetchall()
             documents, chunks, cap = rows[0][:3]
             if documents <= cap and chunks <= cap:
                 metrics.FILTER_PLANS.labels("exact").inc()
@@ -432,14 +462,14 @@ class SearchRepository:
                 return hits
         if filter:
             metrics.FILTER_PLANS.labels("graph").inc()
-        indexed, params = vector_query(
+        indexed, statement_params = vector_query(
             collection, vector, limit, filter, columns=columns, rescore_candidates=self._binary_rescore_candidates
         )
-        rows = await (await conn.execute(wrap(indexed), params)).fetchall()
+        rows = await (await conn.execute(wrap(indexed), {**statement_params, **more})).fetchall()
         if len(rows) < limit:
-            exact, params = vector_query(collection, vector, limit, filter, exact=True, columns=columns)
+            exact, statement_params = vector_query(collection, vector, limit, filter, exact=True, columns=columns)
             metrics.EXACT_FALLBACKS.inc()
-            rows = await (await conn.execute(wrap(exact), params)).fetchall()
+            rows = await (await conn.execute(wrap(exact), {**statement_params, **more})).fetchall()
             log.debug("exact vector fallback", extra={"collection_id": collection.id, "rows": len(rows)})
         # relaxed_order: the index hands rows back nearly sorted; the final order is exact.
         rows.sort(key=lambda r: (r[score], r[0]))
@@ -467,20 +497,17 @@ class SearchRepository:
             return {}, {}
         where, params = _filter_sql(filter)
         params["ids"] = list(chunk_ids)
-        head: sql.Composable = sql.SQL("")
-        columns: sql.Composable | None = None
-        sources: sql.Composable = sql.SQL("")
+        more: sql.Composable = sql.SQL("")
         words: list[str] = []
         if wanted is not None:
-            head, columns, sources, words = _explain_sql(collection, wanted, params)
+            columns, words = _explain_sql(collection, wanted, params)
+            more = sql.SQL(", ") + columns
         query = sql.SQL(
-            "{head}SELECT {cols}{more} FROM {sources}chunks c JOIN documents d ON d.id = c.document_id"
+            "SELECT {cols}{more} FROM chunks c JOIN documents d ON d.id = c.document_id"
             " WHERE c.id = ANY(%(ids)s::bigint[]) AND {pred} AND c.tenant_id = {tid} AND d.status = 'READY'{where}"
         ).format(
-            head=head,
             cols=_HIT_COLUMNS,
-            more=sql.SQL(", {}").format(columns) if columns is not None else sql.SQL(""),
-            sources=sources,
+            more=more,
             pred=vector_index.generation_predicate(collection.generation_id),
             tid=sql.Literal(int(collection.tenant_id)),
             where=where,
@@ -488,26 +515,24 @@ class SearchRepository:
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await (await conn.execute(query, params)).fetchall()
         hits = {r[0]: _hit(r, 0.0) for r in rows}
-        return hits, ({r[0]: _details(r[_SCORE:], words) for r in rows} if columns is not None else {})
+        return hits, ({r[0]: _details(r[_SCORE:], words) for r in rows} if wanted is not None else {})
 
     async def explain_details(
         self, collection: Collection, chunk_ids: Sequence[int], wanted: explain.Wanted
     ) -> dict[int, explain.Details]:
-        """What an explanation needs beyond the ranking's own figures, for the answer's chunks
-        (at most top_k; docs/search.md, "Why a hit ranked"), in one statement (_explain_sql).
-        READY documents of the generation and the tenant only, as every statement here; a chunk
-        that left since it was ranked is missing."""
+        """What an explanation needs beyond the ranking's own figures, for these chunks
+        (docs/search.md, "Why a hit ranked"), in one statement (_explain_sql). READY documents of
+        the generation and the tenant only, as every statement here; a chunk that left since it
+        was ranked is missing."""
         if not chunk_ids:
             return {}
         params: dict[str, Any] = {"ids": list(chunk_ids)}
-        head, columns, sources, words = _explain_sql(collection, wanted, params)
+        columns, words = _explain_sql(collection, wanted, params)
         query = sql.SQL(
-            "{head}SELECT c.id, {columns} FROM {sources}chunks c JOIN documents d ON d.id = c.document_id"
+            "SELECT c.id, {columns} FROM chunks c JOIN documents d ON d.id = c.document_id"
             " WHERE c.id = ANY(%(ids)s::bigint[]) AND {pred} AND c.tenant_id = {tid} AND d.status = 'READY'"
         ).format(
-            head=head,
             columns=columns,
-            sources=sources,
             pred=vector_index.generation_predicate(collection.generation_id),
             tid=sql.Literal(int(collection.tenant_id)),
         )
@@ -703,87 +728,54 @@ def vector_query(
     return body.format(**fields, limit=sql.Literal(int(limit))), params
 
 
-def _explain_sql(
-    collection: Collection, wanted: explain.Wanted, params: dict[str, Any]
-) -> tuple[sql.Composable, sql.Composable, sql.Composable, list[str]]:
-    """What an explanation reads of a chunk of `c`: a WITH head, the columns (_details reads
-    them), the sources to put before `chunks c` in FROM, and the words the first column's
-    indexes (from 1) name; its parameters are added to `params`. The columns:
+def _explain_sql(collection: Collection, wanted: explain.Wanted, params: dict[str, Any]) -> tuple[sql.Composable, list[str]]:
+    """The columns an explanation reads of a chunk of `c` (_details reads them), and the words
+    the first column's indexes (from 1) name; their parameters are added to `params`:
 
-    - the query's words as the index stems them that the chunk holds, by their indexes (in the
-      words' order: by code point). With `wanted.keyword_weights` the words are its keys,
-      the query's words the generation holds (no other can be held); otherwise PostgreSQL stems
-      the query's words here. A word is held when the chunk's BM25 vector has a weight at the
-      word's dimension (a weight is never 0 for a word the chunk holds): one sparse product per
-      word, a tenth of the time of reading the chunk's tsvector (its lexemes unnested, or
-      converted to an array), measured over 500 chunks of ~1,000 characters. It shares the BM25
-      vector's one imprecision: two words whose dimensions collide (docs/search.md, "Keyword
-      ranking").
+    - which of the query's words the keyword side weighed (the only ones a chunk can hold: the
+      generation holds no other) the chunk holds, by their indexes, in code point order. A word
+      is held when the chunk's BM25 vector has a weight at the word's dimension (a weight is
+      never 0 for a word the chunk holds): one sparse product per word, a tenth of the time of
+      reading the chunk's tsvector (its lexemes unnested, or converted to an array), measured
+      over 500 chunks of ~1,000 characters. It shares the BM25 vector's one imprecision: two
+      words whose dimensions collide (docs/search.md, "Keyword ranking").
     - with `wanted.keyword_scores`, the chunk's BM25 score: its BM25 vector times the query's of
       those weights, built as the ranking builds it (keyword.query_vector: the same float4
       values), so a chunk the ranking scored gets the same score (0 without the query's words);
     - with `wanted.vector`, the chunk's exact cosine distance to it (the expression every vector
       score comes from)."""
-    weights = wanted.keyword_weights
-    words: list[str] = []
-    if weights is not None:
-        words = list(weights)
-        params["kw_words"] = [keyword.term_vector(word) for word in words]
-        if wanted.keyword_scores and weights:
-            params["kw_query"] = keyword.query_vector(weights)
-    else:
-        params["kw_text"] = " ".join(t for t in dict.fromkeys(wanted.terms) if textsearch.tsquery_text([t]))
+    words = sorted(wanted.keyword_weights)
+    params["kw_words"] = [keyword.term_vector(word) for word in words]
+    if wanted.keyword_scores and words:
+        params["kw_query"] = keyword.query_vector(wanted.keyword_weights)
     if wanted.vector is not None:
         params["v"] = np.asarray(wanted.vector, dtype=np.float32)
-    scores = "none" if not wanted.keyword_scores or weights is None else "weights" if weights else "zero"
-    head, columns, sources = _explain_statement(collection.dimensions, weights is not None, scores, wanted.vector is not None)
-    return head, columns, sources, words
+    scores = "weights" if wanted.keyword_scores and words else "zero" if wanted.keyword_scores else "none"
+    return _explain_columns(collection.dimensions, scores, wanted.vector is not None), words
 
 
 @functools.lru_cache(maxsize=256)
-def _explain_statement(dimensions: int, given: bool, scores: str, similarity: bool) -> tuple[sql.SQL, sql.SQL, sql.SQL]:
-    """_explain_sql's SQL, composed once per shape: the words `given` (or stemmed in the
-    statement from %(kw_text)s), BM25 scores by %(kw_query)s (`weights`), 0 (`zero`: none of the
-    query's words is in the generation) or none, and the cosine distance or not."""
-    if given:
-        head, sources, words, lexemes = "", "", "%(kw_words)s::sparsevec[]", ""
-    else:
-        head = (
-            "WITH ql AS MATERIALIZED (SELECT coalesce(array_agg(('{{' || sluice_term_dim(l.lexeme) || ':1}}/{dims}')::sparsevec"
-            " ORDER BY l.lexeme COLLATE \"C\"), '{{}}') AS words,"
-            " coalesce(array_agg(l.lexeme ORDER BY l.lexeme COLLATE \"C\"), '{{}}') AS lexemes"
-            " FROM unnest(to_tsvector('sluice_text', %(kw_text)s)) l) "
-        )
-        sources, words, lexemes = "ql, ", "ql.words", ", ql.lexemes"
+def _explain_columns(dimensions: int, scores: str, similarity: bool) -> sql.SQL:
+    """_explain_sql's columns, composed once per shape: BM25 scores by %(kw_query)s (`weights`),
+    0 (`zero`: none of the query's words is in the generation) or none; the cosine distance or not."""
     bm25 = {"weights": "coalesce(-(c.search_bm25 <#> %(kw_query)s::sparsevec), 0)", "zero": "0::float8"}.get(
         scores, "NULL::float8"
     )
     columns = sql.SQL(
-        "ARRAY(SELECT i FROM generate_subscripts({words}, 1) AS i WHERE (c.search_bm25 <#> ({words})[i]) < 0 ORDER BY i),"
-        " {bm25}, {distance}{lexemes}"
-    ).format(
-        words=sql.SQL(words),
-        bm25=sql.SQL(bm25),
-        distance=vector_index.exact_distance(dimensions) if similarity else sql.SQL("NULL::float8"),
-        lexemes=sql.SQL(lexemes),
-    )
-    return (
-        sql.SQL(sql.SQL(head).format(dims=sql.SQL(str(textsearch.TERM_DIMENSIONS))).as_string(None)),
-        sql.SQL(columns.as_string(None)),
-        sql.SQL(sources),
-    )
+        "ARRAY(SELECT i FROM generate_subscripts(%(kw_words)s::sparsevec[], 1) AS i"
+        " WHERE (c.search_bm25 <#> (%(kw_words)s::sparsevec[])[i]) < 0 ORDER BY i), {bm25}, {distance}"
+    ).format(bm25=sql.SQL(bm25), distance=vector_index.exact_distance(dimensions) if similarity else sql.SQL("NULL::float8"))
+    return sql.SQL(columns.as_string(None))
 
 
 def _details(columns: Sequence[Any], words: Sequence[str]) -> explain.Details:
-    """explain.Details from _explain_sql's columns (`words` the words its indexes name, unless
-    the statement stemmed them itself: then they are its last column)."""
-    held, score, distance = columns[:3]
-    named = words or (columns[3] if len(columns) > 3 else None) or ()
+    """explain.Details from _explain_sql's columns; `words` are the words its indexes name."""
+    held, score, distance = columns
     return explain.Details(
         # + 0.0: a chunk without the query's words scores -(0), which is -0.0
         keyword_score=None if score is None else float(score) + 0.0,
         vector_similarity=None if distance is None else 1.0 - float(distance),
-        matched_terms=[named[i - 1] for i in held or ()],
+        matched_terms=[words[i - 1] for i in held or ()],
     )
 
 

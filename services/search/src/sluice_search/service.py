@@ -30,6 +30,10 @@ class Repository(Protocol):
         self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter
     ) -> list[Hit]: ...
 
+    async def explained_vector_search(
+        self, collection: Collection, vector: Sequence[float], limit: int, filter: DocumentFilter, terms: Sequence[str]
+    ) -> tuple[list[Hit], dict[int, explain.Details]]: ...
+
     async def keyword_search(
         self,
         collection: Collection,
@@ -232,12 +236,14 @@ class SearchService:
             context.attach(hits, query.context.neighbor_chunks, texts, collection.chunk_overlap)
         return hits, outcome
 
-    async def _explain_one_list(self, collection: Collection, hits: list[Hit], wanted: explain.Wanted, *, vector: bool) -> None:
-        """VECTOR and KEYWORD: the mode's list (explain.py), and the query's words each hit holds,
-        in one statement over the first stage's hits (HYBRID reads them with its rows)."""
-        explain.single_list(hits, vector=vector)
-        if hits and wanted.terms:
-            explain.complete(hits, await self._repository.explain_details(collection, [hit.chunk_id for hit in hits], wanted))
+    async def _explain_keyword(self, collection: Collection, hits: list[Hit], weights: dict[str, float]) -> None:
+        """KEYWORD: the mode's list (explain.py), and which of the words the keyword side weighed
+        each hit holds, in one statement over the first stage's hits (HYBRID and VECTOR read them
+        with their rows)."""
+        explain.single_list(hits, vector=False)
+        if hits and weights:
+            details = await self._repository.explain_details(collection, [hit.chunk_id for hit in hits], explain.Wanted(weights))
+            explain.complete(hits, details)
 
     async def _resolve(self, tenant_id: int, name: str, *, fresh: bool) -> Collection:
         collection = await self._repository.get_collection(tenant_id, name, fresh=fresh)
@@ -270,9 +276,17 @@ class SearchService:
 
         if query.mode is Mode.VECTOR:
             vector = query.vector or await self._embed(collection, query.text)
+            if query.explain and query.text:
+                # The words each hit holds come with the rows (explained_vector_search).
+                hits, details = await self._repository.explained_vector_search(
+                    collection, vector, query.top_k, query.filter, textsearch.query_terms(query.text)
+                )
+                explain.single_list(hits, vector=True)
+                explain.complete(hits, details)
+                return hits
             hits = await self._repository.vector_search(collection, vector, query.top_k, query.filter)
             if query.explain:
-                await self._explain_one_list(collection, hits, explain.Wanted(textsearch.query_terms(query.text)), vector=True)
+                explain.single_list(hits, vector=True)
             return hits
 
         terms = textsearch.query_terms(query.text)
@@ -281,7 +295,7 @@ class SearchService:
             weights: dict[str, float] | None = {} if query.explain else None
             hits = await self._repository.keyword_search(collection, terms, query.top_k, query.filter, weights_used=weights)
             if weights is not None:
-                await self._explain_one_list(collection, hits, explain.Wanted(terms, keyword_weights=weights), vector=False)
+                await self._explain_keyword(collection, hits, weights)
         else:
             hits = await self._hybrid(collection, query, query.vector, terms)
         for hit in hits:
@@ -318,7 +332,7 @@ class SearchService:
                     collection,
                     ids,
                     query.filter,
-                    self._explain_wanted(ids, vector, vector_ranked, keyword_ranked, terms, weights),
+                    self._explain_wanted(ids, vector, vector_ranked, keyword_ranked, weights),
                 )
             else:
                 rows = await self._repository.hits_by_id(collection, ids, query.filter)
@@ -346,7 +360,6 @@ class SearchService:
         vector: Sequence[float] | None,
         vector_ranked: Sequence[tuple[int, float]],
         keyword_ranked: Sequence[tuple[int, float]],
-        terms: Sequence[str],
         weights: dict[str, float] | None,
     ) -> explain.Wanted:
         """What HYBRID's explanations must read of these chunks: a keyword score where a chunk
@@ -356,10 +369,7 @@ class SearchService:
         vector_ids = {cid for cid, _ in vector_ranked}
         similarities = self._document_weight > 0 or any(cid not in vector_ids for cid in ids)
         return explain.Wanted(
-            terms,
-            keyword_weights=weights,
-            keyword_scores=any(cid not in keyword_ids for cid in ids),
-            vector=vector if similarities else None,
+            weights or {}, keyword_scores=any(cid not in keyword_ids for cid in ids), vector=vector if similarities else None
         )
 
     async def _both_sides(
