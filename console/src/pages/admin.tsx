@@ -13,7 +13,6 @@ import { ErrorBanner } from "../ui/error";
 import { bytes, enumName, time } from "../ui/format";
 import { useSession } from "../ui/session";
 import { Table } from "../ui/table";
-import "./pages.css";
 
 const ROLES: [ApiKeyRole, string][] = [
   [ApiKeyRole.CLIENT, "client: read and write the tenant's collections"],

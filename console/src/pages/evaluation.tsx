@@ -18,7 +18,6 @@ import { Num } from "../ui/number";
 import { Table } from "../ui/table";
 import { CUTOFF, parseQuerySet, scoreQuery, summarize, type EvalQuery, type LineError, type ModeSummary, type QueryScore } from "./eval-metrics";
 import { modeName } from "./search";
-import "./pages.css";
 
 const ALL_MODES = [SearchMode.VECTOR, SearchMode.KEYWORD, SearchMode.HYBRID];
 /** The first search of a collection on a local model loads the model: allowed this long, not counted. */

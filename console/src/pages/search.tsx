@@ -18,7 +18,6 @@ import { enumName } from "../ui/format";
 import { Highlighted } from "../ui/highlight";
 import { Num } from "../ui/number";
 import { buildFilter, EMPTY_FILTERS, FilterEditor, type Filters } from "./search-filters";
-import "./pages.css";
 
 type RerankChoice = "default" | "off" | "other";
 

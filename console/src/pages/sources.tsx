@@ -14,7 +14,6 @@ import { ErrorBanner } from "../ui/error";
 import { enumName, time } from "../ui/format";
 import { useSession } from "../ui/session";
 import { Table } from "../ui/table";
-import "./pages.css";
 
 const POLL_MS = 2000;
 

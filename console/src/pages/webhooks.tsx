@@ -12,7 +12,6 @@ import { CollectionSelect, useCollectionNames } from "../ui/collection-select";
 import { ErrorBanner } from "../ui/error";
 import { enumName, time } from "../ui/format";
 import { Table } from "../ui/table";
-import "./pages.css";
 
 const EVENT_NAMES: Record<number, string> = {
   [WebhookEventType.DOCUMENT_READY]: "document.ready",
