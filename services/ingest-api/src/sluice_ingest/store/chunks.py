@@ -3,7 +3,9 @@ UpdateChunk's disable, enable and edit, and DownloadDocument's reads of the orig
 
 A disabled chunk is a row of `disabled_chunks`, not of `chunks` (migration 0029): moving it out
 is what takes it out of every search mode, the HNSW graphs, the BM25 statistics and
-`keyword_chunks`, by their own triggers. Every statement names the caller's tenant."""
+`keyword_chunks`, by their own triggers. Every statement of a client's call names the caller's
+tenant; what a reindex's EMBED job does with them (edited_snapshot, keep_disabled) runs in a
+worker's calls, under its lease."""
 
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ from .rows import DocumentRow
 # chunks have no boxes (only PDFs and images do): NULL then, rather than '[]' parsed 1,000 times a page.
 CHUNK_COLUMNS = """
     c.id, c.document_id, c.chunk_index, c.text, c.page_number, c.element_type, c.element_types, c.section_title,
-    c.text_as_html, CASE WHEN c.boxes = '[]'::jsonb THEN NULL ELSE c.boxes END AS boxes, c.search_length, c.text_source, c.ocr_confidence, c.original_text, c.revision, c.updated_at,
-    %(number)s::integer AS generation
+    c.text_as_html, CASE WHEN c.boxes = '[]'::jsonb THEN NULL ELSE c.boxes END AS boxes, c.search_length,
+    c.text_source, c.ocr_confidence, c.original_text, c.revision, c.updated_at, %(number)s::integer AS generation
 """
 
 # Both tables have a unique index on (document_id, generation_id, chunk_index): the page is a
