@@ -228,7 +228,9 @@ def run_search(page: Any, stack: ConsoleStack, collection: str, query: str) -> N
     try:
         page.wait_for_selector(f"#search-collection option:text-is('{collection}')", state="attached")
     except Exception as err:
-        raise AssertionError(f"the search page did not offer {collection}: {page.watched.page_errors} {page.watched.console_errors}") from err
+        raise AssertionError(
+            f"the search page did not offer {collection}: {page.watched.page_errors} {page.watched.console_errors}"
+        ) from err
     page.select_option("#search-collection", collection)
     page.fill("#search-query", query)
 
@@ -484,3 +486,34 @@ def test_a_hostile_documents_hits_stay_text(console_stack: ConsoleStack, page: A
     page.evaluate("() => document.querySelectorAll('details.explain').forEach((d) => (d.open = true))")
     screenshot(page, "search-hostile")
     assert_nothing_ran(page)
+
+
+def test_another_reranker_that_fails_is_reported_per_hit(
+    console_stack: ConsoleStack, examples_collection: str, page: Any
+) -> None:
+    sign_in(page, console_stack)
+    run_search(page, console_stack, examples_collection, QUERY)
+    page.select_option("#a-rerank", "other")
+    page.select_option("#a-provider", label="cross-encoder (on search's CPU)")
+    page.fill("#a-model", "no-such-model")
+    page.fill("#a-candidates", "20")
+    page.click("form.search-form button[type=submit]")
+    page.wait_for_selector("ol.hits[data-panel=a] li.hit")
+    api = search_api(
+        console_stack,
+        collection=examples_collection,
+        query=QUERY,
+        topK=10,
+        mode="SEARCH_MODE_HYBRID",
+        explain=True,
+        rerank={"reranker": {"provider": "RERANKER_PROVIDER_CROSS_ENCODER", "model": "no-such-model", "candidates": 20}},
+    )
+    rerank = api["rerank"]
+    assert rerank["status"] == "RERANK_STATUS_FAILED", rerank
+    # The hits in first-stage order, each saying the reranker failed; the summary says why.
+    assert_hits_equal_api(page.evaluate(READ_HITS, "a"), api["hits"])
+    assert {h["figures"]["rerankStatus"]["text"] for h in page.evaluate(READ_HITS, "a")} == {"FAILED"}
+    summary = page.inner_text("[data-panel-summary=a]")
+    assert "reranker cross_encoder no-such-model: FAILED" in summary
+    assert rerank.get("message", "") in summary
+    assert_quiet(page)
