@@ -275,3 +275,53 @@ def test_failure_reasons_retry_reprocess_delete_and_pages_of_documents(console_s
     page.wait_for_function("() => document.querySelectorAll('table tbody tr').length === 100")
     page.watched.console_errors.clear()  # the failed upload's document is not an error of the page
     assert_quiet(page)
+
+
+def test_edit_a_chunk_search_finds_its_new_text_and_a_stale_edit_is_refused(console_stack: ConsoleStack, page: Any) -> None:
+    with console_stack.api() as client:
+        made = client.post(
+            "/sluice.v1.DocumentService/CreateCollection",
+            json={"collection": {"name": "edits", "embedder": {"provider": "EMBEDDER_PROVIDER_HASHING"}}},
+        )
+        assert made.status_code == 200, made.text
+        stored = client.post(
+            "/v1/collections/edits/documents",
+            params={"filename": "operations.md"},
+            content=(FIXTURES / "operations.md").read_bytes(),
+        )
+        assert stored.status_code == 200, stored.text
+    document_id = stored.json()["id"]
+    sign_in(page, console_stack)
+    page.goto(f"{console_stack.url}/#/documents/{document_id}")
+    page.wait_for_selector(".chunk", timeout=READY_TIMEOUT_MS)
+    original = page.locator(".chunk").first.locator(".chunk-text").inner_text()
+
+    page.click("button[aria-label='Edit chunk 0']")
+    page.fill(".chunk textarea", "Zebras migrate across the savanna every spring.")
+    page.click(".chunk button:text-is('Save')")
+    page.wait_for_selector(".chunk .status:text-is('EDITED')")
+    assert (
+        page.locator(".chunk").first.locator(".chunk-text").first.inner_text()
+        == "Zebras migrate across the savanna every spring."
+    )
+    page.click('.chunk summary:text-is("The parser\'s text")')
+    assert page.locator(".chunk").first.locator("details .chunk-text").inner_text() == original
+    assert any(hit["documentId"] == document_id for hit in keyword_hits(console_stack, "edits", "zebras savanna"))
+
+    # Someone else changes the chunk after this page read it: the page's edit carries the old
+    # etag and is refused, with the reason shown.
+    chunks = console_stack.call("DocumentService/ListChunks", {"documentId": document_id}).json()["chunks"]
+    changed = console_stack.call("DocumentService/UpdateChunk", {"chunkId": chunks[0]["id"], "text": "Changed elsewhere."})
+    assert changed.status_code == 200, changed.text
+    page.click("button[aria-label='Edit chunk 0']")
+    page.fill(".chunk textarea", "A stale edit.")
+    page.click(".chunk button:text-is('Save')")
+    banner = page.locator("[role=alert]")
+    banner.wait_for()
+    assert "CHUNK_CHANGED" in banner.inner_text()
+    assert (
+        console_stack.call("DocumentService/ListChunks", {"documentId": document_id}).json()["chunks"][0]["text"]
+        == "Changed elsewhere."
+    )
+    page.watched.console_errors.clear()  # the refused call's 409, on purpose
+    assert_quiet(page)
