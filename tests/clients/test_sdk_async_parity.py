@@ -3,6 +3,8 @@ and `documents.sync_folder`, against the real services (the same answers as the 
 
 from __future__ import annotations
 
+import asyncio
+
 import auth_keys
 import pytest
 from sluice_client import AsyncClient, Client, MassDeleteRefused, NotFound, PermissionDenied, Unauthenticated
@@ -95,3 +97,26 @@ async def test_sync_folder_in_asyncio_gives_the_sync_clients_report(aclient, ser
     with pytest.raises(MassDeleteRefused):
         await aclient.documents.sync_folder("docs", folder, delete=True, max_delete_share=0.1)
     assert sorted([d.source_uri async for d in aclient.documents.list("docs")]) == ["a.md", "team/c.md"]
+
+
+async def test_reindex_cancel_and_wait_in_asyncio(aclient, services):
+    """AsyncCollections.reindex and cancel_reindex, and AsyncDocuments.wait's on_change, which the
+    asyncio client lacked (tests/clients/test_sdk_surface_parity.py found them)."""
+    from sluice_client import FailedPrecondition
+
+    await aclient.collections.create("docs", embedder="hashing")
+    document = await aclient.documents.upload("docs", b"Leases expire when a worker stops renewing them.", filename="l.txt")
+    seen = []
+    ready = await aclient.documents.wait(document.id, timeout=60, on_change=lambda d: seen.append(d.status))
+    assert str(ready.status).endswith("READY") and seen and seen[-1] == ready.status
+    started = await aclient.collections.reindex("docs", embedder="hashing", dimensions=16)
+    assert len(started.generations) == 2
+    for _ in range(300):  # the scripted worker embeds the one document; the new generation switches
+        current = await aclient.collections.get("docs")
+        if current.embedder.dimensions == 16:
+            break
+        await asyncio.sleep(0.1)
+    assert current.embedder.dimensions == 16
+    with pytest.raises(FailedPrecondition) as nothing:
+        await aclient.collections.cancel_reindex("docs")
+    assert nothing.value.reason == "NO_REINDEX_IN_PROGRESS"

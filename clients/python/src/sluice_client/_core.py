@@ -352,3 +352,20 @@ def timeout_error(documents: list[Document]) -> SluiceError:
 
 
 __all__ = ["PAGE_SIZE", "Settings", "TrackedDocuments"]
+
+
+def reindex_collection_request(
+    name: str,
+    embedder: Embedder | str,
+    model: str,
+    dimensions: int,
+    eval_queries: Iterable[Mapping[str, Any]],
+    min_ratio: float,
+) -> document_service_pb2.ReindexCollectionRequest:
+    """ReindexCollection's request, for both clients (Collections.reindex says what it does)."""
+    queries = [
+        document_service_pb2.EvalQuery(query=q["query"], relevant=list(q["relevant"]), id=q.get("id", "")) for q in eval_queries
+    ]
+    return document_service_pb2.ReindexCollectionRequest(
+        name=name, embedder=embedder_config(embedder, model, dimensions), eval_queries=queries, min_ratio=min_ratio
+    )

@@ -314,6 +314,26 @@ class AsyncCollections:
         request = document_service_pb2.DeleteCollectionRequest(name=name, force=force)
         return int((await self._client._unary(INGEST, "DeleteCollection", request, timeout=timeout)).deleted_documents)
 
+    async def reindex(
+        self,
+        name: str,
+        *,
+        embedder: Embedder | str = Embedder.LOCAL,
+        model: str = "",
+        dimensions: int = 0,
+        eval_queries: Iterable[Mapping[str, Any]] = (),
+        min_ratio: float = 0.0,
+        timeout: float | None = None,
+    ) -> Collection:
+        """See Collections.reindex: a new index generation with another embedder, search answering
+        from the current one until the switch."""
+        request = _core.reindex_collection_request(name, embedder, model, dimensions, eval_queries, min_ratio)
+        return Collection.from_proto(await self._client._unary(INGEST, "ReindexCollection", request, timeout=timeout))
+
+    async def cancel_reindex(self, name: str, *, timeout: float | None = None) -> Collection:
+        request = document_service_pb2.CancelReindexRequest(name=name)
+        return Collection.from_proto(await self._client._unary(INGEST, "CancelReindex", request, timeout=timeout))
+
     async def watch(
         self,
         name: str,
@@ -323,9 +343,11 @@ class AsyncCollections:
         statuses: Iterable[DocumentStatus | str] = (),
         terminal_only: bool = False,
         heartbeats: bool = False,
+        on_reconnect: Callable[[str, SluiceError], None] | None = None,
         source_runs: str = "none",
     ) -> AsyncIterator[CollectionEvent]:
-        """See Collections.watch: resumes after the last cursor when the connection drops."""
+        """See Collections.watch: resumes after the last cursor when the connection drops
+        (`on_reconnect(cursor, error)` hears of it)."""
         client = self._client
         policy = client.settings.policy
         request = document_service_pb2.WatchCollectionRequest(
@@ -367,6 +389,8 @@ class AsyncCollections:
                 or time.monotonic() - away_since > RECONNECT_WINDOW_SECONDS
             ):
                 raise error from None
+            if connected and on_reconnect is not None:
+                on_reconnect(cursor, error)
             await asyncio.sleep(policy.backoff(failures))
             failures += 1
 
@@ -850,11 +874,16 @@ class AsyncDocuments:
                 failures += 1
             await asyncio.sleep(wait)
 
-    async def wait(self, document_id: str, *, timeout: float | None = None) -> Document:
-        """The document once READY or FAILED (WaitTimeout after `timeout` seconds)."""
+    async def wait(
+        self, document_id: str, *, timeout: float | None = None, on_change: Callable[[Document], None] | None = None
+    ) -> Document:
+        """The document once READY or FAILED (WaitTimeout after `timeout` seconds); `on_change`
+        sees every state on the way."""
         last = None
         async for state in self.watch(document_id, timeout=timeout):
             last = state
+            if on_change is not None:
+                on_change(state)
         assert last is not None
         return last
 

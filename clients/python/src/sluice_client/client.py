@@ -388,13 +388,7 @@ class Collections:
         set file) the new generation switches only if search measures its MRR@10 at least
         `min_ratio` (default 1.0) times the current one's; otherwise it is cancelled and its
         `evaluation` says both scores (docs/search.md, "Reindexing with a quality gate")."""
-        queries = [
-            document_service_pb2.EvalQuery(query=q["query"], relevant=list(q["relevant"]), id=q.get("id", ""))
-            for q in eval_queries
-        ]
-        request = document_service_pb2.ReindexCollectionRequest(
-            name=name, embedder=_core.embedder_config(embedder, model, dimensions), eval_queries=queries, min_ratio=min_ratio
-        )
+        request = _core.reindex_collection_request(name, embedder, model, dimensions, eval_queries, min_ratio)
         return Collection.from_proto(self._client._unary(INGEST, "ReindexCollection", request, timeout=timeout))
 
     def cancel_reindex(self, name: str, *, timeout: float | None = None) -> Collection:
