@@ -13,6 +13,7 @@ BENCHES = {
     "webhooks": "bench.webhook_bench",
     "retrieval": "bench.retrieval_bench",
     "chunks": "bench.chunks_bench",
+    "console": "bench.console_bench",
 }
 
 names = [a for a in sys.argv[1:] if a in BENCHES] or list(BENCHES)
