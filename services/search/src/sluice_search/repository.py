@@ -361,9 +361,13 @@ class SearchRepository:
             collection, vector, limit, filter, _HIT_COLUMNS + _WORD_COLUMNS, score, params={"kw_text": text}
         )
         details = {}
+        dims: dict[str, int] = {}  # the query's words are the same in every row
         for r in rows:
             held = set(r[_SCORE].indices()) if r[_SCORE] is not None else set()
-            matched = [word for word in r[_SCORE + 1] or () if keyword.term_dim(word) - 1 in held]
+            words = r[_SCORE + 1] or ()
+            if not dims:
+                dims = {word: keyword.term_dim(word) - 1 for word in words}
+            matched = [word for word in words if dims[word] in held]
             details[r[0]] = explain.Details(keyword_score=None, vector_similarity=None, matched_terms=matched)
         return [_hit(r, 1.0 - float(r[score])) for r in rows], details
 
