@@ -344,15 +344,17 @@ def test_filters_narrow_the_hits_and_a_bad_value_is_refused_in_the_page(
     run_search(page, console_stack, examples_collection, QUERY)
     page.click("details.filters > summary")
     page.fill("#filter-filenames", "scaling-workers.md, what-is-sluice.md")
+    page.fill("#search-topk", "")
+    page.fill("#search-topk", "1")
     page.click("form.search-form button[type=submit]")
     page.wait_for_selector("ol.hits[data-panel=a] li.hit")
     shown = page.evaluate(READ_HITS, "a")
-    assert shown and {h["filename"] for h in shown} <= {"scaling-workers.md", "what-is-sluice.md"}
+    assert len(shown) == 1 and {h["filename"] for h in shown} <= {"scaling-workers.md", "what-is-sluice.md"}
     api = search_api(
         console_stack,
         collection=examples_collection,
         query=QUERY,
-        topK=10,
+        topK=1,
         mode="SEARCH_MODE_HYBRID",
         explain=True,
         filter={"filenames": ["scaling-workers.md", "what-is-sluice.md"]},

@@ -346,7 +346,7 @@ export function SearchPage() {
   const [collection, setCollection] = useState(route.segments[1] ?? "");
   const [info, setInfo] = useState<Collection | null>(null);
   const [query, setQuery] = useState("");
-  const [topK, setTopK] = useState(10);
+  const [topK, setTopK] = useState("10");
   const [filters, setFilters] = useState<Filters>(EMPTY_FILTERS);
   const [twoSettings, setTwoSettings] = useState(false);
   const [settings, setSettings] = useState<[Setting, Setting]>([DEFAULT_SETTING, { ...DEFAULT_SETTING, mode: SearchMode.KEYWORD }]);
@@ -393,8 +393,10 @@ export function SearchPage() {
     setError(null);
     let requests;
     try {
+      const k = Number(topK);
+      if (!Number.isInteger(k) || k < 1 || k > 100) throw new Error(`Top k is a whole number from 1 to 100, not "${topK}"`);
       const panels = twoSettings ? settings : [settings[0]];
-      requests = panels.map((s) => requestOf(collection, query, topK, filters, s));
+      requests = panels.map((s) => requestOf(collection, query, k, filters, s));
     } catch (err) {
       setError(err);
       return;
@@ -413,7 +415,7 @@ export function SearchPage() {
         <div class="row">
           <CollectionSelect id="search-collection" names={names} value={collection} onChange={setCollection} />
           <label for="search-topk">Top k</label>
-          <input id="search-topk" type="number" min={1} max={100} value={topK} onInput={(e) => setTopK(Math.max(1, Math.min(100, Number(e.currentTarget.value) || 10)))} />
+          <input id="search-topk" type="number" min={1} max={100} step={1} value={topK} onInput={(e) => setTopK(e.currentTarget.value)} />
         </div>
         <div class="row query">
           <label for="search-query">Query</label>
