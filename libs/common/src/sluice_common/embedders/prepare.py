@@ -11,6 +11,7 @@ would run a second copy of a module the package has already imported (runpy warn
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from . import e5, onnx
@@ -20,6 +21,9 @@ USAGE = "usage: python -m sluice_common.embedders.prepare onnx [fp32|int8] | e5"
 
 
 def main(argv: list[str] | None = None) -> int:
+    # onnxruntime's quantizer warns through the root logger ("consider pre-processing"): advice for
+    # model authors, not for whoever runs `make venv`. Errors still show.
+    logging.getLogger().setLevel(logging.ERROR)
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["onnx"] and len(args) <= 2:
         print(onnx.ensure_exported(packaged_model_dir(), args[1] if len(args) > 1 else onnx.FP32))
