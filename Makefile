@@ -49,7 +49,7 @@ test: venv lint
 FAST_TESTS := tests/ingest/test_domain.py tests/ingest/test_uploads.py tests/ingest/test_service_loops.py \
 	tests/worker/test_pipeline_unit.py tests/search/test_fusion.py tests/test_vocabulary.py tests/test_repository.py \
 	tests/test_background_tasks.py tests/deploy/test_docs.py tests/ingest/test_transitions.py tests/sources/test_sources_units.py \
-	tests/test_consistency.py tests/worker/test_worker_settings.py
+	tests/test_consistency.py tests/worker/test_worker_settings.py tests/ingest/test_chunk_use_cases.py
 test-fast: venv
 	$(PY) -m pytest -q $(FAST_TESTS)
 
