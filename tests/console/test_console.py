@@ -136,18 +136,20 @@ def test_upload_a_folder_watch_it_turn_ready_open_the_pdf_and_disable_a_chunk(
 
 
 def tab_to(page: Any, text: str, presses: int = 150) -> None:
-    """Presses Tab until the focused element's text (or value) is `text`."""
+    """Presses Tab until the focused element's text (or value, or its label's text) is `text`."""
     for _ in range(presses):
         page.keyboard.press("Tab")
         focused = page.evaluate(
-            "() => { const e = document.activeElement; return (e && (e.textContent || e.value || '')).trim(); }"
+            "() => { const e = document.activeElement; return (e && (e.textContent || e.value || e.labels?.[0]?.textContent || '')).trim(); }"
         )
         if focused == text:
             return
     raise AssertionError(f"{text!r} is not reachable with Tab")
 
 
-def test_keyboard_alone_signs_in_opens_a_collection_and_a_document(console_stack: ConsoleStack, page: Any) -> None:
+def test_keyboard_alone_signs_in_opens_a_collection_and_a_document(
+    console_stack: ConsoleStack, page: Any, tmp_path: Path
+) -> None:
     upload = console_stack.api()
     with upload:
         assert (
@@ -180,6 +182,15 @@ def test_keyboard_alone_signs_in_opens_a_collection_and_a_document(console_stack
     tab_to(page, "keyboard")
     page.keyboard.press("Enter")
     page.wait_for_selector("h1:text-is('keyboard')")
+    # Upload with the keyboard: Tab to the file picker, Enter opens the browser's file chooser.
+    note = tmp_path / "typed-note.txt"
+    note.write_text("A note chosen with the keyboard alone.\n")
+    tab_to(page, "Choose files")
+    with page.expect_file_chooser() as chooser:
+        page.keyboard.press("Enter")
+    chooser.value.set_files(str(note))
+    page.wait_for_selector("text=1 of 1 finished", timeout=READY_TIMEOUT_MS)
+    assert page.locator(".upload-list .status.READY").count() == 1
     tab_to(page, "operations.md")
     page.keyboard.press("Enter")
     page.wait_for_selector("h1:text-is('operations.md')")
