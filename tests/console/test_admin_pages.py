@@ -21,6 +21,9 @@ from helpers import free_port
 from .conftest import ConsoleStack, screenshot, sign_in
 from .test_search_page import EXAMPLES, assert_accessible, assert_quiet, create_collection, upload, wait_ready
 
+# The whole stack (sluice-dev) and a browser: left out by -m 'not slow'.
+pytestmark = pytest.mark.slow
+
 HASHING = {"provider": "EMBEDDER_PROVIDER_HASHING"}
 
 

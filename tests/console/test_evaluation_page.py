@@ -25,6 +25,9 @@ from .test_search_page import (  # noqa: F401  (examples_collection is a fixture
     search_api,
 )
 
+# The whole stack (sluice-dev) and a browser: left out by -m 'not slow'.
+pytestmark = pytest.mark.slow
+
 MODES = ("VECTOR", "KEYWORD", "HYBRID")
 EXAMPLES_NAME = "examples"  # the examples_collection fixture's
 GATE_TIMEOUT = 240.0

@@ -21,6 +21,9 @@ import pytest
 
 from .conftest import ARTIFACTS, ConsoleStack, screenshot, sign_in
 
+# The whole stack (sluice-dev) and a browser: left out by -m 'not slow'.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "docs"
 AXE = ROOT / "console" / "node_modules" / "axe-core" / "axe.min.js"
