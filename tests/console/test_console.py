@@ -102,6 +102,12 @@ def test_drag_a_folder_in_watch_it_turn_ready_open_the_pdf_and_disable_a_chunk(
     assert page.locator(".upload-list .status.READY").count() == total
     # The table shows them all, READY, without a reload.
     page.wait_for_function(f"() => document.querySelectorAll('table .status.READY').length === {total}", timeout=30_000)
+    # The counts (GetCollection, read again while events arrive) catch up with the stream.
+    page.wait_for_function(
+        f"""() => [...document.querySelectorAll('.counts div')].some(d => d.querySelector('dt').textContent === 'Ready'
+          && d.querySelector('dd').textContent === '{total}')""",
+        timeout=30_000,
+    )
     screenshot(page, "collection-after-upload")
 
     page.click("table a:text-is('report.pdf')")

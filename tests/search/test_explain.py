@@ -143,9 +143,14 @@ async def test_explain_changes_no_hit_score_or_order_in_any_mode(search_stub, ma
             assert (explained.generation, explained.embedder_model) == (plain.generation, plain.embedder_model)
 
 
-async def test_explain_changes_nothing_with_caps_thresholds_and_context(search_stub, manpages):
-    options = {"max_hits_per_document": 1, "neighbor_chunks": 1, "min_score": 0.05}
-    for query in queries()[:10]:
+async def test_explain_changes_nothing_with_caps_thresholds_and_context(search_stub, manpages, seed):
+    reference = Reference(seed.conn, manpages)
+    names = sorted(path.name for path in (SAMPLE / "docs").glob("*.txt"))
+    cases = (
+        {"max_hits_per_document": 1, "neighbor_chunks": 1, "min_score": 0.05},
+        {"filter": pb.SearchFilter(filenames=names[::3])},  # KEYWORD joins the documents first then
+    )
+    for query, options in ((q, o) for q in queries()[:10] for o in cases):
         for mode in MODES:
             plain = await search(search_stub, query, mode, **options)
             explained = await search(search_stub, query, mode, explain=True, **options)
@@ -154,6 +159,8 @@ async def test_explain_changes_nothing_with_caps_thresholds_and_context(search_s
             ranks = [h.explanation.first_stage_rank for h in explained.hits]
             assert ranks == sorted(ranks) and len(set(ranks)) == len(ranks) and all(r >= 1 for r in ranks)
             assert all(h.explanation.fused_score == h.first_stage_score for h in explained.hits)
+            for hit in explained.hits:
+                assert list(hit.explanation.matched_terms) == reference.matched(int(hit.chunk_id), query)
 
 
 @pytest.mark.parametrize("precision", [vector_index.FLOAT4, vector_index.HALFVEC, vector_index.BINARY])

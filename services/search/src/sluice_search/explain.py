@@ -11,9 +11,9 @@ An explanation holds the figures the ranking itself used, taken where the rankin
 Then what the ranking did not compute, for the first stage's hits only: the query's stemmed words
 each chunk holds, and in HYBRID the other side's score of a hit that came from one side only (its
 rank stays unset: it was not in that list) and the chunk's own cosine similarity where the vector
-list ranked by the document context's blend. HYBRID reads them with its rows, in the statement
-it runs anyway (SearchRepository.explained_hits_by_id); VECTOR and KEYWORD in one statement more
-(explain_details). Nothing here changes a hit, a score or the order.
+list ranked by the document context's blend. Each mode reads them with the rows it reads anyway
+(SearchRepository.explained_hits_by_id, explained_vector_search, explained_keyword_search): an
+explanation costs no statement more. Nothing here changes a hit, a score or the order.
 """
 
 from __future__ import annotations

@@ -490,8 +490,8 @@ class SearchRepository:
     async def explained_hits_by_id(
         self, collection: Collection, chunk_ids: Sequence[int], filter: DocumentFilter, wanted: explain.Wanted
     ) -> tuple[dict[int, Hit], dict[int, explain.Details]]:
-        """hits_by_id, and in the same statement what explain_details reads of each chunk: an
-        explained HYBRID search costs no statement more than a plain one."""
+        """hits_by_id, and in the same statement what an explanation reads of each chunk
+        (_explain_sql): an explained HYBRID search costs no statement more than a plain one."""
         return await self._hits_by_id(collection, chunk_ids, filter, wanted)
 
     async def _hits_by_id(
@@ -521,29 +521,6 @@ class SearchRepository:
         hits = {r[0]: _hit(r, 0.0) for r in rows}
         return hits, ({r[0]: _details(r[_SCORE:], words) for r in rows} if wanted is not None else {})
 
-    async def explain_details(
-        self, collection: Collection, chunk_ids: Sequence[int], wanted: explain.Wanted
-    ) -> dict[int, explain.Details]:
-        """What an explanation needs beyond the ranking's own figures, for these chunks
-        (docs/search.md, "Why a hit ranked"), in one statement (_explain_sql). READY documents of
-        the generation and the tenant only, as every statement here; a chunk that left since it
-        was ranked is missing."""
-        if not chunk_ids:
-            return {}
-        params: dict[str, Any] = {"ids": list(chunk_ids)}
-        columns, words = _explain_sql(collection, wanted, params)
-        query = sql.SQL(
-            "SELECT c.id, {columns} FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE c.id = ANY(%(ids)s::bigint[]) AND {pred} AND c.tenant_id = {tid} AND d.status = 'READY'"
-        ).format(
-            columns=columns,
-            pred=vector_index.generation_predicate(collection.generation_id),
-            tid=sql.Literal(int(collection.tenant_id)),
-        )
-        async with self._tenant_session(collection.tenant_id) as conn:
-            rows = await (await conn.execute(query, params)).fetchall()
-        return {r[0]: _details(r[1:], words) for r in rows}
-
     async def chunk_texts(self, collection: Collection, windows: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int], str]:
         """The texts of the chunks in each (document, first, last chunk index) window, of READY
         documents, from the collection's generation (context.py), keyed by (document, index)."""
@@ -562,17 +539,10 @@ class SearchRepository:
         return {(document_id, index): text for document_id, index, text in rows}
 
     async def keyword_search(
-        self,
-        collection: Collection,
-        terms: Sequence[str],
-        limit: int,
-        filter: DocumentFilter,
-        exact: int | None = None,
-        weights_used: dict[str, float] | None = None,
+        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
     ) -> list[Hit]:
         """The `limit` READY chunks that contain any of `terms`, by BM25 score, the first `exact`
-        of them (all by default) exactly BM25's best (keyword.py); the words' weights it scored
-        with go to `weights_used`, when given."""
+        of them (all by default) exactly BM25's best (keyword.py)."""
         where, params = _filter_sql(filter)
         async with self._tenant_session(collection.tenant_id) as conn:
             rows = await keyword.search(
@@ -586,9 +556,39 @@ class SearchRepository:
                 params,
                 _SCORE,
                 exact,
-                weights_used,
             )
         return [_hit(r, float(r[_SCORE])) for r in rows]
+
+    async def explained_keyword_search(
+        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter
+    ) -> tuple[list[Hit], dict[int, explain.Details]]:
+        """keyword_search, and in the same statements which of the words its side weighed each
+        hit holds: the hit's BM25 vector is one more column, matched here by the words'
+        dimensions, as _explain_sql matches them (explain.py)."""
+        where, params = _filter_sql(filter)
+        weights: dict[str, float] = {}
+        score = _SCORE + 1
+        async with self._tenant_session(collection.tenant_id) as conn:
+            rows = await keyword.search(
+                conn,
+                collection.generation_id,
+                terms,
+                limit,
+                self._keyword_scope(collection),
+                _HIT_COLUMNS + sql.SQL(", c.search_bm25"),
+                where,
+                params,
+                score,
+                None,
+                weights,
+            )
+        dims = {word: keyword.term_dim(word) - 1 for word in sorted(weights)}
+        details = {}
+        for r in rows:
+            held = set(r[_SCORE].indices()) if r[_SCORE] is not None else set()
+            matched = [word for word, dim in dims.items() if dim in held]
+            details[r[0]] = explain.Details(keyword_score=None, vector_similarity=None, matched_terms=matched)
+        return [_hit(r, float(r[score])) for r in rows], details
 
     async def keyword_candidates(
         self,

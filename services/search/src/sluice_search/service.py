@@ -35,13 +35,7 @@ class Repository(Protocol):
     ) -> tuple[list[Hit], dict[int, explain.Details]]: ...
 
     async def keyword_search(
-        self,
-        collection: Collection,
-        terms: Sequence[str],
-        limit: int,
-        filter: DocumentFilter,
-        exact: int | None = None,
-        weights_used: dict[str, float] | None = None,
+        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter, exact: int | None = None
     ) -> list[Hit]: ...
 
     async def vector_candidates(
@@ -73,9 +67,9 @@ class Repository(Protocol):
         self, collection: Collection, chunk_ids: Sequence[int], filter: DocumentFilter, wanted: explain.Wanted
     ) -> tuple[dict[int, Hit], dict[int, explain.Details]]: ...
 
-    async def explain_details(
-        self, collection: Collection, chunk_ids: Sequence[int], wanted: explain.Wanted
-    ) -> dict[int, explain.Details]: ...
+    async def explained_keyword_search(
+        self, collection: Collection, terms: Sequence[str], limit: int, filter: DocumentFilter
+    ) -> tuple[list[Hit], dict[int, explain.Details]]: ...
 
     async def embedders_in_use(self) -> list[tuple[str, str, int]]: ...
 
@@ -236,15 +230,6 @@ class SearchService:
             context.attach(hits, query.context.neighbor_chunks, texts, collection.chunk_overlap)
         return hits, outcome
 
-    async def _explain_keyword(self, collection: Collection, hits: list[Hit], weights: dict[str, float]) -> None:
-        """KEYWORD: the mode's list (explain.py), and which of the words the keyword side weighed
-        each hit holds, in one statement over the first stage's hits (HYBRID and VECTOR read them
-        with their rows)."""
-        explain.single_list(hits, vector=False)
-        if hits and weights:
-            details = await self._repository.explain_details(collection, [hit.chunk_id for hit in hits], explain.Wanted(weights))
-            explain.complete(hits, details)
-
     async def _resolve(self, tenant_id: int, name: str, *, fresh: bool) -> Collection:
         collection = await self._repository.get_collection(tenant_id, name, fresh=fresh)
         if collection is None:
@@ -290,12 +275,13 @@ class SearchService:
             return hits
 
         terms = textsearch.query_terms(query.text)
-        if query.mode is Mode.KEYWORD:
-            # With explain, the words the keyword side weighed are the only ones a hit can hold.
-            weights: dict[str, float] | None = {} if query.explain else None
-            hits = await self._repository.keyword_search(collection, terms, query.top_k, query.filter, weights_used=weights)
-            if weights is not None:
-                await self._explain_keyword(collection, hits, weights)
+        if query.mode is Mode.KEYWORD and query.explain:
+            # The words each hit holds come with the rows (explained_keyword_search).
+            hits, details = await self._repository.explained_keyword_search(collection, terms, query.top_k, query.filter)
+            explain.single_list(hits, vector=False)
+            explain.complete(hits, details)
+        elif query.mode is Mode.KEYWORD:
+            hits = await self._repository.keyword_search(collection, terms, query.top_k, query.filter)
         else:
             hits = await self._hybrid(collection, query, query.vector, terms)
         for hit in hits:
