@@ -352,3 +352,17 @@ def test_edit_a_chunk_search_finds_its_new_text_and_a_stale_edit_is_refused(cons
     )
     page.watched.console_errors.clear()  # the refused call's 409, on purpose
     assert_quiet(page)
+
+
+def test_an_unknown_collection_says_so_and_its_stream_stops(console_stack: ConsoleStack, page: Any) -> None:
+    sign_in(page, console_stack)
+    watches: list[str] = []
+    page.on("request", lambda request: "WatchCollection" in request.url and watches.append(request.url))
+    page.goto(f"{console_stack.url}/#/collections/no-such-collection")
+    page.wait_for_selector(".stream.stopped")
+    banners = page.locator("[role=alert]").all_inner_texts()
+    assert banners and all("not found" in text and "COLLECTION_NOT_FOUND" in text for text in banners), banners
+    page.wait_for_timeout(2500)  # a stream that failed for good is not opened again every second
+    assert len(watches) == 1, watches
+    page.watched.console_errors.clear()  # the 404 of ListDocuments, on purpose
+    assert_quiet(page)

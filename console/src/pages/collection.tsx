@@ -3,6 +3,7 @@
  * tokens, so 10,000 documents cost one page), kept live by one WatchCollection stream; the
  * counts by status; retry, reprocess and delete; uploads by drag and drop or file pickers.
  */
+import { Code, ConnectError } from "@connectrpc/connect";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { Collection } from "@gen/collection_pb.js";
 import { GenerationState } from "@gen/collection_pb.js";
@@ -45,12 +46,17 @@ export interface LiveState {
   deleted: Set<string>;
   /** Ids first seen in events, oldest first. */
   arrived: string[];
-  /** "live", "connecting" or "reconnecting". */
+  /** "live", "connecting", "reconnecting", or "stopped" (see `error`). */
   stream: string;
+  /** Why the stream stopped for good (no key, no such collection): not worth opening again. */
+  error?: unknown;
   /** The number of document events received. */
   events: number;
   version: number;
 }
+
+/** Failures a new stream would meet again. */
+const FINAL = new Set([Code.Unauthenticated, Code.PermissionDenied, Code.NotFound, Code.InvalidArgument]);
 
 /** How often the page shows what the stream said: live to a person, cheap with thousands of events a second. */
 const PUBLISH_MS = 150;
@@ -93,8 +99,14 @@ function useLiveCollection(collection: string): LiveState {
             else if (event.type === CollectionEventType.CHANGED) live.byId.set(doc.id, doc);
             publish();
           }
-        } catch {
+        } catch (err) {
           if (abort.signal.aborted) return;
+          if (err instanceof ConnectError && FINAL.has(err.code)) {
+            live.stream = "stopped";
+            live.error = err;
+            publish();
+            return;
+          }
         }
         // The stream ended or dropped: resume after the last cursor, missing nothing.
         live.stream = "reconnecting";
@@ -282,6 +294,7 @@ export function CollectionPage(props: { name: string }) {
       </p>
       <h1>{props.name}</h1>
       <ErrorBanner error={error} onDismiss={() => setError(null)} />
+      <ErrorBanner error={live.error} />
       <Counts collection={collection} live={live} />
       {canWrite ? <Uploads collection={props.name} live={live} /> : null}
       <h2 id="documents-heading">Documents</h2>
