@@ -127,8 +127,11 @@ def _safely(error: Any, name: str) -> Any:
 def _record_sent(details: Any, request: Any) -> None:
     """What the client sent: the request's strings, and the method it named."""
     texts = [_method(details), *(strings_of(request) if hasattr(request, "ListFields") else ())]
+    # A server message quotes what it was sent with repr(): `'\x02\x82O'` for bytes a fuzzer sent
+    # raw is the client's own text too (and long enough to be told apart), not a path of the server's.
+    forms = [form for text in texts for form in {text, repr(text)[1:-1]}]
     with _lock:
-        _sent.update(text for text in texts if len(text) >= SENT_MIN_CHARS)
+        _sent.update(form for form in forms if len(form) >= SENT_MIN_CHARS)
 
 
 def _without_sent(text: str) -> str:

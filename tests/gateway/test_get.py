@@ -97,6 +97,7 @@ def test_get_has_the_keys_and_errors_of_post(stack, http):
         (SEARCH + "?encoding=xml&message=%7B%7D", 400, "INVALID_ENCODING"),
         (get_url(request, connect="v2"), 400, "UNSUPPORTED_PROTOCOL_VERSION"),
         (get_url(request, compression="gzip"), 501, "UNSUPPORTED_ENCODING"),
+        (get_url(request, compression="AAA"), 400, "UNSUPPORTED_ENCODING"),  # not a compression at all
         (SEARCH + "?encoding=json&base64=1&message=%7B%7B", 400, "INVALID_BASE64"),
         (SEARCH + "?encoding=json&message=%7Bnot-json", 400, "INVALID_JSON"),
         (SEARCH + "?encoding=json&message=" + quote('{"topK": "many"}'), 400, "INVALID_JSON"),
