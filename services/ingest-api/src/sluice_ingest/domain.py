@@ -66,7 +66,10 @@ class JobStatus(StateEnum):
 class GenerationState(StateEnum):
     """An index generation of a collection (docs/architecture.md#index-generations)."""
 
-    BUILDING = "BUILDING", "being embedded from the chunk snapshots; search does not read it"
+    BUILDING = (
+        "BUILDING",
+        "being embedded from the chunk snapshots; search reads it only when asked by number (SearchRequest.generation)",
+    )
     ACTIVE = "ACTIVE", "the generation search reads; exactly one per collection"
     RETIRED = "RETIRED", "replaced by a switch; dropped after a grace period"
     CANCELLED = "CANCELLED", "a reindex given up (CancelReindex) or refused by its eval set; dropped"

@@ -728,9 +728,11 @@ Global___SearchHit: _TypeAlias = SearchHit  # noqa: Y015
 
 @_typing.final
 class HitExplanation(_message.Message):
-    """HitExplanation breaks one hit's rank into its parts. A list the hit was not in (the keyword
-    list of a chunk without the query's words, or a side the mode does not use) leaves its score
-    and rank unset.
+    """HitExplanation breaks one hit's rank into its parts (docs/search.md, "Why a hit ranked"). A
+    list the hit was not in (the keyword list of a chunk without the query's words, or a side the
+    mode does not use) leaves its rank unset and adds nothing to the fused score; its score is
+    still filled where search measured it (in HYBRID, the other side's score of every hit), and
+    unset where it did not.
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -629,9 +629,11 @@ export const SearchHitSchema: GenMessage<SearchHit> = /*@__PURE__*/
   messageDesc(file_sluice_v1_search_service, 9);
 
 /**
- * HitExplanation breaks one hit's rank into its parts. A list the hit was not in (the keyword
- * list of a chunk without the query's words, or a side the mode does not use) leaves its score
- * and rank unset.
+ * HitExplanation breaks one hit's rank into its parts (docs/search.md, "Why a hit ranked"). A
+ * list the hit was not in (the keyword list of a chunk without the query's words, or a side the
+ * mode does not use) leaves its rank unset and adds nothing to the fused score; its score is
+ * still filled where search measured it (in HYBRID, the other side's score of every hit), and
+ * unset where it did not.
  *
  * @generated from message sluice.v1.HitExplanation
  */
