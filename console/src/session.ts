@@ -1,14 +1,14 @@
 /**
- * The signed-in session: the API key and what the person said it may do (docs/console.md, "The key").
+ * The signed-in session: the API key and what the server says it may do (docs/console.md, "The key").
  *
  * The key lives in sessionStorage only: it lasts as long as the tab, is never put in a URL, a
  * cookie or a log, and sign-out removes it. Components read the session with `useSession()`
  * (ui/session.tsx); this module is the one place that touches the storage.
  */
 
-/** What the key may do. The API has no call that tells a key's role (docs/console.md, "Roles"):
- * the person says it at sign-in, and a write the server refuses with PERMISSION_DENIED lowers
- * the session to "reader" so the write actions disappear. The server decides either way. */
+/** What the key may do, as AdminService.GetCaller told it at sign-in (docs/console.md, "Roles"); a
+ * write the server refuses with PERMISSION_DENIED still lowers the session to "reader" (a key's
+ * role cannot change, but the server decides either way). */
 export type Role = "admin" | "client" | "reader";
 
 export interface Session {

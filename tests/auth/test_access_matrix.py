@@ -14,6 +14,7 @@ import pytest
 from google.protobuf import symbol_database
 from sluice.v1 import (
     admin_service_pb2,
+    admin_service_pb2_grpc,
     document_service_pb2,
     job_service_pb2,
     search_service_pb2,
@@ -77,6 +78,7 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "/sluice.v1.AdminService/CreateApiKey": ADMIN,
     "/sluice.v1.AdminService/ListApiKeys": ADMIN,
     "/sluice.v1.AdminService/RevokeApiKey": ADMIN,
+    "/sluice.v1.AdminService/GetCaller": ALL,  # any key, of itself
 }
 
 # Principals that fail authentication, and the ErrorInfo reason each gets.
@@ -237,3 +239,25 @@ def test_a_nul_in_any_name_is_invalid_argument_not_internal(ingest_api, search_s
             call_()
         assert err.value.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND), err.value.details()
         assert "internal error" not in (err.value.details() or "")
+
+
+def test_every_key_learns_who_it_is(matrix_servers):
+    """AdminService.GetCaller: the calling key's prefix, role and tenant, for every role (a console
+    shows the actions its role allows without guessing), and an admin key acting for another
+    tenant is told that tenant."""
+    ingest, _, keys, _ = matrix_servers
+    roles = {"client of default": "CLIENT", "client of b": "CLIENT", "reader": "READER", "worker": "WORKER", "admin": "ADMIN"}
+    with grpc.insecure_channel(ingest) as channel:
+        stub = admin_service_pb2_grpc.AdminServiceStub(channel)
+        for principal, role in roles.items():
+            caller = stub.GetCaller(
+                admin_service_pb2.GetCallerRequest(), metadata=[("authorization", f"Bearer {keys[principal]}")]
+            )
+            assert admin_service_pb2.ApiKeyRole.Name(caller.role) == f"API_KEY_ROLE_{role}", principal
+            assert keys[principal].startswith(caller.key_prefix) and caller.key_prefix.endswith("_")
+            assert caller.tenant == ("b" if principal == "client of b" else "default"), (principal, caller.tenant)
+        acting = stub.GetCaller(
+            admin_service_pb2.GetCallerRequest(),
+            metadata=[("authorization", f"Bearer {keys['admin']}"), ("x-sluice-tenant", "b")],
+        )
+        assert acting.tenant == "b" and acting.role == admin_service_pb2.API_KEY_ROLE_ADMIN

@@ -155,21 +155,21 @@ def test_a_reader_key_sees_no_write_action_and_the_server_refuses_one(console_st
         assert upload.status_code == 403
 
 
-def test_a_reader_who_says_write_is_refused_and_the_write_actions_go(console_stack: ConsoleStack, page: Any) -> None:
-    collection_with(console_stack, "claimed", {"operations.md": (FIXTURES / "operations.md").read_bytes()})
-    sign_in(page, console_stack, "reader", say="client")
-    page.click("table a:text-is('claimed')")
-    page.wait_for_selector("table .status.READY")
-    page.click("table a:text-is('operations.md')")
-    page.wait_for_selector(".chunk")
-    page.click("button[aria-label='Disable chunk 0']")
+def test_the_server_tells_the_console_each_keys_role(console_stack: ConsoleStack, page: Any) -> None:
+    """AdminService.GetCaller at sign-in: a reader key's session is read-only without anyone saying
+    so, an admin key's shows the tenants page, and a worker key is refused with a reason."""
+    sign_in(page, console_stack, "reader")
+    assert page.evaluate("sessionStorage.getItem('sluice.console.role')") == "reader"
+    page.click("text=Sign out")
+    sign_in(page, console_stack, "admin")
+    assert page.evaluate("sessionStorage.getItem('sluice.console.role')") == "admin"
+    page.click("text=Sign out")
+    page.fill("#api-key", console_stack.keys["worker"])
+    page.click("button[type=submit]")
     banner = page.locator("[role=alert]")
     banner.wait_for()
-    assert "permission denied" in banner.inner_text() and "ROLE_NOT_ALLOWED" in banner.inner_text()
-    page.wait_for_selector("text=read-only key")
-    assert page.locator("button:text-is('Disable')").count() == 0
-    assert page.locator(".chunk .status:text-is('DISABLED')").count() == 0
-    page.watched.console_errors.clear()  # the refused call's 403, on purpose
+    assert "worker key serves workers only" in banner.inner_text()
+    assert page.evaluate("sessionStorage.getItem('sluice.console.key')") is None
 
 
 CSP = (

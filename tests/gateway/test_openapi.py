@@ -29,6 +29,7 @@ def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
     # The unary reads are marked NO_SIDE_EFFECTS: each takes a Connect GET too, at its POST's path;
     # nothing else does (not the writes, not the streams that read: WatchDocument, WatchCollection).
     reads = [
+        "AdminService.GetCaller",
         "AdminService.ListApiKeys",
         "AdminService.ListTenants",
         "DocumentService.GetCollection",

@@ -52,6 +52,11 @@ class AdminServiceStub:
     """ListApiKeys returns keys by their public prefix; never a secret."""
     RevokeApiKey: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.RevokeApiKeyRequest, _admin_service_pb2.ApiKey]
     """RevokeApiKey revokes a key; every Sluice process refuses it within a second."""
+    GetCaller: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.GetCallerRequest, _admin_service_pb2.Caller]
+    """GetCaller says who is calling: the calling key's public prefix, its role and the tenant the
+    call acts for. Any key may ask (of itself only): a console shows the actions its role allows,
+    a client checks its configuration. It changes nothing.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -77,6 +82,11 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """ListApiKeys returns keys by their public prefix; never a secret."""
     RevokeApiKey: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.RevokeApiKeyRequest, _admin_service_pb2.ApiKey]  # type: ignore[assignment]
     """RevokeApiKey revokes a key; every Sluice process refuses it within a second."""
+    GetCaller: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.GetCallerRequest, _admin_service_pb2.Caller]  # type: ignore[assignment]
+    """GetCaller says who is calling: the calling key's public prefix, its role and the tenant the
+    call acts for. Any key may ask (of itself only): a console shows the actions its role allows,
+    a client checks its configuration. It changes nothing.
+    """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """AdminService manages tenants and API keys (ingest-api; admin keys only).
@@ -129,5 +139,16 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_service_pb2.ApiKey, _abc.Awaitable[_admin_service_pb2.ApiKey]]:
         """RevokeApiKey revokes a key; every Sluice process refuses it within a second."""
+
+    @_abc_1.abstractmethod
+    def GetCaller(
+        self,
+        request: _admin_service_pb2.GetCallerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.Caller, _abc.Awaitable[_admin_service_pb2.Caller]]:
+        """GetCaller says who is calling: the calling key's public prefix, its role and the tenant the
+        call acts for. Any key may ask (of itself only): a console shows the actions its role allows,
+        a client checks its configuration. It changes nothing.
+        """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -69,6 +69,7 @@ METHOD_ROLES: dict[str, frozenset[Role]] = {
     "/sluice.v1.AdminService/CreateApiKey": frozenset({A}),
     "/sluice.v1.AdminService/ListApiKeys": frozenset({A}),
     "/sluice.v1.AdminService/RevokeApiKey": frozenset({A}),
+    "/sluice.v1.AdminService/GetCaller": frozenset({A, C, R, W}),  # every key, of itself
 }
 
 

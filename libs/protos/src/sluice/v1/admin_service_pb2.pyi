@@ -53,6 +53,55 @@ API_KEY_ROLE_WORKER: ApiKeyRole.ValueType  # 4
 Global___ApiKeyRole: _TypeAlias = ApiKeyRole  # noqa: Y015
 
 @_typing.final
+class GetCallerRequest(_message.Message):
+    """GetCallerRequest asks who the caller is; the key in the call's metadata answers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCallerRequest: _TypeAlias = GetCallerRequest  # noqa: Y015
+
+@_typing.final
+class Caller(_message.Message):
+    """Caller is the key making a call, without its secret."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_PREFIX_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    key_prefix: _builtins.str
+    """The key's public prefix, `slk_<id>_`."""
+    role: Global___ApiKeyRole.ValueType
+    """What the key may do."""
+    tenant: _builtins.str
+    """The tenant the call acts for: the key's own, or the one an admin key named in
+    `x-sluice-tenant` metadata.
+    """
+    def __init__(
+        self,
+        *,
+        key_prefix: _builtins.str = ...,
+        role: Global___ApiKeyRole.ValueType = ...,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key_prefix", b"key_prefix", "role", b"role", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Caller: _TypeAlias = Caller  # noqa: Y015
+
+@_typing.final
 class TenantQuota(_message.Message):
     """TenantQuota bounds what a tenant may store; zero means unlimited."""
 

@@ -68,6 +68,11 @@ class AdminServiceStub:
                 request_serializer=sluice_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_admin__service__pb2.ApiKey.FromString,
                 _registered_method=True)
+        self.GetCaller = channel.unary_unary(
+                '/sluice.v1.AdminService/GetCaller',
+                request_serializer=sluice_dot_v1_dot_admin__service__pb2.GetCallerRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_admin__service__pb2.Caller.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -117,6 +122,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCaller(self, request, context):
+        """GetCaller says who is calling: the calling key's public prefix, its role and the tenant the
+        call acts for. Any key may ask (of itself only): a console shows the actions its role allows,
+        a client checks its configuration. It changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -144,6 +158,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RevokeApiKey,
                     request_deserializer=sluice_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_admin__service__pb2.ApiKey.SerializeToString,
+            ),
+            'GetCaller': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCaller,
+                    request_deserializer=sluice_dot_v1_dot_admin__service__pb2.GetCallerRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_admin__service__pb2.Caller.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -290,6 +309,33 @@ class AdminService:
             '/sluice.v1.AdminService/RevokeApiKey',
             sluice_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.SerializeToString,
             sluice_dot_v1_dot_admin__service__pb2.ApiKey.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCaller(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.AdminService/GetCaller',
+            sluice_dot_v1_dot_admin__service__pb2.GetCallerRequest.SerializeToString,
+            sluice_dot_v1_dot_admin__service__pb2.Caller.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,5 @@
-"""AdminService: tenants and keys (admin keys only: the access table in sluice_common.auth).
+"""AdminService: tenants and keys (admin keys only: the access table in sluice_common.auth), and
+GetCaller (any key, of itself).
 Converts, calls one use case (service/admin.py), converts back."""
 
 from __future__ import annotations
@@ -6,10 +7,11 @@ from __future__ import annotations
 import grpc
 from sluice.v1 import admin_service_pb2 as admin_pb2
 from sluice.v1 import admin_service_pb2_grpc
+from sluice_common.auth import current_principal, prefix_of
 from sluice_common.errors import grpc_errors
 
 from ..service import AdminUseCases
-from .converters import ROLE_FROM_PROTO, api_key_to_proto, tenant_to_proto
+from .converters import ROLE_FROM_PROTO, ROLE_TO_PROTO, api_key_to_proto, tenant_to_proto
 
 
 class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
@@ -45,6 +47,11 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     @grpc_errors
     async def RevokeApiKey(self, request: admin_pb2.RevokeApiKeyRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ApiKey:
         return api_key_to_proto(await self.admin.revoke_key(request.id))
+
+    @grpc_errors
+    async def GetCaller(self, request: admin_pb2.GetCallerRequest, context: grpc.aio.ServicerContext) -> admin_pb2.Caller:
+        caller = current_principal()  # what the interceptor authenticated; nothing to read
+        return admin_pb2.Caller(key_prefix=prefix_of(caller.key_id), role=ROLE_TO_PROTO[caller.role], tenant=caller.tenant)
 
 
 __all__ = ["AdminServicer"]

@@ -12,7 +12,58 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/v1/admin_service.proto.
  */
 export const file_sluice_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1zbHVpY2UvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIlcKC1RlbmFudFF1b3RhEhUKDW1heF9kb2N1bWVudHMYASABKAMSGAoQbWF4X3N0b3JlZF9ieXRlcxgCIAEoAxIXCg9tYXhfY29sbGVjdGlvbnMYAyABKAUiSwoLVGVuYW50VXNhZ2USEQoJZG9jdW1lbnRzGAEgASgDEhQKDHN0b3JlZF9ieXRlcxgCIAEoAxITCgtjb2xsZWN0aW9ucxgDIAEoBSKVAQoGVGVuYW50EgwKBG5hbWUYASABKAkSJQoFcXVvdGEYAiABKAsyFi5zbHVpY2UudjEuVGVuYW50UXVvdGESJQoFdXNhZ2UYAyABKAsyFi5zbHVpY2UudjEuVGVuYW50VXNhZ2USLwoLY3JlYXRlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjgKE0NyZWF0ZVRlbmFudFJlcXVlc3QSIQoGdGVuYW50GAEgASgLMhEuc2x1aWNlLnYxLlRlbmFudCIUChJMaXN0VGVuYW50c1JlcXVlc3QiOQoTTGlzdFRlbmFudHNSZXNwb25zZRIiCgd0ZW5hbnRzGAEgAygLMhEuc2x1aWNlLnYxLlRlbmFudCLJAQoGQXBpS2V5EgoKAmlkGAEgASgJEg4KBnByZWZpeBgCIAEoCRIOCgZ0ZW5hbnQYAyABKAkSIwoEcm9sZRgEIAEoDjIVLnNsdWljZS52MS5BcGlLZXlSb2xlEgwKBG5hbWUYBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3Jldm9rZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJYChNDcmVhdGVBcGlLZXlSZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCRIjCgRyb2xlGAIgASgOMhUuc2x1aWNlLnYxLkFwaUtleVJvbGUSDAoEbmFtZRgDIAEoCSJKChRDcmVhdGVBcGlLZXlSZXNwb25zZRIiCgdhcGlfa2V5GAEgASgLMhEuc2x1aWNlLnYxLkFwaUtleRIOCgZzZWNyZXQYAiABKAkiJAoSTGlzdEFwaUtleXNSZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCSI6ChNMaXN0QXBpS2V5c1Jlc3BvbnNlEiMKCGFwaV9rZXlzGAEgAygLMhEuc2x1aWNlLnYxLkFwaUtleSIhChNSZXZva2VBcGlLZXlSZXF1ZXN0EgoKAmlkGAEgASgJKo0BCgpBcGlLZXlSb2xlEhwKGEFQSV9LRVlfUk9MRV9VTlNQRUNJRklFRBAAEhYKEkFQSV9LRVlfUk9MRV9BRE1JThABEhcKE0FQSV9LRVlfUk9MRV9DTElFTlQQAhIXChNBUElfS0VZX1JPTEVfUkVBREVSEAMSFwoTQVBJX0tFWV9ST0xFX1dPUktFUhAEMosDCgxBZG1pblNlcnZpY2USQQoMQ3JlYXRlVGVuYW50Eh4uc2x1aWNlLnYxLkNyZWF0ZVRlbmFudFJlcXVlc3QaES5zbHVpY2UudjEuVGVuYW50ElEKC0xpc3RUZW5hbnRzEh0uc2x1aWNlLnYxLkxpc3RUZW5hbnRzUmVxdWVzdBoeLnNsdWljZS52MS5MaXN0VGVuYW50c1Jlc3BvbnNlIgOQAgESTwoMQ3JlYXRlQXBpS2V5Eh4uc2x1aWNlLnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaHy5zbHVpY2UudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USUQoLTGlzdEFwaUtleXMSHS5zbHVpY2UudjEuTGlzdEFwaUtleXNSZXF1ZXN0Gh4uc2x1aWNlLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiA5ACARJBCgxSZXZva2VBcGlLZXkSHi5zbHVpY2UudjEuUmV2b2tlQXBpS2V5UmVxdWVzdBoRLnNsdWljZS52MS5BcGlLZXliBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("Ch1zbHVpY2UvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIhIKEEdldENhbGxlclJlcXVlc3QiUQoGQ2FsbGVyEhIKCmtleV9wcmVmaXgYASABKAkSIwoEcm9sZRgCIAEoDjIVLnNsdWljZS52MS5BcGlLZXlSb2xlEg4KBnRlbmFudBgDIAEoCSJXCgtUZW5hbnRRdW90YRIVCg1tYXhfZG9jdW1lbnRzGAEgASgDEhgKEG1heF9zdG9yZWRfYnl0ZXMYAiABKAMSFwoPbWF4X2NvbGxlY3Rpb25zGAMgASgFIksKC1RlbmFudFVzYWdlEhEKCWRvY3VtZW50cxgBIAEoAxIUCgxzdG9yZWRfYnl0ZXMYAiABKAMSEwoLY29sbGVjdGlvbnMYAyABKAUilQEKBlRlbmFudBIMCgRuYW1lGAEgASgJEiUKBXF1b3RhGAIgASgLMhYuc2x1aWNlLnYxLlRlbmFudFF1b3RhEiUKBXVzYWdlGAMgASgLMhYuc2x1aWNlLnYxLlRlbmFudFVzYWdlEi8KC2NyZWF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4ChNDcmVhdGVUZW5hbnRSZXF1ZXN0EiEKBnRlbmFudBgBIAEoCzIRLnNsdWljZS52MS5UZW5hbnQiFAoSTGlzdFRlbmFudHNSZXF1ZXN0IjkKE0xpc3RUZW5hbnRzUmVzcG9uc2USIgoHdGVuYW50cxgBIAMoCzIRLnNsdWljZS52MS5UZW5hbnQiyQEKBkFwaUtleRIKCgJpZBgBIAEoCRIOCgZwcmVmaXgYAiABKAkSDgoGdGVuYW50GAMgASgJEiMKBHJvbGUYBCABKA4yFS5zbHVpY2UudjEuQXBpS2V5Um9sZRIMCgRuYW1lGAUgASgJEi8KC2NyZWF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXZva2VfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiWAoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIOCgZ0ZW5hbnQYASABKAkSIwoEcm9sZRgCIAEoDjIVLnNsdWljZS52MS5BcGlLZXlSb2xlEgwKBG5hbWUYAyABKAkiSgoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USIgoHYXBpX2tleRgBIAEoCzIRLnNsdWljZS52MS5BcGlLZXkSDgoGc2VjcmV0GAIgASgJIiQKEkxpc3RBcGlLZXlzUmVxdWVzdBIOCgZ0ZW5hbnQYASABKAkiOgoTTGlzdEFwaUtleXNSZXNwb25zZRIjCghhcGlfa2V5cxgBIAMoCzIRLnNsdWljZS52MS5BcGlLZXkiIQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIKCgJpZBgBIAEoCSqNAQoKQXBpS2V5Um9sZRIcChhBUElfS0VZX1JPTEVfVU5TUEVDSUZJRUQQABIWChJBUElfS0VZX1JPTEVfQURNSU4QARIXChNBUElfS0VZX1JPTEVfQ0xJRU5UEAISFwoTQVBJX0tFWV9ST0xFX1JFQURFUhADEhcKE0FQSV9LRVlfUk9MRV9XT1JLRVIQBDLNAwoMQWRtaW5TZXJ2aWNlEkEKDENyZWF0ZVRlbmFudBIeLnNsdWljZS52MS5DcmVhdGVUZW5hbnRSZXF1ZXN0GhEuc2x1aWNlLnYxLlRlbmFudBJRCgtMaXN0VGVuYW50cxIdLnNsdWljZS52MS5MaXN0VGVuYW50c1JlcXVlc3QaHi5zbHVpY2UudjEuTGlzdFRlbmFudHNSZXNwb25zZSIDkAIBEk8KDENyZWF0ZUFwaUtleRIeLnNsdWljZS52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0Gh8uc2x1aWNlLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlElEKC0xpc3RBcGlLZXlzEh0uc2x1aWNlLnYxLkxpc3RBcGlLZXlzUmVxdWVzdBoeLnNsdWljZS52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlIgOQAgESQQoMUmV2b2tlQXBpS2V5Eh4uc2x1aWNlLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaES5zbHVpY2UudjEuQXBpS2V5EkAKCUdldENhbGxlchIbLnNsdWljZS52MS5HZXRDYWxsZXJSZXF1ZXN0GhEuc2x1aWNlLnYxLkNhbGxlciIDkAIBYgZwcm90bzM", [file_google_protobuf_timestamp]);
+
+/**
+ * GetCallerRequest asks who the caller is; the key in the call's metadata answers.
+ *
+ * @generated from message sluice.v1.GetCallerRequest
+ */
+export type GetCallerRequest = Message<"sluice.v1.GetCallerRequest"> & {
+};
+
+/**
+ * Describes the message sluice.v1.GetCallerRequest.
+ * Use `create(GetCallerRequestSchema)` to create a new message.
+ */
+export const GetCallerRequestSchema: GenMessage<GetCallerRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_admin_service, 0);
+
+/**
+ * Caller is the key making a call, without its secret.
+ *
+ * @generated from message sluice.v1.Caller
+ */
+export type Caller = Message<"sluice.v1.Caller"> & {
+  /**
+   * The key's public prefix, `slk_<id>_`.
+   *
+   * @generated from field: string key_prefix = 1;
+   */
+  keyPrefix: string;
+
+  /**
+   * What the key may do.
+   *
+   * @generated from field: sluice.v1.ApiKeyRole role = 2;
+   */
+  role: ApiKeyRole;
+
+  /**
+   * The tenant the call acts for: the key's own, or the one an admin key named in
+   * `x-sluice-tenant` metadata.
+   *
+   * @generated from field: string tenant = 3;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message sluice.v1.Caller.
+ * Use `create(CallerSchema)` to create a new message.
+ */
+export const CallerSchema: GenMessage<Caller> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_admin_service, 1);
 
 /**
  * TenantQuota bounds what a tenant may store; zero means unlimited.
@@ -47,7 +98,7 @@ export type TenantQuota = Message<"sluice.v1.TenantQuota"> & {
  * Use `create(TenantQuotaSchema)` to create a new message.
  */
 export const TenantQuotaSchema: GenMessage<TenantQuota> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 0);
+  messageDesc(file_sluice_v1_admin_service, 2);
 
 /**
  * TenantUsage is what a tenant holds now.
@@ -82,7 +133,7 @@ export type TenantUsage = Message<"sluice.v1.TenantUsage"> & {
  * Use `create(TenantUsageSchema)` to create a new message.
  */
 export const TenantUsageSchema: GenMessage<TenantUsage> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 1);
+  messageDesc(file_sluice_v1_admin_service, 3);
 
 /**
  * Tenant owns collections and API keys.
@@ -124,7 +175,7 @@ export type Tenant = Message<"sluice.v1.Tenant"> & {
  * Use `create(TenantSchema)` to create a new message.
  */
 export const TenantSchema: GenMessage<Tenant> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 2);
+  messageDesc(file_sluice_v1_admin_service, 4);
 
 /**
  * CreateTenantRequest names the tenant to create.
@@ -145,7 +196,7 @@ export type CreateTenantRequest = Message<"sluice.v1.CreateTenantRequest"> & {
  * Use `create(CreateTenantRequestSchema)` to create a new message.
  */
 export const CreateTenantRequestSchema: GenMessage<CreateTenantRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 3);
+  messageDesc(file_sluice_v1_admin_service, 5);
 
 /**
  * ListTenantsRequest asks for every tenant.
@@ -160,7 +211,7 @@ export type ListTenantsRequest = Message<"sluice.v1.ListTenantsRequest"> & {
  * Use `create(ListTenantsRequestSchema)` to create a new message.
  */
 export const ListTenantsRequestSchema: GenMessage<ListTenantsRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 4);
+  messageDesc(file_sluice_v1_admin_service, 6);
 
 /**
  * ListTenantsResponse is every tenant.
@@ -181,7 +232,7 @@ export type ListTenantsResponse = Message<"sluice.v1.ListTenantsResponse"> & {
  * Use `create(ListTenantsResponseSchema)` to create a new message.
  */
 export const ListTenantsResponseSchema: GenMessage<ListTenantsResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 5);
+  messageDesc(file_sluice_v1_admin_service, 7);
 
 /**
  * ApiKey describes a key without its secret.
@@ -244,7 +295,7 @@ export type ApiKey = Message<"sluice.v1.ApiKey"> & {
  * Use `create(ApiKeySchema)` to create a new message.
  */
 export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 6);
+  messageDesc(file_sluice_v1_admin_service, 8);
 
 /**
  * CreateApiKeyRequest describes the key to create.
@@ -279,7 +330,7 @@ export type CreateApiKeyRequest = Message<"sluice.v1.CreateApiKeyRequest"> & {
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 7);
+  messageDesc(file_sluice_v1_admin_service, 9);
 
 /**
  * CreateApiKeyResponse carries the new key; its secret is shown only here.
@@ -307,7 +358,7 @@ export type CreateApiKeyResponse = Message<"sluice.v1.CreateApiKeyResponse"> & {
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 8);
+  messageDesc(file_sluice_v1_admin_service, 10);
 
 /**
  * ListApiKeysRequest filters the keys to list.
@@ -328,7 +379,7 @@ export type ListApiKeysRequest = Message<"sluice.v1.ListApiKeysRequest"> & {
  * Use `create(ListApiKeysRequestSchema)` to create a new message.
  */
 export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 9);
+  messageDesc(file_sluice_v1_admin_service, 11);
 
 /**
  * ListApiKeysResponse is the keys, newest last.
@@ -349,7 +400,7 @@ export type ListApiKeysResponse = Message<"sluice.v1.ListApiKeysResponse"> & {
  * Use `create(ListApiKeysResponseSchema)` to create a new message.
  */
 export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 10);
+  messageDesc(file_sluice_v1_admin_service, 12);
 
 /**
  * RevokeApiKeyRequest names the key to revoke.
@@ -370,7 +421,7 @@ export type RevokeApiKeyRequest = Message<"sluice.v1.RevokeApiKeyRequest"> & {
  * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
  */
 export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 11);
+  messageDesc(file_sluice_v1_admin_service, 13);
 
 /**
  * ApiKeyRole is what a key may do.
@@ -483,6 +534,18 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RevokeApiKeyRequestSchema;
     output: typeof ApiKeySchema;
+  },
+  /**
+   * GetCaller says who is calling: the calling key's public prefix, its role and the tenant the
+   * call acts for. Any key may ask (of itself only): a console shows the actions its role allows,
+   * a client checks its configuration. It changes nothing.
+   *
+   * @generated from rpc sluice.v1.AdminService.GetCaller
+   */
+  getCaller: {
+    methodKind: "unary";
+    input: typeof GetCallerRequestSchema;
+    output: typeof CallerSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sluice_v1_admin_service, 0);
