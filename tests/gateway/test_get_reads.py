@@ -101,6 +101,7 @@ def reads(world: World) -> dict[str, dict]:
         "DocumentService.ListCollections": {},
         "DocumentService.GetDocument": {"id": world.document},
         "DocumentService.ListDocuments": {"collection": "docs", "status": "DOCUMENT_STATUS_READY"},
+        "DocumentService.ListChunks": {"documentId": world.document, "pageSize": 5},
         "SearchService.Search": {"collection": "docs", "query": "when do leases expire", "topK": 3},
         "SourceService.GetSource": {"name": world.source},
         "SourceService.ListSources": {"collection": "docs"},
@@ -110,6 +111,7 @@ def reads(world: World) -> dict[str, dict]:
         "WebhookService.ListWebhookDeliveries": {"webhookId": world.webhook},
         "AdminService.ListTenants": {},
         "AdminService.ListApiKeys": {"tenant": "default"},
+        "AdminService.GetCaller": {},
     }
 
 
