@@ -99,7 +99,11 @@ def console_stack(tmp_path_factory: pytest.TempPathFactory, console_built: Path)
         stack.stop()
 
 
-@pytest.fixture(scope="session")
+# One browser a test file, not a session: Playwright's sync API keeps an asyncio event loop
+# running in the thread that started it until it stops, and every test file that runs after the
+# console's on the same xdist process (asyncio.run, pytest-asyncio) would find it there
+# ("asyncio.run() cannot be called from a running event loop": 70 failures in one CI run).
+@pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
