@@ -16,7 +16,6 @@ Statuses and kinds come from the enums (domain.py), never typed by hand.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import psycopg
 from psycopg import sql
 
 from .domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, JobStatus
+from .operator_tool import UNREACHABLE, tool_parser, with_database
 
 # How many offending rows each finding lists (the count is always exact).
 SHOWN_ROWS = 10
@@ -255,24 +255,15 @@ def report(findings: Sequence[Finding], checks: Sequence[Check] = CHECKS) -> str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="sluice-check",
-        description="Check a Sluice database's invariants, reading only (docs/operations.md, 'Checking a database'). "
+    parser = tool_parser(
+        "sluice-check",
+        "Check a Sluice database's invariants, reading only (docs/operations.md, 'Checking a database'). "
         "Exits 1 when one is broken.",
+        "the database (default: SLUICE_DATABASE_URL, as ingest-api reads it)",
     )
-    parser.add_argument("--database-url", help="the database (default: SLUICE_DATABASE_URL, as ingest-api reads it)")
-    args = parser.parse_args(argv)
-    url = args.database_url
-    if not url:
-        from .settings import IngestSettings
-
-        url = IngestSettings().database_url
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            findings = run_checks(conn)
-    except psycopg.OperationalError as error:
-        print(f"{parser.prog}: cannot reach the database: {str(error).splitlines()[0]}", file=sys.stderr)
-        return 2
+    findings = with_database(parser, parser.parse_args(argv), run_checks)
+    if findings is None:
+        return UNREACHABLE
     print(report(findings))
     return 1 if any(not f.check.note for f in findings) else 0
 

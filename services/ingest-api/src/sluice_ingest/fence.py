@@ -13,7 +13,6 @@ restored database.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Any
 
@@ -21,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from .domain import AttemptOutcome, JobStatus
+from .operator_tool import UNREACHABLE, tool_parser, with_database
 
 FENCE_SQL = sql.SQL(
     """
@@ -52,24 +52,15 @@ def fence_leases(conn: psycopg.Connection[Any]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="sluice-fence",
-        description="After a restore, take away every lease the restored database brought back "
+    parser = tool_parser(
+        "sluice-fence",
+        "After a restore, take away every lease the restored database brought back "
         "(docs/operations.md, 'Backup and restore'). Run it before starting any service.",
+        "the restored database (default: SLUICE_DATABASE_URL)",
     )
-    parser.add_argument("--database-url", help="the restored database (default: SLUICE_DATABASE_URL)")
-    args = parser.parse_args(argv)
-    url = args.database_url
-    if not url:
-        from .settings import IngestSettings
-
-        url = IngestSettings().database_url
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            fenced = fence_leases(conn)
-    except psycopg.OperationalError as error:
-        print(f"{parser.prog}: cannot reach the database: {str(error).splitlines()[0]}", file=sys.stderr)
-        return 2
+    fenced = with_database(parser, parser.parse_args(argv), fence_leases)
+    if fenced is None:
+        return UNREACHABLE
     print(f"fenced {fenced} lease{'' if fenced == 1 else 's'}: their jobs will be taken over by the next claims")
     return 0
 
