@@ -49,8 +49,10 @@ def test_no_generated_request_gets_a_5xx_or_an_answer_off_its_schema(stack, tmp_
             EXCLUDED,
             "--max-examples",
             "8",
+            # One worker: with two, CPython 3.11 crashed inside Schemathesis's coverage phase once
+            # ("SystemError: AST constructor recursion depth mismatch", compile() in two threads).
             "--workers",
-            "2",
+            "1",
             "--seed",
             "37",
             "--generation-deterministic",  # which also keeps no example database
