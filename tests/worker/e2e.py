@@ -90,10 +90,13 @@ class Docs:
     async def wait_all(self, ids, timeout: float = 120.0) -> list[D.Document]:
         return list(await asyncio.gather(*(self.wait(i, timeout=timeout) for i in ids)))
 
-    async def watch(self, document_id: str) -> list[D.Document]:
+    async def watch(self, document_id: str, subscribed: asyncio.Event | None = None) -> list[D.Document]:
+        """Every event of one document; `subscribed` is set once its first (current state) has come."""
         events = []
         async for event in self.stub.WatchDocument(ds.WatchDocumentRequest(id=document_id)):
             events.append(event.document)
+            if subscribed is not None:
+                subscribed.set()
         return events
 
 

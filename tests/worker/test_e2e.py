@@ -43,7 +43,9 @@ GOOD = [
 async def test_every_format_reaches_ready_with_sensible_chunks(ingest_api, docs, sandbox_pool, documents_dir, database_url):
     await docs.create_collection("formats", max_characters=300, new_after=250)
     uploaded = {name: await docs.upload("formats", name, (documents_dir / name).read_bytes()) for name in GOOD}
-    watch = asyncio.create_task(docs.watch(uploaded["report.pdf"].id))
+    subscribed = asyncio.Event()
+    watch = asyncio.create_task(docs.watch(uploaded["report.pdf"].id, subscribed))
+    await asyncio.wait_for(subscribed.wait(), 30)  # PENDING is seen before a worker can claim it
     async with InProcessWorker(worker_settings(ingest_api.address), sandbox_pool):
         finished = {d.filename: d for d in await docs.wait_all([d.id for d in uploaded.values()])}
         events = await asyncio.wait_for(watch, 30)

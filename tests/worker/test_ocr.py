@@ -139,7 +139,9 @@ async def test_e2e_scans_and_images_reach_ready_and_are_found_in_every_search_mo
         "note.webp": fx.image_bytes(fx.render_page(fx.PAGE_TWO, size=(1654, 400)), "WEBP", lossless=True),
     }
     uploaded = {name: await docs.upload("scans", name, data) for name, data in files.items()}
-    progress = asyncio.create_task(docs.watch(uploaded["fax.tiff"].id))
+    subscribed = asyncio.Event()
+    progress = asyncio.create_task(docs.watch(uploaded["fax.tiff"].id, subscribed))
+    await asyncio.wait_for(subscribed.wait(), 30)
     async with InProcessWorker(worker_settings(ingest_api.address), sandbox_pool):
         finished = {d.filename: d for d in await docs.wait_all([d.id for d in uploaded.values()])}
         events = await asyncio.wait_for(progress, 30)

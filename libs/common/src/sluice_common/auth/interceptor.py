@@ -163,7 +163,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
                 try:
                     return await inner_su(_checked_stream(requests), context)
                 finally:
-                    _current.reset(token)
+                    _reset(token)  # closed at server shutdown from another Context, like a stream
 
             return grpc.stream_unary_rpc_method_handler(stream_unary, deserializer, serializer)
         inner_ss = handler.stream_stream
@@ -180,9 +180,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
 
 
 def _reset(token: contextvars.Token[Principal]) -> None:
-    """Undo `_enter` at the end of a streaming answer. gRPC may close a stream's generator from
-    another task than the one that started it (a client that goes away), where the token is of a
-    different Context and reset() raises; that task's Context is discarded anyway."""
+    """Undo `_enter` at the end of a streaming call. gRPC may close a stream's generator, or a
+    client-streaming coroutine at server shutdown, from another task than the one that started it,
+    where the token is of a different Context and reset() raises; that task's Context is discarded
+    anyway."""
     with contextlib.suppress(ValueError):
         _current.reset(token)
 
