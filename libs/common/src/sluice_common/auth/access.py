@@ -41,6 +41,9 @@ METHOD_ROLES: dict[str, frozenset[Role]] = {
     "/sluice.v1.DocumentService/ListChunks": _READ,
     "/sluice.v1.DocumentService/UpdateChunk": _WRITE,
     "/sluice.v1.DocumentService/DownloadDocument": _READ,
+    # A bundle holds every document's original bytes: whoever may download them may export it.
+    "/sluice.v1.DocumentService/ExportCollection": _READ,
+    "/sluice.v1.DocumentService/ImportCollection": _WRITE,
     "/sluice.v1.SearchService/Search": _READ,
     # Only a worker holding a lease can put chunks into the index.
     "/sluice.v1.JobService/ClaimJob": frozenset({W}),

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/v1/document_service.proto.
  */
 export const file_sluice_v1_document_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBzbHVpY2UvdjEvZG9jdW1lbnRfc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIkQKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EikKCmNvbGxlY3Rpb24YASABKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIkChRHZXRDb2xsZWN0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXgoXTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USKgoLY29sbGVjdGlvbnMYASADKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoXRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCLKAQoYUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSKwoIZW1iZWRkZXIYAiABKAsyGS5zbHVpY2UudjEuRW1iZWRkZXJDb25maWcSKgoMZXZhbF9xdWVyaWVzGAMgAygLMhQuc2x1aWNlLnYxLkV2YWxRdWVyeRIRCgltaW5fcmF0aW8YBCABKAISNAoQdmVjdG9yX3ByZWNpc2lvbhgFIAEoDjIaLnNsdWljZS52MS5WZWN0b3JQcmVjaXNpb24iOAoJRXZhbFF1ZXJ5Eg0KBXF1ZXJ5GAEgASgJEhAKCHJlbGV2YW50GAIgAygJEgoKAmlkGAMgASgJIiQKFENhbmNlbFJlaW5kZXhSZXF1ZXN0EgwKBG5hbWUYASABKAkiNQoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAEgASgDIsEDChZVcGxvYWREb2N1bWVudE1ldGFkYXRhEhIKCmNvbGxlY3Rpb24YASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEkEKCG1ldGFkYXRhGAQgAygLMi8uc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuTWV0YWRhdGFFbnRyeRISCgpyZXF1ZXN0X2lkGAUgASgJEhsKE2V4cGVjdGVkX3NpemVfYnl0ZXMYBiABKAMSFwoPZXhwZWN0ZWRfc2hhMjU2GAcgASgJEkwKDnR5cGVkX21ldGFkYXRhGAggAygLMjQuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuVHlwZWRNZXRhZGF0YUVudHJ5EhIKCnNvdXJjZV91cmkYCSABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGk4KElR5cGVkTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5zbHVpY2UudjEuTWV0YWRhdGFWYWx1ZToCOAEiOwoVVXBsb2FkRG9jdW1lbnRUcmFpbGVyEhIKCnNpemVfYnl0ZXMYASABKAMSDgoGc2hhMjU2GAIgASgJIp4BChVVcGxvYWREb2N1bWVudFJlcXVlc3QSNQoIbWV0YWRhdGEYASABKAsyIS5zbHVpY2UudjEuVXBsb2FkRG9jdW1lbnRNZXRhZGF0YUgAEg4KBGRhdGEYAiABKAxIABIzCgd0cmFpbGVyGAMgASgLMiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50VHJhaWxlckgAQgkKB3BheWxvYWQiSAoSR2V0RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNvbGxlY3Rpb24YAiABKAkSEgoKc291cmNlX3VyaRgDIAEoCSKQAQoUTGlzdERvY3VtZW50c1JlcXVlc3QSEgoKY29sbGVjdGlvbhgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5zbHVpY2UudjEuRG9jdW1lbnRTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEgoKc291cmNlX3VyaRgFIAEoCSJYChVMaXN0RG9jdW1lbnRzUmVzcG9uc2USJgoJZG9jdW1lbnRzGAEgAygLMhMuc2x1aWNlLnYxLkRvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJLChVEZWxldGVEb2N1bWVudFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY29sbGVjdGlvbhgCIAEoCRISCgpzb3VyY2VfdXJpGAMgASgJIlIKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USHQoVY2FuY2VsbGVkX3J1bm5pbmdfam9iGAEgASgIEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAIgASgFIiIKFFJldHJ5RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIiYKGFJlcHJvY2Vzc0RvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIiChRXYXRjaERvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSLSAQoWV2F0Y2hDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEhQKDGFmdGVyX2N1cnNvchgCIAEoCRIZChFzdGFydF9mcm9tX29sZGVzdBgDIAEoCBIrCghzdGF0dXNlcxgEIAMoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIVCg10ZXJtaW5hbF9vbmx5GAUgASgIEi8KC3NvdXJjZV9ydW5zGAYgASgOMhouc2x1aWNlLnYxLlNvdXJjZVJ1bkV2ZW50cyJgCg5Tb3VyY2VSdW5FdmVudBIOCgZzb3VyY2UYASABKAkSGwoTc291cmNlX2Rpc3BsYXlfbmFtZRgCIAEoCRIhCgNydW4YAyABKAsyFC5zbHVpY2UudjEuU291cmNlUnVuIugBCg9Db2xsZWN0aW9uRXZlbnQSDgoGY3Vyc29yGAEgASgJEhAKCGV2ZW50X2lkGAIgASgDEiwKBHR5cGUYAyABKA4yHi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50VHlwZRIlCghkb2N1bWVudBgEIAEoCzITLnNsdWljZS52MS5Eb2N1bWVudBIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoKc291cmNlX3J1bhgGIAEoCzIZLnNsdWljZS52MS5Tb3VyY2VSdW5FdmVudCJjChFMaXN0Q2h1bmtzUmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRISCgpnZW5lcmF0aW9uGAQgASgFIn8KEkxpc3RDaHVua3NSZXNwb25zZRIoCgZjaHVua3MYASADKAsyGC5zbHVpY2UudjEuRG9jdW1lbnRDaHVuaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKdG90YWxfc2l6ZRgDIAEoBRISCgpnZW5lcmF0aW9uGAQgASgFInIKElVwZGF0ZUNodW5rUmVxdWVzdBIQCghjaHVua19pZBgBIAEoCRIUCgdlbmFibGVkGAIgASgISACIAQESEQoEdGV4dBgDIAEoCUgBiAEBEgwKBGV0YWcYBCABKAlCCgoIX2VuYWJsZWRCBwoFX3RleHQizwMKDURvY3VtZW50Q2h1bmsSCgoCaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkSEwoLY2h1bmtfaW5kZXgYAyABKAUSDAoEdGV4dBgEIAEoCRITCgtwYWdlX251bWJlchgFIAEoBRIUCgxlbGVtZW50X3R5cGUYBiABKAkSFQoNZWxlbWVudF90eXBlcxgHIAMoCRIVCg1zZWN0aW9uX3RpdGxlGAggASgJEhQKDHRleHRfYXNfaHRtbBgJIAEoCRIlCgVib3hlcxgKIAMoCzIWLnNsdWljZS52MS5Cb3VuZGluZ0JveBITCgt0b2tlbl9jb3VudBgLIAEoBRIXCg9jaGFyYWN0ZXJfY291bnQYDCABKAUSEgoKZ2VuZXJhdGlvbhgNIAEoBRIPCgdlbmFibGVkGA4gASgIEg4KBmVkaXRlZBgPIAEoCBIVCg1vcmlnaW5hbF90ZXh0GBAgASgJEhMKC3RleHRfc291cmNlGBEgASgJEhYKDm9jcl9jb25maWRlbmNlGBIgASgCEi8KC3VwZGF0ZV90aW1lGBMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRldGFnGBQgASgJIiUKF0Rvd25sb2FkRG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJImkKFkRvd25sb2FkRG9jdW1lbnRIZWFkZXISEAoIZmlsZW5hbWUYASABKAkSEQoJbWltZV90eXBlGAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAMSFgoOY29udGVudF9zaGEyNTYYBCABKAkiagoYRG93bmxvYWREb2N1bWVudFJlc3BvbnNlEjMKBmhlYWRlchgBIAEoCzIhLnNsdWljZS52MS5Eb3dubG9hZERvY3VtZW50SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgkKB3BheWxvYWQqcAoPU291cmNlUnVuRXZlbnRzEiEKHVNPVVJDRV9SVU5fRVZFTlRTX1VOU1BFQ0lGSUVEEAASHgoaU09VUkNFX1JVTl9FVkVOVFNfSU5DTFVERUQQARIaChZTT1VSQ0VfUlVOX0VWRU5UU19PTkxZEAIqswIKE0NvbGxlY3Rpb25FdmVudFR5cGUSJQohQ09MTEVDVElPTl9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodQ09MTEVDVElPTl9FVkVOVF9UWVBFX0NIQU5HRUQQARIhCh1DT0xMRUNUSU9OX0VWRU5UX1RZUEVfREVMRVRFRBACEiMKH0NPTExFQ1RJT05fRVZFTlRfVFlQRV9IRUFSVEJFQVQQAxIsCihDT0xMRUNUSU9OX0VWRU5UX1RZUEVfU09VUkNFX1JVTl9TVEFSVEVEEAQSLQopQ09MTEVDVElPTl9FVkVOVF9UWVBFX1NPVVJDRV9SVU5fUFJPR1JFU1MQBRItCilDT0xMRUNUSU9OX0VWRU5UX1RZUEVfU09VUkNFX1JVTl9GSU5JU0hFRBAGMvYKCg9Eb2N1bWVudFNlcnZpY2USTQoQQ3JlYXRlQ29sbGVjdGlvbhIiLnNsdWljZS52MS5DcmVhdGVDb2xsZWN0aW9uUmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uEkwKDUdldENvbGxlY3Rpb24SHy5zbHVpY2UudjEuR2V0Q29sbGVjdGlvblJlcXVlc3QaFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIDkAIBEl0KD0xpc3RDb2xsZWN0aW9ucxIhLnNsdWljZS52MS5MaXN0Q29sbGVjdGlvbnNSZXF1ZXN0GiIuc2x1aWNlLnYxLkxpc3RDb2xsZWN0aW9uc1Jlc3BvbnNlIgOQAgESWwoQRGVsZXRlQ29sbGVjdGlvbhIiLnNsdWljZS52MS5EZWxldGVDb2xsZWN0aW9uUmVxdWVzdBojLnNsdWljZS52MS5EZWxldGVDb2xsZWN0aW9uUmVzcG9uc2USTwoRUmVpbmRleENvbGxlY3Rpb24SIy5zbHVpY2UudjEuUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24SRwoNQ2FuY2VsUmVpbmRleBIfLnNsdWljZS52MS5DYW5jZWxSZWluZGV4UmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uEkkKDlVwbG9hZERvY3VtZW50EiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudCgBEkYKC0dldERvY3VtZW50Eh0uc2x1aWNlLnYxLkdldERvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudCIDkAIBElcKDUxpc3REb2N1bWVudHMSHy5zbHVpY2UudjEuTGlzdERvY3VtZW50c1JlcXVlc3QaIC5zbHVpY2UudjEuTGlzdERvY3VtZW50c1Jlc3BvbnNlIgOQAgESVQoORGVsZXRlRG9jdW1lbnQSIC5zbHVpY2UudjEuRGVsZXRlRG9jdW1lbnRSZXF1ZXN0GiEuc2x1aWNlLnYxLkRlbGV0ZURvY3VtZW50UmVzcG9uc2USRQoNUmV0cnlEb2N1bWVudBIfLnNsdWljZS52MS5SZXRyeURvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudBJNChFSZXByb2Nlc3NEb2N1bWVudBIjLnNsdWljZS52MS5SZXByb2Nlc3NEb2N1bWVudFJlcXVlc3QaEy5zbHVpY2UudjEuRG9jdW1lbnQSTAoNV2F0Y2hEb2N1bWVudBIfLnNsdWljZS52MS5XYXRjaERvY3VtZW50UmVxdWVzdBoYLnNsdWljZS52MS5Eb2N1bWVudEV2ZW50MAESUgoPV2F0Y2hDb2xsZWN0aW9uEiEuc2x1aWNlLnYxLldhdGNoQ29sbGVjdGlvblJlcXVlc3QaGi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50MAESTgoKTGlzdENodW5rcxIcLnNsdWljZS52MS5MaXN0Q2h1bmtzUmVxdWVzdBodLnNsdWljZS52MS5MaXN0Q2h1bmtzUmVzcG9uc2UiA5ACARJGCgtVcGRhdGVDaHVuaxIdLnNsdWljZS52MS5VcGRhdGVDaHVua1JlcXVlc3QaGC5zbHVpY2UudjEuRG9jdW1lbnRDaHVuaxJdChBEb3dubG9hZERvY3VtZW50EiIuc2x1aWNlLnYxLkRvd25sb2FkRG9jdW1lbnRSZXF1ZXN0GiMuc2x1aWNlLnYxLkRvd25sb2FkRG9jdW1lbnRSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_timestamp, file_sluice_v1_collection, file_sluice_v1_document, file_sluice_v1_source_service]);
+  fileDesc("CiBzbHVpY2UvdjEvZG9jdW1lbnRfc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIkQKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EikKCmNvbGxlY3Rpb24YASABKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIkChRHZXRDb2xsZWN0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXgoXTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USKgoLY29sbGVjdGlvbnMYASADKAsyFS5zbHVpY2UudjEuQ29sbGVjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoXRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCLKAQoYUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSKwoIZW1iZWRkZXIYAiABKAsyGS5zbHVpY2UudjEuRW1iZWRkZXJDb25maWcSKgoMZXZhbF9xdWVyaWVzGAMgAygLMhQuc2x1aWNlLnYxLkV2YWxRdWVyeRIRCgltaW5fcmF0aW8YBCABKAISNAoQdmVjdG9yX3ByZWNpc2lvbhgFIAEoDjIaLnNsdWljZS52MS5WZWN0b3JQcmVjaXNpb24iOAoJRXZhbFF1ZXJ5Eg0KBXF1ZXJ5GAEgASgJEhAKCHJlbGV2YW50GAIgAygJEgoKAmlkGAMgASgJIiQKFENhbmNlbFJlaW5kZXhSZXF1ZXN0EgwKBG5hbWUYASABKAkiNQoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAEgASgDIsEDChZVcGxvYWREb2N1bWVudE1ldGFkYXRhEhIKCmNvbGxlY3Rpb24YASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEkEKCG1ldGFkYXRhGAQgAygLMi8uc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuTWV0YWRhdGFFbnRyeRISCgpyZXF1ZXN0X2lkGAUgASgJEhsKE2V4cGVjdGVkX3NpemVfYnl0ZXMYBiABKAMSFwoPZXhwZWN0ZWRfc2hhMjU2GAcgASgJEkwKDnR5cGVkX21ldGFkYXRhGAggAygLMjQuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50TWV0YWRhdGEuVHlwZWRNZXRhZGF0YUVudHJ5EhIKCnNvdXJjZV91cmkYCSABKAkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGk4KElR5cGVkTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5zbHVpY2UudjEuTWV0YWRhdGFWYWx1ZToCOAEiOwoVVXBsb2FkRG9jdW1lbnRUcmFpbGVyEhIKCnNpemVfYnl0ZXMYASABKAMSDgoGc2hhMjU2GAIgASgJIp4BChVVcGxvYWREb2N1bWVudFJlcXVlc3QSNQoIbWV0YWRhdGEYASABKAsyIS5zbHVpY2UudjEuVXBsb2FkRG9jdW1lbnRNZXRhZGF0YUgAEg4KBGRhdGEYAiABKAxIABIzCgd0cmFpbGVyGAMgASgLMiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50VHJhaWxlckgAQgkKB3BheWxvYWQiSAoSR2V0RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNvbGxlY3Rpb24YAiABKAkSEgoKc291cmNlX3VyaRgDIAEoCSKQAQoUTGlzdERvY3VtZW50c1JlcXVlc3QSEgoKY29sbGVjdGlvbhgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5zbHVpY2UudjEuRG9jdW1lbnRTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSEgoKc291cmNlX3VyaRgFIAEoCSJYChVMaXN0RG9jdW1lbnRzUmVzcG9uc2USJgoJZG9jdW1lbnRzGAEgAygLMhMuc2x1aWNlLnYxLkRvY3VtZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJLChVEZWxldGVEb2N1bWVudFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY29sbGVjdGlvbhgCIAEoCRISCgpzb3VyY2VfdXJpGAMgASgJIlIKFkRlbGV0ZURvY3VtZW50UmVzcG9uc2USHQoVY2FuY2VsbGVkX3J1bm5pbmdfam9iGAEgASgIEhkKEWRlbGV0ZWRfZG9jdW1lbnRzGAIgASgFIiIKFFJldHJ5RG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIiYKGFJlcHJvY2Vzc0RvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSIiChRXYXRjaERvY3VtZW50UmVxdWVzdBIKCgJpZBgBIAEoCSLSAQoWV2F0Y2hDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEhQKDGFmdGVyX2N1cnNvchgCIAEoCRIZChFzdGFydF9mcm9tX29sZGVzdBgDIAEoCBIrCghzdGF0dXNlcxgEIAMoDjIZLnNsdWljZS52MS5Eb2N1bWVudFN0YXR1cxIVCg10ZXJtaW5hbF9vbmx5GAUgASgIEi8KC3NvdXJjZV9ydW5zGAYgASgOMhouc2x1aWNlLnYxLlNvdXJjZVJ1bkV2ZW50cyJgCg5Tb3VyY2VSdW5FdmVudBIOCgZzb3VyY2UYASABKAkSGwoTc291cmNlX2Rpc3BsYXlfbmFtZRgCIAEoCRIhCgNydW4YAyABKAsyFC5zbHVpY2UudjEuU291cmNlUnVuIugBCg9Db2xsZWN0aW9uRXZlbnQSDgoGY3Vyc29yGAEgASgJEhAKCGV2ZW50X2lkGAIgASgDEiwKBHR5cGUYAyABKA4yHi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50VHlwZRIlCghkb2N1bWVudBgEIAEoCzITLnNsdWljZS52MS5Eb2N1bWVudBIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoKc291cmNlX3J1bhgGIAEoCzIZLnNsdWljZS52MS5Tb3VyY2VSdW5FdmVudCJjChFMaXN0Q2h1bmtzUmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRISCgpnZW5lcmF0aW9uGAQgASgFIn8KEkxpc3RDaHVua3NSZXNwb25zZRIoCgZjaHVua3MYASADKAsyGC5zbHVpY2UudjEuRG9jdW1lbnRDaHVuaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKdG90YWxfc2l6ZRgDIAEoBRISCgpnZW5lcmF0aW9uGAQgASgFInIKElVwZGF0ZUNodW5rUmVxdWVzdBIQCghjaHVua19pZBgBIAEoCRIUCgdlbmFibGVkGAIgASgISACIAQESEQoEdGV4dBgDIAEoCUgBiAEBEgwKBGV0YWcYBCABKAlCCgoIX2VuYWJsZWRCBwoFX3RleHQizwMKDURvY3VtZW50Q2h1bmsSCgoCaWQYASABKAkSEwoLZG9jdW1lbnRfaWQYAiABKAkSEwoLY2h1bmtfaW5kZXgYAyABKAUSDAoEdGV4dBgEIAEoCRITCgtwYWdlX251bWJlchgFIAEoBRIUCgxlbGVtZW50X3R5cGUYBiABKAkSFQoNZWxlbWVudF90eXBlcxgHIAMoCRIVCg1zZWN0aW9uX3RpdGxlGAggASgJEhQKDHRleHRfYXNfaHRtbBgJIAEoCRIlCgVib3hlcxgKIAMoCzIWLnNsdWljZS52MS5Cb3VuZGluZ0JveBITCgt0b2tlbl9jb3VudBgLIAEoBRIXCg9jaGFyYWN0ZXJfY291bnQYDCABKAUSEgoKZ2VuZXJhdGlvbhgNIAEoBRIPCgdlbmFibGVkGA4gASgIEg4KBmVkaXRlZBgPIAEoCBIVCg1vcmlnaW5hbF90ZXh0GBAgASgJEhMKC3RleHRfc291cmNlGBEgASgJEhYKDm9jcl9jb25maWRlbmNlGBIgASgCEi8KC3VwZGF0ZV90aW1lGBMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRldGFnGBQgASgJIiUKF0Rvd25sb2FkRG9jdW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJImkKFkRvd25sb2FkRG9jdW1lbnRIZWFkZXISEAoIZmlsZW5hbWUYASABKAkSEQoJbWltZV90eXBlGAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAMSFgoOY29udGVudF9zaGEyNTYYBCABKAkiagoYRG93bmxvYWREb2N1bWVudFJlc3BvbnNlEjMKBmhlYWRlchgBIAEoCzIhLnNsdWljZS52MS5Eb3dubG9hZERvY3VtZW50SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgkKB3BheWxvYWQiJwoXRXhwb3J0Q29sbGVjdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSJxChZFeHBvcnRDb2xsZWN0aW9uSGVhZGVyEhYKDmZvcm1hdF92ZXJzaW9uGAEgASgFEhIKCmNvbGxlY3Rpb24YAiABKAkSFgoOZG9jdW1lbnRfY291bnQYAyABKAMSEwoLY2h1bmtfY291bnQYBCABKAMiPQoXRXhwb3J0Q29sbGVjdGlvblRyYWlsZXISEgoKc2l6ZV9ieXRlcxgBIAEoAxIOCgZzaGEyNTYYAiABKAkioQEKGEV4cG9ydENvbGxlY3Rpb25SZXNwb25zZRIzCgZoZWFkZXIYASABKAsyIS5zbHVpY2UudjEuRXhwb3J0Q29sbGVjdGlvbkhlYWRlckgAEg4KBGRhdGEYAiABKAxIABI1Cgd0cmFpbGVyGAMgASgLMiIuc2x1aWNlLnYxLkV4cG9ydENvbGxlY3Rpb25UcmFpbGVySABCCQoHcGF5bG9hZCJlChdJbXBvcnRDb2xsZWN0aW9uT3B0aW9ucxIMCgRuYW1lGAEgASgJEisKCGVtYmVkZGVyGAIgASgLMhkuc2x1aWNlLnYxLkVtYmVkZGVyQ29uZmlnEg8KB3JlZW1iZWQYAyABKAgiPQoXSW1wb3J0Q29sbGVjdGlvblRyYWlsZXISEgoKc2l6ZV9ieXRlcxgBIAEoAxIOCgZzaGEyNTYYAiABKAkiogEKF0ltcG9ydENvbGxlY3Rpb25SZXF1ZXN0EjUKB29wdGlvbnMYASABKAsyIi5zbHVpY2UudjEuSW1wb3J0Q29sbGVjdGlvbk9wdGlvbnNIABIOCgRkYXRhGAIgASgMSAASNQoHdHJhaWxlchgDIAEoCzIiLnNsdWljZS52MS5JbXBvcnRDb2xsZWN0aW9uVHJhaWxlckgAQgkKB3BheWxvYWQqcAoPU291cmNlUnVuRXZlbnRzEiEKHVNPVVJDRV9SVU5fRVZFTlRTX1VOU1BFQ0lGSUVEEAASHgoaU09VUkNFX1JVTl9FVkVOVFNfSU5DTFVERUQQARIaChZTT1VSQ0VfUlVOX0VWRU5UU19PTkxZEAIqswIKE0NvbGxlY3Rpb25FdmVudFR5cGUSJQohQ09MTEVDVElPTl9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodQ09MTEVDVElPTl9FVkVOVF9UWVBFX0NIQU5HRUQQARIhCh1DT0xMRUNUSU9OX0VWRU5UX1RZUEVfREVMRVRFRBACEiMKH0NPTExFQ1RJT05fRVZFTlRfVFlQRV9IRUFSVEJFQVQQAxIsCihDT0xMRUNUSU9OX0VWRU5UX1RZUEVfU09VUkNFX1JVTl9TVEFSVEVEEAQSLQopQ09MTEVDVElPTl9FVkVOVF9UWVBFX1NPVVJDRV9SVU5fUFJPR1JFU1MQBRItCilDT0xMRUNUSU9OX0VWRU5UX1RZUEVfU09VUkNFX1JVTl9GSU5JU0hFRBAGMqYMCg9Eb2N1bWVudFNlcnZpY2USTQoQQ3JlYXRlQ29sbGVjdGlvbhIiLnNsdWljZS52MS5DcmVhdGVDb2xsZWN0aW9uUmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uEkwKDUdldENvbGxlY3Rpb24SHy5zbHVpY2UudjEuR2V0Q29sbGVjdGlvblJlcXVlc3QaFS5zbHVpY2UudjEuQ29sbGVjdGlvbiIDkAIBEl0KD0xpc3RDb2xsZWN0aW9ucxIhLnNsdWljZS52MS5MaXN0Q29sbGVjdGlvbnNSZXF1ZXN0GiIuc2x1aWNlLnYxLkxpc3RDb2xsZWN0aW9uc1Jlc3BvbnNlIgOQAgESWwoQRGVsZXRlQ29sbGVjdGlvbhIiLnNsdWljZS52MS5EZWxldGVDb2xsZWN0aW9uUmVxdWVzdBojLnNsdWljZS52MS5EZWxldGVDb2xsZWN0aW9uUmVzcG9uc2USTwoRUmVpbmRleENvbGxlY3Rpb24SIy5zbHVpY2UudjEuUmVpbmRleENvbGxlY3Rpb25SZXF1ZXN0GhUuc2x1aWNlLnYxLkNvbGxlY3Rpb24SRwoNQ2FuY2VsUmVpbmRleBIfLnNsdWljZS52MS5DYW5jZWxSZWluZGV4UmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uEkkKDlVwbG9hZERvY3VtZW50EiAuc2x1aWNlLnYxLlVwbG9hZERvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudCgBEkYKC0dldERvY3VtZW50Eh0uc2x1aWNlLnYxLkdldERvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudCIDkAIBElcKDUxpc3REb2N1bWVudHMSHy5zbHVpY2UudjEuTGlzdERvY3VtZW50c1JlcXVlc3QaIC5zbHVpY2UudjEuTGlzdERvY3VtZW50c1Jlc3BvbnNlIgOQAgESVQoORGVsZXRlRG9jdW1lbnQSIC5zbHVpY2UudjEuRGVsZXRlRG9jdW1lbnRSZXF1ZXN0GiEuc2x1aWNlLnYxLkRlbGV0ZURvY3VtZW50UmVzcG9uc2USRQoNUmV0cnlEb2N1bWVudBIfLnNsdWljZS52MS5SZXRyeURvY3VtZW50UmVxdWVzdBoTLnNsdWljZS52MS5Eb2N1bWVudBJNChFSZXByb2Nlc3NEb2N1bWVudBIjLnNsdWljZS52MS5SZXByb2Nlc3NEb2N1bWVudFJlcXVlc3QaEy5zbHVpY2UudjEuRG9jdW1lbnQSTAoNV2F0Y2hEb2N1bWVudBIfLnNsdWljZS52MS5XYXRjaERvY3VtZW50UmVxdWVzdBoYLnNsdWljZS52MS5Eb2N1bWVudEV2ZW50MAESUgoPV2F0Y2hDb2xsZWN0aW9uEiEuc2x1aWNlLnYxLldhdGNoQ29sbGVjdGlvblJlcXVlc3QaGi5zbHVpY2UudjEuQ29sbGVjdGlvbkV2ZW50MAESTgoKTGlzdENodW5rcxIcLnNsdWljZS52MS5MaXN0Q2h1bmtzUmVxdWVzdBodLnNsdWljZS52MS5MaXN0Q2h1bmtzUmVzcG9uc2UiA5ACARJGCgtVcGRhdGVDaHVuaxIdLnNsdWljZS52MS5VcGRhdGVDaHVua1JlcXVlc3QaGC5zbHVpY2UudjEuRG9jdW1lbnRDaHVuaxJdChBEb3dubG9hZERvY3VtZW50EiIuc2x1aWNlLnYxLkRvd25sb2FkRG9jdW1lbnRSZXF1ZXN0GiMuc2x1aWNlLnYxLkRvd25sb2FkRG9jdW1lbnRSZXNwb25zZTABEl0KEEV4cG9ydENvbGxlY3Rpb24SIi5zbHVpY2UudjEuRXhwb3J0Q29sbGVjdGlvblJlcXVlc3QaIy5zbHVpY2UudjEuRXhwb3J0Q29sbGVjdGlvblJlc3BvbnNlMAESTwoQSW1wb3J0Q29sbGVjdGlvbhIiLnNsdWljZS52MS5JbXBvcnRDb2xsZWN0aW9uUmVxdWVzdBoVLnNsdWljZS52MS5Db2xsZWN0aW9uKAFiBnByb3RvMw", [file_google_protobuf_timestamp, file_sluice_v1_collection, file_sluice_v1_document, file_sluice_v1_source_service]);
 
 /**
  * CreateCollectionRequest carries the collection to create.
@@ -1224,6 +1224,258 @@ export const DownloadDocumentResponseSchema: GenMessage<DownloadDocumentResponse
   messageDesc(file_sluice_v1_document_service, 29);
 
 /**
+ * ExportCollectionRequest names the collection to export.
+ *
+ * @generated from message sluice.v1.ExportCollectionRequest
+ */
+export type ExportCollectionRequest = Message<"sluice.v1.ExportCollectionRequest"> & {
+  /**
+   * The collection's name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message sluice.v1.ExportCollectionRequest.
+ * Use `create(ExportCollectionRequestSchema)` to create a new message.
+ */
+export const ExportCollectionRequestSchema: GenMessage<ExportCollectionRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 30);
+
+/**
+ * ExportCollectionHeader is the first message of an export: what the bundle holds.
+ *
+ * @generated from message sluice.v1.ExportCollectionHeader
+ */
+export type ExportCollectionHeader = Message<"sluice.v1.ExportCollectionHeader"> & {
+  /**
+   * The bundle format's version (manifest.json's format_version).
+   *
+   * @generated from field: int32 format_version = 1;
+   */
+  formatVersion: number;
+
+  /**
+   * The exported collection's name.
+   *
+   * @generated from field: string collection = 2;
+   */
+  collection: string;
+
+  /**
+   * The number of documents in the bundle.
+   *
+   * @generated from field: int64 document_count = 3;
+   */
+  documentCount: bigint;
+
+  /**
+   * The number of chunks in the bundle (enabled and disabled, of the ACTIVE generation).
+   *
+   * @generated from field: int64 chunk_count = 4;
+   */
+  chunkCount: bigint;
+};
+
+/**
+ * Describes the message sluice.v1.ExportCollectionHeader.
+ * Use `create(ExportCollectionHeaderSchema)` to create a new message.
+ */
+export const ExportCollectionHeaderSchema: GenMessage<ExportCollectionHeader> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 31);
+
+/**
+ * ExportCollectionTrailer is the last message of an export: the client's check of the bytes.
+ *
+ * @generated from message sluice.v1.ExportCollectionTrailer
+ */
+export type ExportCollectionTrailer = Message<"sluice.v1.ExportCollectionTrailer"> & {
+  /**
+   * The number of bundle bytes sent in data messages.
+   *
+   * @generated from field: int64 size_bytes = 1;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * The SHA-256 of those bytes, lowercase hex.
+   *
+   * @generated from field: string sha256 = 2;
+   */
+  sha256: string;
+};
+
+/**
+ * Describes the message sluice.v1.ExportCollectionTrailer.
+ * Use `create(ExportCollectionTrailerSchema)` to create a new message.
+ */
+export const ExportCollectionTrailerSchema: GenMessage<ExportCollectionTrailer> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 32);
+
+/**
+ * ExportCollectionResponse is one message of an export stream.
+ *
+ * @generated from message sluice.v1.ExportCollectionResponse
+ */
+export type ExportCollectionResponse = Message<"sluice.v1.ExportCollectionResponse"> & {
+  /**
+   * The header (first message), the next bundle bytes, or the trailer (last message). A stream
+   * that ends without the trailer is incomplete: discard what it sent.
+   *
+   * @generated from oneof sluice.v1.ExportCollectionResponse.payload
+   */
+  payload: {
+    /**
+     * What the bundle holds; only in the first message.
+     *
+     * @generated from field: sluice.v1.ExportCollectionHeader header = 1;
+     */
+    value: ExportCollectionHeader;
+    case: "header";
+  } | {
+    /**
+     * The next bytes of the bundle.
+     *
+     * @generated from field: bytes data = 2;
+     */
+    value: Uint8Array;
+    case: "data";
+  } | {
+    /**
+     * The bundle's size and SHA-256; only in the last message.
+     *
+     * @generated from field: sluice.v1.ExportCollectionTrailer trailer = 3;
+     */
+    value: ExportCollectionTrailer;
+    case: "trailer";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message sluice.v1.ExportCollectionResponse.
+ * Use `create(ExportCollectionResponseSchema)` to create a new message.
+ */
+export const ExportCollectionResponseSchema: GenMessage<ExportCollectionResponse> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 33);
+
+/**
+ * ImportCollectionOptions is the first message of an import stream.
+ *
+ * @generated from message sluice.v1.ImportCollectionOptions
+ */
+export type ImportCollectionOptions = Message<"sluice.v1.ImportCollectionOptions"> & {
+  /**
+   * The new collection's name; empty for the name recorded in the bundle. ALREADY_EXISTS when the
+   * caller's tenant has a collection of that name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The embedder the new collection must use; unset for the bundle's. One that differs from the
+   * bundle's (provider, model or dimensions) needs `reembed`, else FAILED_PRECONDITION with
+   * reason EMBEDDER_MISMATCH.
+   *
+   * @generated from field: sluice.v1.EmbedderConfig embedder = 2;
+   */
+  embedder?: EmbedderConfig | undefined;
+
+  /**
+   * Import the documents PENDING, with their jobs, for the workers to parse and embed again
+   * instead of keeping the bundle's chunks and vectors; disabled chunks and edits are then lost.
+   *
+   * @generated from field: bool reembed = 3;
+   */
+  reembed: boolean;
+};
+
+/**
+ * Describes the message sluice.v1.ImportCollectionOptions.
+ * Use `create(ImportCollectionOptionsSchema)` to create a new message.
+ */
+export const ImportCollectionOptionsSchema: GenMessage<ImportCollectionOptions> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 34);
+
+/**
+ * ImportCollectionTrailer is the last message of an import stream: the client's confirmation
+ * that the bundle was sent whole.
+ *
+ * @generated from message sluice.v1.ImportCollectionTrailer
+ */
+export type ImportCollectionTrailer = Message<"sluice.v1.ImportCollectionTrailer"> & {
+  /**
+   * The number of bundle bytes sent in data messages; required.
+   *
+   * @generated from field: int64 size_bytes = 1;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * The SHA-256 of those bytes, 64 hex digits; empty when the client did not hash them (the
+   * members' own checksums are checked either way).
+   *
+   * @generated from field: string sha256 = 2;
+   */
+  sha256: string;
+};
+
+/**
+ * Describes the message sluice.v1.ImportCollectionTrailer.
+ * Use `create(ImportCollectionTrailerSchema)` to create a new message.
+ */
+export const ImportCollectionTrailerSchema: GenMessage<ImportCollectionTrailer> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 35);
+
+/**
+ * ImportCollectionRequest is one message of an import stream.
+ *
+ * @generated from message sluice.v1.ImportCollectionRequest
+ */
+export type ImportCollectionRequest = Message<"sluice.v1.ImportCollectionRequest"> & {
+  /**
+   * The options (first message), the next bundle bytes (the messages between) or the trailer
+   * (the last message, required).
+   *
+   * @generated from oneof sluice.v1.ImportCollectionRequest.payload
+   */
+  payload: {
+    /**
+     * Where and how to import; only in the first message.
+     *
+     * @generated from field: sluice.v1.ImportCollectionOptions options = 1;
+     */
+    value: ImportCollectionOptions;
+    case: "options";
+  } | {
+    /**
+     * The next bytes of the bundle.
+     *
+     * @generated from field: bytes data = 2;
+     */
+    value: Uint8Array;
+    case: "data";
+  } | {
+    /**
+     * The closing confirmation with the bundle's size and SHA-256; must be the last message.
+     *
+     * @generated from field: sluice.v1.ImportCollectionTrailer trailer = 3;
+     */
+    value: ImportCollectionTrailer;
+    case: "trailer";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message sluice.v1.ImportCollectionRequest.
+ * Use `create(ImportCollectionRequestSchema)` to create a new message.
+ */
+export const ImportCollectionRequestSchema: GenMessage<ImportCollectionRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_document_service, 36);
+
+/**
  * SourceRunEvents says whether a WatchCollection stream carries sync-run events.
  *
  * @generated from enum sluice.v1.SourceRunEvents
@@ -1568,6 +1820,47 @@ export const DocumentService: GenService<{
     methodKind: "server_streaming";
     input: typeof DownloadDocumentRequestSchema;
     output: typeof DownloadDocumentResponseSchema;
+  },
+  /**
+   * ExportCollection streams a collection as a bundle (docs/operations.md, "Collection bundles"):
+   * a header first (format version, counts), then the bundle's bytes in order, then a trailer
+   * with their size and SHA-256. The bundle holds the collection's settings and embedder, every
+   * document with its metadata, versions and original bytes, the chunks of the ACTIVE generation
+   * with their vectors and keyword terms, disabled chunks and edits, and the eval sets; its
+   * members carry their own SHA-256 in its manifest. Documents that are not READY go as their
+   * originals only (they are processed again on import). The export reads one snapshot of the
+   * database, so writes going on meanwhile are in it entirely or not at all. NOT_FOUND for a
+   * collection that does not exist or that the caller may not read; FAILED_PRECONDITION
+   * (REINDEX_IN_PROGRESS) while a new generation is being built.
+   *
+   * @generated from rpc sluice.v1.DocumentService.ExportCollection
+   */
+  exportCollection: {
+    methodKind: "server_streaming";
+    input: typeof ExportCollectionRequestSchema;
+    output: typeof ExportCollectionResponseSchema;
+  },
+  /**
+   * ImportCollection creates a collection from a bundle streamed as ExportCollection sent it: the
+   * first message carries the options (the new collection's name), then the bundle's bytes, and
+   * the last one the trailer (size and SHA-256). The collection is created in the caller's
+   * tenant, in one transaction, only when the trailer arrived and every member's checksum held: a
+   * stream that ends without it (half-close, cancellation, a process killed) stores nothing.
+   * Imported chunks keep their vectors when the collection's embedder matches the bundle's
+   * (provider, model and dimensions): their documents are READY at once. With `reembed`, the
+   * documents are imported PENDING with their jobs and the workers parse and embed them again with
+   * `embedder`. Errors: INVALID_ARGUMENT with reason UPLOAD_INCOMPLETE (no trailer),
+   * SIZE_MISMATCH, CHECKSUM_MISMATCH (the whole stream), BUNDLE_INVALID (a member's checksum or
+   * content; the message names the member) or BUNDLE_VERSION_UNSUPPORTED; ALREADY_EXISTS when the
+   * name is taken; FAILED_PRECONDITION with reason EMBEDDER_MISMATCH when `embedder` differs from
+   * the bundle's and `reembed` is not set.
+   *
+   * @generated from rpc sluice.v1.DocumentService.ImportCollection
+   */
+  importCollection: {
+    methodKind: "client_streaming";
+    input: typeof ImportCollectionRequestSchema;
+    output: typeof CollectionSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sluice_v1_document_service, 0);
