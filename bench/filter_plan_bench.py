@@ -34,7 +34,7 @@ from sluice.v1 import search_service_pb2 as pb
 from sluice_common.embedded_pg import EmbeddedPostgres, database_uri, ensure_database, user_uri
 from sluice_search import api
 from sluice_search.domain import Collection, Limits
-from sluice_search.repository import EXACT_FILTER_CEILING, EXACT_FILTER_WALK_COST, selective_vector_query, vector_query
+from sluice_search.vector_sql import EXACT_FILTER_CEILING, EXACT_FILTER_WALK_COST, selective_vector_query, vector_query
 
 from bench.search_bench import DOC_CHUNKS, LATENT_DIMENSIONS, TENANT_ID, load, make_vectors, search_session
 

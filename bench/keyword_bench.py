@@ -302,13 +302,44 @@ def query_model(url: str, cid: int, model: str):
 
 
 def _load_against(path: str):
-    """Another version's keyword.py (`--against`), loaded as a module of its own."""
+    """Another version's keyword.py (`--against`), loaded as a module of its own inside sluice_search
+    (its `from . import rows` is this version's rows.py), called as this version's keyword.search is."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("keyword_against", path)
+    spec = importlib.util.spec_from_file_location("sluice_search.keyword_against", path)
     other = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(other)
     return other
+
+
+class TimedCursor:
+    """keyword.search reads every statement's rows through a cursor of its own (rows.fetch): each
+    statement is timed from its execute to its fetch, and EXPLAINed first when asked. Its BEGIN
+    (its snapshot, sluice_common.db.one_snapshot) goes through conn.execute: no rows, no plan, not
+    one of the statements counted (the query's total has it)."""
+
+    def __init__(self, cursor, conn, real_execute, log: list, explain: dict) -> None:
+        self.cursor, self.conn, self.real_execute, self.log, self.explain = cursor, conn, real_execute, log, explain
+
+    async def execute(self, query, params=None, **kw):
+        self.text = (
+            query if isinstance(query, bytes) else query.as_bytes(self.conn) if hasattr(query, "as_bytes") else query.encode()
+        )
+        if self.explain["on"]:
+            plan = await self.real_execute(b"EXPLAIN (ANALYZE, BUFFERS) " + self.text, params)
+            print("\n".join(r[0] for r in await plan.fetchall()))
+        self.started = time.perf_counter()
+        await self.cursor.execute(query, params, **kw)
+        return self
+
+    async def fetchall(self):
+        rows = await self.cursor.fetchall()
+        self.log.append((self.text, time.perf_counter() - self.started, len(rows)))
+        return rows
+
+    async def fetchone(self):
+        rows = await self.fetchall()
+        return rows[0] if rows else None
 
 
 async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args) -> None:
@@ -317,7 +348,7 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
     statements of the first `--explain` queries."""
     from psycopg import sql
     from sluice_search import keyword
-    from sluice_search.repository import _HIT_COLUMNS, _SCORE
+    from sluice_search.rows import HIT_COLUMNS, KeywordHitRow
 
     if args.first_candidates:
         keyword.FIRST_CANDIDATES = args.first_candidates
@@ -331,39 +362,24 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
         log: list[tuple[bytes, float, int]] = []
         explain = {"on": False}
         real_execute = conn.execute
+        real_cursor = conn.cursor
 
-        async def timed(query, params=None, **kw):
-            text = query if isinstance(query, bytes) else query.as_bytes(conn) if hasattr(query, "as_bytes") else query
-            # keyword.search's BEGIN (its snapshot, sluice_common.db.one_snapshot) has no rows and no
-            # plan: no EXPLAIN of it, and it is not one of the statements counted (the query's total has it).
-            setting = (text if isinstance(text, bytes) else text.encode()).startswith((b"SET ", b"BEGIN", b"COMMIT"))
-            if explain["on"] and not setting:
-                cur = await real_execute(
-                    b"EXPLAIN (ANALYZE, BUFFERS) " + (text if isinstance(text, bytes) else text.encode()), params
-                )
-                print("\n".join(r[0] for r in await cur.fetchall()))
-            started = time.perf_counter()
-            cur = await real_execute(query, params, **kw)
-            rows = [] if setting else await cur.fetchall()
-            log.extend(
-                []
-                if setting
-                else [(text if isinstance(text, bytes) else text.encode(), time.perf_counter() - started, len(rows))]
-            )
+        def timed_cursor(*a, **kw):
+            return TimedCursor(real_cursor(*a, **kw), conn, real_execute, log, explain)
 
-            class Done:
-                async def fetchall(self):
-                    return rows
-
-                async def fetchone(self):
-                    return rows[0] if rows else None
-
-            return Done()
-
-        conn.execute = timed  # type: ignore[method-assign]
+        conn.cursor = timed_cursor  # type: ignore[method-assign]
         for q in queries[:3]:  # warm
             await keyword.search(
-                conn, gid, textsearch.query_terms(q), args.limit, scope, _HIT_COLUMNS, sql.SQL(""), {}, _SCORE, args.exact or None
+                conn,
+                gid,
+                textsearch.query_terms(q),
+                args.limit,
+                scope,
+                HIT_COLUMNS,
+                sql.SQL(""),
+                {},
+                KeywordHitRow,
+                args.exact or None,
             )
         other = _load_against(args.against) if args.against else None
         per_query, against, differ = [], [], 0
@@ -378,7 +394,7 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
                 log.clear()
                 started = time.perf_counter()
                 answers[name] = await module.search(
-                    conn, gid, terms, args.limit, scope, _HIT_COLUMNS, sql.SQL(""), {}, _SCORE, args.exact or None
+                    conn, gid, terms, args.limit, scope, HIT_COLUMNS, sql.SQL(""), {}, KeywordHitRow, args.exact or None
                 )
                 total = time.perf_counter() - started - (sum(t for _, t, _ in log) if explain["on"] else 0)
                 if not explain["on"]:
@@ -386,8 +402,8 @@ async def profile(reader_url: str, cid: int, gid: int, queries: list[str], args)
                         per_query.append((total, [(t, rows) for _, t, rows in log]))
                     else:
                         against.append(total)
-            if other and [(r[0], round(float(r[_SCORE]), 4)) for r in answers["this"]] != [
-                (r[0], round(float(r[_SCORE]), 4)) for r in answers["against"]
+            if other and [(r.id, round(float(r.rank), 4)) for r in answers["this"]] != [
+                (r.id, round(float(r.rank), 4)) for r in answers["against"]
             ]:
                 differ += 1
                 print(f"different answers for {q!r}")

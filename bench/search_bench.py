@@ -288,7 +288,7 @@ def run(args: argparse.Namespace) -> None:
 
 def measure(url, reader_url, key, cid, gid, queries, truth, ef, args) -> dict:
     from sluice_search.domain import Collection, DocumentFilter
-    from sluice_search.repository import vector_query
+    from sluice_search.vector_sql import vector_query
 
     collection = Collection(cid, "bench", "hashing", "bench", args.dimensions, tenant_id=TENANT_ID, generation_id=gid)
     process, address = start_search(reader_url, ef)
@@ -387,7 +387,7 @@ def measure_filters(url, reader_url, key, cid, gid, queries, vectors, ready_rows
     one that always walks the graph; the raw SQL of both plans; recall against numpy."""
     from sluice_search import api
     from sluice_search.domain import Collection, Limits
-    from sluice_search.repository import EXACT_FILTER_WALK_COST, selective_vector_query, vector_query
+    from sluice_search.vector_sql import EXACT_FILTER_WALK_COST, selective_vector_query, vector_query
 
     ef = args.ef_search[0]
     queries = queries[: args.filter_queries]

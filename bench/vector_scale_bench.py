@@ -233,7 +233,7 @@ def build(url: str, gid: int, dimensions: int, precision: str, maintenance_mb: i
 
 def measure(url, reader_url, key, cid, gid, queries, truth, rare_truth, precision, args, data_dir) -> dict:
     from sluice_search.domain import Collection, DocumentFilter
-    from sluice_search.repository import vector_query
+    from sluice_search.vector_sql import vector_query
 
     result = build(url, gid, args.dimensions, precision, args.maintenance_work_mem_mb)
     result["loadavg_start"] = os.getloadavg()[0]

@@ -117,7 +117,7 @@ def test_the_background_loops_use_the_guard():
         "services/ingest-api/src/sluice_ingest/retention.py",
         "services/ingest-api/src/sluice_ingest/notify.py",
         "services/ingest-api/src/sluice_ingest/webhooks/dispatcher.py",
-        "services/search/src/sluice_search/repository.py",
+        "services/search/src/sluice_search/collection_cache.py",
         "services/search/src/sluice_search/main.py",
     ):
         text = (root / path).read_text()

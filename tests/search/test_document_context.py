@@ -14,8 +14,9 @@ import pytest
 from auth_keys import search_url
 from conftest import random_unit_vectors
 from pgvector.psycopg import register_vector
+from sluice_search.db import open_read_pool
 from sluice_search.domain import DocumentFilter, Mode, SearchQuery
-from sluice_search.repository import SearchRepository, open_read_pool
+from sluice_search.repository import SearchRepository
 from sluice_search.service import SearchService
 
 DIMENSIONS = 8

@@ -23,9 +23,10 @@ from sluice.v1 import collection_pb2 as C
 from sluice.v1 import search_service_pb2 as pb
 from sluice_common import textsearch, vector_index
 from sluice_common.embedders import HashingEmbedder
+from sluice_search.db import open_read_pool
 from sluice_search.domain import DocumentFilter, Mode, SearchQuery
 from sluice_search.keyword import term_dim
-from sluice_search.repository import SearchRepository, open_read_pool
+from sluice_search.repository import SearchRepository
 from sluice_search.service import SearchService
 
 DIM = 64

@@ -202,7 +202,7 @@ async def test_injection_through_filters_is_harmless(search_stub, library, datab
 
 
 async def test_sessions_are_read_only(search_settings, library):
-    from sluice_search.repository import open_read_pool
+    from sluice_search.db import open_read_pool
 
     pool = await open_read_pool(
         search_settings.read_database_url, min_size=1, max_size=1, ef_search=40, max_scan_tuples=20000, statement_timeout_ms=1000
@@ -225,7 +225,8 @@ async def test_warm_up_loads_each_local_embedder_the_collections_use(database_ur
     import psycopg
     from auth_keys import search_url
     from sluice_common.embedders import get_embedder
-    from sluice_search.repository import SearchRepository, open_read_pool
+    from sluice_search.db import open_read_pool
+    from sluice_search.repository import SearchRepository
     from sluice_search.service import SearchService
 
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter
+from dataclasses import dataclass
 
 import psycopg
 import pytest
@@ -28,6 +29,15 @@ TEXTS = {
     "chunking.txt": ["Documents are cut into chunks by title; each chunk is embedded and indexed."],
     "zh.txt": ["全文检索需要分词。向量检索使用余弦距离。", "混合检索融合向量和关键词的结果。"],
 }
+
+
+@dataclass(slots=True)
+class TextRow:
+    """keyword.search's row for the columns `c.id, c.text`, then its score."""
+
+    id: int
+    text: str
+    rank: float
 
 
 def keyword(stub, query: str, top_k: int = 10):
@@ -305,7 +315,7 @@ async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, mon
         )
 
     scope = sql.SQL("{} AND c.tenant_id = {}").format(vector_index.generation_predicate(gid), sql.Literal(tenant))
-    columns = sql.SQL("c.text")
+    columns = sql.SQL("c.id, c.text")
     queries = [["w001", "w050", "w110"], ["w000", "w002"], ["w003", "w004", "w005", "w090"], ["w000", "w119"]]
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         # The tenant search's sessions hold (sluice_keyword_scores reads it, as the policy does).
@@ -316,8 +326,8 @@ async def test_pruned_candidates_give_the_exact_bm25_top(seed, database_url, mon
                 reverse=True,
             )
             for limit, exact in ((10, None), (30, 5)):
-                rows = await kw.search(conn, gid, query, limit, scope, columns, sql.SQL(""), {}, 1, exact)
-                scores = [float(row[1]) for row in rows]
+                rows = await kw.search(conn, gid, query, limit, scope, columns, sql.SQL(""), {}, TextRow, exact)
+                scores = [float(row.rank) for row in rows]
                 head = limit if exact is None else exact
                 assert scores[:head] == pytest.approx(expected[:head], rel=1e-4), (query, budget, limit, exact)
                 assert scores == sorted(scores, reverse=True)
@@ -348,8 +358,8 @@ async def test_ready_chunks_below_a_full_overfetch_of_hidden_ones_are_found(seed
     scope = sql.SQL("{} AND c.tenant_id = {}").format(vector_index.generation_predicate(gid), sql.Literal(tenant))
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute("SELECT set_config('sluice.tenant_id', %s, false)", (str(tenant),))
-        rows = await kw.search(conn, gid, ["tidal"], limit, scope, sql.SQL("c.text"), sql.SQL(""), {}, 1)
-    assert sorted(row[0] for row in rows) == sorted(quiet)
+        rows = await kw.search(conn, gid, ["tidal"], limit, scope, sql.SQL("c.id, c.text"), sql.SQL(""), {}, TextRow)
+    assert sorted(row.text for row in rows) == sorted(quiet)
 
 
 async def test_keyword_candidates_come_from_the_gin_index_under_row_level_security(search_settings, corpus, seed):
@@ -358,9 +368,10 @@ async def test_keyword_candidates_come_from_the_gin_index_under_row_level_securi
     come from sluice_keyword_scores (migration 0019) instead: the statement, as search runs it,
     never filters chunks by the match itself."""
     from psycopg import sql
+    from psycopg.rows import dict_row
     from sluice_common import vector_index
     from sluice_search import keyword as kw
-    from sluice_search.repository import _HIT_COLUMNS
+    from sluice_search.rows import HIT_COLUMNS
 
     cid, _ = corpus
     gid, tenant = active_generation(seed.conn, cid)
@@ -371,14 +382,15 @@ async def test_keyword_candidates_come_from_the_gin_index_under_row_level_securi
         weights = {"leas": 1.5, "worker": 0.7}
         for join_first in (False, True):
             query, params = kw.scoring_query(
-                gid, scope, _HIT_COLUMNS, sql.SQL(""), {}, ["leas"], weights, 10, join_first=join_first
+                gid, scope, HIT_COLUMNS, sql.SQL(""), {}, ["leas"], weights, 10, join_first=join_first
             )
             plan = "\n".join(r[0] for r in await (await conn.execute(b"EXPLAIN " + query.as_bytes(conn), params)).fetchall())
             # Under the policy, a match on chunks is a filter over every row of some scan.
             assert "Seq Scan on chunks" not in plan and "search_tsv" not in plan, plan
             assert "Function Scan on sluice_keyword_scores" in plan, plan
-            rows = await (await conn.execute(query, params)).fetchall()
-            assert {row[3] for row in rows} == {"leases.txt"}
+            cursor = conn.cursor(row_factory=dict_row)
+            rows = await (await cursor.execute(query, params)).fetchall()
+            assert {row["filename"] for row in rows} == {"leases.txt"}
         # Without the tenant setting the function shows nothing, as the policy would.
         await conn.execute("SELECT set_config('sluice.tenant_id', '', false)")
         for join_first in (False, True):

@@ -17,7 +17,7 @@ from sluice.v1 import search_service_pb2 as pb
 from sluice_common import vector_index
 from sluice_common.embedded_pg import database_uri, ensure_database
 from sluice_search.domain import Collection, DocumentFilter
-from sluice_search.repository import vector_query
+from sluice_search.vector_sql import vector_query
 
 DIM = 64
 DOCUMENTS = 200

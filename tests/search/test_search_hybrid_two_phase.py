@@ -13,8 +13,9 @@ from auth_keys import search_url
 from sluice_common import textsearch
 from sluice_common.embedders import HashingEmbedder
 from sluice_search import fusion, service
+from sluice_search.db import open_read_pool
 from sluice_search.domain import ContextOptions, DocumentFilter, Mode, SearchQuery
-from sluice_search.repository import SearchRepository, open_read_pool
+from sluice_search.repository import SearchRepository
 from sluice_search.service import HYBRID_KEYWORD_EXACT, SearchService
 
 DIMENSIONS = 16

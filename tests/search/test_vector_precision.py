@@ -13,7 +13,7 @@ from conftest import embedding_like_vectors
 from sluice.v1 import search_service_pb2 as pb
 from sluice_common import vector_index
 from sluice_search.domain import Collection, DocumentFilter
-from sluice_search.repository import vector_query
+from sluice_search.vector_sql import vector_query
 
 DIM = 384  # sentence-embedding size: binary quantization keeps one bit of each
 DOCUMENTS = 40

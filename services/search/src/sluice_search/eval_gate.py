@@ -41,6 +41,7 @@ import psycopg
 from sluice_common.evaluation import Query, evaluate
 from sluice_common.tasks import end_if_cancelled, pause, wait_event
 
+from .collection_cache import CollectionListener
 from .domain import Collection, DocumentFilter, Hit, Mode, SearchQuery
 from .repository import SearchRepository
 from .service import SearchService
@@ -102,6 +103,7 @@ class EvalGate:
         self,
         service: SearchService,
         repository: SearchRepository,
+        listener: CollectionListener,
         database_url: str,
         *,
         poll_seconds: float = 5.0,
@@ -109,6 +111,7 @@ class EvalGate:
     ) -> None:
         self._service = service
         self._repository = repository
+        self._listener = listener
         self._url = database_url
         self._poll_seconds = poll_seconds
         self._evaluated_by = evaluated_by or f"search@{socket.gethostname()}:{os.getpid()}"
@@ -117,7 +120,7 @@ class EvalGate:
         self._retry: dict[int, tuple[float, float]] = {}  # generation id → (not before, last delay)
 
     def start(self) -> None:
-        self._repository.on_collection_notify(lambda _payload: self._wake.set())
+        self._listener.on_notify(lambda _payload: self._wake.set())
         self._task = asyncio.create_task(self._run(), name="eval-gate")
 
     async def stop(self) -> None:

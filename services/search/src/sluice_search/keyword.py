@@ -27,14 +27,18 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import psycopg
 from pgvector import SparseVector
 from psycopg import sql
+from psycopg.rows import BaseRowFactory, RowMaker, no_result
 from sluice_common import textsearch
 from sluice_common.db import one_snapshot
+
+from . import rows
 
 # k1 of migration 0016's document weights: a weight tf·(k1+1)/(tf + …) stays below k1 + 1.
 K1 = 1.2
@@ -46,7 +50,7 @@ FIRST_CANDIDATES = 1000
 # The query's words as the index holds them (stemmed by the same text search configuration,
 # migration 0016), each with its document frequency, and the generation's chunk count ('').
 STATS_SQL = (
-    b"SELECT s.term, sum(s.df)::float8 FROM keyword_stats s"
+    b"SELECT s.term, sum(s.df)::float8 AS df FROM keyword_stats s"
     b" WHERE s.generation_id = %(generation)s AND s.term = ANY(ARRAY("
     b"SELECT l.lexeme FROM unnest(to_tsvector('sluice_text', %(text)s)) l) || ''::text)"
     b" GROUP BY s.term"
@@ -186,7 +190,8 @@ FIRST_ROUND_HEAD = (
     " FROM (SELECT sluice_term_dim(w.term) AS dim, sum(w.w)::real AS w FROM w GROUP BY 1) s)"
 )
 FIRST_ROUND_STATS = sql.SQL(
-    ", (SELECT array_agg(st.term ORDER BY st.term) FROM st), (SELECT array_agg(st.df ORDER BY st.term) FROM st)"
+    ", (SELECT array_agg(st.term ORDER BY st.term) FROM st) AS stat_terms,"
+    " (SELECT array_agg(st.df ORDER BY st.term) FROM st) AS stat_dfs"
 )
 
 
@@ -234,7 +239,8 @@ def _scoring(
         query = sql.SQL(
             "{head}, every AS MATERIALIZED (SELECT s.chunk_id AS id, s.score AS rank FROM q, {scores}),"
             " best AS (SELECT id, rank FROM every ORDER BY rank DESC, id LIMIT {overfetch})"
-            " SELECT {columns}, best.rank, (SELECT count(*) FROM every){extra} FROM best JOIN chunks c ON c.id = best.id"
+            " SELECT {columns}, best.rank, (SELECT count(*) FROM every) AS candidates{extra}"
+            " FROM best JOIN chunks c ON c.id = best.id"
             " JOIN documents d ON d.id = c.document_id"
             " WHERE {scope} AND d.status = 'READY'{where} ORDER BY best.rank DESC, c.id LIMIT {limit}"
         )
@@ -256,12 +262,66 @@ def match_text(candidates: Sequence[str], scored: Sequence[str] = ()) -> str:
     return f"({match}) & !({textsearch.tsquery_text(scored)})" if scored else match
 
 
-def merge(found: list[tuple[Any, ...]], more: list[tuple[Any, ...]], score_column: int, limit: int) -> list[tuple[Any, ...]]:
+class Ranked(Protocol):
+    """What keyword.search needs of the caller's row: the chunk id and its BM25 score, the
+    statement's `rank` column after the caller's columns."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def rank(self) -> float: ...
+
+
+R = TypeVar("R", bound=Ranked)
+
+
+@dataclass(slots=True)
+class _Round(Generic[R]):
+    """A row of one scoring round: the caller's row, then the columns the round adds after it
+    (`candidates` without the join first; the statistics in the first round)."""
+
+    row: R
+    candidates: int | None = None
+    stat_terms: list[str] | None = None
+    stat_dfs: list[float] | None = None
+
+
+_ROUND_COLUMNS = ("candidates", "stat_terms", "stat_dfs")
+
+
+def _round_rows(cls: type[R]) -> BaseRowFactory[_Round[R]]:
+    """A row factory for a round's rows: `cls` of the caller's columns and `rank` (rows.named),
+    the round's own columns by name."""
+    expected = rows.fields(cls)
+    n = len(expected)
+
+    def factory(cursor: Any) -> RowMaker[_Round[R]]:
+        names = rows.column_names(cursor)
+        if names is None:
+            return no_result
+        rows.check_names(names[:n], expected, cls.__name__)
+        tail = names[n:]
+        rows.check_names(tail, [column for column in _ROUND_COLUMNS if column in tail], "a keyword round's")
+        if not tail:
+            return lambda values: _Round(cls(*values))
+        return lambda values: _Round(cls(*values[:n]), **dict(zip(tail, values[n:], strict=True)))
+
+    return factory
+
+
+@dataclass(slots=True)
+class _TermStat:
+    term: str
+    df: float
+
+
+def merge(found: list[R], more: list[R], limit: int) -> list[R]:
     """The best `limit` of two rounds' answers (disjoint chunks), in the statement's order: score
-    descending, then the first column (the chunk id)."""
+    descending, then the chunk id."""
     if not found:
         return more
-    return sorted([*found, *more], key=lambda row: (-float(row[score_column]), row[0]))[:limit]
+    return sorted([*found, *more], key=lambda row: (-float(row.rank), row.id))[:limit]
 
 
 async def search(
@@ -273,14 +333,14 @@ async def search(
     columns: sql.Composable,
     where: sql.Composable,
     params: dict[str, Any],
-    score_column: int,
+    row: type[R],
     exact: int | None = None,
     weights_used: dict[str, float] | None = None,
-) -> list[tuple[Any, ...]]:
-    """The best `limit` READY chunks by BM25, best first, as rows of `columns` + the score (see
-    the module's docstring and scoring_query); the first `exact` of them (all by default) are
-    exactly BM25's best. `weights_used`, when given, receives the weight (IDF) of each of the
-    query's words the generation holds, as the chunks were scored with (explain.py).
+) -> list[R]:
+    """The best `limit` READY chunks by BM25, best first, as `row`s of `columns` + the score,
+    `rank` (see the module's docstring and scoring_query); the first `exact` of them (all by
+    default) are exactly BM25's best. `weights_used`, when given, receives the weight (IDF) of
+    each of the query's words the generation holds, as the chunks were scored with (explain.py).
 
     Every round sees one snapshot (docs/contributing.md, Code): under READ COMMITTED a version
     swap committing between two rounds gave both versions in one answer, or neither. On an
@@ -292,6 +352,7 @@ async def search(
     terms = [t for t in dict.fromkeys(terms) if textsearch.tsquery_text([t])]
     if not terms:
         return []
+    rounds = _round_rows(row)
     async with one_snapshot(conn):
         # From here on, terms are the index's (stemmed) lexemes, matched with the 'simple'
         # configuration, which keeps them as they are.
@@ -301,12 +362,13 @@ async def search(
         query, query_params = first_round_query(
             generation_id, text, chunk_scope, columns, where, params, limit, join_first=join_first
         )
-        pending: list[tuple[Any, ...]] | None = await (await conn.execute(query, query_params)).fetchall()
+        pending: list[_Round[R]] | None = await rows.fetch(conn, query, query_params, rounds)
         if pending:
-            stats = list(zip(pending[0][-2], pending[0][-1], strict=True))
-            pending = [row[:-2] for row in pending]
+            first = pending[0]
+            stats = list(zip(first.stat_terms or (), first.stat_dfs or (), strict=True))
         else:  # no row, no statistics: ask for them alone
-            stats = await (await conn.execute(STATS_SQL, {"generation": generation_id, "text": text})).fetchall()
+            found_stats = await rows.fetch(conn, STATS_SQL, {"generation": generation_id, "text": text}, rows.named(_TermStat))
+            stats = [(stat.term, stat.df) for stat in found_stats]
         dfs = {term: float(df) for term, df in stats if df > 0}
         chunks = dfs.pop("", 0.0)
         if not dfs or chunks <= 0:
@@ -316,11 +378,11 @@ async def search(
             weights_used.update(weights)
         order = candidate_rounds(weights, dfs)
         taken = first_candidates(order, dfs)
-        found: list[tuple[Any, ...]] = []
+        found: list[R] = []
         done = 0  # the terms whose chunks earlier rounds scored
         while True:
             if pending is not None:  # the first round's rows, read with the statistics
-                rows, pending = pending, None
+                batch, pending = pending, None
             else:
                 query, query_params = scoring_query(
                     generation_id,
@@ -334,15 +396,13 @@ async def search(
                     join_first=join_first,
                     scored=order[:done],
                 )
-                rows = await (await conn.execute(query, query_params)).fetchall()
-            if not join_first:
-                if len(rows) < limit and (not rows or rows[0][-1] > limit * OVERFETCH):
-                    # Fewer READY chunks among the best than wanted: maybe others further down are.
-                    join_first = True
-                    continue
-                rows = [row[:-1] for row in rows]
-            found = merge(found, rows, score_column, limit)
-            threshold = float(found[exact - 1][score_column]) if len(found) >= exact else 0.0
+                batch = await rows.fetch(conn, query, query_params, rounds)
+            if not join_first and len(batch) < limit and (not batch or (batch[0].candidates or 0) > limit * OVERFETCH):
+                # Fewer READY chunks among the best than wanted: maybe others further down are.
+                join_first = True
+                continue
+            found = merge(found, [r.row for r in batch], limit)
+            threshold = float(found[exact - 1].rank) if len(found) >= exact else 0.0
             needed = enough(order, taken, weights, threshold)
             if needed <= taken:
                 return found

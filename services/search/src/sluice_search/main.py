@@ -20,10 +20,12 @@ from sluice_common.tasks import end_if_cancelled, pause
 from sluice_common.tracing import configure_tracing
 
 from .api import SearchServicer
+from .collection_cache import CollectionListener
 from .consistency import GatedPool, ReplayWaiter
+from .db import check_unprivileged, open_read_pool
 from .domain import Limits
 from .eval_gate import EvalGate
-from .repository import SearchRepository, check_unprivileged, open_read_pool
+from .repository import SearchRepository
 from .rerank import Rerankers
 from .service import EmbedderFactory, SearchService
 from .settings import SearchSettings
@@ -43,6 +45,8 @@ class SearchServer:
     port: int
     service: SearchService
     repository: SearchRepository
+    # Drops the repository's cached collections as they change (collection_cache.py).
+    listener: CollectionListener
     # The reindex quality gate (eval_gate.py); None when SLUICE_SEARCH_EVAL_GATE_ENABLED is off.
     gate: EvalGate | None = None
 
@@ -57,7 +61,7 @@ class SearchServer:
         if self.gate is not None:
             await self.gate.stop()
         await self.server.stop(grace)
-        await self.repository.stop_listening()
+        await self.listener.stop()
         await self.service.close()
         await self.pool.close()
 
@@ -85,13 +89,14 @@ async def create_server(settings: SearchSettings, *, embedder_factory: EmbedderF
         exact_filter_walk_cost=settings.search_exact_filter_walk_cost,
         binary_rescore_candidates=settings.search_binary_rescore_candidates,
     )
+    listener = CollectionListener(repository.collections)
     if await _reads_a_standby(pool):
         # LISTEN is refused during recovery: the collection cache expires by age alone there
         # (SLUICE_SEARCH_COLLECTION_CACHE_SECONDS), and a search with a consistency token reads
         # its collection afresh (consistency.py).
         log.info("search reads a standby: no collection notifications; cached collections expire by age")
     else:
-        await repository.start_listening(settings.read_database_url)
+        await listener.start(settings.read_database_url)
     service = SearchService(
         repository,
         embedder_factory=embedder_factory,
@@ -127,14 +132,16 @@ async def create_server(settings: SearchSettings, *, embedder_factory: EmbedderF
             allow_plaintext=settings.allow_plaintext,
         )
     except Exception:
-        await repository.stop_listening()
+        await listener.stop()
         await pool.close()
         raise
     search_service_pb2_grpc.add_SearchServiceServicer_to_server(SearchServicer(service, limits), server)
     gate = None
     if settings.search_eval_gate_enabled:
-        gate = EvalGate(service, repository, settings.eval_gate_database_url, poll_seconds=settings.search_eval_gate_poll_seconds)
-    return SearchServer(server, health_servicer, pool, port, service, repository, gate)
+        gate = EvalGate(
+            service, repository, listener, settings.eval_gate_database_url, poll_seconds=settings.search_eval_gate_poll_seconds
+        )
+    return SearchServer(server, health_servicer, pool, port, service, repository, listener, gate)
 
 
 async def _reads_a_standby(pool: AsyncConnectionPool) -> bool:
@@ -158,7 +165,7 @@ async def serve(settings: SearchSettings) -> None:
         on_stop=search.gate.stop if search.gate is not None else None,
     )
     warm.cancel()
-    await search.repository.stop_listening()
+    await search.listener.stop()
     await search.service.close()
     await search.pool.close()
 
