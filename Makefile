@@ -8,7 +8,7 @@ PACKAGES := -e libs/protos -e libs/common -e libs/spacy-model-alias -e clients/p
 	-e services/ingest-api -e services/worker -e services/search -e services/gateway -e cli \
 	-e clients/langchain -e clients/llamaindex
 
-.PHONY: venv test test-fast lint mypy run chaos protos protos-check lint-protos bench clean
+.PHONY: venv test test-fast lint mypy run chaos protos protos-check lint-protos breaking-protos bench clean
 
 venv: $(VENV)/.installed
 
@@ -67,6 +67,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(MAKE) --no-print-directory mypy
 	$(VENV)/bin/lint-imports
+	$(MAKE) --no-print-directory breaking-protos
 
 # mypy --strict over MYPY_STRICT alone, without the venv check (the pre-commit hook runs it).
 mypy:
@@ -81,6 +82,12 @@ protos: venv
 # buf ships inside the npm package @bufbuild/buf.
 lint-protos: venv
 	cd protos && ../tools/node_modules/.bin/buf lint
+
+# The contract against the protos of the last release, a commit hash (no release tags yet; a clone
+# of main has it): docs/contributing.md#the-contract-across-versions says when to move it.
+PROTOS_RELEASED_AT ?= dbd2a0b707160a54e006cd8e6373b2acaea208c4
+breaking-protos:
+	cd protos && ../tools/node_modules/.bin/buf breaking --against '../.git#ref=$(PROTOS_RELEASED_AT),subdir=protos'
 
 bench: venv
 	$(PIP) install -r bench/requirements.txt -c requirements.lock
