@@ -16,15 +16,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import psycopg
-from psycopg.rows import args_row, class_row
+from psycopg import sql
+from psycopg.rows import args_row
 from sluice_common.db import one_snapshot
 from sluice_common.errors import Aborted, FailedPrecondition, NotFound
 from sluice_common.reasons import Reason
 
-from ..domain import DocumentStatus, GenerationState, JobStatus
-from .common import StoreBase, lookup_document, one_row
+from ..domain import DocumentStatus, JobStatus
+from .common import StoreBase, lookup_document, named_row, named_rows, one_row
 from .job_kinds import add_embed_job
-from .rows import DocumentRow
+from .literals import compose
+from .rows import DocumentRow, as_members
 
 # What a page shows of a chunk, from either table (`enabled` says which), in DocumentChunkRow's order.
 # The generation's number comes in as a parameter (%(number)s): the row is built once, as is. Most
@@ -97,15 +99,15 @@ EDIT_SQL = {
 }
 
 # How many copies of a chunk the live generations hold now.
-COPIES_SQL = """
+COPIES_SQL = compose("""
     SELECT count(*) FROM (SELECT generation_id FROM chunks
                            WHERE document_id = %(document)s AND chunk_index = %(index)s AND tenant_id = %(tenant)s
                           UNION ALL
                           SELECT generation_id FROM disabled_chunks
                            WHERE document_id = %(document)s AND chunk_index = %(index)s AND tenant_id = %(tenant)s) c
       JOIN collection_generations g ON g.id = c.generation_id
-     WHERE g.state IN ('ACTIVE', 'BUILDING')
-"""
+     WHERE g.state IN ({gen_active}, {gen_building})
+""")
 
 # A disabled chunk's DELETE took its document's vector in that generation with it (migration
 # 0026 drops the pair's vector on a delete and computes it on an insert): computed again from the
@@ -122,43 +124,129 @@ DOCUMENT_VECTOR_SQL = """
 # An EMBED job's commit (a reindex) writes the document's chunks into the BUILDING generation: a
 # chunk disabled in the ACTIVE generation is moved out of the new one too, by chunk_index, when
 # the new chunk's text is the disabled one's (edited or the parser's; docs/chunks.md, "Later").
-KEEP_DISABLED_SQL = f"""
+KEEP_DISABLED_SQL = compose(
+    """
     WITH moved AS (
         DELETE FROM chunks n
          USING disabled_chunks a, collection_generations g
          WHERE n.document_id = %(document)s AND n.generation_id = %(generation)s
            AND a.document_id = n.document_id AND a.chunk_index = n.chunk_index
-           AND g.id = a.generation_id AND g.state = 'ACTIVE'
+           AND g.id = a.generation_id AND g.state = {gen_active}
            AND n.text IN (a.text, coalesce(a.original_text, a.text))
-        RETURNING {", ".join("n." + c for c in MOVED_COLUMNS.split(", "))}, n.search_length, n.revision
+        RETURNING {moved_of_n}, n.search_length, n.revision
     )
-    INSERT INTO disabled_chunks ({MOVED_COLUMNS}, search_length, revision, updated_at)
-    SELECT {MOVED_COLUMNS}, search_length, revision, now() FROM moved
+    INSERT INTO disabled_chunks ({moved}, search_length, revision, updated_at)
+    SELECT {moved}, search_length, revision, now() FROM moved
     RETURNING id
-"""
+""",
+    moved=sql.SQL(MOVED_COLUMNS),
+    moved_of_n=sql.SQL(", ".join("n." + c for c in MOVED_COLUMNS.split(", "))),
+)
 
 
 # The chunks of a document edited in its ACTIVE generation (either table): what a reindex's EMBED
 # job embeds instead of the parser's text, and what its commit marks edited (docs/chunks.md, "Later").
-ACTIVE_EDITS_SQL = """
+_ACTIVE_EDITS = """
     SELECT c.chunk_index, c.text, c.original_text FROM (
         SELECT chunk_index, text, original_text, generation_id FROM chunks
          WHERE document_id = %(document)s AND original_text IS NOT NULL
         UNION ALL
         SELECT chunk_index, text, original_text, generation_id FROM disabled_chunks
          WHERE document_id = %(document)s AND original_text IS NOT NULL
-    ) c JOIN collection_generations g ON g.id = c.generation_id AND g.state = 'ACTIVE'
+    ) c JOIN collection_generations g ON g.id = c.generation_id AND g.state = {gen_active}
 """
+ACTIVE_EDITS_SQL = compose(_ACTIVE_EDITS)
 
 # In an EMBED job's commit: the new generation's chunks that carry an ACTIVE chunk's edited text
 # (the snapshot it embedded was edited: edited_snapshot) keep the parser's text beside it.
-CARRY_EDITS_SQL = f"""
+CARRY_EDITS_SQL = compose(
+    """
     UPDATE chunks n SET original_text = a.original_text
-      FROM ({ACTIVE_EDITS_SQL}) a
+      FROM ("""
+    + _ACTIVE_EDITS
+    + """) a
      WHERE n.document_id = %(document)s AND n.generation_id = %(generation)s
        AND n.chunk_index = a.chunk_index AND n.text = a.text AND n.original_text IS NULL
     RETURNING n.id
 """
+)
+
+# ListChunks: the generation asked for (0: the ACTIVE one) of the document's collection.
+GENERATION_SQL = compose(
+    "SELECT id, number FROM collection_generations WHERE collection_id = %s AND tenant_id = %s"
+    " AND CASE WHEN %s = 0 THEN state = {gen_active} ELSE number = %s END"
+)
+
+# UpdateChunk's reads (chunk_target): the chunk named, its document's status, its copies in the
+# ACTIVE and BUILDING generations (the named one first).
+NAMED_CHUNK_SQL = (
+    "SELECT document_id, chunk_index FROM chunks WHERE id = %s AND tenant_id = %s"
+    " UNION ALL SELECT document_id, chunk_index FROM disabled_chunks WHERE id = %s AND tenant_id = %s"
+)
+DOCUMENT_STATUS_SQL = "SELECT status::text FROM documents WHERE id = %s AND tenant_id = %s"
+CHUNK_COPIES_SQL = compose("""
+    SELECT c.id, c.generation_id, g.number AS generation, g.embedder_provider, g.embedder_model, g.dimensions,
+           c.revision, c.enabled
+      FROM (SELECT id, generation_id, revision, true AS enabled FROM chunks
+             WHERE document_id = %(document)s AND chunk_index = %(index)s AND tenant_id = %(tenant)s
+            UNION ALL
+            SELECT id, generation_id, revision, false FROM disabled_chunks
+             WHERE document_id = %(document)s AND chunk_index = %(index)s AND tenant_id = %(tenant)s) c
+      JOIN collection_generations g ON g.id = c.generation_id
+     WHERE g.state IN ({gen_active}, {gen_building})
+     ORDER BY c.id = %(id)s DESC, g.number
+""")
+
+# UpdateChunk's write (apply_update): the document's EMBED job of a BUILDING generation, locked
+# first (the lock order: job, then document), then the document FOR SHARE.
+LOCK_BUILDING_JOB_SQL = compose(
+    "SELECT j.generation_id, j.status::text AS status FROM ingestion_jobs j"
+    " JOIN collection_generations g ON g.id = j.generation_id AND g.state = {gen_building}"
+    " WHERE j.document_id = %s AND j.kind = {kind_embed} AND g.tenant_id = %s FOR UPDATE OF j"
+)
+SHARE_DOCUMENT_STATUS_SQL = "SELECT status::text FROM documents WHERE id = %s AND tenant_id = %s FOR SHARE"
+READ_CHUNK_SQL = (
+    f"SELECT {CHUNK_COLUMNS}, true AS enabled FROM chunks c WHERE c.id = %(id)s AND c.tenant_id = %(tenant)s"
+    f" UNION ALL SELECT {CHUNK_COLUMNS}, false FROM disabled_chunks c WHERE c.id = %(id)s AND c.tenant_id = %(tenant)s"
+)
+
+# DownloadDocument's reads of the original bytes, only if the document is the tenant's.
+CONTENT_STORED_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM document_contents k JOIN documents d ON d.id = k.document_id"
+    " WHERE k.document_id = %s AND d.tenant_id = %s)"
+)
+CONTENT_SLICE_SQL = (
+    "SELECT substring(k.content FROM %s FOR %s) FROM document_contents k JOIN documents d ON d.id = k.document_id"
+    " WHERE k.document_id = %s AND d.tenant_id = %s"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    chunk_index: int
+    text: str
+    original_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Generation:
+    id: int
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class _NamedChunk:
+    document_id: uuid.UUID
+    chunk_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class _BuildingJob:
+    generation_id: int
+    status: JobStatus
+
+    def __post_init__(self) -> None:
+        as_members(self, status=JobStatus)
 
 
 async def edited_snapshot(conn: psycopg.AsyncConnection[Any], document_id: uuid.UUID, chunks: list[dict[str, Any]]) -> int:
@@ -166,9 +254,9 @@ async def edited_snapshot(conn: psycopg.AsyncConnection[Any], document_id: uuid.
     in the ACTIVE generation is given its edited text there (by chunk_index, when the snapshot's
     text is the one the edit replaced), so the worker embeds what users see with the new embedder.
     Changes `chunks` in place; returns how many."""
-    edits = {
-        index: (text, original)
-        for index, text, original in await (await conn.execute(ACTIVE_EDITS_SQL, {"document": document_id})).fetchall()
+    edits: dict[object, tuple[str, str]] = {
+        edit.chunk_index: (edit.text, edit.original_text)
+        for edit in await named_rows(conn, _Edit, ACTIVE_EDITS_SQL, {"document": document_id})
     }
     changed = 0
     for chunk in chunks:
@@ -269,20 +357,16 @@ class ChunkStore(StoreBase):
         document, the generation and the page are read in one snapshot."""
         async with self.pool.connection() as conn, one_snapshot(conn):
             document = await lookup_document(conn, document_id, tenant_id)
-            row = await (
-                await conn.execute(
-                    "SELECT id, number FROM collection_generations WHERE collection_id = %s AND tenant_id = %s"
-                    " AND CASE WHEN %s = 0 THEN state = %s ELSE number = %s END",
-                    (document.collection_id, tenant_id, generation, str(GenerationState.ACTIVE), generation),
-                )
-            ).fetchone()
-            if row is None:
+            found = await named_row(
+                conn, _Generation, GENERATION_SQL, (document.collection_id, tenant_id, generation, generation)
+            )
+            if found is None:
                 raise NotFound(
                     f"collection {document.collection!r} has no index generation {generation}",
                     reason=Reason.GENERATION_NOT_FOUND,
                 )
-            generation_id, number = row
-            params = {"document": document_id, "generation": generation_id, "tenant": tenant_id, "after": after_index}
+            number = found.number
+            params = {"document": document_id, "generation": found.id, "tenant": tenant_id, "after": after_index}
             cur = conn.cursor(row_factory=args_row(DocumentChunkRow))
             # Binary results: a page of 1,000 chunks parses faster (numbers and times as they are stored).
             await cur.execute(LIST_SQL, {**params, "limit": limit, "number": number}, binary=True)
@@ -294,46 +378,21 @@ class ChunkStore(StoreBase):
         """The chunk's copies in the ACTIVE and BUILDING generations (read once, before embedding:
         apply_update refuses if any of them changed since)."""
         async with self.pool.connection() as conn, one_snapshot(conn):
-            named = await (
-                await conn.execute(
-                    "SELECT document_id, chunk_index FROM chunks WHERE id = %s AND tenant_id = %s"
-                    " UNION ALL SELECT document_id, chunk_index FROM disabled_chunks WHERE id = %s AND tenant_id = %s",
-                    (chunk_id, tenant_id, chunk_id, tenant_id),
-                )
-            ).fetchone()
+            named = await named_row(conn, _NamedChunk, NAMED_CHUNK_SQL, (chunk_id, tenant_id, chunk_id, tenant_id))
             if named is None:
                 raise chunk_not_found(chunk_id)
-            document_id, chunk_index = named
-            status = await (
-                await conn.execute(
-                    "SELECT status::text FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id)
-                )
-            ).fetchone()
+            document_id, chunk_index = named.document_id, named.chunk_index
+            status = await (await conn.execute(DOCUMENT_STATUS_SQL, (document_id, tenant_id))).fetchone()
             if status is None:  # pragma: no cover - the chunk's foreign key holds its document
                 raise chunk_not_found(chunk_id)
-            cur = conn.cursor(row_factory=class_row(ChunkCopy))
-            await cur.execute(
-                """
-                SELECT c.id, c.generation_id, g.number AS generation, g.embedder_provider, g.embedder_model, g.dimensions,
-                       c.revision, c.enabled
-                  FROM (SELECT id, generation_id, revision, true AS enabled FROM chunks
-                         WHERE document_id = %(document)s AND chunk_index = %(index)s AND tenant_id = %(tenant)s
-                        UNION ALL
-                        SELECT id, generation_id, revision, false FROM disabled_chunks
-                         WHERE document_id = %(document)s AND chunk_index = %(index)s AND tenant_id = %(tenant)s) c
-                  JOIN collection_generations g ON g.id = c.generation_id
-                 WHERE g.state = ANY(%(states)s)
-                 ORDER BY c.id = %(id)s DESC, g.number
-                """,
-                {
-                    "document": document_id,
-                    "index": chunk_index,
-                    "tenant": tenant_id,
-                    "id": chunk_id,
-                    "states": [str(GenerationState.ACTIVE), str(GenerationState.BUILDING)],
-                },
+            copies = tuple(
+                await named_rows(
+                    conn,
+                    ChunkCopy,
+                    CHUNK_COPIES_SQL,
+                    {"document": document_id, "index": chunk_index, "tenant": tenant_id, "id": chunk_id},
+                )
             )
-            copies = tuple(await cur.fetchall())
             if not copies or copies[0].id != chunk_id:
                 raise chunk_not_found(chunk_id)  # a retired or cancelled generation's, being dropped
             return ChunkTarget(document_id, DocumentStatus(status[0]), chunk_index, copies)
@@ -358,23 +417,11 @@ class ChunkStore(StoreBase):
             # Its row is locked first: the lock order is job, then document.
             building_job = None
             if text is not None:
-                building_job = await (
-                    await conn.execute(
-                        "SELECT j.generation_id, j.status::text FROM ingestion_jobs j"
-                        " JOIN collection_generations g ON g.id = j.generation_id AND g.state = 'BUILDING'"
-                        " WHERE j.document_id = %s AND j.kind = 'EMBED' AND g.tenant_id = %s FOR UPDATE OF j",
-                        (target.document_id, tenant_id),
-                    )
-                ).fetchone()
+                building_job = await named_row(conn, _BuildingJob, LOCK_BUILDING_JOB_SQL, (target.document_id, tenant_id))
             # FOR SHARE: a reprocess, a deletion or a commit replacing these chunks (each updates or
             # deletes the document row) waits for this transaction, or has already committed and
             # the status below says so. Rule 1: no chunk is written under a document that is not READY.
-            status = await (
-                await conn.execute(
-                    "SELECT status::text FROM documents WHERE id = %s AND tenant_id = %s FOR SHARE",
-                    (target.document_id, tenant_id),
-                )
-            ).fetchone()
+            status = await (await conn.execute(SHARE_DOCUMENT_STATUS_SQL, (target.document_id, tenant_id))).fetchone()
             if status is None:
                 raise chunk_not_found(target.named.id)
             if status[0] != DocumentStatus.READY:
@@ -416,19 +463,15 @@ class ChunkStore(StoreBase):
                         await conn.execute(DOCUMENT_VECTOR_SQL, (target.document_id, copy.generation_id))
             if (
                 building_job is not None
-                and building_job[1] == JobStatus.RUNNING
-                and all(copy.generation_id != building_job[0] for copy in target.copies)
+                and building_job.status is JobStatus.RUNNING
+                and all(copy.generation_id != building_job.generation_id for copy in target.copies)
             ):
-                await add_embed_job(conn, target.document_id, building_job[0])
+                await add_embed_job(conn, target.document_id, building_job.generation_id)
             return await self._read_chunk(conn, tenant_id, target.named)
 
     async def _read_chunk(self, conn: psycopg.AsyncConnection, tenant_id: int, copy: ChunkCopy) -> DocumentChunkRow:
         cur = conn.cursor(row_factory=args_row(DocumentChunkRow))
-        await cur.execute(
-            f"SELECT {CHUNK_COLUMNS}, true AS enabled FROM chunks c WHERE c.id = %(id)s AND c.tenant_id = %(tenant)s"
-            f" UNION ALL SELECT {CHUNK_COLUMNS}, false FROM disabled_chunks c WHERE c.id = %(id)s AND c.tenant_id = %(tenant)s",
-            {"id": copy.id, "tenant": tenant_id, "number": copy.generation},
-        )
+        await cur.execute(READ_CHUNK_SQL, {"id": copy.id, "tenant": tenant_id, "number": copy.generation})
         row = await cur.fetchone()
         if row is None:  # pragma: no cover - written in this transaction
             raise chunk_not_found(copy.id)
@@ -438,12 +481,7 @@ class ChunkStore(StoreBase):
         """The document whose bytes DownloadDocument sends (NOT_FOUND for another tenant's)."""
         async with self.pool.connection() as conn:
             document = await lookup_document(conn, document_id, tenant_id)
-            (stored,) = await one_row(
-                conn,
-                "SELECT EXISTS (SELECT 1 FROM document_contents k JOIN documents d ON d.id = k.document_id"
-                " WHERE k.document_id = %s AND d.tenant_id = %s)",
-                (document_id, tenant_id),
-            )
+            (stored,) = await one_row(conn, CONTENT_STORED_SQL, (document_id, tenant_id))
             if not stored:  # pragma: no cover - the content is written with its document
                 raise NotFound("the document's content is missing", reason=Reason.CONTENT_NOT_FOUND)
             return document
@@ -452,13 +490,7 @@ class ChunkStore(StoreBase):
         """`size` bytes of the document's content from `offset` (the read JobService's
         ReadDocumentContent streams with), only if the document is the tenant's."""
         async with self.pool.connection() as conn:
-            row = await (
-                await conn.execute(
-                    "SELECT substring(k.content FROM %s FOR %s) FROM document_contents k JOIN documents d ON d.id = k.document_id"
-                    " WHERE k.document_id = %s AND d.tenant_id = %s",
-                    (offset + 1, size, document_id, tenant_id),
-                )
-            ).fetchone()
+            row = await (await conn.execute(CONTENT_SLICE_SQL, (offset + 1, size, document_id, tenant_id))).fetchone()
             if row is None:
                 raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
             return bytes(row[0])

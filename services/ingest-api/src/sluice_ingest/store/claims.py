@@ -33,7 +33,7 @@ from ..domain import (
 from ..transitions import NOW, RELEASED_LEASE, Expr, move_document, move_job
 from .common import FRESH_PROGRESS, lookup_document, one_row
 from .job_kinds import policy_of
-from .leases import HeldJob, QueueBase, end_attempt, hold_job
+from .leases import JOB_EXISTS_SQL, HeldJob, QueueBase, end_attempt, hold_job
 from .queue_sql import QUEUE_LITERALS
 from .rows import ClaimedJob, DocumentRow
 
@@ -163,6 +163,16 @@ RETURNING locked_at + make_interval(secs => %(seconds)s)
 )
 
 
+# A hand-back does not charge the attempt.
+UNCHARGED = Expr("attempts - 1")
+
+# Rule 8's convergence reads the document's status under its lock.
+LOCK_DOCUMENT_STATUS_SQL = "SELECT status::text FROM documents WHERE id = %s FOR UPDATE"
+# A renewal lost in a database crash only shortens the lease; skip the WAL flush.
+ASYNCHRONOUS_COMMIT_SQL = "SET LOCAL synchronous_commit = off"
+QUEUE_DEPTH_SQL = "SELECT status::text, count(*) FROM ingestion_jobs GROUP BY status"
+
+
 async def hand_back(conn: psycopg.AsyncConnection[Any], job: HeldJob) -> None:
     """The job is due again at once and the attempt is not charged (ReleaseJob, and an INGEST
     commit that lost a switch). A job that drives its document sends it back to PENDING."""
@@ -175,7 +185,7 @@ async def hand_back(conn: psycopg.AsyncConnection[Any], job: HeldJob) -> None:
         job.id,
         JobStatus.PENDING,
         {
-            "attempts": Expr("attempts - 1"),
+            "attempts": UNCHARGED,
             "available_at": NOW,
             **RELEASED_LEASE,
         },
@@ -244,7 +254,7 @@ class ClaimStore(QueueBase):
         A job that does not drive its document (EMBED) fails and leaves the document alone."""
         assert job.job_kind is not None  # an exhausted row has it
         if policy_of(job.job_kind).drives_document:
-            doc = await one_row(conn, "SELECT status::text FROM documents WHERE id = %s FOR UPDATE", (job.document_id,))
+            doc = await one_row(conn, LOCK_DOCUMENT_STATUS_SQL, (job.document_id,))
             if doc[0] == DocumentStatus.READY:
                 # The crash hit the window after the commit: the work is done.
                 await move_job(conn, job.job_id, JobStatus.SUCCEEDED, RELEASED_LEASE)
@@ -264,8 +274,7 @@ class ClaimStore(QueueBase):
         """RenewLease: the lease runs its full length again; returns when it expires. None means
         the job no longer exists: it was cancelled by a deletion."""
         async with self.pool.connection() as conn, conn.transaction():
-            # A renewal lost in a database crash only shortens the lease; skip the WAL flush.
-            await conn.execute("SET LOCAL synchronous_commit = off")
+            await conn.execute(ASYNCHRONOUS_COMMIT_SQL)
             row = await (
                 await conn.execute(
                     RENEW_LEASE_SQL,
@@ -279,7 +288,7 @@ class ClaimStore(QueueBase):
             if row is not None:
                 expires: dt.datetime = row[0]
                 return expires
-            exists = await (await conn.execute("SELECT 1 FROM ingestion_jobs WHERE id = %s", (job_id,))).fetchone()
+            exists = await (await conn.execute(JOB_EXISTS_SQL, (job_id,))).fetchone()
             if exists is None:
                 return None
             raise LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
@@ -301,7 +310,7 @@ class ClaimStore(QueueBase):
 
     async def queue_depth(self) -> dict[str, int]:
         async with self.pool.connection() as conn:
-            rows = await (await conn.execute("SELECT status::text, count(*) FROM ingestion_jobs GROUP BY status")).fetchall()
+            rows = await (await conn.execute(QUEUE_DEPTH_SQL)).fetchall()
             return {status: int(count) for status, count in rows}
 
 

@@ -35,6 +35,7 @@ from .claims import hand_back
 from .common import NO_ERROR, fetch_document_lookup, lookup_document, send_document_lookup
 from .job_kinds import add_embed_job
 from .leases import HeldJob, QueueBase, end_attempt, hold_job, lease_failure
+from .literals import compose
 from .queue_sql import QUEUE_LITERALS
 from .rows import ChunkRow, DocumentRow
 from .versions import swap_in
@@ -75,6 +76,14 @@ FROM locked
     .format(**QUEUE_LITERALS)
     .as_bytes(None)
 )
+
+# After an INGEST commit (the document READY now): a BUILDING generation needs it too.
+BUILDING_GENERATION_SQL = compose(
+    "SELECT id FROM collection_generations WHERE collection_id = %s AND state = {gen_building} FOR SHARE"
+)
+
+# A retried job's `available_at`: after its delay (rule 7).
+RETRY_AT = "now() + make_interval(secs => %s)"
 
 COPY_CHUNKS = (
     "COPY chunks (document_id, tenant_id, collection_id, generation_id, chunk_index, text, page_number, element_type,"
@@ -193,10 +202,7 @@ class CommitStore(QueueBase):
                     await end_attempt(conn, lease_token, AttemptOutcome.SUCCEEDED)
                     if policy.drives_document:
                         # The document is READY now: a BUILDING generation needs it too.
-                        building_cursor = await conn.execute(
-                            "SELECT id FROM collection_generations WHERE collection_id = %s AND state = %s FOR SHARE",
-                            (job.collection_id, str(GenerationState.BUILDING)),
-                        )
+                        building_cursor = await conn.execute(BUILDING_GENERATION_SQL, (job.collection_id,))
                     document_cursor = await send_document_lookup(conn, job.document_id)
                 # The pipeline's sync has fetched every result (a failed move raises here, in the transaction).
                 for move in moves:
@@ -245,7 +251,7 @@ class CommitStore(QueueBase):
                     job_id,
                     JobStatus.PENDING,
                     {
-                        "available_at": Expr("now() + make_interval(secs => %s)", delay),
+                        "available_at": Expr(RETRY_AT, delay),
                         **RELEASED_LEASE,
                     },
                     sources=[JobStatus.RUNNING],

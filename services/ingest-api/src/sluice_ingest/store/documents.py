@@ -6,11 +6,11 @@ import datetime as dt
 import json
 import struct
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 import psycopg
-from psycopg.rows import class_row
 from sluice_common import tracing
 from sluice_common.db import one_snapshot
 from sluice_common.errors import (
@@ -41,9 +41,11 @@ from .common import (
     lookup_collection_settings,
     lookup_document,
     lookup_document_where,
+    named_rows,
     one_row,
 )
-from .rows import AttemptRow, DocumentRow, EventRow, Fence, NewDocument, UploadedContent
+from .literals import compose
+from .rows import AttemptRow, DocumentRow, EventRow, Fence, NewDocument, UploadedContent, as_members
 from .versions import (
     VersionsView,
     add_version,
@@ -54,6 +56,86 @@ from .versions import (
     record_version,
     versions_view,
 )
+
+WAL_POSITION_SQL = "SELECT pg_current_wal_insert_lsn()::text"
+
+# Which document an upload finds already there (lookup_document_where's conditions).
+BY_REQUEST_ID = "d.tenant_id = %s AND d.request_id = %s"
+BY_CONTENT = "d.collection_id = %s AND d.content_sha256 = %s AND d.source_uri IS NULL"
+# A source's current version, else its next one.
+BY_SOURCE = (
+    "d.collection_id = %s AND d.source_uri = %s AND d.tenant_id = %s ORDER BY d.version_role = {role_current} DESC LIMIT 1"
+)
+
+INSERT_DOCUMENT_SQL = """
+    INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes,
+        metadata, request_id, source_uri, version, version_role)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT DO NOTHING
+    RETURNING id
+"""
+# Its INGEST job (the column's default kind), in the upload's transaction (rule 5).
+INSERT_JOB_SQL = "INSERT INTO ingestion_jobs (document_id, max_attempts, trace_context) VALUES (%s, %s, %s)"
+COPY_CONTENT_SQL = "COPY document_contents (document_id, content) FROM STDIN (FORMAT BINARY)"
+
+ATTEMPTS_SQL = (
+    "SELECT number, worker_id, stage::text AS stage, outcome::text AS outcome, error_code, error_message,"
+    " retryable, started_at, ended_at FROM job_attempts WHERE job_id = %s ORDER BY id"
+)
+LATEST_EVENT_SQL = "SELECT coalesce(max(id), 0) FROM document_events WHERE document_id = %s"
+EVENTS_AFTER_SQL = (
+    "SELECT id, status::text AS status, error_code, error_message, progress_stage::text AS progress_stage,"
+    " progress_done, progress_total, progress_unit, chunk_count, job_status::text AS job_status, attempts,"
+    " max_attempts, available_at, updated_at, now() AS db_now, pg_current_wal_insert_lsn()::text AS wal_lsn"
+    " FROM document_events WHERE document_id = %s AND id > %s AND NOT deleted ORDER BY id"
+)
+
+# ListDocuments' conditions, each with its parameter, in this order; the tenant's always.
+LIST_CONDITIONS = {
+    "tenant": "d.tenant_id = %s",
+    "collection": "d.collection_id = %s",
+    "status": "d.status = %s",
+    "source_uri": "d.source_uri = %s",
+    "after": "(d.created_at, d.id) < (%s, %s)",
+}
+LIST_PAGE = " ORDER BY d.created_at DESC, d.id DESC LIMIT %s"
+
+
+@cache
+def list_documents_sql(conditions: tuple[str, ...]) -> bytes:
+    """ListDocuments' page (newest first) under the tenant's and the named LIST_CONDITIONS,
+    composed once per set of conditions."""
+    where = " AND ".join(LIST_CONDITIONS[name] for name in ("tenant", *conditions))
+    return compose(DOCUMENT_SELECT + " WHERE " + where + LIST_PAGE)
+
+
+# A document's jobs (its INGEST job, EMBED jobs of a reindex), locked first: the lock order.
+LOCK_JOBS_SQL = (
+    "SELECT j.id, j.status::text AS status, j.kind::text AS kind FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
+    " WHERE j.document_id = %s AND d.tenant_id = %s FOR UPDATE OF j"
+)
+DELETE_DOCUMENT_SQL = "DELETE FROM documents WHERE id = %s AND tenant_id = %s"
+INGEST_RUNNING_SQL = compose(
+    "SELECT EXISTS (SELECT 1 FROM ingestion_jobs WHERE document_id = ANY(%s) AND kind = {kind_ingest} AND status = {job_running})"
+)
+# What a document leaving READY drops (ReprocessDocument; _restart_document says why).
+DROP_EMBED_JOBS_SQL = compose("DELETE FROM ingestion_jobs WHERE kind = {kind_embed} AND document_id = %s")
+DROP_CHUNKS_SQL = "DELETE FROM chunks WHERE document_id = %s AND tenant_id = %s"
+DROP_DISABLED_CHUNKS_SQL = "DELETE FROM disabled_chunks WHERE document_id = %s AND tenant_id = %s"
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    id: uuid.UUID
+    status: JobStatus
+    kind: JobKind
+
+    def __post_init__(self) -> None:
+        as_members(self, status=JobStatus, kind=JobKind)
+
+
+def _ingest_job(jobs: list[_Job]) -> _Job | None:
+    return next((j for j in jobs if j.kind is JobKind.INGEST), None)
 
 
 class DocumentStore(StoreBase):
@@ -72,7 +154,7 @@ class DocumentStore(StoreBase):
         inside the transaction would come before the write's own commit record, too early for a
         consistency token (sluice_common.consistency)."""
         async with self.pool.connection() as conn:
-            row = await one_row(conn, "SELECT pg_current_wal_insert_lsn()::text")
+            row = await one_row(conn, WAL_POSITION_SQL)
         return replace(document, wal_lsn=row[0])
 
     async def _create_document(self, new: NewDocument) -> tuple[DocumentRow, bool]:
@@ -81,9 +163,7 @@ class DocumentStore(StoreBase):
                 await new.fence(conn)
             collection = await lookup_collection_settings(conn, new.tenant_id, new.collection)
             if new.request_id:
-                existing = await lookup_document_where(
-                    conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
-                )
+                existing = await lookup_document_where(conn, BY_REQUEST_ID, (new.tenant_id, new.request_id))
                 if existing is not None:
                     if (
                         existing.collection_id != collection.id
@@ -116,13 +196,7 @@ class DocumentStore(StoreBase):
             await check_quota(conn, new.tenant_id, documents=1, stored_bytes=new.content.size)
             row = await (
                 await conn.execute(
-                    """
-                    INSERT INTO documents (tenant_id, collection_id, filename, mime_type, content_sha256, size_bytes,
-                        metadata, request_id, source_uri, version, version_role)
-                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-                    ON CONFLICT DO NOTHING
-                    RETURNING id
-                    """,
+                    INSERT_DOCUMENT_SQL,
                     (
                         new.tenant_id,
                         collection.id,
@@ -143,23 +217,17 @@ class DocumentStore(StoreBase):
                 existing = (
                     None
                     if new.source_uri is not None
-                    else await lookup_document_where(
-                        conn,
-                        "d.collection_id = %s AND d.content_sha256 = %s AND d.source_uri IS NULL",
-                        (collection.id, new.content_sha256),
-                    )
+                    else await lookup_document_where(conn, BY_CONTENT, (collection.id, new.content_sha256))
                 )
                 if existing is None and new.request_id:
-                    existing = await lookup_document_where(
-                        conn, "d.tenant_id = %s AND d.request_id = %s", (new.tenant_id, new.request_id)
-                    )
+                    existing = await lookup_document_where(conn, BY_REQUEST_ID, (new.tenant_id, new.request_id))
                 if existing is None:  # pragma: no cover - the conflicting row was deleted meanwhile
                     raise FailedPrecondition("the upload raced with a deletion; try again", reason=Reason.UPLOAD_RACE)
                 return existing, False
             document_id = row[0]
             await self._copy_content(conn, document_id, new.content)
             await conn.execute(
-                "INSERT INTO ingestion_jobs (document_id, max_attempts, trace_context) VALUES (%s, %s, %s)",
+                INSERT_JOB_SQL,
                 (document_id, collection.max_attempts, tracing.current_trace_context()),
             )
             if new.source_uri is not None:
@@ -173,7 +241,7 @@ class DocumentStore(StoreBase):
         Binary COPY written by hand: the signature, one tuple (uuid, bytea of content.size bytes,
         whose length goes first), the trailer. Readers are unchanged (content_slice).
         """
-        async with conn.cursor().copy("COPY document_contents (document_id, content) FROM STDIN (FORMAT BINARY)") as copy:
+        async with conn.cursor().copy(COPY_CONTENT_SQL) as copy:
             await copy.write(COPY_SIGNATURE + struct.pack("!hi", 2, 16) + document_id.bytes + struct.pack("!i", content.size))
             async for piece in content.pieces():
                 await copy.write(piece)
@@ -198,13 +266,7 @@ class DocumentStore(StoreBase):
             else:
                 assert document_id is not None
                 document = await lookup_document(conn, document_id, tenant_id)
-            cur = conn.cursor(row_factory=class_row(AttemptRow))
-            await cur.execute(
-                "SELECT number, worker_id, stage::text AS stage, outcome::text AS outcome, error_code, error_message,"
-                " retryable, started_at, ended_at FROM job_attempts WHERE job_id = %s ORDER BY id",
-                (document.job_id,),
-            )
-            attempts = await cur.fetchall()
+            attempts = await named_rows(conn, AttemptRow, ATTEMPTS_SQL, (document.job_id,))
             versions = None
             if document.source_uri is not None:
                 versions = await versions_view(conn, document.collection_id, document.source_uri)
@@ -213,11 +275,7 @@ class DocumentStore(StoreBase):
     @staticmethod
     async def _lookup_source(conn: psycopg.AsyncConnection, tenant_id: int, collection: str, source_uri: str) -> DocumentRow:
         settings = await lookup_collection_settings(conn, tenant_id, collection)
-        document = await lookup_document_where(
-            conn,
-            "d.collection_id = %s AND d.source_uri = %s AND d.tenant_id = %s ORDER BY d.version_role = 'CURRENT' DESC LIMIT 1",
-            (settings.id, source_uri, tenant_id),
-        )
+        document = await lookup_document_where(conn, BY_SOURCE, (settings.id, source_uri, tenant_id))
         if document is None:
             raise NotFound(
                 f"collection {collection!r} holds no document with source_uri {source_uri[:200]!r}",
@@ -228,20 +286,12 @@ class DocumentStore(StoreBase):
     async def latest_event_id(self, document_id: uuid.UUID) -> int:
         """The newest event of a document (callers have checked its tenant with get_document)."""
         async with self.pool.connection() as conn:
-            row = await one_row(conn, "SELECT coalesce(max(id), 0) FROM document_events WHERE document_id = %s", (document_id,))
+            row = await one_row(conn, LATEST_EVENT_SQL, (document_id,))
             return int(row[0])
 
     async def document_events_after(self, document_id: uuid.UUID, after_id: int) -> list[EventRow]:
         async with self.pool.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(EventRow))
-            await cur.execute(
-                "SELECT id, status::text AS status, error_code, error_message, progress_stage::text AS progress_stage,"
-                " progress_done, progress_total, progress_unit, chunk_count, job_status::text AS job_status, attempts,"
-                " max_attempts, available_at, updated_at, now() AS db_now, pg_current_wal_insert_lsn()::text AS wal_lsn"
-                " FROM document_events WHERE document_id = %s AND id > %s AND NOT deleted ORDER BY id",
-                (document_id, after_id),
-            )
-            return await cur.fetchall()
+            return await named_rows(conn, EventRow, EVENTS_AFTER_SQL, (document_id, after_id))
 
     async def list_documents(
         self,
@@ -256,43 +306,33 @@ class DocumentStore(StoreBase):
         and the page see one snapshot: never the collection of one commit and the documents of the
         next (a deletion between them, or its name given to another)."""
         async with self.pool.connection() as conn, one_snapshot(conn):
-            conditions: list[str] = ["d.tenant_id = %s"]
+            conditions: list[str] = []
             params: list[Any] = [tenant_id]
             if collection:
                 collection_row = await lookup_collection_settings(conn, tenant_id, collection)
-                conditions.append("d.collection_id = %s")
+                conditions.append("collection")
                 params.append(collection_row.id)
             if status:
-                conditions.append("d.status = %s")
+                conditions.append("status")
                 params.append(status)
             if source_uri:
-                conditions.append("d.source_uri = %s")
+                conditions.append("source_uri")
                 params.append(source_uri)
             if after:
-                conditions.append("(d.created_at, d.id) < (%s, %s)")
+                conditions.append("after")
                 params.extend(after)
-            where = " WHERE " + " AND ".join(conditions)
-            cur = conn.cursor(row_factory=class_row(DocumentRow))
-            await cur.execute(DOCUMENT_SELECT + where + " ORDER BY d.created_at DESC, d.id DESC LIMIT %s", (*params, limit))
-            return await cur.fetchall()
+            return await named_rows(conn, DocumentRow, list_documents_sql(tuple(conditions)), (*params, limit))
 
     async def delete_document(self, tenant_id: int, document_id: uuid.UUID) -> bool:
         """Deletes the document with its content, job, attempts and chunks; True if a job was running."""
         async with self.pool.connection() as conn, conn.transaction():
             # Every job of the document (its INGEST job, EMBED jobs of a reindex) is locked first.
-            jobs = await (
-                await conn.execute(
-                    "SELECT j.status::text, j.kind::text FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
-                    " WHERE j.document_id = %s AND d.tenant_id = %s FOR UPDATE OF j",
-                    (document_id, tenant_id),
-                )
-            ).fetchall()
-            job = next((j for j in jobs if j[1] == JobKind.INGEST), None)
+            job = _ingest_job(await named_rows(conn, _Job, LOCK_JOBS_SQL, (document_id, tenant_id)))
             if job is None:
                 raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
             await end_versions(conn, [document_id], VersionOutcome.DELETED)
-            await conn.execute("DELETE FROM documents WHERE id = %s AND tenant_id = %s", (document_id, tenant_id))
-            return bool(job[0] == JobStatus.RUNNING)
+            await conn.execute(DELETE_DOCUMENT_SQL, (document_id, tenant_id))
+            return job.status is JobStatus.RUNNING
 
     async def delete_source(
         self,
@@ -313,13 +353,7 @@ class DocumentStore(StoreBase):
                     f"collection {collection!r} holds no document with source_uri {source_uri[:200]!r}",
                     reason=Reason.DOCUMENT_NOT_FOUND,
                 )
-            running = await (
-                await conn.execute(
-                    "SELECT EXISTS (SELECT 1 FROM ingestion_jobs WHERE document_id = ANY(%s) AND kind = 'INGEST'"
-                    " AND status = 'RUNNING')",
-                    ([d.id for d in live],),
-                )
-            ).fetchone()
+            running = await (await conn.execute(INGEST_RUNNING_SQL, ([d.id for d in live],))).fetchone()
             await delete_versions(conn, live, VersionOutcome.DELETED)
             return bool(running and running[0]), len(live)
 
@@ -332,19 +366,12 @@ class DocumentStore(StoreBase):
         job_from = JobStatus.FAILED if expected == DocumentStatus.FAILED else JobStatus.SUCCEEDED
         check_document_transition(expected, DocumentStatus.PENDING)
         async with self.pool.connection() as conn, conn.transaction():
-            jobs = await (
-                await conn.execute(
-                    "SELECT j.id, j.status::text, j.kind::text FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
-                    " WHERE j.document_id = %s AND d.tenant_id = %s FOR UPDATE OF j",
-                    (document_id, tenant_id),
-                )
-            ).fetchall()
-            job = next((j for j in jobs if j[2] == JobKind.INGEST), None)
+            job = _ingest_job(await named_rows(conn, _Job, LOCK_JOBS_SQL, (document_id, tenant_id)))
             if job is None:
                 raise NotFound(f"document {document_id} does not exist", reason=Reason.DOCUMENT_NOT_FOUND)
             try:
-                if job[1] != job_from:
-                    raise IllegalTransition(f"the job is {job[1]}")
+                if job.status is not job_from:
+                    raise IllegalTransition(f"the job is {job.status}")
                 await move_document(conn, document_id, DocumentStatus.PENDING, {**FRESH_PROGRESS, **NO_ERROR}, sources=[expected])
             except IllegalTransition as illegal:
                 current = await lookup_document(conn, document_id, tenant_id)
@@ -355,7 +382,7 @@ class DocumentStore(StoreBase):
                     status=current.status,
                 ) from illegal
             await move_job(
-                conn, job[0], JobStatus.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE}, sources=[job_from]
+                conn, job.id, JobStatus.PENDING, {"attempts": 0, "available_at": NOW, **RELEASED_LEASE}, sources=[job_from]
             )
             # It leaves READY: its EMBED jobs of a reindex go (its next commit adds a fresh one), and
             # so do its chunks of every generation, so no document that is not READY holds chunks
@@ -363,7 +390,7 @@ class DocumentStore(StoreBase):
             # follow by their triggers. For a retry (FAILED) it deletes nothing: migration 0027 took
             # what reprocesses that failed before this delete left. Its disabled chunks go too: a
             # reprocess starts from the file again (docs/chunks.md).
-            await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND document_id = %s", (document_id,))
-            await conn.execute("DELETE FROM chunks WHERE document_id = %s AND tenant_id = %s", (document_id, tenant_id))
-            await conn.execute("DELETE FROM disabled_chunks WHERE document_id = %s AND tenant_id = %s", (document_id, tenant_id))
+            await conn.execute(DROP_EMBED_JOBS_SQL, (document_id,))
+            await conn.execute(DROP_CHUNKS_SQL, (document_id, tenant_id))
+            await conn.execute(DROP_DISABLED_CHUNKS_SQL, (document_id, tenant_id))
             return await lookup_document(conn, document_id, tenant_id)

@@ -14,10 +14,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from psycopg import sql
 from psycopg.rows import dict_row
 
 from ..domain import DocumentStatus, EventCursor, JobStatus, SourceRunEvents
-from .common import StoreBase, lookup_collection_settings, one_row
+from .common import StoreBase, lookup_collection_settings, named_row, named_rows, one_row
+from .literals import compose
 from .rows import as_members
 
 # What a reader selects of a log row: a document event's columns, or a run event's (migration
@@ -147,7 +149,8 @@ def event_of(row: dict[str, Any]) -> LogEvent:
 # A deletion passes every document filter; `statuses` NULL means every status. A run event is
 # wanted when the watcher asked for run events (`runs` INCLUDED or ONLY), whatever the document
 # filters; with ONLY no document event is.
-WATCH_PAGE_SQL = f"""
+WATCH_PAGE_SQL = compose(
+    """
     WITH scanned AS MATERIALIZED (
         SELECT e.* FROM document_events e
          WHERE e.tenant_id = %(tenant_id)s AND e.collection_id = %(collection_id)s
@@ -158,18 +161,20 @@ WATCH_PAGE_SQL = f"""
     ), last AS (
         SELECT s.txid, s.id FROM scanned s ORDER BY s.txid DESC, s.id DESC LIMIT 1
     ), marked AS (
-        SELECT s.*, CASE WHEN s.source_run_id IS NOT NULL THEN %(runs)s <> 'NONE'
-                         ELSE %(runs)s <> 'ONLY' AND (s.deleted OR (
+        SELECT s.*, CASE WHEN s.source_run_id IS NOT NULL THEN %(runs)s <> {runs_none}
+                         ELSE %(runs)s <> {runs_only} AND (s.deleted OR (
                              (%(statuses)s::text[] IS NULL OR s.status::text = ANY(%(statuses)s::text[]))
-                             AND (NOT %(terminal_only)s OR s.status IN ('READY', 'FAILED')))) END AS wanted
+                             AND (NOT %(terminal_only)s OR s.status IN ({doc_ready}, {doc_failed})))) END AS wanted
           FROM scanned s
     )
-    SELECT {EVENT_COLUMNS}, e.wanted, (SELECT count(*) FROM scanned) AS scanned
+    SELECT {event_columns}, e.wanted, (SELECT count(*) FROM scanned) AS scanned
       FROM marked e
       LEFT JOIN documents d ON d.id = e.document_id
      WHERE e.wanted OR (e.txid, e.id) = (SELECT l.txid, l.id FROM last l)
      ORDER BY e.txid, e.id
-"""
+""",
+    event_columns=sql.SQL(EVENT_COLUMNS),
+)
 
 # Committed events of the collection past the cursor that are not readable yet (an older writer
 # still runs): their notification may already have been spent, so the watcher re-checks soon.
@@ -179,6 +184,25 @@ WAITING_SQL = """
          WHERE e.collection_id = %(collection_id)s AND (e.txid, e.id) > (%(txid)s::text::xid8, %(event_id)s)
            AND e.txid >= pg_snapshot_xmin(pg_current_snapshot()))
 """
+
+
+# A watcher's read runs in one snapshot: the horizon and the rows (EventStore.watch_page).
+REPEATABLE_READ_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+HORIZON_SQL = (
+    "SELECT c.id IS NOT NULL AS collection_exists, h.txid::text::bigint AS txid, h.event_id FROM (SELECT 1) one"
+    " LEFT JOIN collections c ON c.id = %(c)s AND c.tenant_id = %(t)s"
+    " LEFT JOIN event_log_horizon h ON h.collection_id = %(c)s"
+)
+
+# The cursor before every event not yet readable.
+HEAD_SQL = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+
+
+@dataclass(frozen=True, slots=True)
+class _Horizon:
+    collection_exists: bool
+    txid: int | None
+    event_id: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +229,7 @@ class EventStore(StoreBase):
     async def events_head(self) -> EventCursor:
         """The cursor before every event not yet readable: start here to follow from now on."""
         async with self.pool.connection() as conn:
-            row = await one_row(conn, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+            row = await one_row(conn, HEAD_SQL)
             return EventCursor(int(row[0]) - 1, 2**63 - 1)
 
     async def collection_events_after(self, tenant_id: int, collection_id: int, after: EventCursor, limit: int) -> list[LogEvent]:
@@ -242,16 +266,15 @@ class EventStore(StoreBase):
         async with self.pool.connection() as conn, conn.transaction():
             # One snapshot for the horizon and the rows: a prune that commits in between cannot
             # remove rows this read then misses without the horizon showing it.
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            exists, horizon_txid, horizon_id = await one_row(
-                conn,
-                "SELECT c.id IS NOT NULL, h.txid::text::bigint, h.event_id FROM (SELECT 1) one"
-                " LEFT JOIN collections c ON c.id = %(c)s AND c.tenant_id = %(t)s"
-                " LEFT JOIN event_log_horizon h ON h.collection_id = %(c)s",
-                {"c": collection_id, "t": tenant_id},
+            await conn.execute(REPEATABLE_READ_SQL)
+            found = await named_row(conn, _Horizon, HORIZON_SQL, {"c": collection_id, "t": tenant_id})
+            assert found is not None  # FROM (SELECT 1): always one row
+            horizon = (
+                EventCursor(int(found.txid), int(found.event_id))
+                if found.txid is not None and found.event_id is not None
+                else None
             )
-            horizon = EventCursor(int(horizon_txid), int(horizon_id)) if horizon_txid is not None else None
-            if not exists:
+            if not found.collection_exists:
                 return WatchPage([], None, False, horizon, False, False)
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
@@ -317,7 +340,7 @@ PRUNE_BY_AGE_SQL = """
 
 # Documents with events newer than a watermark: only they can have grown past the count.
 COUNT_CANDIDATES_SQL = """
-    SELECT e.document_id, max(e.id) FROM document_events e WHERE e.id > %(since)s AND e.document_id IS NOT NULL
+    SELECT e.document_id, max(e.id) AS newest FROM document_events e WHERE e.id > %(since)s AND e.document_id IS NOT NULL
      GROUP BY e.document_id ORDER BY max(e.id) LIMIT %(limit)s
 """
 
@@ -336,6 +359,12 @@ PRUNE_BY_COUNT_SQL = """
 """
 
 
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    document_id: uuid.UUID
+    newest: int
+
+
 class RetentionStore(StoreBase):
     """Pruning the events log in bounded batches, one short transaction each."""
 
@@ -351,8 +380,8 @@ class RetentionStore(StoreBase):
     async def count_prune_candidates(self, since_id: int, limit: int) -> list[tuple[uuid.UUID, int]]:
         """Up to `limit` documents with events after `since_id`, each with its newest event id."""
         async with self.pool.connection() as conn:
-            rows = await (await conn.execute(COUNT_CANDIDATES_SQL, {"since": since_id, "limit": limit})).fetchall()
-            return [(row[0], int(row[1])) for row in rows]
+            rows = await named_rows(conn, _Candidate, COUNT_CANDIDATES_SQL, {"since": since_id, "limit": limit})
+            return [(row.document_id, int(row.newest)) for row in rows]
 
     async def prune_events_by_count(self, documents: list[uuid.UUID], keep: int, batch: int) -> int | None:
         """Delete up to `batch` events of `documents` beyond each one's newest `keep`."""

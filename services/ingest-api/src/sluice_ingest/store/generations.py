@@ -20,6 +20,7 @@ CancelReindex takes) and drops it like a cancellation, keeping the verdict.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import logging
 import math
@@ -27,7 +28,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 from sluice_common import vector_index
@@ -36,16 +36,15 @@ from sluice_common.reasons import Reason
 
 from ..domain import (
     BuildingGeneration,
-    DocumentStatus,
     GenerationState,
     IndexSettings,
-    JobKind,
     JobStatus,
     ReindexDecision,
     decide_reindex,
 )
 from ..transitions import NOW, RELEASED_LEASE, move_generation, move_job
-from .common import StoreBase, lookup_collection, lookup_collection_settings, one_row
+from .common import StoreBase, lookup_collection, lookup_collection_settings, named_row, named_rows, one_row
+from .literals import compose
 from .rows import CollectionRow, GenerationEvaluationRow, GenerationFailure, GenerationRow
 
 log = logging.getLogger("sluice.ingest.generations")
@@ -58,19 +57,109 @@ GENERATION_SELECT = """
            activated_at, ended_at, dropped_at, vector_precision
     FROM collection_generations
 """
+GENERATIONS_OF_SQL = GENERATION_SELECT + " WHERE collection_id = %s ORDER BY number"
+
+# A generation's progress (generations_of): a BUILDING one's EMBED jobs by outcome and its first
+# failures; the ACTIVE one's documents by status.
+EMBED_PROGRESS_SQL = compose(
+    "SELECT count(*) AS total, count(*) FILTER (WHERE status = {job_succeeded}) AS ready,"
+    " count(*) FILTER (WHERE status = {job_failed}) AS failed,"
+    " count(*) FILTER (WHERE status IN ({job_pending}, {job_running})) AS pending"
+    " FROM ingestion_jobs WHERE kind = {kind_embed} AND generation_id = %s"
+)
+EMBED_FAILURES_SQL = compose(
+    "SELECT j.document_id, d.filename, a.error_code, a.error_message FROM ingestion_jobs j"
+    " JOIN documents d ON d.id = j.document_id"
+    " LEFT JOIN LATERAL (SELECT error_code, error_message FROM job_attempts WHERE job_id = j.id"
+    "                    ORDER BY id DESC LIMIT 1) a ON true"
+    " WHERE j.kind = {kind_embed} AND j.generation_id = %s AND j.status = {job_failed}"
+    " ORDER BY d.filename, d.id LIMIT 20"
+)
+DOCUMENT_PROGRESS_SQL = compose(
+    "SELECT count(*) AS total, count(*) FILTER (WHERE status = {doc_ready}) AS ready,"
+    " count(*) FILTER (WHERE status = {doc_failed}) AS failed"
+    " FROM documents WHERE collection_id = %s"
+)
+# The quality gates of a collection's generations, with their verdicts if any (with_evaluations).
+GATES_SQL = (
+    "SELECT g.id, jsonb_array_length(g.eval_set) AS queries, g.eval_min_ratio AS min_ratio, e.passed, e.metric,"
+    " e.active_generation, e.active_score, e.candidate_score, e.evaluated_at FROM collection_generations g"
+    " LEFT JOIN generation_evaluations e ON e.generation_id = g.id"
+    " WHERE g.collection_id = %s AND g.eval_set IS NOT NULL"
+)
 
 # A BUILDING generation that may switch: nothing left to embed or failed (cheap: the partial
 # index ingestion_jobs_embed_open holds only the unfinished EMBED jobs) and every READY document
 # of the collection embedded into it: sluice_generation_complete (migration 0018), the one
 # definition that search's listing of generations awaiting a verdict uses too. The sweep lists
 # candidates by the first, cheap half.
-_NOTHING_OPEN = """
-    NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.generation_id = g.id AND j.kind = 'EMBED' AND j.status <> 'SUCCEEDED')
-"""
+COMPLETE_SQL = "SELECT sluice_generation_complete(%s)"
+SWITCH_CANDIDATES_SQL = compose(
+    "SELECT id FROM collection_generations g WHERE state = {gen_building} AND"
+    " NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.generation_id = g.id AND j.kind = {kind_embed}"
+    " AND j.status <> {job_succeeded})"
+)
+# Generations whose grace period after a switch or a cancellation is over (the sweep drops them).
+OVER_SQL = compose(
+    "SELECT id FROM collection_generations WHERE state IN ({gen_retired}, {gen_cancelled}) AND dropped_at IS NULL"
+    " AND ended_at <= now() - make_interval(secs => %s)"
+)
+MARK_DROPPED_SQL = "UPDATE collection_generations SET dropped_at = now() WHERE id = %s AND dropped_at IS NULL RETURNING id"
+
+CHUNK_COUNT_SQL = "SELECT count(*) FROM chunks WHERE generation_id = %s"
+
+# CancelReindex: the collection's BUILDING generation.
+BUILDING_OF_COLLECTION_SQL = compose(
+    "SELECT g.id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
+    " WHERE c.tenant_id = %s AND c.name = %s AND g.state = {gen_building}"
+)
+# A generation's EMBED jobs, locked first (a running EMBED job's commit holds its job, then the generation).
+LOCK_EMBED_JOBS_SQL = compose("SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = {kind_embed} FOR UPDATE")
+# What a dropped generation leaves: its EMBED jobs, its chunks (disabled ones too).
+DROP_EMBED_JOBS_SQL = compose("DELETE FROM ingestion_jobs WHERE kind = {kind_embed} AND generation_id = %s")
+DROP_CHUNKS_SQL = "DELETE FROM chunks WHERE generation_id = %s"
+DROP_DISABLED_CHUNKS_SQL = "DELETE FROM disabled_chunks WHERE generation_id = %s"
+
+# The index build (ensure_index): one builder per generation (advisory lock), a BUILDING generation only.
+TRY_INDEX_LOCK_SQL = "SELECT pg_try_advisory_lock(%s, %s)"
+INDEX_UNLOCK_SQL = "SELECT pg_advisory_unlock(%s, %s)"
+INDEX_TARGET_SQL = "SELECT dimensions, state::text AS state, vector_precision FROM collection_generations WHERE id = %s"
+RESET_BUILD_SETTINGS_SQL = ("RESET max_parallel_maintenance_workers", "RESET maintenance_work_mem")
+
+# The switch (try_switch): the gate, the two generations, locked ACTIVE first, the collection's
+# embedder columns following the new one.
+GATE_SQL = (
+    "SELECT g.eval_set IS NOT NULL AS gated, e.passed, c.tenant_id::text || ':' || c.name AS channel_payload"
+    " FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
+    " LEFT JOIN generation_evaluations e ON e.generation_id = g.id WHERE g.id = %s"
+)
+ANNOUNCE_SQL = "SELECT pg_notify('sluice_collections', %s)"
+SWITCH_PAIR_SQL = compose(
+    "SELECT g.collection_id, a.id AS active_id FROM collection_generations g"
+    " JOIN collection_generations a ON a.collection_id = g.collection_id AND a.state = {gen_active}"
+    " WHERE g.id = %s AND g.state = {gen_building}"
+)
+LOCK_PAIR_SQL = compose("SELECT id FROM collection_generations WHERE id = ANY(%s) ORDER BY state = {gen_building}, id FOR UPDATE")
+FOLLOW_SWITCH_SQL = (
+    "UPDATE collections c SET embedder_provider = g.embedder_provider, embedder_model = g.embedder_model,"
+    " dimensions = g.dimensions, vector_precision = g.vector_precision"
+    " FROM collection_generations g WHERE g.id = %s AND c.id = %s"
+)
+
+# A refused generation's verdict, the generation locked (_refuse).
+LOCK_REFUSED_SQL = (
+    "SELECT g.state::text AS state, c.name AS collection, e.active_generation, e.active_score, e.candidate_score,"
+    " e.min_ratio, e.queries FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
+    " JOIN generation_evaluations e ON e.generation_id = g.id WHERE g.id = %s FOR UPDATE OF g"
+)
+
+# The BM25 statistics' compaction (migration 0016).
+COMPACTION_DUE_SQL = "SELECT generation_id FROM keyword_stats WHERE term = '' GROUP BY generation_id HAVING count(*) >= %s"
+COMPACT_SQL = "SELECT sluice_compact_keyword_stats(%s)"
 
 
 async def _complete(conn: psycopg.AsyncConnection, generation_id: int) -> bool:
-    (complete,) = await one_row(conn, "SELECT sluice_generation_complete(%s)", (generation_id,))
+    (complete,) = await one_row(conn, COMPLETE_SQL, (generation_id,))
     return bool(complete)
 
 
@@ -115,20 +204,79 @@ class _GenerationGate:
     eval_min_ratio: float | None
 
 
-def _literals() -> dict[str, sql.Composable]:
-    return {
-        "active": sql.Literal(str(GenerationState.ACTIVE)),
-        "building": sql.Literal(str(GenerationState.BUILDING)),
-        "embed": sql.Literal(str(JobKind.EMBED)),
-        "failed": sql.Literal(str(JobStatus.FAILED)),
-        "ready": sql.Literal(str(DocumentStatus.READY)),
-    }
+@dataclass(frozen=True, slots=True)
+class _Progress:
+    total: int
+    ready: int
+    failed: int
+    pending: int = 0
 
 
-# ReindexCollection's statements, by name; statuses and kinds from the enums (decide_reindex, in
-# domain.py, decides between them).
+@dataclass(frozen=True, slots=True)
+class _Gate:
+    id: int
+    queries: int
+    min_ratio: float
+    passed: bool | None
+    metric: str | None
+    active_generation: int | None
+    active_score: float | None
+    candidate_score: float | None
+    evaluated_at: dt.datetime | None
+
+    @property
+    def evaluation(self) -> GenerationEvaluationRow:
+        if self.passed is None:
+            return GenerationEvaluationRow(self.queries, float(self.min_ratio))
+        assert self.metric is not None and self.active_generation is not None
+        assert self.active_score is not None and self.candidate_score is not None
+        return GenerationEvaluationRow(
+            self.queries,
+            float(self.min_ratio),
+            self.passed,
+            self.metric,
+            self.active_generation,
+            self.active_score,
+            self.candidate_score,
+            self.evaluated_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _IndexTarget:
+    dimensions: int
+    state: str
+    vector_precision: str
+
+
+@dataclass(frozen=True, slots=True)
+class _SwitchGate:
+    gated: bool
+    passed: bool | None
+    channel_payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class _SwitchPair:
+    collection_id: int
+    active_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    state: str
+    collection: str
+    active_generation: int
+    active_score: float
+    candidate_score: float
+    min_ratio: float
+    queries: int
+
+
+# ReindexCollection's statements, by name; statuses and kinds from the literal table (decide_reindex,
+# in domain.py, decides between them).
 _REINDEX_SQL: dict[str, bytes] = {
-    name: sql.SQL(text).format(**_literals()).as_bytes(None)
+    name: compose(text)
     for name, text in {
         # FOR NO KEY UPDATE, not FOR UPDATE: it still serialises reindexes of the collection, but
         # lets the foreign-key checks of a concurrent commit (FOR KEY SHARE on this row, for its
@@ -136,11 +284,11 @@ _REINDEX_SQL: dict[str, bytes] = {
         # ACTIVE generation FOR SHARE, which this transaction locks next: a deadlock.
         "lock_collection": "SELECT id, vector_precision FROM collections WHERE tenant_id = %s AND name = %s FOR NO KEY UPDATE",
         "lock_active": "SELECT id, embedder_provider, embedder_model, dimensions, vector_precision"
-        " FROM collection_generations WHERE collection_id = %s AND state = {active} FOR UPDATE",
+        " FROM collection_generations WHERE collection_id = %s AND state = {gen_active} FOR UPDATE",
         "building": "SELECT id, embedder_provider, embedder_model, dimensions, vector_precision"
-        " FROM collection_generations WHERE collection_id = %s AND state = {building}",
-        "lock_failed_embed_jobs": "SELECT id FROM ingestion_jobs WHERE kind = {embed} AND generation_id = %s"
-        " AND status = {failed} FOR UPDATE",
+        " FROM collection_generations WHERE collection_id = %s AND state = {gen_building}",
+        "lock_failed_embed_jobs": "SELECT id FROM ingestion_jobs WHERE kind = {kind_embed} AND generation_id = %s"
+        " AND status = {job_failed} FOR UPDATE",
         "lock_building": "SELECT state::text AS state, eval_set, eval_min_ratio FROM collection_generations"
         " WHERE id = %s FOR UPDATE",
         "new_generation": "INSERT INTO collection_generations (tenant_id, collection_id, number, embedder_provider,"
@@ -148,59 +296,38 @@ _REINDEX_SQL: dict[str, bytes] = {
         " SELECT %s, %s, max(number) + 1, %s, %s, %s, %s::jsonb, %s, %s"
         " FROM collection_generations WHERE collection_id = %s RETURNING id",
         "embed_jobs_of_ready_documents": "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
-        " SELECT d.id, {embed}, %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
-        " WHERE d.collection_id = %s AND d.status = {ready}",
+        " SELECT d.id, {kind_embed}, %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
+        " WHERE d.collection_id = %s AND d.status = {doc_ready}",
     }.items()
 }
 
 
 async def generations_of(conn: psycopg.AsyncConnection, collection_id: int) -> tuple[GenerationRow, ...]:
     """A collection's generations in order, each with its progress and its quality gate."""
-    cur = conn.cursor(row_factory=class_row(GenerationRow))
-    await cur.execute(GENERATION_SELECT + " WHERE collection_id = %s ORDER BY number", (collection_id,))
-    rows = await cur.fetchall()
+    rows = await named_rows(conn, GenerationRow, GENERATIONS_OF_SQL, (collection_id,))
     out = []
     for row in rows:
         if row.state == GenerationState.BUILDING:
-            total, ready, failed, pending = await one_row(
-                conn,
-                "SELECT count(*), count(*) FILTER (WHERE status = 'SUCCEEDED'), count(*) FILTER (WHERE status = 'FAILED'),"
-                " count(*) FILTER (WHERE status IN ('PENDING', 'RUNNING'))"
-                " FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s",
-                (row.id,),
-            )
-            failures = await (
-                await conn.execute(
-                    "SELECT j.document_id, d.filename, a.error_code, a.error_message FROM ingestion_jobs j"
-                    " JOIN documents d ON d.id = j.document_id"
-                    " LEFT JOIN LATERAL (SELECT error_code, error_message FROM job_attempts WHERE job_id = j.id"
-                    "                    ORDER BY id DESC LIMIT 1) a ON true"
-                    " WHERE j.kind = 'EMBED' AND j.generation_id = %s AND j.status = 'FAILED'"
-                    " ORDER BY d.filename, d.id LIMIT 20",
-                    (row.id,),
-                )
-            ).fetchall()
+            jobs = await named_row(conn, _Progress, EMBED_PROGRESS_SQL, (row.id,))
+            assert jobs is not None  # an aggregate: always one row
+            failures = await named_rows(conn, GenerationFailure, EMBED_FAILURES_SQL, (row.id,))
             row = replace(
                 row,
-                documents_total=total,
-                documents_ready=ready,
-                documents_failed=failed,
-                documents_pending=pending,
-                failures=tuple(GenerationFailure(*f) for f in failures),
+                documents_total=jobs.total,
+                documents_ready=jobs.ready,
+                documents_failed=jobs.failed,
+                documents_pending=jobs.pending,
+                failures=tuple(failures),
             )
         elif row.state == GenerationState.ACTIVE:
-            total, ready, failed = await one_row(
-                conn,
-                "SELECT count(*), count(*) FILTER (WHERE status = 'READY'), count(*) FILTER (WHERE status = 'FAILED')"
-                " FROM documents WHERE collection_id = %s",
-                (collection_id,),
-            )
+            documents = await named_row(conn, _Progress, DOCUMENT_PROGRESS_SQL, (collection_id,))
+            assert documents is not None  # an aggregate: always one row
             row = replace(
                 row,
-                documents_total=total,
-                documents_ready=ready,
-                documents_failed=failed,
-                documents_pending=total - ready - failed,
+                documents_total=documents.total,
+                documents_ready=documents.ready,
+                documents_failed=documents.failed,
+                documents_pending=documents.total - documents.ready - documents.failed,
             )
         out.append(row)
     return await with_evaluations(conn, collection_id, out)
@@ -210,25 +337,10 @@ async def with_evaluations(
     conn: psycopg.AsyncConnection, collection_id: int, rows: list[GenerationRow]
 ) -> tuple[GenerationRow, ...]:
     """The gate of every generation reindexed with an eval set, with its verdict if any."""
-    gates = await (
-        await conn.execute(
-            "SELECT g.id, jsonb_array_length(g.eval_set), g.eval_min_ratio, e.passed, e.metric, e.active_generation,"
-            " e.active_score, e.candidate_score, e.evaluated_at FROM collection_generations g"
-            " LEFT JOIN generation_evaluations e ON e.generation_id = g.id"
-            " WHERE g.collection_id = %s AND g.eval_set IS NOT NULL",
-            (collection_id,),
-        )
-    ).fetchall()
+    gates = await named_rows(conn, _Gate, GATES_SQL, (collection_id,))
     if not gates:
         return tuple(rows)
-    by_id = {}
-    for gid, queries, min_ratio, passed, metric, active_generation, active_score, candidate_score, at in gates:
-        if passed is None:
-            by_id[gid] = GenerationEvaluationRow(queries, float(min_ratio))
-        else:
-            by_id[gid] = GenerationEvaluationRow(
-                queries, float(min_ratio), passed, metric, active_generation, active_score, candidate_score, at
-            )
+    by_id = {gate.id: gate.evaluation for gate in gates}
     return tuple(replace(row, evaluation=by_id[row.id]) if row.id in by_id else row for row in rows)
 
 
@@ -255,7 +367,7 @@ class GenerationStore(StoreBase):
         async with self.pool.connection() as conn:
             if not await _complete(conn, generation_id):
                 return
-            (chunks,) = await one_row(conn, "SELECT count(*) FROM chunks WHERE generation_id = %s", (generation_id,))
+            (chunks,) = await one_row(conn, CHUNK_COUNT_SQL, (generation_id,))
         if chunks <= self.inline_index_max_chunks:
             await self.try_switch(generation_id)
             return
@@ -376,13 +488,7 @@ class GenerationStore(StoreBase):
     async def cancel_reindex(self, tenant_id: int, name: str) -> CollectionRow:
         """The BUILDING generation is CANCELLED; its jobs, chunks and index are dropped."""
         async with self.pool.connection() as conn, conn.transaction():
-            row = await (
-                await conn.execute(
-                    "SELECT g.id FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
-                    " WHERE c.tenant_id = %s AND c.name = %s AND g.state = 'BUILDING'",
-                    (tenant_id, name),
-                )
-            ).fetchone()
+            row = await (await conn.execute(BUILDING_OF_COLLECTION_SQL, (tenant_id, name))).fetchone()
             if row is None:
                 await lookup_collection_settings(conn, tenant_id, name)  # NOT_FOUND for a missing collection
                 raise FailedPrecondition(
@@ -390,26 +496,29 @@ class GenerationStore(StoreBase):
                 )
             generation_id = row[0]
             # Lock order: its jobs first (a running EMBED job's commit holds its job, then the generation).
-            await conn.execute(
-                "SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE", (generation_id,)
-            )
-            await move_generation(
-                conn,
-                generation_id,
-                GenerationState.CANCELLED,
-                {"ended_at": NOW, "dropped_at": NOW},
-                sources=[GenerationState.BUILDING],
-            )
-            await self._drop_generation(conn, generation_id)
+            await conn.execute(LOCK_EMBED_JOBS_SQL, (generation_id,))
+            await self._cancel(conn, generation_id)
         log.info("reindex cancelled", extra={"generation_id": generation_id})
         return await self.collection_with_generations(tenant_id, name)
+
+    async def _cancel(self, conn: psycopg.AsyncConnection, generation_id: int) -> None:
+        """BUILDING → CANCELLED (CancelReindex, or a refusal by its eval set), dropped at once; its
+        jobs are locked by the caller."""
+        await move_generation(
+            conn,
+            generation_id,
+            GenerationState.CANCELLED,
+            {"ended_at": NOW, "dropped_at": NOW},
+            sources=[GenerationState.BUILDING],
+        )
+        await self._drop_generation(conn, generation_id)
 
     async def _drop_generation(self, conn: psycopg.AsyncConnection, generation_id: int, *, index: bool = True) -> None:
         """Its EMBED jobs (a worker on one learns at its next lease renewal), chunks (disabled ones too)
         and (`index`) HNSW index."""
-        await conn.execute("DELETE FROM ingestion_jobs WHERE kind = 'EMBED' AND generation_id = %s", (generation_id,))
-        await conn.execute("DELETE FROM chunks WHERE generation_id = %s", (generation_id,))
-        await conn.execute("DELETE FROM disabled_chunks WHERE generation_id = %s", (generation_id,))
+        await conn.execute(DROP_EMBED_JOBS_SQL, (generation_id,))
+        await conn.execute(DROP_CHUNKS_SQL, (generation_id,))
+        await conn.execute(DROP_DISABLED_CHUNKS_SQL, (generation_id,))
         if index:
             await conn.execute(vector_index.drop_index_sql(generation_id))
 
@@ -423,20 +532,15 @@ class GenerationStore(StoreBase):
         is a transaction that the holder's CREATE INDEX CONCURRENTLY waits for, a deadlock."""
         async with self.pool.connection() as conn:
             while True:
-                (locked,) = await one_row(conn, "SELECT pg_try_advisory_lock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
+                (locked,) = await one_row(conn, TRY_INDEX_LOCK_SQL, (INDEX_LOCK_CLASS, generation_id))
                 if locked:
                     break
                 if not wait:
                     return False
                 await asyncio.sleep(0.2)
             try:
-                row = await (
-                    await conn.execute(
-                        "SELECT dimensions, state::text, vector_precision FROM collection_generations WHERE id = %s",
-                        (generation_id,),
-                    )
-                ).fetchone()
-                if row is None or row[1] != GenerationState.BUILDING:
+                target = await named_row(conn, _IndexTarget, INDEX_TARGET_SQL, (generation_id,))
+                if target is None or target.state != GenerationState.BUILDING:
                     return False
                 state = await (await conn.execute(vector_index.index_state_sql(generation_id))).fetchone()
                 if state is not None and state[0]:
@@ -446,12 +550,16 @@ class GenerationStore(StoreBase):
                 # A parallel build sized to the machine, in this session only (reset below).
                 for setting in vector_index.build_settings_sql():
                     await conn.execute(setting)
-                await conn.execute(vector_index.create_index_sql(generation_id, row[0], precision=row[2], concurrently=True))
+                await conn.execute(
+                    vector_index.create_index_sql(
+                        generation_id, target.dimensions, precision=target.vector_precision, concurrently=True
+                    )
+                )
                 return True
             finally:
-                await conn.execute("RESET max_parallel_maintenance_workers")
-                await conn.execute("RESET maintenance_work_mem")
-                await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (INDEX_LOCK_CLASS, generation_id))
+                for reset in RESET_BUILD_SETTINGS_SQL:
+                    await conn.execute(reset)
+                await conn.execute(INDEX_UNLOCK_SQL, (INDEX_LOCK_CLASS, generation_id))
 
     async def try_switch(self, generation_id: int, *, announce: bool = True, wait: bool = False) -> bool:
         """The switch, in one transaction, if the BUILDING generation is complete: it becomes
@@ -474,42 +582,22 @@ class GenerationStore(StoreBase):
         if not await self.ensure_index(generation_id, wait=wait):
             return False
         async with self.pool.connection() as conn:
-            gate = await (
-                await conn.execute(
-                    "SELECT g.eval_set IS NOT NULL, e.passed, c.tenant_id::text || ':' || c.name"
-                    " FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
-                    " LEFT JOIN generation_evaluations e ON e.generation_id = g.id WHERE g.id = %s",
-                    (generation_id,),
-                )
-            ).fetchone()
+            gate = await named_row(conn, _SwitchGate, GATE_SQL, (generation_id,))
             if gate is None:
                 return False
-            gated, passed, channel_payload = gate
-            if gated and passed is None:
+            if gate.gated and gate.passed is None:
                 if announce:
-                    await conn.execute("SELECT pg_notify('sluice_collections', %s)", (channel_payload,))
+                    await conn.execute(ANNOUNCE_SQL, (gate.channel_payload,))
                 return False
-        if gated and passed is False:
+        if gate.gated and gate.passed is False:
             await self._refuse(generation_id)
             return False
         async with self.pool.connection() as conn, conn.transaction():
-            row = await (
-                await conn.execute(
-                    "SELECT g.collection_id, a.id FROM collection_generations g"
-                    " JOIN collection_generations a ON a.collection_id = g.collection_id AND a.state = 'ACTIVE'"
-                    " WHERE g.id = %s AND g.state = 'BUILDING'",
-                    (generation_id,),
-                )
-            ).fetchone()
-            if row is None:
+            pair = await named_row(conn, _SwitchPair, SWITCH_PAIR_SQL, (generation_id,))
+            if pair is None:
                 return False
-            collection_id, active_id = row
-            locked = await (
-                await conn.execute(
-                    "SELECT id FROM collection_generations WHERE id = ANY(%s) ORDER BY state = 'BUILDING', id FOR UPDATE",
-                    ([active_id, generation_id],),
-                )
-            ).fetchall()
+            collection_id, active_id = pair.collection_id, pair.active_id
+            locked = await (await conn.execute(LOCK_PAIR_SQL, ([active_id, generation_id],))).fetchall()
             # Asked again under the locks: sluice_generation_complete requires BUILDING, so a caller
             # that lost the race to the switch (the sweep, another EMBED commit's call) stops here
             # rather than failing its own commit's answer in move_generation (a test races two).
@@ -523,12 +611,7 @@ class GenerationStore(StoreBase):
             await move_generation(
                 conn, generation_id, GenerationState.ACTIVE, {"activated_at": NOW}, sources=[GenerationState.BUILDING]
             )
-            await conn.execute(
-                "UPDATE collections c SET embedder_provider = g.embedder_provider, embedder_model = g.embedder_model,"
-                " dimensions = g.dimensions, vector_precision = g.vector_precision"
-                " FROM collection_generations g WHERE g.id = %s AND c.id = %s",
-                (generation_id, collection_id),
-            )
+            await conn.execute(FOLLOW_SWITCH_SQL, (generation_id, collection_id))
         log.info("index generation switched", extra={"generation_id": generation_id, "retired": active_id})
         return True
 
@@ -538,39 +621,22 @@ class GenerationStore(StoreBase):
         generation never stopped serving."""
         async with self.pool.connection() as conn, conn.transaction():
             # Lock order: its jobs first, then the generation (as cancel_reindex).
-            await conn.execute(
-                "SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE", (generation_id,)
-            )
-            row = await (
-                await conn.execute(
-                    "SELECT g.state::text, c.name, e.active_generation, e.active_score, e.candidate_score, e.min_ratio,"
-                    " e.queries FROM collection_generations g JOIN collections c ON c.id = g.collection_id"
-                    " JOIN generation_evaluations e ON e.generation_id = g.id WHERE g.id = %s FOR UPDATE OF g",
-                    (generation_id,),
-                )
-            ).fetchone()
-            if row is None or row[0] != GenerationState.BUILDING:
+            await conn.execute(LOCK_EMBED_JOBS_SQL, (generation_id,))
+            refused = await named_row(conn, _Refused, LOCK_REFUSED_SQL, (generation_id,))
+            if refused is None or refused.state != GenerationState.BUILDING:
                 return  # cancelled, or refused by another caller, meanwhile
-            await move_generation(
-                conn,
-                generation_id,
-                GenerationState.CANCELLED,
-                {"ended_at": NOW, "dropped_at": NOW},
-                sources=[GenerationState.BUILDING],
-            )
-            await self._drop_generation(conn, generation_id)
-        _, collection, active_generation, active_score, candidate_score, min_ratio, queries = row
+            await self._cancel(conn, generation_id)
         log.warning(
             "reindex refused by its eval set: the new generation scored lower than the active one",
             extra={
                 "generation_id": generation_id,
-                "collection": collection,
-                "active_generation": active_generation,
+                "collection": refused.collection,
+                "active_generation": refused.active_generation,
                 "metric": "mrr@10",
-                "active_score": round(active_score, 4),
-                "candidate_score": round(candidate_score, 4),
-                "min_ratio": round(float(min_ratio), 4),
-                "queries": queries,
+                "active_score": round(refused.active_score, 4),
+                "candidate_score": round(refused.candidate_score, 4),
+                "min_ratio": round(float(refused.min_ratio), 4),
+                "queries": refused.queries,
             },
         )
 
@@ -579,14 +645,9 @@ class GenerationStore(StoreBase):
         statements since its last compaction (migration 0016); returns the rows removed."""
         removed = 0
         async with self.pool.connection() as conn:
-            due = await (
-                await conn.execute(
-                    "SELECT generation_id FROM keyword_stats WHERE term = '' GROUP BY generation_id HAVING count(*) >= %s",
-                    (min_statements,),
-                )
-            ).fetchall()
+            due = await (await conn.execute(COMPACTION_DUE_SQL, (min_statements,))).fetchall()
             for (generation_id,) in due:
-                row = await (await conn.execute("SELECT sluice_compact_keyword_stats(%s)", (generation_id,))).fetchone()
+                row = await (await conn.execute(COMPACT_SQL, (generation_id,))).fetchone()
                 removed += int(row[0]) if row else 0
         return removed
 
@@ -597,16 +658,8 @@ class GenerationStore(StoreBase):
         RETIRED more than `grace_seconds` ago (a search that resolved the old generation just
         before its switch still finds its rows meanwhile). Returns (switched, dropped)."""
         async with self.pool.connection() as conn:
-            building = await (
-                await conn.execute("SELECT id FROM collection_generations g WHERE state = 'BUILDING' AND" + _NOTHING_OPEN)
-            ).fetchall()
-            over = await (
-                await conn.execute(
-                    "SELECT id FROM collection_generations WHERE state IN ('RETIRED', 'CANCELLED') AND dropped_at IS NULL"
-                    " AND ended_at <= now() - make_interval(secs => %s)",
-                    (grace_seconds,),
-                )
-            ).fetchall()
+            building = await (await conn.execute(SWITCH_CANDIDATES_SQL)).fetchall()
+            over = await (await conn.execute(OVER_SQL, (grace_seconds,))).fetchall()
         switched = 0
         for (generation_id,) in building:
             # No announcement from here: search's gate polls on its own, and a NOTIFY every sweep
@@ -618,15 +671,8 @@ class GenerationStore(StoreBase):
             async with self.pool.connection() as conn:
                 await conn.execute(vector_index.drop_index_sql(generation_id, concurrently=True))
             async with self.pool.connection() as conn, conn.transaction():
-                await conn.execute(
-                    "SELECT 1 FROM ingestion_jobs WHERE generation_id = %s AND kind = 'EMBED' FOR UPDATE", (generation_id,)
-                )
-                row = await (
-                    await conn.execute(
-                        "UPDATE collection_generations SET dropped_at = now() WHERE id = %s AND dropped_at IS NULL RETURNING id",
-                        (generation_id,),
-                    )
-                ).fetchone()
+                await conn.execute(LOCK_EMBED_JOBS_SQL, (generation_id,))
+                row = await (await conn.execute(MARK_DROPPED_SQL, (generation_id,))).fetchone()
                 if row is not None:
                     await self._drop_generation(conn, generation_id, index=False)
         return switched, len(over)

@@ -16,6 +16,7 @@ from psycopg import sql
 from sluice_common.reasons import Reason
 
 from ..domain import DocumentStatus, GenerationState, JobKind
+from .literals import compose
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,19 +98,11 @@ KIND_POLICY_CTE = _kind_policy_cte()
 
 # A fresh EMBED job of a READY document for a BUILDING generation, replacing an older one (the
 # kind a literal: the partial unique index ingestion_jobs_embed matches only a literal).
-DROP_EMBED_JOB_SQL = (
-    sql.SQL("DELETE FROM ingestion_jobs WHERE kind = {embed} AND document_id = %s AND generation_id = %s")
-    .format(embed=sql.Literal(str(JobKind.EMBED)))
-    .as_bytes(None)
-)
-ADD_EMBED_JOB_SQL = (
-    sql.SQL(
-        "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
-        " SELECT d.id, {embed}, %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
-        " WHERE d.id = %s"
-    )
-    .format(embed=sql.Literal(str(JobKind.EMBED)))
-    .as_bytes(None)
+DROP_EMBED_JOB_SQL = compose("DELETE FROM ingestion_jobs WHERE kind = {kind_embed} AND document_id = %s AND generation_id = %s")
+ADD_EMBED_JOB_SQL = compose(
+    "INSERT INTO ingestion_jobs (document_id, kind, generation_id, max_attempts)"
+    " SELECT d.id, {kind_embed}, %s, c.max_attempts FROM documents d JOIN collections c ON c.id = d.collection_id"
+    " WHERE d.id = %s"
 )
 
 

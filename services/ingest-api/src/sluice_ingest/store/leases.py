@@ -23,6 +23,7 @@ from sluice_common.reasons import Reason
 
 from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind
 from .job_kinds import KindPolicy, policy_of
+from .literals import compose
 from .queue_sql import QUEUE_LITERALS
 from .rows import JobPolicy
 
@@ -95,6 +96,15 @@ FOR UPDATE OF d
 )
 
 
+JOB_EXISTS_SQL = "SELECT 1 FROM ingestion_jobs WHERE id = %s"
+
+# The attempt a claim opened (with this lease), closed with its outcome.
+END_ATTEMPT_SQL = compose(
+    "UPDATE job_attempts SET outcome = %s, error_code = %s, error_message = %s, retryable = %s,"
+    " ended_at = now() WHERE lease_token = %s AND outcome = {attempt_running}"
+)
+
+
 async def hold_job(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID, lease_token: uuid.UUID) -> HeldJob:
     """Fencing: lock the job only if this lease still holds it (and renew the lease), then its
     document. Raises LEASE_NOT_HELD or JOB_NOT_FOUND otherwise."""
@@ -108,7 +118,7 @@ async def hold_job(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID, lease_
 
 async def lease_failure(conn: psycopg.AsyncConnection[Any], job_id: uuid.UUID) -> SluiceError:
     """Why a fenced write matched no job: the job is gone (JOB_NOT_FOUND) or another lease holds it."""
-    exists = await (await conn.execute("SELECT 1 FROM ingestion_jobs WHERE id = %s", (job_id,))).fetchone()
+    exists = await (await conn.execute(JOB_EXISTS_SQL, (job_id,))).fetchone()
     if exists is None:
         return NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
     return LeaseNotHeld("this worker no longer holds the job's lease; it was taken over or ended", job_id=job_id)
@@ -123,11 +133,7 @@ async def end_attempt(
     retryable: bool | None = None,
 ) -> None:
     """Close the attempt the claim with this lease opened (job_attempts), with its outcome."""
-    await conn.execute(
-        "UPDATE job_attempts SET outcome = %s, error_code = %s, error_message = %s, retryable = %s,"
-        " ended_at = now() WHERE lease_token = %s AND outcome = 'RUNNING'",
-        (str(outcome), error_code, error_message, retryable, lease_token),
-    )
+    await conn.execute(END_ATTEMPT_SQL, (str(outcome), error_code, error_message, retryable, lease_token))
 
 
 __all__ = ["HOLD_JOB_SQL", "GenerationSwitch", "HeldJob", "QueueBase", "end_attempt", "hold_job", "lease_failure"]

@@ -3,23 +3,22 @@ every post-claim write repeats.
 
 Each statement of claims.py, stages.py and commit.py is composed with
 `sql.SQL(…).format(**QUEUE_LITERALS)` and rendered to bytes once, at import (psycopg renders
-a Composed again on every execute). Statuses, states and kinds are literals, not parameters:
-the partial indexes on status (migration 0001) match only a literal, also once the statement
-is prepared. Their values come from the domain's enums and the kind table (job_kinds.py).
+a Composed again on every execute). QUEUE_LITERALS is the store's one literal table
+(literals.py: statuses, states and kinds from the domain's enums, literals and not parameters)
+with the queue's fragments beside it: the kind table (job_kinds.py), the fence and the lazy
+renewal. The claim statements name three entries by their short queue names.
 """
 
 from __future__ import annotations
 
 from psycopg import sql
 
-from ..domain import DocumentStatus, GenerationState, JobStatus
 from .job_kinds import KIND_POLICY_CTE
+from .literals import LITERALS
 
 # Fencing (docs/architecture.md#fencing): a write after a claim matches its job only while
 # this lease holds it RUNNING. Zero rows: the lease is not held (or the job is gone).
-HELD_BY_LEASE = sql.SQL("id = %(job)s AND lease_token = %(lease)s AND status = {running}").format(
-    running=sql.Literal(str(JobStatus.RUNNING))
-)
+HELD_BY_LEASE = sql.SQL("id = %(job)s AND lease_token = %(lease)s AND status = {job_running}").format(**LITERALS)
 
 # The lease renewal that rides on a worker's writes: only once a tenth of the lease has passed
 # (`renew_after` = lease_seconds / RENEWAL_DIVISOR). Writes that follow each other quickly then leave
@@ -31,11 +30,11 @@ LAZY_RENEWAL = sql.SQL(
 )
 
 QUEUE_LITERALS: dict[str, sql.Composable] = {
-    "pending": sql.Literal(str(JobStatus.PENDING)),
-    "running": sql.Literal(str(JobStatus.RUNNING)),
-    "active": sql.Literal(str(GenerationState.ACTIVE)),
-    "building": sql.Literal(str(GenerationState.BUILDING)),
-    "ready": sql.Literal(str(DocumentStatus.READY)),
+    **LITERALS,
+    # The claim statements' short names (claims.py), entries of the one table.
+    "pending": LITERALS["job_pending"],
+    "running": LITERALS["job_running"],
+    "active": LITERALS["gen_active"],
     "kind_policy": KIND_POLICY_CTE,
     "held_by_lease": HELD_BY_LEASE,
     "lazy_renewal": LAZY_RENEWAL,

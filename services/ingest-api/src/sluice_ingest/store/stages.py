@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
@@ -25,6 +26,7 @@ from ..domain import (
 )
 from ..transitions import document_move_sql
 from .chunks import edited_snapshot
+from .common import named_row
 from .leases import QueueBase, hold_job, lease_failure
 from .queue_sql import QUEUE_LITERALS, RENEWAL_DIVISOR
 
@@ -65,8 +67,8 @@ WITH {kind_policy}, job AS (
     UPDATE job_attempts SET stage = %(stage)s::document_status
     WHERE lease_token = %(lease)s AND (EXISTS (SELECT 1 FROM moved) OR EXISTS (SELECT 1 FROM job WHERE NOT drives_document))
 )
-SELECT job.locked_at, job.drives_document, doc.status::text, EXISTS (SELECT 1 FROM moved) AS moved,
-       CASE WHEN NOT EXISTS (SELECT 1 FROM moved) THEN set_config('synchronous_commit', 'off', true) END
+SELECT job.locked_at, job.drives_document, doc.status::text AS document_status, EXISTS (SELECT 1 FROM moved) AS moved,
+       CASE WHEN NOT EXISTS (SELECT 1 FROM moved) THEN set_config('synchronous_commit', 'off', true) END AS asynchronous
 FROM job LEFT JOIN doc ON true
 """)
     .format(
@@ -111,6 +113,30 @@ RETURNING 1
 )
 
 
+SNAPSHOT_SQL = (
+    "SELECT s.chunks FROM chunk_snapshots s"
+    " JOIN documents d ON d.tenant_id = s.tenant_id AND d.content_sha256 = s.content_sha256"
+    " WHERE d.id = %s AND s.pipeline_version = %s"
+)
+CONTENT_LENGTH_SQL = "SELECT length(content) FROM document_contents WHERE document_id = %s"
+CONTENT_SLICE_SQL = "SELECT substring(content FROM %s FOR %s) FROM document_contents WHERE document_id = %s"
+# The dimensions of the generation a job embeds for (its claim set it).
+JOB_DIMENSIONS_SQL = (
+    "SELECT g.dimensions FROM ingestion_jobs j JOIN collection_generations g ON g.id = j.generation_id WHERE j.id = %s"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _StageReport:
+    """REPORT_STAGE_SQL's row: `document_status` None for a job that does not drive its document."""
+
+    locked_at: dt.datetime
+    drives_document: bool
+    document_status: str | None
+    moved: bool
+    asynchronous: str | None  # set_config's answer when the statement commits asynchronously
+
+
 class StageStore(QueueBase):
     async def report_stage(
         self, job_id: uuid.UUID, lease_token: uuid.UUID, stage: DocumentStatus, done: int, total: int, unit: str
@@ -124,32 +150,32 @@ class StageStore(QueueBase):
         progress, commit without waiting for the WAL flush. Only a failure costs a second look:
         which of LEASE_NOT_HELD / JOB_NOT_FOUND, or the illegal edge."""
         async with self.pool.connection() as conn:
-            row = await (
-                await conn.execute(
-                    REPORT_STAGE_SQL,
-                    {
-                        "job": job_id,
-                        "lease": lease_token,
-                        "stage": str(stage),
-                        "done": done,
-                        "total": total,
-                        "unit": unit,
-                        "sources": document_sources(stage),
-                        "renew_after": self.policy.lease_seconds / RENEWAL_DIVISOR,
-                    },
-                )
-            ).fetchone()
+            row = await named_row(
+                conn,
+                _StageReport,
+                REPORT_STAGE_SQL,
+                {
+                    "job": job_id,
+                    "lease": lease_token,
+                    "stage": str(stage),
+                    "done": done,
+                    "total": total,
+                    "unit": unit,
+                    "sources": document_sources(stage),
+                    "renew_after": self.policy.lease_seconds / RENEWAL_DIVISOR,
+                },
+            )
             if row is None:
                 raise await lease_failure(conn, job_id)
-            locked_at, drives_document, current, moved, _ = row
-            if drives_document and current != stage and not moved:
+            current = row.document_status
+            if row.drives_document and current != stage and not row.moved:
                 # Nothing was written but the lease renewal: the edge is not in the table.
+                assert current is not None  # `doc` locked the document the job drives
                 check_document_transition(DocumentStatus(current), stage)
                 raise IllegalTransition(  # pragma: no cover - check_document_transition raised
                     f"a document cannot go from {current} to {stage}", current=current, target=stage
                 )
-            expires: dt.datetime = locked_at + dt.timedelta(seconds=self.policy.lease_seconds)
-            return expires
+            return row.locked_at + dt.timedelta(seconds=self.policy.lease_seconds)
 
     async def save_snapshot(
         self, job_id: uuid.UUID, lease_token: uuid.UUID, pipeline_version: str, chunks: list[dict[str, Any]]
@@ -175,14 +201,7 @@ class StageStore(QueueBase):
     async def read_snapshot(self, job_id: uuid.UUID, lease_token: uuid.UUID, pipeline_version: str) -> list[dict[str, Any]]:
         async with self.pool.connection() as conn, conn.transaction():
             job = await hold_job(conn, job_id, lease_token)
-            row = await (
-                await conn.execute(
-                    "SELECT s.chunks FROM chunk_snapshots s"
-                    " JOIN documents d ON d.tenant_id = s.tenant_id AND d.content_sha256 = s.content_sha256"
-                    " WHERE d.id = %s AND s.pipeline_version = %s",
-                    (job.document_id, pipeline_version),
-                )
-            ).fetchone()
+            row = await (await conn.execute(SNAPSHOT_SQL, (job.document_id, pipeline_version))).fetchone()
             if row is None:
                 raise NotFound("no snapshot for this content and pipeline version", reason=Reason.SNAPSHOT_NOT_FOUND)
             chunks: list[dict[str, Any]] = row[0]
@@ -194,21 +213,14 @@ class StageStore(QueueBase):
     async def content_length(self, job_id: uuid.UUID, lease_token: uuid.UUID) -> tuple[uuid.UUID, int]:
         async with self.pool.connection() as conn, conn.transaction():
             job = await hold_job(conn, job_id, lease_token)
-            row = await (
-                await conn.execute("SELECT length(content) FROM document_contents WHERE document_id = %s", (job.document_id,))
-            ).fetchone()
+            row = await (await conn.execute(CONTENT_LENGTH_SQL, (job.document_id,))).fetchone()
             if row is None:
                 raise NotFound("the document's content is missing", reason=Reason.CONTENT_NOT_FOUND)
             return job.document_id, int(row[0])
 
     async def content_slice(self, document_id: uuid.UUID, offset: int, size: int) -> bytes:
         async with self.pool.connection() as conn:
-            row = await (
-                await conn.execute(
-                    "SELECT substring(content FROM %s FOR %s) FROM document_contents WHERE document_id = %s",
-                    (offset + 1, size, document_id),
-                )
-            ).fetchone()
+            row = await (await conn.execute(CONTENT_SLICE_SQL, (offset + 1, size, document_id))).fetchone()
             if row is None:
                 raise NotFound("the document was deleted while its content was being read", reason=Reason.JOB_NOT_FOUND)
             return bytes(row[0])
@@ -216,13 +228,7 @@ class StageStore(QueueBase):
     async def collection_dimensions(self, job_id: uuid.UUID) -> int:
         """The dimensions of the generation the job embeds for (its claim set it)."""
         async with self.pool.connection() as conn:
-            row = await (
-                await conn.execute(
-                    "SELECT g.dimensions FROM ingestion_jobs j JOIN collection_generations g ON g.id = j.generation_id"
-                    " WHERE j.id = %s",
-                    (job_id,),
-                )
-            ).fetchone()
+            row = await (await conn.execute(JOB_DIMENSIONS_SQL, (job_id,))).fetchone()
             if row is None:
                 raise NotFound(f"job {job_id} does not exist (its document may have been deleted)", reason=Reason.JOB_NOT_FOUND)
             return int(row[0])

@@ -58,6 +58,20 @@ _KEY_SELECT = """
     FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
 """
 
+TENANTS_SQL = _TENANT_SELECT + " ORDER BY t.name"
+TENANT_BY_NAME_SQL = _TENANT_SELECT + " WHERE t.name = %s"
+CREATE_TENANT_SQL = (
+    "INSERT INTO tenants (name, max_documents, max_stored_bytes, max_collections) VALUES (%s, %s, %s, %s)"
+    " ON CONFLICT (name) DO NOTHING RETURNING id"
+)
+CREATE_KEY_SQL = (
+    "INSERT INTO api_keys (id, tenant_id, role, name, secret_sha256)"
+    " SELECT %s, id, %s, %s, %s FROM tenants WHERE name = %s RETURNING id"
+)
+KEY_BY_ID_SQL = _KEY_SELECT + " WHERE k.id = %s"
+KEYS_SQL = _KEY_SELECT + " WHERE %(tenant)s::text IS NULL OR t.name = %(tenant)s ORDER BY k.created_at, k.id"
+REVOKE_KEY_SQL = "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = %s"
+
 
 def _tenant(row: dict[str, Any]) -> TenantRow:
     return TenantRow(
@@ -81,8 +95,7 @@ class TenantStore(StoreBase):
         async with self.pool.connection() as conn, conn.transaction():
             row = await (
                 await conn.execute(
-                    "INSERT INTO tenants (name, max_documents, max_stored_bytes, max_collections) VALUES (%s, %s, %s, %s)"
-                    " ON CONFLICT (name) DO NOTHING RETURNING id",
+                    CREATE_TENANT_SQL,
                     (name, quota.max_documents, quota.max_stored_bytes, quota.max_collections),
                 )
             ).fetchone()
@@ -93,12 +106,12 @@ class TenantStore(StoreBase):
     async def list_tenants(self) -> list[TenantRow]:
         async with self.pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(_TENANT_SELECT + " ORDER BY t.name")
+            await cur.execute(TENANTS_SQL)
             return [_tenant(r) for r in await cur.fetchall()]
 
     async def _tenant(self, conn: psycopg.AsyncConnection, name: str) -> TenantRow:
         cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(_TENANT_SELECT + " WHERE t.name = %s", (name,))
+        await cur.execute(TENANT_BY_NAME_SQL, (name,))
         row = await cur.fetchone()
         if row is None:
             raise NotFound(f"tenant {name[:64]!r} does not exist", reason=Reason.TENANT_NOT_FOUND)
@@ -110,15 +123,14 @@ class TenantStore(StoreBase):
         async with self.pool.connection() as conn, conn.transaction():
             row = await (
                 await conn.execute(
-                    "INSERT INTO api_keys (id, tenant_id, role, name, secret_sha256)"
-                    " SELECT %s, id, %s, %s, %s FROM tenants WHERE name = %s RETURNING id",
+                    CREATE_KEY_SQL,
                     (key.id, str(role), name, key.secret_sha256, tenant),
                 )
             ).fetchone()
             if row is None:
                 raise NotFound(f"tenant {tenant[:64]!r} does not exist", reason=Reason.TENANT_NOT_FOUND)
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(_KEY_SELECT + " WHERE k.id = %s", (key.id,))
+            await cur.execute(KEY_BY_ID_SQL, (key.id,))
             created = await cur.fetchone()
             assert created is not None  # inserted by this transaction
             return _key(created), key.secret
@@ -126,18 +138,15 @@ class TenantStore(StoreBase):
     async def list_keys(self, tenant: str | None) -> list[ApiKeyRow]:
         async with self.pool.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(
-                _KEY_SELECT + " WHERE %(tenant)s::text IS NULL OR t.name = %(tenant)s ORDER BY k.created_at, k.id",
-                {"tenant": tenant},
-            )
+            await cur.execute(KEYS_SQL, {"tenant": tenant})
             return [_key(r) for r in await cur.fetchall()]
 
     async def revoke_key(self, key: str) -> ApiKeyRow:
         key_id = key_id_of(key)
         async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute("UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = %s", (key_id,))
+            await conn.execute(REVOKE_KEY_SQL, (key_id,))
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(_KEY_SELECT + " WHERE k.id = %s", (key_id,))
+            await cur.execute(KEY_BY_ID_SQL, (key_id,))
             row = await cur.fetchone()
             if row is None:
                 raise NotFound(f"API key {key_id[:12]!r} does not exist", reason=Reason.API_KEY_NOT_FOUND)

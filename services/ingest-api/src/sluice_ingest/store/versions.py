@@ -21,7 +21,8 @@ import psycopg
 from psycopg.rows import class_row
 
 from ..domain import DocumentStatus, VersionOutcome, VersionRole
-from .common import DOCUMENT_SELECT
+from .common import document_select, named_rows
+from .literals import compose
 from .rows import DocumentRow, as_members
 
 # pg_advisory_xact_lock(class, key): uploads of one source, one at a time (a class of its own
@@ -29,6 +30,40 @@ from .rows import DocumentRow, as_members
 SOURCE_LOCK_CLASS = 90093
 
 HISTORY_LENGTH = 10
+
+LOCK_SOURCE_SQL = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
+
+# The jobs of a source's live versions, locked NEXT's before CURRENT's, then the versions read
+# afresh, NEXT first; each with or without the tenant's condition (lock_live_versions).
+_LIVE = "d.collection_id = %s AND d.source_uri = %s"
+_OF_TENANT = " AND d.tenant_id = %s"
+_LOCK_JOBS = "SELECT j.id FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id WHERE "
+_CURRENT_LAST = " ORDER BY d.version_role = {role_current}"
+LOCK_LIVE_JOBS_SQL = {
+    tenant: compose(_LOCK_JOBS + _LIVE + (_OF_TENANT if tenant else "") + _CURRENT_LAST + ", j.id FOR UPDATE OF j")
+    for tenant in (False, True)
+}
+LIVE_VERSIONS_SQL = {tenant: document_select(_LIVE + (_OF_TENANT if tenant else "") + _CURRENT_LAST) for tenant in (False, True)}
+
+# The source's version in one role, its jobs locked first (lock_role).
+LOCK_ROLE_JOBS_SQL = _LOCK_JOBS + _LIVE + " AND d.version_role = %s FOR UPDATE OF j"
+ROLE_SQL = document_select(_LIVE + " AND d.version_role = %s")
+
+# How versions ended (a FAILED one keeps its message), before their rows are deleted.
+END_VERSIONS_SQL = compose(
+    "UPDATE document_versions v SET outcome = %s, ended_at = now(),"
+    " error_message = CASE d.status WHEN {doc_failed} THEN d.error_message END"
+    " FROM documents d WHERE d.id = v.document_id AND v.document_id = ANY(%s) AND v.outcome IS NULL"
+)
+DELETE_VERSIONS_SQL = "DELETE FROM documents WHERE id = ANY(%s)"
+NEXT_VERSION_SQL = "SELECT coalesce(max(version), 0) + 1 FROM document_versions WHERE collection_id = %s AND source_uri = %s"
+RECORD_VERSION_SQL = (
+    "INSERT INTO document_versions (collection_id, tenant_id, source_uri, version, document_id, content_sha256)"
+    " SELECT collection_id, tenant_id, source_uri, version, id, content_sha256 FROM documents WHERE id = %s"
+)
+# The swap: a NEXT version takes the CURRENT role (the role is no status: not a move).
+BECOME_CURRENT_SQL = compose("UPDATE documents SET version_role = {role_current} WHERE id = %s")
+SERVING_SQL = "UPDATE document_versions SET serving_at = coalesce(serving_at, now()) WHERE document_id = %s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +97,7 @@ async def lock_source(conn: psycopg.AsyncConnection[Any], collection_id: int, so
     """Uploads of one source run one at a time (until the transaction ends): each decides
     between "the same content", "supersede the pending version" and "a new version" on what
     the previous one committed. The unique indexes hold the invariants regardless."""
-    await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SOURCE_LOCK_CLASS, f"{collection_id}/{source_uri}"))
+    await conn.execute(LOCK_SOURCE_SQL, (SOURCE_LOCK_CLASS, f"{collection_id}/{source_uri}"))
 
 
 async def lock_live_versions(
@@ -73,21 +108,10 @@ async def lock_live_versions(
 ) -> list[DocumentRow]:
     """Lock every job of the source's live versions (NEXT's before CURRENT's), then read the
     versions afresh (a new statement: what a commit we waited for changed is seen), NEXT first."""
-    tenant = " AND d.tenant_id = %s" if tenant_id is not None else ""
-    params: tuple[Any, ...] = (collection_id, source_uri) + ((tenant_id,) if tenant_id is not None else ())
-    await conn.execute(
-        "SELECT j.id FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
-        " WHERE d.collection_id = %s AND d.source_uri = %s"
-        + tenant
-        + " ORDER BY d.version_role = 'CURRENT', j.id FOR UPDATE OF j",
-        params,
-    )
-    cur = conn.cursor(row_factory=class_row(DocumentRow))
-    await cur.execute(
-        DOCUMENT_SELECT + " WHERE d.collection_id = %s AND d.source_uri = %s" + tenant + " ORDER BY d.version_role = 'CURRENT'",
-        params,
-    )
-    return await cur.fetchall()
+    tenant = tenant_id is not None
+    params: tuple[Any, ...] = (collection_id, source_uri) + ((tenant_id,) if tenant else ())
+    await conn.execute(LOCK_LIVE_JOBS_SQL[tenant], params)
+    return await named_rows(conn, DocumentRow, LIVE_VERSIONS_SQL[tenant], params)
 
 
 async def end_versions(
@@ -99,12 +123,7 @@ async def end_versions(
     version keeps its message)."""
     if not document_ids:
         return
-    await conn.execute(
-        "UPDATE document_versions v SET outcome = %s, ended_at = now(),"
-        " error_message = CASE d.status WHEN 'FAILED' THEN d.error_message END"
-        " FROM documents d WHERE d.id = v.document_id AND v.document_id = ANY(%s) AND v.outcome IS NULL",
-        (str(outcome), document_ids),
-    )
+    await conn.execute(END_VERSIONS_SQL, (str(outcome), document_ids))
 
 
 async def delete_versions(
@@ -118,7 +137,7 @@ async def delete_versions(
     if not ids:
         return
     await end_versions(conn, ids, outcome)
-    await conn.execute("DELETE FROM documents WHERE id = ANY(%s)", (ids,))
+    await conn.execute(DELETE_VERSIONS_SQL, (ids,))
 
 
 async def add_version(
@@ -129,23 +148,14 @@ async def add_version(
 ) -> int:
     """The next version number of a source: one more than any it ever had (the history keeps
     them after their rows are gone)."""
-    row = await (
-        await conn.execute(
-            "SELECT coalesce(max(version), 0) + 1 FROM document_versions WHERE collection_id = %s AND source_uri = %s",
-            (collection_id, source_uri),
-        )
-    ).fetchone()
+    row = await (await conn.execute(NEXT_VERSION_SQL, (collection_id, source_uri))).fetchone()
     assert row is not None
     return int(row[0])
 
 
 async def record_version(conn: psycopg.AsyncConnection[Any], document_id: uuid.UUID) -> None:
     """The history row of a version just inserted."""
-    await conn.execute(
-        "INSERT INTO document_versions (collection_id, tenant_id, source_uri, version, document_id, content_sha256)"
-        " SELECT collection_id, tenant_id, source_uri, version, id, content_sha256 FROM documents WHERE id = %s",
-        (document_id,),
-    )
+    await conn.execute(RECORD_VERSION_SQL, (document_id,))
 
 
 async def swap_in(conn: psycopg.AsyncConnection[Any], document: DocumentRow) -> DocumentRow:
@@ -158,12 +168,9 @@ async def swap_in(conn: psycopg.AsyncConnection[Any], document: DocumentRow) -> 
     if document.version_role is VersionRole.NEXT:
         replaced = await lock_role(conn, document.collection_id, document.source_uri, VersionRole.CURRENT)
         await delete_versions(conn, replaced, VersionOutcome.REPLACED)
-        await conn.execute("UPDATE documents SET version_role = 'CURRENT' WHERE id = %s", (document.id,))
+        await conn.execute(BECOME_CURRENT_SQL, (document.id,))
         document = replace(document, version_role=VersionRole.CURRENT)
-    await conn.execute(
-        "UPDATE document_versions SET serving_at = coalesce(serving_at, now()) WHERE document_id = %s",
-        (document.id,),
-    )
+    await conn.execute(SERVING_SQL, (document.id,))
     return document
 
 
@@ -174,27 +181,18 @@ async def lock_role(
     role: VersionRole,
 ) -> list[DocumentRow]:
     """The source's version in `role` (none or one), its jobs locked, then its document read."""
-    await conn.execute(
-        "SELECT j.id FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
-        " WHERE d.collection_id = %s AND d.source_uri = %s AND d.version_role = %s FOR UPDATE OF j",
-        (collection_id, source_uri, str(role)),
-    )
-    cur = conn.cursor(row_factory=class_row(DocumentRow))
-    await cur.execute(
-        DOCUMENT_SELECT + " WHERE d.collection_id = %s AND d.source_uri = %s AND d.version_role = %s",
-        (collection_id, source_uri, str(role)),
-    )
-    return await cur.fetchall()
+    await conn.execute(LOCK_ROLE_JOBS_SQL, (collection_id, source_uri, str(role)))
+    return await named_rows(conn, DocumentRow, ROLE_SQL, (collection_id, source_uri, str(role)))
 
 
-VERSIONS_SQL = """
+VERSIONS_SQL = compose("""
     SELECT v.version, v.document_id, v.content_sha256, v.created_at, v.serving_at, v.ended_at, v.outcome,
-           coalesce(v.error_message, CASE WHEN d.status = 'FAILED' THEN d.error_message END) AS error_message,
+           coalesce(v.error_message, CASE WHEN d.status = {doc_failed} THEN d.error_message END) AS error_message,
            d.status::text AS status, d.version_role
       FROM document_versions v LEFT JOIN documents d ON d.id = v.document_id
      WHERE v.collection_id = %(collection)s AND v.source_uri = %(source)s AND (NOT %(live)s OR d.id IS NOT NULL)
      ORDER BY v.version DESC LIMIT %(limit)s
-"""
+""")
 
 
 async def versions_view(conn: psycopg.AsyncConnection[Any], collection_id: int, source_uri: str) -> VersionsView:
