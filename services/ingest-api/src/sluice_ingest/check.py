@@ -24,27 +24,18 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, JobStatus
+from .domain import DocumentStatus
 from .operator_tool import UNREACHABLE, tool_parser, with_database
+from .store.literals import LITERALS as STORE_LITERALS
+from .store.literals import literal_array
 
 # How many offending rows each finding lists (the count is always exact).
 SHOWN_ROWS = 10
 
 IN_FLIGHT = [s for s in DocumentStatus if s not in (DocumentStatus.READY, DocumentStatus.FAILED)]
-LITERALS: dict[str, sql.Composable] = {
-    "ready": sql.Literal(str(DocumentStatus.READY)),
-    "failed_document": sql.Literal(str(DocumentStatus.FAILED)),
-    "in_flight": sql.SQL("ARRAY[{}]::document_status[]").format(sql.SQL(", ").join(sql.Literal(str(s)) for s in IN_FLIGHT)),
-    "job_pending": sql.Literal(str(JobStatus.PENDING)),
-    "job_running": sql.Literal(str(JobStatus.RUNNING)),
-    "job_succeeded": sql.Literal(str(JobStatus.SUCCEEDED)),
-    "job_failed": sql.Literal(str(JobStatus.FAILED)),
-    "active": sql.Literal(str(GenerationState.ACTIVE)),
-    "building": sql.Literal(str(GenerationState.BUILDING)),
-    "ingest": sql.Literal(str(JobKind.INGEST)),
-    "embed": sql.Literal(str(JobKind.EMBED)),
-    "attempt_running": sql.Literal(str(AttemptOutcome.RUNNING)),
-}
+# The store's literal table (store/literals.py: `{doc_ready}`, `{job_running}`, `{gen_active}`,
+# `{kind_embed}`…, from the enums), with the in-flight statuses as one array.
+LITERALS: dict[str, sql.Composable] = {**STORE_LITERALS, "in_flight": literal_array(IN_FLIGHT, "document_status")}
 
 
 @dataclass(frozen=True)
@@ -68,10 +59,10 @@ CHECKS: tuple[Check, ...] = (
         "only READY documents hold chunks, enabled or disabled (rule 1)",
         """
         SELECT c.document_id::text, 'chunk ' || c.chunk_index || ' under a ' || d.status || ' document'
-          FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.status <> {ready}
+          FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.status <> {doc_ready}
         UNION ALL
         SELECT c.document_id::text, 'disabled chunk ' || c.chunk_index || ' under a ' || d.status || ' document'
-          FROM disabled_chunks c JOIN documents d ON d.id = c.document_id WHERE d.status <> {ready}
+          FROM disabled_chunks c JOIN documents d ON d.id = c.document_id WHERE d.status <> {doc_ready}
         """,
         "ReprocessDocument (or RetryDocument) writes the chunks again; until then they are never searched",
     ),
@@ -81,12 +72,12 @@ CHECKS: tuple[Check, ...] = (
         """
         SELECT d.id::text, 'chunk_count ' || d.chunk_count || ', but ' || n.chunks || ' chunks in the ACTIVE generation'
           FROM documents d
-          JOIN collection_generations g ON g.collection_id = d.collection_id AND g.state = {active}
+          JOIN collection_generations g ON g.collection_id = d.collection_id AND g.state = {gen_active}
           CROSS JOIN LATERAL (
             SELECT (SELECT count(*) FROM chunks c WHERE c.document_id = d.id AND c.generation_id = g.id)
                  + (SELECT count(*) FROM disabled_chunks c WHERE c.document_id = d.id AND c.generation_id = g.id) AS chunks
           ) n
-         WHERE d.status = {ready} AND n.chunks <> d.chunk_count
+         WHERE d.status = {doc_ready} AND n.chunks <> d.chunk_count
         """,
         "ReprocessDocument writes the document's chunks and its count again",
     ),
@@ -115,7 +106,7 @@ CHECKS: tuple[Check, ...] = (
         """
         SELECT col.tenant_id || '/' || col.name, 'no ACTIVE generation: search cannot answer'
           FROM collections col
-         WHERE NOT EXISTS (SELECT 1 FROM collection_generations g WHERE g.collection_id = col.id AND g.state = {active})
+         WHERE NOT EXISTS (SELECT 1 FROM collection_generations g WHERE g.collection_id = col.id AND g.state = {gen_active})
         """,
         "restore from a backup taken before the loss; a generation cannot be made ACTIVE by hand safely",
     ),
@@ -135,7 +126,7 @@ CHECKS: tuple[Check, ...] = (
         """
         SELECT d.id::text, d.status || ' document without an INGEST job'
           FROM documents d
-         WHERE NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.document_id = d.id AND j.kind = {ingest})
+         WHERE NOT EXISTS (SELECT 1 FROM ingestion_jobs j WHERE j.document_id = d.id AND j.kind = {kind_ingest})
         """,
         "DeleteDocument and upload the file again (a document without a job is never processed)",
     ),
@@ -144,10 +135,10 @@ CHECKS: tuple[Check, ...] = (
         "a document and its INGEST job agree: in flight with PENDING or RUNNING, READY with SUCCEEDED, FAILED with FAILED (rule 5)",
         """
         SELECT d.id::text, 'document ' || d.status || ', job ' || j.status
-          FROM documents d JOIN ingestion_jobs j ON j.document_id = d.id AND j.kind = {ingest}
+          FROM documents d JOIN ingestion_jobs j ON j.document_id = d.id AND j.kind = {kind_ingest}
          WHERE (d.status = ANY({in_flight}) AND j.status NOT IN ({job_pending}, {job_running}))
-            OR (d.status = {ready} AND j.status <> {job_succeeded})
-            OR (d.status = {failed_document} AND j.status <> {job_failed})
+            OR (d.status = {doc_ready} AND j.status <> {job_succeeded})
+            OR (d.status = {doc_failed} AND j.status <> {job_failed})
         """,
         "RetryDocument (a FAILED document) or ReprocessDocument (a READY one) puts both back on one path",
     ),
@@ -177,7 +168,7 @@ CHECKS: tuple[Check, ...] = (
         """
         SELECT j.id::text, 'EMBED job ' || j.status || ' for a ' || g.state || ' generation'
           FROM ingestion_jobs j JOIN collection_generations g ON g.id = j.generation_id
-         WHERE j.kind = {embed} AND j.status IN ({job_pending}, {job_running}) AND g.state <> {building}
+         WHERE j.kind = {kind_embed} AND j.status IN ({job_pending}, {job_running}) AND g.state <> {gen_building}
         """,
         "`DELETE FROM ingestion_jobs WHERE id = ...`: nothing will read what it would write",
     ),
