@@ -1,7 +1,9 @@
 """An upgrade from a real older state (docs/operations.md, "Upgrading"; issue 36): the previous
 schema's commit, checked out in a worktree with a venv of its own (tests/older_commits.py),
 loads real files through its own ingest-api and worker; the current migrations then run while
-its ingest-api and worker go on serving uploads, and the current release takes over.
+its ingest-api and worker go on serving uploads, and the current release takes over. The same
+run checks the contract across versions: the previous commit's worker against the current
+ingest-api, and the current worker against the previous ingest-api (docs/contributing.md).
 
 One older state here (CI's budget); `python -m bench.upgrade_bench` runs the last five."""
 
@@ -46,7 +48,8 @@ def test_an_upgrade_from_the_previous_schema_loses_nothing(old_release, workdir)
     assert result.top10_after == result.top10_before, "search answers differently after the upgrade"
     assert all(result.top10_before), "every fixed query found something"
     assert result.in_flight >= 1, "a job was RUNNING when the old ingest-api stopped (and is READY now)"
-    # The rolling upgrade's two orders of versions both work (tests/test_contract.py has the rest).
+    # The contract across versions (a rolling upgrade's two orders): the current worker through
+    # the old ingest-api, and the old worker through the current one, each made documents READY.
     assert result.current_worker_on_old_api == 2
     assert result.old_worker_on_current_api >= 1
     assert result.check_code == 0, result.check_output
