@@ -51,6 +51,8 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "/sluice.v1.DocumentService/ListChunks": READ,
     "/sluice.v1.DocumentService/UpdateChunk": WRITE,
     "/sluice.v1.DocumentService/DownloadDocument": READ,
+    "/sluice.v1.DocumentService/ExportCollection": READ,
+    "/sluice.v1.DocumentService/ImportCollection": WRITE,
     "/sluice.v1.SearchService/Search": READ,
     "/sluice.v1.JobService/ClaimJob": WORKER,
     "/sluice.v1.JobService/RenewLease": WORKER,

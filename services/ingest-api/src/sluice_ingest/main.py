@@ -34,6 +34,7 @@ from .api import AdminServicer, DocumentServicer, JobServicer
 from .notify import NotificationHub
 from .retention import EventRetention
 from .service import AdminUseCases, ChunkUseCases, CollectionUseCases, DocumentUseCases, JobUseCases, WatchUseCases
+from .service.bundles import BundleUseCases
 from .settings import IngestSettings
 from .sources.api import SourceServicer
 from .sources.service import SourceService
@@ -49,6 +50,7 @@ from .store import (
     RetentionStore,
     TenantStore,
 )
+from .store.bundles import BundleStore
 from .webhooks.api import WebhookServicer
 from .webhooks.dispatcher import Dispatcher
 from .webhooks.service import WebhookService
@@ -123,6 +125,7 @@ class IngestApp:
         self.jobs = JobUseCases(stores.queue, self.hub, s)
         self.admin = AdminUseCases(stores.tenants, self.keys.forget)
         self.chunks = ChunkUseCases(stores.chunks)
+        self.bundles = BundleUseCases(BundleStore(self.pool), self.collections, s)
         auth = AuthInterceptor(
             self.keys, RateLimiter(s.rate_limit_per_second, s.rate_limit_burst), reflection=s.reflection_enabled
         )
@@ -130,7 +133,7 @@ class IngestApp:
             SERVICE_NAMES, s.bind, interceptors=[auth], tls=s.server_tls(), allow_plaintext=s.allow_plaintext
         )
         document_service_pb2_grpc.add_DocumentServiceServicer_to_server(
-            DocumentServicer(self.collections, self.documents, self.watches, self.chunks), self.server
+            DocumentServicer(self.collections, self.documents, self.watches, self.chunks, self.bundles), self.server
         )
         job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(self.jobs, s.lease_seconds), self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.admin), self.server)

@@ -17,6 +17,9 @@ class IngestSettings(CommonSettings):
     upload_spool_memory_bytes: int = 64 * 1024
     # Directory of the (already unlinked) upload spool files; empty for the system temp directory.
     upload_spool_dir: str = ""
+    # The largest collection bundle ImportCollection accepts (docs/operations.md, "Moving a
+    # collection"); it is spooled to upload_spool_dir before anything is written.
+    max_bundle_bytes: int = 64 * 1024 * 1024 * 1024
     # Rule 6: a RUNNING job whose lease is older than this is reclaimable.
     lease_seconds: float = 60.0
     # Rule 7: the first retry waits this long, doubling each attempt, capped at 300 s.

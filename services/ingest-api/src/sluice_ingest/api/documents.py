@@ -12,7 +12,9 @@ from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.reasons import Reason
 
 from ..service import ChunkUseCases, CollectionUseCases, DocumentUseCases, UploadMeta, WatchUseCases
+from ..service.bundles import BundleUseCases
 from ..uploads import Trailer
+from .bundles import BundleCalls
 from .collections import CollectionCalls, tenant
 from .converters import (
     collection_event_to_proto,
@@ -25,11 +27,17 @@ from .converters import (
 )
 
 
-class DocumentServicer(CollectionCalls, document_service_pb2_grpc.DocumentServiceServicer):
+class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.DocumentServiceServicer):
     def __init__(
-        self, collections: CollectionUseCases, documents: DocumentUseCases, watches: WatchUseCases, chunks: ChunkUseCases
+        self,
+        collections: CollectionUseCases,
+        documents: DocumentUseCases,
+        watches: WatchUseCases,
+        chunks: ChunkUseCases,
+        bundles: BundleUseCases,
     ) -> None:
         self.collections = collections
+        self.bundles = bundles
         self.documents = documents
         self.watches = watches
         self.chunks = chunks

@@ -191,6 +191,9 @@ class CollectionUseCases:
             )
         return model, dimensions
 
+    # An imported bundle's embedder is checked as CreateCollection checks one (service/bundles.py).
+    embedder_of = _embedder
+
     async def reindex_collection(
         self,
         tenant_id: int,

@@ -1,4 +1,4 @@
-"""An INSERT into chunks that carries search_bm25 keeps it (docs/operations.md, "Moving a collection").
+"""An INSERT into chunks that carries search_bm25 keeps it (docs/bundles.md).
 
 A chunk's BM25 vector is computed when it is written, with its generation's average length at that
 moment (docs/search.md, "Trade-offs we accept"), so it cannot be computed again later: a
