@@ -13,6 +13,7 @@ BENCHES = {
     "webhooks": "bench.webhook_bench",
     "retrieval": "bench.retrieval_bench",
     "chunks": "bench.chunks_bench",
+    "bundle": "bench.bundle_bench",
     "console": "bench.console_bench",
 }
 
