@@ -76,6 +76,7 @@ EXPECTED_ROLES: dict[str, set[str]] = {
     "/sluice.v1.SourceService/SyncSource": WRITE,
     "/sluice.v1.SourceService/ListSourceRuns": READ,
     "/sluice.v1.AdminService/CreateTenant": ADMIN,
+    "/sluice.v1.AdminService/UpdateTenant": ADMIN,
     "/sluice.v1.AdminService/ListTenants": ADMIN,
     "/sluice.v1.AdminService/CreateApiKey": ADMIN,
     "/sluice.v1.AdminService/ListApiKeys": ADMIN,

@@ -83,6 +83,22 @@ class JobKind(enum.StrEnum):
     EMBED = "EMBED"
 
 
+class JobPriority(enum.IntEnum):
+    """How soon a job runs among its collection's queued work (docs/tenancy.md, "Priorities"); the
+    numbers are JobPriority's in the protos and `ingestion_jobs.priority`'s, smaller first."""
+
+    # A person is waiting: an upload through the API or the CLI, a retry, a reprocess.
+    INTERACTIVE = 1
+    # A source or folder sync, a re-index: after interactive work, never starved (BULK_TURN_AFTER).
+    BULK = 2
+
+
+# After this many interactive claims in a row from one collection while bulk work of it waits,
+# its oldest bulk job goes next: bulk work gets at least 1 claim in BULK_TURN_AFTER + 1 of its
+# collection, and an interactive job waits behind at most one bulk job.
+BULK_TURN_AFTER = 10
+
+
 class AttemptOutcome(enum.StrEnum):
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"

@@ -30,7 +30,7 @@ from .store import (
 )
 from .store.chunks import ChunkStore, ChunkTarget, DocumentChunkRow
 from .store.rows import Fence
-from .store.tenants import ApiKeyRow, Quota, TenantRow, TenantStore
+from .store.tenants import ApiKeyRow, QueueShare, Quota, TenantRow, TenantStore
 from .store.versions import VersionsView
 
 
@@ -187,6 +187,8 @@ class ChunksPort(Protocol):
 
 class TenantsPort(Protocol):
     async def create_tenant(self, name: str, quota: Quota) -> TenantRow: ...
+
+    async def update_tenant(self, name: str, quota: Quota | None, queue: QueueShare | None) -> TenantRow: ...
 
     async def list_tenants(self) -> list[TenantRow]: ...
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluice/v1/admin_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetCallerRequest\"Q\n\x06\x43\x61ller\x12\x12\n\nkey_prefix\x18\x01 \x01(\t\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0e\n\x06tenant\x18\x03 \x01(\t\"W\n\x0bTenantQuota\x12\x15\n\rmax_documents\x18\x01 \x01(\x03\x12\x18\n\x10max_stored_bytes\x18\x02 \x01(\x03\x12\x17\n\x0fmax_collections\x18\x03 \x01(\x05\"K\n\x0bTenantUsage\x12\x11\n\tdocuments\x18\x01 \x01(\x03\x12\x14\n\x0cstored_bytes\x18\x02 \x01(\x03\x12\x13\n\x0b\x63ollections\x18\x03 \x01(\x05\"\x95\x01\n\x06Tenant\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x05quota\x18\x02 \x01(\x0b\x32\x16.sluice.v1.TenantQuota\x12%\n\x05usage\x18\x03 \x01(\x0b\x32\x16.sluice.v1.TenantUsage\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\x13\x43reateTenantRequest\x12!\n\x06tenant\x18\x01 \x01(\x0b\x32\x11.sluice.v1.Tenant\"\x14\n\x12ListTenantsRequest\"9\n\x13ListTenantsResponse\x12\"\n\x07tenants\x18\x01 \x03(\x0b\x32\x11.sluice.v1.Tenant\"\xc9\x01\n\x06\x41piKey\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12#\n\x04role\x18\x04 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0c\n\x04name\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brevoke_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"X\n\x13\x43reateApiKeyRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0c\n\x04name\x18\x03 \x01(\t\"J\n\x14\x43reateApiKeyResponse\x12\"\n\x07\x61pi_key\x18\x01 \x01(\x0b\x32\x11.sluice.v1.ApiKey\x12\x0e\n\x06secret\x18\x02 \x01(\t\"$\n\x12ListApiKeysRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\":\n\x13ListApiKeysResponse\x12#\n\x08\x61pi_keys\x18\x01 \x03(\x0b\x32\x11.sluice.v1.ApiKey\"!\n\x13RevokeApiKeyRequest\x12\n\n\x02id\x18\x01 \x01(\t*\x8d\x01\n\nApiKeyRole\x12\x1c\n\x18\x41PI_KEY_ROLE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41PI_KEY_ROLE_ADMIN\x10\x01\x12\x17\n\x13\x41PI_KEY_ROLE_CLIENT\x10\x02\x12\x17\n\x13\x41PI_KEY_ROLE_READER\x10\x03\x12\x17\n\x13\x41PI_KEY_ROLE_WORKER\x10\x04\x32\xcd\x03\n\x0c\x41\x64minService\x12\x41\n\x0c\x43reateTenant\x12\x1e.sluice.v1.CreateTenantRequest\x1a\x11.sluice.v1.Tenant\x12Q\n\x0bListTenants\x12\x1d.sluice.v1.ListTenantsRequest\x1a\x1e.sluice.v1.ListTenantsResponse\"\x03\x90\x02\x01\x12O\n\x0c\x43reateApiKey\x12\x1e.sluice.v1.CreateApiKeyRequest\x1a\x1f.sluice.v1.CreateApiKeyResponse\x12Q\n\x0bListApiKeys\x12\x1d.sluice.v1.ListApiKeysRequest\x1a\x1e.sluice.v1.ListApiKeysResponse\"\x03\x90\x02\x01\x12\x41\n\x0cRevokeApiKey\x12\x1e.sluice.v1.RevokeApiKeyRequest\x1a\x11.sluice.v1.ApiKey\x12@\n\tGetCaller\x12\x1b.sluice.v1.GetCallerRequest\x1a\x11.sluice.v1.Caller\"\x03\x90\x02\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluice/v1/admin_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetCallerRequest\"Q\n\x06\x43\x61ller\x12\x12\n\nkey_prefix\x18\x01 \x01(\t\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0e\n\x06tenant\x18\x03 \x01(\t\"W\n\x0bTenantQuota\x12\x15\n\rmax_documents\x18\x01 \x01(\x03\x12\x18\n\x10max_stored_bytes\x18\x02 \x01(\x03\x12\x17\n\x0fmax_collections\x18\x03 \x01(\x05\"K\n\x0bTenantUsage\x12\x11\n\tdocuments\x18\x01 \x01(\x03\x12\x14\n\x0cstored_bytes\x18\x02 \x01(\x03\x12\x13\n\x0b\x63ollections\x18\x03 \x01(\x05\"7\n\x0bTenantQueue\x12\x0e\n\x06weight\x18\x01 \x01(\x05\x12\x18\n\x10max_running_jobs\x18\x02 \x01(\x05\"\xbc\x01\n\x06Tenant\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x05quota\x18\x02 \x01(\x0b\x32\x16.sluice.v1.TenantQuota\x12%\n\x05usage\x18\x03 \x01(\x0b\x32\x16.sluice.v1.TenantUsage\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x05queue\x18\x05 \x01(\x0b\x32\x16.sluice.v1.TenantQueue\"q\n\x13UpdateTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x05quota\x18\x02 \x01(\x0b\x32\x16.sluice.v1.TenantQuota\x12%\n\x05queue\x18\x03 \x01(\x0b\x32\x16.sluice.v1.TenantQueue\"8\n\x13\x43reateTenantRequest\x12!\n\x06tenant\x18\x01 \x01(\x0b\x32\x11.sluice.v1.Tenant\"\x14\n\x12ListTenantsRequest\"9\n\x13ListTenantsResponse\x12\"\n\x07tenants\x18\x01 \x03(\x0b\x32\x11.sluice.v1.Tenant\"\xc9\x01\n\x06\x41piKey\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12#\n\x04role\x18\x04 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0c\n\x04name\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brevoke_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"X\n\x13\x43reateApiKeyRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0c\n\x04name\x18\x03 \x01(\t\"J\n\x14\x43reateApiKeyResponse\x12\"\n\x07\x61pi_key\x18\x01 \x01(\x0b\x32\x11.sluice.v1.ApiKey\x12\x0e\n\x06secret\x18\x02 \x01(\t\"$\n\x12ListApiKeysRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\":\n\x13ListApiKeysResponse\x12#\n\x08\x61pi_keys\x18\x01 \x03(\x0b\x32\x11.sluice.v1.ApiKey\"!\n\x13RevokeApiKeyRequest\x12\n\n\x02id\x18\x01 \x01(\t*\x8d\x01\n\nApiKeyRole\x12\x1c\n\x18\x41PI_KEY_ROLE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41PI_KEY_ROLE_ADMIN\x10\x01\x12\x17\n\x13\x41PI_KEY_ROLE_CLIENT\x10\x02\x12\x17\n\x13\x41PI_KEY_ROLE_READER\x10\x03\x12\x17\n\x13\x41PI_KEY_ROLE_WORKER\x10\x04\x32\x90\x04\n\x0c\x41\x64minService\x12\x41\n\x0c\x43reateTenant\x12\x1e.sluice.v1.CreateTenantRequest\x1a\x11.sluice.v1.Tenant\x12\x41\n\x0cUpdateTenant\x12\x1e.sluice.v1.UpdateTenantRequest\x1a\x11.sluice.v1.Tenant\x12Q\n\x0bListTenants\x12\x1d.sluice.v1.ListTenantsRequest\x1a\x1e.sluice.v1.ListTenantsResponse\"\x03\x90\x02\x01\x12O\n\x0c\x43reateApiKey\x12\x1e.sluice.v1.CreateApiKeyRequest\x1a\x1f.sluice.v1.CreateApiKeyResponse\x12Q\n\x0bListApiKeys\x12\x1d.sluice.v1.ListApiKeysRequest\x1a\x1e.sluice.v1.ListApiKeysResponse\"\x03\x90\x02\x01\x12\x41\n\x0cRevokeApiKey\x12\x1e.sluice.v1.RevokeApiKeyRequest\x1a\x11.sluice.v1.ApiKey\x12@\n\tGetCaller\x12\x1b.sluice.v1.GetCallerRequest\x1a\x11.sluice.v1.Caller\"\x03\x90\x02\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,8 +38,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ADMINSERVICE'].methods_by_name['ListApiKeys']._serialized_options = b'\220\002\001'
   _globals['_ADMINSERVICE'].methods_by_name['GetCaller']._loaded_options = None
   _globals['_ADMINSERVICE'].methods_by_name['GetCaller']._serialized_options = b'\220\002\001'
-  _globals['_APIKEYROLE']._serialized_start=1141
-  _globals['_APIKEYROLE']._serialized_end=1282
+  _globals['_APIKEYROLE']._serialized_start=1352
+  _globals['_APIKEYROLE']._serialized_end=1493
   _globals['_GETCALLERREQUEST']._serialized_start=77
   _globals['_GETCALLERREQUEST']._serialized_end=95
   _globals['_CALLER']._serialized_start=97
@@ -48,26 +48,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TENANTQUOTA']._serialized_end=267
   _globals['_TENANTUSAGE']._serialized_start=269
   _globals['_TENANTUSAGE']._serialized_end=344
-  _globals['_TENANT']._serialized_start=347
-  _globals['_TENANT']._serialized_end=496
-  _globals['_CREATETENANTREQUEST']._serialized_start=498
-  _globals['_CREATETENANTREQUEST']._serialized_end=554
-  _globals['_LISTTENANTSREQUEST']._serialized_start=556
-  _globals['_LISTTENANTSREQUEST']._serialized_end=576
-  _globals['_LISTTENANTSRESPONSE']._serialized_start=578
-  _globals['_LISTTENANTSRESPONSE']._serialized_end=635
-  _globals['_APIKEY']._serialized_start=638
-  _globals['_APIKEY']._serialized_end=839
-  _globals['_CREATEAPIKEYREQUEST']._serialized_start=841
-  _globals['_CREATEAPIKEYREQUEST']._serialized_end=929
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=931
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=1005
-  _globals['_LISTAPIKEYSREQUEST']._serialized_start=1007
-  _globals['_LISTAPIKEYSREQUEST']._serialized_end=1043
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=1045
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=1103
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=1105
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=1138
-  _globals['_ADMINSERVICE']._serialized_start=1285
-  _globals['_ADMINSERVICE']._serialized_end=1746
+  _globals['_TENANTQUEUE']._serialized_start=346
+  _globals['_TENANTQUEUE']._serialized_end=401
+  _globals['_TENANT']._serialized_start=404
+  _globals['_TENANT']._serialized_end=592
+  _globals['_UPDATETENANTREQUEST']._serialized_start=594
+  _globals['_UPDATETENANTREQUEST']._serialized_end=707
+  _globals['_CREATETENANTREQUEST']._serialized_start=709
+  _globals['_CREATETENANTREQUEST']._serialized_end=765
+  _globals['_LISTTENANTSREQUEST']._serialized_start=767
+  _globals['_LISTTENANTSREQUEST']._serialized_end=787
+  _globals['_LISTTENANTSRESPONSE']._serialized_start=789
+  _globals['_LISTTENANTSRESPONSE']._serialized_end=846
+  _globals['_APIKEY']._serialized_start=849
+  _globals['_APIKEY']._serialized_end=1050
+  _globals['_CREATEAPIKEYREQUEST']._serialized_start=1052
+  _globals['_CREATEAPIKEYREQUEST']._serialized_end=1140
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=1142
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=1216
+  _globals['_LISTAPIKEYSREQUEST']._serialized_start=1218
+  _globals['_LISTAPIKEYSREQUEST']._serialized_end=1254
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=1256
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=1314
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=1316
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=1349
+  _globals['_ADMINSERVICE']._serialized_start=1496
+  _globals['_ADMINSERVICE']._serialized_end=2024
 # @@protoc_insertion_point(module_scope)

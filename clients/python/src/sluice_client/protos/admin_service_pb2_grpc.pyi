@@ -44,6 +44,11 @@ class AdminServiceStub:
     def __new__(cls, channel: _aio.Channel) -> AdminServiceAsyncStub: ...
     CreateTenant: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.CreateTenantRequest, _admin_service_pb2.Tenant]
     """CreateTenant creates a tenant with optional quotas."""
+    UpdateTenant: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.UpdateTenantRequest, _admin_service_pb2.Tenant]
+    """UpdateTenant changes a tenant's quota or its share of the workers (TenantQueue); a part left
+    unset is unchanged. Claims follow the new weight and cap from the next claim on
+    (docs/tenancy.md, "Fair queues").
+    """
     ListTenants: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.ListTenantsRequest, _admin_service_pb2.ListTenantsResponse]
     """ListTenants returns every tenant with its usage, by name."""
     CreateApiKey: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.CreateApiKeyRequest, _admin_service_pb2.CreateApiKeyResponse]
@@ -74,6 +79,11 @@ class AdminServiceAsyncStub(AdminServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateTenant: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.CreateTenantRequest, _admin_service_pb2.Tenant]  # type: ignore[assignment]
     """CreateTenant creates a tenant with optional quotas."""
+    UpdateTenant: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.UpdateTenantRequest, _admin_service_pb2.Tenant]  # type: ignore[assignment]
+    """UpdateTenant changes a tenant's quota or its share of the workers (TenantQueue); a part left
+    unset is unchanged. Claims follow the new weight and cap from the next claim on
+    (docs/tenancy.md, "Fair queues").
+    """
     ListTenants: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.ListTenantsRequest, _admin_service_pb2.ListTenantsResponse]  # type: ignore[assignment]
     """ListTenants returns every tenant with its usage, by name."""
     CreateApiKey: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.CreateApiKeyRequest, _admin_service_pb2.CreateApiKeyResponse]  # type: ignore[assignment]
@@ -107,6 +117,17 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_service_pb2.Tenant, _abc.Awaitable[_admin_service_pb2.Tenant]]:
         """CreateTenant creates a tenant with optional quotas."""
+
+    @_abc_1.abstractmethod
+    def UpdateTenant(
+        self,
+        request: _admin_service_pb2.UpdateTenantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.Tenant, _abc.Awaitable[_admin_service_pb2.Tenant]]:
+        """UpdateTenant changes a tenant's quota or its share of the workers (TenantQueue); a part left
+        unset is unchanged. Claims follow the new weight and cap from the next claim on
+        (docs/tenancy.md, "Fair queues").
+        """
 
     @_abc_1.abstractmethod
     def ListTenants(

@@ -142,6 +142,36 @@ ATTEMPT_OUTCOME_CANCELLED: AttemptOutcome.ValueType  # 7
 """The document was deleted while the attempt ran."""
 Global___AttemptOutcome: _TypeAlias = AttemptOutcome  # noqa: Y015
 
+class _JobPriority:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _JobPriorityEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobPriority.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    JOB_PRIORITY_UNSPECIFIED: _JobPriority.ValueType  # 0
+    """Not set: INTERACTIVE for an upload."""
+    JOB_PRIORITY_INTERACTIVE: _JobPriority.ValueType  # 1
+    """A person is waiting: ahead of the collection's bulk work."""
+    JOB_PRIORITY_BULK: _JobPriority.ValueType  # 2
+    """A sync, a folder load or a re-index: after interactive work, and never starved (a bulk job
+    queued long enough goes ahead of newer interactive ones).
+    """
+
+class JobPriority(_JobPriority, metaclass=_JobPriorityEnumTypeWrapper):
+    """JobPriority is how soon a document's processing runs among its collection's queued work
+    (docs/tenancy.md, "Priorities").
+    """
+
+JOB_PRIORITY_UNSPECIFIED: JobPriority.ValueType  # 0
+"""Not set: INTERACTIVE for an upload."""
+JOB_PRIORITY_INTERACTIVE: JobPriority.ValueType  # 1
+"""A person is waiting: ahead of the collection's bulk work."""
+JOB_PRIORITY_BULK: JobPriority.ValueType  # 2
+"""A sync, a folder load or a re-index: after interactive work, and never starved (a bulk job
+queued long enough goes ahead of newer interactive ones).
+"""
+Global___JobPriority: _TypeAlias = JobPriority  # noqa: Y015
+
 class _VersionState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -362,6 +392,7 @@ class Document(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     VERSIONS_FIELD_NUMBER: _builtins.int
     CONSISTENCY_TOKEN_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The resource name: "collections/{collection}/documents/{id}"."""
     id: _builtins.str
@@ -405,6 +436,8 @@ class Document(_message.Message):
     has caught up to it (docs/scaling.md, "Read replicas and the consistency token"). Do not
     parse it; compare it with nothing.
     """
+    priority: Global___JobPriority.ValueType
+    """The priority of the document's processing."""
     @_builtins.property
     def progress(self) -> Global___Progress:
         """The progress of the current stage."""
@@ -472,10 +505,11 @@ class Document(_message.Message):
         version: _builtins.int = ...,
         versions: Global___DocumentVersions | None = ...,
         consistency_token: _builtins.str = ...,
+        priority: Global___JobPriority.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "next_attempt_time", b"next_attempt_time", "progress", b"progress", "update_time", b"update_time", "versions", b"versions"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_history", b"attempt_history", "attempts", b"attempts", "chunk_count", b"chunk_count", "collection", b"collection", "consistency_token", b"consistency_token", "content_sha256", b"content_sha256", "create_time", b"create_time", "error_code", b"error_code", "error_message", b"error_message", "filename", b"filename", "id", b"id", "job_status", b"job_status", "max_attempts", b"max_attempts", "metadata", b"metadata", "mime_type", b"mime_type", "name", b"name", "next_attempt_time", b"next_attempt_time", "progress", b"progress", "size_bytes", b"size_bytes", "source_uri", b"source_uri", "status", b"status", "typed_metadata", b"typed_metadata", "update_time", b"update_time", "version", b"version", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_history", b"attempt_history", "attempts", b"attempts", "chunk_count", b"chunk_count", "collection", b"collection", "consistency_token", b"consistency_token", "content_sha256", b"content_sha256", "create_time", b"create_time", "error_code", b"error_code", "error_message", b"error_message", "filename", b"filename", "id", b"id", "job_status", b"job_status", "max_attempts", b"max_attempts", "metadata", b"metadata", "mime_type", b"mime_type", "name", b"name", "next_attempt_time", b"next_attempt_time", "priority", b"priority", "progress", b"progress", "size_bytes", b"size_bytes", "source_uri", b"source_uri", "status", b"status", "typed_metadata", b"typed_metadata", "update_time", b"update_time", "version", b"version", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

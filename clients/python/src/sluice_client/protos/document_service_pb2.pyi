@@ -418,6 +418,7 @@ class UploadDocumentMetadata(_message.Message):
     EXPECTED_SHA256_FIELD_NUMBER: _builtins.int
     TYPED_METADATA_FIELD_NUMBER: _builtins.int
     SOURCE_URI_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
     collection: _builtins.str
     """The collection to add the document to."""
     filename: _builtins.str
@@ -442,6 +443,8 @@ class UploadDocumentMetadata(_message.Message):
     characters); empty for none. New content for a source_uri the collection holds is a new
     version of that document (see UploadDocument).
     """
+    priority: _document_pb2.JobPriority.ValueType
+    """How soon it is processed; UNSPECIFIED is INTERACTIVE. Syncs and folder loads send BULK."""
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Free-form metadata kept with the document, as strings; keys are 1 to 64 characters, values
@@ -467,10 +470,11 @@ class UploadDocumentMetadata(_message.Message):
         expected_sha256: _builtins.str = ...,
         typed_metadata: _abc.Mapping[_builtins.str, _document_pb2.MetadataValue] | None = ...,
         source_uri: _builtins.str = ...,
+        priority: _document_pb2.JobPriority.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["collection", b"collection", "expected_sha256", b"expected_sha256", "expected_size_bytes", b"expected_size_bytes", "filename", b"filename", "metadata", b"metadata", "mime_type", b"mime_type", "request_id", b"request_id", "source_uri", b"source_uri", "typed_metadata", b"typed_metadata"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collection", b"collection", "expected_sha256", b"expected_sha256", "expected_size_bytes", b"expected_size_bytes", "filename", b"filename", "metadata", b"metadata", "mime_type", b"mime_type", "priority", b"priority", "request_id", b"request_id", "source_uri", b"source_uri", "typed_metadata", b"typed_metadata"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1209,3 +1213,226 @@ class DownloadDocumentResponse(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType_payload) -> _WhichOneofReturnType_payload | None: ...
 
 Global___DownloadDocumentResponse: _TypeAlias = DownloadDocumentResponse  # noqa: Y015
+
+@_typing.final
+class ExportCollectionRequest(_message.Message):
+    """ExportCollectionRequest names the collection to export."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The collection's name."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportCollectionRequest: _TypeAlias = ExportCollectionRequest  # noqa: Y015
+
+@_typing.final
+class ExportCollectionHeader(_message.Message):
+    """ExportCollectionHeader is the first message of an export: what the bundle holds."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FORMAT_VERSION_FIELD_NUMBER: _builtins.int
+    COLLECTION_FIELD_NUMBER: _builtins.int
+    DOCUMENT_COUNT_FIELD_NUMBER: _builtins.int
+    CHUNK_COUNT_FIELD_NUMBER: _builtins.int
+    format_version: _builtins.int
+    """The bundle format's version (manifest.json's format_version)."""
+    collection: _builtins.str
+    """The exported collection's name."""
+    document_count: _builtins.int
+    """The number of documents in the bundle."""
+    chunk_count: _builtins.int
+    """The number of chunks in the bundle (enabled and disabled, of the ACTIVE generation)."""
+    def __init__(
+        self,
+        *,
+        format_version: _builtins.int = ...,
+        collection: _builtins.str = ...,
+        document_count: _builtins.int = ...,
+        chunk_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_count", b"chunk_count", "collection", b"collection", "document_count", b"document_count", "format_version", b"format_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportCollectionHeader: _TypeAlias = ExportCollectionHeader  # noqa: Y015
+
+@_typing.final
+class ExportCollectionTrailer(_message.Message):
+    """ExportCollectionTrailer is the last message of an export: the client's check of the bytes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    size_bytes: _builtins.int
+    """The number of bundle bytes sent in data messages."""
+    sha256: _builtins.str
+    """The SHA-256 of those bytes, lowercase hex."""
+    def __init__(
+        self,
+        *,
+        size_bytes: _builtins.int = ...,
+        sha256: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sha256", b"sha256", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportCollectionTrailer: _TypeAlias = ExportCollectionTrailer  # noqa: Y015
+
+@_typing.final
+class ExportCollectionResponse(_message.Message):
+    """ExportCollectionResponse is one message of an export stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HEADER_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    TRAILER_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    """The next bytes of the bundle."""
+    @_builtins.property
+    def header(self) -> Global___ExportCollectionHeader:
+        """What the bundle holds; only in the first message."""
+
+    @_builtins.property
+    def trailer(self) -> Global___ExportCollectionTrailer:
+        """The bundle's size and SHA-256; only in the last message."""
+
+    def __init__(
+        self,
+        *,
+        header: Global___ExportCollectionHeader | None = ...,
+        data: _builtins.bytes = ...,
+        trailer: Global___ExportCollectionTrailer | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "header", b"header", "payload", b"payload", "trailer", b"trailer"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "header", b"header", "payload", b"payload", "trailer", b"trailer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["header", "data", "trailer"]  # noqa: Y015
+    _WhichOneofArgType_payload: _TypeAlias = _typing.Literal["payload", b"payload"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_payload) -> _WhichOneofReturnType_payload | None: ...
+
+Global___ExportCollectionResponse: _TypeAlias = ExportCollectionResponse  # noqa: Y015
+
+@_typing.final
+class ImportCollectionOptions(_message.Message):
+    """ImportCollectionOptions is the first message of an import stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    EMBEDDER_FIELD_NUMBER: _builtins.int
+    REEMBED_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The new collection's name; empty for the name recorded in the bundle. ALREADY_EXISTS when the
+    caller's tenant has a collection of that name.
+    """
+    reembed: _builtins.bool
+    """Import the documents PENDING, with their jobs, for the workers to parse and embed again
+    instead of keeping the bundle's chunks and vectors; disabled chunks and edits are then lost.
+    """
+    @_builtins.property
+    def embedder(self) -> _collection_pb2.EmbedderConfig:
+        """The embedder the new collection must use; unset for the bundle's. One that differs from the
+        bundle's (provider, model or dimensions) needs `reembed`, else FAILED_PRECONDITION with
+        reason EMBEDDER_MISMATCH.
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        embedder: _collection_pb2.EmbedderConfig | None = ...,
+        reembed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["embedder", b"embedder"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedder", b"embedder", "name", b"name", "reembed", b"reembed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportCollectionOptions: _TypeAlias = ImportCollectionOptions  # noqa: Y015
+
+@_typing.final
+class ImportCollectionTrailer(_message.Message):
+    """ImportCollectionTrailer is the last message of an import stream: the client's confirmation
+    that the bundle was sent whole.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    size_bytes: _builtins.int
+    """The number of bundle bytes sent in data messages; required."""
+    sha256: _builtins.str
+    """The SHA-256 of those bytes, 64 hex digits; empty when the client did not hash them (the
+    members' own checksums are checked either way).
+    """
+    def __init__(
+        self,
+        *,
+        size_bytes: _builtins.int = ...,
+        sha256: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sha256", b"sha256", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportCollectionTrailer: _TypeAlias = ImportCollectionTrailer  # noqa: Y015
+
+@_typing.final
+class ImportCollectionRequest(_message.Message):
+    """ImportCollectionRequest is one message of an import stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPTIONS_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    TRAILER_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    """The next bytes of the bundle."""
+    @_builtins.property
+    def options(self) -> Global___ImportCollectionOptions:
+        """Where and how to import; only in the first message."""
+
+    @_builtins.property
+    def trailer(self) -> Global___ImportCollectionTrailer:
+        """The closing confirmation with the bundle's size and SHA-256; must be the last message."""
+
+    def __init__(
+        self,
+        *,
+        options: Global___ImportCollectionOptions | None = ...,
+        data: _builtins.bytes = ...,
+        trailer: Global___ImportCollectionTrailer | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "options", b"options", "payload", b"payload", "trailer", b"trailer"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "options", b"options", "payload", b"payload", "trailer", b"trailer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["options", "data", "trailer"]  # noqa: Y015
+    _WhichOneofArgType_payload: _TypeAlias = _typing.Literal["payload", b"payload"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_payload) -> _WhichOneofReturnType_payload | None: ...
+
+Global___ImportCollectionRequest: _TypeAlias = ImportCollectionRequest  # noqa: Y015

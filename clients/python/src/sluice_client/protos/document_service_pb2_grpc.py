@@ -127,6 +127,16 @@ class DocumentServiceStub:
                 request_serializer=sluice_dot_v1_dot_document__service__pb2.DownloadDocumentRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_document__service__pb2.DownloadDocumentResponse.FromString,
                 _registered_method=True)
+        self.ExportCollection = channel.unary_stream(
+                '/sluice.v1.DocumentService/ExportCollection',
+                request_serializer=sluice_dot_v1_dot_document__service__pb2.ExportCollectionRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_document__service__pb2.ExportCollectionResponse.FromString,
+                _registered_method=True)
+        self.ImportCollection = channel.stream_unary(
+                '/sluice.v1.DocumentService/ImportCollection',
+                request_serializer=sluice_dot_v1_dot_document__service__pb2.ImportCollectionRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_collection__pb2.Collection.FromString,
+                _registered_method=True)
 
 
 class DocumentServiceServicer:
@@ -322,6 +332,41 @@ class DocumentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportCollection(self, request, context):
+        """ExportCollection streams a collection as a bundle (docs/operations.md, "Collection bundles"):
+        a header first (format version, counts), then the bundle's bytes in order, then a trailer
+        with their size and SHA-256. The bundle holds the collection's settings and embedder, every
+        document with its metadata, versions and original bytes, the chunks of the ACTIVE generation
+        with their vectors and keyword terms, disabled chunks and edits, and the eval sets; its
+        members carry their own SHA-256 in its manifest. Documents that are not READY go as their
+        originals only (they are processed again on import). The export reads one snapshot of the
+        database, so writes going on meanwhile are in it entirely or not at all. NOT_FOUND for a
+        collection that does not exist or that the caller may not read; FAILED_PRECONDITION
+        (REINDEX_IN_PROGRESS) while a new generation is being built.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportCollection(self, request_iterator, context):
+        """ImportCollection creates a collection from a bundle streamed as ExportCollection sent it: the
+        first message carries the options (the new collection's name), then the bundle's bytes, and
+        the last one the trailer (size and SHA-256). The collection is created in the caller's
+        tenant, in one transaction, only when the trailer arrived and every member's checksum held: a
+        stream that ends without it (half-close, cancellation, a process killed) stores nothing.
+        Imported chunks keep their vectors when the collection's embedder matches the bundle's
+        (provider, model and dimensions): their documents are READY at once. With `reembed`, the
+        documents are imported PENDING with their jobs and the workers parse and embed them again with
+        `embedder`. Errors: INVALID_ARGUMENT with reason UPLOAD_INCOMPLETE (no trailer),
+        SIZE_MISMATCH, CHECKSUM_MISMATCH (the whole stream), BUNDLE_INVALID (a member's checksum or
+        content; the message names the member) or BUNDLE_VERSION_UNSUPPORTED; ALREADY_EXISTS when the
+        name is taken; FAILED_PRECONDITION with reason EMBEDDER_MISMATCH when `embedder` differs from
+        the bundle's and `reembed` is not set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DocumentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -409,6 +454,16 @@ def add_DocumentServiceServicer_to_server(servicer, server):
                     servicer.DownloadDocument,
                     request_deserializer=sluice_dot_v1_dot_document__service__pb2.DownloadDocumentRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_document__service__pb2.DownloadDocumentResponse.SerializeToString,
+            ),
+            'ExportCollection': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportCollection,
+                    request_deserializer=sluice_dot_v1_dot_document__service__pb2.ExportCollectionRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_document__service__pb2.ExportCollectionResponse.SerializeToString,
+            ),
+            'ImportCollection': grpc.stream_unary_rpc_method_handler(
+                    servicer.ImportCollection,
+                    request_deserializer=sluice_dot_v1_dot_document__service__pb2.ImportCollectionRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_collection__pb2.Collection.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -876,6 +931,60 @@ class DocumentService:
             '/sluice.v1.DocumentService/DownloadDocument',
             sluice_dot_v1_dot_document__service__pb2.DownloadDocumentRequest.SerializeToString,
             sluice_dot_v1_dot_document__service__pb2.DownloadDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sluice.v1.DocumentService/ExportCollection',
+            sluice_dot_v1_dot_document__service__pb2.ExportCollectionRequest.SerializeToString,
+            sluice_dot_v1_dot_document__service__pb2.ExportCollectionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportCollection(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/sluice.v1.DocumentService/ImportCollection',
+            sluice_dot_v1_dot_document__service__pb2.ImportCollectionRequest.SerializeToString,
+            sluice_dot_v1_dot_collection__pb2.Collection.FromString,
             options,
             channel_credentials,
             insecure,

@@ -151,6 +151,33 @@ class DocumentServiceStub:
     does not exist or that the caller may not read. Over HTTP it is also a plain GET of
     /v1/documents/{id}/content (docs/http.md).
     """
+    ExportCollection: _grpc.UnaryStreamMultiCallable[_document_service_pb2.ExportCollectionRequest, _document_service_pb2.ExportCollectionResponse]
+    """ExportCollection streams a collection as a bundle (docs/operations.md, "Collection bundles"):
+    a header first (format version, counts), then the bundle's bytes in order, then a trailer
+    with their size and SHA-256. The bundle holds the collection's settings and embedder, every
+    document with its metadata, versions and original bytes, the chunks of the ACTIVE generation
+    with their vectors and keyword terms, disabled chunks and edits, and the eval sets; its
+    members carry their own SHA-256 in its manifest. Documents that are not READY go as their
+    originals only (they are processed again on import). The export reads one snapshot of the
+    database, so writes going on meanwhile are in it entirely or not at all. NOT_FOUND for a
+    collection that does not exist or that the caller may not read; FAILED_PRECONDITION
+    (REINDEX_IN_PROGRESS) while a new generation is being built.
+    """
+    ImportCollection: _grpc.StreamUnaryMultiCallable[_document_service_pb2.ImportCollectionRequest, _collection_pb2.Collection]
+    """ImportCollection creates a collection from a bundle streamed as ExportCollection sent it: the
+    first message carries the options (the new collection's name), then the bundle's bytes, and
+    the last one the trailer (size and SHA-256). The collection is created in the caller's
+    tenant, in one transaction, only when the trailer arrived and every member's checksum held: a
+    stream that ends without it (half-close, cancellation, a process killed) stores nothing.
+    Imported chunks keep their vectors when the collection's embedder matches the bundle's
+    (provider, model and dimensions): their documents are READY at once. With `reembed`, the
+    documents are imported PENDING with their jobs and the workers parse and embed them again with
+    `embedder`. Errors: INVALID_ARGUMENT with reason UPLOAD_INCOMPLETE (no trailer),
+    SIZE_MISMATCH, CHECKSUM_MISMATCH (the whole stream), BUNDLE_INVALID (a member's checksum or
+    content; the message names the member) or BUNDLE_VERSION_UNSUPPORTED; ALREADY_EXISTS when the
+    name is taken; FAILED_PRECONDITION with reason EMBEDDER_MISMATCH when `embedder` differs from
+    the bundle's and `reembed` is not set.
+    """
 
 @_typing.type_check_only
 class DocumentServiceAsyncStub(DocumentServiceStub):
@@ -272,6 +299,33 @@ class DocumentServiceAsyncStub(DocumentServiceStub):
     stored media type, size, SHA-256), then the bytes in order. NOT_FOUND for a document that
     does not exist or that the caller may not read. Over HTTP it is also a plain GET of
     /v1/documents/{id}/content (docs/http.md).
+    """
+    ExportCollection: _aio.UnaryStreamMultiCallable[_document_service_pb2.ExportCollectionRequest, _document_service_pb2.ExportCollectionResponse]  # type: ignore[assignment]
+    """ExportCollection streams a collection as a bundle (docs/operations.md, "Collection bundles"):
+    a header first (format version, counts), then the bundle's bytes in order, then a trailer
+    with their size and SHA-256. The bundle holds the collection's settings and embedder, every
+    document with its metadata, versions and original bytes, the chunks of the ACTIVE generation
+    with their vectors and keyword terms, disabled chunks and edits, and the eval sets; its
+    members carry their own SHA-256 in its manifest. Documents that are not READY go as their
+    originals only (they are processed again on import). The export reads one snapshot of the
+    database, so writes going on meanwhile are in it entirely or not at all. NOT_FOUND for a
+    collection that does not exist or that the caller may not read; FAILED_PRECONDITION
+    (REINDEX_IN_PROGRESS) while a new generation is being built.
+    """
+    ImportCollection: _aio.StreamUnaryMultiCallable[_document_service_pb2.ImportCollectionRequest, _collection_pb2.Collection]  # type: ignore[assignment]
+    """ImportCollection creates a collection from a bundle streamed as ExportCollection sent it: the
+    first message carries the options (the new collection's name), then the bundle's bytes, and
+    the last one the trailer (size and SHA-256). The collection is created in the caller's
+    tenant, in one transaction, only when the trailer arrived and every member's checksum held: a
+    stream that ends without it (half-close, cancellation, a process killed) stores nothing.
+    Imported chunks keep their vectors when the collection's embedder matches the bundle's
+    (provider, model and dimensions): their documents are READY at once. With `reembed`, the
+    documents are imported PENDING with their jobs and the workers parse and embed them again with
+    `embedder`. Errors: INVALID_ARGUMENT with reason UPLOAD_INCOMPLETE (no trailer),
+    SIZE_MISMATCH, CHECKSUM_MISMATCH (the whole stream), BUNDLE_INVALID (a member's checksum or
+    content; the message names the member) or BUNDLE_VERSION_UNSUPPORTED; ALREADY_EXISTS when the
+    name is taken; FAILED_PRECONDITION with reason EMBEDDER_MISMATCH when `embedder` differs from
+    the bundle's and `reembed` is not set.
     """
 
 class DocumentServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -493,6 +547,45 @@ class DocumentServiceServicer(metaclass=_abc_1.ABCMeta):
         stored media type, size, SHA-256), then the bytes in order. NOT_FOUND for a document that
         does not exist or that the caller may not read. Over HTTP it is also a plain GET of
         /v1/documents/{id}/content (docs/http.md).
+        """
+
+    @_abc_1.abstractmethod
+    def ExportCollection(
+        self,
+        request: _document_service_pb2.ExportCollectionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_document_service_pb2.ExportCollectionResponse], _abc.AsyncIterator[_document_service_pb2.ExportCollectionResponse]]:
+        """ExportCollection streams a collection as a bundle (docs/operations.md, "Collection bundles"):
+        a header first (format version, counts), then the bundle's bytes in order, then a trailer
+        with their size and SHA-256. The bundle holds the collection's settings and embedder, every
+        document with its metadata, versions and original bytes, the chunks of the ACTIVE generation
+        with their vectors and keyword terms, disabled chunks and edits, and the eval sets; its
+        members carry their own SHA-256 in its manifest. Documents that are not READY go as their
+        originals only (they are processed again on import). The export reads one snapshot of the
+        database, so writes going on meanwhile are in it entirely or not at all. NOT_FOUND for a
+        collection that does not exist or that the caller may not read; FAILED_PRECONDITION
+        (REINDEX_IN_PROGRESS) while a new generation is being built.
+        """
+
+    @_abc_1.abstractmethod
+    def ImportCollection(
+        self,
+        request_iterator: _MaybeAsyncIterator[_document_service_pb2.ImportCollectionRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_collection_pb2.Collection, _abc.Awaitable[_collection_pb2.Collection]]:
+        """ImportCollection creates a collection from a bundle streamed as ExportCollection sent it: the
+        first message carries the options (the new collection's name), then the bundle's bytes, and
+        the last one the trailer (size and SHA-256). The collection is created in the caller's
+        tenant, in one transaction, only when the trailer arrived and every member's checksum held: a
+        stream that ends without it (half-close, cancellation, a process killed) stores nothing.
+        Imported chunks keep their vectors when the collection's embedder matches the bundle's
+        (provider, model and dimensions): their documents are READY at once. With `reembed`, the
+        documents are imported PENDING with their jobs and the workers parse and embed them again with
+        `embedder`. Errors: INVALID_ARGUMENT with reason UPLOAD_INCOMPLETE (no trailer),
+        SIZE_MISMATCH, CHECKSUM_MISMATCH (the whole stream), BUNDLE_INVALID (a member's checksum or
+        content; the message names the member) or BUNDLE_VERSION_UNSUPPORTED; ALREADY_EXISTS when the
+        name is taken; FAILED_PRECONDITION with reason EMBEDDER_MISMATCH when `embedder` differs from
+        the bundle's and `reembed` is not set.
         """
 
 def add_DocumentServiceServicer_to_server(servicer: DocumentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -68,6 +68,7 @@ METHOD_ROLES: dict[str, frozenset[Role]] = {
     "/sluice.v1.SourceService/SyncSource": _WRITE,
     "/sluice.v1.SourceService/ListSourceRuns": _READ,
     "/sluice.v1.AdminService/CreateTenant": frozenset({A}),
+    "/sluice.v1.AdminService/UpdateTenant": frozenset({A}),
     "/sluice.v1.AdminService/ListTenants": frozenset({A}),
     "/sluice.v1.AdminService/CreateApiKey": frozenset({A}),
     "/sluice.v1.AdminService/ListApiKeys": frozenset({A}),

@@ -162,6 +162,39 @@ class TenantUsage(_message.Message):
 Global___TenantUsage: _TypeAlias = TenantUsage  # noqa: Y015
 
 @_typing.final
+class TenantQueue(_message.Message):
+    """TenantQueue is a tenant's share of the workers (docs/tenancy.md, "Fair queues"). Workers share
+    their time among the tenants with work queued in proportion to their weights, and within a
+    tenant among its collections equally.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    MAX_RUNNING_JOBS_FIELD_NUMBER: _builtins.int
+    weight: _builtins.int
+    """The tenant's weight, 1 to 100; zero means 1. A tenant of weight 2 gets twice the claims of a
+    tenant of weight 1 while both have work queued.
+    """
+    max_running_jobs: _builtins.int
+    """The most of the tenant's jobs running at once, 1 to 10000; zero means no cap. Its other jobs
+    wait, and the workers serve other tenants meanwhile.
+    """
+    def __init__(
+        self,
+        *,
+        weight: _builtins.int = ...,
+        max_running_jobs: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_running_jobs", b"max_running_jobs", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TenantQueue: _TypeAlias = TenantQueue  # noqa: Y015
+
+@_typing.final
 class Tenant(_message.Message):
     """Tenant owns collections and API keys."""
 
@@ -171,6 +204,7 @@ class Tenant(_message.Message):
     QUOTA_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The tenant's name: 1-63 lowercase letters, digits, '-' or '_'."""
     @_builtins.property
@@ -185,6 +219,10 @@ class Tenant(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When it was created (output only)."""
 
+    @_builtins.property
+    def queue(self) -> Global___TenantQueue:
+        """Its share of the workers."""
+
     def __init__(
         self,
         *,
@@ -192,14 +230,49 @@ class Tenant(_message.Message):
         quota: Global___TenantQuota | None = ...,
         usage: Global___TenantUsage | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
+        queue: Global___TenantQueue | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "quota", b"quota", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "queue", b"queue", "quota", b"quota", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "name", b"name", "quota", b"quota", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "name", b"name", "queue", b"queue", "quota", b"quota", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Tenant: _TypeAlias = Tenant  # noqa: Y015
+
+@_typing.final
+class UpdateTenantRequest(_message.Message):
+    """UpdateTenantRequest names a tenant and what changes; an unset part is unchanged."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    QUOTA_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The tenant's name."""
+    @_builtins.property
+    def quota(self) -> Global___TenantQuota:
+        """The new quota, whole; unset leaves it as it is."""
+
+    @_builtins.property
+    def queue(self) -> Global___TenantQueue:
+        """The new queue share, whole; unset leaves it as it is."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        quota: Global___TenantQuota | None = ...,
+        queue: Global___TenantQueue | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["queue", b"queue", "quota", b"quota"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "queue", b"queue", "quota", b"quota"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateTenantRequest: _TypeAlias = UpdateTenantRequest  # noqa: Y015
 
 @_typing.final
 class CreateTenantRequest(_message.Message):

@@ -48,6 +48,11 @@ class AdminServiceStub:
                 request_serializer=sluice_dot_v1_dot_admin__service__pb2.CreateTenantRequest.SerializeToString,
                 response_deserializer=sluice_dot_v1_dot_admin__service__pb2.Tenant.FromString,
                 _registered_method=True)
+        self.UpdateTenant = channel.unary_unary(
+                '/sluice.v1.AdminService/UpdateTenant',
+                request_serializer=sluice_dot_v1_dot_admin__service__pb2.UpdateTenantRequest.SerializeToString,
+                response_deserializer=sluice_dot_v1_dot_admin__service__pb2.Tenant.FromString,
+                _registered_method=True)
         self.ListTenants = channel.unary_unary(
                 '/sluice.v1.AdminService/ListTenants',
                 request_serializer=sluice_dot_v1_dot_admin__service__pb2.ListTenantsRequest.SerializeToString,
@@ -89,6 +94,15 @@ class AdminServiceServicer:
 
     def CreateTenant(self, request, context):
         """CreateTenant creates a tenant with optional quotas.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateTenant(self, request, context):
+        """UpdateTenant changes a tenant's quota or its share of the workers (TenantQueue); a part left
+        unset is unchanged. Claims follow the new weight and cap from the next claim on
+        (docs/tenancy.md, "Fair queues").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -137,6 +151,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
             'CreateTenant': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateTenant,
                     request_deserializer=sluice_dot_v1_dot_admin__service__pb2.CreateTenantRequest.FromString,
+                    response_serializer=sluice_dot_v1_dot_admin__service__pb2.Tenant.SerializeToString,
+            ),
+            'UpdateTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateTenant,
+                    request_deserializer=sluice_dot_v1_dot_admin__service__pb2.UpdateTenantRequest.FromString,
                     response_serializer=sluice_dot_v1_dot_admin__service__pb2.Tenant.SerializeToString,
             ),
             'ListTenants': grpc.unary_unary_rpc_method_handler(
@@ -200,6 +219,33 @@ class AdminService:
             target,
             '/sluice.v1.AdminService/CreateTenant',
             sluice_dot_v1_dot_admin__service__pb2.CreateTenantRequest.SerializeToString,
+            sluice_dot_v1_dot_admin__service__pb2.Tenant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.AdminService/UpdateTenant',
+            sluice_dot_v1_dot_admin__service__pb2.UpdateTenantRequest.SerializeToString,
             sluice_dot_v1_dot_admin__service__pb2.Tenant.FromString,
             options,
             channel_credentials,

@@ -418,6 +418,7 @@ class UploadDocumentMetadata(_message.Message):
     EXPECTED_SHA256_FIELD_NUMBER: _builtins.int
     TYPED_METADATA_FIELD_NUMBER: _builtins.int
     SOURCE_URI_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
     collection: _builtins.str
     """The collection to add the document to."""
     filename: _builtins.str
@@ -442,6 +443,8 @@ class UploadDocumentMetadata(_message.Message):
     characters); empty for none. New content for a source_uri the collection holds is a new
     version of that document (see UploadDocument).
     """
+    priority: _document_pb2.JobPriority.ValueType
+    """How soon it is processed; UNSPECIFIED is INTERACTIVE. Syncs and folder loads send BULK."""
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Free-form metadata kept with the document, as strings; keys are 1 to 64 characters, values
@@ -467,10 +470,11 @@ class UploadDocumentMetadata(_message.Message):
         expected_sha256: _builtins.str = ...,
         typed_metadata: _abc.Mapping[_builtins.str, _document_pb2.MetadataValue] | None = ...,
         source_uri: _builtins.str = ...,
+        priority: _document_pb2.JobPriority.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["collection", b"collection", "expected_sha256", b"expected_sha256", "expected_size_bytes", b"expected_size_bytes", "filename", b"filename", "metadata", b"metadata", "mime_type", b"mime_type", "request_id", b"request_id", "source_uri", b"source_uri", "typed_metadata", b"typed_metadata"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collection", b"collection", "expected_sha256", b"expected_sha256", "expected_size_bytes", b"expected_size_bytes", "filename", b"filename", "metadata", b"metadata", "mime_type", b"mime_type", "priority", b"priority", "request_id", b"request_id", "source_uri", b"source_uri", "typed_metadata", b"typed_metadata"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

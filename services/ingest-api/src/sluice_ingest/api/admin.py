@@ -11,6 +11,7 @@ from sluice_common.auth import current_principal, prefix_of
 from sluice_common.errors import grpc_errors
 
 from ..service import AdminUseCases
+from ..service.admin import queue_share_of, quota_of
 from .converters import ROLE_FROM_PROTO, ROLE_TO_PROTO, api_key_to_proto, tenant_to_proto
 
 
@@ -23,6 +24,16 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         q = request.tenant.quota
         row = await self.admin.create_tenant(request.tenant.name, q.max_documents, q.max_stored_bytes, q.max_collections)
         return tenant_to_proto(row)
+
+    @grpc_errors
+    async def UpdateTenant(self, request: admin_pb2.UpdateTenantRequest, context: grpc.aio.ServicerContext) -> admin_pb2.Tenant:
+        quota = queue = None
+        if request.HasField("quota"):
+            q = request.quota
+            quota = quota_of(q.max_documents, q.max_stored_bytes, q.max_collections)
+        if request.HasField("queue"):
+            queue = queue_share_of(request.queue.weight, request.queue.max_running_jobs)
+        return tenant_to_proto(await self.admin.update_tenant(request.name, quota, queue))
 
     @grpc_errors
     async def ListTenants(

@@ -19,7 +19,7 @@ from sluice_common.names import document_name, source_name, source_run_name
 from sluice_common.reasons import Reason
 from sluice_common.worker_errors import client_message
 
-from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, SourceRunEvents, VersionRole
+from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, JobPriority, SourceRunEvents, VersionRole
 from ..service import IncomingChunk, KeepAlive
 from ..sources.store import RunRow
 from ..store import (
@@ -242,6 +242,8 @@ def _document_proto(
         source_uri=row.source_uri or "",
         version=row.version or 0,
         consistency_token=consistency.token_of(row.wal_lsn),
+        # A collection event's snapshot does not carry it: UNSPECIFIED there.
+        priority=document_pb2.JobPriority.ValueType(int(row.priority) if isinstance(row, DocumentRow) else 0),
     )
     if row.job_status == "PENDING" and row.available_at > as_of:
         doc.next_attempt_time.CopyFrom(timestamp(row.available_at))
@@ -532,6 +534,16 @@ ROLE_TO_PROTO = {
 ROLE_FROM_PROTO = {v: k for k, v in ROLE_TO_PROTO.items()}
 
 
+def priority_of(value: int) -> JobPriority:
+    """JobPriority of a request: UNSPECIFIED is INTERACTIVE (docs/tenancy.md, "Priorities")."""
+    if value == document_pb2.JOB_PRIORITY_UNSPECIFIED:
+        return JobPriority.INTERACTIVE
+    try:
+        return JobPriority(value)
+    except ValueError:
+        raise InvalidArgument(f"priority {value} is not INTERACTIVE (1) or BULK (2)", reason=Reason.INVALID_PRIORITY) from None
+
+
 def tenant_to_proto(row: TenantRow) -> admin_pb2.Tenant:
     q = row.quota
     return admin_pb2.Tenant(
@@ -543,6 +555,7 @@ def tenant_to_proto(row: TenantRow) -> admin_pb2.Tenant:
         ),
         usage=admin_pb2.TenantUsage(documents=row.documents, stored_bytes=row.stored_bytes, collections=row.collections),
         create_time=timestamp(row.created_at),
+        queue=admin_pb2.TenantQueue(weight=row.queue.weight, max_running_jobs=row.queue.max_running_jobs or 0),
     )
 
 
@@ -618,6 +631,7 @@ __all__ = [
     "fill_document_chunk",
     "job_to_proto",
     "precision_of",
+    "priority_of",
     "reranker_of",
     "run_to_proto",
     "source_run_event_to_proto",

@@ -22,6 +22,7 @@ from .converters import (
     document_status_from_proto,
     document_to_proto,
     fill_document_chunk,
+    priority_of,
     source_run_events_from_proto,
     typed_metadata_of,
 )
@@ -64,6 +65,7 @@ class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.D
                     m.expected_sha256,
                     typed_metadata_of(m.typed_metadata),
                     m.source_uri,
+                    priority=priority_of(m.priority),
                 )
 
                 async def data() -> AsyncIterator[bytes | Trailer]:

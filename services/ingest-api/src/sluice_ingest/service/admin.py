@@ -11,9 +11,33 @@ from sluice_common.reasons import Reason
 
 from ..domain import check_tenant_name
 from ..ports import TenantsPort
-from ..store.tenants import ApiKeyRow, Quota, TenantRow
+from ..store.tenants import ApiKeyRow, QueueShare, Quota, TenantRow
 
 MAX_KEY_NAME = 200
+MAX_QUEUE_WEIGHT = 100
+MAX_RUNNING_JOBS_CAP = 10_000
+
+
+def quota_of(max_documents: int, max_stored_bytes: int, max_collections: int) -> Quota:
+    """A quota from its request fields (0: unlimited), refused when one is negative."""
+    for value in (max_documents, max_stored_bytes, max_collections):
+        if value < 0:
+            raise InvalidArgument("quotas are 0 (unlimited) or more", reason=Reason.INVALID_QUOTA)
+    return Quota(max_documents or None, max_stored_bytes or None, max_collections or None)
+
+
+def queue_share_of(weight: int, max_running_jobs: int) -> QueueShare:
+    """A queue share from its request fields (weight 0: 1; cap 0: none), refused out of range."""
+    if not 0 <= weight <= MAX_QUEUE_WEIGHT:
+        raise InvalidArgument(
+            f"queue.weight is 1 to {MAX_QUEUE_WEIGHT} (0 means 1), not {weight}", reason=Reason.INVALID_QUEUE_SHARE
+        )
+    if not 0 <= max_running_jobs <= MAX_RUNNING_JOBS_CAP:
+        raise InvalidArgument(
+            f"queue.max_running_jobs is 1 to {MAX_RUNNING_JOBS_CAP} (0 means no cap), not {max_running_jobs}",
+            reason=Reason.INVALID_QUEUE_SHARE,
+        )
+    return QueueShare(weight or 1, max_running_jobs or None)
 
 
 class AdminUseCases:
@@ -23,13 +47,16 @@ class AdminUseCases:
 
     async def create_tenant(self, name: str, max_documents: int, max_stored_bytes: int, max_collections: int) -> TenantRow:
         """A tenant with its quotas (0: unlimited)."""
-        for value in (max_documents, max_stored_bytes, max_collections):
-            if value < 0:
-                raise InvalidArgument("quotas are 0 (unlimited) or more", reason=Reason.INVALID_QUOTA)
+        quota = quota_of(max_documents, max_stored_bytes, max_collections)
         check_tenant_name(name)
-        return await self.tenants.create_tenant(
-            name, Quota(max_documents or None, max_stored_bytes or None, max_collections or None)
-        )
+        return await self.tenants.create_tenant(name, quota)
+
+    async def update_tenant(self, name: str, quota: Quota | None, queue: QueueShare | None) -> TenantRow:
+        """Replace a tenant's quota and/or queue share (None: unchanged); claims follow at once."""
+        if not name:
+            raise InvalidArgument("name is required", reason=Reason.MISSING_TENANT)
+        check_tenant_name(name)
+        return await self.tenants.update_tenant(name, quota, queue)
 
     async def list_tenants(self) -> list[TenantRow]:
         return await self.tenants.list_tenants()

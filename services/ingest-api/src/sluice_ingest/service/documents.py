@@ -19,7 +19,7 @@ from sluice_common.reasons import Reason
 
 from .. import metrics, uploads
 from ..arguments import decode_token, encode_token, page_size_of, parse_id
-from ..domain import DocumentStatus, safe_filename, source_uri_of
+from ..domain import DocumentStatus, JobPriority, safe_filename, source_uri_of
 from ..ports import CollectionsPort, DocumentsPort
 from ..settings import IngestSettings
 from ..store import AttemptRow, DocumentRow, NewDocument, VersionsView
@@ -44,6 +44,7 @@ class UploadMeta:
     source_uri: str = ""
     # A source run's lease check, run inside the upload's transaction (docs/sources.md).
     fence: Fence | None = None
+    priority: JobPriority = JobPriority.INTERACTIVE  # docs/tenancy.md, "Priorities"
 
 
 def detect_mime_type(filename: str, given: str, head: bytes) -> str:
@@ -112,6 +113,7 @@ class DocumentUseCases:
                     content.sha256,
                     source_uri,
                     meta.fence,
+                    meta.priority,
                 )
             )
         finally:

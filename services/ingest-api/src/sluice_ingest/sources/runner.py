@@ -36,6 +36,7 @@ from sluice_common.errors import LeaseNotHeld, NotFound, SluiceError, Unavailabl
 from sluice_common.tasks import end_if_cancelled
 
 from .. import uploads
+from ..domain import JobPriority
 from ..service.documents import DocumentUseCases, UploadMeta
 from ..settings import IngestSettings
 from . import metrics
@@ -264,6 +265,7 @@ class Runner:
             mime_type=mime_type,
             source_uri=item.source_uri,
             fence=fence,
+            priority=JobPriority.BULK,  # a sync is bulk work (docs/tenancy.md, "Priorities")
         )
         try:
             _, created = await self.documents.upload_document(claimed.source.tenant_id, meta, pieces_of(data, sha))

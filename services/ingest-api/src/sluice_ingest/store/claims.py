@@ -3,6 +3,10 @@ long, and what happens when a lease ends without a commit.
 
 A claim is one statement on the common path (FAST_CLAIM_SQL); an expired lease takes the
 transactional CLAIM_SQL, which converges an exhausted job (rule 8) or takes the lease over.
+Which due job a claim takes is fair (docs/tenancy.md, "Fair queues"): the one with the smallest
+start tag (`fair_key`, written at enqueue by migration 0032's trigger), so the claim is one
+ordered index scan and writes no row but the job's. A job of a tenant with a cap on its running
+jobs is claimed in a transaction that holds the tenant's claim lock, so the cap holds exactly.
 A worker renews its lease (RenewLease) and hands the job back at shutdown (ReleaseJob).
 Statuses come from the job transition table: the claim is the PENDING→RUNNING and
 RUNNING→RUNNING edges.
@@ -69,7 +73,8 @@ SELECT 'claimed' AS kind, c.id AS job_id, c.lease_token, c.attempts, c.max_attem
        CASE WHEN d.size_bytes <= {inline} THEN (SELECT dc.content FROM document_contents dc WHERE dc.document_id = d.id)
        END AS content,
        ARRAY(SELECT s.pipeline_version FROM chunk_snapshots s
-             WHERE s.tenant_id = d.tenant_id AND s.content_sha256 = d.content_sha256) AS snapshot_versions
+             WHERE s.tenant_id = d.tenant_id AND s.content_sha256 = d.content_sha256) AS snapshot_versions,
+       NULL::bigint AS tenant_id
 FROM claimed c JOIN documents d ON d.id = c.document_id JOIN collections col ON col.id = d.collection_id
      JOIN collection_generations g ON g.id = c.generation_id
 UNION ALL
@@ -91,10 +96,11 @@ WITH {kind_policy}, exhausted AS (
       AND NOT EXISTS (SELECT 1 FROM exhausted)
     ORDER BY locked_at LIMIT 1 FOR UPDATE SKIP LOCKED
 ), due AS (
+    -- Only while a lease has expired (rare): the front of the queue of the tenants without a cap.
     SELECT id, NULL::uuid AS expired_token FROM ingestion_jobs
-    WHERE status = {pending} AND attempts < max_attempts AND available_at <= now()
+    WHERE status = {pending} AND NOT capped AND attempts < max_attempts AND available_at <= now()
       AND NOT EXISTS (SELECT 1 FROM exhausted) AND NOT EXISTS (SELECT 1 FROM expired)
-    ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
+    ORDER BY fair_key, priority LIMIT 1 FOR UPDATE SKIP LOCKED
 ), candidate AS (
     SELECT * FROM expired UNION ALL SELECT * FROM due
 )"""
@@ -102,7 +108,7 @@ WITH {kind_policy}, exhausted AS (
             "{others}",
             """
 SELECT 'exhausted', e.id, e.lease_token, NULL, NULL, NULL, e.document_id, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, e.kind::text, e.generation_id, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, e.kind::text, e.generation_id, NULL, NULL, NULL, NULL
 FROM exhausted e""",
         )
     )
@@ -110,10 +116,17 @@ FROM exhausted e""",
     .as_bytes(None)
 )
 
-# The common claim, a statement of its own (autocommit: one round trip in all): the oldest due
-# job, unless some lease has expired. Then it claims nothing and returns one "overdue" row, and
-# the caller runs CLAIM_SQL in a transaction (which converges or takes over the expired lease
-# with the statements that go with it). The look for an expired lease takes no lock.
+# The common claim, a statement of its own (autocommit: one round trip in all): the due job at
+# the front of the fair queue (smallest start tag, then priority), unless some lease has expired.
+# Then it claims nothing and returns one "overdue" row, and the caller runs CLAIM_SQL in a
+# transaction (which converges or takes over the expired lease with the statements that go with
+# it). The look for an expired lease takes no lock.
+#
+# Tenants with a cap on their running jobs (few: an admin sets it) queue apart, each under its
+# own index range. `capped` is the front job of the one under its cap whose front comes first;
+# when it is ahead of the uncapped front, this claims nothing and returns a "capped" row naming
+# its tenant: the caller takes that tenant's claim lock and claims with CAPPED_CLAIM_SQL, whose count of
+# the tenant's running jobs, a statement started after the lock, is exact.
 FAST_CLAIM_SQL = (
     sql.SQL(
         """
@@ -121,23 +134,63 @@ WITH {kind_policy}, overdue AS (
     SELECT 1 FROM ingestion_jobs
     WHERE status = {running} AND locked_at <= now() - make_interval(secs => %(lease)s)
     LIMIT 1
+), capped AS (
+    SELECT t.id AS tenant_id, f.fair_key, f.priority FROM tenants t
+    CROSS JOIN LATERAL (
+        SELECT q.fair_key, q.priority FROM ingestion_jobs q
+        WHERE q.tenant_id = t.id AND q.status = {pending} AND q.capped AND q.attempts < q.max_attempts
+          AND q.available_at <= now()
+        ORDER BY q.fair_key, q.priority LIMIT 1) f
+    WHERE t.max_running_jobs IS NOT NULL AND NOT EXISTS (SELECT 1 FROM overdue)
+      AND (SELECT count(*) FROM ingestion_jobs r WHERE r.tenant_id = t.id AND r.status = {running}) < t.max_running_jobs
+    ORDER BY f.fair_key, f.priority LIMIT 1
 ), candidate AS (
     SELECT id, NULL::uuid AS expired_token FROM ingestion_jobs
-    WHERE status = {pending} AND attempts < max_attempts AND available_at <= now()
+    WHERE status = {pending} AND NOT capped AND attempts < max_attempts AND available_at <= now()
       AND NOT EXISTS (SELECT 1 FROM overdue)
-    ORDER BY available_at LIMIT 1 FOR UPDATE SKIP LOCKED
+      AND (fair_key, priority) < (SELECT coalesce(c.fair_key, 'Infinity'), coalesce(c.priority, 0) FROM (SELECT 1) one
+                                  LEFT JOIN capped c ON true)
+    ORDER BY fair_key, priority LIMIT 1 FOR UPDATE SKIP LOCKED
 )"""
         + CLAIM_TAIL.replace(
             "{others}",
             """
 SELECT 'overdue', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM overdue""",
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM overdue
+UNION ALL
+SELECT 'capped', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, c.tenant_id
+FROM capped c WHERE NOT EXISTS (SELECT 1 FROM candidate)""",
         )
     )
     .format(**QUEUE_LITERALS, inline=sql.Literal(INLINE_CONTENT_BYTES))
     .as_bytes(None)
 )
+
+# A claim for one tenant with a cap, in the transaction that holds its lock (LOCK_TENANT_SQL):
+# its front job, while its running jobs are fewer than its cap.
+CAPPED_CLAIM_SQL = (
+    sql.SQL(
+        """
+WITH {kind_policy}, candidate AS (
+    SELECT j.id, NULL::uuid AS expired_token FROM ingestion_jobs j JOIN tenants t ON t.id = j.tenant_id
+    WHERE j.tenant_id = %(tenant)s AND j.status = {pending} AND j.capped AND j.attempts < j.max_attempts
+      AND j.available_at <= now()
+      AND (SELECT count(*) FROM ingestion_jobs r WHERE r.tenant_id = t.id AND r.status = {running})
+          < coalesce(t.max_running_jobs, 2147483647)
+    ORDER BY j.fair_key, j.priority LIMIT 1 FOR UPDATE OF j SKIP LOCKED
+)"""
+        + CLAIM_TAIL.replace("UNION ALL\n{others}", "")
+    )
+    .format(**QUEUE_LITERALS, inline=sql.Literal(INLINE_CONTENT_BYTES))
+    .as_bytes(None)
+)
+# Claims for one capped tenant, one at a time (pg_advisory_xact_lock(class, tenant id), a class
+# beside the index builds' 90091, the eval gate's 90092 and the sources' 90093). Not its row's
+# lock: an enqueue reads that row FOR SHARE (migration 0032's trigger) until its upload commits.
+CAPPED_CLAIM_LOCK_CLASS = 90094
+LOCK_TENANT_SQL = "SELECT pg_advisory_xact_lock(%s, %s::integer)"
 
 # How long until the next job becomes claimable without a notification.
 NEXT_WAKEUP_SQL = (
@@ -198,9 +251,10 @@ class ClaimStore(QueueBase):
     async def claim_job(self, worker_id: str) -> ClaimedJob | None:
         """Rules 6 and 8: one statement, one round trip, on the common path.
 
-        FAST_CLAIM_SQL, in autocommit, claims the oldest due job with FOR UPDATE SKIP LOCKED,
-        writes the attempt row and returns the job with its document and collection, unless
-        some lease has expired. Then CLAIM_SQL runs in a transaction: it first looks for an
+        FAST_CLAIM_SQL, in autocommit, claims the front job of the fair queue with FOR UPDATE
+        SKIP LOCKED, writes the attempt row and returns the job with its document and
+        collection, unless some lease has expired, or a tenant with a cap is ahead (then
+        CAPPED_CLAIM_SQL claims for it under its row lock). Then CLAIM_SQL runs in a transaction: it first looks for an
         exhausted job whose lease expired (rule 8): if there is one, it claims nothing and hands
         it back here to be converged, and this call returns nothing. Otherwise it claims under
         the claim condition (an expired lease first, then the oldest due job); the takeover of
@@ -213,6 +267,12 @@ class ClaimStore(QueueBase):
             row = await cur.fetchone()
             if row is None or row.kind == "claimed":
                 return row
+        if row.kind == "capped":
+            async with self.pool.connection() as conn, conn.transaction():
+                await conn.execute(LOCK_TENANT_SQL, (CAPPED_CLAIM_LOCK_CLASS, row.tenant_id))
+                cur = conn.cursor(row_factory=class_row(ClaimedJob))
+                await cur.execute(CAPPED_CLAIM_SQL, {**params, "tenant": row.tenant_id})
+                return await cur.fetchone()
         async with self.pool.connection() as conn, conn.transaction():
             cur = conn.cursor(row_factory=class_row(ClaimedJob))
             await cur.execute(CLAIM_SQL, params)

@@ -36,7 +36,7 @@ DOCUMENT_SELECT = """
            d.chunk_count, d.created_at, d.updated_at,
            j.id AS job_id, j.status::text AS job_status, j.attempts, j.max_attempts, j.available_at,
            now() AS db_now, d.source_uri, d.version, d.version_role,
-           pg_current_wal_insert_lsn()::text AS wal_lsn
+           pg_current_wal_insert_lsn()::text AS wal_lsn, j.priority
     FROM documents d
     JOIN collections c ON c.id = d.collection_id
     JOIN ingestion_jobs j ON j.document_id = d.id AND j.kind = {kind_ingest}

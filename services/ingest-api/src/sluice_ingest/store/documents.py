@@ -75,7 +75,7 @@ INSERT_DOCUMENT_SQL = """
     RETURNING id
 """
 # Its INGEST job (the column's default kind), in the upload's transaction (rule 5).
-INSERT_JOB_SQL = "INSERT INTO ingestion_jobs (document_id, max_attempts, trace_context) VALUES (%s, %s, %s)"
+INSERT_JOB_SQL = "INSERT INTO ingestion_jobs (document_id, max_attempts, trace_context, priority) VALUES (%s, %s, %s, %s)"
 COPY_CONTENT_SQL = "COPY document_contents (document_id, content) FROM STDIN (FORMAT BINARY)"
 
 ATTEMPTS_SQL = (
@@ -228,7 +228,7 @@ class DocumentStore(StoreBase):
             await self._copy_content(conn, document_id, new.content)
             await conn.execute(
                 INSERT_JOB_SQL,
-                (document_id, collection.max_attempts, tracing.current_trace_context()),
+                (document_id, collection.max_attempts, tracing.current_trace_context(), int(new.priority)),
             )
             if new.source_uri is not None:
                 await record_version(conn, document_id)

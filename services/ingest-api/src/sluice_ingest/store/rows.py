@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, JobStatus, VersionRole
+from ..domain import AttemptOutcome, DocumentStatus, GenerationState, JobKind, JobPriority, JobStatus, VersionRole
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class NewDocument:
     source_uri: str | None = None  # a version of this source (docs/architecture.md#document-versions)
     # Run first inside the upload's transaction; raises to refuse it (a source run's lease, docs/sources.md).
     fence: Fence | None = None
+    priority: JobPriority = JobPriority.INTERACTIVE
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class JobPolicy:
 # text; `as_members` stores it as the domain's member, so each field has its enum's type.
 
 
-def as_members(row: object, **columns: type[enum.StrEnum]) -> None:
+def as_members(row: object, **columns: type[enum.StrEnum] | type[enum.IntEnum]) -> None:
     """Replace the text of each enum column of a (frozen) row by its member; None stays None."""
     for name, kind in columns.items():
         value = getattr(row, name)
@@ -207,9 +208,17 @@ class DocumentRow:
     # that returned it committed: at or after every commit the row shows
     # (sluice_common.consistency; the token of Document.consistency_token).
     wal_lsn: str = ""
+    priority: JobPriority = JobPriority.INTERACTIVE
 
     def __post_init__(self) -> None:
-        as_members(self, status=DocumentStatus, progress_stage=DocumentStatus, job_status=JobStatus, version_role=VersionRole)
+        as_members(
+            self,
+            status=DocumentStatus,
+            progress_stage=DocumentStatus,
+            job_status=JobStatus,
+            version_role=VersionRole,
+            priority=JobPriority,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +299,7 @@ class ClaimedJob:
     generation_number: int | None = None
     content: bytes | None = None  # the whole document when it is small (INLINE_CONTENT_BYTES)
     snapshot_versions: list[str] | None = None  # pipeline versions of the snapshots of its content
+    tenant_id: int | None = None  # on a "capped" row, the tenant to claim for under its lock
 
     def __post_init__(self) -> None:
         as_members(self, job_kind=JobKind)

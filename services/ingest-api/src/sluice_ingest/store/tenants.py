@@ -17,6 +17,7 @@ from sluice_common.errors import AlreadyExists, NotFound
 from sluice_common.reasons import Reason
 
 from .common import StoreBase
+from .literals import compose
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,14 @@ class Quota:
 
 
 @dataclass(frozen=True)
+class QueueShare:
+    """A tenant's share of the workers (docs/tenancy.md, "Fair queues")."""
+
+    weight: int = 1
+    max_running_jobs: int | None = None  # None: no cap
+
+
+@dataclass(frozen=True)
 class TenantRow:
     name: str
     quota: Quota
@@ -34,6 +43,7 @@ class TenantRow:
     stored_bytes: int
     collections: int
     created_at: dt.datetime
+    queue: QueueShare = QueueShare()
 
 
 @dataclass(frozen=True)
@@ -47,7 +57,7 @@ class ApiKeyRow:
 
 
 _TENANT_SELECT = """
-    SELECT t.name, t.max_documents, t.max_stored_bytes, t.max_collections, t.created_at,
+    SELECT t.name, t.max_documents, t.max_stored_bytes, t.max_collections, t.created_at, t.queue_weight, t.max_running_jobs,
            (SELECT count(*) FROM documents d WHERE d.tenant_id = t.id) AS documents,
            (SELECT coalesce(sum(size_bytes), 0) FROM documents d WHERE d.tenant_id = t.id) AS stored_bytes,
            (SELECT count(*) FROM collections c WHERE c.tenant_id = t.id) AS collections
@@ -68,6 +78,23 @@ CREATE_KEY_SQL = (
     "INSERT INTO api_keys (id, tenant_id, role, name, secret_sha256)"
     " SELECT %s, id, %s, %s, %s FROM tenants WHERE name = %s RETURNING id"
 )
+# UpdateTenant: a part given as NULL keeps its value (%(quota)s / %(queue)s say which parts change).
+UPDATE_TENANT_SQL = """
+    UPDATE tenants SET
+        max_documents = CASE WHEN %(quota)s THEN %(max_documents)s ELSE max_documents END,
+        max_stored_bytes = CASE WHEN %(quota)s THEN %(max_stored_bytes)s ELSE max_stored_bytes END,
+        max_collections = CASE WHEN %(quota)s THEN %(max_collections)s ELSE max_collections END,
+        queue_weight = CASE WHEN %(queue)s THEN %(weight)s ELSE queue_weight END,
+        max_running_jobs = CASE WHEN %(queue)s THEN %(max_running_jobs)s ELSE max_running_jobs END
+    WHERE name = %(name)s
+    RETURNING id
+"""
+# Jobs waiting for a tenant whose cap was set or lifted queue apart or together again (migration
+# 0032): the capped ones are claimed under the tenant's claim lock.
+MARK_CAPPED_JOBS_SQL = compose(
+    "UPDATE ingestion_jobs SET capped = %(capped)s WHERE tenant_id = %(tenant)s AND status = {job_pending}"
+    " AND capped <> %(capped)s"
+)
 KEY_BY_ID_SQL = _KEY_SELECT + " WHERE k.id = %s"
 KEYS_SQL = _KEY_SELECT + " WHERE %(tenant)s::text IS NULL OR t.name = %(tenant)s ORDER BY k.created_at, k.id"
 REVOKE_KEY_SQL = "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = %s"
@@ -81,6 +108,7 @@ def _tenant(row: dict[str, Any]) -> TenantRow:
         int(row["stored_bytes"]),
         int(row["collections"]),
         row["created_at"],
+        QueueShare(row["queue_weight"], row["max_running_jobs"]),
     )
 
 
@@ -101,6 +129,28 @@ class TenantStore(StoreBase):
             ).fetchone()
             if row is None:
                 raise AlreadyExists(f"tenant {name!r} already exists", reason=Reason.TENANT_EXISTS, tenant=name)
+            return await self._tenant(conn, name)
+
+    async def update_tenant(self, name: str, quota: Quota | None, queue: QueueShare | None) -> TenantRow:
+        """Replace a tenant's quota and/or queue share; None keeps that part as it is."""
+        q = quota or Quota()
+        share = queue or QueueShare()
+        params = {
+            "name": name,
+            "quota": quota is not None,
+            "max_documents": q.max_documents,
+            "max_stored_bytes": q.max_stored_bytes,
+            "max_collections": q.max_collections,
+            "queue": queue is not None,
+            "weight": share.weight,
+            "max_running_jobs": share.max_running_jobs,
+        }
+        async with self.pool.connection() as conn, conn.transaction():
+            row = await (await conn.execute(UPDATE_TENANT_SQL, params)).fetchone()
+            if row is None:
+                raise NotFound(f"tenant {name[:64]!r} does not exist", reason=Reason.TENANT_NOT_FOUND)
+            if queue is not None:
+                await conn.execute(MARK_CAPPED_JOBS_SQL, {"tenant": row[0], "capped": queue.max_running_jobs is not None})
             return await self._tenant(conn, name)
 
     async def list_tenants(self) -> list[TenantRow]:
@@ -153,4 +203,4 @@ class TenantStore(StoreBase):
             return _key(row)
 
 
-__all__ = ["ApiKeyRow", "Quota", "TenantRow", "TenantStore"]
+__all__ = ["ApiKeyRow", "QueueShare", "Quota", "TenantRow", "TenantStore"]

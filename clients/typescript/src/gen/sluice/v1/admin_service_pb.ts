@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/v1/admin_service.proto.
  */
 export const file_sluice_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1zbHVpY2UvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIhIKEEdldENhbGxlclJlcXVlc3QiUQoGQ2FsbGVyEhIKCmtleV9wcmVmaXgYASABKAkSIwoEcm9sZRgCIAEoDjIVLnNsdWljZS52MS5BcGlLZXlSb2xlEg4KBnRlbmFudBgDIAEoCSJXCgtUZW5hbnRRdW90YRIVCg1tYXhfZG9jdW1lbnRzGAEgASgDEhgKEG1heF9zdG9yZWRfYnl0ZXMYAiABKAMSFwoPbWF4X2NvbGxlY3Rpb25zGAMgASgFIksKC1RlbmFudFVzYWdlEhEKCWRvY3VtZW50cxgBIAEoAxIUCgxzdG9yZWRfYnl0ZXMYAiABKAMSEwoLY29sbGVjdGlvbnMYAyABKAUilQEKBlRlbmFudBIMCgRuYW1lGAEgASgJEiUKBXF1b3RhGAIgASgLMhYuc2x1aWNlLnYxLlRlbmFudFF1b3RhEiUKBXVzYWdlGAMgASgLMhYuc2x1aWNlLnYxLlRlbmFudFVzYWdlEi8KC2NyZWF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4ChNDcmVhdGVUZW5hbnRSZXF1ZXN0EiEKBnRlbmFudBgBIAEoCzIRLnNsdWljZS52MS5UZW5hbnQiFAoSTGlzdFRlbmFudHNSZXF1ZXN0IjkKE0xpc3RUZW5hbnRzUmVzcG9uc2USIgoHdGVuYW50cxgBIAMoCzIRLnNsdWljZS52MS5UZW5hbnQiyQEKBkFwaUtleRIKCgJpZBgBIAEoCRIOCgZwcmVmaXgYAiABKAkSDgoGdGVuYW50GAMgASgJEiMKBHJvbGUYBCABKA4yFS5zbHVpY2UudjEuQXBpS2V5Um9sZRIMCgRuYW1lGAUgASgJEi8KC2NyZWF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZXZva2VfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiWAoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIOCgZ0ZW5hbnQYASABKAkSIwoEcm9sZRgCIAEoDjIVLnNsdWljZS52MS5BcGlLZXlSb2xlEgwKBG5hbWUYAyABKAkiSgoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USIgoHYXBpX2tleRgBIAEoCzIRLnNsdWljZS52MS5BcGlLZXkSDgoGc2VjcmV0GAIgASgJIiQKEkxpc3RBcGlLZXlzUmVxdWVzdBIOCgZ0ZW5hbnQYASABKAkiOgoTTGlzdEFwaUtleXNSZXNwb25zZRIjCghhcGlfa2V5cxgBIAMoCzIRLnNsdWljZS52MS5BcGlLZXkiIQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIKCgJpZBgBIAEoCSqNAQoKQXBpS2V5Um9sZRIcChhBUElfS0VZX1JPTEVfVU5TUEVDSUZJRUQQABIWChJBUElfS0VZX1JPTEVfQURNSU4QARIXChNBUElfS0VZX1JPTEVfQ0xJRU5UEAISFwoTQVBJX0tFWV9ST0xFX1JFQURFUhADEhcKE0FQSV9LRVlfUk9MRV9XT1JLRVIQBDLNAwoMQWRtaW5TZXJ2aWNlEkEKDENyZWF0ZVRlbmFudBIeLnNsdWljZS52MS5DcmVhdGVUZW5hbnRSZXF1ZXN0GhEuc2x1aWNlLnYxLlRlbmFudBJRCgtMaXN0VGVuYW50cxIdLnNsdWljZS52MS5MaXN0VGVuYW50c1JlcXVlc3QaHi5zbHVpY2UudjEuTGlzdFRlbmFudHNSZXNwb25zZSIDkAIBEk8KDENyZWF0ZUFwaUtleRIeLnNsdWljZS52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0Gh8uc2x1aWNlLnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlElEKC0xpc3RBcGlLZXlzEh0uc2x1aWNlLnYxLkxpc3RBcGlLZXlzUmVxdWVzdBoeLnNsdWljZS52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlIgOQAgESQQoMUmV2b2tlQXBpS2V5Eh4uc2x1aWNlLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaES5zbHVpY2UudjEuQXBpS2V5EkAKCUdldENhbGxlchIbLnNsdWljZS52MS5HZXRDYWxsZXJSZXF1ZXN0GhEuc2x1aWNlLnYxLkNhbGxlciIDkAIBYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("Ch1zbHVpY2UvdjEvYWRtaW5fc2VydmljZS5wcm90bxIJc2x1aWNlLnYxIhIKEEdldENhbGxlclJlcXVlc3QiUQoGQ2FsbGVyEhIKCmtleV9wcmVmaXgYASABKAkSIwoEcm9sZRgCIAEoDjIVLnNsdWljZS52MS5BcGlLZXlSb2xlEg4KBnRlbmFudBgDIAEoCSJXCgtUZW5hbnRRdW90YRIVCg1tYXhfZG9jdW1lbnRzGAEgASgDEhgKEG1heF9zdG9yZWRfYnl0ZXMYAiABKAMSFwoPbWF4X2NvbGxlY3Rpb25zGAMgASgFIksKC1RlbmFudFVzYWdlEhEKCWRvY3VtZW50cxgBIAEoAxIUCgxzdG9yZWRfYnl0ZXMYAiABKAMSEwoLY29sbGVjdGlvbnMYAyABKAUiNwoLVGVuYW50UXVldWUSDgoGd2VpZ2h0GAEgASgFEhgKEG1heF9ydW5uaW5nX2pvYnMYAiABKAUivAEKBlRlbmFudBIMCgRuYW1lGAEgASgJEiUKBXF1b3RhGAIgASgLMhYuc2x1aWNlLnYxLlRlbmFudFF1b3RhEiUKBXVzYWdlGAMgASgLMhYuc2x1aWNlLnYxLlRlbmFudFVzYWdlEi8KC2NyZWF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVxdWV1ZRgFIAEoCzIWLnNsdWljZS52MS5UZW5hbnRRdWV1ZSJxChNVcGRhdGVUZW5hbnRSZXF1ZXN0EgwKBG5hbWUYASABKAkSJQoFcXVvdGEYAiABKAsyFi5zbHVpY2UudjEuVGVuYW50UXVvdGESJQoFcXVldWUYAyABKAsyFi5zbHVpY2UudjEuVGVuYW50UXVldWUiOAoTQ3JlYXRlVGVuYW50UmVxdWVzdBIhCgZ0ZW5hbnQYASABKAsyES5zbHVpY2UudjEuVGVuYW50IhQKEkxpc3RUZW5hbnRzUmVxdWVzdCI5ChNMaXN0VGVuYW50c1Jlc3BvbnNlEiIKB3RlbmFudHMYASADKAsyES5zbHVpY2UudjEuVGVuYW50IskBCgZBcGlLZXkSCgoCaWQYASABKAkSDgoGcHJlZml4GAIgASgJEg4KBnRlbmFudBgDIAEoCRIjCgRyb2xlGAQgASgOMhUuc2x1aWNlLnYxLkFwaUtleVJvbGUSDAoEbmFtZRgFIAEoCRIvCgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmV2b2tlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlgKE0NyZWF0ZUFwaUtleVJlcXVlc3QSDgoGdGVuYW50GAEgASgJEiMKBHJvbGUYAiABKA4yFS5zbHVpY2UudjEuQXBpS2V5Um9sZRIMCgRuYW1lGAMgASgJIkoKFENyZWF0ZUFwaUtleVJlc3BvbnNlEiIKB2FwaV9rZXkYASABKAsyES5zbHVpY2UudjEuQXBpS2V5Eg4KBnNlY3JldBgCIAEoCSIkChJMaXN0QXBpS2V5c1JlcXVlc3QSDgoGdGVuYW50GAEgASgJIjoKE0xpc3RBcGlLZXlzUmVzcG9uc2USIwoIYXBpX2tleXMYASADKAsyES5zbHVpY2UudjEuQXBpS2V5IiEKE1Jldm9rZUFwaUtleVJlcXVlc3QSCgoCaWQYASABKAkqjQEKCkFwaUtleVJvbGUSHAoYQVBJX0tFWV9ST0xFX1VOU1BFQ0lGSUVEEAASFgoSQVBJX0tFWV9ST0xFX0FETUlOEAESFwoTQVBJX0tFWV9ST0xFX0NMSUVOVBACEhcKE0FQSV9LRVlfUk9MRV9SRUFERVIQAxIXChNBUElfS0VZX1JPTEVfV09SS0VSEAQykAQKDEFkbWluU2VydmljZRJBCgxDcmVhdGVUZW5hbnQSHi5zbHVpY2UudjEuQ3JlYXRlVGVuYW50UmVxdWVzdBoRLnNsdWljZS52MS5UZW5hbnQSQQoMVXBkYXRlVGVuYW50Eh4uc2x1aWNlLnYxLlVwZGF0ZVRlbmFudFJlcXVlc3QaES5zbHVpY2UudjEuVGVuYW50ElEKC0xpc3RUZW5hbnRzEh0uc2x1aWNlLnYxLkxpc3RUZW5hbnRzUmVxdWVzdBoeLnNsdWljZS52MS5MaXN0VGVuYW50c1Jlc3BvbnNlIgOQAgESTwoMQ3JlYXRlQXBpS2V5Eh4uc2x1aWNlLnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaHy5zbHVpY2UudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USUQoLTGlzdEFwaUtleXMSHS5zbHVpY2UudjEuTGlzdEFwaUtleXNSZXF1ZXN0Gh4uc2x1aWNlLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiA5ACARJBCgxSZXZva2VBcGlLZXkSHi5zbHVpY2UudjEuUmV2b2tlQXBpS2V5UmVxdWVzdBoRLnNsdWljZS52MS5BcGlLZXkSQAoJR2V0Q2FsbGVyEhsuc2x1aWNlLnYxLkdldENhbGxlclJlcXVlc3QaES5zbHVpY2UudjEuQ2FsbGVyIgOQAgFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * GetCallerRequest asks who the caller is; the key in the call's metadata answers.
@@ -136,6 +136,38 @@ export const TenantUsageSchema: GenMessage<TenantUsage> = /*@__PURE__*/
   messageDesc(file_sluice_v1_admin_service, 3);
 
 /**
+ * TenantQueue is a tenant's share of the workers (docs/tenancy.md, "Fair queues"). Workers share
+ * their time among the tenants with work queued in proportion to their weights, and within a
+ * tenant among its collections equally.
+ *
+ * @generated from message sluice.v1.TenantQueue
+ */
+export type TenantQueue = Message<"sluice.v1.TenantQueue"> & {
+  /**
+   * The tenant's weight, 1 to 100; zero means 1. A tenant of weight 2 gets twice the claims of a
+   * tenant of weight 1 while both have work queued.
+   *
+   * @generated from field: int32 weight = 1;
+   */
+  weight: number;
+
+  /**
+   * The most of the tenant's jobs running at once, 1 to 10000; zero means no cap. Its other jobs
+   * wait, and the workers serve other tenants meanwhile.
+   *
+   * @generated from field: int32 max_running_jobs = 2;
+   */
+  maxRunningJobs: number;
+};
+
+/**
+ * Describes the message sluice.v1.TenantQueue.
+ * Use `create(TenantQueueSchema)` to create a new message.
+ */
+export const TenantQueueSchema: GenMessage<TenantQueue> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_admin_service, 4);
+
+/**
  * Tenant owns collections and API keys.
  *
  * @generated from message sluice.v1.Tenant
@@ -168,6 +200,13 @@ export type Tenant = Message<"sluice.v1.Tenant"> & {
    * @generated from field: google.protobuf.Timestamp create_time = 4;
    */
   createTime?: Timestamp | undefined;
+
+  /**
+   * Its share of the workers.
+   *
+   * @generated from field: sluice.v1.TenantQueue queue = 5;
+   */
+  queue?: TenantQueue | undefined;
 };
 
 /**
@@ -175,7 +214,42 @@ export type Tenant = Message<"sluice.v1.Tenant"> & {
  * Use `create(TenantSchema)` to create a new message.
  */
 export const TenantSchema: GenMessage<Tenant> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 4);
+  messageDesc(file_sluice_v1_admin_service, 5);
+
+/**
+ * UpdateTenantRequest names a tenant and what changes; an unset part is unchanged.
+ *
+ * @generated from message sluice.v1.UpdateTenantRequest
+ */
+export type UpdateTenantRequest = Message<"sluice.v1.UpdateTenantRequest"> & {
+  /**
+   * The tenant's name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The new quota, whole; unset leaves it as it is.
+   *
+   * @generated from field: sluice.v1.TenantQuota quota = 2;
+   */
+  quota?: TenantQuota | undefined;
+
+  /**
+   * The new queue share, whole; unset leaves it as it is.
+   *
+   * @generated from field: sluice.v1.TenantQueue queue = 3;
+   */
+  queue?: TenantQueue | undefined;
+};
+
+/**
+ * Describes the message sluice.v1.UpdateTenantRequest.
+ * Use `create(UpdateTenantRequestSchema)` to create a new message.
+ */
+export const UpdateTenantRequestSchema: GenMessage<UpdateTenantRequest> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_admin_service, 6);
 
 /**
  * CreateTenantRequest names the tenant to create.
@@ -196,7 +270,7 @@ export type CreateTenantRequest = Message<"sluice.v1.CreateTenantRequest"> & {
  * Use `create(CreateTenantRequestSchema)` to create a new message.
  */
 export const CreateTenantRequestSchema: GenMessage<CreateTenantRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 5);
+  messageDesc(file_sluice_v1_admin_service, 7);
 
 /**
  * ListTenantsRequest asks for every tenant.
@@ -211,7 +285,7 @@ export type ListTenantsRequest = Message<"sluice.v1.ListTenantsRequest"> & {
  * Use `create(ListTenantsRequestSchema)` to create a new message.
  */
 export const ListTenantsRequestSchema: GenMessage<ListTenantsRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 6);
+  messageDesc(file_sluice_v1_admin_service, 8);
 
 /**
  * ListTenantsResponse is every tenant.
@@ -232,7 +306,7 @@ export type ListTenantsResponse = Message<"sluice.v1.ListTenantsResponse"> & {
  * Use `create(ListTenantsResponseSchema)` to create a new message.
  */
 export const ListTenantsResponseSchema: GenMessage<ListTenantsResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 7);
+  messageDesc(file_sluice_v1_admin_service, 9);
 
 /**
  * ApiKey describes a key without its secret.
@@ -295,7 +369,7 @@ export type ApiKey = Message<"sluice.v1.ApiKey"> & {
  * Use `create(ApiKeySchema)` to create a new message.
  */
 export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 8);
+  messageDesc(file_sluice_v1_admin_service, 10);
 
 /**
  * CreateApiKeyRequest describes the key to create.
@@ -330,7 +404,7 @@ export type CreateApiKeyRequest = Message<"sluice.v1.CreateApiKeyRequest"> & {
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 9);
+  messageDesc(file_sluice_v1_admin_service, 11);
 
 /**
  * CreateApiKeyResponse carries the new key; its secret is shown only here.
@@ -358,7 +432,7 @@ export type CreateApiKeyResponse = Message<"sluice.v1.CreateApiKeyResponse"> & {
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 10);
+  messageDesc(file_sluice_v1_admin_service, 12);
 
 /**
  * ListApiKeysRequest filters the keys to list.
@@ -379,7 +453,7 @@ export type ListApiKeysRequest = Message<"sluice.v1.ListApiKeysRequest"> & {
  * Use `create(ListApiKeysRequestSchema)` to create a new message.
  */
 export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 11);
+  messageDesc(file_sluice_v1_admin_service, 13);
 
 /**
  * ListApiKeysResponse is the keys, newest last.
@@ -400,7 +474,7 @@ export type ListApiKeysResponse = Message<"sluice.v1.ListApiKeysResponse"> & {
  * Use `create(ListApiKeysResponseSchema)` to create a new message.
  */
 export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 12);
+  messageDesc(file_sluice_v1_admin_service, 14);
 
 /**
  * RevokeApiKeyRequest names the key to revoke.
@@ -421,7 +495,7 @@ export type RevokeApiKeyRequest = Message<"sluice.v1.RevokeApiKeyRequest"> & {
  * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
  */
 export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_admin_service, 13);
+  messageDesc(file_sluice_v1_admin_service, 15);
 
 /**
  * ApiKeyRole is what a key may do.
@@ -493,6 +567,18 @@ export const AdminService: GenService<{
   createTenant: {
     methodKind: "unary";
     input: typeof CreateTenantRequestSchema;
+    output: typeof TenantSchema;
+  },
+  /**
+   * UpdateTenant changes a tenant's quota or its share of the workers (TenantQueue); a part left
+   * unset is unchanged. Claims follow the new weight and cap from the next claim on
+   * (docs/tenancy.md, "Fair queues").
+   *
+   * @generated from rpc sluice.v1.AdminService.UpdateTenant
+   */
+  updateTenant: {
+    methodKind: "unary";
+    input: typeof UpdateTenantRequestSchema;
     output: typeof TenantSchema;
   },
   /**
