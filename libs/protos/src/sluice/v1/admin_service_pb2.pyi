@@ -78,6 +78,7 @@ class Caller(_message.Message):
     KEY_PREFIX_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
+    COLLECTIONS_FIELD_NUMBER: _builtins.int
     key_prefix: _builtins.str
     """The key's public prefix, `slk_<id>_`."""
     role: Global___ApiKeyRole.ValueType
@@ -86,16 +87,23 @@ class Caller(_message.Message):
     """The tenant the call acts for: the key's own, or the one an admin key named in
     `x-sluice-tenant` metadata.
     """
+    @_builtins.property
+    def collections(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The collections the key is limited to; empty for every collection of the tenant. Outside
+        them a collection answers NOT_FOUND, exactly like a missing one.
+        """
+
     def __init__(
         self,
         *,
         key_prefix: _builtins.str = ...,
         role: Global___ApiKeyRole.ValueType = ...,
         tenant: _builtins.str = ...,
+        collections: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key_prefix", b"key_prefix", "role", b"role", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collections", b"collections", "key_prefix", b"key_prefix", "role", b"role", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -352,6 +360,7 @@ class ApiKey(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     REVOKE_TIME_FIELD_NUMBER: _builtins.int
+    COLLECTIONS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The key's public id, the part after `slk_`."""
     prefix: _builtins.str
@@ -370,6 +379,12 @@ class ApiKey(_message.Message):
     def revoke_time(self) -> _timestamp_pb2.Timestamp:
         """When it was revoked; unset while it is valid."""
 
+    @_builtins.property
+    def collections(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The collections the key is limited to, sorted; empty for every collection of the tenant.
+        Outside them a collection answers NOT_FOUND, exactly like a missing one.
+        """
+
     def __init__(
         self,
         *,
@@ -380,10 +395,11 @@ class ApiKey(_message.Message):
         name: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         revoke_time: _timestamp_pb2.Timestamp | None = ...,
+        collections: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "revoke_time", b"revoke_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "id", b"id", "name", b"name", "prefix", b"prefix", "revoke_time", b"revoke_time", "role", b"role", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collections", b"collections", "create_time", b"create_time", "id", b"id", "name", b"name", "prefix", b"prefix", "revoke_time", b"revoke_time", "role", b"role", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -398,22 +414,32 @@ class CreateApiKeyRequest(_message.Message):
     TENANT_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
+    COLLECTIONS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     """The tenant the key belongs to."""
     role: Global___ApiKeyRole.ValueType
     """What the key may do."""
     name: _builtins.str
     """A free-form label (at most 200 characters)."""
+    @_builtins.property
+    def collections(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Limits the key to these collections; empty for every collection of the tenant. Each is a
+        valid collection name (the collections need not exist yet), at most 100 of them. Not
+        allowed on ADMIN or WORKER keys (INVALID_ARGUMENT, reason API_KEY_SCOPE_INVALID). Outside
+        them a collection answers NOT_FOUND, exactly like a missing one.
+        """
+
     def __init__(
         self,
         *,
         tenant: _builtins.str = ...,
         role: Global___ApiKeyRole.ValueType = ...,
         name: _builtins.str = ...,
+        collections: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "role", b"role", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collections", b"collections", "name", b"name", "role", b"role", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
