@@ -31,6 +31,7 @@ from sluice_common.tracing import configure_tracing
 
 from . import metrics
 from .api import AdminServicer, DocumentServicer, JobServicer
+from .bundle_spool import sweep_stale
 from .notify import NotificationHub
 from .retention import EventRetention
 from .service import AdminUseCases, ChunkUseCases, CollectionUseCases, DocumentUseCases, JobUseCases, WatchUseCases
@@ -126,6 +127,8 @@ class IngestApp:
         self.admin = AdminUseCases(stores.tenants, self.keys.forget)
         self.chunks = ChunkUseCases(stores.chunks)
         self.bundles = BundleUseCases(BundleStore(self.pool), self.collections, s)
+        # What killed exports and imports left behind (docs/bundles.md, "Import").
+        await asyncio.to_thread(sweep_stale, self.bundles.spool, s.bundle_spool_stale_seconds)
         auth = AuthInterceptor(
             self.keys, RateLimiter(s.rate_limit_per_second, s.rate_limit_burst), reflection=s.reflection_enabled
         )

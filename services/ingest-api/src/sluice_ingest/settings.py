@@ -20,6 +20,12 @@ class IngestSettings(CommonSettings):
     # The largest collection bundle ImportCollection accepts (docs/operations.md, "Moving a
     # collection"); it is spooled to upload_spool_dir before anything is written.
     max_bundle_bytes: int = 64 * 1024 * 1024 * 1024
+    # Where exports and imports keep their working folders (docs/bundles.md, "Import"); empty for
+    # `sluice-bundles` under upload_spool_dir (or the system temp directory). Each folder goes when
+    # its call ends; at start, folders older than bundle_spool_stale_seconds that no process holds
+    # (left by a killed process) are removed.
+    bundle_spool_dir: str = ""
+    bundle_spool_stale_seconds: float = 300.0
     # Rule 6: a RUNNING job whose lease is older than this is reclaimable.
     lease_seconds: float = 60.0
     # Rule 7: the first retry waits this long, doubling each attempt, capped at 300 s.

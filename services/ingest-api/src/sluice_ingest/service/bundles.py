@@ -15,7 +15,6 @@ import asyncio
 import datetime as dt
 import hashlib
 import logging
-import tempfile
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from sluice_common.reasons import Reason
 
 from .. import bundle_format as bf
 from .. import uploads
+from ..bundle_spool import WorkFolder, spool_root
 from ..domain import DocumentStatus, GenerationState
 from ..settings import IngestSettings
 from ..store.bundles import BundleExport, BundleImport, BundleStore, json_binary
@@ -102,29 +102,46 @@ def _columns(rows: list[tuple[Any, ...]], schema: pa.Schema) -> dict[str, Any]:
     return {f.name: list(column) for f, column in zip(schema, zip(*rows, strict=True), strict=True)}
 
 
+class ExportStream:
+    """The bundle's bytes and then its trailer; `aclose()` removes the export's folder whether or not
+    the stream was ever read (a generator that never started would not run its `finally`)."""
+
+    def __init__(self, pieces: AsyncGenerator[bytes | ExportTrailer, None], work: WorkFolder) -> None:
+        self._pieces = pieces
+        self._work = work
+
+    def __aiter__(self) -> AsyncIterator[bytes | ExportTrailer]:
+        return self._pieces
+
+    async def aclose(self) -> None:
+        try:
+            await self._pieces.aclose()
+        finally:
+            self._work.cleanup()
+
+
 class BundleUseCases:
     def __init__(self, store: BundleStore, collections: CollectionUseCases, settings: IngestSettings) -> None:
         self.store = store
         self.collections = collections
         self.settings = settings
         self.uploads = uploads.UploadGate(settings.max_concurrent_uploads, settings.upload_idle_timeout_seconds)
+        self.spool = spool_root(settings.bundle_spool_dir, settings.upload_spool_dir)
 
     # --- export -------------------------------------------------------------------------------
 
-    async def export_collection(
-        self, tenant_id: int, name: str
-    ) -> tuple[ExportHeader, AsyncGenerator[bytes | ExportTrailer, None]]:
+    async def export_collection(self, tenant_id: int, name: str) -> tuple[ExportHeader, ExportStream]:
         """The header, then the bundle's bytes and a trailer; the temporary files go when the
-        stream ends, however it ends."""
-        work = tempfile.TemporaryDirectory(prefix="sluice-export-", dir=self.settings.upload_spool_dir or None)
+        stream is closed (`aclose()`), however it ends."""
+        work = WorkFolder(self.spool, "sluice-export-")
         try:
-            manifest, originals = await self._write_members(tenant_id, name, Path(work.name))
+            manifest, originals = await self._write_members(tenant_id, name, work.path)
         except BaseException:
             work.cleanup()
             raise
         counts = manifest.counts
         header = ExportHeader(bf.FORMAT_VERSION, name, counts["documents"], counts["chunks"] + counts["disabled_chunks"])
-        return header, self._stream(manifest, Path(work.name), originals, work)
+        return header, ExportStream(self._stream(manifest, work.path, originals, work), work)
 
     async def _write_members(self, tenant_id: int, name: str, work: Path) -> tuple[bf.Manifest, Path]:
         async with self.store.exporting(tenant_id, name) as ex:
@@ -241,7 +258,7 @@ class BundleUseCases:
 
     @staticmethod
     async def _stream(
-        manifest: bf.Manifest, work: Path, originals: Path, cleanup: tempfile.TemporaryDirectory[str]
+        manifest: bf.Manifest, work: Path, originals: Path, cleanup: WorkFolder
     ) -> AsyncGenerator[bytes | ExportTrailer, None]:
         digest = hashlib.sha256()
         size = 0
@@ -299,8 +316,8 @@ class BundleUseCases:
             spool_dir=s.upload_spool_dir or None,
         )
         try:
-            with tempfile.TemporaryDirectory(prefix="sluice-import-", dir=s.upload_spool_dir or None) as work:
-                return await self._import(tenant_id, options, wanted, bf.TarReader(content.pieces()), Path(work))
+            with WorkFolder(self.spool, "sluice-import-") as work:
+                return await self._import(tenant_id, options, wanted, bf.TarReader(content.pieces()), work)
         finally:
             content.close()
 
@@ -581,6 +598,7 @@ __all__ = [
     "BundleUseCases",
     "Embedder",
     "ExportHeader",
+    "ExportStream",
     "ExportTrailer",
     "ImportOptions",
     "choose_embedder",
