@@ -1,4 +1,4 @@
-// Generate the TypeScript of protos/sluice/v1 (public services) and google/rpc/error_details
+// Generate the TypeScript of protos/sluice/v1 (public services), google/api/field_behavior and google/rpc/error_details
 // into src/gen with buf and protoc-gen-es (buf.gen.yaml). `--check` generates into a temporary
 // directory and exits 1 when the committed code differs (like clients/python/gen_stubs.py --check).
 // buf is the repository's (tools/: `cd tools && npm ci`), or one on PATH.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from google.api import field_behavior_pb2
 from google.protobuf import descriptor
 
 from .connect import PROTO_TYPE
@@ -57,6 +58,13 @@ CONNECT_ERROR = {
 }
 
 
+def is_required(field: descriptor.FieldDescriptor) -> bool:
+    """Whether the proto marks the field `(google.api.field_behavior) = REQUIRED` (AIP-203): the
+    server refuses a request without it (docs/http.md, "OpenAPI")."""
+    behaviors = field.GetOptions().Extensions[field_behavior_pb2.field_behavior]
+    return field_behavior_pb2.FieldBehavior.REQUIRED in behaviors
+
+
 class SchemaBuilder:
     def __init__(self) -> None:
         self.schemas: dict[str, dict[str, Any]] = {}
@@ -72,6 +80,9 @@ class SchemaBuilder:
     def message_schema(self, message: descriptor.Descriptor) -> dict[str, Any]:
         properties = {field.json_name: self.field_schema(field) for field in message.fields}
         schema: dict[str, Any] = {"type": "object", "properties": properties}
+        required = [field.json_name for field in message.fields if is_required(field)]
+        if required:
+            schema["required"] = required
         oneofs = [o for o in message.oneofs if not o.name.startswith("_")]
         if oneofs:
             schema["description"] = "; ".join(f"at most one of {', '.join(f.json_name for f in o.fields)}" for o in oneofs)

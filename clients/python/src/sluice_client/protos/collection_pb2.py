@@ -22,38 +22,41 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice/v1/collection.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"b\n\x0e\x45mbedderConfig\x12-\n\x08provider\x18\x01 \x01(\x0e\x32\x1b.sluice.v1.EmbedderProvider\x12\r\n\x05model\x18\x02 \x01(\t\x12\x12\n\ndimensions\x18\x03 \x01(\x05\"e\n\x11GenerationFailure\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x12\n\nerror_code\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\"\x92\x04\n\x14\x43ollectionGeneration\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12+\n\x08\x65mbedder\x18\x02 \x01(\x0b\x32\x19.sluice.v1.EmbedderConfig\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.sluice.v1.GenerationState\x12\x17\n\x0f\x64ocuments_total\x18\x04 \x01(\x03\x12\x17\n\x0f\x64ocuments_ready\x18\x05 \x01(\x03\x12\x18\n\x10\x64ocuments_failed\x18\x06 \x01(\x03\x12\x19\n\x11\x64ocuments_pending\x18\x07 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\ractivate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x08\x66\x61ilures\x18\x0b \x03(\x0b\x32\x1c.sluice.v1.GenerationFailure\x12\x33\n\nevaluation\x18\x0c \x01(\x0b\x32\x1f.sluice.v1.GenerationEvaluation\x12\x34\n\x10vector_precision\x18\r \x01(\x0e\x32\x1a.sluice.v1.VectorPrecision\"\xf2\x01\n\x14GenerationEvaluation\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.sluice.v1.EvaluationState\x12\x0e\n\x06metric\x18\x02 \x01(\t\x12\x14\n\x0c\x61\x63tive_score\x18\x03 \x01(\x01\x12\x17\n\x0f\x63\x61ndidate_score\x18\x04 \x01(\x01\x12\x0f\n\x07queries\x18\x05 \x01(\x05\x12\x11\n\tmin_ratio\x18\x06 \x01(\x02\x12\x31\n\revaluate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11\x61\x63tive_generation\x18\x08 \x01(\x05\"e\n\x0e\x43hunkingConfig\x12\x16\n\x0emax_characters\x18\x01 \x01(\x05\x12\x19\n\x11new_after_n_chars\x18\x02 \x01(\x05\x12\x14\n\x07overlap\x18\x03 \x01(\x05H\x00\x88\x01\x01\x42\n\n\x08_overlap\"\x9f\x03\n\nCollection\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\x08\x65mbedder\x18\x03 \x01(\x0b\x32\x19.sluice.v1.EmbedderConfig\x12+\n\x08\x63hunking\x18\x04 \x01(\x0b\x32\x19.sluice.v1.ChunkingConfig\x12\x16\n\x0e\x64ocument_count\x18\x05 \x01(\x03\x12\x1c\n\x14ready_document_count\x18\x06 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12\x34\n\x0bgenerations\x18\t \x03(\x0b\x32\x1f.sluice.v1.CollectionGeneration\x12+\n\x08reranker\x18\n \x01(\x0b\x32\x19.sluice.v1.RerankerConfig\x12\x34\n\x10vector_precision\x18\x0b \x01(\x0e\x32\x1a.sluice.v1.VectorPrecision\"\x9d\x01\n\x0eRerankerConfig\x12-\n\x08provider\x18\x01 \x01(\x0e\x32\x1b.sluice.v1.RerankerProvider\x12\r\n\x05model\x18\x02 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x03 \x01(\t\x12\x13\n\x0b\x61pi_key_env\x18\x04 \x01(\t\x12\x12\n\ncandidates\x18\x05 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x05*\x9f\x01\n\x10\x45mbedderProvider\x12!\n\x1d\x45MBEDDER_PROVIDER_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x45MBEDDER_PROVIDER_HASHING\x10\x01\x12+\n\'EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS\x10\x02\x12\x1c\n\x18\x45MBEDDER_PROVIDER_OPENAI\x10\x03*\xad\x01\n\x0fGenerationState\x12 \n\x1cGENERATION_STATE_UNSPECIFIED\x10\x00\x12\x1d\n\x19GENERATION_STATE_BUILDING\x10\x01\x12\x1b\n\x17GENERATION_STATE_ACTIVE\x10\x02\x12\x1c\n\x18GENERATION_STATE_RETIRED\x10\x03\x12\x1e\n\x1aGENERATION_STATE_CANCELLED\x10\x04*\x8b\x01\n\x0fVectorPrecision\x12 \n\x1cVECTOR_PRECISION_UNSPECIFIED\x10\x00\x12\x1b\n\x17VECTOR_PRECISION_FLOAT4\x10\x01\x12\x1c\n\x18VECTOR_PRECISION_HALFVEC\x10\x02\x12\x1b\n\x17VECTOR_PRECISION_BINARY\x10\x03*\x8b\x01\n\x0f\x45valuationState\x12 \n\x1c\x45VALUATION_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x45VALUATION_STATE_PENDING\x10\x01\x12\x1b\n\x17\x45VALUATION_STATE_PASSED\x10\x02\x12\x1b\n\x17\x45VALUATION_STATE_FAILED\x10\x03*\xaf\x01\n\x10RerankerProvider\x12!\n\x1dRERANKER_PROVIDER_UNSPECIFIED\x10\x00\x12\x1c\n\x18RERANKER_PROVIDER_COHERE\x10\x01\x12\x1a\n\x16RERANKER_PROVIDER_JINA\x10\x02\x12\x19\n\x15RERANKER_PROVIDER_TEI\x10\x03\x12#\n\x1fRERANKER_PROVIDER_CROSS_ENCODER\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asluice/v1/collection.proto\x12\tsluice.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"b\n\x0e\x45mbedderConfig\x12-\n\x08provider\x18\x01 \x01(\x0e\x32\x1b.sluice.v1.EmbedderProvider\x12\r\n\x05model\x18\x02 \x01(\t\x12\x12\n\ndimensions\x18\x03 \x01(\x05\"e\n\x11GenerationFailure\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x12\n\nerror_code\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\"\x92\x04\n\x14\x43ollectionGeneration\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12+\n\x08\x65mbedder\x18\x02 \x01(\x0b\x32\x19.sluice.v1.EmbedderConfig\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.sluice.v1.GenerationState\x12\x17\n\x0f\x64ocuments_total\x18\x04 \x01(\x03\x12\x17\n\x0f\x64ocuments_ready\x18\x05 \x01(\x03\x12\x18\n\x10\x64ocuments_failed\x18\x06 \x01(\x03\x12\x19\n\x11\x64ocuments_pending\x18\x07 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\ractivate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x08\x66\x61ilures\x18\x0b \x03(\x0b\x32\x1c.sluice.v1.GenerationFailure\x12\x33\n\nevaluation\x18\x0c \x01(\x0b\x32\x1f.sluice.v1.GenerationEvaluation\x12\x34\n\x10vector_precision\x18\r \x01(\x0e\x32\x1a.sluice.v1.VectorPrecision\"\xf2\x01\n\x14GenerationEvaluation\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.sluice.v1.EvaluationState\x12\x0e\n\x06metric\x18\x02 \x01(\t\x12\x14\n\x0c\x61\x63tive_score\x18\x03 \x01(\x01\x12\x17\n\x0f\x63\x61ndidate_score\x18\x04 \x01(\x01\x12\x0f\n\x07queries\x18\x05 \x01(\x05\x12\x11\n\tmin_ratio\x18\x06 \x01(\x02\x12\x31\n\revaluate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11\x61\x63tive_generation\x18\x08 \x01(\x05\"e\n\x0e\x43hunkingConfig\x12\x16\n\x0emax_characters\x18\x01 \x01(\x05\x12\x19\n\x11new_after_n_chars\x18\x02 \x01(\x05\x12\x14\n\x07overlap\x18\x03 \x01(\x05H\x00\x88\x01\x01\x42\n\n\x08_overlap\"\xa5\x03\n\nCollection\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\x08\x65mbedder\x18\x03 \x01(\x0b\x32\x19.sluice.v1.EmbedderConfig\x12+\n\x08\x63hunking\x18\x04 \x01(\x0b\x32\x19.sluice.v1.ChunkingConfig\x12\x16\n\x0e\x64ocument_count\x18\x05 \x01(\x03\x12\x1c\n\x14ready_document_count\x18\x06 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12\x34\n\x0bgenerations\x18\t \x03(\x0b\x32\x1f.sluice.v1.CollectionGeneration\x12+\n\x08reranker\x18\n \x01(\x0b\x32\x19.sluice.v1.RerankerConfig\x12\x34\n\x10vector_precision\x18\x0b \x01(\x0e\x32\x1a.sluice.v1.VectorPrecision\"\x9d\x01\n\x0eRerankerConfig\x12-\n\x08provider\x18\x01 \x01(\x0e\x32\x1b.sluice.v1.RerankerProvider\x12\r\n\x05model\x18\x02 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x03 \x01(\t\x12\x13\n\x0b\x61pi_key_env\x18\x04 \x01(\t\x12\x12\n\ncandidates\x18\x05 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x05*\x9f\x01\n\x10\x45mbedderProvider\x12!\n\x1d\x45MBEDDER_PROVIDER_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x45MBEDDER_PROVIDER_HASHING\x10\x01\x12+\n\'EMBEDDER_PROVIDER_SENTENCE_TRANSFORMERS\x10\x02\x12\x1c\n\x18\x45MBEDDER_PROVIDER_OPENAI\x10\x03*\xad\x01\n\x0fGenerationState\x12 \n\x1cGENERATION_STATE_UNSPECIFIED\x10\x00\x12\x1d\n\x19GENERATION_STATE_BUILDING\x10\x01\x12\x1b\n\x17GENERATION_STATE_ACTIVE\x10\x02\x12\x1c\n\x18GENERATION_STATE_RETIRED\x10\x03\x12\x1e\n\x1aGENERATION_STATE_CANCELLED\x10\x04*\x8b\x01\n\x0fVectorPrecision\x12 \n\x1cVECTOR_PRECISION_UNSPECIFIED\x10\x00\x12\x1b\n\x17VECTOR_PRECISION_FLOAT4\x10\x01\x12\x1c\n\x18VECTOR_PRECISION_HALFVEC\x10\x02\x12\x1b\n\x17VECTOR_PRECISION_BINARY\x10\x03*\x8b\x01\n\x0f\x45valuationState\x12 \n\x1c\x45VALUATION_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x45VALUATION_STATE_PENDING\x10\x01\x12\x1b\n\x17\x45VALUATION_STATE_PASSED\x10\x02\x12\x1b\n\x17\x45VALUATION_STATE_FAILED\x10\x03*\xaf\x01\n\x10RerankerProvider\x12!\n\x1dRERANKER_PROVIDER_UNSPECIFIED\x10\x00\x12\x1c\n\x18RERANKER_PROVIDER_COHERE\x10\x01\x12\x1a\n\x16RERANKER_PROVIDER_JINA\x10\x02\x12\x19\n\x15RERANKER_PROVIDER_TEI\x10\x03\x12#\n\x1fRERANKER_PROVIDER_CROSS_ENCODER\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sluice.v1.collection_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EMBEDDERPROVIDER']._serialized_start=1737
-  _globals['_EMBEDDERPROVIDER']._serialized_end=1896
-  _globals['_GENERATIONSTATE']._serialized_start=1899
-  _globals['_GENERATIONSTATE']._serialized_end=2072
-  _globals['_VECTORPRECISION']._serialized_start=2075
-  _globals['_VECTORPRECISION']._serialized_end=2214
-  _globals['_EVALUATIONSTATE']._serialized_start=2217
-  _globals['_EVALUATIONSTATE']._serialized_end=2356
-  _globals['_RERANKERPROVIDER']._serialized_start=2359
-  _globals['_RERANKERPROVIDER']._serialized_end=2534
-  _globals['_EMBEDDERCONFIG']._serialized_start=74
-  _globals['_EMBEDDERCONFIG']._serialized_end=172
-  _globals['_GENERATIONFAILURE']._serialized_start=174
-  _globals['_GENERATIONFAILURE']._serialized_end=275
-  _globals['_COLLECTIONGENERATION']._serialized_start=278
-  _globals['_COLLECTIONGENERATION']._serialized_end=808
-  _globals['_GENERATIONEVALUATION']._serialized_start=811
-  _globals['_GENERATIONEVALUATION']._serialized_end=1053
-  _globals['_CHUNKINGCONFIG']._serialized_start=1055
-  _globals['_CHUNKINGCONFIG']._serialized_end=1156
-  _globals['_COLLECTION']._serialized_start=1159
-  _globals['_COLLECTION']._serialized_end=1574
-  _globals['_RERANKERCONFIG']._serialized_start=1577
-  _globals['_RERANKERCONFIG']._serialized_end=1734
+  _globals['_COLLECTION'].fields_by_name['name']._loaded_options = None
+  _globals['_COLLECTION'].fields_by_name['name']._serialized_options = b'\342A\001\002'
+  _globals['_EMBEDDERPROVIDER']._serialized_start=1776
+  _globals['_EMBEDDERPROVIDER']._serialized_end=1935
+  _globals['_GENERATIONSTATE']._serialized_start=1938
+  _globals['_GENERATIONSTATE']._serialized_end=2111
+  _globals['_VECTORPRECISION']._serialized_start=2114
+  _globals['_VECTORPRECISION']._serialized_end=2253
+  _globals['_EVALUATIONSTATE']._serialized_start=2256
+  _globals['_EVALUATIONSTATE']._serialized_end=2395
+  _globals['_RERANKERPROVIDER']._serialized_start=2398
+  _globals['_RERANKERPROVIDER']._serialized_end=2573
+  _globals['_EMBEDDERCONFIG']._serialized_start=107
+  _globals['_EMBEDDERCONFIG']._serialized_end=205
+  _globals['_GENERATIONFAILURE']._serialized_start=207
+  _globals['_GENERATIONFAILURE']._serialized_end=308
+  _globals['_COLLECTIONGENERATION']._serialized_start=311
+  _globals['_COLLECTIONGENERATION']._serialized_end=841
+  _globals['_GENERATIONEVALUATION']._serialized_start=844
+  _globals['_GENERATIONEVALUATION']._serialized_end=1086
+  _globals['_CHUNKINGCONFIG']._serialized_start=1088
+  _globals['_CHUNKINGCONFIG']._serialized_end=1189
+  _globals['_COLLECTION']._serialized_start=1192
+  _globals['_COLLECTION']._serialized_end=1613
+  _globals['_RERANKERCONFIG']._serialized_start=1616
+  _globals['_RERANKERCONFIG']._serialized_end=1773
 # @@protoc_insertion_point(module_scope)

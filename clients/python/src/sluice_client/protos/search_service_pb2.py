@@ -22,12 +22,13 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from sluice_client.protos import collection_pb2 as sluice_dot_v1_dot_collection__pb2
 from sluice_client.protos import document_pb2 as sluice_dot_v1_dot_document__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluice/v1/search_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asluice/v1/collection.proto\x1a\x18sluice/v1/document.proto\"\xb5\x02\n\x0cSearchFilter\x12\x37\n\x08metadata\x18\x01 \x03(\x0b\x32%.sluice.v1.SearchFilter.MetadataEntry\x12\x11\n\tfilenames\x18\x02 \x03(\t\x12\x12\n\nmime_types\x18\x03 \x03(\t\x12\x14\n\x0c\x64ocument_ids\x18\x04 \x03(\t\x12(\n\x05where\x18\x05 \x01(\x0b\x32\x19.sluice.v1.MetadataFilter\x12)\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x14.sluice.v1.TimeRange\x12)\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x14.sluice.v1.TimeRange\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9a\x01\n\x11MetadataCondition\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x02op\x18\x02 \x01(\x0e\x32\x19.sluice.v1.FilterOperator\x12\'\n\x05value\x18\x03 \x01(\x0b\x32\x18.sluice.v1.MetadataValue\x12(\n\x06values\x18\x04 \x03(\x0b\x32\x18.sluice.v1.MetadataValue\"@\n\x12MetadataFilterList\x12*\n\x07\x66ilters\x18\x01 \x03(\x0b\x32\x19.sluice.v1.MetadataFilter\"\xad\x01\n\x0eMetadataFilter\x12\x31\n\tcondition\x18\x01 \x01(\x0b\x32\x1c.sluice.v1.MetadataConditionH\x00\x12/\n\x06\x61ll_of\x18\x02 \x01(\x0b\x32\x1d.sluice.v1.MetadataFilterListH\x00\x12/\n\x06\x61ny_of\x18\x03 \x01(\x0b\x32\x1d.sluice.v1.MetadataFilterListH\x00\x42\x06\n\x04node\"i\n\tTimeRange\x12.\n\nstart_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xec\x02\n\rSearchRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x14\n\x0cquery_vector\x18\x03 \x03(\x02\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12#\n\x04mode\x18\x05 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\'\n\x06\x66ilter\x18\x06 \x01(\x0b\x32\x17.sluice.v1.SearchFilter\x12\x17\n\x0fneighbor_chunks\x18\x07 \x01(\x05\x12\x1d\n\x15max_hits_per_document\x18\x08 \x01(\x05\x12\x16\n\tmin_score\x18\t \x01(\x01H\x00\x88\x01\x01\x12\'\n\x06rerank\x18\n \x01(\x0b\x32\x17.sluice.v1.SearchRerank\x12\x19\n\x11\x63onsistency_token\x18\x0b \x01(\t\x12\x0f\n\x07\x65xplain\x18\x0c \x01(\x08\x12\x12\n\ngeneration\x18\r \x01(\x05\x42\x0c\n\n_min_score\"s\n\x0cSearchRerank\x12\x10\n\x08\x64isabled\x18\x01 \x01(\x08\x12+\n\x08reranker\x18\x02 \x01(\x0b\x32\x19.sluice.v1.RerankerConfig\x12\x16\n\tmin_score\x18\x03 \x01(\x01H\x00\x88\x01\x01\x42\x0c\n\n_min_score\"\xac\x01\n\nRerankInfo\x12\'\n\x06status\x18\x01 \x01(\x0e\x32\x17.sluice.v1.RerankStatus\x12\x0f\n\x07message\x18\x02 \x01(\t\x12-\n\x08provider\x18\x03 \x01(\x0e\x32\x1b.sluice.v1.RerankerProvider\x12\r\n\x05model\x18\x04 \x01(\t\x12\x12\n\ncandidates\x18\x05 \x01(\x05\x12\x12\n\nelapsed_ms\x18\x06 \x01(\x01\"\'\n\tHighlight\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\"\xe4\x05\n\tSearchHit\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x13\n\x0b\x64ocument_id\x18\x04 \x01(\t\x12\x10\n\x08\x66ilename\x18\x05 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x06 \x01(\x05\x12\x13\n\x0bpage_number\x18\x07 \x01(\x05\x12\x14\n\x0c\x65lement_type\x18\x08 \x01(\t\x12(\n\nhighlights\x18\t \x03(\x0b\x32\x14.sluice.v1.Highlight\x12\x34\n\x08metadata\x18\n \x03(\x0b\x32\".sluice.v1.SearchHit.MetadataEntry\x12\x14\n\x0ctext_as_html\x18\x0b \x01(\t\x12\x13\n\x0btext_source\x18\x0c \x01(\t\x12\x16\n\x0eocr_confidence\x18\r \x01(\x02\x12?\n\x0etyped_metadata\x18\x0e \x03(\x0b\x32\'.sluice.v1.SearchHit.TypedMetadataEntry\x12\x0f\n\x07\x63ontext\x18\x0f \x01(\t\x12!\n\x19\x63ontext_first_chunk_index\x18\x10 \x01(\x05\x12 \n\x18\x63ontext_last_chunk_index\x18\x11 \x01(\x05\x12%\n\x05\x62oxes\x18\x12 \x03(\x0b\x32\x16.sluice.v1.BoundingBox\x12\x19\n\x11\x66irst_stage_score\x18\x13 \x01(\x01\x12\x14\n\x0crerank_score\x18\x14 \x01(\x01\x12.\n\x0b\x65xplanation\x18\x15 \x01(\x0b\x32\x19.sluice.v1.HitExplanation\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aN\n\x12TypedMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.sluice.v1.MetadataValue:\x02\x38\x01\"\x90\x04\n\x0eHitExplanation\x12\x1a\n\rkeyword_score\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x19\n\x0ckeyword_rank\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x1e\n\x11vector_similarity\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12\x18\n\x0bvector_rank\x18\x04 \x01(\x05H\x03\x88\x01\x01\x12\x13\n\x0b\x66used_score\x18\x05 \x01(\x01\x12!\n\x14keyword_contribution\x18\x06 \x01(\x01H\x04\x88\x01\x01\x12 \n\x13vector_contribution\x18\x07 \x01(\x01H\x05\x88\x01\x01\x12\x1a\n\rvector_weight\x18\x08 \x01(\x01H\x06\x88\x01\x01\x12\x18\n\x10\x66irst_stage_rank\x18\t \x01(\x05\x12\x19\n\x0crerank_score\x18\n \x01(\x01H\x07\x88\x01\x01\x12.\n\rrerank_status\x18\x0b \x01(\x0e\x32\x17.sluice.v1.RerankStatus\x12\x15\n\rmatched_terms\x18\x0c \x03(\tB\x10\n\x0e_keyword_scoreB\x0f\n\r_keyword_rankB\x14\n\x12_vector_similarityB\x0e\n\x0c_vector_rankB\x17\n\x15_keyword_contributionB\x16\n\x14_vector_contributionB\x10\n\x0e_vector_weightB\x0f\n\r_rerank_score\"\xac\x01\n\x0eSearchResponse\x12\"\n\x04hits\x18\x01 \x03(\x0b\x32\x14.sluice.v1.SearchHit\x12#\n\x04mode\x18\x02 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\x12\n\ngeneration\x18\x03 \x01(\x05\x12\x16\n\x0e\x65mbedder_model\x18\x04 \x01(\t\x12%\n\x06rerank\x18\x05 \x01(\x0b\x32\x15.sluice.v1.RerankInfo*r\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_VECTOR\x10\x01\x12\x17\n\x13SEARCH_MODE_KEYWORD\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03*\xb3\x02\n\x0e\x46ilterOperator\x12\x1f\n\x1b\x46ILTER_OPERATOR_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46ILTER_OPERATOR_EQ\x10\x01\x12\x16\n\x12\x46ILTER_OPERATOR_NE\x10\x02\x12\x16\n\x12\x46ILTER_OPERATOR_IN\x10\x03\x12\x1a\n\x16\x46ILTER_OPERATOR_NOT_IN\x10\x04\x12\x16\n\x12\x46ILTER_OPERATOR_GT\x10\x05\x12\x17\n\x13\x46ILTER_OPERATOR_GTE\x10\x06\x12\x16\n\x12\x46ILTER_OPERATOR_LT\x10\x07\x12\x17\n\x13\x46ILTER_OPERATOR_LTE\x10\x08\x12\x1a\n\x16\x46ILTER_OPERATOR_EXISTS\x10\t\x12\x1e\n\x1a\x46ILTER_OPERATOR_NOT_EXISTS\x10\n*\x9a\x01\n\x0cRerankStatus\x12\x1d\n\x19RERANK_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15RERANK_STATUS_APPLIED\x10\x01\x12\x18\n\x14RERANK_STATUS_FAILED\x10\x02\x12\x1b\n\x17RERANK_STATUS_TIMED_OUT\x10\x03\x12\x19\n\x15RERANK_STATUS_SKIPPED\x10\x04\x32S\n\rSearchService\x12\x42\n\x06Search\x12\x18.sluice.v1.SearchRequest\x1a\x19.sluice.v1.SearchResponse\"\x03\x90\x02\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluice/v1/search_service.proto\x12\tsluice.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asluice/v1/collection.proto\x1a\x18sluice/v1/document.proto\"\xb5\x02\n\x0cSearchFilter\x12\x37\n\x08metadata\x18\x01 \x03(\x0b\x32%.sluice.v1.SearchFilter.MetadataEntry\x12\x11\n\tfilenames\x18\x02 \x03(\t\x12\x12\n\nmime_types\x18\x03 \x03(\t\x12\x14\n\x0c\x64ocument_ids\x18\x04 \x03(\t\x12(\n\x05where\x18\x05 \x01(\x0b\x32\x19.sluice.v1.MetadataFilter\x12)\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x14.sluice.v1.TimeRange\x12)\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x14.sluice.v1.TimeRange\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9a\x01\n\x11MetadataCondition\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x02op\x18\x02 \x01(\x0e\x32\x19.sluice.v1.FilterOperator\x12\'\n\x05value\x18\x03 \x01(\x0b\x32\x18.sluice.v1.MetadataValue\x12(\n\x06values\x18\x04 \x03(\x0b\x32\x18.sluice.v1.MetadataValue\"@\n\x12MetadataFilterList\x12*\n\x07\x66ilters\x18\x01 \x03(\x0b\x32\x19.sluice.v1.MetadataFilter\"\xad\x01\n\x0eMetadataFilter\x12\x31\n\tcondition\x18\x01 \x01(\x0b\x32\x1c.sluice.v1.MetadataConditionH\x00\x12/\n\x06\x61ll_of\x18\x02 \x01(\x0b\x32\x1d.sluice.v1.MetadataFilterListH\x00\x12/\n\x06\x61ny_of\x18\x03 \x01(\x0b\x32\x1d.sluice.v1.MetadataFilterListH\x00\x42\x06\n\x04node\"i\n\tTimeRange\x12.\n\nstart_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xf2\x02\n\rSearchRequest\x12\x18\n\ncollection\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05query\x18\x02 \x01(\t\x12\x14\n\x0cquery_vector\x18\x03 \x03(\x02\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12#\n\x04mode\x18\x05 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\'\n\x06\x66ilter\x18\x06 \x01(\x0b\x32\x17.sluice.v1.SearchFilter\x12\x17\n\x0fneighbor_chunks\x18\x07 \x01(\x05\x12\x1d\n\x15max_hits_per_document\x18\x08 \x01(\x05\x12\x16\n\tmin_score\x18\t \x01(\x01H\x00\x88\x01\x01\x12\'\n\x06rerank\x18\n \x01(\x0b\x32\x17.sluice.v1.SearchRerank\x12\x19\n\x11\x63onsistency_token\x18\x0b \x01(\t\x12\x0f\n\x07\x65xplain\x18\x0c \x01(\x08\x12\x12\n\ngeneration\x18\r \x01(\x05\x42\x0c\n\n_min_score\"s\n\x0cSearchRerank\x12\x10\n\x08\x64isabled\x18\x01 \x01(\x08\x12+\n\x08reranker\x18\x02 \x01(\x0b\x32\x19.sluice.v1.RerankerConfig\x12\x16\n\tmin_score\x18\x03 \x01(\x01H\x00\x88\x01\x01\x42\x0c\n\n_min_score\"\xac\x01\n\nRerankInfo\x12\'\n\x06status\x18\x01 \x01(\x0e\x32\x17.sluice.v1.RerankStatus\x12\x0f\n\x07message\x18\x02 \x01(\t\x12-\n\x08provider\x18\x03 \x01(\x0e\x32\x1b.sluice.v1.RerankerProvider\x12\r\n\x05model\x18\x04 \x01(\t\x12\x12\n\ncandidates\x18\x05 \x01(\x05\x12\x12\n\nelapsed_ms\x18\x06 \x01(\x01\"\'\n\tHighlight\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\"\xe4\x05\n\tSearchHit\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x13\n\x0b\x64ocument_id\x18\x04 \x01(\t\x12\x10\n\x08\x66ilename\x18\x05 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x06 \x01(\x05\x12\x13\n\x0bpage_number\x18\x07 \x01(\x05\x12\x14\n\x0c\x65lement_type\x18\x08 \x01(\t\x12(\n\nhighlights\x18\t \x03(\x0b\x32\x14.sluice.v1.Highlight\x12\x34\n\x08metadata\x18\n \x03(\x0b\x32\".sluice.v1.SearchHit.MetadataEntry\x12\x14\n\x0ctext_as_html\x18\x0b \x01(\t\x12\x13\n\x0btext_source\x18\x0c \x01(\t\x12\x16\n\x0eocr_confidence\x18\r \x01(\x02\x12?\n\x0etyped_metadata\x18\x0e \x03(\x0b\x32\'.sluice.v1.SearchHit.TypedMetadataEntry\x12\x0f\n\x07\x63ontext\x18\x0f \x01(\t\x12!\n\x19\x63ontext_first_chunk_index\x18\x10 \x01(\x05\x12 \n\x18\x63ontext_last_chunk_index\x18\x11 \x01(\x05\x12%\n\x05\x62oxes\x18\x12 \x03(\x0b\x32\x16.sluice.v1.BoundingBox\x12\x19\n\x11\x66irst_stage_score\x18\x13 \x01(\x01\x12\x14\n\x0crerank_score\x18\x14 \x01(\x01\x12.\n\x0b\x65xplanation\x18\x15 \x01(\x0b\x32\x19.sluice.v1.HitExplanation\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aN\n\x12TypedMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.sluice.v1.MetadataValue:\x02\x38\x01\"\x90\x04\n\x0eHitExplanation\x12\x1a\n\rkeyword_score\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x19\n\x0ckeyword_rank\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x1e\n\x11vector_similarity\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12\x18\n\x0bvector_rank\x18\x04 \x01(\x05H\x03\x88\x01\x01\x12\x13\n\x0b\x66used_score\x18\x05 \x01(\x01\x12!\n\x14keyword_contribution\x18\x06 \x01(\x01H\x04\x88\x01\x01\x12 \n\x13vector_contribution\x18\x07 \x01(\x01H\x05\x88\x01\x01\x12\x1a\n\rvector_weight\x18\x08 \x01(\x01H\x06\x88\x01\x01\x12\x18\n\x10\x66irst_stage_rank\x18\t \x01(\x05\x12\x19\n\x0crerank_score\x18\n \x01(\x01H\x07\x88\x01\x01\x12.\n\rrerank_status\x18\x0b \x01(\x0e\x32\x17.sluice.v1.RerankStatus\x12\x15\n\rmatched_terms\x18\x0c \x03(\tB\x10\n\x0e_keyword_scoreB\x0f\n\r_keyword_rankB\x14\n\x12_vector_similarityB\x0e\n\x0c_vector_rankB\x17\n\x15_keyword_contributionB\x16\n\x14_vector_contributionB\x10\n\x0e_vector_weightB\x0f\n\r_rerank_score\"\xac\x01\n\x0eSearchResponse\x12\"\n\x04hits\x18\x01 \x03(\x0b\x32\x14.sluice.v1.SearchHit\x12#\n\x04mode\x18\x02 \x01(\x0e\x32\x15.sluice.v1.SearchMode\x12\x12\n\ngeneration\x18\x03 \x01(\x05\x12\x16\n\x0e\x65mbedder_model\x18\x04 \x01(\t\x12%\n\x06rerank\x18\x05 \x01(\x0b\x32\x15.sluice.v1.RerankInfo*r\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEARCH_MODE_VECTOR\x10\x01\x12\x17\n\x13SEARCH_MODE_KEYWORD\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03*\xb3\x02\n\x0e\x46ilterOperator\x12\x1f\n\x1b\x46ILTER_OPERATOR_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46ILTER_OPERATOR_EQ\x10\x01\x12\x16\n\x12\x46ILTER_OPERATOR_NE\x10\x02\x12\x16\n\x12\x46ILTER_OPERATOR_IN\x10\x03\x12\x1a\n\x16\x46ILTER_OPERATOR_NOT_IN\x10\x04\x12\x16\n\x12\x46ILTER_OPERATOR_GT\x10\x05\x12\x17\n\x13\x46ILTER_OPERATOR_GTE\x10\x06\x12\x16\n\x12\x46ILTER_OPERATOR_LT\x10\x07\x12\x17\n\x13\x46ILTER_OPERATOR_LTE\x10\x08\x12\x1a\n\x16\x46ILTER_OPERATOR_EXISTS\x10\t\x12\x1e\n\x1a\x46ILTER_OPERATOR_NOT_EXISTS\x10\n*\x9a\x01\n\x0cRerankStatus\x12\x1d\n\x19RERANK_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15RERANK_STATUS_APPLIED\x10\x01\x12\x18\n\x14RERANK_STATUS_FAILED\x10\x02\x12\x1b\n\x17RERANK_STATUS_TIMED_OUT\x10\x03\x12\x19\n\x15RERANK_STATUS_SKIPPED\x10\x04\x32S\n\rSearchService\x12\x42\n\x06Search\x12\x18.sluice.v1.SearchRequest\x1a\x19.sluice.v1.SearchResponse\"\x03\x90\x02\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,48 +37,50 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SEARCHFILTER_METADATAENTRY']._loaded_options = None
   _globals['_SEARCHFILTER_METADATAENTRY']._serialized_options = b'8\001'
+  _globals['_SEARCHREQUEST'].fields_by_name['collection']._loaded_options = None
+  _globals['_SEARCHREQUEST'].fields_by_name['collection']._serialized_options = b'\342A\001\002'
   _globals['_SEARCHHIT_METADATAENTRY']._loaded_options = None
   _globals['_SEARCHHIT_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_SEARCHHIT_TYPEDMETADATAENTRY']._loaded_options = None
   _globals['_SEARCHHIT_TYPEDMETADATAENTRY']._serialized_options = b'8\001'
   _globals['_SEARCHSERVICE'].methods_by_name['Search']._loaded_options = None
   _globals['_SEARCHSERVICE'].methods_by_name['Search']._serialized_options = b'\220\002\001'
-  _globals['_SEARCHMODE']._serialized_start=3099
-  _globals['_SEARCHMODE']._serialized_end=3213
-  _globals['_FILTEROPERATOR']._serialized_start=3216
-  _globals['_FILTEROPERATOR']._serialized_end=3523
-  _globals['_RERANKSTATUS']._serialized_start=3526
-  _globals['_RERANKSTATUS']._serialized_end=3680
-  _globals['_SEARCHFILTER']._serialized_start=133
-  _globals['_SEARCHFILTER']._serialized_end=442
-  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_start=395
-  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_end=442
-  _globals['_METADATACONDITION']._serialized_start=445
-  _globals['_METADATACONDITION']._serialized_end=599
-  _globals['_METADATAFILTERLIST']._serialized_start=601
-  _globals['_METADATAFILTERLIST']._serialized_end=665
-  _globals['_METADATAFILTER']._serialized_start=668
-  _globals['_METADATAFILTER']._serialized_end=841
-  _globals['_TIMERANGE']._serialized_start=843
-  _globals['_TIMERANGE']._serialized_end=948
-  _globals['_SEARCHREQUEST']._serialized_start=951
-  _globals['_SEARCHREQUEST']._serialized_end=1315
-  _globals['_SEARCHRERANK']._serialized_start=1317
-  _globals['_SEARCHRERANK']._serialized_end=1432
-  _globals['_RERANKINFO']._serialized_start=1435
-  _globals['_RERANKINFO']._serialized_end=1607
-  _globals['_HIGHLIGHT']._serialized_start=1609
-  _globals['_HIGHLIGHT']._serialized_end=1648
-  _globals['_SEARCHHIT']._serialized_start=1651
-  _globals['_SEARCHHIT']._serialized_end=2391
-  _globals['_SEARCHHIT_METADATAENTRY']._serialized_start=395
-  _globals['_SEARCHHIT_METADATAENTRY']._serialized_end=442
-  _globals['_SEARCHHIT_TYPEDMETADATAENTRY']._serialized_start=2313
-  _globals['_SEARCHHIT_TYPEDMETADATAENTRY']._serialized_end=2391
-  _globals['_HITEXPLANATION']._serialized_start=2394
-  _globals['_HITEXPLANATION']._serialized_end=2922
-  _globals['_SEARCHRESPONSE']._serialized_start=2925
-  _globals['_SEARCHRESPONSE']._serialized_end=3097
-  _globals['_SEARCHSERVICE']._serialized_start=3682
-  _globals['_SEARCHSERVICE']._serialized_end=3765
+  _globals['_SEARCHMODE']._serialized_start=3138
+  _globals['_SEARCHMODE']._serialized_end=3252
+  _globals['_FILTEROPERATOR']._serialized_start=3255
+  _globals['_FILTEROPERATOR']._serialized_end=3562
+  _globals['_RERANKSTATUS']._serialized_start=3565
+  _globals['_RERANKSTATUS']._serialized_end=3719
+  _globals['_SEARCHFILTER']._serialized_start=166
+  _globals['_SEARCHFILTER']._serialized_end=475
+  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_start=428
+  _globals['_SEARCHFILTER_METADATAENTRY']._serialized_end=475
+  _globals['_METADATACONDITION']._serialized_start=478
+  _globals['_METADATACONDITION']._serialized_end=632
+  _globals['_METADATAFILTERLIST']._serialized_start=634
+  _globals['_METADATAFILTERLIST']._serialized_end=698
+  _globals['_METADATAFILTER']._serialized_start=701
+  _globals['_METADATAFILTER']._serialized_end=874
+  _globals['_TIMERANGE']._serialized_start=876
+  _globals['_TIMERANGE']._serialized_end=981
+  _globals['_SEARCHREQUEST']._serialized_start=984
+  _globals['_SEARCHREQUEST']._serialized_end=1354
+  _globals['_SEARCHRERANK']._serialized_start=1356
+  _globals['_SEARCHRERANK']._serialized_end=1471
+  _globals['_RERANKINFO']._serialized_start=1474
+  _globals['_RERANKINFO']._serialized_end=1646
+  _globals['_HIGHLIGHT']._serialized_start=1648
+  _globals['_HIGHLIGHT']._serialized_end=1687
+  _globals['_SEARCHHIT']._serialized_start=1690
+  _globals['_SEARCHHIT']._serialized_end=2430
+  _globals['_SEARCHHIT_METADATAENTRY']._serialized_start=428
+  _globals['_SEARCHHIT_METADATAENTRY']._serialized_end=475
+  _globals['_SEARCHHIT_TYPEDMETADATAENTRY']._serialized_start=2352
+  _globals['_SEARCHHIT_TYPEDMETADATAENTRY']._serialized_end=2430
+  _globals['_HITEXPLANATION']._serialized_start=2433
+  _globals['_HITEXPLANATION']._serialized_end=2961
+  _globals['_SEARCHRESPONSE']._serialized_start=2964
+  _globals['_SEARCHRESPONSE']._serialized_end=3136
+  _globals['_SEARCHSERVICE']._serialized_start=3721
+  _globals['_SEARCHSERVICE']._serialized_end=3804
 # @@protoc_insertion_point(module_scope)

@@ -22,56 +22,69 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluice/v1/source_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n\x11LocalFolderSource\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04glob\x18\x02 \x01(\t\"\x86\x01\n\x08S3Source\x12\x10\n\x08\x65ndpoint\x18\x01 \x01(\t\x12\x0e\n\x06\x62ucket\x18\x02 \x01(\t\x12\x0e\n\x06prefix\x18\x03 \x01(\t\x12\x0e\n\x06region\x18\x04 \x01(\t\x12\x19\n\x11\x61\x63\x63\x65ss_key_id_env\x18\x05 \x01(\t\x12\x1d\n\x15secret_access_key_env\x18\x06 \x01(\t\"G\n\nHttpSource\x12\x13\n\x0bsitemap_url\x18\x01 \x01(\t\x12\x11\n\tstart_url\x18\x02 \x01(\t\x12\x11\n\tmax_pages\x18\x03 \x01(\x05\"=\n\tGitSource\x12\x12\n\nrepository\x18\x01 \x01(\t\x12\x0b\n\x03ref\x18\x02 \x01(\t\x12\x0f\n\x07subpath\x18\x03 \x01(\t\"\xe8\x03\n\x06Source\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x04 \x01(\t\x12#\n\x04kind\x18\x05 \x01(\x0e\x32\x15.sluice.v1.SourceKind\x12\x34\n\x0clocal_folder\x18\x06 \x01(\x0b\x32\x1c.sluice.v1.LocalFolderSourceH\x00\x12!\n\x02s3\x18\x07 \x01(\x0b\x32\x13.sluice.v1.S3SourceH\x00\x12%\n\x04http\x18\x08 \x01(\x0b\x32\x15.sluice.v1.HttpSourceH\x00\x12#\n\x03git\x18\t \x01(\x0b\x32\x14.sluice.v1.GitSourceH\x00\x12!\n\x19schedule_interval_seconds\x18\n \x01(\x03\x12\x18\n\x10max_delete_share\x18\x0b \x01(\x01\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x08last_run\x18\r \x01(\x0b\x32\x14.sluice.v1.SourceRun\x12\x32\n\x0enext_sync_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x06\n\x04spec\"\xa1\x03\n\tSourceRun\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.sluice.v1.SourceRunState\x12\x19\n\x11\x61llow_mass_delete\x18\x04 \x01(\x08\x12\x0e\n\x06listed\x18\x05 \x01(\x03\x12\x10\n\x08uploaded\x18\x06 \x01(\x03\x12\x11\n\tunchanged\x18\x07 \x01(\x03\x12\x0f\n\x07\x64\x65leted\x18\x08 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\t \x01(\x03\x12\x15\n\rerror_message\x18\n \x01(\t\x12\x10\n\x08\x61ttempts\x18\x0b \x01(\x05\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstart_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cwould_delete\x18\x0f \x01(\x03\x12\x11\n\tscheduled\x18\x10 \x01(\x08\"8\n\x13\x43reateSourceRequest\x12!\n\x06source\x18\x01 \x01(\x0b\x32\x11.sluice.v1.Source\" \n\x10GetSourceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"O\n\x12ListSourcesRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"R\n\x13ListSourcesResponse\x12\"\n\x07sources\x18\x01 \x03(\x0b\x32\x11.sluice.v1.Source\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"#\n\x13\x44\x65leteSourceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x16\n\x14\x44\x65leteSourceResponse\"<\n\x11SyncSourceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11\x61llow_mass_delete\x18\x02 \x01(\x08\"L\n\x15ListSourceRunsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"U\n\x16ListSourceRunsResponse\x12\"\n\x04runs\x18\x01 \x03(\x0b\x32\x14.sluice.v1.SourceRun\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x86\x01\n\nSourceKind\x12\x1b\n\x17SOURCE_KIND_UNSPECIFIED\x10\x00\x12\x1c\n\x18SOURCE_KIND_LOCAL_FOLDER\x10\x01\x12\x12\n\x0eSOURCE_KIND_S3\x10\x02\x12\x14\n\x10SOURCE_KIND_HTTP\x10\x03\x12\x13\n\x0fSOURCE_KIND_GIT\x10\x04*\xd5\x01\n\x0eSourceRunState\x12 \n\x1cSOURCE_RUN_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18SOURCE_RUN_STATE_PENDING\x10\x01\x12\x1c\n\x18SOURCE_RUN_STATE_RUNNING\x10\x02\x12\x1e\n\x1aSOURCE_RUN_STATE_SUCCEEDED\x10\x03\x12\x1b\n\x17SOURCE_RUN_STATE_FAILED\x10\x04\x12(\n$SOURCE_RUN_STATE_BLOCKED_MASS_DELETE\x10\x05\x32\xd6\x03\n\rSourceService\x12\x41\n\x0c\x43reateSource\x12\x1e.sluice.v1.CreateSourceRequest\x1a\x11.sluice.v1.Source\x12@\n\tGetSource\x12\x1b.sluice.v1.GetSourceRequest\x1a\x11.sluice.v1.Source\"\x03\x90\x02\x01\x12Q\n\x0bListSources\x12\x1d.sluice.v1.ListSourcesRequest\x1a\x1e.sluice.v1.ListSourcesResponse\"\x03\x90\x02\x01\x12O\n\x0c\x44\x65leteSource\x12\x1e.sluice.v1.DeleteSourceRequest\x1a\x1f.sluice.v1.DeleteSourceResponse\x12@\n\nSyncSource\x12\x1c.sluice.v1.SyncSourceRequest\x1a\x14.sluice.v1.SourceRun\x12Z\n\x0eListSourceRuns\x12 .sluice.v1.ListSourceRunsRequest\x1a!.sluice.v1.ListSourceRunsResponse\"\x03\x90\x02\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esluice/v1/source_service.proto\x12\tsluice.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n\x11LocalFolderSource\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04glob\x18\x02 \x01(\t\"\x86\x01\n\x08S3Source\x12\x10\n\x08\x65ndpoint\x18\x01 \x01(\t\x12\x0e\n\x06\x62ucket\x18\x02 \x01(\t\x12\x0e\n\x06prefix\x18\x03 \x01(\t\x12\x0e\n\x06region\x18\x04 \x01(\t\x12\x19\n\x11\x61\x63\x63\x65ss_key_id_env\x18\x05 \x01(\t\x12\x1d\n\x15secret_access_key_env\x18\x06 \x01(\t\"G\n\nHttpSource\x12\x13\n\x0bsitemap_url\x18\x01 \x01(\t\x12\x11\n\tstart_url\x18\x02 \x01(\t\x12\x11\n\tmax_pages\x18\x03 \x01(\x05\"=\n\tGitSource\x12\x12\n\nrepository\x18\x01 \x01(\t\x12\x0b\n\x03ref\x18\x02 \x01(\t\x12\x0f\n\x07subpath\x18\x03 \x01(\t\"\xee\x03\n\x06Source\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x18\n\ncollection\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x0c\x64isplay_name\x18\x04 \x01(\t\x12#\n\x04kind\x18\x05 \x01(\x0e\x32\x15.sluice.v1.SourceKind\x12\x34\n\x0clocal_folder\x18\x06 \x01(\x0b\x32\x1c.sluice.v1.LocalFolderSourceH\x00\x12!\n\x02s3\x18\x07 \x01(\x0b\x32\x13.sluice.v1.S3SourceH\x00\x12%\n\x04http\x18\x08 \x01(\x0b\x32\x15.sluice.v1.HttpSourceH\x00\x12#\n\x03git\x18\t \x01(\x0b\x32\x14.sluice.v1.GitSourceH\x00\x12!\n\x19schedule_interval_seconds\x18\n \x01(\x03\x12\x18\n\x10max_delete_share\x18\x0b \x01(\x01\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x08last_run\x18\r \x01(\x0b\x32\x14.sluice.v1.SourceRun\x12\x32\n\x0enext_sync_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x06\n\x04spec\"\xa1\x03\n\tSourceRun\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.sluice.v1.SourceRunState\x12\x19\n\x11\x61llow_mass_delete\x18\x04 \x01(\x08\x12\x0e\n\x06listed\x18\x05 \x01(\x03\x12\x10\n\x08uploaded\x18\x06 \x01(\x03\x12\x11\n\tunchanged\x18\x07 \x01(\x03\x12\x0f\n\x07\x64\x65leted\x18\x08 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\t \x01(\x03\x12\x15\n\rerror_message\x18\n \x01(\t\x12\x10\n\x08\x61ttempts\x18\x0b \x01(\x05\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstart_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cwould_delete\x18\x0f \x01(\x03\x12\x11\n\tscheduled\x18\x10 \x01(\x08\">\n\x13\x43reateSourceRequest\x12\'\n\x06source\x18\x01 \x01(\x0b\x32\x11.sluice.v1.SourceB\x04\xe2\x41\x01\x02\"&\n\x10GetSourceRequest\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"O\n\x12ListSourcesRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"R\n\x13ListSourcesResponse\x12\"\n\x07sources\x18\x01 \x03(\x0b\x32\x11.sluice.v1.Source\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\")\n\x13\x44\x65leteSourceRequest\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\x16\n\x14\x44\x65leteSourceResponse\"B\n\x11SyncSourceRequest\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x11\x61llow_mass_delete\x18\x02 \x01(\x08\"R\n\x15ListSourceRunsRequest\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"U\n\x16ListSourceRunsResponse\x12\"\n\x04runs\x18\x01 \x03(\x0b\x32\x14.sluice.v1.SourceRun\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x86\x01\n\nSourceKind\x12\x1b\n\x17SOURCE_KIND_UNSPECIFIED\x10\x00\x12\x1c\n\x18SOURCE_KIND_LOCAL_FOLDER\x10\x01\x12\x12\n\x0eSOURCE_KIND_S3\x10\x02\x12\x14\n\x10SOURCE_KIND_HTTP\x10\x03\x12\x13\n\x0fSOURCE_KIND_GIT\x10\x04*\xd5\x01\n\x0eSourceRunState\x12 \n\x1cSOURCE_RUN_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18SOURCE_RUN_STATE_PENDING\x10\x01\x12\x1c\n\x18SOURCE_RUN_STATE_RUNNING\x10\x02\x12\x1e\n\x1aSOURCE_RUN_STATE_SUCCEEDED\x10\x03\x12\x1b\n\x17SOURCE_RUN_STATE_FAILED\x10\x04\x12(\n$SOURCE_RUN_STATE_BLOCKED_MASS_DELETE\x10\x05\x32\xd6\x03\n\rSourceService\x12\x41\n\x0c\x43reateSource\x12\x1e.sluice.v1.CreateSourceRequest\x1a\x11.sluice.v1.Source\x12@\n\tGetSource\x12\x1b.sluice.v1.GetSourceRequest\x1a\x11.sluice.v1.Source\"\x03\x90\x02\x01\x12Q\n\x0bListSources\x12\x1d.sluice.v1.ListSourcesRequest\x1a\x1e.sluice.v1.ListSourcesResponse\"\x03\x90\x02\x01\x12O\n\x0c\x44\x65leteSource\x12\x1e.sluice.v1.DeleteSourceRequest\x1a\x1f.sluice.v1.DeleteSourceResponse\x12@\n\nSyncSource\x12\x1c.sluice.v1.SyncSourceRequest\x1a\x14.sluice.v1.SourceRun\x12Z\n\x0eListSourceRuns\x12 .sluice.v1.ListSourceRunsRequest\x1a!.sluice.v1.ListSourceRunsResponse\"\x03\x90\x02\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sluice.v1.source_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_SOURCE'].fields_by_name['collection']._loaded_options = None
+  _globals['_SOURCE'].fields_by_name['collection']._serialized_options = b'\342A\001\002'
+  _globals['_CREATESOURCEREQUEST'].fields_by_name['source']._loaded_options = None
+  _globals['_CREATESOURCEREQUEST'].fields_by_name['source']._serialized_options = b'\342A\001\002'
+  _globals['_GETSOURCEREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_GETSOURCEREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002'
+  _globals['_DELETESOURCEREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_DELETESOURCEREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002'
+  _globals['_SYNCSOURCEREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_SYNCSOURCEREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002'
+  _globals['_LISTSOURCERUNSREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_LISTSOURCERUNSREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002'
   _globals['_SOURCESERVICE'].methods_by_name['GetSource']._loaded_options = None
   _globals['_SOURCESERVICE'].methods_by_name['GetSource']._serialized_options = b'\220\002\001'
   _globals['_SOURCESERVICE'].methods_by_name['ListSources']._loaded_options = None
   _globals['_SOURCESERVICE'].methods_by_name['ListSources']._serialized_options = b'\220\002\001'
   _globals['_SOURCESERVICE'].methods_by_name['ListSourceRuns']._loaded_options = None
   _globals['_SOURCESERVICE'].methods_by_name['ListSourceRuns']._serialized_options = b'\220\002\001'
-  _globals['_SOURCEKIND']._serialized_start=1857
-  _globals['_SOURCEKIND']._serialized_end=1991
-  _globals['_SOURCERUNSTATE']._serialized_start=1994
-  _globals['_SOURCERUNSTATE']._serialized_end=2207
-  _globals['_LOCALFOLDERSOURCE']._serialized_start=78
-  _globals['_LOCALFOLDERSOURCE']._serialized_end=125
-  _globals['_S3SOURCE']._serialized_start=128
-  _globals['_S3SOURCE']._serialized_end=262
-  _globals['_HTTPSOURCE']._serialized_start=264
-  _globals['_HTTPSOURCE']._serialized_end=335
-  _globals['_GITSOURCE']._serialized_start=337
-  _globals['_GITSOURCE']._serialized_end=398
-  _globals['_SOURCE']._serialized_start=401
-  _globals['_SOURCE']._serialized_end=889
-  _globals['_SOURCERUN']._serialized_start=892
-  _globals['_SOURCERUN']._serialized_end=1309
-  _globals['_CREATESOURCEREQUEST']._serialized_start=1311
-  _globals['_CREATESOURCEREQUEST']._serialized_end=1367
-  _globals['_GETSOURCEREQUEST']._serialized_start=1369
-  _globals['_GETSOURCEREQUEST']._serialized_end=1401
-  _globals['_LISTSOURCESREQUEST']._serialized_start=1403
-  _globals['_LISTSOURCESREQUEST']._serialized_end=1482
-  _globals['_LISTSOURCESRESPONSE']._serialized_start=1484
-  _globals['_LISTSOURCESRESPONSE']._serialized_end=1566
-  _globals['_DELETESOURCEREQUEST']._serialized_start=1568
-  _globals['_DELETESOURCEREQUEST']._serialized_end=1603
-  _globals['_DELETESOURCERESPONSE']._serialized_start=1605
-  _globals['_DELETESOURCERESPONSE']._serialized_end=1627
-  _globals['_SYNCSOURCEREQUEST']._serialized_start=1629
-  _globals['_SYNCSOURCEREQUEST']._serialized_end=1689
-  _globals['_LISTSOURCERUNSREQUEST']._serialized_start=1691
-  _globals['_LISTSOURCERUNSREQUEST']._serialized_end=1767
-  _globals['_LISTSOURCERUNSRESPONSE']._serialized_start=1769
-  _globals['_LISTSOURCERUNSRESPONSE']._serialized_end=1854
-  _globals['_SOURCESERVICE']._serialized_start=2210
-  _globals['_SOURCESERVICE']._serialized_end=2680
+  _globals['_SOURCEKIND']._serialized_start=1926
+  _globals['_SOURCEKIND']._serialized_end=2060
+  _globals['_SOURCERUNSTATE']._serialized_start=2063
+  _globals['_SOURCERUNSTATE']._serialized_end=2276
+  _globals['_LOCALFOLDERSOURCE']._serialized_start=111
+  _globals['_LOCALFOLDERSOURCE']._serialized_end=158
+  _globals['_S3SOURCE']._serialized_start=161
+  _globals['_S3SOURCE']._serialized_end=295
+  _globals['_HTTPSOURCE']._serialized_start=297
+  _globals['_HTTPSOURCE']._serialized_end=368
+  _globals['_GITSOURCE']._serialized_start=370
+  _globals['_GITSOURCE']._serialized_end=431
+  _globals['_SOURCE']._serialized_start=434
+  _globals['_SOURCE']._serialized_end=928
+  _globals['_SOURCERUN']._serialized_start=931
+  _globals['_SOURCERUN']._serialized_end=1348
+  _globals['_CREATESOURCEREQUEST']._serialized_start=1350
+  _globals['_CREATESOURCEREQUEST']._serialized_end=1412
+  _globals['_GETSOURCEREQUEST']._serialized_start=1414
+  _globals['_GETSOURCEREQUEST']._serialized_end=1452
+  _globals['_LISTSOURCESREQUEST']._serialized_start=1454
+  _globals['_LISTSOURCESREQUEST']._serialized_end=1533
+  _globals['_LISTSOURCESRESPONSE']._serialized_start=1535
+  _globals['_LISTSOURCESRESPONSE']._serialized_end=1617
+  _globals['_DELETESOURCEREQUEST']._serialized_start=1619
+  _globals['_DELETESOURCEREQUEST']._serialized_end=1660
+  _globals['_DELETESOURCERESPONSE']._serialized_start=1662
+  _globals['_DELETESOURCERESPONSE']._serialized_end=1684
+  _globals['_SYNCSOURCEREQUEST']._serialized_start=1686
+  _globals['_SYNCSOURCEREQUEST']._serialized_end=1752
+  _globals['_LISTSOURCERUNSREQUEST']._serialized_start=1754
+  _globals['_LISTSOURCERUNSREQUEST']._serialized_end=1836
+  _globals['_LISTSOURCERUNSRESPONSE']._serialized_start=1838
+  _globals['_LISTSOURCERUNSRESPONSE']._serialized_end=1923
+  _globals['_SOURCESERVICE']._serialized_start=2279
+  _globals['_SOURCESERVICE']._serialized_end=2749
 # @@protoc_insertion_point(module_scope)

@@ -22,52 +22,65 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsluice/v1/webhook_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x02\n\x07Webhook\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\ncollection\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\x30\n\x0b\x65vent_types\x18\x04 \x03(\x0e\x32\x1b.sluice.v1.WebhookEventType\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12&\n\x05state\x18\x06 \x01(\x0e\x32\x17.sluice.v1.WebhookState\x12\x17\n\x0f\x64isabled_reason\x18\x07 \x01(\t\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1a\n\x12pending_deliveries\x18\t \x01(\x03\x12\x19\n\x11\x66\x61iled_deliveries\x18\n \x01(\x03\x12\x17\n\x0flost_event_gaps\x18\x0b \x01(\x03\";\n\x14\x43reateWebhookRequest\x12#\n\x07webhook\x18\x01 \x01(\x0b\x32\x12.sluice.v1.Webhook\"L\n\x15\x43reateWebhookResponse\x12#\n\x07webhook\x18\x01 \x01(\x0b\x32\x12.sluice.v1.Webhook\x12\x0e\n\x06secret\x18\x02 \x01(\t\"P\n\x13ListWebhooksRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"U\n\x14ListWebhooksResponse\x12$\n\x08webhooks\x18\x01 \x03(\x0b\x32\x12.sluice.v1.Webhook\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x1f\n\x11GetWebhookRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\"\n\x14\x44\x65leteWebhookRequest\x12\n\n\x02id\x18\x01 \x01(\t\";\n\x15\x44\x65leteWebhookResponse\x12\"\n\x1a\x64ropped_pending_deliveries\x18\x01 \x01(\x03\"(\n\x1aRotateWebhookSecretRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x9d\x03\n\x0fWebhookDelivery\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nwebhook_id\x18\x02 \x01(\t\x12\x12\n\nevent_type\x18\x03 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x04 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x05 \x01(\t\x12.\n\x05state\x18\x06 \x01(\x0e\x32\x1f.sluice.v1.WebhookDeliveryState\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\x05\x12\x18\n\x10last_status_code\x18\x08 \x01(\x05\x12\x12\n\nlast_error\x18\t \x01(\t\x12\x35\n\x11next_attempt_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nevent_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0e\x64\x65livered_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07payload\x18\r \x01(\t\x12\x15\n\rsource_run_id\x18\x0e \x01(\t\"\x89\x01\n\x1cListWebhookDeliveriesRequest\x12\x12\n\nwebhook_id\x18\x01 \x01(\t\x12.\n\x05state\x18\x02 \x01(\x0e\x32\x1f.sluice.v1.WebhookDeliveryState\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"h\n\x1dListWebhookDeliveriesResponse\x12.\n\ndeliveries\x18\x01 \x03(\x0b\x32\x1a.sluice.v1.WebhookDelivery\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\xe1\x02\n\x10WebhookEventType\x12\"\n\x1eWEBHOOK_EVENT_TYPE_UNSPECIFIED\x10\x00\x12%\n!WEBHOOK_EVENT_TYPE_DOCUMENT_READY\x10\x01\x12&\n\"WEBHOOK_EVENT_TYPE_DOCUMENT_FAILED\x10\x02\x12\'\n#WEBHOOK_EVENT_TYPE_DOCUMENT_DELETED\x10\x03\x12.\n*WEBHOOK_EVENT_TYPE_DOCUMENT_STATUS_CHANGED\x10\x04\x12)\n%WEBHOOK_EVENT_TYPE_SOURCE_RUN_STARTED\x10\x05\x12*\n&WEBHOOK_EVENT_TYPE_SOURCE_RUN_PROGRESS\x10\x06\x12*\n&WEBHOOK_EVENT_TYPE_SOURCE_RUN_FINISHED\x10\x07*c\n\x0cWebhookState\x12\x1d\n\x19WEBHOOK_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14WEBHOOK_STATE_ACTIVE\x10\x01\x12\x1a\n\x16WEBHOOK_STATE_DISABLED\x10\x02*\xab\x01\n\x14WebhookDeliveryState\x12&\n\"WEBHOOK_DELIVERY_STATE_UNSPECIFIED\x10\x00\x12\"\n\x1eWEBHOOK_DELIVERY_STATE_PENDING\x10\x01\x12$\n WEBHOOK_DELIVERY_STATE_DELIVERED\x10\x02\x12!\n\x1dWEBHOOK_DELIVERY_STATE_FAILED\x10\x03\x32\xa4\x04\n\x0eWebhookService\x12R\n\rCreateWebhook\x12\x1f.sluice.v1.CreateWebhookRequest\x1a .sluice.v1.CreateWebhookResponse\x12T\n\x0cListWebhooks\x12\x1e.sluice.v1.ListWebhooksRequest\x1a\x1f.sluice.v1.ListWebhooksResponse\"\x03\x90\x02\x01\x12\x43\n\nGetWebhook\x12\x1c.sluice.v1.GetWebhookRequest\x1a\x12.sluice.v1.Webhook\"\x03\x90\x02\x01\x12R\n\rDeleteWebhook\x12\x1f.sluice.v1.DeleteWebhookRequest\x1a .sluice.v1.DeleteWebhookResponse\x12o\n\x15ListWebhookDeliveries\x12\'.sluice.v1.ListWebhookDeliveriesRequest\x1a(.sluice.v1.ListWebhookDeliveriesResponse\"\x03\x90\x02\x01\x12^\n\x13RotateWebhookSecret\x12%.sluice.v1.RotateWebhookSecretRequest\x1a .sluice.v1.CreateWebhookResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsluice/v1/webhook_service.proto\x12\tsluice.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x02\n\x07Webhook\x12\n\n\x02id\x18\x01 \x01(\t\x12\x18\n\ncollection\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\x30\n\x0b\x65vent_types\x18\x04 \x03(\x0e\x32\x1b.sluice.v1.WebhookEventType\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12&\n\x05state\x18\x06 \x01(\x0e\x32\x17.sluice.v1.WebhookState\x12\x17\n\x0f\x64isabled_reason\x18\x07 \x01(\t\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1a\n\x12pending_deliveries\x18\t \x01(\x03\x12\x19\n\x11\x66\x61iled_deliveries\x18\n \x01(\x03\x12\x17\n\x0flost_event_gaps\x18\x0b \x01(\x03\"A\n\x14\x43reateWebhookRequest\x12)\n\x07webhook\x18\x01 \x01(\x0b\x32\x12.sluice.v1.WebhookB\x04\xe2\x41\x01\x02\"L\n\x15\x43reateWebhookResponse\x12#\n\x07webhook\x18\x01 \x01(\x0b\x32\x12.sluice.v1.Webhook\x12\x0e\n\x06secret\x18\x02 \x01(\t\"P\n\x13ListWebhooksRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"U\n\x14ListWebhooksResponse\x12$\n\x08webhooks\x18\x01 \x03(\x0b\x32\x12.sluice.v1.Webhook\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"%\n\x11GetWebhookRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"(\n\x14\x44\x65leteWebhookRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\";\n\x15\x44\x65leteWebhookResponse\x12\"\n\x1a\x64ropped_pending_deliveries\x18\x01 \x01(\x03\".\n\x1aRotateWebhookSecretRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\x9d\x03\n\x0fWebhookDelivery\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nwebhook_id\x18\x02 \x01(\t\x12\x12\n\nevent_type\x18\x03 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x04 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x05 \x01(\t\x12.\n\x05state\x18\x06 \x01(\x0e\x32\x1f.sluice.v1.WebhookDeliveryState\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\x05\x12\x18\n\x10last_status_code\x18\x08 \x01(\x05\x12\x12\n\nlast_error\x18\t \x01(\t\x12\x35\n\x11next_attempt_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nevent_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0e\x64\x65livered_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07payload\x18\r \x01(\t\x12\x15\n\rsource_run_id\x18\x0e \x01(\t\"\x8f\x01\n\x1cListWebhookDeliveriesRequest\x12\x18\n\nwebhook_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12.\n\x05state\x18\x02 \x01(\x0e\x32\x1f.sluice.v1.WebhookDeliveryState\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"h\n\x1dListWebhookDeliveriesResponse\x12.\n\ndeliveries\x18\x01 \x03(\x0b\x32\x1a.sluice.v1.WebhookDelivery\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\xe1\x02\n\x10WebhookEventType\x12\"\n\x1eWEBHOOK_EVENT_TYPE_UNSPECIFIED\x10\x00\x12%\n!WEBHOOK_EVENT_TYPE_DOCUMENT_READY\x10\x01\x12&\n\"WEBHOOK_EVENT_TYPE_DOCUMENT_FAILED\x10\x02\x12\'\n#WEBHOOK_EVENT_TYPE_DOCUMENT_DELETED\x10\x03\x12.\n*WEBHOOK_EVENT_TYPE_DOCUMENT_STATUS_CHANGED\x10\x04\x12)\n%WEBHOOK_EVENT_TYPE_SOURCE_RUN_STARTED\x10\x05\x12*\n&WEBHOOK_EVENT_TYPE_SOURCE_RUN_PROGRESS\x10\x06\x12*\n&WEBHOOK_EVENT_TYPE_SOURCE_RUN_FINISHED\x10\x07*c\n\x0cWebhookState\x12\x1d\n\x19WEBHOOK_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14WEBHOOK_STATE_ACTIVE\x10\x01\x12\x1a\n\x16WEBHOOK_STATE_DISABLED\x10\x02*\xab\x01\n\x14WebhookDeliveryState\x12&\n\"WEBHOOK_DELIVERY_STATE_UNSPECIFIED\x10\x00\x12\"\n\x1eWEBHOOK_DELIVERY_STATE_PENDING\x10\x01\x12$\n WEBHOOK_DELIVERY_STATE_DELIVERED\x10\x02\x12!\n\x1dWEBHOOK_DELIVERY_STATE_FAILED\x10\x03\x32\xa4\x04\n\x0eWebhookService\x12R\n\rCreateWebhook\x12\x1f.sluice.v1.CreateWebhookRequest\x1a .sluice.v1.CreateWebhookResponse\x12T\n\x0cListWebhooks\x12\x1e.sluice.v1.ListWebhooksRequest\x1a\x1f.sluice.v1.ListWebhooksResponse\"\x03\x90\x02\x01\x12\x43\n\nGetWebhook\x12\x1c.sluice.v1.GetWebhookRequest\x1a\x12.sluice.v1.Webhook\"\x03\x90\x02\x01\x12R\n\rDeleteWebhook\x12\x1f.sluice.v1.DeleteWebhookRequest\x1a .sluice.v1.DeleteWebhookResponse\x12o\n\x15ListWebhookDeliveries\x12\'.sluice.v1.ListWebhookDeliveriesRequest\x1a(.sluice.v1.ListWebhookDeliveriesResponse\"\x03\x90\x02\x01\x12^\n\x13RotateWebhookSecret\x12%.sluice.v1.RotateWebhookSecretRequest\x1a .sluice.v1.CreateWebhookResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sluice.v1.webhook_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_WEBHOOK'].fields_by_name['collection']._loaded_options = None
+  _globals['_WEBHOOK'].fields_by_name['collection']._serialized_options = b'\342A\001\002'
+  _globals['_CREATEWEBHOOKREQUEST'].fields_by_name['webhook']._loaded_options = None
+  _globals['_CREATEWEBHOOKREQUEST'].fields_by_name['webhook']._serialized_options = b'\342A\001\002'
+  _globals['_GETWEBHOOKREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_GETWEBHOOKREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
+  _globals['_DELETEWEBHOOKREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_DELETEWEBHOOKREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
+  _globals['_ROTATEWEBHOOKSECRETREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_ROTATEWEBHOOKSECRETREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
+  _globals['_LISTWEBHOOKDELIVERIESREQUEST'].fields_by_name['webhook_id']._loaded_options = None
+  _globals['_LISTWEBHOOKDELIVERIESREQUEST'].fields_by_name['webhook_id']._serialized_options = b'\342A\001\002'
   _globals['_WEBHOOKSERVICE'].methods_by_name['ListWebhooks']._loaded_options = None
   _globals['_WEBHOOKSERVICE'].methods_by_name['ListWebhooks']._serialized_options = b'\220\002\001'
   _globals['_WEBHOOKSERVICE'].methods_by_name['GetWebhook']._loaded_options = None
   _globals['_WEBHOOKSERVICE'].methods_by_name['GetWebhook']._serialized_options = b'\220\002\001'
   _globals['_WEBHOOKSERVICE'].methods_by_name['ListWebhookDeliveries']._loaded_options = None
   _globals['_WEBHOOKSERVICE'].methods_by_name['ListWebhookDeliveries']._serialized_options = b'\220\002\001'
-  _globals['_WEBHOOKEVENTTYPE']._serialized_start=1544
-  _globals['_WEBHOOKEVENTTYPE']._serialized_end=1897
-  _globals['_WEBHOOKSTATE']._serialized_start=1899
-  _globals['_WEBHOOKSTATE']._serialized_end=1998
-  _globals['_WEBHOOKDELIVERYSTATE']._serialized_start=2001
-  _globals['_WEBHOOKDELIVERYSTATE']._serialized_end=2172
-  _globals['_WEBHOOK']._serialized_start=80
-  _globals['_WEBHOOK']._serialized_end=399
-  _globals['_CREATEWEBHOOKREQUEST']._serialized_start=401
-  _globals['_CREATEWEBHOOKREQUEST']._serialized_end=460
-  _globals['_CREATEWEBHOOKRESPONSE']._serialized_start=462
-  _globals['_CREATEWEBHOOKRESPONSE']._serialized_end=538
-  _globals['_LISTWEBHOOKSREQUEST']._serialized_start=540
-  _globals['_LISTWEBHOOKSREQUEST']._serialized_end=620
-  _globals['_LISTWEBHOOKSRESPONSE']._serialized_start=622
-  _globals['_LISTWEBHOOKSRESPONSE']._serialized_end=707
-  _globals['_GETWEBHOOKREQUEST']._serialized_start=709
-  _globals['_GETWEBHOOKREQUEST']._serialized_end=740
-  _globals['_DELETEWEBHOOKREQUEST']._serialized_start=742
-  _globals['_DELETEWEBHOOKREQUEST']._serialized_end=776
-  _globals['_DELETEWEBHOOKRESPONSE']._serialized_start=778
-  _globals['_DELETEWEBHOOKRESPONSE']._serialized_end=837
-  _globals['_ROTATEWEBHOOKSECRETREQUEST']._serialized_start=839
-  _globals['_ROTATEWEBHOOKSECRETREQUEST']._serialized_end=879
-  _globals['_WEBHOOKDELIVERY']._serialized_start=882
-  _globals['_WEBHOOKDELIVERY']._serialized_end=1295
-  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_start=1298
-  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_end=1435
-  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_start=1437
-  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_end=1541
-  _globals['_WEBHOOKSERVICE']._serialized_start=2175
-  _globals['_WEBHOOKSERVICE']._serialized_end=2723
+  _globals['_WEBHOOKEVENTTYPE']._serialized_start=1613
+  _globals['_WEBHOOKEVENTTYPE']._serialized_end=1966
+  _globals['_WEBHOOKSTATE']._serialized_start=1968
+  _globals['_WEBHOOKSTATE']._serialized_end=2067
+  _globals['_WEBHOOKDELIVERYSTATE']._serialized_start=2070
+  _globals['_WEBHOOKDELIVERYSTATE']._serialized_end=2241
+  _globals['_WEBHOOK']._serialized_start=113
+  _globals['_WEBHOOK']._serialized_end=438
+  _globals['_CREATEWEBHOOKREQUEST']._serialized_start=440
+  _globals['_CREATEWEBHOOKREQUEST']._serialized_end=505
+  _globals['_CREATEWEBHOOKRESPONSE']._serialized_start=507
+  _globals['_CREATEWEBHOOKRESPONSE']._serialized_end=583
+  _globals['_LISTWEBHOOKSREQUEST']._serialized_start=585
+  _globals['_LISTWEBHOOKSREQUEST']._serialized_end=665
+  _globals['_LISTWEBHOOKSRESPONSE']._serialized_start=667
+  _globals['_LISTWEBHOOKSRESPONSE']._serialized_end=752
+  _globals['_GETWEBHOOKREQUEST']._serialized_start=754
+  _globals['_GETWEBHOOKREQUEST']._serialized_end=791
+  _globals['_DELETEWEBHOOKREQUEST']._serialized_start=793
+  _globals['_DELETEWEBHOOKREQUEST']._serialized_end=833
+  _globals['_DELETEWEBHOOKRESPONSE']._serialized_start=835
+  _globals['_DELETEWEBHOOKRESPONSE']._serialized_end=894
+  _globals['_ROTATEWEBHOOKSECRETREQUEST']._serialized_start=896
+  _globals['_ROTATEWEBHOOKSECRETREQUEST']._serialized_end=942
+  _globals['_WEBHOOKDELIVERY']._serialized_start=945
+  _globals['_WEBHOOKDELIVERY']._serialized_end=1358
+  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_start=1361
+  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_end=1504
+  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_start=1506
+  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_end=1610
+  _globals['_WEBHOOKSERVICE']._serialized_start=2244
+  _globals['_WEBHOOKSERVICE']._serialized_end=2792
 # @@protoc_insertion_point(module_scope)
