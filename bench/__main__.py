@@ -14,6 +14,7 @@ BENCHES = {
     "retrieval": "bench.retrieval_bench",
     "chunks": "bench.chunks_bench",
     "bundle": "bench.bundle_bench",
+    "queue": "bench.fair_queue_bench",
     "console": "bench.console_bench",
 }
 
