@@ -127,6 +127,9 @@ def _safely(error: Any, name: str) -> Any:
 def _record_sent(details: Any, request: Any) -> None:
     """What the client sent: the request's strings, and the method it named."""
     texts = [_method(details), *(strings_of(request) if hasattr(request, "ListFields") else ())]
+    # A server quotes a name as it read it, stripped and taken apart (names.py: the ID of
+    # `collections/c/sources/ID`): still the client's own text.
+    texts += [form for text in texts[1:] for form in (text.strip(), text.strip().rsplit("/", 1)[-1])]
     # A server message quotes what it was sent with repr(): `'\x02\x82O'` for bytes a fuzzer sent
     # raw is the client's own text too (and long enough to be told apart), not a path of the server's.
     forms = [form for text in texts for form in {text, repr(text)[1:-1]}]

@@ -22,9 +22,13 @@ def test_openapi_lists_every_rpc_with_resolvable_schemas(http):
         admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
         source_service_pb2.DESCRIPTOR.services_by_name["SourceService"],
     ]
-    expected = {f"{s.name}.{m.name}" for s in services for m in s.methods}
+    # A client stream is one operation only when the gateway serves it (UploadDocument, as a raw body).
+    expected = {f"{s.name}.{m.name}" for s in services for m in s.methods if not m.client_streaming} | {
+        "DocumentService.UploadDocument"
+    }
     assert len(expected) >= 32  # 14 DocumentService, 1 SearchService, 6 WebhookService, 5 AdminService, 6 SourceService
     assert expected <= operations.keys(), expected - operations.keys()
+    assert "DocumentService.ImportCollection" not in operations
     assert operations["SearchService.Search"] == ("/sluice.v1.SearchService/Search", "post")
     # The unary reads are marked NO_SIDE_EFFECTS: each takes a Connect GET too, at its POST's path;
     # nothing else does (not the writes, not the streams that read: WatchDocument, WatchCollection).
@@ -177,3 +181,13 @@ def test_a_request_without_a_required_field_is_refused_with_400_saying_so(http):
         assert refused.status_code == 400, (path, refused.text)
         error = refused.json()
         assert error["reason"] == reason and error["message"].startswith(message), (path, error)
+
+
+def test_a_client_stream_the_gateway_does_not_serve_is_501_saying_so(http):
+    """ImportCollection is a client stream (docs/bundles.md): one HTTP body cannot carry it, so the
+    gateway says to call it over gRPC instead of failing with a 500 (docs/http.md, "OpenAPI")."""
+    refused = http.post("/sluice.v1.DocumentService/ImportCollection", json={})
+    assert refused.status_code == 501, refused.text
+    error = refused.json()
+    assert error["code"] == "unimplemented" and error["reason"] == "CLIENT_STREAM_NOT_SERVED", error
+    assert error["message"].startswith("DocumentService.ImportCollection is a client stream"), error

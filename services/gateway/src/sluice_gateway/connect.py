@@ -269,6 +269,17 @@ class ConnectHandlers:
                 ),
                 method.label,
             )
+        if method.kind in ("client_stream", "bidi"):
+            # A client stream is many messages; an HTTP body here is one (docs/http.md, "OpenAPI").
+            return error_response(
+                GatewayError(
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    f"{method.label} is a client stream, which the gateway does not serve: call it over gRPC "
+                    "(docs/http.md, OpenAPI)",
+                    "CLIENT_STREAM_NOT_SERVED",
+                ),
+                method.label,
+            )
         if media_type(request) in CONNECT_STREAM_TYPES:
             return await self.connect_stream(request, method)
         started = time.perf_counter()

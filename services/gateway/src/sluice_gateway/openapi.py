@@ -301,6 +301,8 @@ def build_openapi(server_url: str = "") -> dict[str, Any]:
     for method in all_methods():
         if method == UPLOAD:
             paths["/v1/collections/{collection}/documents"] = {"post": _upload(builder)}
+        elif method.kind in ("client_stream", "bidi"):
+            continue  # gRPC only: the gateway answers 501 (ImportCollection)
         else:
             paths[method.path] = {"post": _operation(method, builder)}
             if method.takes_get:
