@@ -613,12 +613,21 @@ class ApiKey:
     create_time: dt.datetime | None
     revoke_time: dt.datetime | None
     raw: admin_service_pb2.ApiKey = field(repr=False, compare=False)
+    collections: tuple[str, ...] = ()  # the collections the key is limited to; empty: every one
 
     @classmethod
     def from_proto(cls, k: admin_service_pb2.ApiKey) -> ApiKey:
         role = admin_service_pb2.ApiKeyRole.Name(k.role).removeprefix("API_KEY_ROLE_").lower()
         return cls(
-            k.id, k.prefix, k.tenant, role, k.name, _time(k.create_time), _time(k.revoke_time, k.HasField("revoke_time")), k
+            k.id,
+            k.prefix,
+            k.tenant,
+            role,
+            k.name,
+            _time(k.create_time),
+            _time(k.revoke_time, k.HasField("revoke_time")),
+            k,
+            tuple(k.collections),
         )
 
 

@@ -11,6 +11,7 @@ from sluice.v1 import document_pb2, search_service_pb2, search_service_pb2_grpc
 from sluice_common import consistency, reranking, tracing
 from sluice_common import metadata as typed_metadata
 from sluice_common.auth import current_principal
+from sluice_common.auth.scope import require_visible
 from sluice_common.errors import InvalidArgument, SluiceError, grpc_errors
 from sluice_common.reasons import Reason
 
@@ -62,6 +63,7 @@ class SearchServicer(search_service_pb2_grpc.SearchServiceServicer):
             )
             after_lsn = consistency.parse_token(request.consistency_token) if request.consistency_token else None
             mode_label = query.mode.value
+            require_visible(query.collection)  # outside the key's scope: as a missing collection
             hits, collection, reranked = await self._service.answer(
                 current_principal().tenant_id, query, after_lsn=after_lsn, time_remaining=context.time_remaining()
             )

@@ -23,6 +23,7 @@ class _KeyRecord:
     role: Role
     secret_sha256: bytes
     revoked: bool
+    collections: frozenset[str] | None  # None: every collection of the tenant
 
 
 _DUMMY_HASH = hashlib.sha256(b"no such key").digest()
@@ -63,7 +64,7 @@ class KeyDirectory:
         matches = hmac.compare_digest(presented, record.secret_sha256 if record else _DUMMY_HASH)
         if record is None or not matches or record.revoked:
             raise Unauthenticated("the API key is not valid (unknown or revoked)", reason=Reason.API_KEY_INVALID)
-        return Principal(key_id, record.role, record.tenant_id, record.tenant)
+        return Principal(key_id, record.role, record.tenant_id, record.tenant, record.collections)
 
     async def tenant_id(self, name: str) -> int:
         now = time.monotonic()
@@ -93,12 +94,16 @@ class KeyDirectory:
         async with self._pool.connection() as conn:
             row = await (
                 await conn.execute(
-                    "SELECT k.tenant_id, t.name, k.role::text, k.secret_sha256, k.revoked_at IS NOT NULL"
+                    "SELECT k.tenant_id, t.name, k.role::text, k.secret_sha256, k.revoked_at IS NOT NULL, k.collections"
                     " FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.id = %s",
                     (key_id,),
                 )
             ).fetchone()
-        record = _KeyRecord(row[0], row[1], Role(row[2]), bytes(row[3]), row[4]) if row else None
+        record = (
+            _KeyRecord(row[0], row[1], Role(row[2]), bytes(row[3]), row[4], None if row[5] is None else frozenset(row[5]))
+            if row
+            else None
+        )
         if len(self._keys) >= self._max:
             self._keys.clear()
         self._keys[key_id] = (now + self._ttl, record)

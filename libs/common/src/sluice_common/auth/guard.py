@@ -61,7 +61,9 @@ class Guard:
         if tenant and tenant != principal.tenant:
             if principal.role != Role.ADMIN:
                 raise PermissionDenied("only admin keys may act for another tenant", reason=Reason.TENANT_NOT_ALLOWED)
-            principal = Principal(principal.key_id, principal.role, await self.directory.tenant_id(tenant), tenant)
+            principal = Principal(
+                principal.key_id, principal.role, await self.directory.tenant_id(tenant), tenant, principal.collections
+            )
         if principal.role != Role.WORKER:  # the worker fleet is paced by its leases, not by a budget
             wait = self.limiter.take(principal.key_id)
             if wait > 0:

@@ -12,12 +12,23 @@ from .access import Role
 
 @dataclass(frozen=True)
 class Principal:
-    """The authenticated caller: which key, which role, acting in which tenant."""
+    """The authenticated caller: which key, which role, acting in which tenant, limited to which
+    collections (None: every collection of the tenant; docs/tenancy.md, "Scoped keys")."""
 
     key_id: str
     role: Role
     tenant_id: int
     tenant: str
+    collections: frozenset[str] | None = None
+
+    def may_see(self, collection: str) -> bool:
+        """Whether the key's scope holds `collection`; outside it, a collection is NOT_FOUND."""
+        return self.collections is None or collection in self.collections
+
+    @property
+    def scope(self) -> list[str] | None:
+        """The scope as a query parameter: the collection names, or None for every collection."""
+        return None if self.collections is None else sorted(self.collections)
 
 
 _current: contextvars.ContextVar[Principal] = contextvars.ContextVar("sluice_principal")

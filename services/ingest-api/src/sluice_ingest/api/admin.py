@@ -45,7 +45,9 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     async def CreateApiKey(
         self, request: admin_pb2.CreateApiKeyRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.CreateApiKeyResponse:
-        row, secret = await self.admin.create_key(request.tenant, ROLE_FROM_PROTO.get(request.role), request.name)
+        row, secret = await self.admin.create_key(
+            request.tenant, ROLE_FROM_PROTO.get(request.role), request.name, tuple(request.collections)
+        )
         return admin_pb2.CreateApiKeyResponse(api_key=api_key_to_proto(row), secret=secret)
 
     @grpc_errors
@@ -62,7 +64,12 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     @grpc_errors
     async def GetCaller(self, request: admin_pb2.GetCallerRequest, context: grpc.aio.ServicerContext) -> admin_pb2.Caller:
         caller = current_principal()  # what the interceptor authenticated; nothing to read
-        return admin_pb2.Caller(key_prefix=prefix_of(caller.key_id), role=ROLE_TO_PROTO[caller.role], tenant=caller.tenant)
+        return admin_pb2.Caller(
+            key_prefix=prefix_of(caller.key_id),
+            role=ROLE_TO_PROTO[caller.role],
+            tenant=caller.tenant,
+            collections=sorted(caller.collections or ()),
+        )
 
 
 __all__ = ["AdminServicer"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import grpc
 from sluice.v1 import collection_pb2, document_service_pb2
 from sluice_common.auth import current_principal
+from sluice_common.auth.scope import require_creatable, require_visible, scope
 from sluice_common.errors import grpc_errors
 
 from ..service import CollectionSpec, CollectionUseCases, EvalQueryIn
@@ -27,6 +28,7 @@ class CollectionCalls:
         self, request: document_service_pb2.CreateCollectionRequest, context: grpc.aio.ServicerContext
     ) -> collection_pb2.Collection:
         c = request.collection
+        require_creatable(c.name)  # PERMISSION_DENIED: reveals nothing (docs/tenancy.md, "Scoped keys")
         spec = CollectionSpec(
             name=c.name,
             description=c.description,
@@ -47,13 +49,14 @@ class CollectionCalls:
     async def GetCollection(
         self, request: document_service_pb2.GetCollectionRequest, context: grpc.aio.ServicerContext
     ) -> collection_pb2.Collection:
+        require_visible(request.name)
         return collection_to_proto(await self.collections.get_collection(tenant(), request.name))
 
     @grpc_errors
     async def ListCollections(
         self, request: document_service_pb2.ListCollectionsRequest, context: grpc.aio.ServicerContext
     ) -> document_service_pb2.ListCollectionsResponse:
-        rows, token = await self.collections.list_collections(tenant(), request.page_size, request.page_token)
+        rows, token = await self.collections.list_collections(tenant(), request.page_size, request.page_token, scope())
         return document_service_pb2.ListCollectionsResponse(
             collections=[collection_to_proto(r) for r in rows], next_page_token=token
         )
@@ -62,6 +65,7 @@ class CollectionCalls:
     async def DeleteCollection(
         self, request: document_service_pb2.DeleteCollectionRequest, context: grpc.aio.ServicerContext
     ) -> document_service_pb2.DeleteCollectionResponse:
+        require_visible(request.name)
         deleted = await self.collections.delete_collection(tenant(), request.name, request.force)
         return document_service_pb2.DeleteCollectionResponse(deleted_documents=deleted)
 
@@ -69,6 +73,7 @@ class CollectionCalls:
     async def ReindexCollection(
         self, request: document_service_pb2.ReindexCollectionRequest, context: grpc.aio.ServicerContext
     ) -> collection_pb2.Collection:
+        require_visible(request.name)
         e = request.embedder
         row = await self.collections.reindex_collection(
             tenant(),
@@ -86,6 +91,7 @@ class CollectionCalls:
     async def CancelReindex(
         self, request: document_service_pb2.CancelReindexRequest, context: grpc.aio.ServicerContext
     ) -> collection_pb2.Collection:
+        require_visible(request.name)
         return collection_to_proto(await self.collections.cancel_reindex(tenant(), request.name))
 
 

@@ -568,6 +568,7 @@ def api_key_to_proto(row: ApiKeyRow) -> admin_pb2.ApiKey:
         name=row.name,
         create_time=timestamp(row.created_at),
         revoke_time=timestamp(row.revoked_at),
+        collections=row.collections,
     )
 
 

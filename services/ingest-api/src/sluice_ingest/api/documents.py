@@ -7,7 +7,9 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import grpc
-from sluice.v1 import document_pb2, document_service_pb2, document_service_pb2_grpc
+from sluice.v1 import collection_pb2, document_pb2, document_service_pb2, document_service_pb2_grpc
+from sluice_common.auth import current_principal
+from sluice_common.auth.scope import document_not_found, require_creatable, require_visible, scope
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.reasons import Reason
 
@@ -80,6 +82,7 @@ class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.D
                         else:
                             raise InvalidArgument("an upload message must carry data or the trailer", reason=Reason.EMPTY_MESSAGE)
 
+                require_visible(meta.collection)  # outside the key's scope: as a missing collection
                 document, _ = await self.documents.upload_document(tenant(), meta, data())
         return document_to_proto(document)
 
@@ -87,9 +90,13 @@ class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.D
     async def GetDocument(
         self, request: document_service_pb2.GetDocumentRequest, context: grpc.aio.ServicerContext
     ) -> document_pb2.Document:
+        if request.source_uri:
+            require_visible(request.collection)
         document, history, versions = await self.documents.get_document(
             tenant(), request.id, request.collection, request.source_uri
         )
+        if not current_principal().may_see(document.collection):  # checked after the read by id
+            raise document_not_found(document.id)
         return document_to_proto(document, history, versions)
 
     @grpc_errors
@@ -97,8 +104,9 @@ class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.D
         self, request: document_service_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> document_service_pb2.ListDocumentsResponse:
         status = document_status_from_proto(request.status)
+        require_visible(request.collection)
         rows, token = await self.documents.list_documents(
-            tenant(), request.collection, status, request.page_size, request.page_token, request.source_uri
+            tenant(), request.collection, status, request.page_size, request.page_token, request.source_uri, scope()
         )
         return document_service_pb2.ListDocumentsResponse(documents=[document_to_proto(r) for r in rows], next_page_token=token)
 
@@ -106,6 +114,10 @@ class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.D
     async def DeleteDocument(
         self, request: document_service_pb2.DeleteDocumentRequest, context: grpc.aio.ServicerContext
     ) -> document_service_pb2.DeleteDocumentResponse:
+        if request.source_uri:
+            require_visible(request.collection)
+        else:
+            await self._require_document_visible(request.id)
         cancelled, deleted = await self.documents.delete_document(tenant(), request.id, request.collection, request.source_uri)
         return document_service_pb2.DeleteDocumentResponse(cancelled_running_job=cancelled, deleted_documents=deleted)
 
@@ -113,18 +125,21 @@ class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.D
     async def RetryDocument(
         self, request: document_service_pb2.RetryDocumentRequest, context: grpc.aio.ServicerContext
     ) -> document_pb2.Document:
+        await self._require_document_visible(request.id)
         return document_to_proto(await self.documents.retry_document(tenant(), request.id))
 
     @grpc_errors
     async def ReprocessDocument(
         self, request: document_service_pb2.ReprocessDocumentRequest, context: grpc.aio.ServicerContext
     ) -> document_pb2.Document:
+        await self._require_document_visible(request.id)
         return document_to_proto(await self.documents.reprocess_document(tenant(), request.id))
 
     @grpc_errors
     async def WatchDocument(
         self, request: document_service_pb2.WatchDocumentRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[document_pb2.DocumentEvent]:
+        await self._require_document_visible(request.id)
         sequence = 0
         last = None
         async for row in self.watches.watch_document(tenant(), request.id):
@@ -143,6 +158,7 @@ class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.D
     async def WatchCollection(
         self, request: document_service_pb2.WatchCollectionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[document_service_pb2.CollectionEvent]:
+        require_visible(request.collection)
         statuses = [status for status in map(document_status_from_proto, request.statuses) if status is not None]
         async for row in self.watches.watch_collection(
             tenant(),
@@ -159,6 +175,8 @@ class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.D
     async def ListChunks(
         self, request: document_service_pb2.ListChunksRequest, context: grpc.aio.ServicerContext
     ) -> document_service_pb2.ListChunksResponse:
+        if request.generation >= 0:  # else refused as INVALID_ARGUMENT first, as for a missing document
+            await self._require_document_visible(request.document_id)
         rows, token, total, generation = await self.chunks.list_chunks(
             tenant(), request.document_id, request.page_size, request.page_token, request.generation
         )
@@ -174,12 +192,16 @@ class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.D
     ) -> document_service_pb2.DocumentChunk:
         enabled = request.enabled if request.HasField("enabled") else None
         text = request.text if request.HasField("text") else None
-        return document_chunk_to_proto(await self.chunks.update_chunk(tenant(), request.chunk_id, enabled, text, request.etag))
+        row = await self.chunks.update_chunk(
+            tenant(), request.chunk_id, enabled, text, request.etag, scope=current_principal().collections
+        )
+        return document_chunk_to_proto(row)
 
     @grpc_errors
     async def DownloadDocument(
         self, request: document_service_pb2.DownloadDocumentRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[document_service_pb2.DownloadDocumentResponse]:
+        await self._require_document_visible(request.id)
         document, pieces = await self.chunks.download(tenant(), request.id)
         yield document_service_pb2.DownloadDocumentResponse(
             header=document_service_pb2.DownloadDocumentHeader(
@@ -191,6 +213,34 @@ class DocumentServicer(CollectionCalls, BundleCalls, document_service_pb2_grpc.D
         )
         async for piece in pieces:
             yield document_service_pb2.DownloadDocumentResponse(data=piece)
+
+    # The bundle calls (bundles.py) behind the key's scope: an export names a collection to read, an
+    # import one to create (docs/tenancy.md, "Scoped keys").
+    @grpc_errors
+    async def ExportCollection(
+        self, request: document_service_pb2.ExportCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[document_service_pb2.ExportCollectionResponse]:
+        require_visible(request.name)
+        async for response in BundleCalls.ExportCollection(self, request, context):
+            yield response
+
+    @grpc_errors
+    async def ImportCollection(
+        self, request_iterator: AsyncIterator[document_service_pb2.ImportCollectionRequest], context: grpc.aio.ServicerContext
+    ) -> collection_pb2.Collection:
+        async def checked() -> AsyncIterator[document_service_pb2.ImportCollectionRequest]:
+            first = True
+            async for message in request_iterator:
+                if first and message.WhichOneof("payload") == "options":
+                    require_creatable(message.options.name)
+                first = False
+                yield message
+
+        return await BundleCalls.ImportCollection(self, checked(), context)
+
+    async def _require_document_visible(self, document_id: str) -> None:
+        """A document outside the key's scope answers as a missing one (a read by id, then the check)."""
+        await self.documents.require_document_visible(tenant(), document_id, current_principal().collections)
 
 
 __all__ = ["DocumentServicer"]

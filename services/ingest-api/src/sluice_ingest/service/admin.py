@@ -12,10 +12,14 @@ from sluice_common.reasons import Reason
 from ..domain import check_tenant_name
 from ..ports import TenantsPort
 from ..store.tenants import ApiKeyRow, QueueShare, Quota, TenantRow
+from .collections import COLLECTION_NAME
 
 MAX_KEY_NAME = 200
 MAX_QUEUE_WEIGHT = 100
 MAX_RUNNING_JOBS_CAP = 10_000
+MAX_KEY_COLLECTIONS = 100
+# A key that manages tenants or claims every tenant's jobs cannot be held to some collections.
+UNSCOPABLE_ROLES = frozenset({Role.ADMIN, Role.WORKER})
 
 
 def quota_of(max_documents: int, max_stored_bytes: int, max_collections: int) -> Quota:
@@ -40,6 +44,31 @@ def queue_share_of(weight: int, max_running_jobs: int) -> QueueShare:
     return QueueShare(weight or 1, max_running_jobs or None)
 
 
+def key_scope_of(role: Role, collections: tuple[str, ...]) -> tuple[str, ...]:
+    """The sorted, distinct collections a new key is limited to (empty: every collection),
+    refused on roles that cannot be scoped, past MAX_KEY_COLLECTIONS or on an invalid name."""
+    if not collections:
+        return ()
+    if role in UNSCOPABLE_ROLES:
+        raise InvalidArgument(
+            f"a {role} key cannot be limited to collections; only client and reader keys can",
+            reason=Reason.API_KEY_SCOPE_INVALID,
+        )
+    scope = tuple(sorted(set(collections)))
+    if len(scope) > MAX_KEY_COLLECTIONS:
+        raise InvalidArgument(
+            f"a key is limited to at most {MAX_KEY_COLLECTIONS} collections, not {len(scope)}",
+            reason=Reason.API_KEY_SCOPE_INVALID,
+        )
+    for name in scope:
+        if not COLLECTION_NAME.match(name):
+            raise InvalidArgument(
+                f"{name[:64]!r} is not a collection name (1-63 lowercase letters, digits, '-' or '_')",
+                reason=Reason.API_KEY_SCOPE_INVALID,
+            )
+    return scope
+
+
 class AdminUseCases:
     def __init__(self, tenants: TenantsPort, forget_key: Callable[[str], None]) -> None:
         self.tenants = tenants
@@ -61,15 +90,18 @@ class AdminUseCases:
     async def list_tenants(self) -> list[TenantRow]:
         return await self.tenants.list_tenants()
 
-    async def create_key(self, tenant: str, role: Role | None, name: str) -> tuple[ApiKeyRow, str]:
-        """A new key and its secret (the only time the secret exists)."""
+    async def create_key(
+        self, tenant: str, role: Role | None, name: str, collections: tuple[str, ...] = ()
+    ) -> tuple[ApiKeyRow, str]:
+        """A new key and its secret (the only time the secret exists), limited to `collections`
+        when some are given (docs/tenancy.md, "Scoped keys")."""
         if role is None:
             raise InvalidArgument("role is required: ADMIN, CLIENT, READER or WORKER", reason=Reason.INVALID_ROLE)
         if not tenant:
             raise InvalidArgument("tenant is required", reason=Reason.MISSING_TENANT)
         if len(name) > MAX_KEY_NAME:
             raise InvalidArgument(f"a key's name is at most {MAX_KEY_NAME} characters", reason=Reason.INVALID_KEY_NAME)
-        return await self.tenants.create_key(tenant, role, name)
+        return await self.tenants.create_key(tenant, role, name, key_scope_of(role, collections))
 
     async def list_keys(self, tenant: str) -> list[ApiKeyRow]:
         return await self.tenants.list_keys(tenant or None)

@@ -17,7 +17,7 @@ from .. import metrics
 from ..arguments import decode_token, encode_token, page_size_of, parse_id
 from ..domain import safe_error_message
 from ..ports import ChunksPort
-from ..store.chunks import ChunkCopy, ChunkTarget, DocumentChunkRow
+from ..store.chunks import ChunkCopy, ChunkTarget, DocumentChunkRow, chunk_not_found
 from ..store.rows import DocumentRow
 
 log = logging.getLogger("sluice.ingest")
@@ -78,7 +78,13 @@ class ChunkUseCases:
         return rows[:limit], next_token, total, number
 
     async def update_chunk(
-        self, tenant_id: int, chunk_id: str, enabled: bool | None, text: str | None, etag: str
+        self,
+        tenant_id: int,
+        chunk_id: str,
+        enabled: bool | None,
+        text: str | None,
+        etag: str,
+        scope: frozenset[str] | None = None,
     ) -> DocumentChunkRow:
         """Read the chunk's copies, embed new text outside any transaction (each generation with
         its own embedder), then write every copy in one transaction that refuses if any changed."""
@@ -87,6 +93,7 @@ class ChunkUseCases:
         number = parse_chunk_id(chunk_id)
         if text is not None:
             text = check_chunk_text(text)
+        await self.require_chunk_visible(tenant_id, chunk_id, scope)
         target = await self.chunks.chunk_target(tenant_id, number)
         named = target.named
         if etag and etag != named.etag:
@@ -164,6 +171,16 @@ class ChunkUseCases:
                 reason=Reason.EMBEDDER_UNAVAILABLE,
             )
         return array
+
+    async def require_chunk_visible(self, tenant_id: int, chunk_id: str, scope: frozenset[str] | None) -> None:
+        """For a scoped key (docs/tenancy.md, "Scoped keys"): a chunk of a collection outside
+        `scope` answers NOT_FOUND as a missing one; an unscoped key (None) costs no read."""
+        if scope is None:
+            return
+        number = parse_chunk_id(chunk_id)
+        collection = await self.chunks.chunk_collection(tenant_id, number)
+        if collection is not None and collection not in scope:
+            raise chunk_not_found(number)
 
     async def download(self, tenant_id: int, document_id: str) -> tuple[DocumentRow, AsyncIterator[bytes]]:
         """The document (for the header) and its bytes, read a slice at a time."""

@@ -241,10 +241,13 @@ class CollectionUseCases:
             raise InvalidArgument("collection name is required", reason=Reason.MISSING_COLLECTION)
         return await self.collections.get_collection(tenant_id, name)
 
-    async def list_collections(self, tenant_id: int, page_size: int, page_token: str) -> tuple[list[CollectionRow], str]:
+    async def list_collections(
+        self, tenant_id: int, page_size: int, page_token: str, scope: list[str] | None = None
+    ) -> tuple[list[CollectionRow], str]:
+        """A page of collections by name; only those in `scope` when given (a scoped key)."""
         limit = page_size_of(page_size)
         token = decode_token(page_token, "collections")
-        rows = await self.collections.list_collections(tenant_id, token["n"] if token else None, limit + 1)
+        rows = await self.collections.list_collections(tenant_id, token["n"] if token else None, limit + 1, scope)
         next_token = encode_token({"f": "collections", "n": rows[limit - 1].name}) if len(rows) > limit else ""
         return rows[:limit], next_token
 

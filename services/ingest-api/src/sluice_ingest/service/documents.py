@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice_common import metadata as typed_metadata
+from sluice_common.auth.scope import document_not_found
 from sluice_common.errors import InvalidArgument
 from sluice_common.media_types import media_type_of
 from sluice_common.reasons import Reason
@@ -146,7 +147,9 @@ class DocumentUseCases:
         page_size: int,
         page_token: str,
         source_uri: str = "",
+        scope: list[str] | None = None,
     ) -> tuple[list[DocumentRow], str]:
+        """A page of documents, newest first; only of the collections in `scope` when given."""
         limit = page_size_of(page_size)
         source = source_uri_of(source_uri)
         filters = f"{collection}|{status or ''}" + (f"|{source}" if source else "")
@@ -158,7 +161,7 @@ class DocumentUseCases:
             except (KeyError, ValueError, TypeError):
                 raise InvalidArgument("page_token is not valid", reason=Reason.INVALID_PAGE_TOKEN) from None
         rows = await self.documents.list_documents(
-            tenant_id, collection or None, str(status) if status else None, after, limit + 1, source
+            tenant_id, collection or None, str(status) if status else None, after, limit + 1, source, scope
         )
         next_token = ""
         if len(rows) > limit:
@@ -185,6 +188,17 @@ class DocumentUseCases:
         cancelled = await self.documents.delete_document(tenant_id, doc_id)
         log.info("document deleted", extra={"document_id": str(doc_id), "cancelled_running_job": cancelled})
         return cancelled, 1
+
+    async def require_document_visible(self, tenant_id: int, document_id: str, scope: frozenset[str] | None) -> None:
+        """For a scoped key (docs/tenancy.md, "Scoped keys"): a document of a collection outside
+        `scope` answers NOT_FOUND as a missing one; a missing one is left for the call to refuse as
+        it always has. An unscoped key (None) costs no read."""
+        if scope is None or not document_id:
+            return
+        doc_id = parse_id(document_id)
+        collection = await self.documents.document_collection(tenant_id, doc_id)
+        if collection is not None and collection not in scope:
+            raise document_not_found(doc_id)
 
     async def retry_document(self, tenant_id: int, document_id: str) -> DocumentRow:
         return await self.documents.restart_document(tenant_id, parse_id(document_id), DocumentStatus.FAILED)

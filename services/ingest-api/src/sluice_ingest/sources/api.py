@@ -9,6 +9,7 @@ from google.protobuf import json_format
 from sluice.v1 import source_service_pb2 as src
 from sluice.v1 import source_service_pb2_grpc
 from sluice_common.auth import current_principal
+from sluice_common.auth.scope import require_visible, scope
 from sluice_common.errors import grpc_errors
 from sluice_common.names import source_name
 
@@ -69,6 +70,7 @@ class SourceServicer(source_service_pb2_grpc.SourceServiceServicer):
     async def CreateSource(self, request: src.CreateSourceRequest, context: grpc.aio.ServicerContext) -> src.Source:
         s = request.source
         kind, spec = spec_from_proto(s)
+        require_visible(s.collection)
         row = await self.service.create(
             tenant(), s.collection, s.display_name, kind, spec, s.schedule_interval_seconds, s.max_delete_share
         )
@@ -76,20 +78,26 @@ class SourceServicer(source_service_pb2_grpc.SourceServiceServicer):
 
     @grpc_errors
     async def GetSource(self, request: src.GetSourceRequest, context: grpc.aio.ServicerContext) -> src.Source:
+        await self.service.require_visible(tenant(), request.name, current_principal().collections)
         return source_to_proto(await self.service.get(tenant(), request.name))
 
     @grpc_errors
     async def ListSources(self, request: src.ListSourcesRequest, context: grpc.aio.ServicerContext) -> src.ListSourcesResponse:
-        rows, token = await self.service.list_sources(tenant(), request.collection, request.page_size, request.page_token)
+        require_visible(request.collection)
+        rows, token = await self.service.list_sources(
+            tenant(), request.collection, request.page_size, request.page_token, scope()
+        )
         return src.ListSourcesResponse(sources=[source_to_proto(r) for r in rows], next_page_token=token)
 
     @grpc_errors
     async def DeleteSource(self, request: src.DeleteSourceRequest, context: grpc.aio.ServicerContext) -> src.DeleteSourceResponse:
+        await self.service.require_visible(tenant(), request.name, current_principal().collections)
         await self.service.delete(tenant(), request.name)
         return src.DeleteSourceResponse()
 
     @grpc_errors
     async def SyncSource(self, request: src.SyncSourceRequest, context: grpc.aio.ServicerContext) -> src.SourceRun:
+        await self.service.require_visible(tenant(), request.name, current_principal().collections)
         source = await self.service.get(tenant(), request.name)
         run = await self.service.sync(tenant(), request.name, request.allow_mass_delete)
         return run_to_proto(run, source.collection)
@@ -98,6 +106,7 @@ class SourceServicer(source_service_pb2_grpc.SourceServiceServicer):
     async def ListSourceRuns(
         self, request: src.ListSourceRunsRequest, context: grpc.aio.ServicerContext
     ) -> src.ListSourceRunsResponse:
+        await self.service.require_visible(tenant(), request.name, current_principal().collections)
         source = await self.service.get(tenant(), request.name)
         rows, token = await self.service.list_runs(tenant(), request.name, request.page_size, request.page_token)
         return src.ListSourceRunsResponse(runs=[run_to_proto(r, source.collection) for r in rows], next_page_token=token)

@@ -7,7 +7,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from sluice_common.errors import InvalidArgument
+from sluice_common.errors import InvalidArgument, NotFound
 from sluice_common.names import source_id_of
 from sluice_common.reasons import Reason
 
@@ -75,7 +75,20 @@ class SourceService:
     async def get(self, tenant_id: int, name: str) -> SourceRow:
         return await self.store.get(tenant_id, source_id(name))
 
-    async def list_sources(self, tenant_id: int, collection: str, page_size: int, page_token: str) -> tuple[list[SourceRow], str]:
+    async def require_visible(self, tenant_id: int, name: str, scope: frozenset[str] | None) -> SourceRow | None:
+        """For a scoped key (docs/tenancy.md, "Scoped keys"): a source of a collection outside
+        `scope` answers NOT_FOUND as a missing one (a read by id, then the check); returns the
+        source it read, None for an unscoped key (no read)."""
+        if scope is None:
+            return None
+        row = await self.get(tenant_id, name)
+        if row.collection not in scope:
+            raise NotFound(f"source {row.id} does not exist", reason=Reason.SOURCE_NOT_FOUND)
+        return row
+
+    async def list_sources(
+        self, tenant_id: int, collection: str, page_size: int, page_token: str, scope: list[str] | None = None
+    ) -> tuple[list[SourceRow], str]:
         limit = page_size_of(page_size)
         filters = f"sources:{collection}"
         token = decode_token(page_token, filters)
@@ -83,7 +96,7 @@ class SourceService:
             after = (dt.datetime.fromisoformat(token["t"]), uuid.UUID(token["i"])) if token else None
         except (KeyError, TypeError, ValueError):
             raise InvalidArgument("page_token is not valid", reason=Reason.INVALID_PAGE_TOKEN) from None
-        rows = await self.store.list_sources(tenant_id, collection or None, after, limit + 1)
+        rows = await self.store.list_sources(tenant_id, collection or None, after, limit + 1, scope)
         next_token = ""
         if len(rows) > limit:
             last = rows[limit - 1]

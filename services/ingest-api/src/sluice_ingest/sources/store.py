@@ -203,12 +203,16 @@ class SourceStore:
         collection: str | None,
         after: tuple[dt.datetime, uuid.UUID] | None,
         limit: int,
+        scope: list[str] | None = None,
     ) -> list[SourceRow]:
         conditions: list[str] = ["s.tenant_id = %s"]
         params: list[Any] = [tenant_id]
         if collection:
             conditions.append("c.name = %s")
             params.append(collection)
+        if scope is not None:  # a scoped key's collections only (docs/tenancy.md, "Scoped keys")
+            conditions.append("c.name = ANY(%s::text[])")
+            params.append(scope)
         if after is not None:
             conditions.append("(s.created_at, s.id) > (%s, %s)")
             params.extend(after)

@@ -183,6 +183,11 @@ NAMED_CHUNK_SQL = (
     "SELECT document_id, chunk_index FROM chunks WHERE id = %s AND tenant_id = %s"
     " UNION ALL SELECT document_id, chunk_index FROM disabled_chunks WHERE id = %s AND tenant_id = %s"
 )
+# The name of a chunk's collection, for a scoped key's check before UpdateChunk.
+CHUNK_COLLECTION_SQL = (
+    "SELECT c.name FROM (" + NAMED_CHUNK_SQL + ") n JOIN documents d ON d.id = n.document_id"
+    " JOIN collections c ON c.id = d.collection_id LIMIT 1"
+)
 DOCUMENT_STATUS_SQL = "SELECT status::text FROM documents WHERE id = %s AND tenant_id = %s"
 CHUNK_COPIES_SQL = compose("""
     SELECT c.id, c.generation_id, g.number AS generation, g.embedder_provider, g.embedder_model, g.dimensions,
@@ -373,6 +378,12 @@ class ChunkStore(StoreBase):
             rows = await cur.fetchall()
             (total,) = await one_row(conn, COUNT_SQL, params)
             return rows, int(total), int(number)
+
+    async def chunk_collection(self, tenant_id: int, chunk_id: int) -> str | None:
+        """The name of the chunk's collection; None when the tenant has no such chunk."""
+        async with self.pool.connection() as conn:
+            row = await (await conn.execute(CHUNK_COLLECTION_SQL, (chunk_id, tenant_id, chunk_id, tenant_id))).fetchone()
+            return None if row is None else str(row[0])
 
     async def chunk_target(self, tenant_id: int, chunk_id: int) -> ChunkTarget:
         """The chunk's copies in the ACTIVE and BUILDING generations (read once, before embedding:

@@ -43,6 +43,8 @@ FIRST_GENERATION_SQL = compose("SELECT id FROM collection_generations WHERE coll
 
 LIST_COLLECTIONS_SQL = compose(
     COLLECTION_SELECT + " WHERE c.tenant_id = %(tenant)s AND (%(after)s::text IS NULL OR c.name > %(after)s)"
+    # A scoped key's collections only (docs/tenancy.md, "Scoped keys"); NULL: every one.
+    " AND (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))"
     " ORDER BY c.name LIMIT %(limit)s"
 )
 
@@ -91,10 +93,16 @@ class CollectionStore(StoreBase):
         async with self.pool.connection() as conn:
             return await lookup_collection_settings(conn, tenant_id, name)
 
-    async def list_collections(self, tenant_id: int, after: str | None, limit: int) -> list[CollectionRow]:
+    async def list_collections(
+        self, tenant_id: int, after: str | None, limit: int, scope: list[str] | None = None
+    ) -> list[CollectionRow]:
+        """A page of the tenant's collections by name, only those in `scope` when it is given."""
         async with self.pool.connection() as conn:
             return await named_rows(
-                conn, CollectionRow, LIST_COLLECTIONS_SQL, {"tenant": tenant_id, "after": after, "limit": limit}
+                conn,
+                CollectionRow,
+                LIST_COLLECTIONS_SQL,
+                {"tenant": tenant_id, "after": after, "limit": limit, "scope": scope},
             )
 
     async def delete_collection(self, tenant_id: int, name: str, force: bool) -> int:

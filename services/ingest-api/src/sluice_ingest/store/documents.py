@@ -97,7 +97,13 @@ LIST_CONDITIONS = {
     "status": "d.status = %s",
     "source_uri": "d.source_uri = %s",
     "after": "(d.created_at, d.id) < (%s, %s)",
+    # A scoped key's collections only (docs/tenancy.md, "Scoped keys").
+    "scope": "c.name = ANY(%s::text[])",
 }
+# The name of a document's collection, for a scoped key's check after a look-up by id.
+DOCUMENT_COLLECTION_SQL = (
+    "SELECT c.name FROM documents d JOIN collections c ON c.id = d.collection_id WHERE d.id = %s AND d.tenant_id = %s"
+)
 LIST_PAGE = " ORDER BY d.created_at DESC, d.id DESC LIMIT %s"
 
 
@@ -251,6 +257,12 @@ class DocumentStore(StoreBase):
         async with self.pool.connection() as conn:
             return await lookup_document(conn, document_id, tenant_id)
 
+    async def document_collection(self, tenant_id: int, document_id: uuid.UUID) -> str | None:
+        """The name of the document's collection; None when the tenant has no such document."""
+        async with self.pool.connection() as conn:
+            row = await (await conn.execute(DOCUMENT_COLLECTION_SQL, (document_id, tenant_id))).fetchone()
+            return None if row is None else str(row[0])
+
     async def get_document_with_history(
         self,
         tenant_id: int,
@@ -301,8 +313,10 @@ class DocumentStore(StoreBase):
         after: tuple[dt.datetime, uuid.UUID] | None,
         limit: int,
         source_uri: str | None = None,
+        scope: list[str] | None = None,
     ) -> list[DocumentRow]:
-        """A page of the tenant's documents, newest first. With a collection, its look-up (NOT_FOUND)
+        """A page of the tenant's documents, newest first, only those of the collections in
+        `scope` when it is given. With a collection, its look-up (NOT_FOUND)
         and the page see one snapshot: never the collection of one commit and the documents of the
         next (a deletion between them, or its name given to another)."""
         async with self.pool.connection() as conn, one_snapshot(conn):
@@ -318,6 +332,9 @@ class DocumentStore(StoreBase):
             if source_uri:
                 conditions.append("source_uri")
                 params.append(source_uri)
+            if scope is not None:
+                conditions.append("scope")
+                params.append(scope)
             if after:
                 conditions.append("after")
                 params.extend(after)

@@ -54,6 +54,7 @@ class ApiKeyRow:
     name: str
     created_at: dt.datetime
     revoked_at: dt.datetime | None
+    collections: tuple[str, ...] = ()  # empty: every collection of the tenant (docs/tenancy.md, "Scoped keys")
 
 
 _TENANT_SELECT = """
@@ -64,7 +65,7 @@ _TENANT_SELECT = """
     FROM tenants t
 """
 _KEY_SELECT = """
-    SELECT k.id, t.name AS tenant, k.role::text AS role, k.name, k.created_at, k.revoked_at
+    SELECT k.id, t.name AS tenant, k.role::text AS role, k.name, k.created_at, k.revoked_at, k.collections
     FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
 """
 
@@ -75,8 +76,8 @@ CREATE_TENANT_SQL = (
     " ON CONFLICT (name) DO NOTHING RETURNING id"
 )
 CREATE_KEY_SQL = (
-    "INSERT INTO api_keys (id, tenant_id, role, name, secret_sha256)"
-    " SELECT %s, id, %s, %s, %s FROM tenants WHERE name = %s RETURNING id"
+    "INSERT INTO api_keys (id, tenant_id, role, name, secret_sha256, collections)"
+    " SELECT %s, id, %s, %s, %s, %s FROM tenants WHERE name = %s RETURNING id"
 )
 # UpdateTenant: a part given as NULL keeps its value (%(quota)s / %(queue)s say which parts change).
 UPDATE_TENANT_SQL = """
@@ -113,7 +114,15 @@ def _tenant(row: dict[str, Any]) -> TenantRow:
 
 
 def _key(row: dict[str, Any]) -> ApiKeyRow:
-    return ApiKeyRow(row["id"], row["tenant"], Role(row["role"]), row["name"], row["created_at"], row["revoked_at"])
+    return ApiKeyRow(
+        row["id"],
+        row["tenant"],
+        Role(row["role"]),
+        row["name"],
+        row["created_at"],
+        row["revoked_at"],
+        tuple(row["collections"] or ()),
+    )
 
 
 class TenantStore(StoreBase):
@@ -167,14 +176,17 @@ class TenantStore(StoreBase):
             raise NotFound(f"tenant {name[:64]!r} does not exist", reason=Reason.TENANT_NOT_FOUND)
         return _tenant(row)
 
-    async def create_key(self, tenant: str, role: Role, name: str = "") -> tuple[ApiKeyRow, str]:
-        """A new key of `tenant` with `role`; returns it and its secret (the only time it exists)."""
+    async def create_key(
+        self, tenant: str, role: Role, name: str = "", collections: tuple[str, ...] = ()
+    ) -> tuple[ApiKeyRow, str]:
+        """A new key of `tenant` with `role`, limited to `collections` when some are given
+        (stored as NULL when none: every collection); returns it and its secret (the only time it exists)."""
         key: NewKey = generate_key()
         async with self.pool.connection() as conn, conn.transaction():
             row = await (
                 await conn.execute(
                     CREATE_KEY_SQL,
-                    (key.id, str(role), name, key.secret_sha256, tenant),
+                    (key.id, str(role), name, key.secret_sha256, list(collections) or None, tenant),
                 )
             ).fetchone()
             if row is None:

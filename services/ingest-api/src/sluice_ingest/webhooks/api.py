@@ -8,6 +8,7 @@ import grpc
 from sluice.v1 import webhook_service_pb2 as wh
 from sluice.v1 import webhook_service_pb2_grpc
 from sluice_common.auth import current_principal
+from sluice_common.auth.scope import require_visible, scope
 from sluice_common.errors import InvalidArgument, grpc_errors
 from sluice_common.reasons import Reason
 from sluice_common.worker_errors import client_message
@@ -97,23 +98,28 @@ class WebhookServicer(webhook_service_pb2_grpc.WebhookServiceServicer):
     ) -> wh.CreateWebhookResponse:
         w = request.webhook
         row, secret = await self.service.create(
-            tenant(), w.collection, w.url, event_types_from_proto(w.event_types), w.description
+            tenant(), w.collection, w.url, event_types_from_proto(w.event_types), w.description, current_principal().collections
         )
         return wh.CreateWebhookResponse(webhook=webhook_to_proto(row), secret=secret)
 
     @grpc_errors
     async def ListWebhooks(self, request: wh.ListWebhooksRequest, context: grpc.aio.ServicerContext) -> wh.ListWebhooksResponse:
-        rows, token = await self.service.list_webhooks(tenant(), request.collection, request.page_size, request.page_token)
+        require_visible(request.collection)
+        rows, token = await self.service.list_webhooks(
+            tenant(), request.collection, request.page_size, request.page_token, scope()
+        )
         return wh.ListWebhooksResponse(webhooks=[webhook_to_proto(r) for r in rows], next_page_token=token)
 
     @grpc_errors
     async def GetWebhook(self, request: wh.GetWebhookRequest, context: grpc.aio.ServicerContext) -> wh.Webhook:
+        await self.service.require_visible(tenant(), request.id, current_principal().collections)
         return webhook_to_proto(await self.service.get(tenant(), request.id))
 
     @grpc_errors
     async def DeleteWebhook(
         self, request: wh.DeleteWebhookRequest, context: grpc.aio.ServicerContext
     ) -> wh.DeleteWebhookResponse:
+        await self.service.require_visible(tenant(), request.id, current_principal().collections)
         dropped = await self.service.delete(tenant(), request.id)
         return wh.DeleteWebhookResponse(dropped_pending_deliveries=dropped)
 
@@ -121,6 +127,7 @@ class WebhookServicer(webhook_service_pb2_grpc.WebhookServiceServicer):
     async def ListWebhookDeliveries(
         self, request: wh.ListWebhookDeliveriesRequest, context: grpc.aio.ServicerContext
     ) -> wh.ListWebhookDeliveriesResponse:
+        await self.service.require_visible(tenant(), request.webhook_id, current_principal().collections)
         rows, token = await self.service.list_deliveries(
             tenant(), request.webhook_id, delivery_state_from_proto(request.state), request.page_size, request.page_token
         )
@@ -130,5 +137,6 @@ class WebhookServicer(webhook_service_pb2_grpc.WebhookServiceServicer):
     async def RotateWebhookSecret(
         self, request: wh.RotateWebhookSecretRequest, context: grpc.aio.ServicerContext
     ) -> wh.CreateWebhookResponse:
+        await self.service.require_visible(tenant(), request.id, current_principal().collections)
         row, secret = await self.service.rotate_secret(tenant(), request.id)
         return wh.CreateWebhookResponse(webhook=webhook_to_proto(row), secret=secret)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from sluice_common.errors import InvalidArgument
+from sluice_common.auth.scope import collection_not_found
+from sluice_common.errors import InvalidArgument, NotFound
 from sluice_common.reasons import Reason
 
 from ..arguments import decode_token, encode_token, page_size_of, parse_id
@@ -24,7 +25,13 @@ class WebhookService:
         self.settings = settings
 
     async def create(
-        self, tenant_id: int, collection: str, url: str, event_types: list[str], description: str
+        self,
+        tenant_id: int,
+        collection: str,
+        url: str,
+        event_types: list[str],
+        description: str,
+        scope: frozenset[str] | None = None,
     ) -> tuple[SubscriptionRow, str]:
         if not collection:
             raise InvalidArgument("webhook.collection is required", reason=Reason.MISSING_COLLECTION)
@@ -33,17 +40,29 @@ class WebhookService:
         types = event_types_of(event_types)
         target = guard.parse_url(url)
         await guard.resolve(target, self.settings.webhook_allow_private_networks, self.settings.webhook_connect_timeout_seconds)
+        if scope is not None and collection not in scope:  # as a missing collection (docs/tenancy.md, "Scoped keys")
+            raise collection_not_found(collection)
         secret = signing.new_secret()
         row = await self.store.create(
             tenant_id, collection, url, [str(t) for t in types], description, secret, self.settings.webhook_max_per_collection
         )
         return row, secret
 
+    async def require_visible(self, tenant_id: int, webhook_id: str, scope: frozenset[str] | None) -> None:
+        """For a scoped key (docs/tenancy.md, "Scoped keys"): a webhook of a collection outside
+        `scope` answers NOT_FOUND as a missing one (a read by id, then the check); an unscoped key
+        (None) costs no read."""
+        if scope is None:
+            return
+        row = await self.get(tenant_id, webhook_id)
+        if row.collection not in scope:
+            raise NotFound(f"webhook {row.id} does not exist", reason=Reason.WEBHOOK_NOT_FOUND)
+
     async def get(self, tenant_id: int, webhook_id: str) -> SubscriptionRow:
         return await self.store.get(tenant_id, parse_id(webhook_id, "webhook"))
 
     async def list_webhooks(
-        self, tenant_id: int, collection: str, page_size: int, page_token: str
+        self, tenant_id: int, collection: str, page_size: int, page_token: str, scope: list[str] | None = None
     ) -> tuple[list[SubscriptionRow], str]:
         limit = page_size_of(page_size)
         filters = f"webhooks:{collection}"
@@ -52,7 +71,7 @@ class WebhookService:
             after = (dt.datetime.fromisoformat(token["t"]), uuid.UUID(token["i"])) if token else None
         except (KeyError, TypeError, ValueError):
             raise InvalidArgument("page_token is not valid", reason=Reason.INVALID_PAGE_TOKEN) from None
-        rows = await self.store.list_webhooks(tenant_id, collection or None, after, limit + 1)
+        rows = await self.store.list_webhooks(tenant_id, collection or None, after, limit + 1, scope)
         next_token = ""
         if len(rows) > limit:
             last = rows[limit - 1]

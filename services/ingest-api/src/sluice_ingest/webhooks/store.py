@@ -188,7 +188,12 @@ class WebhookStore:
         return row
 
     async def list_webhooks(
-        self, tenant_id: int, collection: str | None, after: tuple[dt.datetime, uuid.UUID] | None, limit: int
+        self,
+        tenant_id: int,
+        collection: str | None,
+        after: tuple[dt.datetime, uuid.UUID] | None,
+        limit: int,
+        scope: list[str] | None = None,
     ) -> list[SubscriptionRow]:
         """The tenant's webhooks (of one collection: NOT_FOUND when it does not exist), the check
         and the list in one snapshot: never the collection before a deletion and the list after."""
@@ -205,11 +210,13 @@ class WebhookStore:
             await cur.execute(
                 SUBSCRIPTION_SELECT
                 + """ WHERE s.tenant_id = %(tenant)s AND (%(collection)s::text IS NULL OR c.name = %(collection)s)
+                      AND (%(scope)s::text[] IS NULL OR c.name = ANY(%(scope)s::text[]))
                       AND (%(after_time)s::timestamptz IS NULL OR (s.created_at, s.id) > (%(after_time)s, %(after_id)s))
                     ORDER BY s.created_at, s.id LIMIT %(limit)s""",
                 {
                     "tenant": tenant_id,
                     "collection": collection,
+                    "scope": scope,
                     "after_time": after[0] if after else None,
                     "after_id": after[1] if after else None,
                     "limit": limit,
