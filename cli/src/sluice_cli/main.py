@@ -25,7 +25,7 @@ from sluice_client import Client, SluiceError
 from sluice_client.client import ROLES
 from sluice_client.types import WEBHOOK_EVENT_TYPES
 
-from . import __version__, admin, chunks, commands, evaluate, maintenance, mcp, render, sources, sync, typed, webhooks
+from . import __version__, admin, bundles, chunks, commands, evaluate, maintenance, mcp, render, sources, sync, typed, webhooks
 from .client import open_client
 from .errors import EXIT_FAILED, EXIT_USAGE, CliError, from_rpc_error, from_sdk_error
 from .upload import run_upload
@@ -191,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("name")
     delete.add_argument("--force", action="store_true", help="also delete its documents")
     delete.set_defaults(handler=commands.collections_delete)
+    bundles.register(coll_sub, common)  # `sluice collections export/import` (docs/cli.md)
 
     # upload
     up = sub.add_parser("upload", help="upload files and folders (recursive) and follow them to READY", parents=[common])
@@ -405,6 +406,13 @@ def build_parser() -> argparse.ArgumentParser:
     kcreate.add_argument("--tenant", dest="key_tenant", required=True)
     kcreate.add_argument("--role", required=True, choices=sorted(ROLES))
     kcreate.add_argument("--name", default="", help="a label, e.g. who holds the key")
+    kcreate.add_argument(
+        "--collection",
+        dest="collections",
+        action="append",
+        metavar="NAME",
+        help="limit the key to this collection (repeat for several; client and reader keys only)",
+    )
     kcreate.set_defaults(handler=admin.keys_create)
     kls = keys_sub.add_parser("list", aliases=["ls"], help="list keys (prefixes only)", parents=[common])
     kls.add_argument("--tenant", dest="key_tenant", default="")

@@ -17,6 +17,7 @@ SLUICE_TLS_* files (config.py). docs/clients.md is the guide.
 from __future__ import annotations
 
 from .aio import AsyncClient
+from .bundles import ExportedBundle
 from .client import Client, DocumentTracker, UploadResult
 from .config import TLS
 from .errors import (
@@ -83,6 +84,7 @@ __all__ = [
     "DownloadError",
     "DownloadedDocument",
     "Embedder",
+    "ExportedBundle",
     "FailedPrecondition",
     "Hit",
     "HitExplanation",

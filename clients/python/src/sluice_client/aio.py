@@ -19,13 +19,13 @@ import builtins
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar, overload
 
 import grpc
 
-from . import _core, downloads, sync, uploads
+from . import _core, bundles, downloads, sync, uploads
 from .client import INGEST, RECONNECT_WINDOW_SECONDS, ROLES, SEARCH, UploadResult
 from .errors import (
     AlreadyExists,
@@ -333,6 +333,40 @@ class AsyncCollections:
     async def cancel_reindex(self, name: str, *, timeout: float | None = None) -> Collection:
         request = document_service_pb2.CancelReindexRequest(name=name)
         return Collection.from_proto(await self._client._unary(INGEST, "CancelReindex", request, timeout=timeout))
+
+    async def export_collection(
+        self, name: str, path_or_file: bundles.BundleFile, *, timeout: float | None = None
+    ) -> bundles.ExportedBundle:
+        """See Collections.export_collection (a file object is written from the event loop)."""
+        client = self._client
+        receiver = bundles.BundleReceiver(name, path_or_file)
+        try:
+            call = client._stub(INGEST).ExportCollection(
+                document_service_pb2.ExportCollectionRequest(name=name), timeout=timeout, metadata=client.settings.metadata
+            )
+            try:
+                async for message in call:
+                    receiver.take(message)
+            except grpc.RpcError as rpc_error:
+                raise client._error(rpc_error, INGEST) from None
+            return receiver.finish()
+        except BaseException:
+            receiver.discard()
+            raise
+
+    async def import_collection(
+        self, path_or_file: bundles.BundleFile, as_name: str, reembed: bool = False, *, timeout: float | None = None
+    ) -> Collection:
+        """See Collections.import_collection (the bundle is read in a thread, a piece at a time)."""
+        client = self._client
+        with bundles.opened(path_or_file) as file:
+            try:
+                created = await client._stub(INGEST).ImportCollection(
+                    bundles.import_messages_async(file, as_name, reembed), timeout=timeout, metadata=client.settings.metadata
+                )
+            except grpc.RpcError as rpc_error:
+                raise client._error(rpc_error, INGEST) from None
+        return Collection.from_proto(created)
 
     async def watch(
         self,
@@ -1174,12 +1208,14 @@ class AsyncAdmin:
         reply = await self._call("ListTenants", admin_service_pb2.ListTenantsRequest())
         return [Tenant.from_proto(t) for t in reply.tenants]
 
-    async def create_key(self, tenant: str, role: str, *, name: str = "") -> NewApiKey:
-        """A key of `tenant` with `role` (admin, client, reader, worker); its secret is returned this once."""
+    async def create_key(self, tenant: str, role: str, *, name: str = "", collections: Sequence[str] = ()) -> NewApiKey:
+        """A key of `tenant` with `role` (admin, client, reader, worker), limited to `collections`
+        when some are given (client and reader keys only); its secret is returned this once."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; choose from {', '.join(ROLES)}")
         response = await self._call(
-            "CreateApiKey", admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role], name=name)
+            "CreateApiKey",
+            admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role], name=name, collections=list(collections)),
         )
         return NewApiKey(ApiKey.from_proto(response.api_key), response.secret)
 

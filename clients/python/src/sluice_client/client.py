@@ -17,7 +17,7 @@ import builtins
 import os
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,7 @@ from typing import IO, Any, TypeVar, overload
 
 import grpc
 
-from . import _core, downloads, sync, uploads
+from . import _core, bundles, downloads, sync, uploads
 from .errors import (
     AlreadyExists,
     DeadlineExceeded,
@@ -394,6 +394,48 @@ class Collections:
     def cancel_reindex(self, name: str, *, timeout: float | None = None) -> Collection:
         request = document_service_pb2.CancelReindexRequest(name=name)
         return Collection.from_proto(self._client._unary(INGEST, "CancelReindex", request, timeout=timeout))
+
+    def export_collection(
+        self, name: str, path_or_file: bundles.BundleFile, *, timeout: float | None = None
+    ) -> bundles.ExportedBundle:
+        """The collection as a bundle (docs/bundles.md), streamed to a path or a binary file object a
+        piece at a time and checked against the trailer's size and SHA-256 (DownloadError
+        SIZE_MISMATCH / CHECKSUM_MISMATCH otherwise). A path is written beside itself and renamed
+        into place only then. FailedPrecondition (REINDEX_IN_PROGRESS) during a reindex. No
+        deadline without `timeout`."""
+        client = self._client
+        receiver = bundles.BundleReceiver(name, path_or_file)
+        try:
+            call = client._stub(INGEST).ExportCollection(
+                document_service_pb2.ExportCollectionRequest(name=name), timeout=timeout, metadata=client.settings.metadata
+            )
+            try:
+                for message in call:
+                    receiver.take(message)
+            except grpc.RpcError as rpc_error:
+                raise client._error(rpc_error, INGEST) from None
+            return receiver.finish()
+        except BaseException:
+            receiver.discard()
+            raise
+
+    def import_collection(
+        self, path_or_file: bundles.BundleFile, as_name: str, reembed: bool = False, *, timeout: float | None = None
+    ) -> Collection:
+        """A bundle (a path or a binary file object) imported as the collection `as_name` in the
+        caller's tenant, streamed a piece at a time; nothing is stored unless the whole bundle
+        arrived and checks out (docs/bundles.md, "Import"). `reembed`: let the workers embed every
+        document again with this deployment's embedder instead of keeping the bundle's vectors
+        (FailedPrecondition EMBEDDER_MISMATCH otherwise when they differ). No deadline without `timeout`."""
+        client = self._client
+        with bundles.opened(path_or_file) as file:
+            try:
+                created = client._stub(INGEST).ImportCollection(
+                    bundles.import_messages(file, as_name, reembed), timeout=timeout, metadata=client.settings.metadata
+                )
+            except grpc.RpcError as rpc_error:
+                raise client._error(rpc_error, INGEST) from None
+        return Collection.from_proto(created)
 
     def watch(
         self,
@@ -1393,11 +1435,15 @@ class Admin:
     def list_tenants(self) -> list[Tenant]:
         return [Tenant.from_proto(t) for t in self._call("ListTenants", admin_service_pb2.ListTenantsRequest()).tenants]
 
-    def create_key(self, tenant: str, role: str, *, name: str = "") -> NewApiKey:
-        """A key of `tenant` with `role` (admin, client, reader, worker); its secret is returned this once."""
+    def create_key(self, tenant: str, role: str, *, name: str = "", collections: Sequence[str] = ()) -> NewApiKey:
+        """A key of `tenant` with `role` (admin, client, reader, worker), limited to `collections`
+        when some are given (client and reader keys only); its secret is returned this once."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; choose from {', '.join(ROLES)}")
-        response = self._call("CreateApiKey", admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role], name=name))
+        response = self._call(
+            "CreateApiKey",
+            admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role], name=name, collections=list(collections)),
+        )
         return NewApiKey(ApiKey.from_proto(response.api_key), response.secret)
 
     def list_keys(self, tenant: str = "") -> list[ApiKey]:
