@@ -368,3 +368,19 @@ def test_the_gateway_and_difys_endpoint_honour_the_scope(api, world, database_ur
     finally:
         gateway.stop()
         search.stop()
+
+
+def test_the_cli_makes_a_scoped_key(api, capsys, monkeypatch):
+    from sluice_cli.main import run
+
+    monkeypatch.setenv("SLUICE_API_KEY", auth_keys.KEYS["admin"])
+    common = ["--ingest-address", api.address, "--json"]
+    capsys.readouterr()
+    args = ["keys", "create", "--tenant", "default", "--role", "reader", "--collection", "alpha", "--collection", "beta"]
+    assert run([*common, *args]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert created["api_key"]["collections"] == ["alpha", "beta"]
+    me = admin_service_pb2_grpc.AdminServiceStub(keyed_channel(api.address, created["secret"]))
+    assert list(me.GetCaller(admin_pb2.GetCallerRequest()).collections) == ["alpha", "beta"]
+    assert run([*common, "keys", "create", "--tenant", "default", "--role", "worker", "--collection", "alpha"]) != 0
+    assert "API_KEY_SCOPE_INVALID" in "".join(capsys.readouterr())

@@ -55,7 +55,7 @@ def tenants_list(client: Client, args: argparse.Namespace) -> int:
 
 
 def keys_create(client: Client, args: argparse.Namespace) -> int:
-    response = client.admin.create_key(args.key_tenant, args.role, name=args.name)
+    response = client.admin.create_key(args.key_tenant, args.role, name=args.name, collections=args.collections or ())
     if args.json:
         render.print_json({"api_key": render.to_dict(response.key.raw), "secret": response.secret})
     else:
@@ -74,12 +74,18 @@ def keys_list(client: Client, args: argparse.Namespace) -> int:
         render.print_json({"api_keys": [render.to_dict(k) for k in keys]})
         return EXIT_OK
     table = Table(box=None, header_style="bold")
-    for column in ("PREFIX", "TENANT", "ROLE", "NAME", "CREATED", "STATE"):
+    for column in ("PREFIX", "TENANT", "ROLE", "COLLECTIONS", "NAME", "CREATED", "STATE"):
         table.add_column(column)
     for k in keys:
         state = f"revoked {render.timestamp(k.revoke_time)}" if k.HasField("revoke_time") else "active"
         table.add_row(
-            k.prefix, escape(k.tenant), ROLE_NAMES.get(k.role, "?"), escape(k.name), render.timestamp(k.create_time), state
+            k.prefix,
+            escape(k.tenant),
+            ROLE_NAMES.get(k.role, "?"),
+            ", ".join(k.collections) or "all",
+            escape(k.name),
+            render.timestamp(k.create_time),
+            state,
         )
     render.out.print(table)
     return EXIT_OK

@@ -406,6 +406,13 @@ def build_parser() -> argparse.ArgumentParser:
     kcreate.add_argument("--tenant", dest="key_tenant", required=True)
     kcreate.add_argument("--role", required=True, choices=sorted(ROLES))
     kcreate.add_argument("--name", default="", help="a label, e.g. who holds the key")
+    kcreate.add_argument(
+        "--collection",
+        dest="collections",
+        action="append",
+        metavar="NAME",
+        help="limit the key to this collection (repeat for several; client and reader keys only)",
+    )
     kcreate.set_defaults(handler=admin.keys_create)
     kls = keys_sub.add_parser("list", aliases=["ls"], help="list keys (prefixes only)", parents=[common])
     kls.add_argument("--tenant", dest="key_tenant", default="")

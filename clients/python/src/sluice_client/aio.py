@@ -19,7 +19,7 @@ import builtins
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar, overload
 
@@ -1208,12 +1208,14 @@ class AsyncAdmin:
         reply = await self._call("ListTenants", admin_service_pb2.ListTenantsRequest())
         return [Tenant.from_proto(t) for t in reply.tenants]
 
-    async def create_key(self, tenant: str, role: str, *, name: str = "") -> NewApiKey:
-        """A key of `tenant` with `role` (admin, client, reader, worker); its secret is returned this once."""
+    async def create_key(self, tenant: str, role: str, *, name: str = "", collections: Sequence[str] = ()) -> NewApiKey:
+        """A key of `tenant` with `role` (admin, client, reader, worker), limited to `collections`
+        when some are given (client and reader keys only); its secret is returned this once."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; choose from {', '.join(ROLES)}")
         response = await self._call(
-            "CreateApiKey", admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role], name=name)
+            "CreateApiKey",
+            admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role], name=name, collections=list(collections)),
         )
         return NewApiKey(ApiKey.from_proto(response.api_key), response.secret)
 

@@ -17,7 +17,7 @@ import builtins
 import os
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -1435,11 +1435,15 @@ class Admin:
     def list_tenants(self) -> list[Tenant]:
         return [Tenant.from_proto(t) for t in self._call("ListTenants", admin_service_pb2.ListTenantsRequest()).tenants]
 
-    def create_key(self, tenant: str, role: str, *, name: str = "") -> NewApiKey:
-        """A key of `tenant` with `role` (admin, client, reader, worker); its secret is returned this once."""
+    def create_key(self, tenant: str, role: str, *, name: str = "", collections: Sequence[str] = ()) -> NewApiKey:
+        """A key of `tenant` with `role` (admin, client, reader, worker), limited to `collections`
+        when some are given (client and reader keys only); its secret is returned this once."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; choose from {', '.join(ROLES)}")
-        response = self._call("CreateApiKey", admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role], name=name))
+        response = self._call(
+            "CreateApiKey",
+            admin_service_pb2.CreateApiKeyRequest(tenant=tenant, role=ROLES[role], name=name, collections=list(collections)),
+        )
         return NewApiKey(ApiKey.from_proto(response.api_key), response.secret)
 
     def list_keys(self, tenant: str = "") -> list[ApiKey]:
