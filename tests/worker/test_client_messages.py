@@ -84,6 +84,20 @@ def test_client_message_keeps_what_the_owner_needs_and_stays_bounded():
     assert client_message("") == "processing failed for an unknown reason"
 
 
+# Runs of one unit, 200,000 characters long: each took one of the patterns back over the run from
+# every position (minutes for `a/a/a/…`, seconds for newlines; FailJob carries a worker's text).
+# Linear now, this takes well under a second; quadratic, it would take hours and hit the suite's
+# timeout. What each gives back is checked, not how fast.
+RUNS = ["a", "a/", "ab.", "\n", "\t", "SELECT ", "http://a", 'File "', "password:", "a@b ", "x/y.py/"]
+
+
+@pytest.mark.parametrize("unit", RUNS)
+def test_a_long_hostile_message_is_cleaned_whole_and_bounded(unit):
+    message = unit * (200_000 // len(unit)) + " slk_k3v9x0p2m4aa_Zm9vYmFyYmF6cXV4"
+    cleaned = client_message(message)
+    assert 0 < len(cleaned) <= 1000 and "slk_k3v9" not in cleaned and internals_in(cleaned) == []
+
+
 def damaged_zip(name: str, parts: dict[str, bytes]) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
