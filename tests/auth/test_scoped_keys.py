@@ -384,3 +384,45 @@ def test_the_cli_makes_a_scoped_key(api, capsys, monkeypatch):
     assert list(me.GetCaller(admin_pb2.GetCallerRequest()).collections) == ["alpha", "beta"]
     assert run([*common, "keys", "create", "--tenant", "default", "--role", "worker", "--collection", "alpha"]) != 0
     assert "API_KEY_SCOPE_INVALID" in "".join(capsys.readouterr())
+
+
+async def test_the_mcp_tools_honour_the_scope(api, world, database_url):
+    """`sluice mcp` acts with its one key through the SDK: with a key scoped to alpha, beta and its
+    document are missing to every tool, and the lists hold alpha's only."""
+    from mcp import Client as McpClient
+    from search_server import RunningSearch
+    from sluice_cli.mcp import build_server
+    from sluice_client import Client
+
+    search = RunningSearch(database_url)
+    client = Client(api.address, search_address=search.address, api_key=world["keys"]["client"])
+    try:
+        async with McpClient(build_server(client)) as session:
+
+            async def answer(tool: str, arguments: dict) -> tuple[str, str]:
+                result = await session.call_tool(tool, arguments)
+                assert result.is_error, (tool, arguments)
+                error = result.structured_content["error"]
+                return error["reason"], "\n".join(b.text for b in result.content if b.type == "text")
+
+            beta_id, missing_id = world["beta_doc"].id, str(uuid.uuid4())
+            for tool, beta, missing, replace in (
+                (
+                    "search",
+                    {"collection": "beta", "query": "numbers"},
+                    {"collection": MISSING, "query": "numbers"},
+                    ("beta", MISSING),
+                ),
+                ("list_documents", {"collection": "beta"}, {"collection": MISSING}, ("beta", MISSING)),
+                ("get_document", {"document": beta_id}, {"document": missing_id}, (beta_id, missing_id)),
+                ("list_chunks", {"document": beta_id}, {"document": missing_id}, (beta_id, missing_id)),
+            ):
+                (reason_a, text_a), (reason_b, text_b) = await answer(tool, beta), await answer(tool, missing)
+                assert reason_a == reason_b and text_a.replace(*replace) == text_b, (tool, text_a, text_b)
+            collections = (await session.call_tool("list_collections")).structured_content["collections"]
+            assert [c["name"] for c in collections] == ["alpha"]
+            documents = (await session.call_tool("list_documents", {})).structured_content["documents"]
+            assert [d["id"] for d in documents] == [world["alpha_doc"].id]
+    finally:
+        client.close()
+        search.stop()
