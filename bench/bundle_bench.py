@@ -30,6 +30,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from sluice_common import vector_index
 from sluice_common.db import open_pool
+from sluice_ingest.bundle_spool import spool_root, sweep_stale
 from sluice_ingest.service.bundles import BundleUseCases, ImportOptions
 from sluice_ingest.service.collections import CollectionUseCases
 from sluice_ingest.settings import IngestSettings
@@ -323,8 +324,13 @@ def main(argv: list[str] | None = None) -> None:
                 )
                 left += now != before
             print(f"kill {k + 1:2}: SIGKILL at {at:5.2f} s: {state}")
-        stale = [p.name for p in spool.iterdir()]
-        print(f"\n{args.kills} kills, {left} left rows behind; temporary files left in the spool directory: {len(stale)}")
+        folders = spool_root("", str(spool))
+        stale = [p.name for p in folders.iterdir()] if folders.is_dir() else []
+        swept = sweep_stale(folders, older_than_seconds=0.0)
+        print(
+            f"\n{args.kills} kills, {left} left rows behind; work folders the killed imports left: {len(stale)},"
+            f" removed by the start-up sweep: {len(swept)}"
+        )
 
 
 if __name__ == "__main__":

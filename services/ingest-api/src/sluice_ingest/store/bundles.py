@@ -161,13 +161,15 @@ MISSING_ORIGINALS_SQL = (
     "SELECT d.id::text, d.filename, d.content_sha256 FROM documents d WHERE d.collection_id = %s"
     " AND NOT EXISTS (SELECT 1 FROM document_contents k WHERE k.document_id = d.id) ORDER BY d.id LIMIT 5"
 )
+# One pass over the generation's chunks, grouped by document: counts correlated per document
+# scanned the whole generation for each one, the new rows having no statistics yet
+# (docs/bundles.md, "Performance").
 INCOMPLETE_READY_SQL = compose(
-    "SELECT d.id::text, d.filename, d.chunk_count,"
-    " (SELECT count(*) FROM chunks c WHERE c.document_id = d.id AND c.generation_id = %(g)s)"
-    " + (SELECT count(*) FROM disabled_chunks c WHERE c.document_id = d.id AND c.generation_id = %(g)s) AS held"
-    " FROM documents d WHERE d.collection_id = %(c)s AND d.status = {doc_ready}"
-    " AND d.chunk_count <> (SELECT count(*) FROM chunks c WHERE c.document_id = d.id AND c.generation_id = %(g)s)"
-    " + (SELECT count(*) FROM disabled_chunks c WHERE c.document_id = d.id AND c.generation_id = %(g)s)"
+    "WITH held AS (SELECT document_id, count(*) AS n FROM (SELECT document_id FROM chunks WHERE generation_id = %(g)s"
+    " UNION ALL SELECT document_id FROM disabled_chunks WHERE generation_id = %(g)s) c GROUP BY document_id)"
+    " SELECT d.id::text, d.filename, d.chunk_count, coalesce(h.n, 0) AS held"
+    " FROM documents d LEFT JOIN held h ON h.document_id = d.id"
+    " WHERE d.collection_id = %(c)s AND d.status = {doc_ready} AND d.chunk_count <> coalesce(h.n, 0)"
     " ORDER BY d.id LIMIT 5"
 )
 RESET_BUILD_SETTINGS = ("RESET max_parallel_maintenance_workers", "RESET maintenance_work_mem")
