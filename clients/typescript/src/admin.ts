@@ -200,6 +200,8 @@ export class ApiKey {
   readonly name: string;
   readonly createTime: Date | undefined;
   readonly revokeTime: Date | undefined;
+  /** The collections the key is limited to; empty: every collection of its tenant. */
+  readonly collections: string[];
 
   constructor(readonly raw: ApiKeyMessage) {
     this.id = raw.id;
@@ -207,6 +209,7 @@ export class ApiKey {
     this.tenant = raw.tenant;
     this.role = ApiKeyRole[raw.role].toLowerCase();
     this.name = raw.name;
+    this.collections = [...raw.collections];
     this.createTime = date(raw.createTime);
     this.revokeTime = date(raw.revokeTime);
   }
@@ -237,10 +240,12 @@ export class Admin {
     return (await this.call((s, o) => s.listTenants({}, o))).tenants.map((t) => new Tenant(t));
   }
 
-  /** A key of `tenant` with `role` (admin, client, reader, worker); its secret is returned this once. */
-  async createKey(tenant: string, role: string, options: { name?: string } = {}): Promise<NewApiKey> {
+  /** A key of `tenant` with `role` (admin, client, reader, worker), limited to `collections` when
+   * some are given (client and reader keys only); its secret is returned this once. */
+  async createKey(tenant: string, role: string, options: { name?: string; collections?: string[] } = {}): Promise<NewApiKey> {
     if (!(role in ROLES)) throw new TypeError(`unknown role ${JSON.stringify(role)}; choose from ${Object.keys(ROLES).join(", ")}`);
-    const response = await this.call((s, o) => s.createApiKey({ tenant, role: ROLES[role], name: options.name ?? "" }, o));
+    const request = { tenant, role: ROLES[role], name: options.name ?? "", collections: options.collections ?? [] };
+    const response = await this.call((s, o) => s.createApiKey(request, o));
     return { key: new ApiKey(response.apiKey!), secret: response.secret };
   }
 

@@ -53,6 +53,17 @@ test("administration with the admin key: tenants, keys, revocation; refused with
       acme.close();
     }
     await assert.rejects(admin.admin.createKey("ts-acme", "superuser"), /unknown role "superuser"/);
+    // A key scoped to one collection reaches it and may not make another.
+    const scoped = await admin.admin.createKey("ts-acme", "client", { collections: ["ts-acme-docs"] });
+    assert.deepEqual(scoped.key.collections, ["ts-acme-docs"]);
+    assert.deepEqual(made.key.collections, []);
+    const reader = makeClient({ apiKey: scoped.secret });
+    try {
+      assert.equal((await reader.collections.get("ts-acme-docs")).name, "ts-acme-docs");
+      await assert.rejects(reader.collections.create("ts-acme-other", { embedder: "hashing" }), PermissionDenied);
+    } finally {
+      reader.close();
+    }
   } finally {
     admin.close();
   }
