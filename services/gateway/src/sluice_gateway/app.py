@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import dify, metrics
+from . import bundle, dify, metrics
 from .backends import Backends
 from .connect import ConnectHandlers
 from .console import console_routes, default_console_dir
@@ -79,6 +79,7 @@ def create_app(settings: GatewaySettings) -> ASGIApp:
             Route("/retrieval", retrieval, methods=["POST"]),
             Route("/v1/collections/{collection}/documents", upload, methods=["POST"]),
             Route("/v1/documents/{id}/content", document_content, methods=["GET"]),
+            Route("/v1/collections/{collection}/bundle", bundle.BundleRoute(backends), methods=["GET", "POST"]),
             Route("/{service}/{method}", rpc, methods=["POST"]),
             *console_routes(settings.gateway_console_dir or default_console_dir()),
         ],

@@ -343,6 +343,28 @@ def build_openapi(server_url: str = "") -> dict[str, Any]:
             },
         }
     }
+    paths["/v1/collections/{collection}/bundle"] = {
+        "get": {
+            "operationId": "DocumentService.ExportCollection.Bundle",
+            "tags": ["DocumentService"],
+            "summary": "The collection as a bundle (docs/bundles.md), an uncompressed tar streamed as it is read; "
+            "a stream that fails or does not match its SHA-256 ends without its last chunk. Import it with the "
+            "CLI or an SDK (a POST here answers 501)",
+            "parameters": [
+                {"name": "collection", "in": "path", "required": True, "schema": {"type": "string"}, "description": "its name"}
+            ],
+            "responses": {
+                "200": {
+                    "description": "the bundle",
+                    "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}},
+                },
+                "default": {
+                    "description": "a Connect error",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ConnectError"}}},
+                },
+            },
+        }
+    }
     paths["/healthz"] = {
         "get": {
             "operationId": "Gateway.Health",
