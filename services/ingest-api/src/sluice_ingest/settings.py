@@ -22,9 +22,10 @@ class IngestSettings(CommonSettings):
     max_bundle_bytes: int = 64 * 1024 * 1024 * 1024
     # Where exports and imports keep their working folders (docs/bundles.md, "Import"); empty for
     # `sluice-bundles` under upload_spool_dir (or the system temp directory). Each folder goes when
-    # its call ends; at start, folders older than bundle_spool_stale_seconds that no process holds
-    # (left by a killed process) are removed.
+    # its call ends.
     bundle_spool_dir: str = ""
+    # At start, ingest-api removes the bundle spool folders older than this that no process holds
+    # (left by a killed process).
     bundle_spool_stale_seconds: float = 300.0
     # Rule 6: a RUNNING job whose lease is older than this is reclaimable.
     lease_seconds: float = 60.0
