@@ -145,3 +145,36 @@ async def test_no_call_leaves_a_folder_however_it_ends(small):
     imported = await api.import_call(bundle, "small-copy")
     assert imported.name == "small-copy"
     assert _empty(root)
+
+
+async def test_the_rule_1_check_of_an_import_names_an_incomplete_ready_document(database_url):
+    """BundleImport.problems() (one grouped pass over the generation's chunks, docs/bundles.md,
+    "Performance"): nothing for a whole collection; a READY document short of a chunk, counted
+    with its disabled ones, is named with both counts."""
+    import psycopg
+    from sluice_common.db import open_pool
+    from sluice_ingest.store.bundles import BundleImport
+
+    from bench.bundle_bench import synthesise
+
+    collection, generation = synthesise(database_url, 120)  # 3 READY documents of 50, 50 and 20 chunks
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        first = conn.execute("SELECT id FROM documents ORDER BY chunk_count DESC, id LIMIT 1").fetchone()[0]
+    pool = await open_pool(database_url, max_size=1, name="rule-1-check")
+    try:
+        async with pool.connection() as conn:
+            found = BundleImport(conn)
+            found.collection_id, found.generation_id = collection, generation
+            assert await found.problems() == []
+            await conn.execute(
+                "INSERT INTO disabled_chunks (id, document_id, tenant_id, collection_id, generation_id, chunk_index, text,"
+                " embedding) SELECT id, document_id, tenant_id, collection_id, generation_id, chunk_index, text, embedding"
+                " FROM chunks WHERE document_id = %s AND chunk_index = 0",
+                (first,),
+            )
+            await conn.execute("DELETE FROM chunks WHERE document_id = %s AND chunk_index IN (0, 1)", (first,))
+            (problem,) = await found.problems()
+            assert problem.startswith(f"READY document {first} (") and problem.endswith("has 49 chunks in the bundle, not its 50")
+            await conn.rollback()
+    finally:
+        await pool.close()
