@@ -75,6 +75,13 @@ async def test_sync_folder_in_asyncio_gives_the_sync_clients_report(aclient, ser
     assert first.ok, first.failed
     assert sorted(d.source_uri for d in first.new) == ["a.md", "b.md", "team/c.md"]
     assert all(d.status.name == "READY" for d in first.new)
+    # A sync is bulk work; a plain upload is interactive unless it says bulk (docs/tenancy.md).
+    assert {(await aclient.documents.get(d.id)).raw.priority for d in first.new} == {2}
+    await aclient.collections.create("uploads", embedder="hashing")
+    assert (await aclient.documents.upload("uploads", b"plain", filename="p.txt")).raw.priority == 1
+    assert (await aclient.documents.upload("uploads", b"bulky", filename="q.txt", priority="bulk")).raw.priority == 2
+    with pytest.raises(ValueError, match="interactive"):
+        await aclient.documents.upload("uploads", b"x", filename="r.txt", priority="urgent")
 
     (folder / "a.md").write_text("# A\n\nabout leases, changed\n")
     (folder / "b.md").unlink()

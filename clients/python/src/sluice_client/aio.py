@@ -470,6 +470,7 @@ class AsyncDocuments:
         request_id: str | None = None,
         timeout: float | None = None,
         source_uri: str | None = None,
+        priority: str | None = None,
     ) -> Document:
         """See Documents.upload."""
         client = self._client
@@ -488,6 +489,7 @@ class AsyncDocuments:
                 client.settings.request_id_prefix,
             ),
             source_uri=source_uri,
+            priority=priority,
         )
         call = client._stub(INGEST).UploadDocument
 
@@ -526,6 +528,7 @@ class AsyncDocuments:
         typed_metadata: Mapping[str, Any] | None = None,
         on_start: Callable[[Any], None] | None = None,
         source_uri_of: Callable[[Any], str | None] | None = None,
+        priority: str | None = None,
     ) -> AsyncIterator[UploadResult]:
         """See Documents.upload_many: results as they finish, `concurrency` uploads at a time."""
         queue: asyncio.Queue[UploadResult] = asyncio.Queue()
@@ -545,6 +548,7 @@ class AsyncDocuments:
                             metadata=metadata,
                             typed_metadata=typed_metadata,
                             source_uri=source_uri_of(source) if source_uri_of else None,
+                            priority=priority,
                         ),
                     )
                 except SluiceError as error:
@@ -637,6 +641,7 @@ class AsyncDocuments:
                 concurrency=concurrency,
                 on_start=on_start,
                 source_uri_of=lambda path: by_path[path].source_uri,
+                priority="bulk",  # a sync is bulk work (docs/tenancy.md, "Priorities")
             ):
                 item = by_path[result.source]
                 if result.document is None:

@@ -592,6 +592,7 @@ class Documents:
         request_id: str | None = None,
         timeout: float | None = None,
         source_uri: str | None = None,
+        priority: str | None = None,
     ) -> Document:
         """Upload a file (path, bytes or binary file object) into a collection; returns the
         document, PENDING (or the existing one, when the collection already holds these bytes).
@@ -599,7 +600,9 @@ class Documents:
         The size and SHA-256 go first and the trailer last, so the server stores the bytes only
         if they arrived whole; `request_id` (by default stable for collection, file and
         content) makes a retried upload return the same document, never a second one.
-        `typed_metadata` values keep their Python type (numbers, booleans, datetimes, lists)."""
+        `typed_metadata` values keep their Python type (numbers, booleans, datetimes, lists).
+        `priority` is "interactive" (the server's default) or "bulk": bulk work waits behind the
+        collection's interactive uploads (docs/tenancy.md, "Priorities"); sync_folder sends bulk."""
         prepared = uploads.prepare(source, filename)
         client = self._client
         message = uploads.metadata_message(
@@ -616,6 +619,7 @@ class Documents:
                 client.settings.request_id_prefix,
             ),
             source_uri=source_uri,
+            priority=priority,
         )
         call = client._stub(INGEST).UploadDocument
         metadata_ = client.settings.metadata
@@ -642,6 +646,7 @@ class Documents:
         typed_metadata: Mapping[str, Any] | None = None,
         on_start: Callable[[Any], None] | None = None,
         source_uri_of: Callable[[Any], str | None] | None = None,
+        priority: str | None = None,
     ) -> Generator[UploadResult, None, None]:
         """Upload sources `concurrency` at a time; yields each result as it finishes (not in order).
         A source that fails is a result with `error`; the others go on. Close the generator to
@@ -663,6 +668,7 @@ class Documents:
                         metadata=metadata,
                         typed_metadata=typed_metadata,
                         source_uri=source_uri_of(source) if source_uri_of else None,
+                        priority=priority,
                     ),
                 )
             except SluiceError as error:
@@ -768,6 +774,7 @@ class Documents:
                 concurrency=concurrency,
                 on_start=on_start,
                 source_uri_of=lambda path: by_path[path].source_uri,
+                priority="bulk",  # a sync is bulk work (docs/tenancy.md, "Priorities")
             )
             try:
                 for result in results:

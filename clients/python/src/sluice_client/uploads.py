@@ -159,6 +159,7 @@ def metadata_message(
     typed_metadata: Mapping[str, Any] | None,
     request_id_value: str,
     source_uri: str | None = None,
+    priority: str | None = None,
 ) -> document_service_pb2.UploadDocumentMetadata:
     from .filters import metadata_value
 
@@ -175,7 +176,21 @@ def metadata_message(
         expected_size_bytes=prepared.size,
         expected_sha256=prepared.sha256,
         source_uri=source_uri or "",
+        priority=priority_of(priority),
     )
+
+
+# How soon the server processes an upload (docs/tenancy.md, "Priorities"): "interactive" (the
+# server's default) or "bulk" (a sync, a folder load).
+PRIORITIES = {"interactive": document_pb2.JOB_PRIORITY_INTERACTIVE, "bulk": document_pb2.JOB_PRIORITY_BULK}
+
+
+def priority_of(priority: str | None) -> document_pb2.JobPriority.ValueType:
+    if priority is None:
+        return document_pb2.JOB_PRIORITY_UNSPECIFIED
+    if priority not in PRIORITIES:
+        raise ValueError(f"priority is 'interactive' or 'bulk', not {priority!r}")
+    return PRIORITIES[priority]
 
 
 def find_files(paths: list[str | os.PathLike[str]], *, include_hidden: bool = False) -> list[Path]:
