@@ -286,6 +286,7 @@ async def test_another_embedder_is_refused_unless_reembedding_is_asked(library, 
     assert reembedded.embedder.dimensions == 128 and reembedded.ready_document_count == 0
     pending = await api.documents("other-embedder")
     assert len(pending) == len(FILES) + 1 and {d.status for d in pending} == {D.DOCUMENT_STATUS_PENDING}
+    assert {d.priority for d in pending} == {D.JOB_PRIORITY_BULK}  # an import is bulk work (docs/tenancy.md)
 
 
 def _member_offset(bundle: bytes, name: str) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from sluice_common import vector_index
@@ -25,7 +26,7 @@ from sluice_common.db import one_snapshot
 from sluice_common.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from sluice_common.reasons import Reason
 
-from ..domain import GenerationState
+from ..domain import GenerationState, JobPriority
 from .common import COPY_SIGNATURE, COPY_TRAILER, StoreBase, check_quota, lookup_collection, one_row
 from .generations import with_generations
 from .literals import compose
@@ -116,10 +117,13 @@ IMPORT_DOCUMENT_TYPES = [
 ]  # fmt: skip
 # Rule 5: every document with its INGEST job, in the same transaction; a READY one's job
 # SUCCEEDED, any other's PENDING, for the workers to claim.
+# An import is bulk work: documents it queues for embedding wait behind interactive uploads
+# (docs/tenancy.md, "Priorities").
 INSERT_JOBS_SQL = compose(
-    "INSERT INTO ingestion_jobs (document_id, max_attempts, status)"
-    " SELECT id, %s, CASE WHEN status = {doc_ready} THEN {job_succeeded} ELSE {job_pending} END::job_status"
-    " FROM documents WHERE collection_id = %s"
+    "INSERT INTO ingestion_jobs (document_id, max_attempts, status, priority)"
+    " SELECT id, %s, CASE WHEN status = {doc_ready} THEN {job_succeeded} ELSE {job_pending} END::job_status, {bulk}"
+    " FROM documents WHERE collection_id = %s",
+    bulk=sql.Literal(int(JobPriority.BULK)),
 )
 IMPORT_VERSIONS_SQL = (
     "COPY document_versions (collection_id, tenant_id, source_uri, version, document_id, content_sha256, created_at,"
