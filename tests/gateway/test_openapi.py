@@ -3,6 +3,7 @@ public RPC (JobService, the workers' internal API, excepted)."""
 
 from __future__ import annotations
 
+import auth_keys
 from openapi_spec_validator import validate
 from sluice.v1 import admin_service_pb2, document_service_pb2, search_service_pb2, source_service_pb2, webhook_service_pb2
 
@@ -156,13 +157,21 @@ def test_a_request_without_a_required_field_is_refused_with_400_saying_so(http):
             continue  # the streams answer in their own framing (test_streams.py)
         if not schemas[body["schema"]["$ref"].rsplit("/", 1)[1]].get("required"):
             continue
-        refused = http.post(path, json={})
+        admin = {"Authorization": f"Bearer {auth_keys.KEYS['admin']}"} if ".AdminService/" in path else None
+        refused = http.post(path, json={}, headers=admin)
         assert refused.status_code == 400, (path, refused.status_code, refused.text)
         assert refused.json()["code"] == "invalid_argument" and refused.json()["message"], (path, refused.text)
         checked.append(path.rsplit("/", 1)[1])
-    assert {"CreateCollection", "GetCollection", "ListChunks", "UpdateChunk", "Search", "GetWebhook", "SyncSource"} <= set(
-        checked
-    ), checked
+    assert {
+        "CreateCollection",
+        "GetCollection",
+        "ListChunks",
+        "UpdateChunk",
+        "Search",
+        "GetWebhook",
+        "SyncSource",
+        "UpdateTenant",
+    } <= set(checked), checked
 
     for path, request, reason, message in (
         ("DocumentService/GetCollection", {}, "MISSING_COLLECTION", "collection name is required"),

@@ -22,56 +22,67 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluice/v1/admin_service.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetCallerRequest\"f\n\x06\x43\x61ller\x12\x12\n\nkey_prefix\x18\x01 \x01(\t\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\x13\n\x0b\x63ollections\x18\x04 \x03(\t\"W\n\x0bTenantQuota\x12\x15\n\rmax_documents\x18\x01 \x01(\x03\x12\x18\n\x10max_stored_bytes\x18\x02 \x01(\x03\x12\x17\n\x0fmax_collections\x18\x03 \x01(\x05\"K\n\x0bTenantUsage\x12\x11\n\tdocuments\x18\x01 \x01(\x03\x12\x14\n\x0cstored_bytes\x18\x02 \x01(\x03\x12\x13\n\x0b\x63ollections\x18\x03 \x01(\x05\"7\n\x0bTenantQueue\x12\x0e\n\x06weight\x18\x01 \x01(\x05\x12\x18\n\x10max_running_jobs\x18\x02 \x01(\x05\"\xbc\x01\n\x06Tenant\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x05quota\x18\x02 \x01(\x0b\x32\x16.sluice.v1.TenantQuota\x12%\n\x05usage\x18\x03 \x01(\x0b\x32\x16.sluice.v1.TenantUsage\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x05queue\x18\x05 \x01(\x0b\x32\x16.sluice.v1.TenantQueue\"q\n\x13UpdateTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x05quota\x18\x02 \x01(\x0b\x32\x16.sluice.v1.TenantQuota\x12%\n\x05queue\x18\x03 \x01(\x0b\x32\x16.sluice.v1.TenantQueue\"8\n\x13\x43reateTenantRequest\x12!\n\x06tenant\x18\x01 \x01(\x0b\x32\x11.sluice.v1.Tenant\"\x14\n\x12ListTenantsRequest\"9\n\x13ListTenantsResponse\x12\"\n\x07tenants\x18\x01 \x03(\x0b\x32\x11.sluice.v1.Tenant\"\xde\x01\n\x06\x41piKey\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12#\n\x04role\x18\x04 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0c\n\x04name\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brevoke_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x63ollections\x18\x08 \x03(\t\"m\n\x13\x43reateApiKeyRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x13\n\x0b\x63ollections\x18\x04 \x03(\t\"J\n\x14\x43reateApiKeyResponse\x12\"\n\x07\x61pi_key\x18\x01 \x01(\x0b\x32\x11.sluice.v1.ApiKey\x12\x0e\n\x06secret\x18\x02 \x01(\t\"$\n\x12ListApiKeysRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\":\n\x13ListApiKeysResponse\x12#\n\x08\x61pi_keys\x18\x01 \x03(\x0b\x32\x11.sluice.v1.ApiKey\"!\n\x13RevokeApiKeyRequest\x12\n\n\x02id\x18\x01 \x01(\t*\x8d\x01\n\nApiKeyRole\x12\x1c\n\x18\x41PI_KEY_ROLE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41PI_KEY_ROLE_ADMIN\x10\x01\x12\x17\n\x13\x41PI_KEY_ROLE_CLIENT\x10\x02\x12\x17\n\x13\x41PI_KEY_ROLE_READER\x10\x03\x12\x17\n\x13\x41PI_KEY_ROLE_WORKER\x10\x04\x32\x90\x04\n\x0c\x41\x64minService\x12\x41\n\x0c\x43reateTenant\x12\x1e.sluice.v1.CreateTenantRequest\x1a\x11.sluice.v1.Tenant\x12\x41\n\x0cUpdateTenant\x12\x1e.sluice.v1.UpdateTenantRequest\x1a\x11.sluice.v1.Tenant\x12Q\n\x0bListTenants\x12\x1d.sluice.v1.ListTenantsRequest\x1a\x1e.sluice.v1.ListTenantsResponse\"\x03\x90\x02\x01\x12O\n\x0c\x43reateApiKey\x12\x1e.sluice.v1.CreateApiKeyRequest\x1a\x1f.sluice.v1.CreateApiKeyResponse\x12Q\n\x0bListApiKeys\x12\x1d.sluice.v1.ListApiKeysRequest\x1a\x1e.sluice.v1.ListApiKeysResponse\"\x03\x90\x02\x01\x12\x41\n\x0cRevokeApiKey\x12\x1e.sluice.v1.RevokeApiKeyRequest\x1a\x11.sluice.v1.ApiKey\x12@\n\tGetCaller\x12\x1b.sluice.v1.GetCallerRequest\x1a\x11.sluice.v1.Caller\"\x03\x90\x02\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluice/v1/admin_service.proto\x12\tsluice.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetCallerRequest\"f\n\x06\x43\x61ller\x12\x12\n\nkey_prefix\x18\x01 \x01(\t\x12#\n\x04role\x18\x02 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12\x13\n\x0b\x63ollections\x18\x04 \x03(\t\"W\n\x0bTenantQuota\x12\x15\n\rmax_documents\x18\x01 \x01(\x03\x12\x18\n\x10max_stored_bytes\x18\x02 \x01(\x03\x12\x17\n\x0fmax_collections\x18\x03 \x01(\x05\"K\n\x0bTenantUsage\x12\x11\n\tdocuments\x18\x01 \x01(\x03\x12\x14\n\x0cstored_bytes\x18\x02 \x01(\x03\x12\x13\n\x0b\x63ollections\x18\x03 \x01(\x05\"7\n\x0bTenantQueue\x12\x0e\n\x06weight\x18\x01 \x01(\x05\x12\x18\n\x10max_running_jobs\x18\x02 \x01(\x05\"\xbc\x01\n\x06Tenant\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x05quota\x18\x02 \x01(\x0b\x32\x16.sluice.v1.TenantQuota\x12%\n\x05usage\x18\x03 \x01(\x0b\x32\x16.sluice.v1.TenantUsage\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x05queue\x18\x05 \x01(\x0b\x32\x16.sluice.v1.TenantQueue\"w\n\x13UpdateTenantRequest\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12%\n\x05quota\x18\x02 \x01(\x0b\x32\x16.sluice.v1.TenantQuota\x12%\n\x05queue\x18\x03 \x01(\x0b\x32\x16.sluice.v1.TenantQueue\">\n\x13\x43reateTenantRequest\x12\'\n\x06tenant\x18\x01 \x01(\x0b\x32\x11.sluice.v1.TenantB\x04\xe2\x41\x01\x02\"\x14\n\x12ListTenantsRequest\"9\n\x13ListTenantsResponse\x12\"\n\x07tenants\x18\x01 \x03(\x0b\x32\x11.sluice.v1.Tenant\"\xde\x01\n\x06\x41piKey\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\t\x12\x0e\n\x06tenant\x18\x03 \x01(\t\x12#\n\x04role\x18\x04 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRole\x12\x0c\n\x04name\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0brevoke_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x63ollections\x18\x08 \x03(\t\"y\n\x13\x43reateApiKeyRequest\x12\x14\n\x06tenant\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12)\n\x04role\x18\x02 \x01(\x0e\x32\x15.sluice.v1.ApiKeyRoleB\x04\xe2\x41\x01\x02\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x13\n\x0b\x63ollections\x18\x04 \x03(\t\"J\n\x14\x43reateApiKeyResponse\x12\"\n\x07\x61pi_key\x18\x01 \x01(\x0b\x32\x11.sluice.v1.ApiKey\x12\x0e\n\x06secret\x18\x02 \x01(\t\"$\n\x12ListApiKeysRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\":\n\x13ListApiKeysResponse\x12#\n\x08\x61pi_keys\x18\x01 \x03(\x0b\x32\x11.sluice.v1.ApiKey\"\'\n\x13RevokeApiKeyRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02*\x8d\x01\n\nApiKeyRole\x12\x1c\n\x18\x41PI_KEY_ROLE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41PI_KEY_ROLE_ADMIN\x10\x01\x12\x17\n\x13\x41PI_KEY_ROLE_CLIENT\x10\x02\x12\x17\n\x13\x41PI_KEY_ROLE_READER\x10\x03\x12\x17\n\x13\x41PI_KEY_ROLE_WORKER\x10\x04\x32\x90\x04\n\x0c\x41\x64minService\x12\x41\n\x0c\x43reateTenant\x12\x1e.sluice.v1.CreateTenantRequest\x1a\x11.sluice.v1.Tenant\x12\x41\n\x0cUpdateTenant\x12\x1e.sluice.v1.UpdateTenantRequest\x1a\x11.sluice.v1.Tenant\x12Q\n\x0bListTenants\x12\x1d.sluice.v1.ListTenantsRequest\x1a\x1e.sluice.v1.ListTenantsResponse\"\x03\x90\x02\x01\x12O\n\x0c\x43reateApiKey\x12\x1e.sluice.v1.CreateApiKeyRequest\x1a\x1f.sluice.v1.CreateApiKeyResponse\x12Q\n\x0bListApiKeys\x12\x1d.sluice.v1.ListApiKeysRequest\x1a\x1e.sluice.v1.ListApiKeysResponse\"\x03\x90\x02\x01\x12\x41\n\x0cRevokeApiKey\x12\x1e.sluice.v1.RevokeApiKeyRequest\x1a\x11.sluice.v1.ApiKey\x12@\n\tGetCaller\x12\x1b.sluice.v1.GetCallerRequest\x1a\x11.sluice.v1.Caller\"\x03\x90\x02\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sluice.v1.admin_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_UPDATETENANTREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_UPDATETENANTREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002'
+  _globals['_CREATETENANTREQUEST'].fields_by_name['tenant']._loaded_options = None
+  _globals['_CREATETENANTREQUEST'].fields_by_name['tenant']._serialized_options = b'\342A\001\002'
+  _globals['_CREATEAPIKEYREQUEST'].fields_by_name['tenant']._loaded_options = None
+  _globals['_CREATEAPIKEYREQUEST'].fields_by_name['tenant']._serialized_options = b'\342A\001\002'
+  _globals['_CREATEAPIKEYREQUEST'].fields_by_name['role']._loaded_options = None
+  _globals['_CREATEAPIKEYREQUEST'].fields_by_name['role']._serialized_options = b'\342A\001\002'
+  _globals['_REVOKEAPIKEYREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_REVOKEAPIKEYREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_ADMINSERVICE'].methods_by_name['ListTenants']._loaded_options = None
   _globals['_ADMINSERVICE'].methods_by_name['ListTenants']._serialized_options = b'\220\002\001'
   _globals['_ADMINSERVICE'].methods_by_name['ListApiKeys']._loaded_options = None
   _globals['_ADMINSERVICE'].methods_by_name['ListApiKeys']._serialized_options = b'\220\002\001'
   _globals['_ADMINSERVICE'].methods_by_name['GetCaller']._loaded_options = None
   _globals['_ADMINSERVICE'].methods_by_name['GetCaller']._serialized_options = b'\220\002\001'
-  _globals['_APIKEYROLE']._serialized_start=1415
-  _globals['_APIKEYROLE']._serialized_end=1556
-  _globals['_GETCALLERREQUEST']._serialized_start=77
-  _globals['_GETCALLERREQUEST']._serialized_end=95
-  _globals['_CALLER']._serialized_start=97
-  _globals['_CALLER']._serialized_end=199
-  _globals['_TENANTQUOTA']._serialized_start=201
-  _globals['_TENANTQUOTA']._serialized_end=288
-  _globals['_TENANTUSAGE']._serialized_start=290
-  _globals['_TENANTUSAGE']._serialized_end=365
-  _globals['_TENANTQUEUE']._serialized_start=367
-  _globals['_TENANTQUEUE']._serialized_end=422
-  _globals['_TENANT']._serialized_start=425
-  _globals['_TENANT']._serialized_end=613
-  _globals['_UPDATETENANTREQUEST']._serialized_start=615
-  _globals['_UPDATETENANTREQUEST']._serialized_end=728
-  _globals['_CREATETENANTREQUEST']._serialized_start=730
-  _globals['_CREATETENANTREQUEST']._serialized_end=786
-  _globals['_LISTTENANTSREQUEST']._serialized_start=788
-  _globals['_LISTTENANTSREQUEST']._serialized_end=808
-  _globals['_LISTTENANTSRESPONSE']._serialized_start=810
-  _globals['_LISTTENANTSRESPONSE']._serialized_end=867
-  _globals['_APIKEY']._serialized_start=870
-  _globals['_APIKEY']._serialized_end=1092
-  _globals['_CREATEAPIKEYREQUEST']._serialized_start=1094
-  _globals['_CREATEAPIKEYREQUEST']._serialized_end=1203
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=1205
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=1279
-  _globals['_LISTAPIKEYSREQUEST']._serialized_start=1281
-  _globals['_LISTAPIKEYSREQUEST']._serialized_end=1317
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=1319
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=1377
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=1379
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=1412
-  _globals['_ADMINSERVICE']._serialized_start=1559
-  _globals['_ADMINSERVICE']._serialized_end=2087
+  _globals['_APIKEYROLE']._serialized_start=1478
+  _globals['_APIKEYROLE']._serialized_end=1619
+  _globals['_GETCALLERREQUEST']._serialized_start=110
+  _globals['_GETCALLERREQUEST']._serialized_end=128
+  _globals['_CALLER']._serialized_start=130
+  _globals['_CALLER']._serialized_end=232
+  _globals['_TENANTQUOTA']._serialized_start=234
+  _globals['_TENANTQUOTA']._serialized_end=321
+  _globals['_TENANTUSAGE']._serialized_start=323
+  _globals['_TENANTUSAGE']._serialized_end=398
+  _globals['_TENANTQUEUE']._serialized_start=400
+  _globals['_TENANTQUEUE']._serialized_end=455
+  _globals['_TENANT']._serialized_start=458
+  _globals['_TENANT']._serialized_end=646
+  _globals['_UPDATETENANTREQUEST']._serialized_start=648
+  _globals['_UPDATETENANTREQUEST']._serialized_end=767
+  _globals['_CREATETENANTREQUEST']._serialized_start=769
+  _globals['_CREATETENANTREQUEST']._serialized_end=831
+  _globals['_LISTTENANTSREQUEST']._serialized_start=833
+  _globals['_LISTTENANTSREQUEST']._serialized_end=853
+  _globals['_LISTTENANTSRESPONSE']._serialized_start=855
+  _globals['_LISTTENANTSRESPONSE']._serialized_end=912
+  _globals['_APIKEY']._serialized_start=915
+  _globals['_APIKEY']._serialized_end=1137
+  _globals['_CREATEAPIKEYREQUEST']._serialized_start=1139
+  _globals['_CREATEAPIKEYREQUEST']._serialized_end=1260
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=1262
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=1336
+  _globals['_LISTAPIKEYSREQUEST']._serialized_start=1338
+  _globals['_LISTAPIKEYSREQUEST']._serialized_end=1374
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=1376
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=1434
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=1436
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=1475
+  _globals['_ADMINSERVICE']._serialized_start=1622
+  _globals['_ADMINSERVICE']._serialized_end=2150
 # @@protoc_insertion_point(module_scope)
