@@ -156,6 +156,8 @@ def test_the_overlay_renders_the_cluster_beside_the_production_objects():
     kinds = {(o["kind"], o["metadata"]["name"]) for o in render(OVERLAY)}
     for expected in [
         ("Cluster", CLUSTER),
+        ("ObjectStore", "sluice-pg-backups"),
+        ("ScheduledBackup", "sluice-pg-nightly"),
         ("Deployment", "ingest-api"),
         ("Deployment", "search"),
         ("Deployment", "worker"),
@@ -174,7 +176,7 @@ def test_core_objects_are_valid_for_each_supported_kubernetes_version(version):
     import kubernetes_validate
 
     for obj in render(OVERLAY):
-        if obj["kind"] in KEDA_KINDS or obj["kind"] == "Cluster":
+        if obj["kind"] in KEDA_KINDS or obj["kind"] in {"Cluster", "ScheduledBackup", "ObjectStore"}:
             continue
         try:
             kubernetes_validate.validate(obj, version, strict=True)
@@ -212,6 +214,43 @@ def test_the_cluster_has_pgvector_the_group_roles_and_the_logins_the_services_us
     assert not any(role.get("superuser") or role.get("bypassrls") for role in roles.values())
     # Searches on a replica are not cancelled by the primary's vacuum (recovery conflicts).
     assert spec["postgresql"]["parameters"]["hot_standby_feedback"] == "on"
+
+
+def test_wal_is_archived_and_a_base_backup_is_taken_every_night_to_object_storage():
+    """Point-in-time recovery in production: the Cluster archives its WAL through the Barman Cloud
+    plugin to the ObjectStore, and a ScheduledBackup (CloudNativePG's six-field cron) takes base
+    backups there, from a standby; credentials come from a Secret, never from the manifest."""
+    plugins = {p["name"]: p for p in cluster()["spec"]["plugins"]}
+    barman = plugins["barman-cloud.cloudnative-pg.io"]
+    assert barman["isWALArchiver"] is True and set(barman) <= {"name", "enabled", "isWALArchiver", "parameters"}
+    store = one(OVERLAY, "ObjectStore", barman["parameters"]["barmanObjectName"])
+    assert store["apiVersion"] == "barmancloud.cnpg.io/v1" and set(store["spec"]) <= {
+        "configuration",
+        "retentionPolicy",
+        "instanceSidecarConfiguration",
+    }
+    configuration = store["spec"]["configuration"]
+    assert configuration["destinationPath"].startswith("s3://")
+    for credential in configuration["s3Credentials"].values():
+        assert set(credential) == {"name", "key"}, "a credential is a Secret reference"
+    assert store["spec"]["retentionPolicy"].endswith("d")
+    scheduled = one(OVERLAY, "ScheduledBackup", "sluice-pg-nightly")
+    spec = scheduled["spec"]
+    assert scheduled["apiVersion"] == "postgresql.cnpg.io/v1" and spec["cluster"]["name"] == CLUSTER
+    assert len(spec["schedule"].split()) == 6, "CloudNativePG's schedule has a seconds field first"
+    assert spec["method"] == "plugin" and spec["pluginConfiguration"]["name"] == "barman-cloud.cloudnative-pg.io"
+    assert set(spec) <= {
+        "schedule",
+        "suspend",
+        "immediate",
+        "cluster",
+        "backupOwnerReference",
+        "target",
+        "method",
+        "pluginConfiguration",
+        "online",
+        "onlineConfiguration",
+    }
 
 
 def url_host(value) -> str:
