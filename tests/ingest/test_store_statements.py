@@ -1,7 +1,7 @@
 """Every SQL statement of a store is named in one place per area, and its status and kind values
 come from the enums (issue 37; store/literals.py): no store function carries SQL of its own, no
-store module types a status, state, kind, role or outcome literal by hand, and the one literal
-table holds exactly the enums' members."""
+store module types a status, state, kind, role or outcome literal by hand, and each literal
+table (the store's, the sources' runs', the webhooks') holds exactly its enums' members."""
 
 from __future__ import annotations
 
@@ -12,10 +12,26 @@ from pathlib import Path
 
 from psycopg import sql
 from sluice_ingest import domain, store
+from sluice_ingest.sources import domain as sources_domain
+from sluice_ingest.sources import store as sources_store
 from sluice_ingest.store import literals, queue_sql
+from sluice_ingest.webhooks import domain as webhooks_domain
+from sluice_ingest.webhooks import store as webhooks_store
 
 STORE_DIR = Path(store.__file__).parent
-MODULES = sorted(STORE_DIR.glob("*.py"))
+# The stores of every area: the documents' and jobs' (store/), the sources' and the webhooks'.
+AREA_STORES = [Path(sources_store.__file__), Path(webhooks_store.__file__)]
+MODULES = sorted(STORE_DIR.glob("*.py")) + AREA_STORES
+# Each area store's own literal table, and the enums it must hold: every state the area's
+# statements name.
+AREA_TABLES = {
+    "sources": (sources_store.RUN_LITERAL_ENUMS, sources_store.RUN_LITERALS, {sources_domain.RunState, sources_domain.RunEvent}),
+    "webhooks": (
+        webhooks_store.WEBHOOK_LITERAL_ENUMS,
+        webhooks_store.WEBHOOK_LITERALS,
+        {webhooks_domain.DeliveryState, webhooks_domain.SubscriptionState},
+    ),
+}
 LITERAL_TABLE = Path(literals.__file__)
 
 # A statement, as opposed to a message or a fragment: its keyword first, or its shape anywhere.
@@ -32,7 +48,8 @@ DOMAIN_ENUMS = [
     for value in vars(domain).values()
     if isinstance(value, type) and issubclass(value, enum.StrEnum) and value.__module__ == domain.__name__ and len(value)
 ]
-ENUM_VALUES = {member.value for kind in DOMAIN_ENUMS for member in kind}
+AREA_ENUMS = [kind for _, _, kinds in AREA_TABLES.values() for kind in kinds]
+ENUM_VALUES = {member.value for kind in [*DOMAIN_ENUMS, *AREA_ENUMS] for member in kind}
 QUOTED = re.compile(r"'([A-Z_]+)'")
 
 
@@ -67,18 +84,19 @@ def _all_strings(path: Path) -> list[tuple[int, str]]:
 
 
 def test_the_scans_see_the_store():
-    assert len(MODULES) >= 15 and LITERAL_TABLE in MODULES
+    assert len(MODULES) >= 17 and LITERAL_TABLE in MODULES and all(path in MODULES for path in AREA_STORES)
     assert STATEMENT.search("SELECT 1 FROM documents") and STATEMENT.search(" UPDATE chunks n SET text = %s")
     assert not STATEMENT.search("the document was deleted while its content was being read")
     assert QUOTED.findall("WHERE status = 'READY' AND kind = 'EMBED'") == ["READY", "EMBED"]
     assert {"READY", "RUNNING", "ACTIVE", "EMBED", "CURRENT", "DELETED", "ONLY"} <= ENUM_VALUES
+    assert {"BLOCKED_MASS_DELETE", "PROGRESS", "DELIVERED", "DISABLED"} <= ENUM_VALUES
 
 
 def test_no_store_function_carries_sql():
     """SQL lives in module-level named statements (or named fragments and the named functions
     that build a statement from them), never in a string inside a function."""
     inline = [
-        f"{path.name}:{line}: {text.strip()[:80]!r}"
+        f"{path.relative_to(STORE_DIR.parent)}:{line}: {text.strip()[:80]!r}"
         for path in MODULES
         for line, text in _strings_in_functions(path)
         if STATEMENT.search(text) or PARAMETER.search(text)
@@ -90,7 +108,7 @@ def test_no_store_module_types_an_enum_literal():
     """A status, state, kind, role or outcome is named by the literal table (`{doc_ready}`,
     `{kind_embed}`…), never typed as `'READY'`; only the table's own module may spell one."""
     typed = [
-        f"{path.name}:{line}: '{value}'"
+        f"{path.relative_to(STORE_DIR.parent)}:{line}: '{value}'"
         for path in MODULES
         if path != LITERAL_TABLE
         for line, text in _all_strings(path)
@@ -103,14 +121,29 @@ def test_no_store_module_types_an_enum_literal():
 def test_the_literal_table_is_the_enums():
     # Every enum of the domain has its entries, under one prefix each.
     assert set(literals.LITERAL_ENUMS.values()) == set(DOMAIN_ENUMS)
-    assert len(set(literals.LITERAL_ENUMS)) == len(literals.LITERAL_ENUMS)
+    _check_table(literals.LITERAL_ENUMS, literals.LITERALS)
+
+
+def test_each_area_table_is_its_enums():
+    """The sources' and the webhooks' stores name their states from tables of their own, built
+    the same way (`literal_table`); composed with the store's table, no name may clash."""
+    for area, (enums, table, kinds) in AREA_TABLES.items():
+        assert set(enums.values()) == kinds, area
+        _check_table(enums, table)
+        assert not set(table) & set(literals.LITERALS), area
+    first, second = (set(table) for _, table, _ in AREA_TABLES.values())
+    assert not first & second
+
+
+def _check_table(enums: dict[str, type[enum.StrEnum]], table: dict[str, sql.Composable]) -> None:
+    assert len(set(enums)) == len(enums)
     expected = {}
-    for prefix, kind in literals.LITERAL_ENUMS.items():
+    for prefix, kind in enums.items():
         for member in kind:
             expected[f"{prefix}_{member.value.lower()}"] = (kind, member)
     # Every member has an entry, and every entry is a member of its enum, as a SQL literal of its value.
-    assert set(literals.LITERALS) == set(expected)
-    for name, value in literals.LITERALS.items():
+    assert set(table) == set(expected)
+    for name, value in table.items():
         kind, member = expected[name]
         assert value == sql.Literal(str(member)), name
         assert kind(value.as_string(None).strip("'")) is member, name

@@ -24,6 +24,15 @@ class RunState(enum.StrEnum):
     BLOCKED_MASS_DELETE = "BLOCKED_MASS_DELETE"
 
 
+class RunEvent(enum.StrEnum):
+    """A run's events in its collection's events log (migration 0024): STARTED and FINISHED by
+    the trigger on its state, PROGRESS by the runner's checkpoint when it asks."""
+
+    STARTED = "STARTED"
+    PROGRESS = "PROGRESS"
+    FINISHED = "FINISHED"
+
+
 ACTIVE_STATES = (RunState.PENDING, RunState.RUNNING)
 
 # Every move a run may make, with why it exists. The store's statements are conditional on
@@ -107,6 +116,7 @@ __all__ = [
     "RUN_MOVES",
     "KnownItem",
     "ListedItem",
+    "RunEvent",
     "RunState",
     "SourceKind",
     "check_run_move",

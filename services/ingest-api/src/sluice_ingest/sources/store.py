@@ -17,8 +17,10 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+from psycopg import sql
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 from sluice_common.db import one_snapshot
@@ -26,7 +28,13 @@ from sluice_common.errors import LeaseNotHeld, NotFound
 from sluice_common.reasons import Reason
 
 from ..store.common import lookup_collection_settings
-from .domain import KnownItem, RunState, sources_of
+from ..store.literals import compose, literal_table
+from .domain import KnownItem, RunEvent, RunState, sources_of
+
+# The runs' states and events by their entries (`{run_pending}`, `{run_event_progress}`), as
+# store/literals.py names the domain's: no statement here types one by hand.
+RUN_LITERAL_ENUMS: dict[str, type[RunState] | type[RunEvent]] = {"run": RunState, "run_event": RunEvent}
+RUN_LITERALS = literal_table(RUN_LITERAL_ENUMS)
 
 RUN_COLUMNS = """
     r.id, r.source_id, r.state, r.allow_mass_delete, r.scheduled, r.attempts, r.max_attempts, r.checkpoint,
@@ -41,6 +49,55 @@ SOURCE_SELECT = f"""
               ORDER BY r.created_at DESC, r.id DESC LIMIT 1) l) AS last_run
       FROM sources s JOIN collections c ON c.id = s.collection_id
 """
+SOURCE_BY_ID_SQL = SOURCE_SELECT + " WHERE s.id = %s"
+TENANT_SOURCE_SQL = SOURCE_SELECT + " WHERE s.id = %s AND s.tenant_id = %s"
+
+INSERT_SOURCE_SQL = """
+    INSERT INTO sources (tenant_id, collection_id, display_name, kind, spec, schedule_interval_seconds,
+                         max_delete_share, next_sync_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s,
+            CASE WHEN %s > 0 THEN now() + make_interval(secs => %s) END)
+    RETURNING id
+"""
+
+# ListSources' conditions, each with its parameters, in this order; the tenant's always.
+LIST_CONDITIONS = {
+    "tenant": "s.tenant_id = %s",
+    "collection": "c.name = %s",
+    # A scoped key's collections only (docs/tenancy.md, "Scoped keys").
+    "scope": "c.name = ANY(%s::text[])",
+    "after": "(s.created_at, s.id) > (%s, %s)",
+}
+LIST_PAGE = " ORDER BY s.created_at, s.id LIMIT %s"
+
+
+@cache
+def list_sources_sql(conditions: tuple[str, ...]) -> str:
+    """ListSources' page (oldest first) under the tenant's and the named LIST_CONDITIONS."""
+    return SOURCE_SELECT + " WHERE " + " AND ".join(LIST_CONDITIONS[name] for name in ("tenant", *conditions)) + LIST_PAGE
+
+
+DELETE_SOURCE_SQL = "DELETE FROM sources WHERE id = %s AND tenant_id = %s RETURNING id"
+LOCK_SOURCE_SQL = "SELECT 1 FROM sources WHERE id = %s FOR UPDATE"
+
+# A new PENDING run, or the active one (the partial unique index of one active run per source).
+REQUEST_RUN_SQL = compose(
+    """
+    INSERT INTO source_runs (source_id, allow_mass_delete, max_attempts) VALUES (%s, %s, %s)
+    ON CONFLICT (source_id) WHERE state IN ({run_pending}, {run_running}) DO UPDATE
+       SET allow_mass_delete = source_runs.allow_mass_delete OR excluded.allow_mass_delete
+    RETURNING {run_columns}
+    """,
+    run_columns=sql.SQL(RUN_COLUMNS.replace("r.", "source_runs.")),
+    **RUN_LITERALS,
+)
+NOTIFY_RUNS_SQL = "SELECT pg_notify('sluice_source_runs', %s)"
+
+LIST_RUNS_SQL = f"SELECT {RUN_COLUMNS} FROM source_runs r WHERE r.source_id = %s ORDER BY r.created_at DESC, r.id DESC LIMIT %s"
+LIST_RUNS_BEFORE_SQL = (
+    f"SELECT {RUN_COLUMNS} FROM source_runs r WHERE r.source_id = %s AND (r.created_at, r.id) < (%s, %s)"
+    " ORDER BY r.created_at DESC, r.id DESC LIMIT %s"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,13 +214,7 @@ class SourceStore:
             collection = await lookup_collection_settings(conn, new.tenant_id, new.collection)
             row = await (
                 await conn.execute(
-                    """
-                INSERT INTO sources (tenant_id, collection_id, display_name, kind, spec, schedule_interval_seconds,
-                                     max_delete_share, next_sync_at)
-                VALUES (%s, %s, %s, %s, %s, %s, %s,
-                        CASE WHEN %s > 0 THEN now() + make_interval(secs => %s) END)
-                RETURNING id
-                """,
+                    INSERT_SOURCE_SQL,
                     (
                         new.tenant_id,
                         collection.id,
@@ -186,13 +237,9 @@ class SourceStore:
 
     @staticmethod
     async def _get(conn: Any, tenant_id: int | None, source_id: uuid.UUID) -> SourceRow:
-        where, params = (
-            (" WHERE s.id = %s", [source_id])
-            if tenant_id is None
-            else (" WHERE s.id = %s AND s.tenant_id = %s", [source_id, tenant_id])
-        )
+        query, params = (SOURCE_BY_ID_SQL, [source_id]) if tenant_id is None else (TENANT_SOURCE_SQL, [source_id, tenant_id])
         cur = conn.cursor(row_factory=class_row_of_source())
-        row = await (await cur.execute(SOURCE_SELECT + where, params)).fetchone()
+        row = await (await cur.execute(query, params)).fetchone()
         if row is None:
             raise NotFound(f"source {source_id} does not exist", reason=Reason.SOURCE_NOT_FOUND)
         return row  # type: ignore[no-any-return]
@@ -205,27 +252,25 @@ class SourceStore:
         limit: int,
         scope: list[str] | None = None,
     ) -> list[SourceRow]:
-        conditions: list[str] = ["s.tenant_id = %s"]
+        conditions: list[str] = []
         params: list[Any] = [tenant_id]
         if collection:
-            conditions.append("c.name = %s")
+            conditions.append("collection")
             params.append(collection)
-        if scope is not None:  # a scoped key's collections only (docs/tenancy.md, "Scoped keys")
-            conditions.append("c.name = ANY(%s::text[])")
+        if scope is not None:
+            conditions.append("scope")
             params.append(scope)
         if after is not None:
-            conditions.append("(s.created_at, s.id) > (%s, %s)")
+            conditions.append("after")
             params.extend(after)
-        query = SOURCE_SELECT + " WHERE " + " AND ".join(conditions) + " ORDER BY s.created_at, s.id LIMIT %s"
+        query = list_sources_sql(tuple(conditions))
         async with self.pool.connection() as conn:
             cur = conn.cursor(row_factory=class_row_of_source())
             return list(await (await cur.execute(query, [*params, limit])).fetchall())
 
     async def delete(self, tenant_id: int, source_id: uuid.UUID) -> None:
         async with self.pool.connection() as conn:
-            row = await (
-                await conn.execute("DELETE FROM sources WHERE id = %s AND tenant_id = %s RETURNING id", (source_id, tenant_id))
-            ).fetchone()
+            row = await (await conn.execute(DELETE_SOURCE_SQL, (source_id, tenant_id))).fetchone()
             if row is None:
                 raise NotFound(f"source {source_id} does not exist", reason=Reason.SOURCE_NOT_FOUND)
 
@@ -234,21 +279,11 @@ class SourceStore:
         Asking again with allow_mass_delete lets the active run delete all the same."""
         async with self.pool.connection() as conn, conn.transaction():
             await self._get(conn, tenant_id, source_id)
-            await conn.execute("SELECT 1 FROM sources WHERE id = %s FOR UPDATE", (source_id,))
+            await conn.execute(LOCK_SOURCE_SQL, (source_id,))
             cur = conn.cursor(row_factory=class_row(RunRow))
-            row = await (
-                await cur.execute(
-                    f"""
-                INSERT INTO source_runs (source_id, allow_mass_delete, max_attempts) VALUES (%s, %s, %s)
-                ON CONFLICT (source_id) WHERE state IN ('PENDING', 'RUNNING') DO UPDATE
-                   SET allow_mass_delete = source_runs.allow_mass_delete OR excluded.allow_mass_delete
-                RETURNING {RUN_COLUMNS.replace("r.", "source_runs.")}
-                """,
-                    (source_id, allow_mass_delete, max_attempts),
-                )
-            ).fetchone()
+            row = await (await cur.execute(REQUEST_RUN_SQL, (source_id, allow_mass_delete, max_attempts))).fetchone()
             assert row is not None
-            await conn.execute("SELECT pg_notify('sluice_source_runs', %s)", (str(source_id),))
+            await conn.execute(NOTIFY_RUNS_SQL, (str(source_id),))
             return row
 
     async def list_runs(
@@ -263,20 +298,11 @@ class SourceStore:
         (an empty list of a source that always had runs)."""
         async with self.pool.connection() as conn, one_snapshot(conn):
             await self._get(conn, tenant_id, source_id)
-            condition, params = "", list[Any]([source_id])
-            if before is not None:
-                condition = " AND (r.created_at, r.id) < (%s, %s)"
-                params.extend(before)
-            cur = conn.cursor(row_factory=class_row(RunRow))
-            return list(
-                await (
-                    await cur.execute(
-                        f"SELECT {RUN_COLUMNS} FROM source_runs r WHERE r.source_id = %s{condition}"
-                        " ORDER BY r.created_at DESC, r.id DESC LIMIT %s",
-                        [*params, limit],
-                    )
-                ).fetchall()
+            query, params = (
+                (LIST_RUNS_SQL, [source_id, limit]) if before is None else (LIST_RUNS_BEFORE_SQL, [source_id, *before, limit])
             )
+            cur = conn.cursor(row_factory=class_row(RunRow))
+            return list(await (await cur.execute(query, params)).fetchall())
 
 
 def class_row_of_source() -> Any:
@@ -286,34 +312,42 @@ def class_row_of_source() -> Any:
 
 
 # Rule 6's claim, for runs: PENDING, or RUNNING with an expired lease; one statement, SKIP LOCKED.
-CLAIM_SQL = f"""
+CLAIM_SQL = compose(
+    """
     WITH candidate AS (
         SELECT r.id FROM source_runs r
          WHERE r.attempts < r.max_attempts
-           AND (r.state = 'PENDING' OR (r.state = 'RUNNING' AND r.locked_at <= now() - make_interval(secs => %(lease)s)))
+           AND (r.state = {run_pending} OR (r.state = {run_running} AND r.locked_at <= now() - make_interval(secs => %(lease)s)))
          ORDER BY r.created_at
          LIMIT 1
          FOR UPDATE SKIP LOCKED
     )
     UPDATE source_runs r
-       SET state = 'RUNNING', attempts = r.attempts + 1, lease_token = gen_random_uuid(), locked_at = now(),
+       SET state = {run_running}, attempts = r.attempts + 1, lease_token = gen_random_uuid(), locked_at = now(),
            started_at = coalesce(r.started_at, now())
       FROM candidate
      WHERE r.id = candidate.id AND r.state = ANY(%(from)s)
-    RETURNING {RUN_COLUMNS}, r.lease_token
-"""
+    RETURNING {run_columns}, r.lease_token
+    """,
+    run_columns=sql.SQL(RUN_COLUMNS),
+    **RUN_LITERALS,
+)
 
 # Rule 8's convergence, for runs: an expired lease with no attempts left ends the run FAILED.
-EXPIRE_SQL = """
+EXPIRE_SQL = compose(
+    """
     UPDATE source_runs r
-       SET state = 'FAILED', lease_token = NULL, locked_at = NULL, ended_at = now(),
+       SET state = {run_failed}, lease_token = NULL, locked_at = NULL, ended_at = now(),
            error_message = 'the sources runner stopped renewing its lease and the maximum number of attempts was reached'
-     WHERE r.state = 'RUNNING' AND r.attempts >= r.max_attempts
+     WHERE r.state = {run_running} AND r.attempts >= r.max_attempts
        AND r.locked_at <= now() - make_interval(secs => %(lease)s)
-"""
+    """,
+    **RUN_LITERALS,
+)
 
 # Due schedules: a run each (unless one is active), and the next time. SKIP LOCKED: runners at once.
-SCHEDULE_SQL = """
+SCHEDULE_SQL = compose(
+    """
     WITH due AS (
         SELECT s.id, s.schedule_interval_seconds FROM sources s
          WHERE s.next_sync_at IS NOT NULL AND s.next_sync_at <= now()
@@ -324,13 +358,73 @@ SCHEDULE_SQL = """
     )
     INSERT INTO source_runs (source_id, scheduled, max_attempts)
     SELECT id, true, %(max_attempts)s FROM moved
-    ON CONFLICT (source_id) WHERE state IN ('PENDING', 'RUNNING') DO NOTHING
-"""
+    ON CONFLICT (source_id) WHERE state IN ({run_pending}, {run_running}) DO NOTHING
+    """,
+    **RUN_LITERALS,
+)
 
-LEASE_HELD = """
-    id = %(run)s AND state = 'RUNNING' AND lease_token = %(token)s
+# The fence of every runner's write: this runner's live lease on the run.
+LEASE_HELD = sql.SQL(
+    """
+    id = %(run)s AND state = {run_running} AND lease_token = %(token)s
     AND locked_at > now() - make_interval(secs => %(lease)s)
 """
+).format(**RUN_LITERALS)
+
+FENCE_SQL = compose("SELECT 1 FROM source_runs WHERE {lease_held} FOR SHARE", lease_held=LEASE_HELD)
+RENEW_SQL = compose("UPDATE source_runs SET locked_at = now() WHERE {lease_held} RETURNING id", lease_held=LEASE_HELD)
+KNOWN_ITEMS_SQL = "SELECT source_uri, fingerprint, content_sha256 FROM source_items WHERE source_id = %s"
+LIVE_SHAS_SQL = "SELECT source_uri, content_sha256 FROM documents WHERE collection_id = %s AND source_uri IS NOT NULL"
+CHECKPOINT_SQL = compose(
+    """
+    UPDATE source_runs SET locked_at = now(), checkpoint = %(checkpoint)s, listed = %(listed)s,
+           uploaded = %(uploaded)s, unchanged = %(unchanged)s, deleted = %(deleted)s, failed = %(failed)s,
+           would_delete = %(would_delete)s, error_message = %(error)s
+     WHERE {lease_held} RETURNING id
+    """,
+    lease_held=LEASE_HELD,
+)
+UPSERT_ITEMS_SQL = """
+    INSERT INTO source_items (source_id, source_uri, fingerprint, content_sha256, seen_run)
+    SELECT %s, u, f, s, %s FROM unnest(%s::text[], %s::text[], %s::text[]) AS t(u, f, s)
+    ON CONFLICT (source_id, source_uri) DO UPDATE
+       SET fingerprint = excluded.fingerprint, content_sha256 = excluded.content_sha256,
+           seen_run = excluded.seen_run
+"""
+MARK_SEEN_SQL = "UPDATE source_items SET seen_run = %s WHERE source_id = %s AND source_uri = ANY(%s)"
+# A PROGRESS event of the run as it stands, into its collection's events log (migration 0024).
+PROGRESS_EVENT_SQL = compose(
+    "SELECT sluice_record_source_run_event(r, {run_event_progress}) FROM source_runs r WHERE r.id = %s", **RUN_LITERALS
+)
+SOURCE_ITEMS_SQL = "SELECT source_uri FROM source_items WHERE source_id = %s ORDER BY source_uri"
+LIVE_SOURCES_SQL = "SELECT count(DISTINCT source_uri) FROM documents WHERE collection_id = %s AND source_uri IS NOT NULL"
+UNSEEN_ITEMS_SQL = "SELECT source_uri FROM source_items WHERE source_id = %s AND seen_run <> %s ORDER BY source_uri"
+FORGET_ITEM_SQL = "DELETE FROM source_items WHERE source_id = %s AND source_uri = %s"
+COUNT_DELETED_SQL = "UPDATE source_runs SET deleted = deleted + 1 WHERE id = %s"
+FINISH_SQL = compose(
+    """
+    UPDATE source_runs SET state = %(state)s, lease_token = NULL, locked_at = NULL, ended_at = now(),
+           checkpoint = %(checkpoint)s, listed = %(listed)s, uploaded = %(uploaded)s,
+           unchanged = %(unchanged)s, deleted = %(deleted)s, failed = %(failed)s,
+           would_delete = %(would_delete)s, error_message = %(error)s
+     WHERE {lease_held} AND state = ANY(%(from)s) RETURNING id
+    """,
+    lease_held=LEASE_HELD,
+)
+# Back to PENDING while attempts are left (or when not charged), else FAILED.
+GIVE_UP_SQL = compose(
+    """
+    UPDATE source_runs
+       SET attempts = attempts - CASE WHEN %(charge)s THEN 0 ELSE 1 END,
+           state = CASE WHEN NOT %(charge)s OR attempts < max_attempts THEN {run_pending} ELSE {run_failed} END,
+           ended_at = CASE WHEN NOT %(charge)s OR attempts < max_attempts THEN NULL ELSE now() END,
+           lease_token = NULL, locked_at = NULL,
+           error_message = CASE WHEN %(charge)s THEN %(message)s ELSE error_message END
+     WHERE {lease_held} AND state = ANY(%(from)s) RETURNING id
+    """,
+    lease_held=LEASE_HELD,
+    **RUN_LITERALS,
+)
 
 
 class RunStore:
@@ -370,7 +464,7 @@ class RunStore:
         params = self._fence_params(claimed)
 
         async def check(conn: Any) -> None:
-            row = await (await conn.execute(f"SELECT 1 FROM source_runs WHERE {LEASE_HELD} FOR SHARE", params)).fetchone()
+            row = await (await conn.execute(FENCE_SQL, params)).fetchone()
             if row is None:
                 raise LeaseNotHeld(
                     "this runner's lease on the sync run expired; another runner took it over", reason=Reason.LEASE_NOT_HELD
@@ -381,32 +475,19 @@ class RunStore:
     async def renew(self, claimed: ClaimedRun) -> None:
         """Renew the lease: LeaseNotHeld when the lease was lost."""
         async with self.pool.connection() as conn:
-            row = await (
-                await conn.execute(
-                    f"UPDATE source_runs SET locked_at = now() WHERE {LEASE_HELD} RETURNING id", self._fence_params(claimed)
-                )
-            ).fetchone()
+            row = await (await conn.execute(RENEW_SQL, self._fence_params(claimed))).fetchone()
         if row is None:
             raise LeaseNotHeld("the sync run's lease was lost", reason=Reason.LEASE_NOT_HELD)
 
     async def known_items(self, source_id: uuid.UUID) -> dict[str, KnownItem]:
         async with self.pool.connection() as conn:
-            rows = await (
-                await conn.execute(
-                    "SELECT source_uri, fingerprint, content_sha256 FROM source_items WHERE source_id = %s", (source_id,)
-                )
-            ).fetchall()
+            rows = await (await conn.execute(KNOWN_ITEMS_SQL, (source_id,))).fetchall()
         return {r[0]: KnownItem(r[1], r[2]) for r in rows}
 
     async def live_shas(self, collection_id: int) -> dict[str, set[str]]:
         """Every live version's SHA-256 by source_uri in the collection."""
         async with self.pool.connection() as conn:
-            rows = await (
-                await conn.execute(
-                    "SELECT source_uri, content_sha256 FROM documents WHERE collection_id = %s AND source_uri IS NOT NULL",
-                    (collection_id,),
-                )
-            ).fetchall()
+            rows = await (await conn.execute(LIVE_SHAS_SQL, (collection_id,))).fetchall()
         live: dict[str, set[str]] = {}
         for uri, sha in rows:
             live.setdefault(uri, set()).add(sha)
@@ -432,12 +513,7 @@ class RunStore:
         async with self.pool.connection() as conn, conn.transaction():
             row = await (
                 await conn.execute(
-                    f"""
-                UPDATE source_runs SET locked_at = now(), checkpoint = %(checkpoint)s, listed = %(listed)s,
-                       uploaded = %(uploaded)s, unchanged = %(unchanged)s, deleted = %(deleted)s, failed = %(failed)s,
-                       would_delete = %(would_delete)s, error_message = %(error)s
-                 WHERE {LEASE_HELD} RETURNING id
-                """,
+                    CHECKPOINT_SQL,
                     {
                         **params,
                         "checkpoint": json.dumps(checkpoint),
@@ -455,52 +531,27 @@ class RunStore:
                 raise LeaseNotHeld("the sync run's lease was lost", reason=Reason.LEASE_NOT_HELD)
             if items:
                 await conn.execute(
-                    """
-                    INSERT INTO source_items (source_id, source_uri, fingerprint, content_sha256, seen_run)
-                    SELECT %s, u, f, s, %s FROM unnest(%s::text[], %s::text[], %s::text[]) AS t(u, f, s)
-                    ON CONFLICT (source_id, source_uri) DO UPDATE
-                       SET fingerprint = excluded.fingerprint, content_sha256 = excluded.content_sha256,
-                           seen_run = excluded.seen_run
-                    """,
+                    UPSERT_ITEMS_SQL,
                     (claimed.source.id, claimed.run.id, [i[0] for i in items], [i[1] for i in items], [i[2] for i in items]),
                 )
             if seen:
-                await conn.execute(
-                    "UPDATE source_items SET seen_run = %s WHERE source_id = %s AND source_uri = ANY(%s)",
-                    (claimed.run.id, claimed.source.id, seen),
-                )
+                await conn.execute(MARK_SEEN_SQL, (claimed.run.id, claimed.source.id, seen))
             if progress_event:
-                await conn.execute(
-                    "SELECT sluice_record_source_run_event(r, 'PROGRESS') FROM source_runs r WHERE r.id = %s", (claimed.run.id,)
-                )
+                await conn.execute(PROGRESS_EVENT_SQL, (claimed.run.id,))
 
     async def gone_items(self, claimed: ClaimedRun, listed: set[str]) -> tuple[list[str], int, int]:
         """(the source's items this run did not list, the source's item count, the collection's
         distinct live source_uris)."""
         async with self.pool.connection() as conn:
-            rows = await (
-                await conn.execute(
-                    "SELECT source_uri FROM source_items WHERE source_id = %s ORDER BY source_uri", (claimed.source.id,)
-                )
-            ).fetchall()
-            sources = await (
-                await conn.execute(
-                    "SELECT count(DISTINCT source_uri) FROM documents WHERE collection_id = %s AND source_uri IS NOT NULL",
-                    (claimed.source.collection_id,),
-                )
-            ).fetchone()
+            rows = await (await conn.execute(SOURCE_ITEMS_SQL, (claimed.source.id,))).fetchall()
+            sources = await (await conn.execute(LIVE_SOURCES_SQL, (claimed.source.collection_id,))).fetchone()
         every = [r[0] for r in rows]
         return [u for u in every if u not in listed], len(every), int(sources[0]) if sources else 0
 
     async def unseen_items(self, claimed: ClaimedRun) -> list[str]:
         """The source's items no listing of this run saw (gone, or vanished while it ran)."""
         async with self.pool.connection() as conn:
-            rows = await (
-                await conn.execute(
-                    "SELECT source_uri FROM source_items WHERE source_id = %s AND seen_run <> %s ORDER BY source_uri",
-                    (claimed.source.id, claimed.run.id),
-                )
-            ).fetchall()
+            rows = await (await conn.execute(UNSEEN_ITEMS_SQL, (claimed.source.id, claimed.run.id))).fetchall()
         return [r[0] for r in rows]
 
     async def forget_item(self, claimed: ClaimedRun, source_uri: str, *, progress_event: bool = False) -> None:
@@ -509,14 +560,10 @@ class RunStore:
         `progress_event`, a PROGRESS event of the run as it now stands, in this transaction."""
         async with self.pool.connection() as conn, conn.transaction():
             await self.fence(claimed)(conn)
-            await conn.execute(
-                "DELETE FROM source_items WHERE source_id = %s AND source_uri = %s", (claimed.source.id, source_uri)
-            )
-            await conn.execute("UPDATE source_runs SET deleted = deleted + 1 WHERE id = %s", (claimed.run.id,))
+            await conn.execute(FORGET_ITEM_SQL, (claimed.source.id, source_uri))
+            await conn.execute(COUNT_DELETED_SQL, (claimed.run.id,))
             if progress_event:
-                await conn.execute(
-                    "SELECT sluice_record_source_run_event(r, 'PROGRESS') FROM source_runs r WHERE r.id = %s", (claimed.run.id,)
-                )
+                await conn.execute(PROGRESS_EVENT_SQL, (claimed.run.id,))
 
     async def finish(
         self,
@@ -530,13 +577,7 @@ class RunStore:
         async with self.pool.connection() as conn:
             row = await (
                 await conn.execute(
-                    f"""
-                UPDATE source_runs SET state = %(state)s, lease_token = NULL, locked_at = NULL, ended_at = now(),
-                       checkpoint = %(checkpoint)s, listed = %(listed)s, uploaded = %(uploaded)s,
-                       unchanged = %(unchanged)s, deleted = %(deleted)s, failed = %(failed)s,
-                       would_delete = %(would_delete)s, error_message = %(error)s
-                 WHERE {LEASE_HELD} AND state = ANY(%(from)s) RETURNING id
-                """,
+                    FINISH_SQL,
                     {
                         **self._fence_params(claimed),
                         "state": str(state),
@@ -561,15 +602,7 @@ class RunStore:
         async with self.pool.connection() as conn:
             row = await (
                 await conn.execute(
-                    f"""
-                UPDATE source_runs
-                   SET attempts = attempts - CASE WHEN %(charge)s THEN 0 ELSE 1 END,
-                       state = CASE WHEN NOT %(charge)s OR attempts < max_attempts THEN 'PENDING' ELSE 'FAILED' END,
-                       ended_at = CASE WHEN NOT %(charge)s OR attempts < max_attempts THEN NULL ELSE now() END,
-                       lease_token = NULL, locked_at = NULL,
-                       error_message = CASE WHEN %(charge)s THEN %(message)s ELSE error_message END
-                 WHERE {LEASE_HELD} AND state = ANY(%(from)s) RETURNING id
-                """,
+                    GIVE_UP_SQL,
                     {**self._fence_params(claimed), "charge": charge, "message": message, "from": sources_of(RunState.PENDING)},
                 )
             ).fetchone()

@@ -13,7 +13,7 @@ a literal by hand (tests/ingest/test_store_statements.py checks both).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from psycopg import sql
 
@@ -46,9 +46,14 @@ def literal_name(prefix: str, member: enum.StrEnum) -> str:
     return f"{prefix}_{member.value.lower()}"
 
 
-LITERALS: dict[str, sql.Composable] = {
-    literal_name(prefix, member): sql.Literal(str(member)) for prefix, kind in LITERAL_ENUMS.items() for member in kind
-}
+def literal_table(enums: Mapping[str, type[enum.StrEnum]]) -> dict[str, sql.Composable]:
+    """Every member of `enums` as a SQL literal, under its table name. The sources' and the
+    webhooks' stores build their own tables with it, from their own enums, and pass them to
+    `compose` as fragments."""
+    return {literal_name(prefix, member): sql.Literal(str(member)) for prefix, kind in enums.items() for member in kind}
+
+
+LITERALS: dict[str, sql.Composable] = literal_table(LITERAL_ENUMS)
 
 
 def literal_array(members: Iterable[enum.StrEnum], sql_type: str) -> sql.Composed:
@@ -61,4 +66,4 @@ def compose(text: str, **fragments: sql.Composable) -> bytes:
     return sql.SQL(text).format(**LITERALS, **fragments).as_bytes(None)
 
 
-__all__ = ["LITERALS", "LITERAL_ENUMS", "compose", "literal_array", "literal_name"]
+__all__ = ["LITERALS", "LITERAL_ENUMS", "compose", "literal_array", "literal_name", "literal_table"]

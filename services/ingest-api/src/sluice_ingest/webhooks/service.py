@@ -12,11 +12,12 @@ from sluice_common.reasons import Reason
 from ..arguments import decode_token, encode_token, page_size_of, parse_id
 from ..settings import IngestSettings
 from . import guard, signing
+from .domain import DeliveryState
 from .events import event_types_of
 from .store import DeliveryRow, SubscriptionRow, WebhookStore
 
 MAX_DESCRIPTION = 500
-DELIVERY_STATES = ("PENDING", "DELIVERED", "FAILED")
+DELIVERY_STATES = frozenset(DeliveryState)
 
 
 class WebhookService:
