@@ -379,7 +379,9 @@ def test_pruning_by_count_keeps_each_documents_latest_events_and_watch_document_
 
 # What a CollectionEvent's document and GetDocument's answer may differ in (docs/clients.md,
 # "WatchCollection"): the token of each read, and what GetDocument alone fills.
-READ_ONLY_FIELDS = ("consistency_token", "attempt_history", "versions")
+# What GetDocument fills and an event's document does not (Document's comments say so): the
+# priority is the job's, not in the log.
+READ_ONLY_FIELDS = ("consistency_token", "attempt_history", "versions", "priority")
 
 
 def comparable(document: D.Document) -> D.Document:

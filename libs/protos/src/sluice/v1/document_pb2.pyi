@@ -437,7 +437,9 @@ class Document(_message.Message):
     parse it; compare it with nothing.
     """
     priority: Global___JobPriority.ValueType
-    """The priority of the document's processing."""
+    """The priority of the document's processing, as given at upload. GetDocument, ListDocuments and
+    UploadDocument show it; a WatchCollection event's document leaves it UNSPECIFIED.
+    """
     @_builtins.property
     def progress(self) -> Global___Progress:
         """The progress of the current stage."""

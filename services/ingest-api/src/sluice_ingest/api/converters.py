@@ -242,7 +242,7 @@ def _document_proto(
         source_uri=row.source_uri or "",
         version=row.version or 0,
         consistency_token=consistency.token_of(row.wal_lsn),
-        # A collection event's snapshot does not carry it: UNSPECIFIED there.
+        # WatchCollection's events do not carry it (UNSPECIFIED): it is the job's, not the log's.
         priority=document_pb2.JobPriority.ValueType(int(row.priority) if isinstance(row, DocumentRow) else 0),
     )
     if row.job_status == "PENDING" and row.available_at > as_of:

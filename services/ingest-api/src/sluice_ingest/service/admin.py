@@ -3,9 +3,10 @@ sluice_common.auth). A revoked key is also forgotten by this process's key cache
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-from sluice_common.auth import Role
+from sluice_common.auth import Role, key_id_of
 from sluice_common.errors import InvalidArgument
 from sluice_common.reasons import Reason
 
@@ -15,6 +16,7 @@ from ..store.tenants import ApiKeyRow, QueueShare, Quota, TenantRow
 from .collections import COLLECTION_NAME
 
 MAX_KEY_NAME = 200
+KEY_ID = re.compile(r"[a-z0-9]{12}")  # api_keys.id (migration 0004)
 MAX_QUEUE_WEIGHT = 100
 MAX_RUNNING_JOBS_CAP = 10_000
 MAX_KEY_COLLECTIONS = 100
@@ -109,6 +111,12 @@ class AdminUseCases:
     async def revoke_key(self, key: str) -> ApiKeyRow:
         if not key:
             raise InvalidArgument("id is required", reason=Reason.MISSING_ID)
+        if not KEY_ID.fullmatch(key_id_of(key)):
+            # Not quoted back: whatever was sent may be a secret or anything else.
+            raise InvalidArgument(
+                "id is a key's id (12 lowercase letters and digits), its prefix slk_<id>_ or the whole key",
+                reason=Reason.INVALID_ID,
+            )
         row = await self.tenants.revoke_key(key)
         self.forget_key(row.id)
         return row

@@ -329,7 +329,8 @@ export type Document = Message<"sluice.v1.Document"> & {
   consistencyToken: string;
 
   /**
-   * The priority of the document's processing.
+   * The priority of the document's processing, as given at upload. GetDocument, ListDocuments and
+   * UploadDocument show it; a WatchCollection event's document leaves it UNSPECIFIED.
    *
    * @generated from field: sluice.v1.JobPriority priority = 26;
    */
